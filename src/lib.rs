@@ -1,0 +1,18 @@
+//! shardgate: a MySQL wire-protocol routing proxy for a Pinterest-style
+//! sharded MySQL/MariaDB fleet.
+//!
+//! The crate is split the way a statement travels:
+//! [`frontend`] (client sessions) → [`router`] (SQL → [`router::Plan`], pure)
+//! → [`engine`] (executes a plan) → [`backend`] (host pools, raw connections).
+//! [`topology`] holds the config and the routing table; [`id`] the 64-bit ID
+//! codec; [`protocol`] the MySQL packet helpers shared by both sides.
+
+pub mod backend;
+pub mod engine;
+pub mod error;
+pub mod fleet;
+pub mod frontend;
+pub mod id;
+pub mod protocol;
+pub mod router;
+pub mod topology;

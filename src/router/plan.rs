@@ -1,0 +1,163 @@
+//! The plan: plain data saying where a statement goes and what text to send.
+
+use crate::topology::{FleetId, HostId};
+
+/// Where a single-shard statement is executed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// Fleet of the shard.
+    pub fleet: FleetId,
+    /// Virtual shard number.
+    pub shard: u32,
+    /// Master host serving the shard (resolved from the topology snapshot).
+    pub host: HostId,
+}
+
+/// What a statement does, for the transaction rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatementKind {
+    /// A plain read: may be served outside a transaction.
+    Read,
+    /// `SELECT ... FOR UPDATE` / `FOR SHARE` / `LOCK IN SHARE MODE`.
+    LockingRead,
+    /// INSERT, UPDATE, DELETE, REPLACE.
+    Write,
+}
+
+/// A statement for one shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardQuery {
+    /// The shard it runs on.
+    pub target: Target,
+    /// The text to send to the shard's master.
+    pub sql: String,
+    /// Read, locking read or write.
+    pub kind: StatementKind,
+    /// For an INSERT into an object table: the type id used to compose the
+    /// 64-bit ID from the OK packet's last-insert-id.
+    pub compose_insert_id: Option<u16>,
+}
+
+/// Session-level actions the proxy handles itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionAction {
+    /// `USE dbNNNNN`: later unqualified statements go to that shard.
+    Use {
+        /// Fleet whose database format matched.
+        fleet: FleetId,
+        /// Shard number from the database name.
+        shard: u32,
+    },
+    /// `BEGIN` / `START TRANSACTION` (with its original text for the backend).
+    Begin {
+        /// The statement text, forwarded to the bound backend on first use.
+        sql: String,
+    },
+    /// `COMMIT`.
+    Commit,
+    /// `ROLLBACK`.
+    Rollback,
+    /// `SET autocommit = 0|1`.
+    SetAutocommit(bool),
+    /// Any other `SET` of session state (`SET NAMES`, `SET sql_mode`, ...):
+    /// replayed on every backend connection the session uses.
+    SetSession {
+        /// Lower-case variable names it sets (`names`, `sql_mode`, ...),
+        /// so a later SET of the same variable replaces it.
+        variables: Vec<String>,
+        /// The original statement text.
+        sql: String,
+    },
+    /// `SELECT DATABASE()` (and `SCHEMA()`).
+    SelectDatabase,
+    /// `SELECT LAST_INSERT_ID()`.
+    SelectLastInsertId,
+}
+
+/// The routing decision for one statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// Run on one shard.
+    Shard(ShardQuery),
+    /// A statement that touches no sharded table (`SELECT 1`, `SELECT
+    /// @@version`, `SHOW VARIABLES`): run unchanged on any healthy master.
+    AnyHost {
+        /// Text to send (the original).
+        sql: String,
+    },
+    /// Handled by the proxy itself.
+    Session(SessionAction),
+    /// Refused, with the error the client will see.
+    Reject(RouteError),
+}
+
+/// Why a statement cannot be routed. Becomes a MySQL error packet.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// The SQL does not parse (MySQL code 1064).
+    #[error("You have an error in your SQL syntax: {0}")]
+    Syntax(String),
+    /// The table is not a logical table and not a shard database table (1146).
+    #[error("Table '{0}' doesn't exist in shardgate's config")]
+    UnknownTable(String),
+    /// The database named is not a shard database of any fleet (1049).
+    #[error("Unknown database '{0}'")]
+    UnknownDatabase(String),
+    /// A sharded table without a usable shard key (1105).
+    #[error("shardgate: no shard key for table '{table}': expected {expected}")]
+    NoShardKey {
+        /// Logical table name.
+        table: String,
+        /// What would have routed it (`WHERE id = <id>`, a hint, ...).
+        expected: String,
+    },
+    /// An ID that is malformed or does not belong to the table (1105).
+    #[error("shardgate: bad id {id}: {reason}")]
+    BadId {
+        /// The ID as written.
+        id: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A statement whose parts resolve to different shards (1105).
+    #[error("shardgate: statement spans several shards ({0}); writes and single-shard reads must name one shard")]
+    CrossShard(String),
+    /// A statement shardgate understands but does not support (1105).
+    #[error("shardgate: unsupported statement: {0}")]
+    Unsupported(String),
+}
+
+impl RouteError {
+    /// The MySQL error code the client gets.
+    pub fn code(&self) -> u16 {
+        match self {
+            RouteError::Syntax(_) => 1064,
+            RouteError::UnknownTable(_) => 1146,
+            RouteError::UnknownDatabase(_) => 1049,
+            _ => 1105,
+        }
+    }
+
+    /// The SQLSTATE the client gets.
+    pub fn sql_state(&self) -> &'static str {
+        match self {
+            RouteError::Syntax(_) => "42000",
+            RouteError::UnknownTable(_) => "42S02",
+            RouteError::UnknownDatabase(_) => "42000",
+            _ => "HY000",
+        }
+    }
+}
+
+/// Chooses a shard for an INSERT with no hint (the placement policy).
+pub trait Placement {
+    /// A shard in `first..=last`.
+    fn choose(&mut self, first: u32, last: u32) -> u32;
+}
+
+/// What the router needs to know about the client session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteContext {
+    /// The shard database selected with `USE`, if any.
+    pub current_db: Option<(FleetId, u32)>,
+}
