@@ -4,12 +4,18 @@
 //! bit 63-62 reserved (0) | bit 61-46 shard (16) | bit 45-36 type (10) | bit 35-0 local (36)
 //! ```
 
+use md5::{Digest, Md5};
+
 /// Largest shard number the ID layout can carry.
 pub const MAX_SHARD: u32 = (1 << 16) - 1;
 /// Largest type id the ID layout can carry.
 pub const MAX_TYPE: u16 = (1 << 10) - 1;
 /// Largest local id (the row's AUTO_INCREMENT) the ID layout can carry.
 pub const MAX_LOCAL: u64 = (1 << 36) - 1;
+
+const SHARD_SHIFT: u32 = 46;
+const TYPE_SHIFT: u32 = 36;
+const RESERVED_MASK: u64 = 0b11 << 62;
 
 /// The three fields of a 64-bit object ID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,24 +31,185 @@ pub struct ObjectId {
 /// What is wrong with an ID or with the fields given to compose one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {
-    /// Placeholder until the codec lands.
-    #[error("placeholder")]
-    Placeholder,
+    /// The ID has bit 63 or 62 set; such IDs are never issued.
+    #[error("ID {id} is not a shardgate ID: its reserved top bits (63-62) are set; IDs must be below 2^62 (4611686018427387904)")]
+    ReservedBits {
+        /// The offending ID.
+        id: u64,
+    },
+    /// The shard number does not fit the 16-bit shard field.
+    #[error("shard {shard} does not fit in an ID: shard must be 0-{MAX_SHARD}")]
+    ShardTooLarge {
+        /// The offending shard number.
+        shard: u32,
+    },
+    /// The type id does not fit the 10-bit type field.
+    #[error("type id {type_id} does not fit in an ID: type must be 0-{MAX_TYPE}")]
+    TypeTooLarge {
+        /// The offending type id.
+        type_id: u16,
+    },
+    /// The local id does not fit the 36-bit local field.
+    #[error("local id {local_id} does not fit in an ID: local id must be 0-{MAX_LOCAL}")]
+    LocalTooLarge {
+        /// The offending local id.
+        local_id: u64,
+    },
 }
 
 impl ObjectId {
     /// Splits a 64-bit ID into its fields; rejects IDs with reserved bits set.
     pub fn decode(id: u64) -> Result<ObjectId, IdError> {
-        todo!("{id}")
+        if id & RESERVED_MASK != 0 {
+            return Err(IdError::ReservedBits { id });
+        }
+        Ok(ObjectId {
+            shard: ((id >> SHARD_SHIFT) & u64::from(MAX_SHARD)) as u32,
+            type_id: ((id >> TYPE_SHIFT) & u64::from(MAX_TYPE)) as u16,
+            local_id: id & MAX_LOCAL,
+        })
     }
 
     /// Composes the 64-bit ID; rejects fields wider than the layout allows.
     pub fn encode(self) -> Result<u64, IdError> {
-        todo!()
+        if self.shard > MAX_SHARD {
+            return Err(IdError::ShardTooLarge { shard: self.shard });
+        }
+        if self.type_id > MAX_TYPE {
+            return Err(IdError::TypeTooLarge {
+                type_id: self.type_id,
+            });
+        }
+        if self.local_id > MAX_LOCAL {
+            return Err(IdError::LocalTooLarge {
+                local_id: self.local_id,
+            });
+        }
+        Ok((u64::from(self.shard) << SHARD_SHIFT)
+            | (u64::from(self.type_id) << TYPE_SHIFT)
+            | self.local_id)
     }
 }
 
 /// The mod-shard of a key: md5(key) as a big-endian u128, modulo `count`.
+///
+/// `count` of 0 is treated as 1 (every key on shard 0); validated configs
+/// never have it.
 pub fn mod_shard(key: &[u8], count: u32) -> u32 {
-    todo!("{key:?}{count}")
+    let digest: [u8; 16] = Md5::digest(key).into();
+    (u128::from_be_bytes(digest) % u128::from(count.max(1))) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VECTOR: u64 = 241294492511762325;
+
+    #[test]
+    fn decode_spec_vector() {
+        let id = ObjectId::decode(VECTOR).expect("valid id");
+        assert_eq!(
+            id,
+            ObjectId {
+                shard: 3429,
+                type_id: 1,
+                local_id: 7075733
+            }
+        );
+    }
+
+    #[test]
+    fn encode_spec_vector() {
+        let id = ObjectId {
+            shard: 3429,
+            type_id: 1,
+            local_id: 7075733,
+        };
+        assert_eq!(id.encode(), Ok(VECTOR));
+    }
+
+    #[test]
+    fn local_id_is_36_bits_not_32() {
+        let id = ObjectId {
+            shard: 1,
+            type_id: 1,
+            local_id: 1 << 33,
+        };
+        let raw = id.encode().expect("fits");
+        assert_eq!(ObjectId::decode(raw), Ok(id));
+    }
+
+    #[test]
+    fn mod_shard_spec_vectors() {
+        assert_eq!(mod_shard(b"1.2.3.4", 4096), 1537);
+        assert_eq!(mod_shard(b"user@example.com", 4096), 2479);
+    }
+
+    #[test]
+    fn mod_shard_of_one_shard_is_zero() {
+        assert_eq!(mod_shard(b"anything", 1), 0);
+        assert_eq!(mod_shard(b"anything", 0), 0);
+    }
+
+    #[test]
+    fn reserved_bits_rejected() {
+        for id in [1u64 << 63, 1 << 62, u64::MAX, VECTOR | (1 << 62)] {
+            let err = ObjectId::decode(id).expect_err("reserved bits set");
+            assert_eq!(err, IdError::ReservedBits { id });
+            assert!(err.to_string().contains(&id.to_string()));
+        }
+    }
+
+    #[test]
+    fn round_trip_at_maxima() {
+        let max = ObjectId {
+            shard: MAX_SHARD,
+            type_id: MAX_TYPE,
+            local_id: MAX_LOCAL,
+        };
+        let raw = max.encode().expect("maxima fit");
+        assert_eq!(raw, (1 << 62) - 1);
+        assert_eq!(ObjectId::decode(raw), Ok(max));
+        let zero = ObjectId {
+            shard: 0,
+            type_id: 0,
+            local_id: 0,
+        };
+        assert_eq!(zero.encode(), Ok(0));
+        assert_eq!(ObjectId::decode(0), Ok(zero));
+    }
+
+    #[test]
+    fn oversized_fields_rejected() {
+        let base = ObjectId {
+            shard: 0,
+            type_id: 0,
+            local_id: 0,
+        };
+        assert_eq!(
+            ObjectId {
+                shard: MAX_SHARD + 1,
+                ..base
+            }
+            .encode(),
+            Err(IdError::ShardTooLarge { shard: 65536 })
+        );
+        assert_eq!(
+            ObjectId {
+                type_id: MAX_TYPE + 1,
+                ..base
+            }
+            .encode(),
+            Err(IdError::TypeTooLarge { type_id: 1024 })
+        );
+        assert_eq!(
+            ObjectId {
+                local_id: MAX_LOCAL + 1,
+                ..base
+            }
+            .encode(),
+            Err(IdError::LocalTooLarge { local_id: 1 << 36 })
+        );
+    }
 }
