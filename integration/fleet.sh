@@ -1,0 +1,407 @@
+#!/usr/bin/env bash
+# Local shardgate test fleet: four mariadbd instances on 127.0.0.1, no systemd.
+#
+#   port  role       serves
+#   3307  master-a   main fleet shards 0-2047      (binlog, GTID source of 3309)
+#   3308  master-b   main fleet shards 2048-4095
+#   3309  replica-a  GTID replica of 3307           (failover target)
+#   3310  mod        mod-shard fleet, shards 0-4095
+#
+# Usage: integration/fleet.sh start|stop|status|wipe|stop-host PORT|start-host PORT|kill-host PORT
+#
+#   start            initialise missing data directories, start every instance
+#                    that is not running, create accounts, set up replication,
+#                    print the status table. Idempotent; data is kept.
+#   stop             stop every instance (SIGTERM, bounded wait, then SIGKILL).
+#   status           print port, role, running, pid (and replication state).
+#   stop-host PORT   stop one instance (used by tests to simulate a dead host).
+#   kill-host PORT   SIGKILL one instance (a crash; commits of the last second
+#                    may be lost since the fleet runs with relaxed durability).
+#   start-host PORT  start one stopped instance again.
+#   wipe             stop everything and delete the data directories.
+#
+# Every instance lives in $SHARDGATE_FLEET_DIR/<port>/ (default
+# integration/.fleet/<port>/): data/, my.cnf, mariadbd.pid, error.log and the
+# socket. Accounts on every instance: shard/shardpw (ALL PRIVILEGES, from
+# 127.0.0.1 and localhost; the proxy's backend account), root without password
+# over the socket, and repl/replpw for replication.
+#
+# Environment: SHARDGATE_FLEET_DIR (data location), SHARDGATE_FLEET_WAIT
+# (seconds to wait for a server to answer, default 60).
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+FLEET_DIR="${SHARDGATE_FLEET_DIR:-$SCRIPT_DIR/.fleet}"
+WAIT_SECS="${SHARDGATE_FLEET_WAIT:-60}"
+STOP_WAIT_SECS=20
+
+BACKEND_USER=shard
+BACKEND_PASSWORD=shardpw
+REPL_USER=repl
+REPL_PASSWORD=replpw
+
+PORTS=(3307 3308 3309 3310)
+declare -A ROLE=([3307]=master-a [3308]=master-b [3309]=replica-a [3310]=mod)
+declare -A SERVER_ID=([3307]=1 [3308]=2 [3309]=3 [3310]=4)
+# Replica port -> its master's port.
+declare -A REPLICA_OF=([3309]=3307)
+
+log() { printf '[fleet] %s\n' "$*" >&2; }
+die() { printf '[fleet] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- install
+
+# Installs mariadb-server and mariadb-client with apt when they are missing.
+ensure_mariadb() {
+    if command -v mariadbd >/dev/null 2>&1 && command -v mariadb-install-db >/dev/null 2>&1 \
+        && command -v mariadb >/dev/null 2>&1 && command -v mariadb-admin >/dev/null 2>&1; then
+        return 0
+    fi
+    # mariadbd lives in /usr/sbin, which a non-login PATH may lack.
+    export PATH="$PATH:/usr/sbin:/sbin"
+    if command -v mariadbd >/dev/null 2>&1 && command -v mariadb-install-db >/dev/null 2>&1 \
+        && command -v mariadb >/dev/null 2>&1; then
+        return 0
+    fi
+    command -v apt-get >/dev/null 2>&1 || die "mariadbd not found and apt-get is not available; install MariaDB server and client"
+    local sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    log "installing mariadb-server and mariadb-client with apt"
+    "${sudo[@]}" apt-get update -qq
+    # Do not let the package start (or enable) the system-wide server: the fleet
+    # runs its own instances. policy-rc.d makes invoke-rc.d skip the start.
+    local policy=/usr/sbin/policy-rc.d created_policy=0
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+        "${sudo[@]}" chmod +x "$policy"
+        created_policy=1
+    fi
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq mariadb-server mariadb-client >/dev/null
+    [ "$created_policy" -eq 1 ] && "${sudo[@]}" rm -f "$policy"
+    command -v mariadbd >/dev/null 2>&1 || die "mariadbd still missing after apt-get install"
+}
+
+# ---------------------------------------------------------------- paths
+
+valid_port() {
+    local p
+    for p in "${PORTS[@]}"; do [ "$p" = "$1" ] && return 0; done
+    die "unknown port '$1' (fleet ports: ${PORTS[*]})"
+}
+
+inst_dir() { echo "$FLEET_DIR/$1"; }
+data_dir() { echo "$FLEET_DIR/$1/data"; }
+cnf_file() { echo "$FLEET_DIR/$1/my.cnf"; }
+pid_file() { echo "$FLEET_DIR/$1/mariadbd.pid"; }
+err_log()  { echo "$FLEET_DIR/$1/error.log"; }
+sock_file() {
+    # Unix socket paths are limited to ~107 bytes; fall back to /tmp.
+    local s="$FLEET_DIR/$1/mariadbd.sock"
+    if [ "${#s}" -gt 100 ]; then
+        s="/tmp/shardgate-fleet-$(printf '%s' "$FLEET_DIR" | md5sum | cut -c1-8)-$1.sock"
+    fi
+    echo "$s"
+}
+
+# root over the socket, ignoring any /etc/mysql option files.
+sql() {
+    local port=$1; shift
+    mariadb --no-defaults --protocol=socket --socket="$(sock_file "$port")" -uroot \
+        --connect-timeout=5 --batch --skip-column-names "$@"
+}
+
+# ---------------------------------------------------------------- state
+
+# Prints the pid of the running instance on PORT, or nothing. The pid file
+# is written a little into startup, so fall back to the command line.
+running_pid() {
+    local port=$1 pf pid cnf
+    pf="$(pid_file "$port")"
+    cnf="$(cnf_file "$port")"
+    if [ -s "$pf" ]; then
+        pid="$(tr -dc '0-9' <"$pf")"
+        if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "--defaults-file=$cnf "; then
+            echo "$pid"
+            return 0
+        fi
+    fi
+    pgrep -f -- "^mariadbd --defaults-file=$cnf " 2>/dev/null | head -n 1 || true
+}
+
+port_in_use() {
+    # True if something listens on 127.0.0.1:PORT.
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# ---------------------------------------------------------------- config
+
+write_cnf() {
+    local port=$1 hard ofl toc
+    hard="$(ulimit -Hn)"
+    [ "$hard" = unlimited ] && hard=1048576
+    ofl=20000
+    [ "$hard" -lt "$ofl" ] && ofl="$hard"
+    # Keep table caches well under the descriptor limit (each open InnoDB
+    # table can hold a file descriptor).
+    toc=9000
+    [ $((ofl / 2)) -lt "$toc" ] && toc=$((ofl / 2))
+    cat >"$(cnf_file "$port")" <<EOF
+# Generated by integration/fleet.sh for the shardgate test fleet; do not edit
+# (it is rewritten on every start).
+[mariadbd]
+user                           = root
+port                           = $port
+bind-address                   = 127.0.0.1
+socket                         = $(sock_file "$port")
+pid-file                       = $(pid_file "$port")
+datadir                        = $(data_dir "$port")
+log-error                      = $(err_log "$port")
+server_id                      = ${SERVER_ID[$port]}
+skip-name-resolve
+max_connections                = 2000
+character-set-server           = utf8mb4
+collation-server               = utf8mb4_general_ci
+
+# 4096 shard databases x 5 tables per fleet: many tables, small memory.
+open_files_limit               = $ofl
+table_open_cache               = $toc
+table_definition_cache         = $toc
+innodb_open_files              = $toc
+innodb_buffer_pool_size        = 128M
+innodb_log_file_size           = 64M
+innodb_log_buffer_size         = 8M
+innodb_file_per_table          = ON
+
+# Test speed over durability.
+innodb_flush_log_at_trx_commit = 2
+sync_binlog                    = 0
+innodb_doublewrite             = OFF
+
+# Binary log on every instance (ROW, GTID): the replica follows master-a,
+# and any master can later be the source of a shard move.
+log_bin                        = mariadb-bin
+binlog_format                  = ROW
+log_slave_updates              = ON
+relay_log                      = relay-bin
+expire_logs_days               = 7
+EOF
+}
+
+# ---------------------------------------------------------------- start
+
+init_datadir() {
+    local port=$1 dd
+    dd="$(data_dir "$port")"
+    [ -d "$dd/mysql" ] && return 0
+    log "$port: initialising $dd"
+    rm -rf "$dd"
+    mkdir -p "$dd"
+    if ! mariadb-install-db --no-defaults --user=root --datadir="$dd" \
+        --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve \
+        --innodb-log-file-size=64M >"$(inst_dir "$port")/install.log" 2>&1; then
+        tail -n 30 "$(inst_dir "$port")/install.log" >&2
+        rm -rf "$dd"
+        die "$port: mariadb-install-db failed (log: $(inst_dir "$port")/install.log)"
+    fi
+}
+
+# Launches mariadbd for PORT in the background (detached) unless running.
+launch() {
+    local port=$1
+    if [ -n "$(running_pid "$port")" ]; then
+        return 0
+    fi
+    if port_in_use "$port"; then
+        die "$port: port is in use by another process (not this fleet's instance)"
+    fi
+    mkdir -p "$(inst_dir "$port")"
+    write_cnf "$port"
+    init_datadir "$port"
+    rm -f "$(pid_file "$port")" "$(sock_file "$port")"
+    log "$port: starting mariadbd (${ROLE[$port]})"
+    # setsid: the server must outlive this script and its process group.
+    setsid mariadbd --defaults-file="$(cnf_file "$port")" --user=root \
+        </dev/null >>"$(err_log "$port").stdout" 2>&1 &
+    disown || true
+}
+
+# Waits until PORT answers; on failure prints the tail of its error log.
+wait_ready() {
+    local port=$1 deadline
+    deadline=$((SECONDS + WAIT_SECS))
+    while :; do
+        if mariadb-admin --no-defaults --protocol=socket --socket="$(sock_file "$port")" -uroot \
+            --connect-timeout=2 ping >/dev/null 2>&1; then
+            return 0
+        fi
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            log "$port: did not answer within ${WAIT_SECS}s; last lines of $(err_log "$port"):"
+            tail -n 30 "$(err_log "$port")" >&2 2>/dev/null || true
+            return 1
+        fi
+        # The server is gone (crashed on a bad option, port taken, ...).
+        if [ -z "$(running_pid "$port")" ]; then
+            log "$port: mariadbd exited during startup; last lines of $(err_log "$port"):"
+            tail -n 30 "$(err_log "$port")" >&2 2>/dev/null || true
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
+# Creates the accounts (not written to the binlog, so each instance, replica
+# included, owns its own accounts) and, on a replica, starts replication.
+setup_instance() {
+    local port=$1
+    sql "$port" <<EOF
+SET SESSION sql_log_bin = 0;
+CREATE USER IF NOT EXISTS '$BACKEND_USER'@'127.0.0.1' IDENTIFIED BY '$BACKEND_PASSWORD';
+CREATE USER IF NOT EXISTS '$BACKEND_USER'@'localhost' IDENTIFIED BY '$BACKEND_PASSWORD';
+GRANT ALL PRIVILEGES ON *.* TO '$BACKEND_USER'@'127.0.0.1';
+GRANT ALL PRIVILEGES ON *.* TO '$BACKEND_USER'@'localhost';
+CREATE USER IF NOT EXISTS '$REPL_USER'@'127.0.0.1' IDENTIFIED BY '$REPL_PASSWORD';
+CREATE USER IF NOT EXISTS '$REPL_USER'@'localhost' IDENTIFIED BY '$REPL_PASSWORD';
+GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '$REPL_USER'@'127.0.0.1';
+GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '$REPL_USER'@'localhost';
+EOF
+    local master=${REPLICA_OF[$port]:-}
+    if [ -n "$master" ]; then
+        if [ -z "$(sql "$port" -e 'SHOW SLAVE STATUS')" ]; then
+            log "$port: replicating from 127.0.0.1:$master (GTID, slave_pos)"
+            sql "$port" <<EOF
+CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=$master,
+  MASTER_USER='$REPL_USER', MASTER_PASSWORD='$REPL_PASSWORD',
+  MASTER_CONNECT_RETRY=1, MASTER_USE_GTID=slave_pos;
+START SLAVE;
+EOF
+        fi
+    fi
+}
+
+start_ports() {
+    local port failed=0
+    for port in "$@"; do launch "$port"; done
+    for port in "$@"; do
+        if wait_ready "$port"; then
+            setup_instance "$port" || { log "$port: account/replication setup failed"; failed=1; }
+        else
+            failed=1
+        fi
+    done
+    return "$failed"
+}
+
+# ---------------------------------------------------------------- stop
+
+# True while PID exists and is not a zombie (an orphaned server that has
+# exited may linger as a zombie until init reaps it).
+alive() {
+    local state
+    state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true)"
+    [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+}
+
+# Waits up to STOP_WAIT_SECS for PID (the server on PORT) to exit, then
+# SIGKILLs it.
+wait_exit() {
+    local port=$1 pid=$2 deadline
+    deadline=$((SECONDS + STOP_WAIT_SECS))
+    while alive "$pid"; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            log "$port: no exit after ${STOP_WAIT_SECS}s; SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            sleep 0.2
+            break
+        fi
+        sleep 0.05
+    done
+    rm -f "$(pid_file "$port")"
+}
+
+# Stops the given ports: SIGTERM to all at once (a clean InnoDB shutdown),
+# then a bounded wait for each, so a full stop takes as long as the slowest
+# instance, not the sum. With SIGNAL=KILL the servers die at once, like a
+# crashed host (InnoDB recovers on the next start).
+stop_ports() {
+    local signal=${SIGNAL:-TERM} port pid
+    declare -A pids=()
+    for port in "$@"; do
+        pid="$(running_pid "$port")"
+        [ -n "$pid" ] || continue
+        pids[$port]=$pid
+        log "$port: stopping pid $pid (SIG$signal)"
+        kill "-$signal" "$pid" 2>/dev/null || true
+    done
+    for port in "${!pids[@]}"; do wait_exit "$port" "${pids[$port]}"; done
+}
+
+# ---------------------------------------------------------------- status
+
+status() {
+    local port pid running repl
+    printf '%-6s %-10s %-8s %-8s %s\n' PORT ROLE RUNNING PID DETAIL
+    for port in "${PORTS[@]}"; do
+        pid="$(running_pid "$port")"
+        running=no
+        repl=""
+        if [ -n "$pid" ]; then
+            running=yes
+            if [ -n "${REPLICA_OF[$port]:-}" ]; then
+                repl="$(sql "$port" --column-names -e 'SHOW SLAVE STATUS\G' 2>/dev/null | awk -F': ' '
+                    $1 ~ /Slave_IO_Running$/ {io=$2} $1 ~ /Slave_SQL_Running$/ {sq=$2}
+                    $1 ~ /Seconds_Behind_Master$/ {lag=$2} $1 ~ /Gtid_IO_Pos$/ {g=$2}
+                    END { if (io != "") printf "of 127.0.0.1:%s io=%s sql=%s lag=%s gtid=%s", m, io, sq, lag, g }' m="${REPLICA_OF[$port]}")"
+                [ -n "$repl" ] || repl="replication not configured"
+            fi
+        else
+            pid=-
+        fi
+        printf '%-6s %-10s %-8s %-8s %s\n' "$port" "${ROLE[$port]}" "$running" "$pid" "$repl"
+    done
+    printf 'data: %s\n' "$FLEET_DIR"
+}
+
+# ---------------------------------------------------------------- main
+
+cmd="${1:-}"
+case "$cmd" in
+    start)
+        ensure_mariadb
+        mkdir -p "$FLEET_DIR"
+        start_ports "${PORTS[@]}" || { status; die "fleet did not start completely"; }
+        status
+        ;;
+    stop)
+        stop_ports "${PORTS[@]}"
+        status
+        ;;
+    status)
+        command -v mariadb >/dev/null 2>&1 || export PATH="$PATH:/usr/sbin:/sbin"
+        status
+        ;;
+    stop-host)
+        [ $# -eq 2 ] || die "usage: $0 stop-host PORT"
+        valid_port "$2"
+        stop_ports "$2"
+        ;;
+    kill-host)
+        [ $# -eq 2 ] || die "usage: $0 kill-host PORT"
+        valid_port "$2"
+        SIGNAL=KILL stop_ports "$2"
+        ;;
+    start-host)
+        [ $# -eq 2 ] || die "usage: $0 start-host PORT"
+        valid_port "$2"
+        ensure_mariadb
+        start_ports "$2" || die "$2 did not start"
+        ;;
+    wipe)
+        stop_ports "${PORTS[@]}"
+        log "removing $FLEET_DIR"
+        rm -rf "$FLEET_DIR"
+        ;;
+    *)
+        sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
+        [ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || [ "$cmd" = --help ] || exit 2
+        ;;
+esac
