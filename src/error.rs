@@ -1,1 +1,78 @@
-//! Typed errors.
+//! Errors that reach a client, with the MySQL code and SQLSTATE they carry
+//! at the edge.
+
+use crate::router::RouteError;
+
+/// An error answered to a client as a MySQL ERR packet.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// The statement could not be routed.
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    /// A backend answered with an error; relayed as it came.
+    #[error("{message}")]
+    Backend {
+        /// MySQL error code from the server.
+        code: u16,
+        /// SQLSTATE from the server.
+        sql_state: String,
+        /// Message from the server.
+        message: String,
+    },
+    /// The host serving a shard cannot be used.
+    #[error("shardgate: shard {shard} of fleet {fleet} is on host {host}, which is unavailable: {reason}")]
+    HostUnavailable {
+        /// Fleet name.
+        fleet: String,
+        /// Shard number.
+        shard: u32,
+        /// Host address.
+        host: String,
+        /// What went wrong (connect refused, timed out, pool exhausted ...).
+        reason: String,
+    },
+    /// A backend connection failed while serving a statement.
+    #[error("shardgate: lost the connection to host {host} while running the statement: {reason}")]
+    BackendLost {
+        /// Host address.
+        host: String,
+        /// The I/O error.
+        reason: String,
+    },
+    /// A transaction rule was broken (a second shard in one transaction).
+    #[error("shardgate: {0}")]
+    Transaction(String),
+    /// Bad credentials (1045).
+    #[error("Access denied for user '{0}'")]
+    AccessDenied(String),
+    /// A command the proxy does not implement (1047).
+    #[error("shardgate: {0}")]
+    UnsupportedCommand(String),
+    /// No backend host is usable for a statement that may run anywhere.
+    #[error("shardgate: no healthy master is available: {0}")]
+    NoHealthyHost(String),
+}
+
+impl ClientError {
+    /// The MySQL error code sent to the client.
+    pub fn code(&self) -> u16 {
+        match self {
+            ClientError::Route(route) => route.code(),
+            ClientError::Backend { code, .. } => *code,
+            ClientError::AccessDenied(_) => 1045,
+            ClientError::UnsupportedCommand(_) => 1047,
+            _ => 1105,
+        }
+    }
+
+    /// The SQLSTATE sent to the client.
+    pub fn sql_state(&self) -> &str {
+        match self {
+            ClientError::Route(route) => route.sql_state(),
+            ClientError::Backend { sql_state, .. } => sql_state,
+            ClientError::AccessDenied(_) => "28000",
+            ClientError::UnsupportedCommand(_) => "08S01",
+            _ => "HY000",
+        }
+    }
+}

@@ -1,1 +1,7 @@
-//! TODO
+//! MySQL wire-protocol pieces shared by the frontend and the backend:
+//! framing ([`frame`]) and the packets the proxy writes itself ([`packets`]).
+
+pub mod frame;
+pub mod packets;
+
+pub use frame::{Frame, FrameReader, FrameWriter, MAX_FRAME_PAYLOAD};

@@ -1,0 +1,559 @@
+//! Executes a [`Plan`] for one client session: picks the backend connection
+//! (pooled, or the one a transaction is bound to), replays session settings,
+//! sends the statement, relays the answer.
+
+use std::io;
+use std::sync::Arc;
+
+use mysql_common::constants::StatusFlags;
+use tokio::io::AsyncWrite;
+
+use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOutcome};
+use super::session_state::{BoundTransaction, SessionSettings, SessionState};
+use super::Engine;
+use crate::backend::conn::{COM_QUERY, COM_RESET_CONNECTION};
+use crate::backend::{HostPool, PooledConn};
+use crate::error::ClientError;
+use crate::protocol::packets::{
+    column_definition, err_packet, ok_packet, parse_err, result_set_terminator,
+    text_row, LocalColumnType, ERR_HEADER,
+};
+use crate::protocol::FrameWriter;
+use crate::router::{Plan, SessionAction, ShardQuery, StatementKind, Target};
+use crate::topology::Topology;
+
+/// Where a statement runs.
+enum Venue {
+    /// A connection from the host's pool, returned afterwards.
+    Pool(Arc<HostPool>),
+    /// The connection the session's transaction is bound to.
+    Bound,
+}
+
+impl Engine {
+    /// Executes one plan and writes the complete answer to `client`
+    /// (flushed). An `Err` means the client connection is unusable.
+    pub async fn execute<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        plan: Plan,
+        client: &mut FrameWriter<W>,
+    ) -> io::Result<()> {
+        let result = match plan {
+            Plan::Shard(query) => self.run_shard(topology, state, query, client).await,
+            Plan::AnyHost { sql } => self.run_anywhere(topology, state, &sql, client).await,
+            Plan::Session(action) => self.run_session(topology, state, action, client).await,
+            Plan::Reject(error) => Err(Failure::Client(ClientError::Route(error))),
+        };
+        match result {
+            Ok(()) => {}
+            Err(Failure::Client(error)) => {
+                write_error(client, 1, &error).await?;
+            }
+            Err(Failure::Io(error)) => return Err(error),
+        }
+        client.flush().await
+    }
+
+    async fn run_shard<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        query: ShardQuery,
+        client: &mut FrameWriter<W>,
+    ) -> Result<(), Failure> {
+        let composer = query.compose_insert_id.map(|type_id| InsertIdComposer {
+            shard: query.target.shard,
+            type_id,
+        });
+        let venue = self.venue_for(topology, state, &query).await?;
+        let outcome = self
+            .run_on(topology, state, venue, Some(query.target), &query.sql, composer, client)
+            .await?;
+        if let Some(id) = outcome.last_insert_id {
+            state.last_insert_id = id;
+        }
+        Ok(())
+    }
+
+    /// Decides where a shard statement runs, binding the transaction to its
+    /// shard on the first write or locking read.
+    async fn venue_for(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        query: &ShardQuery,
+    ) -> Result<Venue, Failure> {
+        let target = query.target;
+        let pool = self.backends.pool(host_addr(topology, target.host));
+        if !state.in_transaction() {
+            return Ok(Venue::Pool(pool));
+        }
+        if let Some(bound) = &state.bound {
+            if same_shard(bound.target, target) {
+                return Ok(Venue::Bound);
+            }
+            if query.kind == StatementKind::Read {
+                return Ok(Venue::Pool(pool));
+            }
+            return Err(Failure::Client(ClientError::Transaction(format!(
+                "this transaction is bound to shard {} of fleet {}; a write or locking read for shard {} of fleet {} cannot join it (transactions are single-shard). \
+                 COMMIT or ROLLBACK first; plain reads of other shards are served outside the transaction",
+                bound.target.shard,
+                fleet_name(topology, bound.target),
+                target.shard,
+                fleet_name(topology, target),
+            ))));
+        }
+        if query.kind == StatementKind::Read {
+            return Ok(Venue::Pool(pool));
+        }
+        let mut conn = self.checkout(topology, &pool, Some(target), state).await?;
+        let begin = state.begin_statement().to_owned();
+        match conn.conn().simple_command(COM_QUERY, begin.as_bytes()).await {
+            Ok(answer) if answer.first() == Some(&ERR_HEADER) => {
+                conn.release();
+                Err(Failure::Client(backend_error(&answer)))
+            }
+            Ok(_) => {
+                state.bound = Some(BoundTransaction { target, conn });
+                Ok(Venue::Bound)
+            }
+            Err(error) => {
+                let addr = conn.pool().addr.clone();
+                conn.discard_broken();
+                Err(Failure::Client(ClientError::BackendLost {
+                    host: addr,
+                    reason: error.to_string(),
+                }))
+            }
+        }
+    }
+
+    /// A pooled connection with the session's settings applied.
+    async fn checkout(
+        &self,
+        topology: &Topology,
+        pool: &Arc<HostPool>,
+        target: Option<Target>,
+        state: &SessionState,
+    ) -> Result<PooledConn, Failure> {
+        let mut conn = pool.checkout(state.conn_key).await.map_err(|reason| {
+            Failure::Client(match target {
+                Some(target) => ClientError::HostUnavailable {
+                    fleet: fleet_name(topology, target).to_owned(),
+                    shard: target.shard,
+                    host: pool.addr.clone(),
+                    reason,
+                },
+                None => ClientError::NoHealthyHost(format!("{}: {reason}", pool.addr)),
+            })
+        })?;
+        apply_settings(&mut conn, &state.settings).await?;
+        Ok(conn)
+    }
+
+    /// Sends `sql` at the venue and relays the answer. A pooled connection
+    /// that turns out stale before answering anything is replaced once.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_on<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        venue: Venue,
+        target: Option<Target>,
+        sql: &str,
+        composer: Option<InsertIdComposer>,
+        client: &mut FrameWriter<W>,
+    ) -> Result<RelayOutcome, Failure> {
+        let deprecate_eof = state.deprecate_eof;
+        match venue {
+            Venue::Bound => {
+                let Some(bound) = state.bound.as_mut() else {
+                    return Err(Failure::Client(ClientError::Transaction(
+                        "no transaction is bound".to_owned(),
+                    )));
+                };
+                let result = send_and_relay(bound.conn.conn(), sql, client, deprecate_eof, composer).await;
+                match result {
+                    Ok(outcome) => Ok(outcome),
+                    Err(failure) => {
+                        let lost = state.bound.take();
+                        let host = lost
+                            .map(|b| {
+                                let addr = b.conn.pool().addr.clone();
+                                b.conn.discard_broken();
+                                addr
+                            })
+                            .unwrap_or_default();
+                        Err(relay_failure_to_client(failure, host, true))
+                    }
+                }
+            }
+            Venue::Pool(pool) => {
+                for attempt in 0..2 {
+                    let mut conn = self.checkout(topology, &pool, target, state).await?;
+                    let reused = conn.reused;
+                    match send_and_relay(conn.conn(), sql, client, deprecate_eof, composer).await {
+                        Ok(outcome) => {
+                            if outcome.status.contains(StatusFlags::SERVER_STATUS_IN_TRANS) {
+                                drop(conn);
+                            } else {
+                                conn.release();
+                            }
+                            return Ok(outcome);
+                        }
+                        Err(RelayFailure::Backend {
+                            forwarded: false, ..
+                        }) if reused && attempt == 0 => {
+                            conn.discard_broken();
+                            continue;
+                        }
+                        Err(failure) => {
+                            conn.discard_broken();
+                            return Err(relay_failure_to_client(failure, pool.addr.clone(), false));
+                        }
+                    }
+                }
+                Err(Failure::Client(ClientError::BackendLost {
+                    host: pool.addr.clone(),
+                    reason: "connection failed twice".to_owned(),
+                }))
+            }
+        }
+    }
+
+    /// Runs a statement that names no sharded table on the bound connection
+    /// or on any healthy master.
+    async fn run_anywhere<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        sql: &str,
+        client: &mut FrameWriter<W>,
+    ) -> Result<(), Failure> {
+        let venue = self.any_venue(topology, state)?;
+        self.run_on(topology, state, venue, None, sql, None, client)
+            .await
+            .map(|_| ())
+    }
+
+    fn any_venue(&self, topology: &Topology, state: &SessionState) -> Result<Venue, Failure> {
+        if state.bound.is_some() {
+            return Ok(Venue::Bound);
+        }
+        let masters = topology_masters(topology);
+        if masters.is_empty() {
+            return Err(Failure::Client(ClientError::NoHealthyHost(
+                "the config has no hosts".to_owned(),
+            )));
+        }
+        let start = state.connection_id as usize % masters.len();
+        let pools: Vec<_> = (0..masters.len())
+            .map(|i| self.backends.pool(&masters[(start + i) % masters.len()]))
+            .collect();
+        let pool = pools
+            .iter()
+            .find(|pool| !pool.is_down())
+            .unwrap_or(&pools[0])
+            .clone();
+        Ok(Venue::Pool(pool))
+    }
+
+    async fn run_session<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        action: SessionAction,
+        client: &mut FrameWriter<W>,
+    ) -> Result<(), Failure> {
+        match action {
+            SessionAction::Use { fleet, shard } => {
+                state.route.current_db = Some((fleet, shard));
+                write_ok(client, state).await
+            }
+            SessionAction::Begin { sql } => {
+                if state.bound.is_some() {
+                    self.end_transaction(state, "COMMIT", client, false).await?;
+                }
+                state.explicit_transaction = true;
+                state.begin_sql = sql;
+                write_ok(client, state).await
+            }
+            SessionAction::Commit => self.end_transaction(state, "COMMIT", client, true).await,
+            SessionAction::Rollback => self.end_transaction(state, "ROLLBACK", client, true).await,
+            SessionAction::SetAutocommit(on) => {
+                if on && state.bound.is_some() {
+                    self.end_transaction(state, "COMMIT", client, false).await?;
+                }
+                if on {
+                    state.explicit_transaction = false;
+                }
+                state.autocommit = on;
+                write_ok(client, state).await
+            }
+            SessionAction::SetSession { variables, sql } => {
+                self.set_session(topology, state, variables, sql, client).await
+            }
+            SessionAction::SelectDatabase => {
+                let name = state
+                    .route
+                    .current_db
+                    .and_then(|(fleet, shard)| topology.fleets.get(fleet).map(|f| f.database_name(shard)));
+                write_single_value(
+                    client,
+                    state,
+                    "DATABASE()",
+                    LocalColumnType::Text,
+                    name.as_deref().map(str::as_bytes),
+                )
+                .await
+            }
+            SessionAction::SelectLastInsertId => {
+                let id = state.last_insert_id.to_string();
+                write_single_value(
+                    client,
+                    state,
+                    "LAST_INSERT_ID()",
+                    LocalColumnType::UnsignedBigInt,
+                    Some(id.as_bytes()),
+                )
+                .await
+            }
+        }
+    }
+
+    /// Sends COMMIT or ROLLBACK to the bound connection (answering with its
+    /// response when `answer` is set) and unbinds it.
+    async fn end_transaction<W: AsyncWrite + Unpin>(
+        &self,
+        state: &mut SessionState,
+        sql: &str,
+        client: &mut FrameWriter<W>,
+        answer: bool,
+    ) -> Result<(), Failure> {
+        if answer {
+            state.explicit_transaction = false;
+        }
+        let Some(mut bound) = state.bound.take() else {
+            return if answer { write_ok(client, state).await } else { Ok(()) };
+        };
+        let addr = bound.conn.pool().addr.clone();
+        let result = if answer {
+            send_and_relay(bound.conn.conn(), sql, client, state.deprecate_eof, None)
+                .await
+                .map(|outcome| !outcome.failed)
+        } else {
+            match bound.conn.conn().simple_command(COM_QUERY, sql.as_bytes()).await {
+                Ok(payload) if payload.first() == Some(&ERR_HEADER) => {
+                    bound.conn.release();
+                    return Err(Failure::Client(backend_error(&payload)));
+                }
+                Ok(_) => Ok(true),
+                Err(error) => Err(RelayFailure::Backend {
+                    error,
+                    forwarded: false,
+                    next_seq: 1,
+                }),
+            }
+        };
+        match result {
+            Ok(_) => {
+                bound.conn.release();
+                Ok(())
+            }
+            Err(failure) => {
+                bound.conn.discard_broken();
+                Err(relay_failure_to_client(failure, addr, true))
+            }
+        }
+    }
+
+    /// Runs a SET on a backend (so the server validates it), then records it
+    /// for replay on the session's later connections.
+    async fn set_session<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        variables: Vec<String>,
+        sql: String,
+        client: &mut FrameWriter<W>,
+    ) -> Result<(), Failure> {
+        let next = state.settings.with(variables.clone(), sql.clone());
+        let venue = self.any_venue(topology, state)?;
+        let outcome = self
+            .run_on(topology, state, venue, None, &sql, None, client)
+            .await?;
+        if !outcome.failed {
+            state.settings = next;
+            if let Some(bound) = state.bound.as_mut() {
+                bound.conn.conn().settings_fingerprint = state.settings.fingerprint();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A statement's failure: an error for the client, or a dead client.
+pub(crate) enum Failure {
+    Client(ClientError),
+    Io(io::Error),
+}
+
+impl From<io::Error> for Failure {
+    fn from(error: io::Error) -> Self {
+        Failure::Io(error)
+    }
+}
+
+async fn send_and_relay<W: AsyncWrite + Unpin>(
+    conn: &mut crate::backend::BackendConn,
+    sql: &str,
+    client: &mut FrameWriter<W>,
+    deprecate_eof: bool,
+    composer: Option<InsertIdComposer>,
+) -> Result<RelayOutcome, RelayFailure> {
+    if let Err(error) = conn.send_command(COM_QUERY, sql.as_bytes()).await {
+        return Err(RelayFailure::Backend {
+            error,
+            forwarded: false,
+            next_seq: 1,
+        });
+    }
+    relay_response(conn, client, 1, deprecate_eof, composer).await
+}
+
+/// Brings a backend connection's session settings to the client's.
+async fn apply_settings(conn: &mut PooledConn, settings: &SessionSettings) -> Result<(), Failure> {
+    if conn.conn().settings_fingerprint == settings.fingerprint() {
+        return Ok(());
+    }
+    let addr = conn.pool().addr.clone();
+    let lost = |error: io::Error| {
+        Failure::Client(ClientError::BackendLost {
+            host: addr.clone(),
+            reason: error.to_string(),
+        })
+    };
+    let backend = conn.conn();
+    if backend.settings_fingerprint != 0 {
+        let answer = backend
+            .simple_command(COM_RESET_CONNECTION, &[])
+            .await
+            .map_err(lost)?;
+        if answer.first() == Some(&ERR_HEADER) {
+            return Err(Failure::Client(backend_error(&answer)));
+        }
+    }
+    for sql in settings.statements() {
+        let answer = backend
+            .simple_command(COM_QUERY, sql.as_bytes())
+            .await
+            .map_err(lost)?;
+        if answer.first() == Some(&ERR_HEADER) {
+            return Err(Failure::Client(backend_error(&answer)));
+        }
+    }
+    backend.settings_fingerprint = settings.fingerprint();
+    Ok(())
+}
+
+fn relay_failure_to_client(failure: RelayFailure, host: String, in_transaction: bool) -> Failure {
+    match failure {
+        RelayFailure::Client(error) => Failure::Io(error),
+        RelayFailure::Backend { error, .. } => Failure::Client(ClientError::BackendLost {
+            host,
+            reason: if in_transaction {
+                format!("{error}; the open transaction was rolled back by the server")
+            } else {
+                error.to_string()
+            },
+        }),
+    }
+}
+
+fn backend_error(payload: &[u8]) -> ClientError {
+    match parse_err(payload) {
+        Some((code, sql_state, message)) => ClientError::Backend {
+            code,
+            sql_state,
+            message,
+        },
+        None => ClientError::Backend {
+            code: 1105,
+            sql_state: "HY000".to_owned(),
+            message: "shardgate: malformed error from backend".to_owned(),
+        },
+    }
+}
+
+fn same_shard(a: Target, b: Target) -> bool {
+    a.fleet == b.fleet && a.shard == b.shard
+}
+
+fn fleet_name(topology: &Topology, target: Target) -> &str {
+    topology
+        .fleets
+        .get(target.fleet)
+        .map(|f| f.name.as_str())
+        .unwrap_or("?")
+}
+
+fn host_addr(topology: &Topology, host: usize) -> &str {
+    topology.hosts.get(host).map(|h| h.addr.as_str()).unwrap_or("")
+}
+
+fn topology_masters(topology: &Topology) -> Vec<String> {
+    let mut masters: Vec<String> = topology
+        .fleets
+        .iter()
+        .flat_map(|fleet| fleet.ranges.iter())
+        .map(|range| host_addr(topology, range.master).to_owned())
+        .collect();
+    masters.dedup();
+    masters
+}
+
+/// Writes an ERR packet for `error`.
+pub async fn write_error<W: AsyncWrite + Unpin>(
+    client: &mut FrameWriter<W>,
+    seq: u8,
+    error: &ClientError,
+) -> io::Result<()> {
+    let payload = err_packet(error.code(), error.sql_state(), &error.to_string());
+    client.write_packet(seq, &payload).await.map(|_| ())
+}
+
+async fn write_ok<W: AsyncWrite + Unpin>(
+    client: &mut FrameWriter<W>,
+    state: &SessionState,
+) -> Result<(), Failure> {
+    client
+        .write_packet(1, &ok_packet(0, 0, state.status_flags(), 0))
+        .await?;
+    Ok(())
+}
+
+async fn write_single_value<W: AsyncWrite + Unpin>(
+    client: &mut FrameWriter<W>,
+    state: &SessionState,
+    name: &str,
+    column_type: LocalColumnType,
+    value: Option<&[u8]>,
+) -> Result<(), Failure> {
+    let mut seq = client.write_packet(1, &[1]).await?;
+    seq = client
+        .write_packet(seq, &column_definition(name, column_type))
+        .await?;
+    if !state.deprecate_eof {
+        seq = client
+            .write_packet(seq, &crate::protocol::packets::eof_packet(state.status_flags(), 0))
+            .await?;
+    }
+    seq = client.write_packet(seq, &text_row(&[value])).await?;
+    client
+        .write_packet(seq, &result_set_terminator(state.deprecate_eof, state.status_flags()))
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! What the proxy remembers about one client session between statements.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+
+use mysql_common::constants::StatusFlags;
+
+use crate::backend::{ConnKey, PooledConn};
+use crate::router::{RouteContext, Target};
+
+/// Session settings (`SET NAMES`, `SET sql_mode` ...) in the order the
+/// client gave them, replayed on every backend connection the session uses.
+#[derive(Debug, Clone, Default)]
+pub struct SessionSettings {
+    entries: Vec<(Vec<String>, String)>,
+    fingerprint: u64,
+}
+
+impl SessionSettings {
+    /// Records a SET statement; an earlier SET of the same variables is
+    /// replaced.
+    pub fn record(&mut self, variables: Vec<String>, sql: String) {
+        self.entries.retain(|(vars, _)| vars != &variables);
+        self.entries.push((variables, sql));
+        let mut hasher = DefaultHasher::new();
+        self.entries.hash(&mut hasher);
+        self.fingerprint = hasher.finish().max(1);
+    }
+
+    /// The statements to replay, in order.
+    pub fn statements(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|(_, sql)| sql.as_str())
+    }
+
+    /// Identifies this set of settings (0 when empty), so a backend
+    /// connection that already has them is not set up again.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    /// A copy with one more SET recorded.
+    pub fn with(&self, variables: Vec<String>, sql: String) -> SessionSettings {
+        let mut next = self.clone();
+        next.record(variables, sql);
+        next
+    }
+}
+
+/// The backend connection a transaction is bound to.
+pub struct BoundTransaction {
+    /// The shard the transaction's first write or locking read went to.
+    pub target: Target,
+    /// The connection holding the open transaction.
+    pub conn: PooledConn,
+}
+
+/// Per-client state.
+pub struct SessionState {
+    /// Connection id given to the client.
+    pub connection_id: u32,
+    /// Framing capabilities and collation backend connections must share.
+    pub conn_key: ConnKey,
+    /// Whether the client set `CLIENT_DEPRECATE_EOF`.
+    pub deprecate_eof: bool,
+    /// The shard database chosen with `USE`, and the rest the router needs.
+    pub route: RouteContext,
+    /// `SET` statements to replay on backend connections.
+    pub settings: SessionSettings,
+    /// `autocommit` as the client set it.
+    pub autocommit: bool,
+    /// Inside `BEGIN` ... `COMMIT`/`ROLLBACK`.
+    pub explicit_transaction: bool,
+    /// Text of the BEGIN that opened the transaction, sent to the backend
+    /// when the transaction binds.
+    pub begin_sql: String,
+    /// The bound connection, after the first write or locking read.
+    pub bound: Option<BoundTransaction>,
+    /// Last composed 64-bit ID from an object INSERT.
+    pub last_insert_id: u64,
+}
+
+impl SessionState {
+    /// A fresh session: autocommit on, no database, no settings.
+    pub fn new(connection_id: u32, conn_key: ConnKey, deprecate_eof: bool) -> Self {
+        Self {
+            connection_id,
+            conn_key,
+            deprecate_eof,
+            route: RouteContext::default(),
+            settings: SessionSettings::default(),
+            autocommit: true,
+            explicit_transaction: false,
+            begin_sql: String::new(),
+            bound: None,
+            last_insert_id: 0,
+        }
+    }
+
+    /// Whether statements are inside a transaction (explicit, or implicit
+    /// with autocommit off).
+    pub fn in_transaction(&self) -> bool {
+        self.explicit_transaction || !self.autocommit
+    }
+
+    /// Status flags for answers the proxy gives itself.
+    pub fn status_flags(&self) -> StatusFlags {
+        let mut flags = StatusFlags::empty();
+        if self.autocommit {
+            flags |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+        }
+        if self.explicit_transaction || self.bound.is_some() {
+            flags |= StatusFlags::SERVER_STATUS_IN_TRANS;
+        }
+        flags
+    }
+
+    /// The statement that opens a transaction on the bound backend.
+    pub fn begin_statement(&self) -> &str {
+        if self.explicit_transaction && !self.begin_sql.is_empty() {
+            &self.begin_sql
+        } else {
+            "START TRANSACTION"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_replace_same_variable_and_fingerprint_changes() {
+        let mut settings = SessionSettings::default();
+        assert_eq!(settings.fingerprint(), 0);
+        settings.record(vec!["names".into()], "SET NAMES utf8mb4".into());
+        let first = settings.fingerprint();
+        settings.record(vec!["sql_mode".into()], "SET sql_mode=''".into());
+        settings.record(vec!["names".into()], "SET NAMES latin1".into());
+        let statements: Vec<_> = settings.statements().collect();
+        assert_eq!(statements, vec!["SET sql_mode=''", "SET NAMES latin1"]);
+        assert_ne!(settings.fingerprint(), first);
+    }
+}

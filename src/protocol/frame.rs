@@ -1,0 +1,267 @@
+//! Packet framing: a 3-byte length, a 1-byte sequence id, the payload.
+//! Payloads of 16 MiB - 1 bytes or more continue in the following frames.
+
+use std::io;
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Largest payload a single frame carries; a frame this long is continued.
+pub const MAX_FRAME_PAYLOAD: usize = 0xFF_FFFF;
+
+const HEADER_LEN: usize = 4;
+const READ_CHUNK: usize = 16 * 1024;
+const WRITE_FLUSH_AT: usize = 64 * 1024;
+
+/// One frame as read off the wire, header included, so it can be relayed
+/// verbatim.
+#[derive(Debug)]
+pub struct Frame {
+    raw: BytesMut,
+}
+
+impl Frame {
+    /// The frame's sequence id.
+    pub fn seq(&self) -> u8 {
+        self.raw[3]
+    }
+
+    /// The payload, without the header.
+    pub fn payload(&self) -> &[u8] {
+        &self.raw[HEADER_LEN..]
+    }
+
+    /// Header and payload, as they came.
+    pub fn raw(&self) -> &[u8] {
+        &self.raw
+    }
+
+    /// Gives the frame another sequence id (the client's numbering may differ
+    /// from the backend's when a request was split differently).
+    pub fn set_seq(&mut self, seq: u8) {
+        self.raw[3] = seq;
+    }
+
+    /// Whether the logical packet continues in the next frame.
+    pub fn is_continued(&self) -> bool {
+        self.payload().len() == MAX_FRAME_PAYLOAD
+    }
+}
+
+/// Reads frames from a byte stream through one growing buffer; frames are
+/// split off the buffer without copying.
+pub struct FrameReader<R> {
+    inner: R,
+    buf: BytesMut,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Wraps a stream.
+    pub fn new(inner: R) -> Self {
+        Self {
+            inner,
+            buf: BytesMut::with_capacity(READ_CHUNK),
+        }
+    }
+
+    /// Whether bytes are already buffered (a pipelining peer).
+    pub fn has_buffered(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// The next frame. A clean end of stream before a header is
+    /// `UnexpectedEof`.
+    pub async fn next_frame(&mut self) -> io::Result<Frame> {
+        loop {
+            if self.buf.len() >= HEADER_LEN {
+                let len = usize::from(self.buf[0])
+                    | usize::from(self.buf[1]) << 8
+                    | usize::from(self.buf[2]) << 16;
+                let total = HEADER_LEN + len;
+                if self.buf.len() >= total {
+                    return Ok(Frame {
+                        raw: self.buf.split_to(total),
+                    });
+                }
+                self.buf.reserve(total - self.buf.len());
+            } else {
+                self.buf.reserve(READ_CHUNK);
+            }
+            if self.inner.read_buf(&mut self.buf).await? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "peer closed the connection",
+                ));
+            }
+        }
+    }
+
+    /// A whole logical packet (continuation frames joined): the sequence id
+    /// of its last frame and its payload.
+    pub async fn next_packet(&mut self) -> io::Result<(u8, Vec<u8>)> {
+        let first = self.next_frame().await?;
+        let mut seq = first.seq();
+        let mut payload = first.payload().to_vec();
+        let mut continued = first.is_continued();
+        while continued {
+            let next = self.next_frame().await?;
+            seq = next.seq();
+            payload.extend_from_slice(next.payload());
+            continued = next.is_continued();
+        }
+        Ok((seq, payload))
+    }
+}
+
+/// Buffers outgoing frames and writes them in large chunks.
+pub struct FrameWriter<W> {
+    inner: W,
+    buf: Vec<u8>,
+}
+
+impl<W: AsyncWrite + Unpin> FrameWriter<W> {
+    /// Wraps a stream.
+    pub fn new(inner: W) -> Self {
+        Self {
+            inner,
+            buf: Vec::with_capacity(WRITE_FLUSH_AT),
+        }
+    }
+
+    /// Queues a frame exactly as read from a peer.
+    pub async fn write_raw(&mut self, raw: &[u8]) -> io::Result<()> {
+        self.buf.extend_from_slice(raw);
+        if self.buf.len() >= WRITE_FLUSH_AT {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Queues a logical packet starting at sequence id `seq`, split into
+    /// frames as needed. Returns the sequence id for the next packet.
+    pub async fn write_packet(&mut self, seq: u8, payload: &[u8]) -> io::Result<u8> {
+        let mut seq = seq;
+        let mut rest = payload;
+        loop {
+            let chunk = rest.len().min(MAX_FRAME_PAYLOAD);
+            let len = chunk as u32;
+            self.buf
+                .extend_from_slice(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, seq]);
+            self.buf.extend_from_slice(&rest[..chunk]);
+            seq = seq.wrapping_add(1);
+            rest = &rest[chunk..];
+            if self.buf.len() >= WRITE_FLUSH_AT {
+                self.flush().await?;
+            }
+            if chunk < MAX_FRAME_PAYLOAD {
+                return Ok(seq);
+            }
+        }
+    }
+
+    /// Writes out everything queued.
+    pub async fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.inner.write_all(&self.buf).await?;
+            self.buf.clear();
+        }
+        self.inner.flush().await
+    }
+
+    /// Shuts the write side down after flushing.
+    pub async fn shutdown(&mut self) -> io::Result<()> {
+        self.flush().await?;
+        self.inner.shutdown().await
+    }
+}
+
+/// Reads a length-encoded integer at the front of `buf`, advancing it.
+pub fn read_lenenc_int(buf: &mut &[u8]) -> Option<u64> {
+    let first = *buf.first()?;
+    let width = match first {
+        0xFC => 2,
+        0xFD => 3,
+        0xFE => 8,
+        0xFB | 0xFF => return None,
+        small => {
+            buf.advance(1);
+            return Some(u64::from(small));
+        }
+    };
+    if buf.len() < 1 + width {
+        return None;
+    }
+    let mut value = 0u64;
+    for (i, byte) in buf[1..=width].iter().enumerate() {
+        value |= u64::from(*byte) << (8 * i);
+    }
+    buf.advance(1 + width);
+    Some(value)
+}
+
+/// Appends a length-encoded integer.
+pub fn write_lenenc_int(out: &mut Vec<u8>, value: u64) {
+    match value {
+        0..=250 => out.push(value as u8),
+        251..=0xFFFF => {
+            out.push(0xFC);
+            out.extend_from_slice(&(value as u16).to_le_bytes());
+        }
+        0x1_0000..=0xFF_FFFF => {
+            out.push(0xFD);
+            out.extend_from_slice(&(value as u32).to_le_bytes()[..3]);
+        }
+        _ => {
+            out.push(0xFE);
+            out.extend_from_slice(&value.to_le_bytes());
+        }
+    }
+}
+
+/// Appends a length-encoded string.
+pub fn write_lenenc_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    write_lenenc_int(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lenenc_round_trip() {
+        for value in [0u64, 250, 251, 0xFFFF, 0x1_0000, 0xFF_FFFF, 0x100_0000, u64::MAX] {
+            let mut out = Vec::new();
+            write_lenenc_int(&mut out, value);
+            let mut slice = out.as_slice();
+            assert_eq!(read_lenenc_int(&mut slice), Some(value));
+            assert!(slice.is_empty());
+        }
+    }
+
+    #[tokio::test]
+    async fn large_packets_split_and_join() {
+        let payload: Vec<u8> = (0..(MAX_FRAME_PAYLOAD * 2 + 10))
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let mut writer = FrameWriter::new(Vec::new());
+        let next = writer.write_packet(0, &payload).await.unwrap();
+        assert_eq!(next, 3);
+        writer.flush().await.unwrap();
+        let mut reader = FrameReader::new(writer.inner.as_slice());
+        let (seq, joined) = reader.next_packet().await.unwrap();
+        assert_eq!(seq, 2);
+        assert_eq!(joined, payload);
+    }
+
+    #[tokio::test]
+    async fn exact_multiple_gets_empty_trailer() {
+        let payload = vec![7u8; MAX_FRAME_PAYLOAD];
+        let mut writer = FrameWriter::new(Vec::new());
+        assert_eq!(writer.write_packet(5, &payload).await.unwrap(), 7);
+        writer.flush().await.unwrap();
+        let mut reader = FrameReader::new(writer.inner.as_slice());
+        let (seq, joined) = reader.next_packet().await.unwrap();
+        assert_eq!((seq, joined.len()), (6, MAX_FRAME_PAYLOAD));
+    }
+}
