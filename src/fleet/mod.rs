@@ -1,1 +1,743 @@
-//! TODO
+//! Operating the fleet (SPEC section 6): `shardgate fleet init` creates every
+//! shard database and its tables on the master that owns it, and
+//! [`verify`] checks that every shard database is where the config says.
+//!
+//! Both talk to the hosts with `mysql_async` as the config's backend account.
+//! Only masters are written to; replicas get the databases through
+//! replication.
+
+pub mod schema;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, OptsBuilder};
+
+use crate::topology::{FleetId, HostId, Topology};
+
+pub use schema::{plan_schema, split_statements, FleetSchema, TableDdl};
+
+/// Connections opened per host by [`init`] (measured: 4 saturate a 2-core
+/// MariaDB creating databases; more only add contention).
+pub const DEFAULT_CONNECTIONS_PER_HOST: usize = 4;
+
+/// The shortest connect timeout [`init`] and [`verify`] use, whatever the
+/// config's `backend.connect_timeout_ms` (which is tuned for the data path).
+pub const MIN_ADMIN_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a fleet operation failed. Every variant names the host (and the
+/// database, where there is one) it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// The schema file is malformed or has a statement that is not `CREATE TABLE`.
+    #[error("schema line {line}: {message}")]
+    Schema {
+        /// 1-based line of the offending statement.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The schema creates tables that the config's `tables` section does not
+    /// name, so no fleet owns them.
+    #[error(
+        "the schema creates tables that the config's `tables` section does not name \
+         (add them to the config or remove them from the schema): {}",
+        tables.join(", ")
+    )]
+    UnknownTables {
+        /// `name (line N)` of every such table.
+        tables: Vec<String>,
+    },
+    /// A host address in the topology is not `host:port`.
+    #[error("bad host address `{host}`: {message}")]
+    BadAddress {
+        /// The address as written.
+        host: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Connecting (or logging in) to a host failed.
+    #[error("cannot connect to {host} as `{user}`: {source}")]
+    Connect {
+        /// The host address.
+        host: String,
+        /// The backend account used.
+        user: String,
+        /// The client error.
+        #[source]
+        source: mysql_async::Error,
+    },
+    /// A host did not answer a connect in time.
+    #[error("cannot connect to {host}: no answer within {}s", timeout.as_secs_f32())]
+    ConnectTimeout {
+        /// The host address.
+        host: String,
+        /// How long we waited.
+        timeout: Duration,
+    },
+    /// A query on a host failed outside any one shard database.
+    #[error("{host}: {what} failed: {source}")]
+    Query {
+        /// The host address.
+        host: String,
+        /// What was being done.
+        what: String,
+        /// The client or server error.
+        #[source]
+        source: mysql_async::Error,
+    },
+    /// Creating a shard database or its tables failed.
+    #[error("{host}, database {database}: {source}")]
+    Create {
+        /// The host address.
+        host: String,
+        /// The shard database.
+        database: String,
+        /// The client or server error.
+        #[source]
+        source: mysql_async::Error,
+    },
+    /// Several hosts failed; one error per host.
+    #[error("{} hosts failed: {}", .0.len(), join_errors(.0))]
+    Several(Vec<FleetError>),
+}
+
+fn join_errors(errors: &[FleetError]) -> String {
+    errors
+        .iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Knobs of [`init_with`]; [`init`] uses the defaults with `progress` set.
+#[derive(Debug, Clone)]
+pub struct InitOptions {
+    /// Show a progress bar on stderr (only when stderr is a terminal).
+    pub progress: bool,
+    /// Concurrent connections per host.
+    pub connections_per_host: usize,
+}
+
+impl Default for InitOptions {
+    fn default() -> Self {
+        Self {
+            progress: true,
+            connections_per_host: DEFAULT_CONNECTIONS_PER_HOST,
+        }
+    }
+}
+
+/// What [`init`] did on one host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostReport {
+    /// Host address.
+    pub host: String,
+    /// Shard databases this host owns as a master (all fleets).
+    pub shards: usize,
+    /// Shard databases that were missing and were created.
+    pub databases_created: usize,
+    /// Tables that were missing and were created.
+    pub tables_created: usize,
+    /// Shard databases that already had every table (nothing sent).
+    pub complete_before: usize,
+    /// Wall time spent on this host.
+    pub elapsed: Duration,
+}
+
+/// What [`init`] did, per host and in total.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InitReport {
+    /// One entry per master host, in topology order.
+    pub hosts: Vec<HostReport>,
+    /// Tables of each fleet (by fleet name) created in every shard database.
+    pub tables_by_fleet: BTreeMap<String, Vec<String>>,
+    /// Tables named in the config that the schema does not create.
+    pub missing_from_schema: Vec<String>,
+    /// Total wall time.
+    pub elapsed: Duration,
+}
+
+impl InitReport {
+    /// Shard databases covered on all hosts.
+    pub fn shards(&self) -> usize {
+        self.hosts.iter().map(|h| h.shards).sum()
+    }
+    /// Shard databases created by this run.
+    pub fn databases_created(&self) -> usize {
+        self.hosts.iter().map(|h| h.databases_created).sum()
+    }
+    /// Tables created by this run.
+    pub fn tables_created(&self) -> usize {
+        self.hosts.iter().map(|h| h.tables_created).sum()
+    }
+}
+
+impl fmt::Display for InitReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (fleet, tables) in &self.tables_by_fleet {
+            writeln!(f, "fleet {fleet}: tables {}", tables.join(", "))?;
+        }
+        for h in &self.hosts {
+            writeln!(
+                f,
+                "{}: {} shard databases, {} databases and {} tables created, {} already complete ({:.1}s)",
+                h.host,
+                h.shards,
+                h.databases_created,
+                h.tables_created,
+                h.complete_before,
+                h.elapsed.as_secs_f64()
+            )?;
+        }
+        if !self.missing_from_schema.is_empty() {
+            writeln!(
+                f,
+                "warning: tables in the config but not in the schema (not created): {}",
+                self.missing_from_schema.join(", ")
+            )?;
+        }
+        write!(
+            f,
+            "fleet init: {} shard databases on {} hosts ready; {} databases and {} tables created in {:.1}s",
+            self.shards(),
+            self.hosts.len(),
+            self.databases_created(),
+            self.tables_created(),
+            self.elapsed.as_secs_f64()
+        )
+    }
+}
+
+/// Creates every shard database and its tables on the master that owns it,
+/// idempotently (used by `shardgate fleet init --config FILE --schema FILE`).
+///
+/// `schema_sql` holds `CREATE TABLE` statements (comments allowed); each
+/// table goes to the fleet whose config `tables` entry names it, and only
+/// there. Hosts are worked in parallel with a few connections each; shard
+/// databases that already have every table are skipped. `progress` shows a
+/// progress bar on stderr when it is a terminal.
+pub async fn init(
+    topology: &Topology,
+    schema_sql: &str,
+    progress: bool,
+) -> Result<InitReport, FleetError> {
+    init_with(
+        topology,
+        schema_sql,
+        &InitOptions {
+            progress,
+            ..InitOptions::default()
+        },
+    )
+    .await
+}
+
+/// One shard database to create on a host.
+#[derive(Debug, Clone)]
+struct Job {
+    fleet: FleetId,
+    database: String,
+}
+
+/// Everything a host task needs, owned.
+struct HostWork {
+    host: String,
+    user: String,
+    password: String,
+    connect_timeout: Duration,
+    connections: usize,
+    jobs: Vec<Job>,
+    tables: Arc<HashMap<FleetId, Vec<TableDdl>>>,
+    bar: ProgressBar,
+}
+
+/// [`init`] with explicit [`InitOptions`].
+pub async fn init_with(
+    topology: &Topology,
+    schema_sql: &str,
+    options: &InitOptions,
+) -> Result<InitReport, FleetError> {
+    let started = Instant::now();
+    let plan = plan_schema(topology, schema_sql)?;
+    let jobs = jobs_by_master(topology);
+    let total: usize = jobs.values().map(Vec::len).sum();
+
+    let bar = if options.progress && std::io::stderr().is_terminal() {
+        let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template(
+                "fleet init [{elapsed_precise}] {wide_bar} {pos}/{len} shard databases ({per_sec}, eta {eta})",
+            )
+            .expect("valid progress template"),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+
+    let tables: Arc<HashMap<FleetId, Vec<TableDdl>>> =
+        Arc::new(plan.by_fleet.clone().into_iter().collect());
+    let timeout = admin_connect_timeout(topology);
+    let mut tasks = Vec::new();
+    for (host_id, host_jobs) in jobs {
+        let work = HostWork {
+            host: topology.hosts[host_id].addr.clone(),
+            user: topology.config.backend.user.clone(),
+            password: topology.config.backend.password.clone(),
+            connect_timeout: timeout,
+            connections: options.connections_per_host.max(1),
+            jobs: host_jobs,
+            tables: tables.clone(),
+            bar: bar.clone(),
+        };
+        tasks.push(tokio::spawn(init_host(work)));
+    }
+
+    let mut hosts = Vec::new();
+    let mut errors = Vec::new();
+    for task in tasks {
+        match task.await {
+            Ok(Ok(report)) => hosts.push(report),
+            Ok(Err(e)) => errors.push(e),
+            Err(join) => std::panic::resume_unwind(join.into_panic()),
+        }
+    }
+    bar.finish_and_clear();
+    match errors.len() {
+        0 => {}
+        1 => return Err(errors.pop().expect("one error")),
+        _ => return Err(FleetError::Several(errors)),
+    }
+
+    let tables_by_fleet = plan
+        .by_fleet
+        .iter()
+        .map(|(fid, ddls)| {
+            (
+                topology.fleets[*fid].name.clone(),
+                ddls.iter().map(|d| d.name.clone()).collect(),
+            )
+        })
+        .collect();
+    Ok(InitReport {
+        hosts,
+        tables_by_fleet,
+        missing_from_schema: plan.missing_from_schema,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Shard databases each master must hold, hosts in topology order.
+fn jobs_by_master(topology: &Topology) -> BTreeMap<HostId, Vec<Job>> {
+    let mut jobs: BTreeMap<HostId, Vec<Job>> = BTreeMap::new();
+    for (fid, fleet) in topology.fleets.iter().enumerate() {
+        for range in &fleet.ranges {
+            let list = jobs.entry(range.master).or_default();
+            for shard in range.first..=range.last {
+                list.push(Job {
+                    fleet: fid,
+                    database: fleet.database_name(shard),
+                });
+            }
+        }
+    }
+    jobs
+}
+
+fn admin_connect_timeout(topology: &Topology) -> Duration {
+    Duration::from_millis(topology.config.backend.connect_timeout_ms).max(MIN_ADMIN_CONNECT_TIMEOUT)
+}
+
+/// Splits `host:port` (or `[v6]:port`); the port defaults to 3306.
+fn split_addr(addr: &str) -> Result<(String, u16), FleetError> {
+    let bad = |message: &str| FleetError::BadAddress {
+        host: addr.to_string(),
+        message: message.to_string(),
+    };
+    let (host, port) = if let Some(rest) = addr.strip_prefix('[') {
+        let (h, p) = rest.split_once(']').ok_or_else(|| bad("missing `]`"))?;
+        (h, p.strip_prefix(':'))
+    } else {
+        match addr.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (addr, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(bad("empty host"));
+    }
+    let port = match port {
+        Some(p) => p.parse::<u16>().map_err(|_| bad("port is not a number 1-65535"))?,
+        None => 3306,
+    };
+    Ok((host.to_string(), port))
+}
+
+/// Opens one connection to `host` as the backend account, bounded by `timeout`.
+async fn connect(
+    host: &str,
+    user: &str,
+    password: &str,
+    timeout: Duration,
+) -> Result<Conn, FleetError> {
+    let (name, port) = split_addr(host)?;
+    let opts = OptsBuilder::default()
+        .ip_or_hostname(name)
+        .tcp_port(port)
+        .user(Some(user))
+        .pass(Some(password))
+        .prefer_socket(false);
+    match tokio::time::timeout(timeout, Conn::new(opts)).await {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(source)) => Err(FleetError::Connect {
+            host: host.to_string(),
+            user: user.to_string(),
+            source,
+        }),
+        Err(_) => Err(FleetError::ConnectTimeout {
+            host: host.to_string(),
+            timeout,
+        }),
+    }
+}
+
+fn quote_ident(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+/// Existing databases and `(database, table)` pairs on a host, outside the
+/// system schemas.
+async fn existing_objects(
+    conn: &mut Conn,
+    host: &str,
+) -> Result<(HashSet<String>, HashSet<(String, String)>), FleetError> {
+    const SYSTEM: &str = "('mysql','information_schema','performance_schema','sys')";
+    let query_err = |what: &str| {
+        let host = host.to_string();
+        let what = what.to_string();
+        move |source| FleetError::Query { host, what, source }
+    };
+    let dbs: Vec<String> = conn
+        .query(format!(
+            "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN {SYSTEM}"
+        ))
+        .await
+        .map_err(query_err("listing databases"))?;
+    let tables: Vec<(String, String)> = conn
+        .query(format!(
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA NOT IN {SYSTEM}"
+        ))
+        .await
+        .map_err(query_err("listing tables"))?;
+    Ok((dbs.into_iter().collect(), tables.into_iter().collect()))
+}
+
+/// A job with the statements it still needs: one multi-statement round trip.
+struct Batch {
+    database: String,
+    sql: String,
+    creates_database: bool,
+    tables: usize,
+}
+
+async fn init_host(work: HostWork) -> Result<HostReport, FleetError> {
+    let started = Instant::now();
+    let HostWork {
+        host,
+        user,
+        password,
+        connect_timeout,
+        connections,
+        jobs,
+        tables,
+        bar,
+    } = work;
+    let mut first = connect(&host, &user, &password, connect_timeout).await?;
+    let (dbs, existing) = existing_objects(&mut first, &host).await?;
+
+    let shards = jobs.len();
+    let mut batches = Vec::new();
+    let mut complete_before = 0;
+    let no_tables = Vec::new();
+    for job in jobs {
+        let ddls = tables.get(&job.fleet).unwrap_or(&no_tables);
+        let creates_database = !dbs.contains(&job.database);
+        let missing: Vec<&TableDdl> = ddls
+            .iter()
+            .filter(|d| creates_database || !existing.contains(&(job.database.clone(), d.name.clone())))
+            .collect();
+        if !creates_database && missing.is_empty() {
+            complete_before += 1;
+            continue;
+        }
+        let db = quote_ident(&job.database);
+        let mut sql = format!("CREATE DATABASE IF NOT EXISTS {db}");
+        if !missing.is_empty() {
+            sql.push_str(&format!(";\nUSE {db}"));
+            for d in &missing {
+                sql.push_str(";\n");
+                sql.push_str(&d.sql);
+            }
+        }
+        batches.push(Batch {
+            database: job.database,
+            sql,
+            creates_database,
+            tables: missing.len(),
+        });
+    }
+    bar.inc(complete_before as u64);
+
+    let queue = Arc::new(Mutex::new(batches.into_iter()));
+    let abort = Arc::new(AtomicBool::new(false));
+    let dbs_created = Arc::new(AtomicUsize::new(0));
+    let tables_created = Arc::new(AtomicUsize::new(0));
+    let workers = connections.min(queue.lock().expect("queue").len()).max(1);
+
+    let mut handles = Vec::new();
+    let mut first = Some(first);
+    for _ in 0..workers {
+        let conn = first.take();
+        let (host, user, password) = (host.clone(), user.clone(), password.clone());
+        let (queue, abort, bar) = (queue.clone(), abort.clone(), bar.clone());
+        let (dbs_created, tables_created) = (dbs_created.clone(), tables_created.clone());
+        handles.push(tokio::spawn(async move {
+            let mut conn = match conn {
+                Some(c) => c,
+                None => connect(&host, &user, &password, connect_timeout).await?,
+            };
+            let result = loop {
+                if abort.load(Ordering::Relaxed) {
+                    break Ok(());
+                }
+                let Some(batch) = queue.lock().expect("queue").next() else {
+                    break Ok(());
+                };
+                if let Err(source) = conn.query_drop(&batch.sql).await {
+                    abort.store(true, Ordering::Relaxed);
+                    break Err(FleetError::Create {
+                        host: host.clone(),
+                        database: batch.database,
+                        source,
+                    });
+                }
+                if batch.creates_database {
+                    dbs_created.fetch_add(1, Ordering::Relaxed);
+                }
+                tables_created.fetch_add(batch.tables, Ordering::Relaxed);
+                bar.inc(1);
+            };
+            let _ = conn.disconnect().await;
+            result
+        }));
+    }
+    let mut first_error = None;
+    for h in handles {
+        match h.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                abort.store(true, Ordering::Relaxed);
+                first_error.get_or_insert(e);
+            }
+            Err(join) => std::panic::resume_unwind(join.into_panic()),
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    Ok(HostReport {
+        host,
+        shards,
+        databases_created: dbs_created.load(Ordering::Relaxed),
+        tables_created: tables_created.load(Ordering::Relaxed),
+        complete_before,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// A shard database found where it should not be, or missing where it should.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Placement {
+    /// Host address.
+    pub host: String,
+    /// Shard database name.
+    pub database: String,
+}
+
+/// What [`verify`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Hosts checked (masters and replicas of every fleet).
+    pub hosts_checked: usize,
+    /// Shard databases expected on masters.
+    pub expected: usize,
+    /// Shard databases absent from the master that owns them.
+    pub missing: Vec<Placement>,
+    /// Shard databases on a host that is neither their master nor that
+    /// master's replica.
+    pub misplaced: Vec<Placement>,
+    /// Hosts that could not be checked, with the error.
+    pub unreachable: Vec<(String, String)>,
+}
+
+impl VerifyReport {
+    /// True when every shard database is where it belongs and every host answered.
+    pub fn is_ok(&self) -> bool {
+        self.missing.is_empty() && self.misplaced.is_empty() && self.unreachable.is_empty()
+    }
+}
+
+impl fmt::Display for VerifyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} hosts checked, {} shard databases expected: {} missing, {} misplaced, {} hosts unreachable",
+            self.hosts_checked,
+            self.expected,
+            self.missing.len(),
+            self.misplaced.len(),
+            self.unreachable.len()
+        )
+    }
+}
+
+/// Checks that every shard database exists on its configured master and
+/// nowhere it should not (a host that is neither its master nor that
+/// master's replica). Unreachable hosts are reported, not an error.
+pub async fn verify(topology: &Topology) -> Result<VerifyReport, FleetError> {
+    let timeout = admin_connect_timeout(topology);
+    // Per host: databases it must have, and databases it may have.
+    let mut must: HashMap<HostId, Vec<String>> = HashMap::new();
+    let mut may: HashMap<HostId, HashSet<String>> = HashMap::new();
+    let mut expected = 0;
+    for fleet in &topology.fleets {
+        for range in &fleet.ranges {
+            for shard in range.first..=range.last {
+                let db = fleet.database_name(shard);
+                expected += 1;
+                must.entry(range.master).or_default().push(db.clone());
+                may.entry(range.master).or_default().insert(db.clone());
+                if let Some(r) = range.replica {
+                    may.entry(r).or_default().insert(db);
+                }
+            }
+        }
+    }
+    let mut tasks = Vec::new();
+    for (hid, host) in topology.hosts.iter().enumerate() {
+        let (addr, user, password) = (
+            host.addr.clone(),
+            topology.config.backend.user.clone(),
+            topology.config.backend.password.clone(),
+        );
+        tasks.push((
+            hid,
+            tokio::spawn(async move {
+                let mut conn = connect(&addr, &user, &password, timeout).await?;
+                let dbs: Vec<String> = conn
+                    .query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
+                    .await
+                    .map_err(|source| FleetError::Query {
+                        host: addr.clone(),
+                        what: "listing databases".into(),
+                        source,
+                    })?;
+                let _ = conn.disconnect().await;
+                Ok::<_, FleetError>(dbs)
+            }),
+        ));
+    }
+    let mut report = VerifyReport {
+        hosts_checked: topology.hosts.len(),
+        expected,
+        ..VerifyReport::default()
+    };
+    for (hid, task) in tasks {
+        let addr = topology.hosts[hid].addr.clone();
+        let dbs = match task.await {
+            Ok(Ok(dbs)) => dbs,
+            Ok(Err(e)) => {
+                report.unreachable.push((addr, e.to_string()));
+                continue;
+            }
+            Err(join) => std::panic::resume_unwind(join.into_panic()),
+        };
+        let present: HashSet<&str> = dbs.iter().map(String::as_str).collect();
+        for db in must.get(&hid).into_iter().flatten() {
+            if !present.contains(db.as_str()) {
+                report.missing.push(Placement {
+                    host: addr.clone(),
+                    database: db.clone(),
+                });
+            }
+        }
+        let allowed = may.get(&hid);
+        for db in &dbs {
+            if topology.parse_database(db).is_some() && !allowed.is_some_and(|a| a.contains(db)) {
+                report.misplaced.push(Placement {
+                    host: addr.clone(),
+                    database: db.clone(),
+                });
+            }
+        }
+    }
+    report.missing.sort();
+    report.misplaced.sort();
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        assert_eq!(split_addr("127.0.0.1:3307").unwrap(), ("127.0.0.1".into(), 3307));
+        assert_eq!(split_addr("db-a").unwrap(), ("db-a".into(), 3306));
+        assert_eq!(split_addr("[::1]:3310").unwrap(), ("::1".into(), 3310));
+        assert!(split_addr("host:x").is_err());
+        assert!(split_addr(":3306").is_err());
+    }
+
+    #[test]
+    fn errors_name_host_and_database() {
+        let e = FleetError::ConnectTimeout {
+            host: "127.0.0.1:3308".into(),
+            timeout: Duration::from_secs(5),
+        };
+        assert_eq!(e.to_string(), "cannot connect to 127.0.0.1:3308: no answer within 5s");
+        let e = FleetError::UnknownTables {
+            tables: vec!["likes (line 3)".into(), "tags (line 9)".into()],
+        };
+        assert!(e.to_string().ends_with("likes (line 3), tags (line 9)"));
+    }
+
+    /// Creates the full fleet of `config/shardgate.yaml` on the running local
+    /// fleet (`integration/fleet.sh start`) and checks it with [`verify`].
+    /// Run with `cargo test --lib fleet::tests::init_local_fleet -- --ignored --nocapture`.
+    #[tokio::test(flavor = "multi_thread")]
+    #[ignore = "needs the local fleet (integration/fleet.sh start)"]
+    async fn init_local_fleet() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let topology = Topology::load(&root.join("config/shardgate.yaml")).expect("config loads");
+        let schema = std::fs::read_to_string(root.join("config/schema.sql")).unwrap();
+        let report = init(&topology, &schema, true).await.expect("init");
+        eprintln!("{report}");
+        assert_eq!(report.shards(), 8192);
+        let again = init(&topology, &schema, false).await.expect("second init");
+        eprintln!("{again}");
+        assert_eq!(again.databases_created(), 0);
+        assert_eq!(again.tables_created(), 0);
+        let v = verify(&topology).await.expect("verify");
+        eprintln!("{v}");
+        assert!(v.is_ok(), "{v:?}");
+    }
+}
