@@ -43,8 +43,13 @@ pub enum ClientError {
     #[error("shardgate: {0}")]
     Transaction(String),
     /// Bad credentials (1045).
-    #[error("Access denied for user '{0}'")]
-    AccessDenied(String),
+    #[error("Access denied for user '{user}' (using password: {using_password})")]
+    AccessDenied {
+        /// Account name the client gave.
+        user: String,
+        /// `YES` or `NO`, as MySQL reports it.
+        using_password: &'static str,
+    },
     /// A command the proxy does not implement (1047).
     #[error("shardgate: {0}")]
     UnsupportedCommand(String),
@@ -59,7 +64,7 @@ impl ClientError {
         match self {
             ClientError::Route(route) => route.code(),
             ClientError::Backend { code, .. } => *code,
-            ClientError::AccessDenied(_) => 1045,
+            ClientError::AccessDenied { .. } => 1045,
             ClientError::UnsupportedCommand(_) => 1047,
             _ => 1105,
         }
@@ -70,7 +75,7 @@ impl ClientError {
         match self {
             ClientError::Route(route) => route.sql_state(),
             ClientError::Backend { sql_state, .. } => sql_state,
-            ClientError::AccessDenied(_) => "28000",
+            ClientError::AccessDenied { .. } => "28000",
             ClientError::UnsupportedCommand(_) => "08S01",
             _ => "HY000",
         }

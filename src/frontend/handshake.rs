@@ -1,0 +1,230 @@
+//! The server side of the MySQL handshake: HandshakeV10 out, the client's
+//! HandshakeResponse in, `mysql_native_password` checked against the
+//! config's client accounts (other plugins get an auth switch).
+
+use std::io;
+
+use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse};
+use mysql_common::proto::{MyDeserialize, MySerialize};
+use mysql_common::scramble::scramble_native;
+use rand::Rng;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::error::ClientError;
+use crate::protocol::packets::{err_packet, ok_packet, UTF8MB4_GENERAL_CI};
+use crate::protocol::{FrameReader, FrameWriter};
+use crate::topology::config::UserConfig;
+
+/// Version string clients see. The `5.5.5-` prefix is how MariaDB servers
+/// tell MySQL clients they are MariaDB; drivers pick dialect quirks from it.
+pub const SERVER_VERSION: &str = "5.5.5-10.11.0-MariaDB-shardgate";
+
+/// Capabilities the proxy offers clients.
+pub const SERVER_CAPABILITIES: CapabilityFlags = CapabilityFlags::CLIENT_LONG_PASSWORD
+    .union(CapabilityFlags::CLIENT_FOUND_ROWS)
+    .union(CapabilityFlags::CLIENT_LONG_FLAG)
+    .union(CapabilityFlags::CLIENT_CONNECT_WITH_DB)
+    .union(CapabilityFlags::CLIENT_PROTOCOL_41)
+    .union(CapabilityFlags::CLIENT_TRANSACTIONS)
+    .union(CapabilityFlags::CLIENT_SECURE_CONNECTION)
+    .union(CapabilityFlags::CLIENT_MULTI_RESULTS)
+    .union(CapabilityFlags::CLIENT_PS_MULTI_RESULTS)
+    .union(CapabilityFlags::CLIENT_PLUGIN_AUTH)
+    .union(CapabilityFlags::CLIENT_CONNECT_ATTRS)
+    .union(CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA)
+    .union(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+
+const NATIVE_PLUGIN: &[u8] = b"mysql_native_password";
+
+/// A client that logged in.
+#[derive(Debug, Clone)]
+pub struct LoggedIn {
+    /// Account name.
+    pub user: String,
+    /// Capabilities in force (the client's, within ours).
+    pub capabilities: CapabilityFlags,
+    /// Collation the client asked for.
+    pub collation: u8,
+    /// Database named in the handshake, if any.
+    pub database: Option<String>,
+    /// Sequence id for the packet that answers the login (OK or ERR).
+    pub next_seq: u8,
+}
+
+/// Why a login failed.
+#[derive(Debug)]
+pub enum LoginFailure {
+    /// The socket failed; nothing more can be sent.
+    Io(io::Error),
+    /// An error to send to the client at `seq` before closing.
+    Refused {
+        /// The error.
+        error: ClientError,
+        /// Sequence id for the ERR packet.
+        seq: u8,
+    },
+}
+
+impl From<io::Error> for LoginFailure {
+    fn from(error: io::Error) -> Self {
+        LoginFailure::Io(error)
+    }
+}
+
+/// Runs the handshake up to (not including) the final OK. `users` are the
+/// accounts allowed on this port.
+pub async fn login<R, W>(
+    reader: &mut FrameReader<R>,
+    writer: &mut FrameWriter<W>,
+    connection_id: u32,
+    users: &[UserConfig],
+) -> Result<LoggedIn, LoginFailure>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let nonce = new_nonce();
+    let mut scramble_2 = nonce[8..].to_vec();
+    scramble_2.push(0);
+    let mut scramble_1 = [0u8; 8];
+    scramble_1.copy_from_slice(&nonce[..8]);
+    let handshake = HandshakePacket::new(
+        10,
+        SERVER_VERSION.as_bytes(),
+        connection_id,
+        scramble_1,
+        Some(scramble_2),
+        SERVER_CAPABILITIES,
+        UTF8MB4_GENERAL_CI as u8,
+        StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+        Some(NATIVE_PLUGIN),
+    );
+    let mut body = Vec::with_capacity(128);
+    handshake.serialize(&mut body);
+    writer.write_packet(0, &body).await?;
+    writer.flush().await?;
+
+    let (seq, payload) = reader.next_packet().await?;
+    let refuse = |error: ClientError, seq: u8| LoginFailure::Refused { error, seq };
+    if payload.len() < 32 {
+        return Err(refuse(
+            ClientError::UnsupportedCommand(
+                "this client asked for TLS or an old protocol; shardgate speaks protocol 4.1 without TLS".to_owned(),
+            ),
+            seq.wrapping_add(1),
+        ));
+    }
+    let response = HandshakeResponse::deserialize((), &mut ParseBuf(&payload)).map_err(|e| {
+        refuse(
+            ClientError::UnsupportedCommand(format!("malformed handshake response: {e}")),
+            seq.wrapping_add(1),
+        )
+    })?;
+    let capabilities = response.capabilities() & SERVER_CAPABILITIES;
+    if !capabilities.contains(CapabilityFlags::CLIENT_PROTOCOL_41) {
+        return Err(refuse(
+            ClientError::UnsupportedCommand("client does not speak protocol 4.1".to_owned()),
+            seq.wrapping_add(1),
+        ));
+    }
+    let user = String::from_utf8_lossy(response.user()).into_owned();
+    let database = response
+        .db_name()
+        .filter(|db| !db.is_empty())
+        .map(|db| String::from_utf8_lossy(db).into_owned());
+    let collation = response.collation();
+    let uses_native = match response.auth_plugin() {
+        None => true,
+        Some(plugin) => matches!(plugin, AuthPlugin::MysqlNativePassword),
+    };
+    let mut seq = seq;
+    let auth_data = if uses_native {
+        response.scramble_buf().to_vec()
+    } else {
+        let mut data = nonce.to_vec();
+        data.push(0);
+        let switch = AuthSwitchRequest::new(NATIVE_PLUGIN, data);
+        let mut body = Vec::new();
+        switch.serialize(&mut body);
+        writer.write_packet(seq.wrapping_add(1), &body).await?;
+        writer.flush().await?;
+        let (next, answer) = reader.next_packet().await?;
+        seq = next;
+        answer
+    };
+    let next_seq = seq.wrapping_add(1);
+    let account = users.iter().find(|account| account.name == user);
+    let accepted = account.is_some_and(|account| password_matches(&nonce, &account.password, &auth_data));
+    if !accepted {
+        return Err(refuse(
+            ClientError::AccessDenied {
+                user,
+                using_password: if auth_data.is_empty() { "NO" } else { "YES" },
+            },
+            next_seq,
+        ));
+    }
+    Ok(LoggedIn {
+        user,
+        capabilities,
+        collation,
+        database,
+        next_seq,
+    })
+}
+
+/// Sends the OK that completes a login.
+pub async fn accept<W: AsyncWrite + Unpin>(writer: &mut FrameWriter<W>, seq: u8) -> io::Result<()> {
+    writer
+        .write_packet(seq, &ok_packet(0, 0, StatusFlags::SERVER_STATUS_AUTOCOMMIT, 0))
+        .await?;
+    writer.flush().await
+}
+
+/// Sends an ERR that ends a login.
+pub async fn reject<W: AsyncWrite + Unpin>(
+    writer: &mut FrameWriter<W>,
+    seq: u8,
+    error: &ClientError,
+) -> io::Result<()> {
+    writer
+        .write_packet(seq, &err_packet(error.code(), error.sql_state(), &error.to_string()))
+        .await?;
+    writer.flush().await
+}
+
+fn new_nonce() -> [u8; 20] {
+    let mut rng = rand::rng();
+    let mut nonce = [0u8; 20];
+    for byte in nonce.iter_mut() {
+        *byte = rng.random_range(0x21..0x7F);
+    }
+    nonce
+}
+
+fn password_matches(nonce: &[u8], password: &str, auth_data: &[u8]) -> bool {
+    if password.is_empty() {
+        return auth_data.is_empty();
+    }
+    match scramble_native(nonce, password.as_bytes()) {
+        Some(expected) => expected.as_slice() == auth_data,
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn native_password_check() {
+        let nonce = new_nonce();
+        let good = scramble_native(&nonce, b"app").unwrap();
+        assert!(password_matches(&nonce, "app", &good));
+        assert!(!password_matches(&nonce, "other", &good));
+        assert!(!password_matches(&nonce, "app", &[]));
+        assert!(password_matches(&nonce, "", &[]));
+    }
+}

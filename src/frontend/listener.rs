@@ -1,0 +1,34 @@
+//! The client listener: one task per connection.
+
+use std::io;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tracing::{info, warn};
+
+use super::session;
+use crate::engine::Engine;
+
+/// Accepts clients on `listener` forever, each served by its own task.
+pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()> {
+    let next_id = AtomicU32::new(1);
+    info!(addr = %listener.local_addr()?, "serving clients");
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                warn!(%error, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let connection_id = next_id.fetch_add(1, Ordering::Relaxed);
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            if let Err(error) = session::run(engine, stream, connection_id).await {
+                tracing::debug!(connection_id, %peer, %error, "session ended with an error");
+            }
+        });
+    }
+}
