@@ -1,5 +1,227 @@
 //! The YAML config model (SPEC section 4).
+//!
+//! This is the file as written; [`crate::topology::Topology`] is the
+//! validated routing table built from it. Maps are `BTreeMap`s so iteration
+//! order is deterministic.
 
-/// The parsed config file. TODO(helper): fields per SPEC section 4.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-pub struct Config {}
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer};
+
+/// Default `backend.pool_max_per_host`.
+pub const DEFAULT_POOL_MAX_PER_HOST: u32 = 64;
+/// Default `backend.connect_timeout_ms`.
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 1000;
+/// Default `backend.checkout_timeout_ms`.
+pub const DEFAULT_CHECKOUT_TIMEOUT_MS: u64 = 5000;
+/// Default `fleets.<name>.shards`.
+pub const DEFAULT_SHARDS: u32 = 4096;
+/// Default database format of a fleet.
+pub const DEFAULT_DATABASE: &str = "db{:05}";
+/// Default database format of a fleet that holds only mod-shard (`key`) tables.
+pub const DEFAULT_MOD_DATABASE: &str = "msdb{:05}";
+
+/// The parsed config file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Client-facing listen address, `host:port` (port 0 picks a free port).
+    #[serde(default)]
+    pub listen: String,
+    /// The admin port; `None` when the file has no `admin` section.
+    #[serde(default)]
+    pub admin: Option<AdminConfig>,
+    /// Client accounts (mysql_native_password).
+    #[serde(default)]
+    pub users: Vec<UserConfig>,
+    /// How shardgate logs in to the backends, and pool limits.
+    #[serde(default)]
+    pub backend: BackendConfig,
+    /// Object type ids by type name (`pin: 1`).
+    #[serde(default)]
+    pub types: BTreeMap<String, u32>,
+    /// Fleets by name.
+    #[serde(default)]
+    pub fleets: BTreeMap<String, FleetConfig>,
+    /// Logical tables by name, as written in the file.
+    #[serde(default)]
+    pub tables: BTreeMap<String, TableConfig>,
+    /// Where hint-less object inserts go.
+    #[serde(default)]
+    pub placement: Placement,
+}
+
+/// The `admin` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Admin listen address, `host:port`.
+    #[serde(default)]
+    pub listen: String,
+    /// Admin accounts.
+    #[serde(default)]
+    pub users: Vec<UserConfig>,
+}
+
+/// A client or admin account.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    /// Account name.
+    #[serde(deserialize_with = "scalar_string")]
+    pub name: String,
+    /// Clear-text password (empty allowed).
+    #[serde(default, deserialize_with = "scalar_string")]
+    pub password: String,
+}
+
+/// The `backend` section: the account and limits used towards the hosts.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendConfig {
+    /// Account shardgate logs in to every host with.
+    #[serde(default, deserialize_with = "scalar_string")]
+    pub user: String,
+    /// Password of that account.
+    #[serde(default, deserialize_with = "scalar_string")]
+    pub password: String,
+    /// Most open connections per host.
+    #[serde(default = "default_pool_max_per_host")]
+    pub pool_max_per_host: u32,
+    /// How long a connect to a host may take, in milliseconds.
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// How long a statement waits for a free pooled connection, in milliseconds.
+    #[serde(default = "default_checkout_timeout_ms")]
+    pub checkout_timeout_ms: u64,
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        Self {
+            user: String::new(),
+            password: String::new(),
+            pool_max_per_host: DEFAULT_POOL_MAX_PER_HOST,
+            connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
+            checkout_timeout_ms: DEFAULT_CHECKOUT_TIMEOUT_MS,
+        }
+    }
+}
+
+/// One fleet: its shard count, database name format and hosts.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetConfig {
+    /// Number of virtual shards (1-65536).
+    #[serde(default = "default_shards")]
+    pub shards: u32,
+    /// Database name format (`db{:05}`); when absent, `msdb{:05}` for a fleet
+    /// holding only mod-shard tables, else `db{:05}`.
+    #[serde(default)]
+    pub database: Option<String>,
+    /// Shards new objects may be placed in, `[first, last]` inclusive;
+    /// when absent, every shard is open.
+    #[serde(default)]
+    pub open: Option<[u32; 2]>,
+    /// Host pairs, one per contiguous shard range.
+    #[serde(default)]
+    pub hosts: Vec<HostConfig>,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        Self {
+            shards: DEFAULT_SHARDS,
+            database: None,
+            open: None,
+            hosts: Vec::new(),
+        }
+    }
+}
+
+/// A host pair serving one contiguous shard range.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// `[first, last]` shard, inclusive.
+    pub range: [u32; 2],
+    /// Master address, `host:port`.
+    #[serde(default)]
+    pub master: String,
+    /// Replica address, `host:port`, kept for failover.
+    #[serde(default)]
+    pub replica: Option<String>,
+}
+
+/// A logical table: its fleet and exactly one of `object`, `from`, `key`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableConfig {
+    /// Name of the fleet the table lives on.
+    #[serde(default)]
+    pub fleet: String,
+    /// Object table: the type name (a key of `types`).
+    #[serde(default)]
+    pub object: Option<String>,
+    /// Mapping table: the column holding the from-ID.
+    #[serde(default)]
+    pub from: Option<String>,
+    /// Mod-shard table: the column holding the lookup key.
+    #[serde(default)]
+    pub key: Option<String>,
+}
+
+/// Placement policy for object inserts without a shard hint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// Uniformly random among the fleet's open shards.
+    #[default]
+    Random,
+}
+
+fn default_pool_max_per_host() -> u32 {
+    DEFAULT_POOL_MAX_PER_HOST
+}
+
+fn default_connect_timeout_ms() -> u64 {
+    DEFAULT_CONNECT_TIMEOUT_MS
+}
+
+fn default_checkout_timeout_ms() -> u64 {
+    DEFAULT_CHECKOUT_TIMEOUT_MS
+}
+
+fn default_shards() -> u32 {
+    DEFAULT_SHARDS
+}
+
+/// Accepts any YAML scalar as a string, so `password: 1234` works.
+fn scalar_string<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    struct Visitor;
+    impl serde::de::Visitor<'_> for Visitor {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_owned())
+        }
+        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<String, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<String, E> {
+            Ok(String::new())
+        }
+    }
+    deserializer.deserialize_any(Visitor)
+}

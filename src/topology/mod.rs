@@ -3,6 +3,7 @@
 //! through [`SharedTopology`].
 
 pub mod config;
+pub mod lines;
 pub mod validate;
 
 use std::collections::HashMap;
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 pub use config::Config;
-pub use validate::{ConfigError, ConfigErrors};
+pub use validate::{check_address, ConfigError, ConfigErrors};
 
 /// Index of a fleet in [`Topology::fleets`].
 pub type FleetId = usize;
@@ -43,7 +44,7 @@ pub struct HostRange {
 pub struct DatabaseFormat {
     /// Text before the number (`db`).
     pub prefix: String,
-    /// Zero-padded width of the number (5).
+    /// Zero-padded width of the number (5); 0 means no padding (`{}`).
     pub width: usize,
     /// Text after the number (usually empty).
     pub suffix: String,
@@ -138,39 +139,75 @@ impl Topology {
     /// Reads, parses and validates a config file and builds its routing table.
     /// Every problem found is reported, each with the line it is on.
     pub fn load(path: &std::path::Path) -> Result<Topology, ConfigErrors> {
-        todo!("{path:?}")
+        let source = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigErrors::single(&source, 0, format!("cannot read the config file: {e}"))
+        })?;
+        Self::from_yaml_str(&text, &source)
     }
 
     /// Parses and validates YAML text (`source` names it in error messages).
     pub fn from_yaml_str(text: &str, source: &str) -> Result<Topology, ConfigErrors> {
-        todo!("{text}{source}")
+        let (config, lines) = validate::parse(text, source)?;
+        validate::build(config, source, &lines)
+    }
+
+    /// Validates a config built in code and builds its routing table
+    /// (errors carry line 0).
+    pub fn from_config(config: Config, source: &str) -> Result<Topology, ConfigErrors> {
+        validate::build(config, source, &lines::LineIndex::default())
+    }
+
+    /// Every error on its own line, as `check-config` prints them.
+    pub fn describe_errors(errors: &ConfigErrors) -> String {
+        errors.to_string()
     }
 
     /// The logical table with this name (case-insensitive), if configured.
     pub fn table(&self, name: &str) -> Option<&TableRule> {
-        todo!("{name}")
+        if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            self.tables.get(&name.to_ascii_lowercase())
+        } else {
+            self.tables.get(name)
+        }
     }
 
     /// The fleet with this config name.
     pub fn fleet_by_name(&self, name: &str) -> Option<FleetId> {
-        todo!("{name}")
+        self.fleets.iter().position(|f| f.name == name)
+    }
+
+    /// The fleet with this id.
+    pub fn fleet(&self, fleet: FleetId) -> Option<&Fleet> {
+        self.fleets.get(fleet)
+    }
+
+    /// The host with this id.
+    pub fn host(&self, host: HostId) -> Option<&Host> {
+        self.hosts.get(host)
     }
 
     /// The host range serving `shard` of `fleet`, or `None` if the shard is
     /// outside the fleet's shard count.
     pub fn host_range(&self, fleet: FleetId, shard: u32) -> Option<&HostRange> {
-        todo!("{fleet}{shard}")
+        self.fleets.get(fleet)?.range_of(shard)
     }
 
     /// The master serving `shard` of `fleet` (binary search over the ranges).
     pub fn master_of(&self, fleet: FleetId, shard: u32) -> Option<HostId> {
-        todo!("{fleet}{shard}")
+        self.host_range(fleet, shard).map(|r| r.master)
     }
 
     /// Recognises a shard database name (`db03429`, `msdb00012`) of any
     /// fleet, case-insensitively: the fleet and the shard number.
     pub fn parse_database(&self, name: &str) -> Option<(FleetId, u32)> {
-        todo!("{name}")
+        self.fleets.iter().enumerate().find_map(|(id, fleet)| {
+            fleet
+                .database
+                .match_name(name)
+                .filter(|&shard| shard < fleet.shard_count)
+                .map(|shard| (id, shard))
+        })
     }
 }
 
@@ -179,21 +216,116 @@ impl Fleet {
     pub fn database_name(&self, shard: u32) -> String {
         self.database.format(shard)
     }
+
+    /// The host range serving `shard`, or `None` past the shard count.
+    pub fn range_of(&self, shard: u32) -> Option<&HostRange> {
+        if shard >= self.shard_count {
+            return None;
+        }
+        let after = self.ranges.partition_point(|r| r.first <= shard);
+        let range = self.ranges.get(after.checked_sub(1)?)?;
+        (shard <= range.last).then_some(range)
+    }
+
+    /// The shards new objects may be placed in, `(first, last)` inclusive:
+    /// `open` if set, else every shard.
+    pub fn open_range(&self) -> (u32, u32) {
+        self.open.unwrap_or((0, self.shard_count.saturating_sub(1)))
+    }
 }
 
 impl DatabaseFormat {
     /// Parses a format such as `db{:05}` or `msdb{:05}`.
     pub fn parse(spec: &str) -> Option<DatabaseFormat> {
-        todo!("{spec}")
+        parse_format(spec).ok()
     }
 
     /// The name of `shard` (`db03429`).
     pub fn format(&self, shard: u32) -> String {
-        todo!("{shard}")
+        format!(
+            "{}{:0width$}{}",
+            self.prefix,
+            shard,
+            self.suffix,
+            width = self.width
+        )
     }
 
     /// The shard number if `name` is written in this format (case-insensitive).
+    /// Only the exact width [`DatabaseFormat::format`] writes is accepted
+    /// (`db03429`, not `db3429`), so every name means one shard.
     pub fn match_name(&self, name: &str) -> Option<u32> {
-        todo!("{name}")
+        let (p, s) = (self.prefix.len(), self.suffix.len());
+        if name.len() <= p + s {
+            return None;
+        }
+        let prefix = name.get(..p)?;
+        let middle = name.get(p..name.len() - s)?;
+        let suffix = name.get(name.len() - s..)?;
+        if !prefix.eq_ignore_ascii_case(&self.prefix) || !suffix.eq_ignore_ascii_case(&self.suffix)
+        {
+            return None;
+        }
+        if middle.len() > 10 || !middle.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let shard = u32::try_from(middle.parse::<u64>().ok()?).ok()?;
+        let natural = shard.checked_ilog10().map_or(1, |d| d as usize + 1);
+        (middle.len() == natural.max(self.width)).then_some(shard)
     }
 }
+
+/// Parses a database format, saying what is wrong with a bad one.
+fn parse_format(spec: &str) -> Result<DatabaseFormat, String> {
+    let open = spec
+        .find('{')
+        .ok_or("has no `{...}` placeholder for the shard number; write e.g. `db{:05}`")?;
+    let close = spec[open..]
+        .find('}')
+        .map(|i| open + i)
+        .ok_or("has an unclosed `{`")?;
+    let (prefix, placeholder, suffix) = (&spec[..open], &spec[open + 1..close], &spec[close + 1..]);
+    if suffix.contains(['{', '}']) {
+        return Err("has more than one `{...}` placeholder".into());
+    }
+    let width = match placeholder {
+        "" => 0,
+        p => {
+            let digits = p
+                .strip_prefix(":0")
+                .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or(format!(
+                    "has placeholder `{{{p}}}`; use `{{:0N}}` (zero-padded to N digits) or `{{}}`"
+                ))?;
+            match digits.parse::<usize>() {
+                Ok(w) if (1..=10).contains(&w) => w,
+                _ => return Err("pads to a width outside 1-10".into()),
+            }
+        }
+    };
+    if prefix.is_empty() {
+        return Err("must start with a name before the placeholder, e.g. `db{:05}`".into());
+    }
+    let identifier = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$')
+    };
+    if !identifier(prefix) || !identifier(suffix) {
+        return Err("may contain only letters, digits, `_` and `$` around the placeholder".into());
+    }
+    if prefix.ends_with(|c: char| c.is_ascii_digit())
+        || suffix.starts_with(|c: char| c.is_ascii_digit())
+    {
+        return Err(
+            "must not have a digit right next to the placeholder (names would be ambiguous)".into(),
+        );
+    }
+    Ok(DatabaseFormat {
+        prefix: prefix.to_owned(),
+        width,
+        suffix: suffix.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,8 +1,18 @@
 //! Config validation: every problem, each with its line.
 
-/// One problem in a config file. TODO(helper)
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{source_name}:{line}: {message}")]
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use super::config::{Config, FleetConfig, DEFAULT_DATABASE, DEFAULT_MOD_DATABASE};
+use super::lines::LineIndex;
+use super::{
+    parse_format, DatabaseFormat, Fleet, Host, HostId, HostRange, TableKind, TableRule, Topology,
+};
+use crate::id::{MAX_SHARD, MAX_TYPE};
+
+/// One problem in a config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     /// File name or other source label.
     pub source_name: String,
@@ -12,7 +22,734 @@ pub struct ConfigError {
     pub message: String,
 }
 
-/// All problems found in a config file.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{} config error(s)", .0.len())]
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.source_name, self.message)
+        } else {
+            write!(f, "{}:{}: {}", self.source_name, self.line, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// All problems found in a config file; displays one per line.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, error) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+impl ConfigErrors {
+    /// A single error, e.g. for an unreadable file.
+    pub fn single(source_name: &str, line: usize, message: impl Into<String>) -> Self {
+        ConfigErrors(vec![ConfigError {
+            source_name: source_name.to_owned(),
+            line,
+            message: message.into(),
+        }])
+    }
+}
+
+/// Checks a `host:port` address: IPv4, hostname or `[v6]`, and a port
+/// 1-65535 (0 too when `allow_port_zero`, for listen addresses).
+pub fn check_address(addr: &str, allow_port_zero: bool) -> Result<(), String> {
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return Err(format!(
+            "address `{addr}` has no port; write it as host:port"
+        ));
+    };
+    if host.is_empty() {
+        return Err(format!(
+            "address `{addr}` has no host; write it as host:port"
+        ));
+    }
+    if let Some(inner) = host.strip_prefix('[') {
+        let ok = inner
+            .strip_suffix(']')
+            .is_some_and(|v6| v6.parse::<Ipv6Addr>().is_ok());
+        if !ok {
+            return Err(format!(
+                "address `{addr}`: `{host}` is not a valid [IPv6] address"
+            ));
+        }
+    } else if host.contains(':') {
+        return Err(format!(
+            "address `{addr}`: write an IPv6 host in brackets, e.g. [::1]:3306"
+        ));
+    } else if host.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        if host.parse::<Ipv4Addr>().is_err() {
+            return Err(format!(
+                "address `{addr}`: `{host}` is not a valid IPv4 address"
+            ));
+        }
+    } else if !is_hostname(host) {
+        return Err(format!(
+            "address `{addr}`: `{host}` is not a valid host name"
+        ));
+    }
+    match port.parse::<u16>() {
+        Ok(0) if !allow_port_zero => Err(format!("address `{addr}`: port must be 1-65535")),
+        Ok(_) => Ok(()),
+        Err(_) => Err(format!(
+            "address `{addr}`: port `{port}` must be a number 1-65535"
+        )),
+    }
+}
+
+fn is_hostname(host: &str) -> bool {
+    host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+/// Parses YAML text into a [`Config`]; a syntax or type error is reported
+/// together with any duplicate keys the line scan found.
+pub(super) fn parse(text: &str, source: &str) -> Result<(Config, LineIndex), ConfigErrors> {
+    let lines = LineIndex::scan(text);
+    match serde_yaml::from_str::<Config>(text) {
+        Ok(config) => Ok((config, lines)),
+        Err(err) => {
+            let line = err.location().map_or(0, |l| l.line());
+            let mut errors = Errors::new(source);
+            errors.push(line, strip_location(&err.to_string()));
+            for dup in lines.duplicates() {
+                if dup.line != line {
+                    errors.push(dup.line, duplicate_message(dup));
+                }
+            }
+            Err(errors.finish())
+        }
+    }
+}
+
+fn strip_location(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(at) if message[at..].contains(" column ") => message[..at].to_owned(),
+        _ => message.to_owned(),
+    }
+}
+
+fn duplicate_message(dup: &super::lines::Duplicate) -> String {
+    let what = match dup.parent.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["tables"] => "table",
+        ["fleets"] => "fleet",
+        ["types"] => "type",
+        _ => "key",
+    };
+    let place = if what == "key" && !dup.parent.is_empty() {
+        format!(" in `{}`", dup.parent.join("."))
+    } else {
+        String::new()
+    };
+    format!(
+        "duplicate {what} `{}`{place} (first defined on line {})",
+        dup.key, dup.first_line
+    )
+}
+
+struct Errors {
+    source: String,
+    list: Vec<ConfigError>,
+}
+
+impl Errors {
+    fn new(source: &str) -> Self {
+        Errors {
+            source: source.to_owned(),
+            list: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, line: usize, message: impl Into<String>) {
+        self.list.push(ConfigError {
+            source_name: self.source.clone(),
+            line,
+            message: message.into(),
+        });
+    }
+
+    fn finish(mut self) -> ConfigErrors {
+        self.list.sort_by_key(|e| (e.line == 0, e.line));
+        ConfigErrors(self.list)
+    }
+}
+
+/// Validates `config` and builds its routing table; `lines` locates errors.
+pub(super) fn build(
+    config: Config,
+    source: &str,
+    lines: &LineIndex,
+) -> Result<Topology, ConfigErrors> {
+    let mut errors = Errors::new(source);
+    for dup in lines.duplicates() {
+        errors.push(dup.line, duplicate_message(dup));
+    }
+    check_general(&config, lines, &mut errors);
+    check_types(&config, lines, &mut errors);
+
+    let fleet_names = fleet_order(&config, lines);
+    let fleet_ids: HashMap<&str, usize> = fleet_names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| (name.as_str(), i))
+        .collect();
+
+    let mut hosts: Vec<Host> = Vec::new();
+    let mut host_ids: HashMap<String, HostId> = HashMap::new();
+    let mut fleets = Vec::new();
+    for name in &fleet_names {
+        let Some(fc) = config.fleets.get(name) else {
+            continue;
+        };
+        let database = database_spec(&config, name, fc);
+        if let Some(fleet) = check_fleet(name, fc, &database, lines, &mut errors) {
+            fleets.push(intern_hosts(fleet, fc, &mut hosts, &mut host_ids));
+        }
+    }
+    if config.fleets.is_empty() {
+        errors.push(
+            lines.line(&["fleets"]),
+            "no fleets configured; add a `fleets:` section",
+        );
+    }
+    check_format_collisions(&fleets, lines, &mut errors);
+
+    let tables = check_tables(&config, &fleet_ids, lines, &mut errors);
+
+    if errors.list.is_empty() {
+        Ok(Topology {
+            config,
+            fleets,
+            hosts,
+            tables,
+        })
+    } else {
+        Err(errors.finish())
+    }
+}
+
+fn check_general(config: &Config, lines: &LineIndex, errors: &mut Errors) {
+    if config.listen.is_empty() {
+        errors.push(0, "`listen` is missing; add e.g. `listen: 127.0.0.1:6033`");
+    } else if let Err(e) = check_address(&config.listen, true) {
+        errors.push(lines.line(&["listen"]), format!("listen: {e}"));
+    }
+    if let Some(admin) = &config.admin {
+        if admin.listen.is_empty() {
+            errors.push(
+                lines.line(&["admin"]),
+                "admin: `listen` is missing; add e.g. `listen: 127.0.0.1:6032`",
+            );
+        } else if let Err(e) = check_address(&admin.listen, true) {
+            errors.push(
+                lines.line(&["admin", "listen"]),
+                format!("admin listen: {e}"),
+            );
+        }
+        if admin.users.is_empty() {
+            errors.push(
+                lines.line(&["admin"]),
+                "admin: no admin users; add `users: [{ name: admin, password: ... }]`",
+            );
+        }
+        check_users(&admin.users, &["admin", "users"], lines, errors);
+    }
+    if config.users.is_empty() {
+        errors.push(
+            lines.line(&["users"]),
+            "no client users; add `users: [{ name: app, password: ... }]`",
+        );
+    }
+    check_users(&config.users, &["users"], lines, errors);
+
+    let backend = &config.backend;
+    if backend.user.is_empty() {
+        errors.push(
+            lines.line(&["backend"]),
+            "backend: `user` is missing (the account shardgate logs in to the hosts with)",
+        );
+    }
+    let limits = [
+        ("pool_max_per_host", u64::from(backend.pool_max_per_host)),
+        ("connect_timeout_ms", backend.connect_timeout_ms),
+        ("checkout_timeout_ms", backend.checkout_timeout_ms),
+    ];
+    for (key, value) in limits {
+        if value == 0 {
+            errors.push(
+                lines.line(&["backend", key]),
+                format!("backend: `{key}` must be at least 1"),
+            );
+        }
+    }
+}
+
+fn check_users(
+    users: &[super::config::UserConfig],
+    path: &[&str],
+    lines: &LineIndex,
+    errors: &mut Errors,
+) {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (i, user) in users.iter().enumerate() {
+        let item = format!("#{i}");
+        let mut at = path.to_vec();
+        at.push(&item);
+        let line = lines.line(&at);
+        if user.name.is_empty() {
+            errors.push(
+                line,
+                format!("{}: a user has an empty name", path.join(".")),
+            );
+        } else if let Some(first) = seen.insert(&user.name, line) {
+            errors.push(
+                line,
+                format!(
+                    "{}: duplicate user `{}` (first defined on line {first})",
+                    path.join("."),
+                    user.name
+                ),
+            );
+        }
+    }
+}
+
+fn check_types(config: &Config, lines: &LineIndex, errors: &mut Errors) {
+    let mut by_id: BTreeMap<u32, &str> = BTreeMap::new();
+    let mut names: Vec<(&String, &u32)> = config.types.iter().collect();
+    names.sort_by_key(|(name, _)| lines.line(&["types", name.as_str()]));
+    for (name, &id) in names {
+        let line = lines.line(&["types", name]);
+        if id > u32::from(MAX_TYPE) {
+            errors.push(
+                line,
+                format!("type `{name}` has id {id}; type ids must be 0-{MAX_TYPE}"),
+            );
+        }
+        if let Some(other) = by_id.insert(id, name) {
+            errors.push(
+                line,
+                format!("types `{other}` and `{name}` have the same id {id}"),
+            );
+        }
+    }
+}
+
+fn fleet_order(config: &Config, lines: &LineIndex) -> Vec<String> {
+    let mut names: Vec<String> = config.fleets.keys().cloned().collect();
+    names.sort_by_key(|name| {
+        let line = lines.line(&["fleets", name]);
+        (line == 0, line)
+    });
+    names
+}
+
+/// The fleet's database format: as written, else the SPEC default.
+fn database_spec(config: &Config, name: &str, fc: &FleetConfig) -> String {
+    if let Some(spec) = &fc.database {
+        return spec.clone();
+    }
+    let mut on_fleet = config
+        .tables
+        .values()
+        .filter(|t| t.fleet == name)
+        .peekable();
+    let has_tables = on_fleet.peek().is_some();
+    if has_tables && on_fleet.all(|t| t.key.is_some() && t.object.is_none() && t.from.is_none()) {
+        DEFAULT_MOD_DATABASE.to_owned()
+    } else {
+        DEFAULT_DATABASE.to_owned()
+    }
+}
+
+fn shard_span(first: u32, last: u32) -> String {
+    if first == last {
+        format!("shard {first}")
+    } else {
+        format!("shards {first}-{last}")
+    }
+}
+
+fn gap_message(fleet: &str, first: u32, last: u32) -> String {
+    if first == last {
+        format!("shard {first} of fleet {fleet} has no host")
+    } else {
+        format!("shards {first}-{last} of fleet {fleet} have no host")
+    }
+}
+
+/// Validates one fleet; returns it (host ids still unset) when it is sound.
+fn check_fleet(
+    name: &str,
+    fc: &FleetConfig,
+    database: &str,
+    lines: &LineIndex,
+    errors: &mut Errors,
+) -> Option<(Fleet, Vec<usize>)> {
+    let fleet_line = lines.line(&["fleets", name]);
+    let before = errors.list.len();
+    let max_count = MAX_SHARD + 1;
+    let count_ok = (1..=max_count).contains(&fc.shards);
+    if !count_ok {
+        errors.push(
+            lines.line(&["fleets", name, "shards"]),
+            format!(
+                "fleet {name}: shards is {}; it must be 1-{max_count}",
+                fc.shards
+            ),
+        );
+    }
+    let format = match parse_format(database) {
+        Ok(format) => {
+            if count_ok && format.width > 0 {
+                let needed = digits(fc.shards - 1);
+                if needed > format.width {
+                    errors.push(
+                        lines.line(&["fleets", name, "database"]),
+                        format!(
+                            "fleet {name}: database format `{database}` is too narrow for {} shards: shard {} needs {needed} digits",
+                            fc.shards,
+                            fc.shards - 1
+                        ),
+                    );
+                }
+            }
+            Some(format)
+        }
+        Err(why) => {
+            errors.push(
+                lines.line(&["fleets", name, "database"]),
+                format!("fleet {name}: database format `{database}` {why}"),
+            );
+            None
+        }
+    };
+    let count = if count_ok { fc.shards } else { max_count };
+
+    if let Some([first, last]) = fc.open {
+        if first > last || last >= count {
+            errors.push(
+                lines.line(&["fleets", name, "open"]),
+                format!(
+                    "fleet {name}: open [{first}, {last}] must be a range inside 0-{}",
+                    count - 1
+                ),
+            );
+        }
+    }
+
+    if fc.hosts.is_empty() {
+        errors.push(
+            fleet_line,
+            format!(
+                "fleet {name} has no hosts; add `hosts: [{{ range: [0, {}], master: host:port }}]`",
+                count - 1
+            ),
+        );
+    }
+    let mut usable: Vec<(u32, u32, usize)> = Vec::new();
+    for (i, host) in fc.hosts.iter().enumerate() {
+        let item = format!("#{i}");
+        let line = lines.line(&["fleets", name, "hosts", &item]);
+        let [first, last] = host.range;
+        if first > last {
+            errors.push(
+                line,
+                format!(
+                    "fleet {name}: range [{first}, {last}] is reversed; write [{last}, {first}]"
+                ),
+            );
+        } else if last >= count {
+            errors.push(
+                line,
+                format!(
+                    "fleet {name}: range [{first}, {last}] goes beyond the fleet's {count} shards (last shard is {})",
+                    count - 1
+                ),
+            );
+            if first < count {
+                usable.push((first, count - 1, i));
+            }
+        } else {
+            usable.push((first, last, i));
+        }
+        if host.master.is_empty() {
+            errors.push(
+                line,
+                format!("fleet {name}: range [{first}, {last}] has no master"),
+            );
+        } else if let Err(e) = check_address(&host.master, false) {
+            errors.push(line, format!("fleet {name}: master: {e}"));
+        }
+        if let Some(replica) = &host.replica {
+            if let Err(e) = check_address(replica, false) {
+                errors.push(line, format!("fleet {name}: replica: {e}"));
+            } else if *replica == host.master {
+                errors.push(
+                    line,
+                    format!("fleet {name}: replica {replica} is the same host as the master"),
+                );
+            }
+        }
+    }
+
+    usable.sort_by_key(|&(first, last, _)| (first, last));
+    let hosts_line = lines.line(&["fleets", name, "hosts"]);
+    let mut next = 0u32;
+    let mut prev: Option<(u32, u32, usize)> = None;
+    for &(first, last, i) in &usable {
+        if let Some((pfirst, plast, pi)) = prev {
+            if first <= plast {
+                let pline = lines.line(&["fleets", name, "hosts", &format!("#{pi}")]);
+                errors.push(
+                    lines.line(&["fleets", name, "hosts", &format!("#{i}")]),
+                    format!(
+                        "fleet {name}: range [{first}, {last}] overlaps range [{pfirst}, {plast}] on line {pline} ({} on both)",
+                        shard_span(first, last.min(plast))
+                    ),
+                );
+            }
+        }
+        if first > next {
+            errors.push(hosts_line, gap_message(name, next, first - 1));
+        }
+        next = next.max(last.saturating_add(1));
+        if prev.is_none_or(|(_, plast, _)| last > plast) {
+            prev = Some((first, last, i));
+        }
+    }
+    if next < count && !usable.is_empty() {
+        errors.push(hosts_line, gap_message(name, next, count - 1));
+    }
+
+    if errors.list.len() != before {
+        return None;
+    }
+    let format = format?;
+    let order: Vec<usize> = usable.iter().map(|&(_, _, i)| i).collect();
+    let fleet = Fleet {
+        name: name.to_owned(),
+        shard_count: fc.shards,
+        database: format,
+        open: fc.open.map(|[a, b]| (a, b)),
+        ranges: usable
+            .iter()
+            .map(|&(first, last, _)| HostRange {
+                first,
+                last,
+                master: 0,
+                replica: None,
+            })
+            .collect(),
+    };
+    Some((fleet, order))
+}
+
+fn intern_hosts(
+    (mut fleet, order): (Fleet, Vec<usize>),
+    fc: &FleetConfig,
+    hosts: &mut Vec<Host>,
+    host_ids: &mut HashMap<String, HostId>,
+) -> Fleet {
+    let mut intern = |addr: &str| -> HostId {
+        *host_ids.entry(addr.to_owned()).or_insert_with(|| {
+            hosts.push(Host {
+                addr: addr.to_owned(),
+            });
+            hosts.len() - 1
+        })
+    };
+    for (range, &i) in fleet.ranges.iter_mut().zip(&order) {
+        let host = &fc.hosts[i];
+        range.master = intern(&host.master);
+        range.replica = host.replica.as_deref().map(&mut intern);
+    }
+    fleet
+}
+
+fn digits(mut n: u32) -> usize {
+    let mut d = 1;
+    while n >= 10 {
+        n /= 10;
+        d += 1;
+    }
+    d
+}
+
+/// Two fleets whose database names could be the same string are ambiguous.
+fn check_format_collisions(fleets: &[Fleet], lines: &LineIndex, errors: &mut Errors) {
+    for (i, a) in fleets.iter().enumerate() {
+        for b in &fleets[i + 1..] {
+            if formats_collide(a, b) {
+                errors.push(
+                    lines.line(&["fleets", &b.name, "database"]),
+                    format!(
+                        "fleets {} and {} have database names that can be the same ({} and {}); give them different `database` formats",
+                        a.name,
+                        b.name,
+                        a.database_name(0),
+                        b.database_name(0)
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn formats_collide(a: &Fleet, b: &Fleet) -> bool {
+    let widths = |f: &Fleet| -> Vec<usize> {
+        let max = digits(f.shard_count.saturating_sub(1));
+        if f.database.width > 0 {
+            vec![f.database.width.max(max)]
+        } else {
+            (1..=max).collect()
+        }
+    };
+    let pattern = |f: &DatabaseFormat, w: usize| -> Vec<Option<u8>> {
+        f.prefix
+            .bytes()
+            .map(|c| Some(c.to_ascii_lowercase()))
+            .chain(std::iter::repeat_n(None, w))
+            .chain(f.suffix.bytes().map(|c| Some(c.to_ascii_lowercase())))
+            .collect()
+    };
+    widths(a).into_iter().any(|wa| {
+        widths(b).into_iter().any(|wb| {
+            let pa = pattern(&a.database, wa);
+            let pb = pattern(&b.database, wb);
+            pa.len() == pb.len()
+                && pa.iter().zip(&pb).all(|(x, y)| match (x, y) {
+                    (Some(x), Some(y)) => x == y,
+                    (Some(c), None) | (None, Some(c)) => c.is_ascii_digit(),
+                    (None, None) => true,
+                })
+        })
+    })
+}
+
+fn check_tables(
+    config: &Config,
+    fleet_ids: &HashMap<&str, usize>,
+    lines: &LineIndex,
+    errors: &mut Errors,
+) -> HashMap<String, TableRule> {
+    let mut tables: HashMap<String, TableRule> = HashMap::new();
+    let mut first_line: HashMap<String, (usize, &str)> = HashMap::new();
+    let mut names: Vec<&String> = config.tables.keys().collect();
+    names.sort_by_key(|name| lines.line(&["tables", name.as_str()]));
+    let known_types = config.types.keys().cloned().collect::<Vec<_>>().join(", ");
+    let known_fleets = config.fleets.keys().cloned().collect::<Vec<_>>().join(", ");
+    for name in names {
+        let Some(tc) = config.tables.get(name) else {
+            continue;
+        };
+        let line = lines.line(&["tables", name]);
+        let at = |key: &str| lines.line(&["tables", name, key]);
+        let lower = name.to_ascii_lowercase();
+        if name.is_empty() {
+            errors.push(line, "a table has an empty name");
+        }
+        if let Some((first, spelled)) = first_line.get(&lower) {
+            errors.push(
+                line,
+                format!("duplicate table `{name}`: same as `{spelled}` on line {first} (table names are case-insensitive)"),
+            );
+        } else {
+            first_line.insert(lower.clone(), (line, name));
+        }
+
+        let fleet = if tc.fleet.is_empty() {
+            errors.push(line, format!("table {name}: `fleet` is missing"));
+            None
+        } else if let Some(&id) = fleet_ids.get(tc.fleet.as_str()) {
+            Some(id)
+        } else {
+            errors.push(
+                at("fleet"),
+                format!(
+                    "table {name}: unknown fleet `{}` (fleets: {known_fleets})",
+                    tc.fleet
+                ),
+            );
+            None
+        };
+
+        let given = [&tc.object, &tc.from, &tc.key]
+            .iter()
+            .filter(|v| v.is_some())
+            .count();
+        let kind = if given != 1 {
+            errors.push(
+                line,
+                format!("table {name}: give exactly one of `object: <type>`, `from: <column>` or `key: <column>`"),
+            );
+            None
+        } else if let Some(type_name) = &tc.object {
+            match config.types.get(type_name) {
+                Some(&id) => u16::try_from(id)
+                    .ok()
+                    .filter(|&id| id <= MAX_TYPE)
+                    .map(|type_id| TableKind::Object { type_id }),
+                None => {
+                    errors.push(
+                        at("object"),
+                        format!("table {name}: unknown type `{type_name}` (types: {known_types})"),
+                    );
+                    None
+                }
+            }
+        } else if let Some(column) = &tc.from {
+            column_kind(name, "from", column, at("from"), errors)
+                .map(|c| TableKind::Mapping { from_column: c })
+        } else if let Some(column) = &tc.key {
+            column_kind(name, "key", column, at("key"), errors)
+                .map(|c| TableKind::ModShard { key_column: c })
+        } else {
+            None
+        };
+
+        if let (Some(fleet), Some(kind)) = (fleet, kind) {
+            tables.entry(lower.clone()).or_insert(TableRule {
+                name: lower,
+                fleet,
+                kind,
+            });
+        }
+    }
+    tables
+}
+
+fn column_kind(
+    table: &str,
+    key: &str,
+    column: &str,
+    line: usize,
+    errors: &mut Errors,
+) -> Option<String> {
+    if column.trim().is_empty() {
+        errors.push(line, format!("table {table}: `{key}` names no column"));
+        None
+    } else {
+        Some(column.to_ascii_lowercase())
+    }
+}
