@@ -119,6 +119,15 @@ pub enum RouteError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A malformed or out-of-range shardgate hint (`SHARD(n)` with no such
+    /// shard, `SCATTER(1)`, ...) (1105).
+    #[error("shardgate: bad hint {hint}: {reason}")]
+    BadHint {
+        /// The hint as written.
+        hint: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A statement whose parts resolve to different shards (1105).
     #[error("shardgate: statement spans several shards ({0}); writes and single-shard reads must name one shard")]
     CrossShard(String),

@@ -1,0 +1,222 @@
+//! `SET ...` statements, understood from the tokens rather than the AST:
+//! sqlparser does not parse every MySQL SET form, and the statement is
+//! forwarded as written anyway, so only the variable names are needed.
+
+use sqlparser::tokenizer::{Token, TokenWithSpan};
+
+use super::plan::{Plan, RouteError, SessionAction};
+
+/// One `name = value` assignment of a SET: the lower-case variable name and
+/// the value's tokens.
+struct Assignment<'t> {
+    name: String,
+    value: Vec<&'t Token>,
+}
+
+fn unsupported(what: impl Into<String>) -> RouteError {
+    RouteError::Unsupported(what.into())
+}
+
+fn word(token: &Token) -> Option<&str> {
+    match token {
+        Token::Word(w) => Some(w.value.as_str()),
+        _ => None,
+    }
+}
+
+fn is_word(token: Option<&&Token>, text: &str) -> bool {
+    token
+        .and_then(|t| word(t))
+        .is_some_and(|w| w.eq_ignore_ascii_case(text))
+}
+
+/// Plans a SET statement. `tokens` are the statement's tokens; the first
+/// non-whitespace one is `SET`.
+pub(crate) fn plan(tokens: &[TokenWithSpan], sql: &str) -> Result<Plan, RouteError> {
+    let significant: Vec<&Token> = tokens
+        .iter()
+        .map(|t| &t.token)
+        .filter(|t| !matches!(t, Token::Whitespace(_) | Token::EOF))
+        .collect();
+    // Drop `SET` and a trailing `;`.
+    let mut body = significant.get(1..).unwrap_or_default();
+    if let Some((Token::SemiColon, rest)) = body.split_last() {
+        body = rest;
+    }
+    if body.is_empty() {
+        return Err(RouteError::Syntax("SET needs a variable to set".to_owned()));
+    }
+    let assignments = assignments(body)?;
+    if let Some(position) = assignments.iter().position(|a| a.name == "autocommit") {
+        if assignments.len() > 1 {
+            return Err(unsupported(
+                "SET autocommit together with other variables; set autocommit in a statement of its own",
+            ));
+        }
+        let on = autocommit_value(&assignments[position].value)?;
+        return Ok(Plan::Session(SessionAction::SetAutocommit(on)));
+    }
+    Ok(Plan::Session(SessionAction::SetSession {
+        variables: assignments.into_iter().map(|a| a.name).collect(),
+        sql: sql.to_owned(),
+    }))
+}
+
+/// Splits the SET body at top-level commas and names each assignment.
+fn assignments<'t>(body: &[&'t Token]) -> Result<Vec<Assignment<'t>>, RouteError> {
+    let mut out = Vec::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        let mut tokens = rest;
+        // Scope words.
+        match tokens.first().and_then(|t| word(t)) {
+            Some(w)
+                if ["GLOBAL", "PERSIST", "PERSIST_ONLY"]
+                    .iter()
+                    .any(|g| w.eq_ignore_ascii_case(g)) =>
+            {
+                return Err(unsupported(format!(
+                    "SET {} changes server-wide settings; change them on the hosts directly",
+                    w.to_ascii_uppercase()
+                )));
+            }
+            Some(w) if w.eq_ignore_ascii_case("SESSION") || w.eq_ignore_ascii_case("LOCAL") => {
+                tokens = &tokens[1..];
+            }
+            _ => {}
+        }
+        // SET [SESSION] TRANSACTION ...: the rest of the statement is its
+        // characteristics, commas included.
+        if is_word(tokens.first(), "TRANSACTION") {
+            let mut names = Vec::new();
+            for pair in tokens.windows(2) {
+                if is_word(pair.first(), "ISOLATION") && !names.contains(&"transaction_isolation") {
+                    names.push("transaction_isolation");
+                }
+                if is_word(pair.first(), "READ")
+                    && (is_word(pair.get(1), "ONLY") || is_word(pair.get(1), "WRITE"))
+                    && !names.contains(&"transaction_read_only")
+                {
+                    names.push("transaction_read_only");
+                }
+            }
+            if names.is_empty() {
+                return Err(RouteError::Syntax(
+                    "SET TRANSACTION needs ISOLATION LEVEL or READ ONLY / READ WRITE".to_owned(),
+                ));
+            }
+            out.extend(names.into_iter().map(|n| Assignment {
+                name: n.to_owned(),
+                value: Vec::new(),
+            }));
+            return Ok(out);
+        }
+        // The assignment runs to the next top-level comma.
+        let mut depth = 0usize;
+        let mut end = tokens.len();
+        for (i, t) in tokens.iter().enumerate() {
+            match t {
+                Token::LParen => depth += 1,
+                Token::RParen => depth = depth.saturating_sub(1),
+                Token::Comma if depth == 0 => {
+                    end = i;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let item = &tokens[..end];
+        rest = tokens.get(end + 1..).unwrap_or_default();
+        out.push(assignment(item)?);
+    }
+    Ok(out)
+}
+
+/// Names one assignment: `@@session.x = v`, `@@x = v`, `x = v`, `@u = v`,
+/// `NAMES cs [COLLATE c]`, `CHARACTER SET cs` / `CHARSET cs`.
+fn assignment<'t>(item: &[&'t Token]) -> Result<Assignment<'t>, RouteError> {
+    let Some(first) = item.first().and_then(|t| word(t)) else {
+        return Err(RouteError::Syntax(
+            "SET expects a variable name before '='".to_owned(),
+        ));
+    };
+    let upper = first.to_ascii_uppercase();
+    match upper.as_str() {
+        "NAMES" => {
+            return Ok(Assignment {
+                name: "names".to_owned(),
+                value: item[1..].to_vec(),
+            })
+        }
+        "CHARSET" => {
+            return Ok(Assignment {
+                name: "charset".to_owned(),
+                value: item[1..].to_vec(),
+            })
+        }
+        "CHARACTER" if is_word(item.get(1), "SET") => {
+            return Ok(Assignment {
+                name: "charset".to_owned(),
+                value: item.get(2..).unwrap_or_default().to_vec(),
+            })
+        }
+        "PASSWORD" => return Err(unsupported("SET PASSWORD; change passwords on the hosts")),
+        _ => {}
+    }
+    // The name is everything before `=` / `:=`.
+    let eq = item
+        .iter()
+        .position(|t| matches!(t, Token::Eq | Token::Assignment))
+        .unwrap_or(item.len());
+    let mut name = String::new();
+    for t in &item[..eq] {
+        match t {
+            Token::Word(w) => name.push_str(&w.value),
+            Token::Period => name.push('.'),
+            other => name.push_str(&other.to_string()),
+        }
+    }
+    let mut name = name.to_ascii_lowercase();
+    for scope in ["@@session.", "@@local."] {
+        if let Some(rest) = name.strip_prefix(scope) {
+            name = rest.to_owned();
+        }
+    }
+    if name.starts_with("@@global.")
+        || name.starts_with("@@persist.")
+        || name.starts_with("@@persist_only.")
+    {
+        return Err(unsupported(format!(
+            "SET {name} changes server-wide settings; change them on the hosts directly"
+        )));
+    }
+    if let Some(rest) = name.strip_prefix("@@") {
+        name = rest.to_owned();
+    }
+    if name.is_empty() {
+        return Err(RouteError::Syntax(
+            "SET expects a variable name before '='".to_owned(),
+        ));
+    }
+    Ok(Assignment {
+        name,
+        value: item.get(eq + 1..).unwrap_or_default().to_vec(),
+    })
+}
+
+/// `0`, `1`, `ON`, `OFF`, `TRUE`, `FALSE` (also quoted).
+fn autocommit_value(value: &[&Token]) -> Result<bool, RouteError> {
+    let text = match value {
+        [Token::Number(n, _)] => n.as_str(),
+        [Token::Word(w)] => w.value.as_str(),
+        [Token::SingleQuotedString(s)] | [Token::DoubleQuotedString(s)] => s.as_str(),
+        _ => "",
+    };
+    match text.to_ascii_uppercase().as_str() {
+        "1" | "ON" | "TRUE" => Ok(true),
+        "0" | "OFF" | "FALSE" => Ok(false),
+        _ => Err(unsupported(
+            "SET autocommit needs 0, 1, ON or OFF".to_owned(),
+        )),
+    }
+}

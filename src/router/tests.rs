@@ -1,0 +1,1074 @@
+//! Table-driven router tests: statement → plan, target and SQL text.
+
+use super::*;
+use crate::id::mod_shard;
+use crate::topology::Topology;
+
+/// SPEC section 4's example, plus a fleet with no open range.
+const YAML: &str = r#"
+listen: 127.0.0.1:6033
+users: [{ name: app, password: app }]
+backend: { user: shard, password: shardpw }
+types: { pin: 1, board: 2, user: 3, note: 4 }
+fleets:
+  main:
+    shards: 4096
+    database: "db{:05}"
+    open: [0, 4095]
+    hosts:
+      - { range: [0, 2047],    master: 127.0.0.1:3307, replica: 127.0.0.1:3309 }
+      - { range: [2048, 4095], master: 127.0.0.1:3308 }
+  mod:
+    shards: 4096
+    database: "msdb{:05}"
+    hosts:
+      - { range: [0, 4095], master: 127.0.0.1:3310 }
+  closed:
+    shards: 16
+    database: "cl{:03}"
+    hosts:
+      - { range: [0, 15], master: 127.0.0.1:3311 }
+tables:
+  pins:            { fleet: main, object: pin }
+  boards:          { fleet: main, object: board }
+  users:           { fleet: main, object: user }
+  notes:           { fleet: closed, object: note }
+  board_has_pins:  { fleet: main, from: board_id }
+  user_likes_pins: { fleet: main, from: user_id }
+  user_by_email:   { fleet: mod,  key: email }
+"#;
+
+fn topo() -> Topology {
+    match Topology::from_yaml_str(YAML, "router-test.yaml") {
+        Ok(t) => t,
+        Err(e) => panic!("test config does not load: {e}"),
+    }
+}
+
+const fn id(shard: u64, type_id: u64, local: u64) -> u64 {
+    (shard << 46) | (type_id << 36) | local
+}
+
+/// The SPEC vector: shard 3429, type 1 (pin), local 7075733.
+const PIN: u64 = 241294492511762325;
+const PIN_B: u64 = id(3429, 1, 5);
+const PIN_FAR: u64 = id(12, 1, 9);
+const BOARD: u64 = id(3429, 2, 77);
+const BOARD_FAR: u64 = id(100, 2, 1);
+/// SPEC's COLOCATE example: a board on shard 3429.
+const COLOCATE: u64 = 241294561224164665;
+
+/// Always chooses the same shard (clamped to the range).
+struct Fixed(u32);
+
+impl Placement for Fixed {
+    fn choose(&mut self, first: u32, last: u32) -> u32 {
+        self.0.clamp(first, last)
+    }
+}
+
+#[derive(Debug)]
+enum Expect {
+    /// Runs on the shard whose database is named, with this text and kind.
+    Shard(&'static str, String, StatementKind),
+    /// Runs anywhere with this text.
+    Any(String),
+    /// Handled by the proxy.
+    Session(SessionAction),
+    /// Refused with this variant, the message containing the text.
+    Reject(&'static str, String),
+}
+
+fn variant(e: &RouteError) -> &'static str {
+    match e {
+        RouteError::Syntax(_) => "Syntax",
+        RouteError::UnknownTable(_) => "UnknownTable",
+        RouteError::UnknownDatabase(_) => "UnknownDatabase",
+        RouteError::NoShardKey { .. } => "NoShardKey",
+        RouteError::BadId { .. } => "BadId",
+        RouteError::BadHint { .. } => "BadHint",
+        RouteError::CrossShard(_) => "CrossShard",
+        RouteError::Unsupported(_) => "Unsupported",
+    }
+}
+
+fn shard(db: &'static str, sql: impl Into<String>) -> Expect {
+    Expect::Shard(db, sql.into(), StatementKind::Read)
+}
+fn write(db: &'static str, sql: impl Into<String>) -> Expect {
+    Expect::Shard(db, sql.into(), StatementKind::Write)
+}
+fn locking(db: &'static str, sql: impl Into<String>) -> Expect {
+    Expect::Shard(db, sql.into(), StatementKind::LockingRead)
+}
+fn any(sql: impl Into<String>) -> Expect {
+    Expect::Any(sql.into())
+}
+fn reject(kind: &'static str, contains: impl Into<String>) -> Expect {
+    Expect::Reject(kind, contains.into())
+}
+
+/// Checks one case; returns a description of the mismatch, if any.
+fn check(t: &Topology, sql: &str, use_db: Option<&str>, expect: &Expect) -> Option<String> {
+    let ctx = RouteContext {
+        current_db: use_db.map(|db| t.parse_database(db).expect("test USE database")),
+    };
+    let plan = route(sql, t, &ctx, &mut Fixed(3429));
+    let ok = match (expect, &plan) {
+        (Expect::Shard(db, text, kind), Plan::Shard(q)) => {
+            let (fleet, shard) = t.parse_database(db).expect("test database name");
+            q.target.fleet == fleet
+                && q.target.shard == shard
+                && Some(q.target.host) == t.master_of(fleet, shard)
+                && &q.sql == text
+                && q.kind == *kind
+        }
+        (Expect::Any(text), Plan::AnyHost { sql }) => sql == text,
+        (Expect::Session(action), Plan::Session(got)) => action == got,
+        (Expect::Reject(kind, contains), Plan::Reject(e)) => {
+            variant(e) == *kind && e.to_string().contains(contains.as_str())
+        }
+        _ => false,
+    };
+    (!ok).then(|| format!("{sql:?} (USE {use_db:?})\n  expected {expect:?}\n  got      {plan:?}"))
+}
+
+fn run(cases: Vec<(String, Option<&str>, Expect)>) {
+    let t = topo();
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|(sql, db, expect)| check(&t, sql, *db, expect))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+fn c(sql: impl Into<String>, expect: Expect) -> (String, Option<&'static str>, Expect) {
+    (sql.into(), None, expect)
+}
+
+fn u(
+    db: &'static str,
+    sql: impl Into<String>,
+    expect: Expect,
+) -> (String, Option<&'static str>, Expect) {
+    (sql.into(), Some(db), expect)
+}
+
+const COMPOSED: &str = "((3429<<46)|(1<<36)|local_id)";
+
+#[test]
+fn spec_table_examples() {
+    run(vec![
+        c(
+            "SELECT id, data FROM pins WHERE id = 241294492511762325",
+            shard(
+                "db03429",
+                "SELECT ((3429<<46)|(1<<36)|local_id) AS id, data FROM db03429.pins WHERE local_id = 7075733",
+            ),
+        ),
+        c(
+            format!("UPDATE pins SET data = '{{\"a\":1}}' WHERE id = {PIN}"),
+            write(
+                "db03429",
+                "UPDATE db03429.pins SET data = '{\"a\":1}' WHERE local_id = 7075733",
+            ),
+        ),
+        c(
+            format!("DELETE FROM pins WHERE id = {PIN}"),
+            write("db03429", "DELETE FROM db03429.pins WHERE local_id = 7075733"),
+        ),
+        c(
+            "SELECT data FROM db03429.pins WHERE local_id = 7075733",
+            shard("db03429", "SELECT data FROM db03429.pins WHERE local_id = 7075733"),
+        ),
+        u(
+            "db03429",
+            "SELECT data FROM pins WHERE local_id = 7075733",
+            shard("db03429", "SELECT data FROM db03429.pins WHERE local_id = 7075733"),
+        ),
+        c(
+            "INSERT /*+ SHARD(3429) */ INTO pins (data) VALUES ('{...}')",
+            write("db03429", "INSERT INTO db03429.pins (data) VALUES ('{...}')"),
+        ),
+        c(
+            "INSERT /*+ COLOCATE(241294561224164665) */ INTO pins (data) VALUES ('{}')",
+            write("db03429", "INSERT INTO db03429.pins (data) VALUES ('{}')"),
+        ),
+        c(
+            // Placement (the test policy picks 3429).
+            "INSERT INTO users (data) VALUES ('{}')",
+            write("db03429", "INSERT INTO db03429.users (data) VALUES ('{}')"),
+        ),
+        c(
+            format!("SELECT pin_id FROM board_has_pins WHERE board_id = {BOARD} ORDER BY sequence DESC LIMIT 50 OFFSET 150"),
+            shard("db03429", format!("SELECT pin_id FROM db03429.board_has_pins WHERE board_id = {BOARD} ORDER BY sequence DESC LIMIT 50 OFFSET 150")),
+        ),
+        c(
+            format!("INSERT INTO board_has_pins (board_id, pin_id, sequence) VALUES ({BOARD}, {PIN}, 1)"),
+            write("db03429", format!("INSERT INTO db03429.board_has_pins (board_id, pin_id, sequence) VALUES ({BOARD}, {PIN}, 1)")),
+        ),
+        c(
+            "SELECT user_id FROM user_by_email WHERE email = 'user@example.com'",
+            shard("msdb02479", "SELECT user_id FROM msdb02479.user_by_email WHERE email = 'user@example.com'"),
+        ),
+        c("SELECT 1", any("SELECT 1")),
+        c("SELECT @@version", any("SELECT @@version")),
+        c("SELECT DATABASE()", Expect::Session(SessionAction::SelectDatabase)),
+        c("SHOW VARIABLES LIKE 'max%'", any("SHOW VARIABLES LIKE 'max%'")),
+        c(
+            "SET NAMES utf8mb4",
+            Expect::Session(SessionAction::SetSession {
+                variables: vec!["names".into()],
+                sql: "SET NAMES utf8mb4".into(),
+            }),
+        ),
+        c("SET autocommit=0", Expect::Session(SessionAction::SetAutocommit(false))),
+    ]);
+}
+
+#[test]
+fn object_tables_by_id() {
+    run(vec![
+        // Quoted IDs (Node's mysql2 sends 64-bit integers as strings).
+        c(
+            format!("SELECT data FROM pins WHERE id = '{PIN}'"),
+            shard("db03429", "SELECT data FROM db03429.pins WHERE local_id = 7075733"),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id = \"{PIN}\""),
+            shard("db03429", "SELECT data FROM db03429.pins WHERE local_id = 7075733"),
+        ),
+        // Literal first.
+        c(
+            format!("SELECT data FROM pins WHERE {PIN} = id"),
+            shard("db03429", "SELECT data FROM db03429.pins WHERE 7075733 = local_id"),
+        ),
+        // Qualified, aliased, backticks, case.
+        c(
+            format!("SELECT p.id, p.data FROM pins p WHERE p.id = {PIN} ORDER BY p.id"),
+            shard("db03429", "SELECT ((3429<<46)|(1<<36)|p.local_id) AS id, p.data FROM db03429.pins p WHERE p.local_id = 7075733 ORDER BY ((3429<<46)|(1<<36)|p.local_id)"),
+        ),
+        c(
+            format!("SELECT pins.id FROM pins WHERE pins.id = {PIN}"),
+            shard("db03429", "SELECT ((3429<<46)|(1<<36)|pins.local_id) AS id FROM db03429.pins WHERE pins.local_id = 7075733"),
+        ),
+        c(
+            format!("select `id`, `data` from `PINS` where `id` = {PIN}"),
+            shard("db03429", format!("select {COMPOSED} AS `id`, `data` from db03429.`PINS` where local_id = 7075733")),
+        ),
+        c(
+            format!("SELECT ID AS pin, data FROM Pins WHERE Id = {PIN}"),
+            shard("db03429", format!("SELECT {COMPOSED} AS pin, data FROM db03429.Pins WHERE local_id = 7075733")),
+        ),
+        // Other references to id get the composing expression.
+        c(
+            format!("SELECT COUNT(id) FROM pins WHERE id = {PIN} AND (id > 5 OR data IS NULL)"),
+            shard("db03429", format!("SELECT COUNT({COMPOSED}) FROM db03429.pins WHERE local_id = 7075733 AND ({COMPOSED} > 5 OR data IS NULL)")),
+        ),
+        // IN on one shard.
+        c(
+            format!("SELECT data FROM pins WHERE id IN ({PIN}, '{PIN_B}')"),
+            shard("db03429", "SELECT data FROM db03429.pins WHERE local_id IN (7075733, 5)"),
+        ),
+        // Locking reads.
+        c(
+            format!("SELECT data FROM pins WHERE id = {PIN} FOR UPDATE"),
+            locking("db03429", "SELECT data FROM db03429.pins WHERE local_id = 7075733 FOR UPDATE"),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id = {PIN} FOR SHARE"),
+            locking("db03429", "SELECT data FROM db03429.pins WHERE local_id = 7075733 FOR SHARE"),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id = {PIN} LOCK IN SHARE MODE"),
+            locking("db03429", "SELECT data FROM db03429.pins WHERE local_id = 7075733 LOCK IN SHARE MODE"),
+        ),
+        // Trailing semicolon kept.
+        c(
+            format!("DELETE FROM pins WHERE id = {PIN};"),
+            write("db03429", "DELETE FROM db03429.pins WHERE local_id = 7075733;"),
+        ),
+        // Shard on the second host.
+        c(
+            format!("UPDATE boards SET data = '{{}}' WHERE id = {BOARD_FAR} LIMIT 1"),
+            write("db00100", "UPDATE db00100.boards SET data = '{}' WHERE local_id = 1 LIMIT 1"),
+        ),
+        // Multi-byte text before an edited span.
+        c(
+            format!("SELECT 'héllo ✓ 日本', id FROM pins WHERE data = 'ü' AND id = {PIN}"),
+            shard("db03429", format!("SELECT 'héllo ✓ 日本', {COMPOSED} AS id FROM db03429.pins WHERE data = 'ü' AND local_id = 7075733")),
+        ),
+        c(
+            format!("SELECT data\n  FROM pins -- ☃ comment\n WHERE id = {PIN}"),
+            shard("db03429", "SELECT data\n  FROM db03429.pins -- ☃ comment\n WHERE local_id = 7075733"),
+        ),
+    ]);
+}
+
+#[test]
+fn bad_ids() {
+    let reserved = PIN | (1 << 62);
+    run(vec![
+        c(
+            format!("SELECT data FROM pins WHERE id = {reserved}"),
+            reject("BadId", format!("bad id {reserved}: its reserved top bits")),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id = {}", u64::MAX),
+            reject("BadId", "reserved"),
+        ),
+        c(
+            "SELECT data FROM pins WHERE id = 99999999999999999999",
+            reject("BadId", "does not fit in 64 bits"),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id = {BOARD}"),
+            reject(
+                "BadId",
+                format!("bad id {BOARD}: its type is 2 (board), but table pins holds type 1 (pin)"),
+            ),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id = {}", id(5000, 1, 1)),
+            reject(
+                "BadId",
+                "its shard 5000 is outside fleet main (shards 0-4095)",
+            ),
+        ),
+        c(
+            format!(
+                "SELECT pin_id FROM board_has_pins WHERE board_id = {}",
+                id(4096, 2, 1)
+            ),
+            reject("BadId", "shard 4096"),
+        ),
+        c(
+            "SELECT data FROM pins WHERE id = 'abc'",
+            reject("BadId", "bad id 'abc'"),
+        ),
+        c(
+            "SELECT data FROM pins WHERE id = 1.5",
+            reject("BadId", "decimal"),
+        ),
+        c(
+            format!("INSERT /*+ COLOCATE({reserved}) */ INTO pins (data) VALUES ('x')"),
+            reject("BadId", "reserved"),
+        ),
+        c(
+            format!(
+                "INSERT /*+ COLOCATE({}) */ INTO pins (data) VALUES ('x')",
+                id(4096, 2, 1)
+            ),
+            reject("BadId", "outside fleet main"),
+        ),
+        c(
+            "INSERT /*+ SHARD(4096) */ INTO pins (data) VALUES ('x')",
+            reject("BadHint", "SHARD(4096): fleet main has shards 0-4095"),
+        ),
+        c(
+            "SELECT /*+ SHARD(x) */ data FROM pins",
+            reject("BadHint", "not a shard number"),
+        ),
+    ]);
+}
+
+#[test]
+fn hints() {
+    run(vec![
+        c(
+            "SELECT /*+ SHARD(7) */ id, data FROM pins LIMIT 10",
+            shard(
+                "db00007",
+                "SELECT ((7<<46)|(1<<36)|local_id) AS id, data FROM db00007.pins LIMIT 10",
+            ),
+        ),
+        // Anywhere in the statement, and combined with other hints.
+        c(
+            "SELECT data FROM pins /*+ SHARD(7) */ WHERE data LIKE 'a%'",
+            shard(
+                "db00007",
+                "SELECT data FROM db00007.pins WHERE data LIKE 'a%'",
+            ),
+        ),
+        c(
+            "SELECT data FROM pins WHERE data <> '' /*+ SHARD(7) */",
+            shard("db00007", "SELECT data FROM db00007.pins WHERE data <> ''"),
+        ),
+        c(
+            "SELECT /*+ SHARD(7) MAX_EXECUTION_TIME(1000) */ data FROM pins",
+            shard(
+                "db00007",
+                "SELECT /*+ MAX_EXECUTION_TIME(1000) */ data FROM db00007.pins",
+            ),
+        ),
+        c(
+            "SELECT /*+ MAX_EXECUTION_TIME(1000) */ data FROM pins /*+ shard(7) */",
+            shard(
+                "db00007",
+                "SELECT /*+ MAX_EXECUTION_TIME(1000) */ data FROM db00007.pins",
+            ),
+        ),
+        c(
+            "UPDATE /*+ SHARD(7) */ pins SET data = 'x' WHERE data = 'y'",
+            write(
+                "db00007",
+                "UPDATE db00007.pins SET data = 'x' WHERE data = 'y'",
+            ),
+        ),
+        c(
+            format!("DELETE /*+ COLOCATE('{COLOCATE}') */ FROM board_has_pins WHERE pin_id = 5"),
+            write(
+                "db03429",
+                "DELETE FROM db03429.board_has_pins WHERE pin_id = 5",
+            ),
+        ),
+        // A hint that agrees with the key is fine; one that does not is not.
+        c(
+            format!("SELECT /*+ SHARD(3429) */ data FROM pins WHERE id = {PIN}"),
+            shard(
+                "db03429",
+                "SELECT data FROM db03429.pins WHERE local_id = 7075733",
+            ),
+        ),
+        c(
+            format!("SELECT /*+ SHARD(7) */ data FROM pins WHERE id = {PIN}"),
+            reject(
+                "CrossShard",
+                "pins.id = 241294492511762325 is on db03429, but hint SHARD(7) is on db00007",
+            ),
+        ),
+        c(
+            "SELECT /*+ SHARD(1) SHARD(2) */ data FROM pins",
+            reject("CrossShard", "SHARD(1)"),
+        ),
+        c(
+            "SELECT /*+ SCATTER */ data FROM pins",
+            reject("Unsupported", "SCATTER"),
+        ),
+        c(
+            "SELECT /*+ SHARD(7) SCATTER */ data FROM pins",
+            reject("Unsupported", "SCATTER"),
+        ),
+        // Unknown hint words are real optimizer hints: left alone.
+        c(
+            "SELECT /*+ BKA(pins) */ 1",
+            any("SELECT /*+ BKA(pins) */ 1"),
+        ),
+        // INSERT with a hint on a mapping table with no literal key.
+        c(
+            "INSERT /*+ SHARD(3) */ INTO board_has_pins (board_id, pin_id) VALUES (@b, 1)",
+            write(
+                "db00003",
+                "INSERT INTO db00003.board_has_pins (board_id, pin_id) VALUES (@b, 1)",
+            ),
+        ),
+    ]);
+}
+
+#[test]
+fn inserts() {
+    run(vec![
+        c(
+            "INSERT INTO pins (data) VALUES ('a'), ('b')",
+            write("db03429", "INSERT INTO db03429.pins (data) VALUES ('a'), ('b')"),
+        ),
+        c(
+            "REPLACE /*+ SHARD(1) */ INTO pins (local_id, data) VALUES (5, 'a')",
+            write("db00001", "REPLACE INTO db00001.pins (local_id, data) VALUES (5, 'a')"),
+        ),
+        c(
+            "INSERT INTO pins SET data = 'x'",
+            write("db03429", "INSERT INTO db03429.pins SET data = 'x'"),
+        ),
+        u(
+            "db00042",
+            "INSERT INTO pins (data) VALUES ('a')",
+            write("db00042", "INSERT INTO db00042.pins (data) VALUES ('a')"),
+        ),
+        c(
+            format!("INSERT INTO pins (id, data) VALUES ({PIN}, 'a')"),
+            reject("Unsupported", "SHARD(n)"),
+        ),
+        c(
+            "INSERT INTO notes (data) VALUES ('a')",
+            reject("NoShardKey", "fleet closed has no open shards"),
+        ),
+        c(
+            "INSERT /*+ SHARD(3) */ INTO notes (data) VALUES ('a')",
+            write("cl003", "INSERT INTO cl003.notes (data) VALUES ('a')"),
+        ),
+        c(
+            format!("INSERT INTO board_has_pins (board_id, pin_id, sequence) VALUES ({BOARD}, 1, 1), ('{}', 2, 2)", id(3429, 2, 5)),
+            write("db03429", format!("INSERT INTO db03429.board_has_pins (board_id, pin_id, sequence) VALUES ({BOARD}, 1, 1), ('{}', 2, 2)", id(3429, 2, 5))),
+        ),
+        c(
+            format!("INSERT INTO board_has_pins (board_id, pin_id, sequence) VALUES ({BOARD}, 1, 1), ({BOARD_FAR}, 2, 2)"),
+            reject("CrossShard", "INSERT rows of board_has_pins are on different shards"),
+        ),
+        c(
+            format!("INSERT INTO board_has_pins SET board_id = {BOARD}, pin_id = 1"),
+            write("db03429", format!("INSERT INTO db03429.board_has_pins SET board_id = {BOARD}, pin_id = 1")),
+        ),
+        c(
+            "INSERT INTO board_has_pins (pin_id, sequence) VALUES (1, 1)",
+            reject("NoShardKey", "table 'board_has_pins': expected a literal board_id ID in every row"),
+        ),
+        c(
+            "INSERT INTO user_by_email (email, user_id) VALUES ('a@b.c', 5)",
+            write(
+                Box::leak(format!("msdb{:05}", mod_shard(b"a@b.c", 4096)).into_boxed_str()),
+                format!("INSERT INTO msdb{:05}.user_by_email (email, user_id) VALUES ('a@b.c', 5)", mod_shard(b"a@b.c", 4096)),
+            ),
+        ),
+        c(
+            format!("INSERT INTO board_has_pins (board_id, pin_id) VALUES ({BOARD}, 1) ON DUPLICATE KEY UPDATE sequence = sequence + 1"),
+            write("db03429", format!("INSERT INTO db03429.board_has_pins (board_id, pin_id) VALUES ({BOARD}, 1) ON DUPLICATE KEY UPDATE sequence = sequence + 1")),
+        ),
+    ]);
+    // compose_insert_id for object tables only.
+    let t = topo();
+    let ctx = RouteContext::default();
+    let Plan::Shard(q) = route(
+        "INSERT INTO boards (data) VALUES ('x')",
+        &t,
+        &ctx,
+        &mut Fixed(9),
+    ) else {
+        panic!("object insert routes to a shard");
+    };
+    assert_eq!((q.target.shard, q.compose_insert_id), (9, Some(2)));
+    let sql = format!("INSERT INTO board_has_pins (board_id, pin_id) VALUES ({BOARD}, 1)");
+    let Plan::Shard(q) = route(&sql, &t, &ctx, &mut Fixed(9)) else {
+        panic!("mapping insert routes to a shard");
+    };
+    assert_eq!(q.compose_insert_id, None);
+    // Placement stays inside the open range.
+    let mut random = RandomPlacement::seeded(1);
+    for _ in 0..50 {
+        let Plan::Shard(q) = route(
+            "INSERT INTO pins (data) VALUES ('x')",
+            &t,
+            &ctx,
+            &mut random,
+        ) else {
+            panic!("placement routes");
+        };
+        assert!(q.target.shard < 4096);
+        assert_eq!(
+            q.sql,
+            format!(
+                "INSERT INTO db{:05}.pins (data) VALUES ('x')",
+                q.target.shard
+            )
+        );
+    }
+}
+
+#[test]
+fn mapping_and_mod_shard() {
+    let email_shard = mod_shard(b"a@b.c", 4096);
+    let email_db: &'static str = Box::leak(format!("msdb{email_shard:05}").into_boxed_str());
+    run(vec![
+        c(
+            format!("SELECT pin_id FROM board_has_pins WHERE board_id = '{BOARD}' AND sequence > 5"),
+            shard("db03429", format!("SELECT pin_id FROM db03429.board_has_pins WHERE board_id = '{BOARD}' AND sequence > 5")),
+        ),
+        c(
+            // The from-ID may be of any type.
+            format!("SELECT pin_id FROM user_likes_pins WHERE user_id = {PIN_FAR}"),
+            shard("db00012", format!("SELECT pin_id FROM db00012.user_likes_pins WHERE user_id = {PIN_FAR}")),
+        ),
+        c(
+            format!("DELETE FROM board_has_pins WHERE board_id = {BOARD} AND pin_id = {PIN}"),
+            write("db03429", format!("DELETE FROM db03429.board_has_pins WHERE board_id = {BOARD} AND pin_id = {PIN}")),
+        ),
+        c(
+            "SELECT user_id FROM user_by_email WHERE email = 'a@b.c'",
+            shard(email_db, format!("SELECT user_id FROM {email_db}.user_by_email WHERE email = 'a@b.c'")),
+        ),
+        c(
+            "UPDATE user_by_email SET user_id = 7 WHERE email = \"a@b.c\"",
+            write(email_db, format!("UPDATE {email_db}.user_by_email SET user_id = 7 WHERE email = \"a@b.c\"")),
+        ),
+        c(
+            "SELECT user_id FROM user_by_email WHERE email LIKE 'a%'",
+            reject("NoShardKey", "no shard key for table 'user_by_email': expected WHERE email = <key>"),
+        ),
+        c(
+            "SELECT pin_id FROM board_has_pins",
+            reject("NoShardKey", "no shard key for table 'board_has_pins': expected WHERE board_id = <id>"),
+        ),
+        c(
+            format!("UPDATE board_has_pins SET board_id = {BOARD} WHERE board_id = {BOARD}"),
+            reject("Unsupported", "the row's shard depends on it"),
+        ),
+        c(
+            format!("UPDATE pins SET id = 5 WHERE id = {PIN}"),
+            reject("Unsupported", "never change"),
+        ),
+    ]);
+}
+
+#[test]
+fn no_key_no_guess() {
+    run(vec![
+        c(
+            "SELECT data FROM pins",
+            reject("NoShardKey", "no shard key for table 'pins': expected WHERE id = <64-bit id>, a /*+ SHARD(n) */ or /*+ COLOCATE(id) */ hint, or USE dbNNNNN"),
+        ),
+        c("SELECT data FROM pins WHERE data = 'x'", reject("NoShardKey", "pins")),
+        c(
+            format!("SELECT data FROM pins WHERE id = {PIN} OR id = {PIN_B}"),
+            reject("NoShardKey", "pins"),
+        ),
+        c("DELETE FROM pins", reject("NoShardKey", "pins")),
+        c("UPDATE pins SET data = 'x'", reject("NoShardKey", "pins")),
+        c("SELECT data FROM pins WHERE id = @x", reject("NoShardKey", "pins")),
+        c("SELECT * FROM notes", reject("NoShardKey", "USE clNNN")),
+    ]);
+}
+
+#[test]
+fn cross_shard() {
+    run(vec![
+        c(
+            format!("SELECT data FROM pins WHERE id IN ({PIN}, {PIN_FAR})"),
+            reject("Unsupported", "the IN list on pins.id spans several shards (db03429 and db00012)"),
+        ),
+        c(
+            format!("DELETE FROM pins WHERE id IN ({PIN}, {PIN_FAR})"),
+            reject("CrossShard", "spans several shards"),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id = {PIN} AND id = {PIN_FAR}"),
+            reject("CrossShard", "pins.id"),
+        ),
+        c(
+            format!("SELECT p.data FROM pins p JOIN board_has_pins b ON b.pin_id = p.id WHERE b.board_id = {BOARD_FAR} AND p.id = {PIN}"),
+            reject("CrossShard", "board_has_pins.board_id"),
+        ),
+        u(
+            "db00007",
+            format!("SELECT data FROM pins WHERE id = {PIN}"),
+            reject("CrossShard", "USE db00007"),
+        ),
+        c(
+            format!("SELECT data FROM db00007.pins WHERE local_id IN (SELECT pin_id FROM board_has_pins WHERE board_id = {BOARD})"),
+            reject("CrossShard", "table in db00007"),
+        ),
+        c(
+            "SELECT u.user_id FROM user_by_email u JOIN pins p ON p.id = u.user_id WHERE u.email = 'a@b.c'",
+            reject("CrossShard", "fleet"),
+        ),
+    ]);
+}
+
+#[test]
+fn joins_and_subqueries() {
+    run(vec![
+        c(
+            format!("SELECT p.id, p.data FROM board_has_pins b JOIN pins p ON p.local_id = b.pin_id WHERE b.board_id = {BOARD} ORDER BY b.sequence DESC LIMIT 10"),
+            shard("db03429", format!("SELECT ((3429<<46)|(1<<36)|p.local_id) AS id, p.data FROM db03429.board_has_pins b JOIN db03429.pins p ON p.local_id = b.pin_id WHERE b.board_id = {BOARD} ORDER BY b.sequence DESC LIMIT 10")),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id = {PIN} AND EXISTS (SELECT 1 FROM board_has_pins WHERE board_id = {BOARD})"),
+            shard("db03429", format!("SELECT data FROM db03429.pins WHERE local_id = 7075733 AND EXISTS (SELECT 1 FROM db03429.board_has_pins WHERE board_id = {BOARD})")),
+        ),
+        c(
+            format!("WITH x AS (SELECT pin_id FROM board_has_pins WHERE board_id = {BOARD}) SELECT pin_id FROM x"),
+            shard("db03429", format!("WITH x AS (SELECT pin_id FROM db03429.board_has_pins WHERE board_id = {BOARD}) SELECT pin_id FROM x")),
+        ),
+        c(
+            format!("SELECT data FROM (SELECT data FROM pins WHERE id = {PIN}) AS t"),
+            shard("db03429", "SELECT data FROM (SELECT data FROM db03429.pins WHERE local_id = 7075733) AS t"),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id = {PIN} UNION ALL SELECT data FROM boards WHERE id = {BOARD}"),
+            shard("db03429", "SELECT data FROM db03429.pins WHERE local_id = 7075733 UNION ALL SELECT data FROM db03429.boards WHERE local_id = 77"),
+        ),
+        c(
+            format!("DELETE p FROM pins p JOIN board_has_pins b ON b.pin_id = p.local_id WHERE b.board_id = {BOARD}"),
+            write("db03429", format!("DELETE p FROM db03429.pins p JOIN db03429.board_has_pins b ON b.pin_id = p.local_id WHERE b.board_id = {BOARD}")),
+        ),
+        // Explicit database plus a table that follows it via its hint.
+        c(
+            "SELECT a.data FROM db00007.pins a JOIN db00007.boards b ON a.local_id = b.local_id",
+            shard("db00007", "SELECT a.data FROM db00007.pins a JOIN db00007.boards b ON a.local_id = b.local_id"),
+        ),
+        c(
+            "SELECT data FROM db00007.pins /*+ SHARD(7) */",
+            shard("db00007", "SELECT data FROM db00007.pins"),
+        ),
+    ]);
+}
+
+#[test]
+fn explicit_and_use_databases() {
+    run(vec![
+        c(
+            "SELECT data FROM DB03429.pins /* keep me */ WHERE local_id = 1",
+            shard(
+                "db03429",
+                "SELECT data FROM DB03429.pins /* keep me */ WHERE local_id = 1",
+            ),
+        ),
+        c(
+            "SELECT * FROM `msdb00012`.`user_by_email` WHERE user_id = 1",
+            shard(
+                "msdb00012",
+                "SELECT * FROM `msdb00012`.`user_by_email` WHERE user_id = 1",
+            ),
+        ),
+        c(
+            "SELECT * FROM db99999.pins",
+            reject("UnknownDatabase", "db99999"),
+        ),
+        c("SELECT * FROM shop.pins", reject("UnknownDatabase", "shop")),
+        c(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'db00001'",
+            any("SELECT table_name FROM information_schema.tables WHERE table_schema = 'db00001'"),
+        ),
+        c(
+            "SELECT user FROM mysql.user",
+            any("SELECT user FROM mysql.user"),
+        ),
+        c(
+            "USE db03429",
+            Expect::Session(SessionAction::Use {
+                fleet: 0,
+                shard: 3429,
+            }),
+        ),
+        c(
+            "use `msdb00001`",
+            Expect::Session(SessionAction::Use { fleet: 1, shard: 1 }),
+        ),
+        c("USE shop", reject("UnknownDatabase", "shop")),
+        u(
+            "db03429",
+            "SELECT id, data FROM pins ORDER BY ts DESC LIMIT 5",
+            shard(
+                "db03429",
+                format!("SELECT {COMPOSED} AS id, data FROM db03429.pins ORDER BY ts DESC LIMIT 5"),
+            ),
+        ),
+        u(
+            "db03429",
+            format!("SELECT data FROM pins WHERE id = {PIN_B}"),
+            shard(
+                "db03429",
+                "SELECT data FROM db03429.pins WHERE local_id = 5",
+            ),
+        ),
+        // Unknown tables under USE are plain tables of that database.
+        u(
+            "db03429",
+            "SELECT * FROM comments c JOIN pins p ON p.local_id = c.pin",
+            shard(
+                "db03429",
+                "SELECT * FROM db03429.comments c JOIN db03429.pins p ON p.local_id = c.pin",
+            ),
+        ),
+        u(
+            "db03429",
+            "UPDATE comments SET body = 'x' WHERE k = 1",
+            write(
+                "db03429",
+                "UPDATE db03429.comments SET body = 'x' WHERE k = 1",
+            ),
+        ),
+        // USE of one fleet does not capture another fleet's tables.
+        u(
+            "db03429",
+            "SELECT user_id FROM user_by_email WHERE email = 'user@example.com'",
+            shard(
+                "msdb02479",
+                "SELECT user_id FROM msdb02479.user_by_email WHERE email = 'user@example.com'",
+            ),
+        ),
+        c("SELECT * FROM comments", reject("UnknownTable", "comments")),
+        c("SELECT 1 FROM dual", any("SELECT 1 FROM dual")),
+    ]);
+}
+
+#[test]
+fn session_statements() {
+    let set = |vars: &[&str], sql: &str| {
+        c(
+            sql,
+            Expect::Session(SessionAction::SetSession {
+                variables: vars.iter().map(|v| v.to_string()).collect(),
+                sql: sql.to_owned(),
+            }),
+        )
+    };
+    run(vec![
+        c(
+            "BEGIN",
+            Expect::Session(SessionAction::Begin {
+                sql: "BEGIN".into(),
+            }),
+        ),
+        c(
+            "START TRANSACTION READ ONLY",
+            Expect::Session(SessionAction::Begin {
+                sql: "START TRANSACTION READ ONLY".into(),
+            }),
+        ),
+        c("commit", Expect::Session(SessionAction::Commit)),
+        c("ROLLBACK", Expect::Session(SessionAction::Rollback)),
+        c(
+            "ROLLBACK TO SAVEPOINT a",
+            reject("Unsupported", "savepoints"),
+        ),
+        c(
+            "SET autocommit = 1",
+            Expect::Session(SessionAction::SetAutocommit(true)),
+        ),
+        c(
+            "SET @@autocommit=OFF",
+            Expect::Session(SessionAction::SetAutocommit(false)),
+        ),
+        c(
+            "SET SESSION autocommit = ON",
+            Expect::Session(SessionAction::SetAutocommit(true)),
+        ),
+        c(
+            "set @@session.AUTOCOMMIT = 0;",
+            Expect::Session(SessionAction::SetAutocommit(false)),
+        ),
+        c("SET autocommit = 'x'", reject("Unsupported", "autocommit")),
+        c(
+            "SET autocommit = 0, sql_mode = ''",
+            reject("Unsupported", "statement of its own"),
+        ),
+        set(&["names"], "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci"),
+        set(&["charset"], "SET CHARACTER SET utf8mb4"),
+        set(&["sql_mode"], "SET sql_mode='STRICT_TRANS_TABLES'"),
+        set(&["time_zone"], "SET time_zone = '+00:00'"),
+        set(
+            &["transaction_isolation"],
+            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        ),
+        set(
+            &["transaction_isolation", "transaction_read_only"],
+            "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+        ),
+        set(&["@x"], "SET @X = 1"),
+        set(
+            &["@a", "sql_mode", "net_write_timeout"],
+            "SET @a := 1, @@SESSION.sql_mode = 'x', net_write_timeout=600",
+        ),
+        set(
+            &["sql_select_limit"],
+            "/* c */ SET sql_select_limit = DEFAULT",
+        ),
+        c(
+            "SET GLOBAL max_connections = 10",
+            reject("Unsupported", "SET GLOBAL"),
+        ),
+        c(
+            "SET @@global.max_connections = 10",
+            reject("Unsupported", "server-wide"),
+        ),
+        c("SET PASSWORD = 'x'", reject("Unsupported", "PASSWORD")),
+        c(
+            "SELECT LAST_INSERT_ID()",
+            Expect::Session(SessionAction::SelectLastInsertId),
+        ),
+        c(
+            "select schema()",
+            Expect::Session(SessionAction::SelectDatabase),
+        ),
+        c(
+            "SELECT DATABASE() AS db",
+            Expect::Session(SessionAction::SelectDatabase),
+        ),
+        c("SELECT LAST_INSERT_ID(5)", any("SELECT LAST_INSERT_ID(5)")),
+    ]);
+}
+
+#[test]
+fn table_less_and_show() {
+    run(vec![
+        c(
+            "SELECT @@version_comment LIMIT 1",
+            any("SELECT @@version_comment LIMIT 1"),
+        ),
+        c("SELECT NOW(), 1 + 1", any("SELECT NOW(), 1 + 1")),
+        c("/* ping */ SELECT 1", any("/* ping */ SELECT 1")),
+        c("SHOW WARNINGS", any("SHOW WARNINGS")),
+        c("SHOW DATABASES", any("SHOW DATABASES")),
+        c(
+            "SHOW SESSION STATUS LIKE 'Threads%'",
+            any("SHOW SESSION STATUS LIKE 'Threads%'"),
+        ),
+        c(
+            "SHOW ENGINE INNODB STATUS",
+            any("SHOW ENGINE INNODB STATUS"),
+        ),
+        c("SHOW FULL PROCESSLIST", any("SHOW FULL PROCESSLIST")),
+        c(
+            "SHOW GRANTS FOR CURRENT_USER()",
+            any("SHOW GRANTS FOR CURRENT_USER()"),
+        ),
+        c("SHOW TABLES", any("SHOW TABLES")),
+        u(
+            "db03429",
+            "SHOW TABLES",
+            shard("db03429", "SHOW TABLES FROM db03429"),
+        ),
+        u(
+            "db03429",
+            "SHOW FULL TABLES LIKE 'p%'",
+            shard("db03429", "SHOW FULL TABLES FROM db03429 LIKE 'p%'"),
+        ),
+        c(
+            "SHOW TABLES FROM db00012",
+            shard("db00012", "SHOW TABLES FROM db00012"),
+        ),
+        c("SHOW TABLES FROM nope", reject("UnknownDatabase", "nope")),
+        u(
+            "db03429",
+            "SHOW COLUMNS FROM pins",
+            shard("db03429", "SHOW COLUMNS FROM db03429.pins"),
+        ),
+        c(
+            "SHOW COLUMNS FROM pins",
+            reject("NoShardKey", "USE dbNNNNN"),
+        ),
+        c(
+            "SHOW COLUMNS FROM pins FROM db00001",
+            shard("db00001", "SHOW COLUMNS FROM pins FROM db00001"),
+        ),
+        c(
+            "SHOW COLUMNS FROM mystery",
+            reject("UnknownTable", "mystery"),
+        ),
+        u(
+            "db03429",
+            "SHOW CREATE TABLE `pins`",
+            shard("db03429", "SHOW CREATE TABLE db03429.`pins`"),
+        ),
+        u(
+            "db03429",
+            "SHOW INDEX FROM pins",
+            shard("db03429", "SHOW INDEX FROM db03429.pins"),
+        ),
+        c(
+            "SHOW INDEX FROM pins FROM db00002",
+            shard("db00002", "SHOW INDEX FROM pins FROM db00002"),
+        ),
+        u(
+            "db03429",
+            "DESCRIBE pins",
+            shard("db03429", "DESCRIBE db03429.pins"),
+        ),
+        u(
+            "db03429",
+            "SHOW TABLE STATUS",
+            shard("db03429", "SHOW TABLE STATUS FROM db03429"),
+        ),
+        u("msdb00001", "DESC pins", reject("CrossShard", "fleet main")),
+        u(
+            "db03429",
+            format!("EXPLAIN SELECT data FROM pins WHERE id = {PIN}"),
+            shard(
+                "db03429",
+                "EXPLAIN SELECT data FROM db03429.pins WHERE local_id = 7075733",
+            ),
+        ),
+    ]);
+}
+
+#[test]
+fn refused_statements() {
+    run(vec![
+        c(
+            "CREATE TABLE pins (local_id BIGINT)",
+            reject("Unsupported", "shardgate fleet init"),
+        ),
+        c(
+            "ALTER TABLE pins ADD COLUMN x INT",
+            reject("Unsupported", "shardgate fleet init"),
+        ),
+        c(
+            "DROP TABLE pins",
+            reject("Unsupported", "shardgate fleet init"),
+        ),
+        c(
+            "DROP DATABASE db00001",
+            reject("Unsupported", "shardgate fleet init"),
+        ),
+        c(
+            "CREATE DATABASE foo",
+            reject("Unsupported", "shardgate fleet init"),
+        ),
+        c(
+            "TRUNCATE pins",
+            reject("Unsupported", "shardgate fleet init"),
+        ),
+        c("SELEC 1", reject("Syntax", "")),
+        c("SELECT * FROM", reject("Syntax", "")),
+        c("", reject("Syntax", "Query was empty")),
+        c("  ;", reject("Syntax", "empty")),
+        c("SELECT 1; SELECT 2", reject("Unsupported", "one at a time")),
+        c("SELECT 'unterminated", reject("Syntax", "")),
+        c("LOCK TABLES pins READ", reject("Unsupported", "LOCK")),
+        c("SELECT data FROM nope", reject("UnknownTable", "nope")),
+    ]);
+    // Error codes.
+    assert_eq!(RouteError::Syntax(String::new()).code(), 1064);
+    assert_eq!(RouteError::UnknownTable(String::new()).code(), 1146);
+}
+
+#[test]
+fn faithful_forwarding() {
+    // Text needing no rewrite is forwarded byte for byte.
+    let t = topo();
+    let ctx = RouteContext::default();
+    for sql in [
+        "SELECT /* a comment */ 1 -- trailing\n",
+        "SELECT 'it''s', \"dq\", `bq` FROM information_schema.tables",
+        "SELECT  data\tFROM db00001.pins\r\nWHERE local_id=1 # hash comment",
+        "SELECT x'414243', 0x41, b'01', _utf8mb4'é' COLLATE utf8mb4_bin",
+    ] {
+        let text = match route(sql, &t, &ctx, &mut Fixed(0)) {
+            Plan::AnyHost { sql } => sql,
+            Plan::Shard(q) => q.sql,
+            other => panic!("{sql:?} routed to {other:?}"),
+        };
+        assert_eq!(text, sql);
+    }
+}
+
+#[test]
+fn never_panics_on_odd_input() {
+    let t = topo();
+    let ctx = RouteContext {
+        current_db: Some((0, 1)),
+    };
+    for sql in [
+        "\u{0}",
+        "SELECT id FROM pins WHERE id IN ()",
+        "SELECT /*+ SHARD(((( */ 1",
+        "SELECT /*+ COLOCATE() */ 1",
+        "INSERT INTO pins VALUES",
+        "SELECT * FROM a.b.c",
+        "USE",
+        "SET",
+        "SET = 1",
+        "SHOW",
+        "UPDATE pins SET (a, b) = (1, 2)",
+        "SELECT 日本 FROM 日本",
+        "SELECT id FROM pins p, boards b",
+    ] {
+        let _ = route(sql, &t, &ctx, &mut Fixed(0));
+    }
+}

@@ -1,0 +1,162 @@
+//! Source positions and text edits.
+//!
+//! sqlparser reports positions as 1-based (line, column) pairs where the
+//! column counts characters, not bytes. [`Source`] turns them into byte
+//! offsets of the original statement, and [`Edits`] applies a list of
+//! (byte range → replacement) edits to it, so the text sent to a backend is
+//! the client's text with only the routed parts changed.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use sqlparser::tokenizer::{Location, Span};
+
+/// The original statement text with a line index for position lookups.
+pub(crate) struct Source<'a> {
+    /// The statement as the client sent it.
+    pub sql: &'a str,
+    /// Byte offset of the start of line 2, 3, ... (empty for one-line text,
+    /// so the common case allocates nothing).
+    later_lines: Vec<usize>,
+    /// Whether the text is pure ASCII (columns are then byte offsets).
+    ascii: bool,
+}
+
+impl<'a> Source<'a> {
+    /// Indexes `sql`.
+    pub fn new(sql: &'a str) -> Self {
+        let later_lines = sql
+            .bytes()
+            .enumerate()
+            .filter(|&(_, b)| b == b'\n')
+            .map(|(i, _)| i + 1)
+            .collect();
+        Source {
+            sql,
+            later_lines,
+            ascii: sql.is_ascii(),
+        }
+    }
+
+    /// The byte offset of a location, or `None` for an empty/unknown one.
+    pub fn offset(&self, loc: Location) -> Option<usize> {
+        let line = usize::try_from(loc.line).ok()?;
+        let column = usize::try_from(loc.column).ok()?.checked_sub(1)?;
+        let start = match line {
+            0 => return None,
+            1 => 0,
+            n => *self.later_lines.get(n - 2)?,
+        };
+        if self.ascii {
+            let offset = start + column;
+            return (offset <= self.sql.len()).then_some(offset);
+        }
+        let rest = self.sql.get(start..)?;
+        let mut chars = rest.char_indices();
+        match chars.nth(column) {
+            Some((i, _)) => Some(start + i),
+            // One past the last character: the end of the text.
+            None => (rest.chars().count() == column).then_some(self.sql.len()),
+        }
+    }
+
+    /// The byte range of a span.
+    pub fn range(&self, span: Span) -> Option<Range<usize>> {
+        let start = self.offset(span.start)?;
+        let end = self.offset(span.end)?;
+        (start <= end).then_some(start..end)
+    }
+
+    /// The original text of a span (empty if the span is unknown).
+    pub fn text(&self, span: Span) -> &'a str {
+        self.range(span)
+            .and_then(|r| self.sql.get(r))
+            .unwrap_or_default()
+    }
+}
+
+/// One replacement of a byte range of the original text.
+#[derive(Debug)]
+struct Edit {
+    range: Range<usize>,
+    text: Cow<'static, str>,
+}
+
+/// A set of non-overlapping edits to the original text.
+#[derive(Debug, Default)]
+pub(crate) struct Edits {
+    edits: Vec<Edit>,
+}
+
+/// Two edits touched the same text: a bug in the planner, reported as an
+/// unsupported statement rather than sending wrong SQL.
+#[derive(Debug)]
+pub(crate) struct Overlap;
+
+impl Edits {
+    /// Replaces `range` with `text`.
+    pub fn replace(&mut self, range: Range<usize>, text: impl Into<Cow<'static, str>>) {
+        self.edits.push(Edit {
+            range,
+            text: text.into(),
+        });
+    }
+
+    /// Inserts `text` at byte offset `at`.
+    pub fn insert(&mut self, at: usize, text: impl Into<Cow<'static, str>>) {
+        self.replace(at..at, text);
+    }
+
+    /// The edited text (the original, copied once, if there are no edits).
+    pub fn apply(mut self, sql: &str) -> Result<String, Overlap> {
+        if self.edits.is_empty() {
+            return Ok(sql.to_owned());
+        }
+        // Stable: insertions at the same offset keep their order.
+        self.edits.sort_by_key(|e| (e.range.start, e.range.end));
+        let extra: usize = self.edits.iter().map(|e| e.text.len()).sum();
+        let mut out = String::with_capacity(sql.len() + extra);
+        let mut pos = 0;
+        for edit in &self.edits {
+            if edit.range.start < pos || edit.range.end > sql.len() {
+                return Err(Overlap);
+            }
+            out.push_str(sql.get(pos..edit.range.start).ok_or(Overlap)?);
+            out.push_str(&edit.text);
+            pos = edit.range.end;
+        }
+        out.push_str(sql.get(pos..).ok_or(Overlap)?);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_ascii_and_multibyte() {
+        let src = Source::new("SELECT 'é'\n, x");
+        assert_eq!(src.offset(Location::new(1, 1)), Some(0));
+        // 'é' is two bytes: column 10 (the closing quote) is byte 10.
+        assert_eq!(src.offset(Location::new(1, 10)), Some(10));
+        assert_eq!(src.offset(Location::new(1, 11)), Some(11));
+        assert_eq!(src.offset(Location::new(2, 3)), Some(14));
+        assert_eq!(src.offset(Location::new(2, 4)), Some(15));
+        assert_eq!(src.offset(Location::new(2, 5)), None);
+        assert_eq!(src.offset(Location::new(0, 0)), None);
+    }
+
+    #[test]
+    fn edits_apply_in_order() {
+        let mut e = Edits::default();
+        e.replace(7..9, "local_id");
+        e.insert(0, "<");
+        e.insert(0, "!");
+        assert_eq!(e.apply("SELECT id").unwrap(), "<!SELECT local_id");
+        let mut e = Edits::default();
+        e.replace(0..3, "a");
+        e.replace(2..4, "b");
+        assert!(e.apply("abcdef").is_err());
+    }
+}
