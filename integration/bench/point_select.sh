@@ -1,0 +1,361 @@
+#!/usr/bin/env bash
+# Point lookups by global 64-bit ID: through shardgate vs straight to the master.
+#
+#   integration/bench/point_select.sh            # full run (3 pairs x 20 s, 8 and 32 threads)
+#   QUICK=1 integration/bench/point_select.sh    # smoke run (1 pair x 5 s)
+#   BENCH_PERF=1 integration/bench/point_select.sh   # + perf profile of the proxy
+#
+# Needs the local fleet (integration/fleet.sh start; shard databases created by
+# `shardgate fleet init`). What it does:
+#   1. seeds BENCH_SHARDS shards on master A (shards 0, 32, 64, ... with the
+#      default step), BENCH_ROWS rows each in dbNNNNN.pins with ~100-byte data
+#      starting 'bench:', straight on the master (rows from an earlier run are
+#      reused), and writes the ID file ("global_id shard local_id" per row);
+#   2. starts a release proxy (a copy of target/release/shardgate) on free
+#      ports with a copy of config/shardgate.yaml whose listen addresses are
+#      rewritten (config/ is left alone) and stops it on exit;
+#   3. for each thread count, runs sysbench with point_select.lua in pairs of
+#      alternating direct/proxy runs (same rows, same --rand-seed), and reports
+#      QPS, p50/p95 latency (from sysbench's histogram), the proxy/direct QPS
+#      ratio per pair and its median, and CPU time per query of the proxy, the
+#      master's mariadbd and sysbench.
+#
+# Environment (defaults in brackets):
+#   BENCH_THREADS ["8 32"]  BENCH_PAIRS [3]  BENCH_TIME [20] seconds per run
+#   BENCH_WARMUP [5] seconds per mode before each thread count (0: none)
+#   QUICK=1                 BENCH_PAIRS=1 BENCH_TIME=5 BENCH_WARMUP=2
+#   BENCH_SHARDS [64]  BENCH_SHARD_STEP [32]  BENCH_ROWS [500]
+#   BENCH_DIRECT_ONLY=1     skip the proxy (tests the harness's direct half)
+#   BENCH_BUILD [1]         run `cargo build --release` first (0: use the binary as is)
+#   SHARDGATE_BIN           binary to run [target/release/shardgate]
+#   BENCH_PERF=1            after the pairs, profile the proxy with perf during one
+#                           extra proxy run at the last thread count (BENCH_PERF_TIME [10] s)
+#   BENCH_REPORT=FILE       also write the markdown report to FILE
+#   BENCH_KEEP=1            keep the work directory (logs, sysbench output, perf data)
+#   MASTER_PORT [3307]  BACKEND_USER [shard]  BACKEND_PASSWORD [shardpw]
+#   APP_USER [app]  APP_PASSWORD [app]  CONFIG [config/shardgate.yaml]
+#   BENCH_SEED [20240601]   sysbench --rand-seed (same in both modes)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+HERE="$ROOT/integration/bench"
+LUA="$HERE/point_select.lua"
+
+if [[ "${QUICK:-0}" == 1 ]]; then
+  : "${BENCH_PAIRS:=1}" "${BENCH_TIME:=5}" "${BENCH_WARMUP:=2}"
+fi
+BENCH_THREADS=${BENCH_THREADS:-"8 32"}
+BENCH_PAIRS=${BENCH_PAIRS:-3}
+BENCH_TIME=${BENCH_TIME:-20}
+BENCH_WARMUP=${BENCH_WARMUP:-5}
+BENCH_SHARDS=${BENCH_SHARDS:-64}
+BENCH_SHARD_STEP=${BENCH_SHARD_STEP:-32}
+BENCH_ROWS=${BENCH_ROWS:-500}
+BENCH_DIRECT_ONLY=${BENCH_DIRECT_ONLY:-0}
+BENCH_BUILD=${BENCH_BUILD:-1}
+BENCH_PERF=${BENCH_PERF:-0}
+BENCH_PERF_TIME=${BENCH_PERF_TIME:-10}
+BENCH_SEED=${BENCH_SEED:-20240601}
+MASTER_HOST=127.0.0.1
+MASTER_PORT=${MASTER_PORT:-3307}
+BACKEND_USER=${BACKEND_USER:-shard}
+BACKEND_PASSWORD=${BACKEND_PASSWORD:-shardpw}
+APP_USER=${APP_USER:-app}
+APP_PASSWORD=${APP_PASSWORD:-app}
+CONFIG=${CONFIG:-$ROOT/config/shardgate.yaml}
+SHARDGATE_BIN=${SHARDGATE_BIN:-$ROOT/target/release/shardgate}
+PIN_TYPE=1          # types.pin in config/shardgate.yaml
+MASTER_A_LAST=2047  # master A (3307) holds shards 0..2047
+
+log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+WORK=$(mktemp -d /tmp/shardgate-bench.XXXXXX)
+PROXY_PID=
+cleanup() {
+  local rc=$?
+  if [[ -n "$PROXY_PID" ]] && kill -0 "$PROXY_PID" 2>/dev/null; then
+    kill "$PROXY_PID" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$PROXY_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$PROXY_PID" 2>/dev/null || true
+  fi
+  if [[ "${BENCH_KEEP:-0}" == 1 || $rc -ne 0 ]]; then
+    log "work directory kept: $WORK"
+  else
+    rm -rf "$WORK"
+  fi
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- tools
+if ! command -v sysbench >/dev/null; then
+  log "installing sysbench"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y sysbench >/dev/null 2>&1 ||
+    { apt-get update >/dev/null && apt-get install -y sysbench >/dev/null; } ||
+    die "cannot install sysbench"
+fi
+command -v mariadb >/dev/null || die "the mariadb client is needed (apt-get install mariadb-client)"
+
+master() { mariadb -h"$MASTER_HOST" -P"$MASTER_PORT" -u"$BACKEND_USER" -p"$BACKEND_PASSWORD" "$@"; }
+master -N -e 'SELECT 1' >/dev/null 2>&1 ||
+  die "master $MASTER_HOST:$MASTER_PORT does not answer; start the fleet: integration/fleet.sh start"
+
+# ---------------------------------------------------------------- seed
+shards=()
+for ((i = 0; i < BENCH_SHARDS; i++)); do shards+=($((i * BENCH_SHARD_STEP))); done
+((${shards[-1]} <= MASTER_A_LAST)) || die "shard ${shards[-1]} is not on master A (0..$MASTER_A_LAST)"
+db() { printf 'db%05d' "$1"; }
+
+# Rows are marked by a 'bench:' data prefix; count them per shard in one query.
+count_sql=
+for s in "${shards[@]}"; do
+  count_sql+="${count_sql:+ UNION ALL }SELECT $s, COUNT(*) FROM $(db "$s").pins WHERE data LIKE 'bench:%'"
+done
+master -N -e "$count_sql" >"$WORK/counts.txt" ||
+  die "cannot read the shard databases on $MASTER_PORT (run: shardgate fleet init --config config/shardgate.yaml --schema config/schema.sql)"
+declare -A have
+while read -r s n; do have[$s]=$n; done <"$WORK/counts.txt"
+
+pad=$(printf '%0100d' 0 | tr 0 x)
+seed_sql="$WORK/seed.sql"
+: >"$seed_sql"
+missing=0
+for s in "${shards[@]}"; do
+  need=$((BENCH_ROWS - ${have[$s]:-0}))
+  ((need > 0)) || continue
+  missing=$((missing + need))
+  {
+    printf 'INSERT INTO %s.pins (data) VALUES ' "$(db "$s")"
+    sep=
+    for ((r = 0; r < need; r++)); do
+      d="bench:$s:$r:$pad"
+      printf "%s('%s')" "$sep" "${d:0:100}"
+      sep=,
+    done
+    printf ';\n'
+  } >>"$seed_sql"
+done
+if ((missing > 0)); then
+  log "seeding $missing rows on $MASTER_PORT (${#shards[@]} shards x $BENCH_ROWS rows)"
+  master <"$seed_sql"
+else
+  log "reusing ${#shards[@]} x $BENCH_ROWS seeded rows on $MASTER_PORT"
+fi
+
+IDS="$WORK/ids.txt"
+read_sql=
+for s in "${shards[@]}"; do
+  read_sql+="${read_sql:+ UNION ALL }SELECT ($s << 46) | ($PIN_TYPE << 36) | local_id, $s, local_id FROM (SELECT local_id FROM $(db "$s").pins WHERE data LIKE 'bench:%' ORDER BY local_id LIMIT $BENCH_ROWS) t$s"
+done
+master -N -e "$read_sql" | tr '\t' ' ' >"$IDS"
+nids=$(wc -l <"$IDS")
+((nids == BENCH_SHARDS * BENCH_ROWS)) || die "ID file has $nids rows, expected $((BENCH_SHARDS * BENCH_ROWS))"
+log "ID file: $nids rows ($IDS)"
+
+# ---------------------------------------------------------------- proxy
+free_port() {
+  local p used
+  used=$(ss -Htan | awk '{n = split($4, a, ":"); print a[n]}' | sort -u)
+  for _ in $(seq 200); do
+    p=$((20000 + RANDOM % 30000))
+    grep -qx "$p" <<<"$used" || { echo "$p"; return; }
+  done
+  die "no free port"
+}
+
+pid_of_port() { ss -Htlnp "sport = :$1" | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2; }
+
+PROXY_PORT=
+if [[ "$BENCH_DIRECT_ONLY" != 1 ]]; then
+  if [[ "$BENCH_BUILD" == 1 ]]; then
+    log "cargo build --release"
+    (cd "$ROOT" && cargo build --release --quiet) || die "cargo build --release failed"
+  fi
+  [[ -x "$SHARDGATE_BIN" ]] || die "no proxy binary at $SHARDGATE_BIN"
+  # Run a private copy: a concurrent rebuild cannot swap it, perf keeps its symbols.
+  cp "$SHARDGATE_BIN" "$WORK/shardgate"
+  PROXY_PORT=$(free_port)
+  ADMIN_PORT=$(free_port)
+  while [[ "$ADMIN_PORT" == "$PROXY_PORT" ]]; do ADMIN_PORT=$(free_port); done
+  sed -E -e "s/^listen:.*/listen: 127.0.0.1:$PROXY_PORT/" \
+         -e "s/^(  listen:).*/\1 127.0.0.1:$ADMIN_PORT/" "$CONFIG" >"$WORK/shardgate.yaml"
+  [[ $(grep -cE "^ *listen: 127.0.0.1:($PROXY_PORT|$ADMIN_PORT)\$" "$WORK/shardgate.yaml") == 2 ]] ||
+    die "could not rewrite both listen addresses in the config copy"
+  log "starting proxy on 127.0.0.1:$PROXY_PORT (admin $ADMIN_PORT)"
+  "$WORK/shardgate" serve --config "$WORK/shardgate.yaml" >"$WORK/proxy.log" 2>&1 &
+  PROXY_PID=$!
+  ready=0
+  for _ in $(seq 100); do
+    kill -0 "$PROXY_PID" 2>/dev/null || { cat "$WORK/proxy.log" >&2; PROXY_PID=; die "the proxy exited"; }
+    if mariadb -h127.0.0.1 -P"$PROXY_PORT" -u"$APP_USER" -p"$APP_PASSWORD" -N -e 'SELECT 1' >/dev/null 2>&1; then
+      ready=1; break
+    fi
+    sleep 0.2
+  done
+  ((ready)) || { tail -20 "$WORK/proxy.log" >&2; die "the proxy does not answer SELECT 1 within 20 s"; }
+  # Correctness spot check: a few rows read through the proxy equal the direct read.
+  while read -r gid s lid; do
+    via=$(mariadb -h127.0.0.1 -P"$PROXY_PORT" -u"$APP_USER" -p"$APP_PASSWORD" -N -e "SELECT data FROM pins WHERE id = $gid" 2>&1) || true
+    dir=$(master -N -e "SELECT data FROM $(db "$s").pins WHERE local_id = $lid")
+    [[ "$via" == "$dir" ]] || die "id $gid: proxy returned '$via', master has '$dir'"
+  done < <(awk 'NR % 997 == 1' "$IDS")
+  log "proxy answers and returns the same rows as the master"
+fi
+
+# ---------------------------------------------------------------- runs
+MASTER_PID=$(pid_of_port "$MASTER_PORT")
+CLK_TCK=$(getconf CLK_TCK)
+cpu_ticks() { [[ -n "$1" && -r /proc/$1/stat ]] && awk '{print $14 + $15}' "/proc/$1/stat" || echo 0; }
+
+# run_sysbench MODE THREADS SECONDS OUTFILE
+run_sysbench() {
+  local mode=$1 threads=$2 secs=$3 out=$4 conn
+  if [[ "$mode" == proxy ]]; then
+    conn=(--mysql-port="$PROXY_PORT" --mysql-user="$APP_USER" --mysql-password="$APP_PASSWORD" --mysql-db=)
+  else
+    conn=(--mysql-port="$MASTER_PORT" --mysql-user="$BACKEND_USER" --mysql-password="$BACKEND_PASSWORD" --mysql-db=db00000)
+  fi
+  # `times` in the subshell reports the CPU time of its children: sysbench.
+  (
+    timeout $((secs + 60)) sysbench "$LUA" --mode="$mode" --ids="$IDS" \
+      --threads="$threads" --time="$secs" --events=0 --rand-seed="$BENCH_SEED" \
+      --histogram=on --percentile=95 --report-interval=0 --db-driver=mysql \
+      --mysql-host=127.0.0.1 "${conn[@]}" run
+    rc=$?
+    times >"$out.times"
+    exit $rc
+  ) >"$out" 2>&1 || { tail -30 "$out" >&2; die "sysbench $mode with $threads threads failed (output: $out)"; }
+  echo "children-times: $(tail -1 "$out.times")" >>"$out"
+}
+
+# Parse one sysbench output: qps p50_us p95_us errors sysbench_cpu_s queries
+parse_run() {
+  awk '
+    /^ *queries:/ { q = $2; gsub(/[()]/, "", $3); qps = $3 }
+    /^ *ignored errors:/ { ign = $3 }
+    /^bench-errors:/ { bad += $2 }
+    /^ *[0-9.]+ \|\**  *[0-9]+$/ { n++; v[n] = $1; c[n] = $NF; tot += $NF }
+    /^children-times:/ {
+      for (i = 2; i <= 3; i++) { split($i, t, /[ms]/); cpu += t[1] * 60 + t[2] }
+    }
+    END {
+      p50 = p95 = "nan"; acc = 0
+      for (i = 1; i <= n; i++) {
+        acc += c[i]
+        if (p50 == "nan" && acc >= 0.50 * tot) p50 = v[i]
+        if (p95 == "nan" && acc >= 0.95 * tot) p95 = v[i]
+      }
+      printf "%s %.0f %.0f %d %.2f %s\n", qps, p50 * 1000, p95 * 1000, bad + ign, cpu, q
+    }' "$1"
+}
+
+RUNS="$WORK/runs.tsv"
+: >"$RUNS"
+# measure MODE THREADS PAIR: one recorded run with CPU accounting
+measure() {
+  local mode=$1 threads=$2 pair=$3 out p0 m0 p1 m1 load
+  out="$WORK/sysbench-$threads-$pair-$mode.txt"
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  p0=$(cpu_ticks "$PROXY_PID"); m0=$(cpu_ticks "$MASTER_PID")
+  run_sysbench "$mode" "$threads" "$BENCH_TIME" "$out"
+  p1=$(cpu_ticks "$PROXY_PID"); m1=$(cpu_ticks "$MASTER_PID")
+  read -r qps p50 p95 errs sbcpu queries < <(parse_run "$out")
+  ((errs == 0)) || die "$errs lookups did not return exactly one row ($out)"
+  [[ "$mode" == proxy ]] || p1=$p0
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$threads" "$pair" "$mode" "$qps" "$p50" "$p95" \
+    "$queries" "$(((p1 - p0) * 1000000 / CLK_TCK))" "$(((m1 - m0) * 1000000 / CLK_TCK))" "$sbcpu" "$load" >>"$RUNS"
+  log "threads=$threads pair=$pair $mode: $qps qps, p50 ${p50} us, p95 ${p95} us (load $load)"
+}
+
+modes=(direct proxy)
+[[ "$BENCH_DIRECT_ONLY" == 1 ]] && modes=(direct)
+started=$(date -u '+%Y-%m-%d %H:%M UTC')
+for threads in $BENCH_THREADS; do
+  if ((BENCH_WARMUP > 0)); then
+    for mode in "${modes[@]}"; do
+      log "warm-up $mode, $threads threads, ${BENCH_WARMUP}s"
+      run_sysbench "$mode" "$threads" "$BENCH_WARMUP" "$WORK/warmup-$threads-$mode.txt"
+    done
+  fi
+  for ((pair = 1; pair <= BENCH_PAIRS; pair++)); do
+    # Alternate which mode goes first so drift favours neither.
+    if ((pair % 2)); then order=("${modes[@]}"); else order=(); for ((i = ${#modes[@]} - 1; i >= 0; i--)); do order+=("${modes[i]}"); done; fi
+    for mode in "${order[@]}"; do measure "$mode" "$threads" "$pair"; done
+  done
+done
+
+# ---------------------------------------------------------------- profile
+PERF_TXT=
+if [[ "$BENCH_PERF" == 1 && "$BENCH_DIRECT_ONLY" != 1 ]]; then
+  command -v perf >/dev/null || { apt-get install -y linux-perf >/dev/null 2>&1 || die "perf is missing (apt-get install linux-perf)"; }
+  threads=${BENCH_THREADS##* }
+  log "perf: profiling the proxy for ${BENCH_PERF_TIME}s under $threads threads"
+  perf record -F 999 -e cpu-clock --call-graph dwarf,16384 -p "$PROXY_PID" -o "$WORK/perf.data" \
+    -- sleep "$((BENCH_PERF_TIME + 1))" >"$WORK/perf-record.log" 2>&1 &
+  perf_pid=$!
+  sleep 0.5
+  run_sysbench proxy "$threads" "$BENCH_PERF_TIME" "$WORK/sysbench-perf.txt"
+  wait "$perf_pid" || true
+  PERF_TXT="$WORK/perf-report.txt"
+  {
+    echo "## self time by symbol (top 30)"
+    perf report -i "$WORK/perf.data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null |
+      grep -v '^#' | grep -v '^$' | head -30
+    echo
+    echo "## inclusive time by symbol (top 40)"
+    perf report -i "$WORK/perf.data" --children --sort symbol --stdio -g none 2>/dev/null |
+      grep -v '^#' | grep -v '^$' | head -40
+  } >"$PERF_TXT"
+  log "perf report: $PERF_TXT"
+fi
+
+# ---------------------------------------------------------------- report
+report() {
+  echo "Command: \`$( [[ "${QUICK:-0}" == 1 ]] && printf 'QUICK=1 ')integration/bench/point_select.sh\`" \
+    "(BENCH_THREADS=\"$BENCH_THREADS\" BENCH_PAIRS=$BENCH_PAIRS BENCH_TIME=$BENCH_TIME BENCH_WARMUP=$BENCH_WARMUP)"
+  echo
+  echo "Started $started; $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); sysbench $(sysbench --version | awk '{print $2}'); $(master -N -e 'SELECT VERSION()'); rows: ${#shards[@]} shards x $BENCH_ROWS on $MASTER_PORT; rand-seed $BENCH_SEED."
+  echo
+  for threads in $BENCH_THREADS; do
+    echo "### $threads threads"
+    echo
+    echo "| pair | direct QPS | proxy QPS | ratio | direct p50 / p95 (µs) | proxy p50 / p95 (µs) | added p50 (µs) | proxy CPU / query (µs) | mariadbd CPU / query direct, proxy (µs) | sysbench CPU / query direct, proxy (µs) | load1 before |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|"
+    awk -F'\t' -v T="$threads" '
+      $1 == T { k = $2 SUBSEP $3; qps[k] = $4; p50[k] = $5; p95[k] = $6; q[k] = $7; pc[k] = $8; mc[k] = $9; sc[k] = $10; ld[k] = $11; if ($2 > np) np = $2 }
+      function per(x, n) { return n > 0 ? sprintf("%.1f", x / n) : "-" }
+      END {
+        for (p = 1; p <= np; p++) {
+          d = p SUBSEP "direct"; x = p SUBSEP "proxy"
+          if (x in qps) {
+            r = qps[x] / qps[d]
+            printf "| %d | %.0f | %.0f | %.3f | %d / %d | %d / %d | %+d | %s | %s, %s | %s, %s | %s, %s |\n", p, qps[d], qps[x], r,
+              p50[d], p95[d], p50[x], p95[x], p50[x] - p50[d], per(pc[x], q[x]),
+              per(mc[d], q[d]), per(mc[x], q[x]), per(sc[d] * 1e6, q[d]), per(sc[x] * 1e6, q[x]), ld[d], ld[x]
+          } else {
+            printf "| %d | %.0f | - | - | %d / %d | - | - | - | %s, - | %s, - | %s |\n", p, qps[d], p50[d], p95[d],
+              per(mc[d], q[d]), per(sc[d] * 1e6, q[d]), ld[d]
+          }
+        }
+      }' "$RUNS"
+    median=$(awk -F'\t' -v T="$threads" '$1 == T && $3 == "direct" { d[$2] = $4 } $1 == T && $3 == "proxy" { x[$2] = $4 }
+      END { n = 0; for (p in x) r[++n] = x[p] / d[p]; if (n == 0) { print "-"; exit }
+            for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (r[j] < r[i]) { t = r[i]; r[i] = r[j]; r[j] = t }
+            printf "%.3f", n % 2 ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2 }' "$RUNS")
+    echo
+    echo "Median proxy/direct QPS ratio at $threads threads: **$median** (goal >= 0.80)."
+    echo
+  done
+  if [[ -n "$PERF_TXT" ]]; then
+    echo "### perf profile of the proxy (${BENCH_PERF_TIME} s, ${BENCH_THREADS##* } threads)"
+    echo
+    echo '```'
+    cat "$PERF_TXT"
+    echo '```'
+  fi
+}
+report | tee "$WORK/report.md"
+[[ -z "${BENCH_REPORT:-}" ]] || cp "$WORK/report.md" "$BENCH_REPORT"
