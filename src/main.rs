@@ -12,7 +12,11 @@ use shardgate::topology::Topology;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
-#[command(name = "shardgate", version, about = "MySQL routing proxy for a sharded MySQL/MariaDB fleet")]
+#[command(
+    name = "shardgate",
+    version,
+    about = "MySQL routing proxy for a sharded MySQL/MariaDB fleet"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -182,6 +186,7 @@ async fn serve(topology: Topology, config: PathBuf) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let engine = Arc::new(Engine::new(topology, Some(config)));
-    let _ = (engine, listener);
-    Err("TEMP: frontend not wired yet".to_owned())
+    shardgate::frontend::serve(engine, listener)
+        .await
+        .map_err(|e| format!("listener failed: {e}"))
 }

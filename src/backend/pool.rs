@@ -58,7 +58,9 @@ pub struct PooledConn {
 impl PooledConn {
     /// The connection.
     pub fn conn(&mut self) -> &mut BackendConn {
-        self.conn.as_mut().expect("connection present until release")
+        self.conn
+            .as_mut()
+            .expect("connection present until release")
     }
 
     /// The pool it belongs to.
@@ -175,10 +177,9 @@ impl HostPool {
     fn recent_failure(&self) -> Option<String> {
         let down = self.down.lock().ok()?;
         match &*down {
-            Some((at, reason)) if at.elapsed() < RETRY_DOWN_HOST_AFTER => Some(format!(
-                "{reason} ({} ms ago)",
-                at.elapsed().as_millis()
-            )),
+            Some((at, reason)) if at.elapsed() < RETRY_DOWN_HOST_AFTER => {
+                Some(format!("{reason} ({} ms ago)", at.elapsed().as_millis()))
+            }
             _ => None,
         }
     }

@@ -15,8 +15,8 @@ use crate::backend::conn::{COM_QUERY, COM_RESET_CONNECTION};
 use crate::backend::{HostPool, PooledConn};
 use crate::error::ClientError;
 use crate::protocol::packets::{
-    column_definition, err_packet, ok_packet, parse_err, result_set_terminator,
-    text_row, LocalColumnType, ERR_HEADER,
+    column_definition, err_packet, ok_packet, parse_err, result_set_terminator, text_row,
+    LocalColumnType, ERR_HEADER,
 };
 use crate::protocol::FrameWriter;
 use crate::router::{Plan, SessionAction, ShardQuery, StatementKind, Target};
@@ -69,7 +69,15 @@ impl Engine {
         });
         let venue = self.venue_for(topology, state, &query).await?;
         let outcome = self
-            .run_on(topology, state, venue, Some(query.target), &query.sql, composer, client)
+            .run_on(
+                topology,
+                state,
+                venue,
+                Some(query.target),
+                &query.sql,
+                composer,
+                client,
+            )
             .await?;
         if let Some(id) = outcome.last_insert_id {
             state.last_insert_id = id;
@@ -111,7 +119,11 @@ impl Engine {
         }
         let mut conn = self.checkout(topology, &pool, Some(target), state).await?;
         let begin = state.begin_statement().to_owned();
-        match conn.conn().simple_command(COM_QUERY, begin.as_bytes()).await {
+        match conn
+            .conn()
+            .simple_command(COM_QUERY, begin.as_bytes())
+            .await
+        {
             Ok(answer) if answer.first() == Some(&ERR_HEADER) => {
                 conn.release();
                 Err(Failure::Client(backend_error(&answer)))
@@ -175,7 +187,8 @@ impl Engine {
                         "no transaction is bound".to_owned(),
                     )));
                 };
-                let result = send_and_relay(bound.conn.conn(), sql, client, deprecate_eof, composer).await;
+                let result =
+                    send_and_relay(bound.conn.conn(), sql, client, deprecate_eof, composer).await;
                 match result {
                     Ok(outcome) => Ok(outcome),
                     Err(failure) => {
@@ -294,13 +307,13 @@ impl Engine {
                 write_ok(client, state).await
             }
             SessionAction::SetSession { variables, sql } => {
-                self.set_session(topology, state, variables, sql, client).await
+                self.set_session(topology, state, variables, sql, client)
+                    .await
             }
             SessionAction::SelectDatabase => {
-                let name = state
-                    .route
-                    .current_db
-                    .and_then(|(fleet, shard)| topology.fleets.get(fleet).map(|f| f.database_name(shard)));
+                let name = state.route.current_db.and_then(|(fleet, shard)| {
+                    topology.fleets.get(fleet).map(|f| f.database_name(shard))
+                });
                 write_single_value(
                     client,
                     state,
@@ -337,7 +350,11 @@ impl Engine {
             state.explicit_transaction = false;
         }
         let Some(mut bound) = state.bound.take() else {
-            return if answer { write_ok(client, state).await } else { Ok(()) };
+            return if answer {
+                write_ok(client, state).await
+            } else {
+                Ok(())
+            };
         };
         let addr = bound.conn.pool().addr.clone();
         let result = if answer {
@@ -345,7 +362,12 @@ impl Engine {
                 .await
                 .map(|outcome| !outcome.failed)
         } else {
-            match bound.conn.conn().simple_command(COM_QUERY, sql.as_bytes()).await {
+            match bound
+                .conn
+                .conn()
+                .simple_command(COM_QUERY, sql.as_bytes())
+                .await
+            {
                 Ok(payload) if payload.first() == Some(&ERR_HEADER) => {
                     bound.conn.release();
                     return Err(Failure::Client(backend_error(&payload)));
@@ -501,7 +523,11 @@ fn fleet_name(topology: &Topology, target: Target) -> &str {
 }
 
 fn host_addr(topology: &Topology, host: usize) -> &str {
-    topology.hosts.get(host).map(|h| h.addr.as_str()).unwrap_or("")
+    topology
+        .hosts
+        .get(host)
+        .map(|h| h.addr.as_str())
+        .unwrap_or("")
 }
 
 fn topology_masters(topology: &Topology) -> Vec<String> {
@@ -548,12 +574,18 @@ async fn write_single_value<W: AsyncWrite + Unpin>(
         .await?;
     if !state.deprecate_eof {
         seq = client
-            .write_packet(seq, &crate::protocol::packets::eof_packet(state.status_flags(), 0))
+            .write_packet(
+                seq,
+                &crate::protocol::packets::eof_packet(state.status_flags(), 0),
+            )
             .await?;
     }
     seq = client.write_packet(seq, &text_row(&[value])).await?;
     client
-        .write_packet(seq, &result_set_terminator(state.deprecate_eof, state.status_flags()))
+        .write_packet(
+            seq,
+            &result_set_terminator(state.deprecate_eof, state.status_flags()),
+        )
         .await?;
     Ok(())
 }

@@ -113,7 +113,10 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                             .await
                             .map_err(RelayFailure::Client)?;
                         forwarded = true;
-                        if info.status.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS) {
+                        if info
+                            .status
+                            .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS)
+                        {
                             continue;
                         }
                         return Ok(RelayOutcome {
@@ -150,12 +153,15 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                     };
                 }
                 (Stage::ColumnsEof, _) => stage = Stage::Rows,
-                (Stage::Rows, Some(EOF_HEADER)) if deprecate_eof && payload.len() < MAX_FRAME_PAYLOAD => {
+                (Stage::Rows, Some(EOF_HEADER))
+                    if deprecate_eof && payload.len() < MAX_FRAME_PAYLOAD =>
+                {
                     let info = parse_ok(payload).ok_or_else(|| malformed(forwarded, seq))?;
                     end = Some((info.status, false));
                 }
                 (Stage::Rows, Some(EOF_HEADER)) if !deprecate_eof && payload.len() < 9 => {
-                    let status = parse_eof_status(payload).ok_or_else(|| malformed(forwarded, seq))?;
+                    let status =
+                        parse_eof_status(payload).ok_or_else(|| malformed(forwarded, seq))?;
                     end = Some((status, false));
                 }
                 (Stage::Rows, _) => {}

@@ -156,7 +156,8 @@ where
     };
     let next_seq = seq.wrapping_add(1);
     let account = users.iter().find(|account| account.name == user);
-    let accepted = account.is_some_and(|account| password_matches(&nonce, &account.password, &auth_data));
+    let accepted =
+        account.is_some_and(|account| password_matches(&nonce, &account.password, &auth_data));
     if !accepted {
         return Err(refuse(
             ClientError::AccessDenied {
@@ -178,7 +179,10 @@ where
 /// Sends the OK that completes a login.
 pub async fn accept<W: AsyncWrite + Unpin>(writer: &mut FrameWriter<W>, seq: u8) -> io::Result<()> {
     writer
-        .write_packet(seq, &ok_packet(0, 0, StatusFlags::SERVER_STATUS_AUTOCOMMIT, 0))
+        .write_packet(
+            seq,
+            &ok_packet(0, 0, StatusFlags::SERVER_STATUS_AUTOCOMMIT, 0),
+        )
         .await?;
     writer.flush().await
 }
@@ -190,7 +194,10 @@ pub async fn reject<W: AsyncWrite + Unpin>(
     error: &ClientError,
 ) -> io::Result<()> {
     writer
-        .write_packet(seq, &err_packet(error.code(), error.sql_state(), &error.to_string()))
+        .write_packet(
+            seq,
+            &err_packet(error.code(), error.sql_state(), &error.to_string()),
+        )
         .await?;
     writer.flush().await
 }

@@ -2,3 +2,7 @@
 //! session's command loop.
 
 pub mod handshake;
+pub mod listener;
+pub mod session;
+
+pub use listener::serve;

@@ -59,7 +59,7 @@ pub async fn run(engine: Arc<Engine>, stream: TcpStream, connection_id: u32) -> 
     handshake::accept(&mut writer, logged_in.next_seq).await?;
     debug!(connection_id, user = %logged_in.user, "logged in");
 
-    let mut placement = RandomPlacement::default();
+    let mut placement = RandomPlacement::new();
     loop {
         let (_, packet) = match reader.next_packet().await {
             Ok(packet) => packet,
@@ -74,7 +74,9 @@ pub async fn run(engine: Arc<Engine>, stream: TcpStream, connection_id: u32) -> 
                 let sql = String::from_utf8_lossy(body);
                 let topology = engine.topology.load();
                 let plan = route(&sql, &topology, &state.route, &mut placement);
-                engine.execute(&topology, &mut state, plan, &mut writer).await?;
+                engine
+                    .execute(&topology, &mut state, plan, &mut writer)
+                    .await?;
             }
             COM_INIT_DB => {
                 let name = String::from_utf8_lossy(body);
@@ -83,7 +85,9 @@ pub async fn run(engine: Arc<Engine>, stream: TcpStream, connection_id: u32) -> 
                     Some((fleet, shard)) => Plan::Session(SessionAction::Use { fleet, shard }),
                     None => Plan::Reject(RouteError::UnknownDatabase(name.into_owned())),
                 };
-                engine.execute(&topology, &mut state, plan, &mut writer).await?;
+                engine
+                    .execute(&topology, &mut state, plan, &mut writer)
+                    .await?;
             }
             COM_PING => {
                 writer

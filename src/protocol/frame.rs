@@ -230,7 +230,16 @@ mod tests {
 
     #[test]
     fn lenenc_round_trip() {
-        for value in [0u64, 250, 251, 0xFFFF, 0x1_0000, 0xFF_FFFF, 0x100_0000, u64::MAX] {
+        for value in [
+            0u64,
+            250,
+            251,
+            0xFFFF,
+            0x1_0000,
+            0xFF_FFFF,
+            0x100_0000,
+            u64::MAX,
+        ] {
             let mut out = Vec::new();
             write_lenenc_int(&mut out, value);
             let mut slice = out.as_slice();

@@ -43,7 +43,8 @@ pub fn parse_ok(payload: &[u8]) -> Option<OkInfo> {
     let affected_rows = read_lenenc_int(&mut rest)?;
     let last_insert_id = read_lenenc_int(&mut rest)?;
     let tail_offset = payload.len() - rest.len();
-    let status = StatusFlags::from_bits_truncate(u16::from_le_bytes([*rest.first()?, *rest.get(1)?]));
+    let status =
+        StatusFlags::from_bits_truncate(u16::from_le_bytes([*rest.first()?, *rest.get(1)?]));
     let warnings = u16::from_le_bytes([*rest.get(2)?, *rest.get(3)?]);
     Some(OkInfo {
         affected_rows,
@@ -74,7 +75,12 @@ pub fn parse_eof_status(payload: &[u8]) -> Option<StatusFlags> {
 }
 
 /// Builds an OK packet payload.
-pub fn ok_packet(affected_rows: u64, last_insert_id: u64, status: StatusFlags, warnings: u16) -> Vec<u8> {
+pub fn ok_packet(
+    affected_rows: u64,
+    last_insert_id: u64,
+    status: StatusFlags,
+    warnings: u16,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(16);
     out.push(OK_HEADER);
     write_lenenc_int(&mut out, affected_rows);
@@ -92,7 +98,10 @@ pub fn err_packet(code: u16, sql_state: &str, message: &str) -> Vec<u8> {
     out.push(b'#');
     let state = sql_state.as_bytes();
     out.extend_from_slice(&state[..state.len().min(5)]);
-    out.extend(std::iter::repeat_n(b'0', 5usize.saturating_sub(state.len())));
+    out.extend(std::iter::repeat_n(
+        b'0',
+        5usize.saturating_sub(state.len()),
+    ));
     out.extend_from_slice(message.as_bytes());
     out
 }
@@ -102,7 +111,10 @@ pub fn parse_err(payload: &[u8]) -> Option<(u16, String, String)> {
     let code = u16::from_le_bytes([*payload.get(1)?, *payload.get(2)?]);
     let rest = payload.get(3..)?;
     let (state, message) = if rest.first() == Some(&b'#') && rest.len() >= 6 {
-        (String::from_utf8_lossy(&rest[1..6]).into_owned(), &rest[6..])
+        (
+            String::from_utf8_lossy(&rest[1..6]).into_owned(),
+            &rest[6..],
+        )
     } else {
         ("HY000".to_owned(), rest)
     };
@@ -193,12 +205,18 @@ mod tests {
         let mut payload = ok_packet(1, 7_075_733, status, 2);
         payload.extend_from_slice(b"info");
         let info = parse_ok(&payload).unwrap();
-        assert_eq!((info.affected_rows, info.last_insert_id, info.warnings), (1, 7_075_733, 2));
+        assert_eq!(
+            (info.affected_rows, info.last_insert_id, info.warnings),
+            (1, 7_075_733, 2)
+        );
         assert_eq!(info.status, status);
         let rewritten = rewrite_ok_insert_id(&payload, &info, 241_294_492_511_762_325);
         let again = parse_ok(&rewritten).unwrap();
         assert_eq!(again.last_insert_id, 241_294_492_511_762_325);
-        assert_eq!((again.affected_rows, again.warnings, again.status), (1, 2, status));
+        assert_eq!(
+            (again.affected_rows, again.warnings, again.status),
+            (1, 2, status)
+        );
         assert!(rewritten.ends_with(b"info"));
     }
 

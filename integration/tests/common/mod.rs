@@ -1,0 +1,170 @@
+//! Shared pieces of the integration tests: the running local fleet
+//! (`integration/fleet.sh start` + `shardgate fleet init`), a proxy started
+//! in-process on a free port, and clients.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::{Arc, OnceLock};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, OptsBuilder};
+use shardgate::engine::Engine;
+use shardgate::id::ObjectId;
+use shardgate::topology::Topology;
+
+/// Client account from config/shardgate.yaml.
+pub const APP_USER: &str = "app";
+/// Client password from config/shardgate.yaml.
+pub const APP_PASSWORD: &str = "app";
+/// Main-fleet master A (shards 0-2047).
+pub const MASTER_A: u16 = 3307;
+/// Main-fleet master B (shards 2048-4095).
+pub const MASTER_B: u16 = 3308;
+/// Mod-shard host.
+pub const MOD_HOST: u16 = 3310;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The fleet config the tests run against.
+pub fn config_path() -> PathBuf {
+    repo_root().join("config/shardgate.yaml")
+}
+
+/// The fleet's topology.
+pub fn topology() -> Topology {
+    Topology::load(&config_path()).expect("config/shardgate.yaml is valid")
+}
+
+/// Starts the proxy once per test binary, on its own runtime thread so it
+/// outlives each test's runtime, and returns its address.
+pub fn proxy_addr() -> SocketAddr {
+    static ADDR: OnceLock<SocketAddr> = OnceLock::new();
+    *ADDR.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
+                tx.send(listener.local_addr().expect("addr")).expect("send");
+                let engine = Arc::new(Engine::new(topology(), Some(config_path())));
+                shardgate::frontend::serve(engine, listener)
+                    .await
+                    .expect("serve");
+            });
+        });
+        rx.recv().expect("proxy started")
+    })
+}
+
+fn opts(port: u16, user: &str, password: &str) -> Opts {
+    OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(port)
+        .user(Some(user))
+        .pass(Some(password))
+        .prefer_socket(false)
+        .into()
+}
+
+/// A mysql_async client connected to the proxy as the app account.
+pub async fn client() -> Conn {
+    let addr = proxy_addr();
+    Conn::new(opts(addr.port(), APP_USER, APP_PASSWORD))
+        .await
+        .expect("connect to the proxy")
+}
+
+/// A mysql_async connection straight to a backend (bypassing the proxy),
+/// to check where rows landed.
+pub async fn direct(port: u16) -> Conn {
+    Conn::new(opts(port, "shard", "shardpw"))
+        .await
+        .unwrap_or_else(|e| panic!("connect to backend {port}: {e}"))
+}
+
+/// The master port serving main-fleet `shard`.
+pub fn main_master_port(shard: u32) -> u16 {
+    if shard < 2048 {
+        MASTER_A
+    } else {
+        MASTER_B
+    }
+}
+
+/// Decodes an ID, panicking on a malformed one.
+pub fn decode(id: u64) -> ObjectId {
+    ObjectId::decode(id).expect("valid id")
+}
+
+/// The `data` of an object row read straight from its master, or None.
+pub async fn row_on_host(port: u16, table: &str, shard: u32, local_id: u64) -> Option<String> {
+    let mut conn = direct(port).await;
+    let sql = format!("SELECT data FROM db{shard:05}.{table} WHERE local_id = {local_id}");
+    let row: Option<String> = conn.query_first(sql).await.expect("direct read");
+    conn.disconnect().await.ok();
+    row
+}
+
+/// Whether database `name` exists on the host at `port`.
+pub async fn database_exists(port: u16, name: &str) -> bool {
+    let mut conn = direct(port).await;
+    let found: Option<String> = conn
+        .query_first(format!(
+            "SELECT schema_name FROM information_schema.schemata WHERE schema_name = '{name}'"
+        ))
+        .await
+        .expect("schemata");
+    conn.disconnect().await.ok();
+    found.is_some()
+}
+
+/// The MySQL error code and message of a failed statement.
+pub fn server_error(error: mysql_async::Error) -> (u16, String) {
+    match error {
+        mysql_async::Error::Server(e) => (e.code, e.message),
+        other => panic!("expected a server error, got {other:?}"),
+    }
+}
+
+/// Runs the stock `mariadb` CLI against the proxy (with `--comments` so
+/// hints reach it) and returns its output.
+pub fn mariadb_cli(sql: &str) -> Output {
+    let addr = proxy_addr();
+    Command::new("mariadb")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-P",
+            &addr.port().to_string(),
+            "-u",
+            APP_USER,
+            &format!("-p{APP_PASSWORD}"),
+            "--comments",
+            "--batch",
+            "--skip-column-names",
+            "-e",
+            sql,
+        ])
+        .output()
+        .expect("run the mariadb CLI")
+}
+
+/// Runs `integration/fleet.sh` with arguments, asserting success.
+pub fn fleet_script(args: &[&str]) {
+    let status = Command::new(repo_root().join("integration/fleet.sh"))
+        .args(args)
+        .status()
+        .expect("run fleet.sh");
+    assert!(status.success(), "fleet.sh {args:?} failed");
+}

@@ -1,0 +1,429 @@
+//! Routing through the proxy to the real local fleet, checked on the hosts.
+//! Needs `integration/fleet.sh start` and `shardgate fleet init` (done by
+//! `integration/test.sh`).
+
+mod common;
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use shardgate::id::{mod_shard, ObjectId};
+
+#[tokio::test]
+async fn insert_by_shard_hint_lands_on_owner_and_reports_global_id() {
+    let mut conn = client().await;
+    conn.query_drop("INSERT /*+ SHARD(3429) */ INTO pins (data) VALUES ('{\"t\":\"hint\"}')")
+        .await
+        .expect("insert");
+    let id = conn.last_insert_id().expect("last insert id");
+    let fields = decode(id);
+    assert_eq!((fields.shard, fields.type_id), (3429, 1));
+    let reported: u64 = conn
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reported, id);
+    assert_eq!(
+        row_on_host(MASTER_B, "pins", 3429, fields.local_id)
+            .await
+            .as_deref(),
+        Some("{\"t\":\"hint\"}")
+    );
+    assert!(
+        !database_exists(MASTER_A, "db03429").await,
+        "shard 3429 must live on B only"
+    );
+}
+
+#[tokio::test]
+async fn colocate_puts_a_pin_on_its_boards_shard() {
+    let mut conn = client().await;
+    conn.query_drop("INSERT /*+ SHARD(100) */ INTO boards (data) VALUES ('board')")
+        .await
+        .unwrap();
+    let board = conn.last_insert_id().unwrap();
+    assert_eq!(decode(board).type_id, 2);
+    conn.query_drop(format!(
+        "INSERT /*+ COLOCATE({board}) */ INTO pins (data) VALUES ('colocated')"
+    ))
+    .await
+    .unwrap();
+    let pin = decode(conn.last_insert_id().unwrap());
+    assert_eq!((pin.shard, pin.type_id), (100, 1));
+    assert_eq!(
+        row_on_host(MASTER_A, "pins", 100, pin.local_id)
+            .await
+            .as_deref(),
+        Some("colocated")
+    );
+}
+
+#[tokio::test]
+async fn unhinted_inserts_are_placed_over_both_hosts() {
+    let mut conn = client().await;
+    let mut shards = Vec::new();
+    for i in 0..60 {
+        conn.query_drop(format!("INSERT INTO users (data) VALUES ('user {i}')"))
+            .await
+            .unwrap();
+        let id = decode(conn.last_insert_id().unwrap());
+        assert_eq!(id.type_id, 3);
+        let port = main_master_port(id.shard);
+        assert_eq!(
+            row_on_host(port, "users", id.shard, id.local_id).await,
+            Some(format!("user {i}"))
+        );
+        shards.push(id.shard);
+    }
+    assert!(shards.iter().any(|s| *s < 2048) && shards.iter().any(|s| *s >= 2048));
+    shards.sort_unstable();
+    shards.dedup();
+    assert!(
+        shards.len() > 30,
+        "random placement spreads: {} shards",
+        shards.len()
+    );
+}
+
+#[tokio::test]
+async fn read_update_delete_by_id() {
+    let mut conn = client().await;
+    conn.query_drop("INSERT /*+ SHARD(2500) */ INTO pins (data) VALUES ('before')")
+        .await
+        .unwrap();
+    let id = conn.last_insert_id().unwrap();
+    let fields = decode(id);
+
+    let row: Option<(u64, String)> = conn
+        .query_first(format!("SELECT id, data FROM pins WHERE id = {id}"))
+        .await
+        .unwrap();
+    assert_eq!(row, Some((id, "before".to_owned())));
+    let quoted: Option<String> = conn
+        .query_first(format!("SELECT data FROM pins WHERE id = '{id}'"))
+        .await
+        .unwrap();
+    assert_eq!(quoted.as_deref(), Some("before"));
+
+    conn.query_drop(format!("UPDATE pins SET data = 'after' WHERE id = {id}"))
+        .await
+        .unwrap();
+    assert_eq!(conn.affected_rows(), 1);
+    assert_eq!(
+        row_on_host(MASTER_B, "pins", 2500, fields.local_id)
+            .await
+            .as_deref(),
+        Some("after")
+    );
+
+    conn.query_drop(format!("DELETE FROM pins WHERE id = {id}"))
+        .await
+        .unwrap();
+    assert_eq!(conn.affected_rows(), 1);
+    assert_eq!(
+        row_on_host(MASTER_B, "pins", 2500, fields.local_id).await,
+        None
+    );
+    let gone: Option<String> = conn
+        .query_first(format!("SELECT data FROM pins WHERE id = {id}"))
+        .await
+        .unwrap();
+    assert_eq!(gone, None);
+}
+
+#[tokio::test]
+async fn explicit_database_and_use() {
+    let mut conn = client().await;
+    conn.query_drop("INSERT /*+ SHARD(77) */ INTO pins (data) VALUES ('explicit')")
+        .await
+        .unwrap();
+    let local = decode(conn.last_insert_id().unwrap()).local_id;
+    let data: Option<String> = conn
+        .query_first(format!(
+            "SELECT data FROM db00077.pins WHERE local_id = {local}"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(data.as_deref(), Some("explicit"));
+
+    conn.query_drop("USE db00077").await.unwrap();
+    let database: Option<String> = conn.query_first("SELECT DATABASE()").await.unwrap();
+    assert_eq!(database.as_deref(), Some("db00077"));
+    let data: Option<String> = conn
+        .query_first(format!("SELECT data FROM pins WHERE local_id = {local}"))
+        .await
+        .unwrap();
+    assert_eq!(data.as_deref(), Some("explicit"));
+    conn.query_drop("INSERT INTO pins (data) VALUES ('via use')")
+        .await
+        .unwrap();
+    let id = decode(conn.last_insert_id().unwrap());
+    assert_eq!(id.shard, 77);
+    assert_eq!(
+        row_on_host(MASTER_A, "pins", 77, id.local_id)
+            .await
+            .as_deref(),
+        Some("via use")
+    );
+}
+
+#[tokio::test]
+async fn mapping_rows_follow_the_from_id_and_read_back_in_order() {
+    let mut conn = client().await;
+    conn.query_drop("INSERT /*+ SHARD(3000) */ INTO boards (data) VALUES ('b')")
+        .await
+        .unwrap();
+    let board = conn.last_insert_id().unwrap();
+    for sequence in 1..=200u64 {
+        let pin = ObjectId {
+            shard: (sequence * 13 % 4096) as u32,
+            type_id: 1,
+            local_id: sequence,
+        }
+        .encode()
+        .unwrap();
+        conn.query_drop(format!(
+            "INSERT INTO board_has_pins (board_id, pin_id, sequence) VALUES ({board}, {pin}, {sequence})"
+        ))
+        .await
+        .unwrap();
+    }
+    let sequences: Vec<u64> = conn
+        .query(format!(
+            "SELECT sequence FROM board_has_pins WHERE board_id = {board} ORDER BY sequence DESC LIMIT 50 OFFSET 150"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(sequences, (1..=50).rev().collect::<Vec<u64>>());
+
+    let mut host = direct(MASTER_B).await;
+    let count: Option<u64> = host
+        .query_first(format!(
+            "SELECT COUNT(*) FROM db03000.board_has_pins WHERE board_id = {board}"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(count, Some(200));
+}
+
+#[tokio::test]
+async fn mod_shard_rows_land_by_md5_of_the_key() {
+    let mut conn = client().await;
+    let email = format!("user{}@example.com", std::process::id());
+    conn.query_drop(format!(
+        "REPLACE INTO user_by_email (email, user_id) VALUES ('{email}', 4242)"
+    ))
+    .await
+    .unwrap();
+    let user: Option<u64> = conn
+        .query_first(format!(
+            "SELECT user_id FROM user_by_email WHERE email = '{email}'"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(user, Some(4242));
+    let shard = mod_shard(email.as_bytes(), 4096);
+    let mut host = direct(MOD_HOST).await;
+    let on_host: Option<u64> = host
+        .query_first(format!(
+            "SELECT user_id FROM msdb{shard:05}.user_by_email WHERE email = '{email}'"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(on_host, Some(4242));
+    assert_eq!(mod_shard(b"user@example.com", 4096), 2479);
+}
+
+#[tokio::test]
+async fn unroutable_statements_and_bad_ids_get_clear_errors_and_the_connection_survives() {
+    let mut conn = client().await;
+    let cases: Vec<(String, u16, Vec<&str>)> = vec![
+        ("SELECT data FROM pins".into(), 1105, vec!["pins", "id"]),
+        ("UPDATE pins SET data = 'x'".into(), 1105, vec!["pins"]),
+        (
+            "SELECT data FROM board_has_pins ORDER BY sequence".into(),
+            1105,
+            vec!["board_has_pins", "board_id"],
+        ),
+        (
+            format!("SELECT data FROM pins WHERE id = {}", 1u64 << 63),
+            1105,
+            vec!["9223372036854775808"],
+        ),
+        (
+            format!(
+                "SELECT data FROM pins WHERE id = {}",
+                ObjectId {
+                    shard: 5,
+                    type_id: 2,
+                    local_id: 1
+                }
+                .encode()
+                .unwrap()
+            ),
+            1105,
+            vec!["type"],
+        ),
+        (
+            format!(
+                "SELECT data FROM pins WHERE id = {}",
+                ObjectId {
+                    shard: 5000,
+                    type_id: 1,
+                    local_id: 1
+                }
+                .encode()
+                .unwrap()
+            ),
+            1105,
+            vec!["5000"],
+        ),
+        (
+            "SELECT * FROM no_such_table WHERE id = 1".into(),
+            1146,
+            vec!["no_such_table"],
+        ),
+        ("SELEKT * FROM pins".into(), 1064, vec![]),
+        ("USE db99999".into(), 1049, vec!["db99999"]),
+    ];
+    for (sql, code, words) in cases {
+        let error = conn.query_drop(&sql).await.expect_err(&sql);
+        let (got_code, message) = server_error(error);
+        assert_eq!(got_code, code, "{sql}: {message}");
+        for word in words {
+            assert!(
+                message.contains(word),
+                "{sql}: '{message}' should mention {word}"
+            );
+        }
+        let one: Option<u64> = conn.query_first("SELECT 1").await.unwrap();
+        assert_eq!(one, Some(1), "connection usable after: {sql}");
+    }
+}
+
+#[tokio::test]
+async fn backend_errors_pass_through_with_code_and_state() {
+    let mut conn = client().await;
+    let email = format!("dup{}@example.com", std::process::id());
+    conn.query_drop(format!(
+        "REPLACE INTO user_by_email (email, user_id) VALUES ('{email}', 1)"
+    ))
+    .await
+    .unwrap();
+    let error = conn
+        .query_drop(format!(
+            "INSERT INTO user_by_email (email, user_id) VALUES ('{email}', 2)"
+        ))
+        .await
+        .expect_err("duplicate key");
+    match error {
+        mysql_async::Error::Server(e) => {
+            assert_eq!(e.code, 1062);
+            assert_eq!(e.state, "23000");
+            assert!(e.message.contains("Duplicate entry"), "{}", e.message);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn thousand_inserts_all_acknowledged_ids_are_on_their_hosts() {
+    let mut conn = client().await;
+    let tag = format!("bulk-{}", std::process::id());
+    let mut by_shard: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+    for i in 0..1000 {
+        conn.query_drop(format!("INSERT INTO pins (data) VALUES ('{tag}-{i}')"))
+            .await
+            .unwrap();
+        let id = decode(conn.last_insert_id().unwrap());
+        by_shard.entry(id.shard).or_default().push(id.local_id);
+    }
+    let mut found = 0usize;
+    let mut hosts = [direct(MASTER_A).await, direct(MASTER_B).await];
+    for (shard, locals) in &by_shard {
+        let host = &mut hosts[usize::from(*shard >= 2048)];
+        let list = locals
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let count: Option<u64> = host
+            .query_first(format!(
+                "SELECT COUNT(*) FROM db{shard:05}.pins WHERE local_id IN ({list}) AND data LIKE '{tag}-%'"
+            ))
+            .await
+            .unwrap();
+        found += count.unwrap_or(0) as usize;
+    }
+    assert_eq!(found, 1000, "every acknowledged insert is on its host");
+    assert!(by_shard.keys().any(|s| *s < 2048) && by_shard.keys().any(|s| *s >= 2048));
+}
+
+#[test]
+fn stock_mariadb_cli_inserts_and_reads_through_the_proxy() {
+    let output = mariadb_cli(
+        "INSERT /*+ SHARD(9) */ INTO pins (data) VALUES ('from the cli'); SELECT LAST_INSERT_ID();",
+    );
+    assert!(
+        output.status.success(),
+        "mariadb CLI failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let id: u64 = String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .expect("an id");
+    let fields = decode(id);
+    assert_eq!(fields.shard, 9);
+    let read = mariadb_cli(&format!("SELECT data FROM pins WHERE id = {id}"));
+    assert_eq!(String::from_utf8_lossy(&read.stdout).trim(), "from the cli");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let on_host = runtime.block_on(row_on_host(MASTER_A, "pins", 9, fields.local_id));
+    assert_eq!(on_host.as_deref(), Some("from the cli"));
+
+    let refused = mariadb_cli("SELECT data FROM pins");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("shardgate"));
+}
+
+#[test]
+fn wrong_password_is_refused_with_1045() {
+    let addr = proxy_addr();
+    let output = std::process::Command::new("mariadb")
+        .args([
+            "-h127.0.0.1",
+            &format!("-P{}", addr.port()),
+            "-uapp",
+            "-pwrong",
+            "-e",
+            "SELECT 1",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("1045"), "{stderr}");
+}
+
+#[tokio::test]
+async fn full_fleet_every_shard_database_is_on_its_master() {
+    let report = shardgate::fleet::verify(&topology()).await.expect("verify");
+    assert!(report.is_ok(), "{report:?}");
+    assert_eq!(report.expected, 8192);
+    let mut conn = client().await;
+    for shard in [0u32, 2047, 2048, 4095] {
+        conn.query_drop(format!(
+            "INSERT /*+ SHARD({shard}) */ INTO pins (data) VALUES ('edge')"
+        ))
+        .await
+        .unwrap();
+        let id = decode(conn.last_insert_id().unwrap());
+        assert_eq!(id.shard, shard);
+        assert_eq!(
+            row_on_host(main_master_port(shard), "pins", shard, id.local_id)
+                .await
+                .as_deref(),
+            Some("edge")
+        );
+    }
+}
