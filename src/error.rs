@@ -53,6 +53,9 @@ pub enum ClientError {
     /// A command the proxy does not implement (1047).
     #[error("shardgate: {0}")]
     UnsupportedCommand(String),
+    /// A client packet over the proxy's limit (1153); the connection closes.
+    #[error("Got a packet bigger than 'max_allowed_packet' bytes: {0}")]
+    PacketTooLarge(String),
     /// No backend host is usable for a statement that may run anywhere.
     #[error("shardgate: no healthy master is available: {0}")]
     NoHealthyHost(String),
@@ -66,6 +69,7 @@ impl ClientError {
             ClientError::Backend { code, .. } => *code,
             ClientError::AccessDenied { .. } => 1045,
             ClientError::UnsupportedCommand(_) => 1047,
+            ClientError::PacketTooLarge(_) => 1153,
             _ => 1105,
         }
     }
@@ -76,7 +80,7 @@ impl ClientError {
             ClientError::Route(route) => route.sql_state(),
             ClientError::Backend { sql_state, .. } => sql_state,
             ClientError::AccessDenied { .. } => "28000",
-            ClientError::UnsupportedCommand(_) => "08S01",
+            ClientError::UnsupportedCommand(_) | ClientError::PacketTooLarge(_) => "08S01",
             _ => "HY000",
         }
     }

@@ -49,7 +49,7 @@ impl Engine {
         match result {
             Ok(()) => {}
             Err(Failure::Client(error)) => {
-                write_error(client, 1, &error).await?;
+                write_error(client, state.response_seq, &error).await?;
             }
             Err(Failure::Io(error)) => return Err(error),
         }
@@ -187,8 +187,15 @@ impl Engine {
                         "no transaction is bound".to_owned(),
                     )));
                 };
-                let result =
-                    send_and_relay(bound.conn.conn(), sql, client, deprecate_eof, composer).await;
+                let result = send_and_relay(
+                    bound.conn.conn(),
+                    state.response_seq,
+                    sql,
+                    client,
+                    deprecate_eof,
+                    composer,
+                )
+                .await;
                 match result {
                     Ok(outcome) => Ok(outcome),
                     Err(failure) => {
@@ -208,7 +215,16 @@ impl Engine {
                 for attempt in 0..2 {
                     let mut conn = self.checkout(topology, &pool, target, state).await?;
                     let reused = conn.reused;
-                    match send_and_relay(conn.conn(), sql, client, deprecate_eof, composer).await {
+                    match send_and_relay(
+                        conn.conn(),
+                        state.response_seq,
+                        sql,
+                        client,
+                        deprecate_eof,
+                        composer,
+                    )
+                    .await
+                    {
                         Ok(outcome) => {
                             if outcome.status.contains(StatusFlags::SERVER_STATUS_IN_TRANS) {
                                 drop(conn);
@@ -358,9 +374,16 @@ impl Engine {
         };
         let addr = bound.conn.pool().addr.clone();
         let result = if answer {
-            send_and_relay(bound.conn.conn(), sql, client, state.deprecate_eof, None)
-                .await
-                .map(|outcome| !outcome.failed)
+            send_and_relay(
+                bound.conn.conn(),
+                state.response_seq,
+                sql,
+                client,
+                state.deprecate_eof,
+                None,
+            )
+            .await
+            .map(|outcome| !outcome.failed)
         } else {
             match bound
                 .conn
@@ -431,6 +454,7 @@ impl From<io::Error> for Failure {
 
 async fn send_and_relay<W: AsyncWrite + Unpin>(
     conn: &mut crate::backend::BackendConn,
+    first_seq: u8,
     sql: &str,
     client: &mut FrameWriter<W>,
     deprecate_eof: bool,
@@ -440,10 +464,10 @@ async fn send_and_relay<W: AsyncWrite + Unpin>(
         return Err(RelayFailure::Backend {
             error,
             forwarded: false,
-            next_seq: 1,
+            next_seq: first_seq,
         });
     }
-    relay_response(conn, client, 1, deprecate_eof, composer).await
+    relay_response(conn, client, first_seq, deprecate_eof, composer).await
 }
 
 /// Brings a backend connection's session settings to the client's.
@@ -556,7 +580,10 @@ async fn write_ok<W: AsyncWrite + Unpin>(
     state: &SessionState,
 ) -> Result<(), Failure> {
     client
-        .write_packet(1, &ok_packet(0, 0, state.status_flags(), 0))
+        .write_packet(
+            state.response_seq,
+            &ok_packet(0, 0, state.status_flags(), 0),
+        )
         .await?;
     Ok(())
 }
@@ -568,7 +595,7 @@ async fn write_single_value<W: AsyncWrite + Unpin>(
     column_type: LocalColumnType,
     value: Option<&[u8]>,
 ) -> Result<(), Failure> {
-    let mut seq = client.write_packet(1, &[1]).await?;
+    let mut seq = client.write_packet(state.response_seq, &[1]).await?;
     seq = client
         .write_packet(seq, &column_definition(name, column_type))
         .await?;

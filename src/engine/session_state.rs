@@ -77,6 +77,9 @@ pub struct SessionState {
     pub bound: Option<BoundTransaction>,
     /// Last composed 64-bit ID from an object INSERT.
     pub last_insert_id: u64,
+    /// Sequence id of the first packet of the answer to the current
+    /// command (one past the command's last frame).
+    pub response_seq: u8,
 }
 
 impl SessionState {
@@ -93,6 +96,7 @@ impl SessionState {
             begin_sql: String::new(),
             bound: None,
             last_insert_id: 0,
+            response_seq: 1,
         }
     }
 

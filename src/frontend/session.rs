@@ -61,12 +61,21 @@ pub async fn run(engine: Arc<Engine>, stream: TcpStream, connection_id: u32) -> 
 
     let mut placement = RandomPlacement::new();
     loop {
-        let (_, packet) = match reader.next_packet().await {
+        let (last_seq, packet) = match reader.next_packet().await {
             Ok(packet) => packet,
             Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(error) if error.kind() == io::ErrorKind::InvalidData => {
+                let error = ClientError::PacketTooLarge(error.to_string());
+                write_error(&mut writer, 1, &error).await?;
+                return writer.shutdown().await;
+            }
             Err(error) => return Err(error),
         };
+        state.response_seq = last_seq.wrapping_add(1);
         let Some((&command, body)) = packet.split_first() else {
+            let error = ClientError::UnsupportedCommand("empty command packet".to_owned());
+            write_error(&mut writer, state.response_seq, &error).await?;
+            writer.flush().await?;
             continue;
         };
         match command {
@@ -91,7 +100,10 @@ pub async fn run(engine: Arc<Engine>, stream: TcpStream, connection_id: u32) -> 
             }
             COM_PING => {
                 writer
-                    .write_packet(1, &ok_packet(0, 0, state.status_flags(), 0))
+                    .write_packet(
+                        state.response_seq,
+                        &ok_packet(0, 0, state.status_flags(), 0),
+                    )
                     .await?;
                 writer.flush().await?;
             }
@@ -101,7 +113,7 @@ pub async fn run(engine: Arc<Engine>, stream: TcpStream, connection_id: u32) -> 
                     "command {other:#04x} ({}) is not supported yet; use text-protocol queries (COM_QUERY)",
                     command_name(other)
                 ));
-                write_error(&mut writer, 1, &error).await?;
+                write_error(&mut writer, state.response_seq, &error).await?;
                 writer.flush().await?;
             }
         }

@@ -9,6 +9,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// Largest payload a single frame carries; a frame this long is continued.
 pub const MAX_FRAME_PAYLOAD: usize = 0xFF_FFFF;
 
+/// Largest logical packet accepted from a peer (MySQL's largest
+/// `max_allowed_packet` is 1 GiB; 64 MiB bounds what one client can pin).
+pub const MAX_PACKET: usize = 64 * 1024 * 1024;
+
 const HEADER_LEN: usize = 4;
 const READ_CHUNK: usize = 16 * 1024;
 const WRITE_FLUSH_AT: usize = 64 * 1024;
@@ -97,13 +101,20 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 
     /// A whole logical packet (continuation frames joined): the sequence id
-    /// of its last frame and its payload.
+    /// of its last frame and its payload. A packet longer than
+    /// [`MAX_PACKET`] is an `InvalidData` error.
     pub async fn next_packet(&mut self) -> io::Result<(u8, Vec<u8>)> {
         let first = self.next_frame().await?;
         let mut seq = first.seq();
         let mut payload = first.payload().to_vec();
         let mut continued = first.is_continued();
         while continued {
+            if payload.len() >= MAX_PACKET {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("packet larger than {MAX_PACKET} bytes"),
+                ));
+            }
             let next = self.next_frame().await?;
             seq = next.seq();
             payload.extend_from_slice(next.payload());
