@@ -16,7 +16,8 @@ use sqlparser::ast::{
     FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, Insert, JoinConstraint,
     JoinOperator, LimitClause, ObjectName, ObjectNamePart, OnInsert, OrderByKind, Query,
     SelectItem, SetExpr, ShowCreateObject, ShowStatementIn, ShowStatementOptions, Statement,
-    TableFactor, TableObject, TableWithJoins, Use, Value, ValueWithSpan, WindowType,
+    TableFactor, TableObject, TableWithJoins, UpdateTableFromKind, Use, Value, ValueWithSpan,
+    WindowType,
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::keywords::Keyword;
@@ -76,39 +77,99 @@ fn syntax(error: impl fmt::Display) -> RouteError {
 const SCHEMA_CHANGE: &str =
     "schema changes are not routed; they go through `shardgate fleet init` (every shard database at once)";
 
-/// The first word of the statement (upper case), for dispatch and messages.
-fn first_word(tokens: &[TokenWithSpan]) -> Option<(Keyword, String)> {
-    tokens.iter().find_map(|t| match &t.token {
-        Token::Whitespace(_) => None,
-        Token::Word(w) => Some(Some((w.keyword, w.value.to_ascii_uppercase()))),
-        _ => Some(None),
-    })?
+/// The first significant token of the statement, for dispatch and messages.
+fn first_token(tokens: &[TokenWithSpan]) -> Option<&Token> {
+    tokens
+        .iter()
+        .map(|t| &t.token)
+        .find(|t| !matches!(t, Token::Whitespace(_)))
 }
 
 /// Removes a trailing `LOCK IN SHARE MODE` (which sqlparser does not parse)
 /// from the tokens; true if there was one.
 fn strip_lock_in_share_mode(tokens: &mut Vec<TokenWithSpan>) -> bool {
-    let significant: Vec<usize> = tokens
-        .iter()
-        .enumerate()
-        .rev()
-        .filter(|(_, t)| {
-            !matches!(
-                t.token,
-                Token::Whitespace(_) | Token::EOF | Token::SemiColon
-            )
-        })
-        .take(4)
-        .map(|(i, _)| i)
-        .collect();
-    let words = ["MODE", "SHARE", "IN", "LOCK"];
-    if significant.len() == 4
-        && significant.iter().zip(words).all(|(&i, w)| {
-            matches!(&tokens[i].token, Token::Word(word) if word.value.eq_ignore_ascii_case(w))
-        })
-    {
-        tokens.truncate(significant[3]);
-        return true;
+    let mut significant = tokens.iter().enumerate().rev().filter(|(_, t)| {
+        !matches!(
+            t.token,
+            Token::Whitespace(_) | Token::EOF | Token::SemiColon
+        )
+    });
+    let mut lock_at = None;
+    for word in ["MODE", "SHARE", "IN", "LOCK"] {
+        match significant.next() {
+            Some((i, t)) if matches!(&t.token, Token::Word(w) if w.value.eq_ignore_ascii_case(word)) => {
+                lock_at = Some(i)
+            }
+            _ => return false,
+        }
+    }
+    match lock_at {
+        Some(i) => {
+            tokens.truncate(i);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Most binary operators (or UNIONs) one expression may chain. sqlparser
+/// builds such chains left-deep and recurses over them; tens of thousands
+/// overflow a 2 MiB thread stack, which would take the whole proxy down.
+const MAX_CHAIN: u32 = 16_000;
+
+/// Whether some expression chains more than [`MAX_CHAIN`] operators: counts
+/// operators per comma-separated segment of each parenthesis level, so long
+/// flat lists (bulk INSERT rows, IN lists) are not affected.
+fn chain_too_long(tokens: &[TokenWithSpan]) -> bool {
+    let mut counts: Vec<u32> = vec![0];
+    for t in tokens {
+        let operator = match &t.token {
+            Token::LParen => {
+                counts.push(0);
+                continue;
+            }
+            Token::RParen => {
+                if counts.len() > 1 {
+                    counts.pop();
+                }
+                continue;
+            }
+            Token::Comma | Token::SemiColon => {
+                if let Some(c) = counts.last_mut() {
+                    *c = 0;
+                }
+                continue;
+            }
+            Token::Word(w) => matches!(
+                w.keyword,
+                Keyword::AND
+                    | Keyword::OR
+                    | Keyword::XOR
+                    | Keyword::DIV
+                    | Keyword::MOD
+                    | Keyword::LIKE
+                    | Keyword::REGEXP
+                    | Keyword::RLIKE
+                    | Keyword::UNION
+                    | Keyword::EXCEPT
+                    | Keyword::INTERSECT
+            ),
+            Token::Whitespace(_)
+            | Token::Number(..)
+            | Token::SingleQuotedString(_)
+            | Token::DoubleQuotedString(_)
+            | Token::Period
+            | Token::EOF => false,
+            _ => true,
+        };
+        if operator {
+            if let Some(c) = counts.last_mut() {
+                *c += 1;
+                if *c > MAX_CHAIN {
+                    return true;
+                }
+            }
+        }
     }
     false
 }
@@ -126,19 +187,30 @@ fn route_inner(
     let src = Source::new(sql);
     let mut edits = Edits::default();
     let hints = hints::scan(&tokens, &src, &mut edits)?;
-    let Some((keyword, word)) = first_word(&tokens) else {
-        if tokens
+    let first = first_token(&tokens);
+    if first.is_none_or(|t| *t == Token::SemiColon)
+        && tokens
             .iter()
             .all(|t| matches!(t.token, Token::Whitespace(_) | Token::SemiColon))
-        {
-            return Err(RouteError::Syntax("Query was empty".to_owned()));
-        }
-        return Err(RouteError::Syntax(
-            "a statement must start with a keyword".to_owned(),
-        ));
+    {
+        return Err(RouteError::Syntax("Query was empty".to_owned()));
+    }
+    let keyword = match first {
+        Some(Token::Word(w)) => w.keyword,
+        _ => Keyword::NoKeyword,
     };
+    // Names the statement in messages about ones shardgate does not handle.
+    let first_span = tokens
+        .iter()
+        .find(|t| !matches!(t.token, Token::Whitespace(_)))
+        .map(|t| t.span);
     if keyword == Keyword::SET {
         return set::plan(&tokens, sql);
+    }
+    if chain_too_long(&tokens) {
+        return Err(unsupported(format!(
+            "an expression chaining more than {MAX_CHAIN} operators; split the statement"
+        )));
     }
     let show = keyword == Keyword::SHOW;
     let lock_share = strip_lock_in_share_mode(&mut tokens);
@@ -185,76 +257,18 @@ fn route_inner(
                 StatementKind::Read
             };
             let mut planner = Planner::new(env);
-            planner.walk_query(query);
+            planner.walk_statement(statement);
             planner.finish(kind, edits, &hints, placement)
         }
-        Statement::Insert(insert) => {
+        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
             let mut planner = Planner::new(env);
-            planner.walk_insert(insert);
-            planner.finish(StatementKind::Write, edits, &hints, placement)
-        }
-        Statement::Update(update) => {
-            let mut planner = Planner::new(env);
-            planner.walk_table_with_joins(&update.table);
-            if let Some(from) = &update.from {
-                let (sqlparser::ast::UpdateTableFromKind::BeforeSet(from)
-                | sqlparser::ast::UpdateTableFromKind::AfterSet(from)) = from;
-                for twj in from {
-                    planner.walk_table_with_joins(twj);
-                }
-            }
-            planner.walk_assignments(&update.assignments, true);
-            if let Some(selection) = &update.selection {
-                planner.walk_cond(selection);
-            }
-            for o in &update.order_by {
-                planner.walk_expr(&o.expr);
-            }
-            if let Some(limit) = &update.limit {
-                planner.walk_expr(limit);
-            }
-            planner.finish(StatementKind::Write, edits, &hints, placement)
-        }
-        Statement::Delete(delete) => {
-            let mut planner = Planner::new(env);
-            let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &delete.from;
-            for twj in from {
-                planner.walk_table_with_joins(twj);
-            }
-            for twj in delete.using.iter().flatten() {
-                planner.walk_table_with_joins(twj);
-            }
-            // `DELETE p FROM pins p ...`: names in the list that are not
-            // aliases are tables, and get qualified like the others.
-            for name in &delete.tables {
-                let is_alias = match name.0.as_slice() {
-                    [ObjectNamePart::Identifier(ident)] => planner.tables.iter().any(|t| {
-                        t.alias
-                            .is_some_and(|a| a.value.eq_ignore_ascii_case(&ident.value))
-                    }),
-                    _ => false,
-                };
-                if !is_alias {
-                    planner.add_table(name, None, false);
-                }
-            }
-            if let Some(selection) = &delete.selection {
-                planner.walk_cond(selection);
-            }
-            for o in &delete.order_by {
-                planner.walk_expr(&o.expr);
-            }
-            if let Some(limit) = &delete.limit {
-                planner.walk_expr(limit);
-            }
+            planner.walk_statement(statement);
             planner.finish(StatementKind::Write, edits, &hints, placement)
         }
         Statement::Explain { statement, .. } => {
             let mut planner = Planner::new(env);
-            match statement.as_ref() {
-                Statement::Query(query) => planner.walk_query(query),
-                Statement::Insert(insert) => planner.walk_insert(insert),
-                _ => return Err(unsupported("EXPLAIN of this statement")),
+            if !planner.walk_statement(statement) {
+                return Err(unsupported("EXPLAIN of this statement"));
             }
             planner.finish(StatementKind::Read, edits, &hints, placement)
         }
@@ -323,7 +337,13 @@ fn route_inner(
         | Statement::DropTrigger { .. }
         | Statement::Truncate { .. }
         | Statement::RenameTable { .. } => Err(unsupported(SCHEMA_CHANGE)),
-        _ => Err(unsupported(format!("{word} statements"))),
+        _ => {
+            let word = first_span.map(|span| src.text(span)).unwrap_or_default();
+            Err(unsupported(format!(
+                "{} statements",
+                word.to_ascii_uppercase()
+            )))
+        }
     }
 }
 
@@ -669,19 +689,14 @@ struct IdRef<'a> {
     select_item: bool,
 }
 
-/// The literal side of a candidate key comparison.
-enum PredValues<'a> {
-    One(&'a ValueWithSpan),
-    List(&'a [Expr]),
-}
-
 /// `col = literal` or `col IN (literals)` in a position that restricts
 /// the whole statement (a top-level AND of WHERE or ON).
 struct Pred<'a> {
     scope: usize,
     qualifier: Option<&'a Ident>,
     column: &'a Ident,
-    values: PredValues<'a>,
+    /// The literal(s): one for `=`, the list for `IN`.
+    values: &'a [Expr],
 }
 
 /// Why a statement must run on a shard (for conflict messages).
@@ -879,6 +894,69 @@ impl<'a> Planner<'a> {
         Some(self.tables.len() - 1)
     }
 
+    /// Walks a SELECT, INSERT, UPDATE or DELETE; false for anything else.
+    fn walk_statement(&mut self, statement: &'a Statement) -> bool {
+        match statement {
+            Statement::Query(query) => self.walk_query(query),
+            Statement::Insert(insert) => self.walk_insert(insert),
+            Statement::Update(update) => {
+                self.walk_table_with_joins(&update.table);
+                if let Some(from) = &update.from {
+                    let (UpdateTableFromKind::BeforeSet(from)
+                    | UpdateTableFromKind::AfterSet(from)) = from;
+                    for twj in from {
+                        self.walk_table_with_joins(twj);
+                    }
+                }
+                self.walk_assignments(&update.assignments, true);
+                if let Some(selection) = &update.selection {
+                    self.walk_cond(selection);
+                }
+                for o in &update.order_by {
+                    self.walk_expr(&o.expr);
+                }
+                if let Some(limit) = &update.limit {
+                    self.walk_expr(limit);
+                }
+            }
+            Statement::Delete(delete) => {
+                let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) =
+                    &delete.from;
+                for twj in from {
+                    self.walk_table_with_joins(twj);
+                }
+                for twj in delete.using.iter().flatten() {
+                    self.walk_table_with_joins(twj);
+                }
+                // `DELETE p FROM pins p ...`: names in the list that are not
+                // aliases are tables, and get qualified like the others.
+                for name in &delete.tables {
+                    let is_alias = match name.0.as_slice() {
+                        [ObjectNamePart::Identifier(ident)] => self.tables.iter().any(|t| {
+                            t.alias
+                                .is_some_and(|a| a.value.eq_ignore_ascii_case(&ident.value))
+                        }),
+                        _ => false,
+                    };
+                    if !is_alias {
+                        self.add_table(name, None, false);
+                    }
+                }
+                if let Some(selection) = &delete.selection {
+                    self.walk_cond(selection);
+                }
+                for o in &delete.order_by {
+                    self.walk_expr(&o.expr);
+                }
+                if let Some(limit) = &delete.limit {
+                    self.walk_expr(limit);
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+
     fn walk_query(&mut self, query: &'a Query) {
         if let Some(with) = &query.with {
             for cte in &with.cte_tables {
@@ -975,9 +1053,18 @@ impl<'a> Planner<'a> {
                 return Some(inner);
             }
             SetExpr::Query(query) => self.walk_query(query),
-            SetExpr::SetOperation { left, right, .. } => {
-                self.walk_set_expr(left);
-                self.walk_set_expr(right);
+            SetExpr::SetOperation { .. } => {
+                // Long UNION chains are left-deep: walk the spine in a loop.
+                let mut rights = Vec::new();
+                let mut node = body;
+                while let SetExpr::SetOperation { left, right, .. } = node {
+                    rights.push(right.as_ref());
+                    node = left;
+                }
+                self.walk_set_expr(node);
+                for right in rights.into_iter().rev() {
+                    self.walk_set_expr(right);
+                }
             }
             SetExpr::Values(values) => {
                 for row in &values.rows {
@@ -1029,12 +1116,25 @@ impl<'a> Planner<'a> {
     fn walk_cond(&mut self, expr: &'a Expr) {
         match expr {
             Expr::BinaryOp {
-                left,
                 op: sqlparser::ast::BinaryOperator::And,
-                right,
+                ..
             } => {
-                self.walk_cond(left);
-                self.walk_cond(right);
+                // Long AND chains are left-deep: walk the spine in a loop.
+                let mut rights = Vec::new();
+                let mut node = expr;
+                while let Expr::BinaryOp {
+                    left,
+                    op: sqlparser::ast::BinaryOperator::And,
+                    right,
+                } = node
+                {
+                    rights.push(right.as_ref());
+                    node = left;
+                }
+                self.walk_cond(node);
+                for right in rights.into_iter().rev() {
+                    self.walk_cond(right);
+                }
             }
             Expr::Nested(inner) => self.walk_cond(inner),
             Expr::BinaryOp {
@@ -1043,9 +1143,9 @@ impl<'a> Planner<'a> {
                 right,
             } => {
                 let pair = match (column_ref(left), literal(right)) {
-                    (Some(c), Some(v)) => Some((c, v)),
+                    (Some(c), Some(_)) => Some((c, right.as_ref())),
                     _ => match (literal(left), column_ref(right)) {
-                        (Some(v), Some(c)) => Some((c, v)),
+                        (Some(_), Some(c)) => Some((c, left.as_ref())),
                         _ => None,
                     },
                 };
@@ -1054,7 +1154,7 @@ impl<'a> Planner<'a> {
                         scope: self.scope,
                         qualifier,
                         column,
-                        values: PredValues::One(value),
+                        values: std::slice::from_ref(value),
                     }),
                     None => self.walk_expr(expr),
                 }
@@ -1069,7 +1169,7 @@ impl<'a> Planner<'a> {
                         scope: self.scope,
                         qualifier,
                         column,
-                        values: PredValues::List(list),
+                        values: list,
                     }),
                     None => self.walk_expr(expr),
                 }
@@ -1098,8 +1198,20 @@ impl<'a> Planner<'a> {
                     }
                 }
             }
-            Expr::BinaryOp { left, right, .. }
-            | Expr::AnyOp { left, right, .. }
+            Expr::BinaryOp { .. } => {
+                // Long operator chains are left-deep: walk the spine in a loop.
+                let mut rights = Vec::new();
+                let mut node = expr;
+                while let Expr::BinaryOp { left, right, .. } = node {
+                    rights.push(right.as_ref());
+                    node = left;
+                }
+                self.walk_expr(node);
+                for right in rights.into_iter().rev() {
+                    self.walk_expr(right);
+                }
+            }
+            Expr::AnyOp { left, right, .. }
             | Expr::AllOp { left, right, .. }
             | Expr::IsDistinctFrom(left, right)
             | Expr::IsNotDistinctFrom(left, right) => {
@@ -1338,11 +1450,7 @@ impl<'a> Planner<'a> {
         if let Some(rule) = rule {
             let key = key_column(rule);
             let sets_id = matches!(rule.kind, TableKind::Object { .. })
-                && (insert
-                    .columns
-                    .iter()
-                    .filter_map(column_name)
-                    .any(is_id)
+                && (insert.columns.iter().filter_map(column_name).any(is_id)
                     || insert.assignments.iter().any(|a| {
                         matches!(&a.target, AssignmentTarget::ColumnName(n)
                             if column_name(n).is_some_and(is_id))
@@ -1581,11 +1689,7 @@ impl<'a> Planner<'a> {
             let mut shard = None;
             let mut first_value = None;
             let mut spread = None;
-            let values: Vec<&ValueWithSpan> = match pred.values {
-                PredValues::One(v) => vec![v],
-                PredValues::List(list) => list.iter().filter_map(literal).collect(),
-            };
-            for value in values {
+            for value in pred.values.iter().filter_map(literal) {
                 let s = self.key_shard(rule, value, &mut edits)?;
                 match shard {
                     None => {

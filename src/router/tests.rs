@@ -1072,3 +1072,130 @@ fn never_panics_on_odd_input() {
         let _ = route(sql, &t, &ctx, &mut Fixed(0));
     }
 }
+
+#[test]
+fn parenthesised_and_explained() {
+    run(vec![
+        c("(SELECT 1)", any("(SELECT 1)")),
+        c(
+            format!("(SELECT data FROM pins WHERE id = {PIN})"),
+            shard(
+                "db03429",
+                "(SELECT data FROM db03429.pins WHERE local_id = 7075733)",
+            ),
+        ),
+        c(
+            format!("EXPLAIN UPDATE pins SET data = 'x' WHERE id = {PIN}"),
+            shard(
+                "db03429",
+                "EXPLAIN UPDATE db03429.pins SET data = 'x' WHERE local_id = 7075733",
+            ),
+        ),
+        c("EXPLAIN USE db00001", reject("Unsupported", "EXPLAIN")),
+        c("CALL proc()", reject("Unsupported", "CALL statements")),
+    ]);
+}
+
+/// Cost of routing a point lookup (run with `--release --ignored --nocapture`).
+#[test]
+#[ignore]
+fn bench_point_lookup() {
+    let t = topo();
+    let ctx = RouteContext::default();
+    let sql = format!("SELECT data FROM pins WHERE id = {PIN}");
+    let n = 200_000;
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(route(std::hint::black_box(&sql), &t, &ctx, &mut Fixed(0)));
+    }
+    let elapsed = start.elapsed();
+    eprintln!("route(point lookup): {:?} per statement", elapsed / n);
+}
+
+/// Where the time of a point lookup goes (run with `--release --ignored --nocapture`).
+#[test]
+#[ignore]
+fn bench_parts() {
+    use sqlparser::dialect::MySqlDialect;
+    use sqlparser::parser::Parser;
+    use sqlparser::tokenizer::Tokenizer;
+    let sql = format!("SELECT data FROM pins WHERE id = {PIN}");
+    let n = 200_000;
+    let d = MySqlDialect {};
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(
+            Tokenizer::new(&d, std::hint::black_box(&sql))
+                .tokenize_with_location()
+                .ok(),
+        );
+    }
+    eprintln!("tokenize: {:?}", start.elapsed() / n);
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        let tokens = Tokenizer::new(&d, std::hint::black_box(&sql))
+            .tokenize_with_location()
+            .unwrap_or_default();
+        std::hint::black_box(
+            Parser::new(&d)
+                .with_tokens_with_locations(tokens)
+                .parse_statements()
+                .ok(),
+        );
+    }
+    eprintln!("tokenize+parse: {:?}", start.elapsed() / n);
+}
+
+#[test]
+fn deep_statements_do_not_overflow_the_stack() {
+    // Run on a small stack, like a runtime worker thread.
+    let handle = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(|| {
+            let t = topo();
+            let ctx = RouteContext::default();
+            let mut sql = format!("SELECT data FROM pins WHERE id = {PIN}");
+            for i in 0..100_000 {
+                sql.push_str(&format!(" AND data <> 'x{i}'"));
+            }
+            let and_chain = route(&sql, &t, &ctx, &mut Fixed(0));
+            let mut sql = format!("SELECT data FROM pins WHERE id = {PIN} AND (");
+            for i in 0..100_000 {
+                sql.push_str(&format!("data = 'y{i}' OR "));
+            }
+            sql.push_str("1)");
+            let or_chain = route(&sql, &t, &ctx, &mut Fixed(0));
+            let nested = format!("SELECT {}1{}", "(".repeat(5000), ")".repeat(5000));
+            let nested = route(&nested, &t, &ctx, &mut Fixed(0));
+            let mut sql = format!("SELECT data FROM pins WHERE id = {PIN}");
+            for i in 0..4_000 {
+                sql.push_str(&format!(" AND data <> 'x{i}'"));
+            }
+            let fits = route(&sql, &t, &ctx, &mut Fixed(0));
+            let mut sql = String::from("INSERT INTO board_has_pins (board_id, pin_id) VALUES ");
+            for i in 0..20_000 {
+                sql.push_str(&format!("({BOARD}, -{i}),"));
+            }
+            sql.push_str(&format!("({BOARD}, 1)"));
+            let bulk = route(&sql, &t, &ctx, &mut Fixed(0));
+            // Just under the limit, every operator in one left-deep chain.
+            let sql = format!(
+                "SELECT data FROM pins WHERE id = {PIN} AND (1{})",
+                " OR 1".repeat(15_990)
+            );
+            let limit = route(&sql, &t, &ctx, &mut Fixed(0));
+            assert!(matches!(limit, Plan::Shard(_)), "a 15990-term chain routes");
+            assert!(matches!(fits, Plan::Shard(_)), "a 4000-term chain routes");
+            assert!(matches!(bulk, Plan::Shard(_)), "a 20000-row insert routes");
+            (and_chain, or_chain, nested)
+        })
+        .expect("thread starts");
+    let (and_chain, or_chain, nested) = handle.join().expect("no stack overflow");
+    for plan in [and_chain, or_chain] {
+        assert!(
+            matches!(&plan, Plan::Reject(RouteError::Unsupported(m)) if m.contains("chaining more than")),
+            "{plan:?}"
+        );
+    }
+    assert!(matches!(nested, Plan::Reject(_)));
+}
