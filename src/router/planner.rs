@@ -214,14 +214,20 @@ fn route_inner(
     }
     let show = keyword == Keyword::SHOW;
     let lock_share = strip_lock_in_share_mode(&mut tokens);
-    // SHOW TABLES needs the position of its TABLES keyword.
-    let tables_keyword_end = if show {
-        tokens
+    // SHOW TABLES needs the position of its TABLES keyword; a SHOW that
+    // sqlparser does not know goes to the shard database it names, if any.
+    let (tables_keyword_end, show_db) = if show {
+        let end = tokens
             .iter()
             .find(|t| matches!(&t.token, Token::Word(w) if w.keyword == Keyword::TABLES || w.value.eq_ignore_ascii_case("STATUS")))
-            .and_then(|t| src.offset(t.span.end))
+            .and_then(|t| src.offset(t.span.end));
+        let db = tokens.iter().find_map(|t| match &t.token {
+            Token::Word(w) => topo.parse_database(&w.value),
+            _ => None,
+        });
+        (end, db)
     } else {
-        None
+        (None, None)
     };
     let parsed = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
@@ -229,7 +235,7 @@ fn route_inner(
     let statements = match parsed {
         Ok(statements) => statements,
         // sqlparser does not know every SHOW; they touch no table data.
-        Err(_) if show => return any_host(sql, edits),
+        Err(_) if show => return show_fallback(topo, sql, show_db, edits),
         Err(error) => return Err(syntax(error)),
     };
     let statement = match statements.as_slice() {
@@ -304,7 +310,9 @@ fn route_inner(
             obj_type: ShowCreateObject::Table | ShowCreateObject::View,
             obj_name,
         } => env.table_statement(obj_name, None, edits),
-        Statement::ShowVariable { variable } => env.show_other(variable, tables_keyword_end, edits),
+        Statement::ShowVariable { variable } => {
+            env.show_other(variable, tables_keyword_end, show_db, edits)
+        }
         Statement::ShowFunctions { .. }
         | Statement::ShowStatus { .. }
         | Statement::ShowVariables { .. }
@@ -345,6 +353,28 @@ fn route_inner(
             )))
         }
     }
+}
+
+/// A SHOW shardgate does not understand: on the shard database it names,
+/// else anywhere; text unchanged but for hints.
+fn show_fallback(
+    topo: &Topology,
+    sql: &str,
+    db: Option<(FleetId, u32)>,
+    edits: Edits,
+) -> Result<Plan, RouteError> {
+    let Some((fleet, shard)) = db else {
+        return any_host(sql, edits);
+    };
+    let host = topo
+        .master_of(fleet, shard)
+        .ok_or_else(|| unsupported(format!("no host serves shard {shard} of fleet {fleet}")))?;
+    Ok(Plan::Shard(ShardQuery {
+        target: Target { fleet, shard, host },
+        sql: apply(edits, sql)?,
+        kind: StatementKind::Read,
+        compose_insert_id: None,
+    }))
 }
 
 /// A table-less statement: run anywhere, text unchanged but for hints.
@@ -602,11 +632,13 @@ impl<'a> Env<'a> {
     }
 
     /// SHOW forms sqlparser keeps as a word list: `SHOW INDEX FROM t [FROM
-    /// db]`, `SHOW TABLE STATUS [FROM db]`; anything else runs anywhere.
+    /// db]`, `SHOW TABLE STATUS [FROM db]`; anything else runs on the shard
+    /// database it names, or anywhere.
     fn show_other(
         &self,
         words: &[Ident],
         keyword_end: Option<usize>,
+        named_db: Option<(FleetId, u32)>,
         edits: Edits,
     ) -> Result<Plan, RouteError> {
         let is = |i: usize, w: &str| {
@@ -616,8 +648,13 @@ impl<'a> Env<'a> {
         };
         let from = |i: usize| is(i, "FROM") || is(i, "IN");
         if (is(0, "INDEX") || is(0, "INDEXES") || is(0, "KEYS")) && from(1) {
-            if let Some(table) = words.get(2) {
-                let db = if from(3) { words.get(4) } else { None };
+            // `t`, `t FROM db` or `db.t` (the period is not kept).
+            let (table, db) = match (words.get(2), words.get(3)) {
+                (Some(table), _) if from(3) => (Some(table), words.get(4)),
+                (Some(db), Some(table)) => (Some(table), Some(db)),
+                (table, _) => (table, None),
+            };
+            if let Some(table) = table {
                 let name = ObjectName(vec![ObjectNamePart::Identifier(table.clone())]);
                 return self.table_statement(&name, db, edits);
             }
@@ -626,7 +663,7 @@ impl<'a> Env<'a> {
             let db = if from(2) { words.get(3) } else { None };
             return self.show_in(db, keyword_end, edits);
         }
-        any_host(self.src.sql, edits)
+        show_fallback(self.topo, self.src.sql, named_db, edits)
     }
 }
 
@@ -752,7 +789,7 @@ fn column_ref(expr: &Expr) -> Option<(Option<&Ident>, &Ident)> {
             Some((None, ident))
         }
         Expr::CompoundIdentifier(parts) => match parts.as_slice() {
-            [q, c] => Some((Some(q), c)),
+            [q, c] if !q.value.starts_with('@') || q.quote_style.is_some() => Some((Some(q), c)),
             _ => None,
         },
         _ => None,

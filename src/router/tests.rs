@@ -1199,3 +1199,27 @@ fn deep_statements_do_not_overflow_the_stack() {
     }
     assert!(matches!(nested, Plan::Reject(_)));
 }
+
+#[test]
+fn show_forms_sqlparser_does_not_know() {
+    run(vec![
+        c(
+            "SHOW CREATE DATABASE db00001",
+            shard("db00001", "SHOW CREATE DATABASE db00001"),
+        ),
+        c(
+            "SHOW TRIGGERS FROM db00001",
+            shard("db00001", "SHOW TRIGGERS FROM db00001"),
+        ),
+        c(
+            "SHOW INDEX FROM db00002.pins",
+            shard("db00002", "SHOW INDEX FROM db00002.pins"),
+        ),
+        c(
+            "SHOW TABLE STATUS FROM db00003 LIKE 'p%'",
+            shard("db00003", "SHOW TABLE STATUS FROM db00003 LIKE 'p%'"),
+        ),
+        c("SHOW SLAVE STATUS", any("SHOW SLAVE STATUS")),
+        c("SHOW PLUGINS", any("SHOW PLUGINS")),
+    ]);
+}
