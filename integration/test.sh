@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The project's test command: build, bring up the local MariaDB fleet,
+# create the shard databases, run every test.
+#
+#   integration/test.sh [extra cargo test arguments]
+#
+# Steps: cargo build (debug; the tests share its compiled dependencies) ->
+# integration/fleet.sh start -> shardgate fleet init --config
+# config/shardgate.yaml --schema config/schema.sql -> cargo test --all-targets.
+# The integration tests find the fleet on 127.0.0.1:3307-3310 and start the
+# proxy themselves. Exits non-zero if any step fails.
+#
+# With CI=true the fleet is stopped at the end (pass or fail), and a fleet of
+# another checkout still holding the ports is stopped first
+# (SHARDGATE_FLEET_REPLACE=1). Otherwise the fleet is left running for the
+# next run (start and init are idempotent and then take about a second).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+STARTED=$SECONDS
+section() { printf '\n===== %s  [%ds]\n' "$*" "$((SECONDS - STARTED))"; }
+
+CI="${CI:-false}"
+if [ "$CI" = true ]; then
+    export SHARDGATE_FLEET_REPLACE="${SHARDGATE_FLEET_REPLACE:-1}"
+    finish() {
+        local rc=$?
+        section "stopping the fleet (CI=true)"
+        integration/fleet.sh stop || true
+        if [ "$rc" -eq 0 ]; then
+            section "PASS"
+        else
+            section "FAIL (exit $rc)"
+            for log in "${SHARDGATE_FLEET_DIR:-integration/.fleet}"/*/error.log; do
+                [ -f "$log" ] || continue
+                echo "--- last lines of $log"
+                tail -n 15 "$log"
+            done
+        fi
+        exit "$rc"
+    }
+    trap finish EXIT
+fi
+
+command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:$PATH"
+command -v cargo >/dev/null 2>&1 || { echo "cargo not found (install the Rust toolchain)" >&2; exit 1; }
+
+section "build (cargo build)"
+cargo --version
+cargo build --bins
+BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/shardgate"
+[ -x "$BIN" ] || { echo "binary $BIN missing after build" >&2; exit 1; }
+
+section "fleet: integration/fleet.sh start"
+integration/fleet.sh start
+
+section "fleet init: shardgate fleet init --config config/shardgate.yaml --schema config/schema.sql"
+"$BIN" fleet init --config config/shardgate.yaml --schema config/schema.sql
+
+section "tests: cargo test --all-targets $*"
+cargo test --all-targets "$@"
+
+if [ "$CI" != true ]; then
+    section "PASS (the fleet is still running; integration/fleet.sh stop stops it)"
+fi
