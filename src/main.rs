@@ -124,14 +124,7 @@ fn run(command: Command) -> Result<(), String> {
             let report = runtime()?
                 .block_on(shardgate::fleet::init(&topology, &schema_sql, true))
                 .map_err(|e| format!("fleet init failed: {e}"))?;
-            println!(
-                "fleet init: {} shard databases on {} hosts ready ({} databases and {} tables created) in {:.1}s",
-                report.shards(),
-                report.hosts.len(),
-                report.databases_created(),
-                report.tables_created(),
-                report.elapsed.as_secs_f64()
-            );
+            println!("{report}");
             Ok(())
         }
     }
