@@ -199,15 +199,12 @@ impl Engine {
                 match result {
                     Ok(outcome) => Ok(outcome),
                     Err(failure) => {
-                        let lost = state.bound.take();
-                        let host = lost
-                            .map(|b| {
-                                let addr = b.conn.pool().addr.clone();
-                                b.conn.discard_broken();
-                                addr
-                            })
+                        let host = state
+                            .bound
+                            .take()
+                            .map(|bound| close_after_failure(bound.conn, &failure))
                             .unwrap_or_default();
-                        Err(relay_failure_to_client(failure, host, true))
+                        Err(relay_failure_to_client(state, failure, host, true))
                     }
                 }
             }
@@ -240,8 +237,8 @@ impl Engine {
                             continue;
                         }
                         Err(failure) => {
-                            conn.discard_broken();
-                            return Err(relay_failure_to_client(failure, pool.addr.clone(), false));
+                            let host = close_after_failure(conn, &failure);
+                            return Err(relay_failure_to_client(state, failure, host, false));
                         }
                     }
                 }
@@ -409,8 +406,8 @@ impl Engine {
                 Ok(())
             }
             Err(failure) => {
-                bound.conn.discard_broken();
-                Err(relay_failure_to_client(failure, addr, true))
+                close_after_failure(bound.conn, &failure);
+                Err(relay_failure_to_client(state, failure, addr, true))
             }
         }
     }
@@ -505,17 +502,45 @@ async fn apply_settings(conn: &mut PooledConn, settings: &SessionSettings) -> Re
     Ok(())
 }
 
-fn relay_failure_to_client(failure: RelayFailure, host: String, in_transaction: bool) -> Failure {
+/// Closes a connection whose statement failed: a backend failure also drops
+/// the host's idle connections (likely stale too); a client failure does
+/// not reflect on the host. Returns the host's address.
+fn close_after_failure(conn: PooledConn, failure: &RelayFailure) -> String {
+    let addr = conn.pool().addr.clone();
+    match failure {
+        RelayFailure::Backend { .. } => conn.discard_broken(),
+        RelayFailure::Client(_) => drop(conn),
+    }
+    addr
+}
+
+/// The error for a failed relay. When part of the answer already reached
+/// the client, the ERR packet continues its sequence numbering.
+fn relay_failure_to_client(
+    state: &mut SessionState,
+    failure: RelayFailure,
+    host: String,
+    in_transaction: bool,
+) -> Failure {
     match failure {
         RelayFailure::Client(error) => Failure::Io(error),
-        RelayFailure::Backend { error, .. } => Failure::Client(ClientError::BackendLost {
-            host,
-            reason: if in_transaction {
-                format!("{error}; the open transaction was rolled back by the server")
-            } else {
-                error.to_string()
-            },
-        }),
+        RelayFailure::Backend {
+            error,
+            forwarded,
+            next_seq,
+        } => {
+            if forwarded {
+                state.response_seq = next_seq;
+            }
+            Failure::Client(ClientError::BackendLost {
+                host,
+                reason: if in_transaction {
+                    format!("{error}; the open transaction was rolled back by the server")
+                } else {
+                    error.to_string()
+                },
+            })
+        }
     }
 }
 
