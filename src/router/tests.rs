@@ -2,47 +2,29 @@
 
 use super::*;
 use crate::id::mod_shard;
+use crate::topology::tests::{load, SPEC_YAML};
 use crate::topology::Topology;
 
-/// SPEC section 4's example, plus a fleet with no open range.
-const YAML: &str = r#"
-listen: 127.0.0.1:6033
-users: [{ name: app, password: app }]
-backend: { user: shard, password: shardpw }
-types: { pin: 1, board: 2, user: 3, note: 4 }
-fleets:
-  main:
-    shards: 4096
-    database: "db{:05}"
-    open: [0, 4095]
-    hosts:
-      - { range: [0, 2047],    master: 127.0.0.1:3307, replica: 127.0.0.1:3309 }
-      - { range: [2048, 4095], master: 127.0.0.1:3308 }
-  mod:
-    shards: 4096
-    database: "msdb{:05}"
-    hosts:
-      - { range: [0, 4095], master: 127.0.0.1:3310 }
-  closed:
+/// A fleet with no open range, for placement errors.
+const CLOSED_FLEET: &str = r#"  closed:
     shards: 16
     database: "cl{:03}"
     hosts:
       - { range: [0, 15], master: 127.0.0.1:3311 }
-tables:
-  pins:            { fleet: main, object: pin }
-  boards:          { fleet: main, object: board }
-  users:           { fleet: main, object: user }
-  notes:           { fleet: closed, object: note }
-  board_has_pins:  { fleet: main, from: board_id }
-  user_likes_pins: { fleet: main, from: user_id }
-  user_by_email:   { fleet: mod,  key: email }
 "#;
 
+/// SPEC section 4's example (the topology tests' fixture), plus fleet
+/// `closed` with no open range and object table `notes` (type `note`) on it.
 fn topo() -> Topology {
-    match Topology::from_yaml_str(YAML, "router-test.yaml") {
-        Ok(t) => t,
-        Err(e) => panic!("test config does not load: {e}"),
-    }
+    let yaml = SPEC_YAML
+        .replacen("user: 3 }", "user: 3, note: 4 }", 1)
+        .replacen("\ntables:\n", &format!("\n{CLOSED_FLEET}tables:\n"), 1)
+        + "  notes:           { fleet: closed, object: note }\n";
+    assert!(
+        yaml.contains("note: 4") && yaml.contains(CLOSED_FLEET),
+        "SPEC_YAML no longer has the shape this extends:\n{yaml}"
+    );
+    load(&yaml)
 }
 
 const fn id(shard: u64, type_id: u64, local: u64) -> u64 {

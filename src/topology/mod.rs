@@ -328,4 +328,4 @@ fn parse_format(spec: &str) -> Result<DatabaseFormat, String> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,8 +1,12 @@
 //! Unit tests for config loading, validation and the routing table.
+//!
+//! [`SPEC_YAML`] and [`load`] are shared with other modules' tests (the
+//! router's build on the same example).
 
 use super::*;
 
-const SPEC_YAML: &str = r#"listen: 127.0.0.1:6033
+/// SPEC section 4's example config, as written there.
+pub(crate) const SPEC_YAML: &str = r#"listen: 127.0.0.1:6033
 admin:
   listen: 127.0.0.1:6032
   users: [{ name: admin, password: admin }]
@@ -31,7 +35,9 @@ tables:
   user_by_email:   { fleet: mod,  key: email }
 "#;
 
-fn load(text: &str) -> Topology {
+/// The routing table of a config text; panics with its errors if it does
+/// not load.
+pub(crate) fn load(text: &str) -> Topology {
     match Topology::from_yaml_str(text, "test.yaml") {
         Ok(t) => t,
         Err(e) => panic!("config should load:\n{e}"),

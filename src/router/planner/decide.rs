@@ -1,0 +1,420 @@
+//! Deciding where a SELECT/INSERT/UPDATE/DELETE runs, once it is walked.
+//!
+//! Every reason it has to run on some shard (a key restriction, the key
+//! values of INSERT rows, a shard database it names, a hint, USE) becomes a
+//! [`Constraint`], and they must all agree. An object INSERT that names no
+//! shard is placed; a statement with no sharded table runs anywhere; any
+//! other statement with no shard decided is refused (no key, no guess).
+//! Then the text is edited: tables qualified with the shard database, `id`
+//! of object tables turned into the expression composing it.
+
+use sqlparser::ast::ValueWithSpan;
+
+use super::dml::{Planner, RefKind};
+use super::keys::{decode_id, key_column, literal};
+use super::{any_host, apply, unsupported};
+use crate::router::hints::{Hint, Hints};
+use crate::router::plan::{Placement, Plan, RouteError, StatementKind};
+use crate::router::text::Edits;
+use crate::topology::{FleetId, TableKind, TableRule};
+
+/// Why a statement must run on a shard (for conflict messages).
+enum Why<'a> {
+    Key {
+        table: &'a str,
+        column: &'a str,
+        value: &'a str,
+    },
+    Database,
+    Hint(Hint),
+    Use,
+}
+
+/// One reason the statement must run on one shard.
+struct Constraint<'a> {
+    fleet: FleetId,
+    shard: u32,
+    why: Why<'a>,
+}
+
+impl<'a> Planner<'a> {
+    /// Decides the target and produces the plan.
+    pub(super) fn finish(
+        mut self,
+        kind: StatementKind,
+        mut edits: Edits,
+        hints: &Hints,
+        placement: &mut dyn Placement,
+    ) -> Result<Plan, RouteError> {
+        if let Some(error) = self.error.take() {
+            return Err(error);
+        }
+        let env = self.env;
+        if hints.scatter() {
+            return Err(unsupported(
+                "/*+ SCATTER */: statements on every shard are not supported yet",
+            ));
+        }
+        let mut constraints: Vec<Constraint<'a>> = Vec::new();
+        self.key_constraints(kind, &mut edits, &mut constraints)?;
+        self.check_assignments()?;
+        let insert_rule = self.insert_rule();
+        if let Some(rule) = insert_rule {
+            constraints.extend(self.insert_constraint(rule, &mut edits)?);
+        }
+        // Explicit shard databases.
+        for t in &self.tables {
+            if let RefKind::Physical { fleet, shard } = t.kind {
+                constraints.push(Constraint {
+                    fleet,
+                    shard,
+                    why: Why::Database,
+                });
+            }
+        }
+        self.hint_constraints(hints, &mut constraints)?;
+        // USE: applies to unqualified tables of the current database's fleet.
+        if let Some((fleet, shard)) = env.ctx.current_db {
+            let applies = self.tables.iter().any(|t| match t.kind {
+                RefKind::Plain => true,
+                RefKind::Logical(rule) => rule.fleet == fleet,
+                _ => false,
+            });
+            if applies {
+                constraints.push(Constraint {
+                    fleet,
+                    shard,
+                    why: Why::Use,
+                });
+            }
+        }
+        let mut target = self.agreed_target(&constraints)?;
+
+        // Placement of an object INSERT that names no shard.
+        let mut compose_insert_id = None;
+        if let Some(rule) = insert_rule {
+            if let TableKind::Object { type_id } = rule.kind {
+                compose_insert_id = Some(type_id);
+                if target.is_none() {
+                    target = Some((rule.fleet, self.place(rule, placement)?));
+                }
+            }
+        }
+
+        let Some((fleet, shard)) = target else {
+            // Nothing decided: fine only if no sharded table is involved.
+            let logical = insert_rule.or_else(|| self.tables.iter().find_map(|t| t.kind.rule()));
+            if let Some(rule) = logical {
+                return Err(RouteError::NoShardKey {
+                    table: rule.name.clone(),
+                    expected: self.expected(rule),
+                });
+            }
+            return any_host(env.src.sql, edits);
+        };
+
+        // Every logical table must live on the target's fleet.
+        for rule in self.tables.iter().filter_map(|t| t.kind.rule()) {
+            env.check_fleet(rule, fleet, shard, |db| {
+                format!("the statement goes to {db}")
+            })?;
+        }
+
+        self.rewrite(fleet, shard, &mut edits)?;
+        let sql = apply(edits, env.src.sql)?;
+        env.shard_plan(fleet, shard, sql, kind, compose_insert_id)
+    }
+
+    /// The shards the statement's `key = literal` and `key IN (literals)`
+    /// restrictions select; IDs of object tables become `local_id = L`.
+    fn key_constraints(
+        &self,
+        kind: StatementKind,
+        edits: &mut Edits,
+        constraints: &mut Vec<Constraint<'a>>,
+    ) -> Result<(), RouteError> {
+        let env = self.env;
+        for pred in &self.preds {
+            let Some(rule) = self.resolve_key(pred.scope, pred.qualifier, pred.column)? else {
+                continue;
+            };
+            let mut shard = None;
+            let mut first_value = None;
+            let mut spread = None;
+            for value in pred.values.iter().filter_map(literal) {
+                let s = env.key_shard(rule, value, edits)?;
+                match shard {
+                    None => {
+                        shard = Some(s);
+                        first_value = Some(value);
+                    }
+                    Some(first) if first != s => spread = Some((first, s)),
+                    Some(_) => {}
+                }
+            }
+            if let Some((a, b)) = spread {
+                let message = format!(
+                    "the IN list on {}.{} spans several shards ({} and {})",
+                    rule.name,
+                    pred.column.value,
+                    env.database_name(rule.fleet, a),
+                    env.database_name(rule.fleet, b)
+                );
+                return Err(match kind {
+                    StatementKind::Write | StatementKind::LockingRead => {
+                        RouteError::CrossShard(message)
+                    }
+                    StatementKind::Read => unsupported(format!(
+                        "{message}; multi-shard reads are not supported yet"
+                    )),
+                });
+            }
+            let (Some(shard), Some(value)) = (shard, first_value) else {
+                continue;
+            };
+            if matches!(rule.kind, TableKind::Object { .. }) {
+                edits.replace(env.range(pred.column.span)?, "local_id");
+            }
+            constraints.push(Constraint {
+                fleet: rule.fleet,
+                shard,
+                why: Why::Key {
+                    table: &rule.name,
+                    column: &pred.column.value,
+                    value: env.src.text(value.span),
+                },
+            });
+        }
+        Ok(())
+    }
+
+    /// An UPDATE must not move a row to another shard.
+    fn check_assignments(&self) -> Result<(), RouteError> {
+        for &(qualifier, column) in &self.assigned {
+            if let Some(rule) = self.resolve_key(0, qualifier, column)? {
+                return Err(unsupported(match rule.kind {
+                    TableKind::Object { .. } => format!(
+                        "UPDATE of {}.id: ids are composed from the shard and local_id and never change",
+                        rule.name
+                    ),
+                    _ => format!(
+                        "UPDATE of {}.{}: the row's shard depends on it; delete the row and insert it again",
+                        rule.name, column.value
+                    ),
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    /// The shard of the INSERT rows of a mapping or mod-shard table, when
+    /// every row gives its key as a literal; rows on different shards are
+    /// refused.
+    fn insert_constraint(
+        &self,
+        rule: &'a TableRule,
+        edits: &mut Edits,
+    ) -> Result<Option<Constraint<'a>>, RouteError> {
+        let env = self.env;
+        let mut first: Option<(u32, &ValueWithSpan)> = None;
+        for &value in &self.insert_keys.values {
+            let s = env.key_shard(rule, value, edits)?;
+            match first {
+                None => first = Some((s, value)),
+                Some((f, fv)) if f != s => {
+                    return Err(RouteError::CrossShard(format!(
+                        "INSERT rows of {} are on different shards: {} = {} is on {}, {} = {} on {}; writes never scatter",
+                        rule.name,
+                        key_column(rule),
+                        env.src.text(fv.span),
+                        env.database_name(rule.fleet, f),
+                        key_column(rule),
+                        env.src.text(value.span),
+                        env.database_name(rule.fleet, s)
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(match first {
+            Some((shard, value)) if !self.insert_keys.missing => Some(Constraint {
+                fleet: rule.fleet,
+                shard,
+                why: Why::Key {
+                    table: &rule.name,
+                    column: key_column(rule),
+                    value: env.src.text(value.span),
+                },
+            }),
+            _ => None,
+        })
+    }
+
+    /// SHARD(n) and COLOCATE(id) hints, on the fleet of the statement's
+    /// logical tables (else of the shard databases it names).
+    fn hint_constraints(
+        &self,
+        hints: &Hints,
+        constraints: &mut Vec<Constraint<'a>>,
+    ) -> Result<(), RouteError> {
+        let home = self
+            .tables
+            .iter()
+            .find_map(|t| t.kind.rule().map(|rule| rule.fleet));
+        let hint_fleet = home.or_else(|| {
+            self.tables.iter().find_map(|t| match t.kind {
+                RefKind::Physical { fleet, .. } => Some(fleet),
+                _ => None,
+            })
+        });
+        let Some(fleet_id) = hint_fleet else {
+            return Ok(());
+        };
+        let fleet = self.env.fleet(fleet_id)?;
+        for hint in &hints.hints {
+            let shard = match *hint {
+                Hint::Shard(n) => {
+                    if n >= fleet.shard_count {
+                        return Err(RouteError::BadHint {
+                            hint: format!("SHARD({n})"),
+                            reason: format!(
+                                "fleet {} has shards 0-{}",
+                                fleet.name,
+                                fleet.shard_count.saturating_sub(1)
+                            ),
+                        });
+                    }
+                    n
+                }
+                Hint::Colocate(raw) => {
+                    decode_id(raw, fleet)
+                        .map_err(|reason| RouteError::BadId {
+                            id: raw.to_string(),
+                            reason,
+                        })?
+                        .shard
+                }
+                Hint::Scatter => continue,
+            };
+            constraints.push(Constraint {
+                fleet: fleet_id,
+                shard,
+                why: Why::Hint(hint.clone()),
+            });
+        }
+        Ok(())
+    }
+
+    /// The shard every constraint names, if any; conflicting ones are
+    /// refused.
+    fn agreed_target(
+        &self,
+        constraints: &[Constraint<'a>],
+    ) -> Result<Option<(FleetId, u32)>, RouteError> {
+        let Some((first, others)) = constraints.split_first() else {
+            return Ok(None);
+        };
+        let env = self.env;
+        for other in others {
+            if (other.fleet, other.shard) != (first.fleet, first.shard) {
+                return Err(RouteError::CrossShard(format!(
+                    "{} is on {}, but {} is on {}",
+                    self.describe(&first.why, first.fleet, first.shard),
+                    env.database_name(first.fleet, first.shard),
+                    self.describe(&other.why, other.fleet, other.shard),
+                    env.database_name(other.fleet, other.shard)
+                )));
+            }
+        }
+        Ok(Some((first.fleet, first.shard)))
+    }
+
+    /// The shard a new object of `rule` goes to: one of its fleet's open
+    /// shards, chosen by `placement`.
+    fn place(&self, rule: &TableRule, placement: &mut dyn Placement) -> Result<u32, RouteError> {
+        let fleet = self.env.fleet(rule.fleet)?;
+        let Some((first, last)) = fleet.open else {
+            return Err(RouteError::NoShardKey {
+                table: rule.name.clone(),
+                expected: format!(
+                    "a /*+ SHARD(n) */ or /*+ COLOCATE(id) */ hint: fleet {} has no open shards to place new objects in",
+                    fleet.name
+                ),
+            });
+        };
+        let last = last.min(fleet.shard_count.saturating_sub(1));
+        Ok(placement.choose(first, last).clamp(first, last))
+    }
+
+    /// Edits the text for the target shard: unqualified tables get the
+    /// shard database, `id` of object tables the expression composing it.
+    fn rewrite(&self, fleet: FleetId, shard: u32, edits: &mut Edits) -> Result<(), RouteError> {
+        let env = self.env;
+        let prefix = format!("{}.", env.database_name(fleet, shard));
+        for t in &self.tables {
+            if matches!(t.kind, RefKind::Logical(_) | RefKind::Plain) {
+                edits.insert(env.range(t.table.span)?.start, prefix.clone());
+            }
+        }
+        for r in &self.id_refs {
+            let Some(rule) = self.resolve_key(r.scope, r.qualifier, r.column)? else {
+                continue;
+            };
+            let TableKind::Object { type_id } = rule.kind else {
+                continue;
+            };
+            let column = env.range(r.column.span)?;
+            let (start, qualifier) = match r.qualifier {
+                Some(q) => {
+                    let q = env.range(q.span)?;
+                    (q.start, env.src.sql.get(q).unwrap_or_default())
+                }
+                None => (column.start, ""),
+            };
+            let dot = if qualifier.is_empty() { "" } else { "." };
+            let mut text = format!("(({shard}<<46)|({type_id}<<36)|{qualifier}{dot}local_id)");
+            if r.select_item {
+                text.push_str(" AS ");
+                text.push_str(env.src.sql.get(column.clone()).unwrap_or("id"));
+            }
+            edits.replace(start..column.end, text);
+        }
+        Ok(())
+    }
+
+    /// What would have routed a statement on `rule`.
+    fn expected(&self, rule: &TableRule) -> String {
+        let rest = format!(
+            "a /*+ SHARD(n) */ or /*+ COLOCATE(id) */ hint, or USE {}",
+            self.env.database_pattern(rule.fleet)
+        );
+        let insert = self.insert_target.is_some();
+        match &rule.kind {
+            TableKind::Object { .. } => format!("WHERE id = <64-bit id>, {rest}"),
+            TableKind::Mapping { from_column } if insert => {
+                format!("a literal {from_column} ID in every row, {rest}")
+            }
+            TableKind::Mapping { from_column } => format!("WHERE {from_column} = <id>, {rest}"),
+            TableKind::ModShard { key_column } if insert => {
+                format!("a literal {key_column} value in every row, {rest}")
+            }
+            TableKind::ModShard { key_column } => format!("WHERE {key_column} = <key>, {rest}"),
+        }
+    }
+
+    /// A constraint's reason, for CrossShard messages.
+    fn describe(&self, why: &Why<'_>, fleet: FleetId, shard: u32) -> String {
+        match why {
+            Why::Key {
+                table,
+                column,
+                value,
+            } => format!("{table}.{column} = {value}"),
+            Why::Database => format!("table in {}", self.env.database_name(fleet, shard)),
+            Why::Hint(Hint::Shard(n)) => format!("hint SHARD({n})"),
+            Why::Hint(Hint::Colocate(id)) => format!("hint COLOCATE({id})"),
+            Why::Hint(Hint::Scatter) => "hint SCATTER".to_owned(),
+            Why::Use => format!("USE {}", self.env.database_name(fleet, shard)),
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! The planner of SELECT, INSERT, UPDATE and DELETE (and EXPLAIN of them).
+//!
+//! [`Planner`] walks the statement's AST once, collecting what routing needs
+//! (the tables it names, its `id` columns, its `key = literal` restrictions,
+//! what an UPDATE assigns, the key values of INSERT rows); then
+//! [`Planner::finish`] (in `decide`) chooses the shard and edits the text.
+//! Here: what is collected, the walk's entry per statement, and how a
+//! column resolves to a table's shard key through the statement's scopes.
+
+use sqlparser::ast::{Expr, Ident, ObjectName, Statement, ValueWithSpan};
+
+use super::keys::key_column;
+use super::{idents, is_system_schema, object_name_text, unsupported, Env};
+use crate::router::hints::Hints;
+use crate::router::plan::{Placement, Plan, RouteError, StatementKind};
+use crate::router::text::Edits;
+use crate::topology::{FleetId, TableRule};
+
+/// How a table reference of the statement is resolved.
+#[derive(Clone, Copy)]
+pub(super) enum RefKind<'a> {
+    /// A logical table from the config, unqualified: qualified on output.
+    Logical(&'a TableRule),
+    /// `dbNNNNN.t`: that shard, text unchanged.
+    Physical { fleet: FleetId, shard: u32 },
+    /// An unqualified table not in the config, under USE: a plain table of
+    /// the current shard database, qualified on output.
+    Plain,
+    /// `information_schema.t` and the like: any host.
+    System,
+}
+
+/// One table reference.
+pub(super) struct TableRef<'a> {
+    pub(super) table: &'a Ident,
+    pub(super) alias: Option<&'a Ident>,
+    pub(super) kind: RefKind<'a>,
+    /// Whether its columns can be named in the statement (false for the
+    /// table an INSERT writes to).
+    pub(super) in_scope: bool,
+    /// The SELECT (or UPDATE/DELETE) it belongs to.
+    pub(super) scope: usize,
+}
+
+/// A reference to an `id` column (maybe of an object table).
+pub(super) struct IdRef<'a> {
+    pub(super) scope: usize,
+    pub(super) qualifier: Option<&'a Ident>,
+    pub(super) column: &'a Ident,
+    /// An unaliased select item: gets `AS id` so the result column keeps
+    /// its name.
+    pub(super) select_item: bool,
+}
+
+/// `col = literal` or `col IN (literals)` in a position that restricts
+/// the whole statement (a top-level AND of WHERE or ON).
+pub(super) struct Pred<'a> {
+    pub(super) scope: usize,
+    pub(super) qualifier: Option<&'a Ident>,
+    pub(super) column: &'a Ident,
+    /// The literal(s): one for `=`, the list for `IN`.
+    pub(super) values: &'a [Expr],
+}
+
+/// The literal values of an INSERT's shard-key column.
+#[derive(Default)]
+pub(super) struct InsertKeys<'a> {
+    pub(super) values: Vec<&'a ValueWithSpan>,
+    /// A row whose key is not a literal, or no key column at all.
+    pub(super) missing: bool,
+}
+
+/// Walks a DML statement's AST, collecting what routing needs, then decides.
+pub(super) struct Planner<'a> {
+    pub(super) env: Env<'a>,
+    pub(super) tables: Vec<TableRef<'a>>,
+    pub(super) ctes: Vec<&'a str>,
+    pub(super) id_refs: Vec<IdRef<'a>>,
+    pub(super) preds: Vec<Pred<'a>>,
+    /// Columns an UPDATE assigns (a shard key must not change).
+    pub(super) assigned: Vec<(Option<&'a Ident>, &'a Ident)>,
+    /// The parent of each scope (a SELECT, or the UPDATE/DELETE itself:
+    /// scope 0); columns resolve in their scope, then outwards.
+    pub(super) scopes: Vec<Option<usize>>,
+    /// The scope being walked.
+    pub(super) scope: usize,
+    /// The INSERT target, as an index into `tables`.
+    pub(super) insert_target: Option<usize>,
+    pub(super) insert_keys: InsertKeys<'a>,
+    pub(super) error: Option<RouteError>,
+}
+
+impl<'a> RefKind<'a> {
+    /// The logical table, for [`RefKind::Logical`].
+    pub(super) fn rule(self) -> Option<&'a TableRule> {
+        match self {
+            RefKind::Logical(rule) => Some(rule),
+            _ => None,
+        }
+    }
+}
+
+impl<'a> Planner<'a> {
+    fn new(env: Env<'a>) -> Self {
+        Planner {
+            env,
+            tables: Vec::new(),
+            ctes: Vec::new(),
+            id_refs: Vec::new(),
+            preds: Vec::new(),
+            assigned: Vec::new(),
+            scopes: vec![None],
+            scope: 0,
+            insert_target: None,
+            insert_keys: InsertKeys::default(),
+            error: None,
+        }
+    }
+
+    pub(super) fn fail(&mut self, error: RouteError) {
+        if self.error.is_none() {
+            self.error = Some(error);
+        }
+    }
+
+    /// Records a table reference; returns its index.
+    pub(super) fn add_table(
+        &mut self,
+        name: &'a ObjectName,
+        alias: Option<&'a Ident>,
+        in_scope: bool,
+    ) -> Option<usize> {
+        let parts = match idents(name) {
+            Ok(parts) => parts,
+            Err(e) => {
+                self.fail(e);
+                return None;
+            }
+        };
+        let (table, kind) = match parts.as_slice() {
+            [table] => {
+                let value = table.value.as_str();
+                if self.ctes.iter().any(|c| c.eq_ignore_ascii_case(value))
+                    || (table.quote_style.is_none() && value.eq_ignore_ascii_case("dual"))
+                {
+                    return None;
+                }
+                let kind = match self.env.topo.table(value) {
+                    Some(rule) => RefKind::Logical(rule),
+                    None if self.env.ctx.current_db.is_some() => RefKind::Plain,
+                    None => {
+                        self.fail(RouteError::UnknownTable(value.to_owned()));
+                        return None;
+                    }
+                };
+                (*table, kind)
+            }
+            [db, table] => {
+                let kind = if is_system_schema(&db.value) {
+                    RefKind::System
+                } else if let Some((fleet, shard)) = self.env.topo.parse_database(&db.value) {
+                    RefKind::Physical { fleet, shard }
+                } else {
+                    self.fail(RouteError::UnknownDatabase(db.value.clone()));
+                    return None;
+                };
+                (*table, kind)
+            }
+            _ => {
+                self.fail(unsupported(format!(
+                    "table name {}",
+                    object_name_text(name)
+                )));
+                return None;
+            }
+        };
+        self.tables.push(TableRef {
+            table,
+            alias,
+            kind,
+            in_scope,
+            scope: self.scope,
+        });
+        Some(self.tables.len() - 1)
+    }
+
+    /// The logical table an INSERT writes to.
+    pub(super) fn insert_rule(&self) -> Option<&'a TableRule> {
+        self.insert_target.and_then(|i| self.tables[i].kind.rule())
+    }
+
+    /// Plans a SELECT, INSERT, UPDATE or DELETE (see [`Planner::walks`]).
+    pub(super) fn plan(
+        env: Env<'a>,
+        statement: &'a Statement,
+        kind: StatementKind,
+        edits: Edits,
+        hints: &Hints,
+        placement: &mut dyn Placement,
+    ) -> Result<Plan, RouteError> {
+        let mut planner = Planner::new(env);
+        planner.walk_statement(statement);
+        planner.finish(kind, edits, hints, placement)
+    }
+
+    /// Whether the planner handles this kind of statement.
+    pub(super) fn walks(statement: &Statement) -> bool {
+        matches!(
+            statement,
+            Statement::Query(_)
+                | Statement::Insert(_)
+                | Statement::Update(_)
+                | Statement::Delete(_)
+        )
+    }
+
+    /// Walks a SELECT, INSERT, UPDATE or DELETE; anything else adds nothing.
+    fn walk_statement(&mut self, statement: &'a Statement) {
+        match statement {
+            Statement::Query(query) => self.walk_query(query),
+            Statement::Insert(insert) => self.walk_insert(insert),
+            Statement::Update(update) => self.walk_update(update),
+            Statement::Delete(delete) => self.walk_delete(delete),
+            _ => {}
+        }
+    }
+
+    /// The table a column belongs to, if it is that table's shard key.
+    pub(super) fn resolve_key(
+        &self,
+        scope: usize,
+        qualifier: Option<&Ident>,
+        column: &Ident,
+    ) -> Result<Option<&'a TableRule>, RouteError> {
+        let mut scope = Some(scope);
+        while let Some(s) = scope {
+            if let Some(found) = self.resolve_key_in(s, qualifier, column)? {
+                return Ok(found);
+            }
+            scope = self.scopes.get(s).copied().flatten();
+        }
+        Ok(None)
+    }
+
+    /// [`Planner::resolve_key`] in one scope: `Some(None)` when the column
+    /// names a table of the scope that is not a logical table's key.
+    fn resolve_key_in(
+        &self,
+        scope: usize,
+        qualifier: Option<&Ident>,
+        column: &Ident,
+    ) -> Result<Option<Option<&'a TableRule>>, RouteError> {
+        // The logical table of a reference whose shard key the column is.
+        let key_of = |t: &TableRef<'a>| {
+            t.kind
+                .rule()
+                .filter(|rule| key_column(rule).eq_ignore_ascii_case(&column.value))
+        };
+        let here = |t: &&TableRef<'a>| t.in_scope && t.scope == scope;
+        if let Some(q) = qualifier {
+            let named = self.tables.iter().filter(here).find(|t| match t.alias {
+                Some(alias) => alias.value.eq_ignore_ascii_case(&q.value),
+                None => t.table.value.eq_ignore_ascii_case(&q.value),
+            });
+            return Ok(named.map(key_of));
+        }
+        let mut found: Option<&'a TableRule> = None;
+        for rule in self.tables.iter().filter(here).filter_map(key_of) {
+            match found {
+                None => found = Some(rule),
+                Some(first) if first.kind == rule.kind && first.fleet == rule.fleet => {}
+                Some(first) => {
+                    return Err(unsupported(format!(
+                        "column {} is ambiguous between {} and {}; qualify it (t.{})",
+                        column.value, first.name, rule.name, column.value
+                    )))
+                }
+            }
+        }
+        Ok(found.map(Some))
+    }
+}

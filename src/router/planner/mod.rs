@@ -1,0 +1,392 @@
+//! [`route`]: one statement, the topology and the session context in, a
+//! [`Plan`] out.
+//!
+//! The statement is tokenized once; the tokens give the hints (comments) and
+//! then go to sqlparser, whose AST says what the statement touches. The text
+//! sent to a backend is the client's text with a few byte ranges edited
+//! (table names qualified, `id` turned into `local_id` or the composing
+//! expression, our hints removed); sqlparser's re-serialisation is never
+//! used, as it is not faithful to the original.
+//!
+//! This module holds the entry point, the dispatch by statement kind and
+//! what every part reads ([`Env`]). The parts:
+//!
+//! - [`tokens`]: checks on the token stream before parsing;
+//! - [`session`]: statements the proxy answers itself (USE, BEGIN, COMMIT,
+//!   `SELECT DATABASE()`, ...);
+//! - [`show`]: SHOW, DESCRIBE and the other statements about a database or
+//!   a table's definition;
+//! - [`dml`]: the planner of SELECT, INSERT, UPDATE and DELETE, which walks
+//!   the statement ([`select`], [`insert`], [`update_delete`], [`expr`]),
+//!   turns key literals into shards ([`keys`]) and then decides ([`decide`]).
+
+mod decide;
+mod dml;
+mod expr;
+mod insert;
+mod keys;
+mod select;
+mod session;
+mod show;
+mod tokens;
+mod update_delete;
+
+use std::fmt;
+use std::ops::Range;
+
+use sqlparser::ast::{
+    Ident, ObjectName, ObjectNamePart, ShowCreateObject, ShowStatementIn, Statement,
+};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::keywords::Keyword;
+use sqlparser::parser::Parser;
+use sqlparser::tokenizer::{Span, Token, Tokenizer};
+
+use super::hints;
+use super::plan::{Placement, Plan, RouteContext, RouteError, ShardQuery, StatementKind, Target};
+use super::set;
+use super::text::{Edits, Source};
+use crate::topology::{Fleet, FleetId, TableRule, Topology};
+use dml::Planner;
+
+/// Routes one statement.
+///
+/// `sql` is the statement as the client sent it (COM_QUERY text), `topo` the
+/// routing table in force, `ctx` what the session has selected with `USE`,
+/// and `placement` chooses the shard of an object INSERT that names none.
+/// Pure: no I/O, no clock; the only randomness is `placement`'s.
+///
+/// Never panics on any input: what cannot be routed becomes
+/// [`Plan::Reject`] with the error the client should see.
+pub fn route(
+    sql: &str,
+    topo: &Topology,
+    ctx: &RouteContext,
+    placement: &mut dyn Placement,
+) -> Plan {
+    match route_inner(sql, topo, ctx, placement) {
+        Ok(plan) => plan,
+        Err(error) => Plan::Reject(error),
+    }
+}
+
+const SCHEMA_CHANGE: &str =
+    "schema changes are not routed; they go through `shardgate fleet init` (every shard database at once)";
+
+fn route_inner(
+    sql: &str,
+    topo: &Topology,
+    ctx: &RouteContext,
+    placement: &mut dyn Placement,
+) -> Result<Plan, RouteError> {
+    let dialect = MySqlDialect {};
+    let mut tokens = Tokenizer::new(&dialect, sql)
+        .tokenize_with_location()
+        .map_err(syntax)?;
+    let src = Source::new(sql);
+    let mut edits = Edits::default();
+    let hints = hints::scan(&tokens, &src, &mut edits)?;
+    let first = tokens::first_significant(&tokens);
+    if tokens::is_empty(&tokens) {
+        return Err(RouteError::Syntax("Query was empty".to_owned()));
+    }
+    let keyword = match first.map(|t| &t.token) {
+        Some(Token::Word(w)) => w.keyword,
+        _ => Keyword::NoKeyword,
+    };
+    // Names the statement in messages about ones shardgate does not handle.
+    let first_span = first.map(|t| t.span);
+    if keyword == Keyword::SET {
+        return set::plan(&tokens, sql);
+    }
+    if tokens::chain_too_long(&tokens) {
+        return Err(unsupported(format!(
+            "an expression chaining more than {} operators; split the statement",
+            tokens::MAX_CHAIN
+        )));
+    }
+    let is_show = keyword == Keyword::SHOW;
+    let lock_share = tokens::strip_lock_in_share_mode(&mut tokens);
+    let show_scan = if is_show {
+        show::ShowScan::of(&tokens, &src, topo)
+    } else {
+        show::ShowScan::default()
+    };
+    let env = Env {
+        topo,
+        ctx,
+        src: &src,
+    };
+    let parsed = Parser::new(&dialect)
+        .with_tokens_with_locations(tokens)
+        .parse_statements();
+    let statements = match parsed {
+        Ok(statements) => statements,
+        // sqlparser does not know every SHOW; they touch no table data.
+        Err(_) if is_show => return env.show_fallback(show_scan.named_db, edits),
+        Err(error) => return Err(syntax(error)),
+    };
+    let statement = match statements.as_slice() {
+        [] => return Err(RouteError::Syntax("Query was empty".to_owned())),
+        [one] => one,
+        _ => {
+            return Err(unsupported(
+                "several statements in one query; send them one at a time",
+            ))
+        }
+    };
+    match statement {
+        Statement::Query(query) => {
+            if let Some(action) = session::special_select(query) {
+                return Ok(Plan::Session(action));
+            }
+            let kind = if lock_share || !query.locks.is_empty() {
+                StatementKind::LockingRead
+            } else {
+                StatementKind::Read
+            };
+            Planner::plan(env, statement, kind, edits, &hints, placement)
+        }
+        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => Planner::plan(
+            env,
+            statement,
+            StatementKind::Write,
+            edits,
+            &hints,
+            placement,
+        ),
+        Statement::Explain { statement, .. } => {
+            if !Planner::walks(statement) {
+                return Err(unsupported("EXPLAIN of this statement"));
+            }
+            Planner::plan(
+                env,
+                statement,
+                StatementKind::Read,
+                edits,
+                &hints,
+                placement,
+            )
+        }
+        Statement::ExplainTable { table_name, .. } => env.table_statement(table_name, None, edits),
+        Statement::StartTransaction { .. }
+        | Statement::Commit { .. }
+        | Statement::Rollback { .. }
+        | Statement::Savepoint { .. }
+        | Statement::ReleaseSavepoint { .. } => session::transaction(statement, sql),
+        Statement::Use(target) => env.use_database(target),
+        Statement::ShowTables { show_options, .. } => {
+            env.show_in_database(show_options, show_scan.keyword_end, edits)
+        }
+        Statement::ShowColumns { show_options, .. } => match &show_options.show_in {
+            Some(ShowStatementIn {
+                parent_name: Some(name),
+                ..
+            }) => env.table_statement(name, None, edits),
+            _ => Err(RouteError::Syntax(
+                "SHOW COLUMNS needs FROM <table>".to_owned(),
+            )),
+        },
+        Statement::ShowCreate {
+            obj_type: ShowCreateObject::Table | ShowCreateObject::View,
+            obj_name,
+        } => env.table_statement(obj_name, None, edits),
+        Statement::ShowVariable { variable } => env.show_other(variable, &show_scan, edits),
+        Statement::ShowFunctions { .. }
+        | Statement::ShowStatus { .. }
+        | Statement::ShowVariables { .. }
+        | Statement::ShowCreate { .. }
+        | Statement::ShowCatalogs { .. }
+        | Statement::ShowDatabases { .. }
+        | Statement::ShowProcessList { .. }
+        | Statement::ShowSchemas { .. }
+        | Statement::ShowCharset(_)
+        | Statement::ShowObjects(_)
+        | Statement::ShowViews { .. }
+        | Statement::ShowCollation { .. } => any_host(sql, edits),
+        Statement::CreateTable { .. }
+        | Statement::CreateVirtualTable { .. }
+        | Statement::CreateIndex { .. }
+        | Statement::CreateView { .. }
+        | Statement::CreateSchema { .. }
+        | Statement::CreateDatabase { .. }
+        | Statement::CreateFunction { .. }
+        | Statement::CreateProcedure { .. }
+        | Statement::CreateTrigger { .. }
+        | Statement::CreateSequence { .. }
+        | Statement::AlterTable { .. }
+        | Statement::AlterIndex { .. }
+        | Statement::AlterView { .. }
+        | Statement::AlterSchema { .. }
+        | Statement::Drop { .. }
+        | Statement::DropFunction { .. }
+        | Statement::DropProcedure { .. }
+        | Statement::DropTrigger { .. }
+        | Statement::Truncate { .. }
+        | Statement::RenameTable { .. } => Err(unsupported(SCHEMA_CHANGE)),
+        _ => {
+            let word = first_span.map(|span| src.text(span)).unwrap_or_default();
+            Err(unsupported(format!(
+                "{} statements",
+                word.to_ascii_uppercase()
+            )))
+        }
+    }
+}
+
+/// Schemas every MySQL server has; tables in them may be read on any host.
+const SYSTEM_SCHEMAS: [&str; 4] = ["information_schema", "mysql", "performance_schema", "sys"];
+
+fn is_system_schema(name: &str) -> bool {
+    SYSTEM_SCHEMAS.iter().any(|s| s.eq_ignore_ascii_case(name))
+}
+
+fn unsupported(what: impl Into<String>) -> RouteError {
+    RouteError::Unsupported(what.into())
+}
+
+fn syntax(error: impl fmt::Display) -> RouteError {
+    let message = error.to_string();
+    let message = message
+        .strip_prefix("sql parser error: ")
+        .unwrap_or(&message)
+        .to_owned();
+    RouteError::Syntax(message)
+}
+
+/// A table-less statement: run anywhere, text unchanged but for hints.
+fn any_host(sql: &str, edits: Edits) -> Result<Plan, RouteError> {
+    Ok(Plan::AnyHost {
+        sql: apply(edits, sql)?,
+    })
+}
+
+fn apply(edits: Edits, sql: &str) -> Result<String, RouteError> {
+    edits
+        .apply(sql)
+        .map_err(|_| unsupported("shardgate could not rewrite this statement (overlapping edits)"))
+}
+
+/// The parts of a table name; functions in it are refused.
+fn idents(name: &ObjectName) -> Result<Vec<&Ident>, RouteError> {
+    name.0
+        .iter()
+        .map(|part| match part {
+            ObjectNamePart::Identifier(ident) => Ok(ident),
+            ObjectNamePart::Function(_) => Err(unsupported("function calls in table names")),
+        })
+        .collect()
+}
+
+/// `a.b.c`, for messages.
+fn object_name_text(name: &ObjectName) -> String {
+    let mut out = String::new();
+    for (i, part) in name.0.iter().enumerate() {
+        if i > 0 {
+            out.push('.');
+        }
+        if let ObjectNamePart::Identifier(ident) = part {
+            out.push_str(&ident.value);
+        }
+    }
+    out
+}
+
+/// What every part of the planning reads.
+#[derive(Clone, Copy)]
+struct Env<'a> {
+    topo: &'a Topology,
+    ctx: &'a RouteContext,
+    src: &'a Source<'a>,
+}
+
+impl<'a> Env<'a> {
+    fn fleet(&self, fleet: FleetId) -> Result<&'a Fleet, RouteError> {
+        self.topo
+            .fleets
+            .get(fleet)
+            .ok_or_else(|| unsupported(format!("fleet {fleet} is not in the topology")))
+    }
+
+    fn range(&self, span: Span) -> Result<Range<usize>, RouteError> {
+        self.src.range(span).ok_or_else(|| {
+            unsupported("shardgate could not locate a part of the statement in its text")
+        })
+    }
+
+    /// A target for a shard, with its master.
+    fn target(&self, fleet: FleetId, shard: u32) -> Result<Target, RouteError> {
+        let host = self.topo.master_of(fleet, shard).ok_or_else(|| {
+            unsupported(format!(
+                "no host serves shard {shard} of fleet {}",
+                self.fleet(fleet).map(|f| f.name.as_str()).unwrap_or("?")
+            ))
+        })?;
+        Ok(Target { fleet, shard, host })
+    }
+
+    fn database_name(&self, fleet: FleetId, shard: u32) -> String {
+        self.topo
+            .fleets
+            .get(fleet)
+            .map(|f| f.database_name(shard))
+            .unwrap_or_default()
+    }
+
+    /// `dbNNNNN` for messages.
+    fn database_pattern(&self, fleet: FleetId) -> String {
+        match self.topo.fleets.get(fleet) {
+            Some(f) => format!(
+                "{}{}{}",
+                f.database.prefix,
+                "N".repeat(f.database.width.max(1)),
+                f.database.suffix
+            ),
+            None => "dbNNNNN".to_owned(),
+        }
+    }
+
+    fn shard_plan(
+        &self,
+        fleet: FleetId,
+        shard: u32,
+        sql: String,
+        kind: StatementKind,
+        compose_insert_id: Option<u16>,
+    ) -> Result<Plan, RouteError> {
+        Ok(Plan::Shard(ShardQuery {
+            target: self.target(fleet, shard)?,
+            sql,
+            kind,
+            compose_insert_id,
+        }))
+    }
+
+    /// Refuses a logical table that does not live on the fleet of the
+    /// shard the statement runs on; `runs_on` says, given that shard's
+    /// database name, how the shard was chosen.
+    fn check_fleet(
+        &self,
+        rule: &TableRule,
+        fleet: FleetId,
+        shard: u32,
+        runs_on: impl FnOnce(&str) -> String,
+    ) -> Result<(), RouteError> {
+        if rule.fleet == fleet {
+            return Ok(());
+        }
+        Err(RouteError::CrossShard(format!(
+            "table {} lives on fleet {}, but {} on fleet {}",
+            rule.name,
+            self.fleet(rule.fleet)?.name,
+            runs_on(&self.database_name(fleet, shard)),
+            self.fleet(fleet)?.name
+        )))
+    }
+
+    /// The statement's text, with `edits` applied, as a read on a shard.
+    fn read_on(&self, fleet: FleetId, shard: u32, edits: Edits) -> Result<Plan, RouteError> {
+        let sql = apply(edits, self.src.sql)?;
+        self.shard_plan(fleet, shard, sql, StatementKind::Read, None)
+    }
+}

@@ -1,0 +1,95 @@
+//! Statements the proxy answers itself, from the session's state: USE,
+//! BEGIN / COMMIT / ROLLBACK, `SELECT DATABASE()` and
+//! `SELECT LAST_INSERT_ID()`. (SET is parsed in `router::set`.)
+
+use sqlparser::ast::{
+    Expr, FunctionArguments, ObjectNamePart, Query, SelectItem, SetExpr, Statement, Use,
+};
+
+use super::{object_name_text, unsupported, Env};
+use crate::router::plan::{Plan, RouteError, SessionAction};
+
+/// BEGIN, COMMIT, ROLLBACK, and the forms not supported yet (savepoints,
+/// AND CHAIN). Called with those statements only.
+pub(super) fn transaction(statement: &Statement, sql: &str) -> Result<Plan, RouteError> {
+    match statement {
+        Statement::StartTransaction { .. } => Ok(Plan::Session(SessionAction::Begin {
+            sql: sql.to_owned(),
+        })),
+        Statement::Commit { chain: false, .. } => Ok(Plan::Session(SessionAction::Commit)),
+        Statement::Rollback {
+            chain: false,
+            savepoint: None,
+        } => Ok(Plan::Session(SessionAction::Rollback)),
+        Statement::Commit { .. } | Statement::Rollback { chain: true, .. } => {
+            Err(unsupported("COMMIT/ROLLBACK AND CHAIN"))
+        }
+        // ROLLBACK TO, SAVEPOINT, RELEASE SAVEPOINT.
+        _ => Err(unsupported("savepoints (not yet)")),
+    }
+}
+
+/// `SELECT DATABASE()`, `SELECT SCHEMA()`, `SELECT LAST_INSERT_ID()`,
+/// answered by the proxy.
+pub(super) fn special_select(query: &Query) -> Option<SessionAction> {
+    if query.with.is_some() || query.order_by.is_some() || query.limit_clause.is_some() {
+        return None;
+    }
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return None;
+    };
+    if !select.from.is_empty()
+        || select.selection.is_some()
+        || select.having.is_some()
+        || select.into.is_some()
+    {
+        return None;
+    }
+    let [item] = select.projection.as_slice() else {
+        return None;
+    };
+    let (SelectItem::UnnamedExpr(Expr::Function(function))
+    | SelectItem::ExprWithAlias {
+        expr: Expr::Function(function),
+        ..
+    }) = item
+    else {
+        return None;
+    };
+    let [ObjectNamePart::Identifier(name)] = function.name.0.as_slice() else {
+        return None;
+    };
+    let no_args = match &function.args {
+        FunctionArguments::None => true,
+        FunctionArguments::List(list) => list.args.is_empty(),
+        FunctionArguments::Subquery(_) => false,
+    };
+    if !no_args || function.over.is_some() {
+        return None;
+    }
+    let name = name.value.as_str();
+    if name.eq_ignore_ascii_case("DATABASE") || name.eq_ignore_ascii_case("SCHEMA") {
+        Some(SessionAction::SelectDatabase)
+    } else if name.eq_ignore_ascii_case("LAST_INSERT_ID") {
+        Some(SessionAction::SelectLastInsertId)
+    } else {
+        None
+    }
+}
+
+impl Env<'_> {
+    /// `USE db`.
+    pub(super) fn use_database(&self, target: &Use) -> Result<Plan, RouteError> {
+        let (Use::Object(name) | Use::Database(name) | Use::Schema(name)) = target else {
+            return Err(unsupported("this form of USE; write USE dbNNNNN"));
+        };
+        let text = object_name_text(name);
+        match name.0.as_slice() {
+            [ObjectNamePart::Identifier(db)] => match self.topo.parse_database(&db.value) {
+                Some((fleet, shard)) => Ok(Plan::Session(SessionAction::Use { fleet, shard })),
+                None => Err(RouteError::UnknownDatabase(db.value.clone())),
+            },
+            _ => Err(RouteError::UnknownDatabase(text)),
+        }
+    }
+}
