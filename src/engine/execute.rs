@@ -44,6 +44,7 @@ impl Engine {
             Plan::Shard(query) => self.run_shard(topology, state, query, client).await,
             Plan::AnyHost { sql } => self.run_anywhere(topology, state, &sql, client).await,
             Plan::Session(action) => self.run_session(topology, state, action, client).await,
+            Plan::Diagnostics { sql } => self.run_anywhere(topology, state, &sql, client).await,
             Plan::Reject(error) => Err(Failure::Client(ClientError::Route(error))),
         };
         match result {
@@ -335,6 +336,9 @@ impl Engine {
                     name.as_deref().map(str::as_bytes),
                 )
                 .await
+            }
+            SessionAction::Savepoint { sql } => {
+                self.run_anywhere(topology, state, &sql, client).await
             }
             SessionAction::SelectLastInsertId => {
                 let id = state.last_insert_id.to_string();

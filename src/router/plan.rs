@@ -72,6 +72,12 @@ pub enum SessionAction {
     SelectDatabase,
     /// `SELECT LAST_INSERT_ID()`.
     SelectLastInsertId,
+    /// `SAVEPOINT x`, `ROLLBACK TO [SAVEPOINT] x`, `RELEASE SAVEPOINT x`:
+    /// sent to the transaction's bound connection (kept until it binds).
+    Savepoint {
+        /// The original statement text.
+        sql: String,
+    },
 }
 
 /// The routing decision for one statement.
@@ -87,6 +93,13 @@ pub enum Plan {
     },
     /// Handled by the proxy itself.
     Session(SessionAction),
+    /// `SHOW WARNINGS`, `SHOW ERRORS`, `SHOW COUNT(*) WARNINGS`,
+    /// `SELECT @@warning_count` / `@@error_count`: about the previous
+    /// statement, so run on the connection that ran it.
+    Diagnostics {
+        /// Text to send (the original).
+        sql: String,
+    },
     /// Refused, with the error the client will see.
     Reject(RouteError),
 }
