@@ -56,6 +56,9 @@ pub enum ClientError {
     /// A client packet over the proxy's limit (1153); the connection closes.
     #[error("Got a packet bigger than 'max_allowed_packet' bytes: {0}")]
     PacketTooLarge(String),
+    /// A command that needs `USE dbNNNNN` first (1046).
+    #[error("No database selected")]
+    NoDatabaseSelected,
     /// No backend host is usable for a statement that may run anywhere.
     #[error("shardgate: no healthy master is available: {0}")]
     NoHealthyHost(String),
@@ -70,6 +73,7 @@ impl ClientError {
             ClientError::AccessDenied { .. } => 1045,
             ClientError::UnsupportedCommand(_) => 1047,
             ClientError::PacketTooLarge(_) => 1153,
+            ClientError::NoDatabaseSelected => 1046,
             _ => 1105,
         }
     }
@@ -80,6 +84,7 @@ impl ClientError {
             ClientError::Route(route) => route.sql_state(),
             ClientError::Backend { sql_state, .. } => sql_state,
             ClientError::AccessDenied { .. } => "28000",
+            ClientError::NoDatabaseSelected => "3D000",
             ClientError::UnsupportedCommand(_) | ClientError::PacketTooLarge(_) => "08S01",
             _ => "HY000",
         }

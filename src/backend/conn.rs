@@ -32,8 +32,12 @@ pub const FRAMING_CAPABILITIES: CapabilityFlags = CapabilityFlags::CLIENT_DEPREC
     .union(CapabilityFlags::CLIENT_MULTI_RESULTS)
     .union(CapabilityFlags::CLIENT_SESSION_TRACK);
 
+/// COM_INIT_DB command byte.
+pub const COM_INIT_DB: u8 = 0x02;
 /// COM_QUERY command byte.
 pub const COM_QUERY: u8 = 0x03;
+/// COM_FIELD_LIST command byte.
+pub const COM_FIELD_LIST: u8 = 0x04;
 /// COM_RESET_CONNECTION command byte.
 pub const COM_RESET_CONNECTION: u8 = 0x1F;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use mysql_common::constants::StatusFlags;
 use tokio::io::AsyncWrite;
 
-use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOutcome};
+use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions, RelayOutcome};
 use super::session_state::{BoundTransaction, SessionSettings, SessionState};
 use super::Engine;
 use crate::backend::conn::{COM_QUERY, COM_RESET_CONNECTION};
@@ -28,6 +28,8 @@ enum Venue {
     Pool(Arc<HostPool>),
     /// The connection the session's transaction is bound to.
     Bound,
+    /// The pooled connection that ran the previous statement.
+    Held(PooledConn),
 }
 
 impl Engine {
@@ -40,12 +42,45 @@ impl Engine {
         plan: Plan,
         client: &mut FrameWriter<W>,
     ) -> io::Result<()> {
+        self.execute_in_batch(topology, state, plan, client).await?;
+        client.flush().await
+    }
+
+    /// Executes one statement of a multi-statement: the answer is queued
+    /// but not flushed, the session's sequence id moves past it, and the
+    /// result says whether it succeeded (an error ends the batch).
+    pub async fn execute_in_batch<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        plan: Plan,
+        client: &mut FrameWriter<W>,
+    ) -> io::Result<bool> {
+        self.execute_unflushed(topology, state, plan, client)
+            .await?;
+        state.response_seq = client.next_seq();
+        Ok(!client.last_was_error())
+    }
+
+    async fn execute_unflushed<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        plan: Plan,
+        client: &mut FrameWriter<W>,
+    ) -> io::Result<()> {
+        let held = state.held.take();
         let result = match plan {
-            Plan::Shard(query) => self.run_shard(topology, state, query, client).await,
-            Plan::AnyHost { sql } => self.run_anywhere(topology, state, &sql, client).await,
-            Plan::Session(action) => self.run_session(topology, state, action, client).await,
-            Plan::Diagnostics { sql } => self.run_anywhere(topology, state, &sql, client).await,
-            Plan::Reject(error) => Err(Failure::Client(ClientError::Route(error))),
+            Plan::Diagnostics { sql } => {
+                self.run_diagnostics(topology, state, held, &sql, client)
+                    .await
+            }
+            plan => {
+                if let Some(conn) = held {
+                    conn.release();
+                }
+                self.run_plan(topology, state, plan, client).await
+            }
         };
         match result {
             Ok(()) => {}
@@ -54,7 +89,47 @@ impl Engine {
             }
             Err(Failure::Io(error)) => return Err(error),
         }
-        client.flush().await
+        Ok(())
+    }
+
+    async fn run_plan<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        plan: Plan,
+        client: &mut FrameWriter<W>,
+    ) -> Result<(), Failure> {
+        match plan {
+            Plan::Shard(query) => self.run_shard(topology, state, query, client).await,
+            Plan::AnyHost { sql } => self.run_anywhere(topology, state, &sql, client).await,
+            Plan::Session(action) => self.run_session(topology, state, action, client).await,
+            Plan::Diagnostics { sql } => {
+                self.run_diagnostics(topology, state, None, &sql, client)
+                    .await
+            }
+            Plan::Reject(error) => Err(Failure::Client(ClientError::Route(error))),
+        }
+    }
+
+    /// Runs SHOW WARNINGS and the like on the connection that ran the
+    /// previous statement (held, or the bound one); with neither, the
+    /// previous statement left nothing to show and any master answers.
+    async fn run_diagnostics<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        held: Option<PooledConn>,
+        sql: &str,
+        client: &mut FrameWriter<W>,
+    ) -> Result<(), Failure> {
+        let venue = match held {
+            Some(conn) => Venue::Held(conn),
+            None if state.last_on_bound && state.bound.is_some() => Venue::Bound,
+            None => return self.run_anywhere(topology, state, sql, client).await,
+        };
+        self.run_on(topology, state, venue, None, sql, None, client)
+            .await
+            .map(|_| ())
     }
 
     async fn run_shard<W: AsyncWrite + Unpin>(
@@ -119,29 +194,28 @@ impl Engine {
             return Ok(Venue::Pool(pool));
         }
         let mut conn = self.checkout(topology, &pool, Some(target), state).await?;
-        let begin = state.begin_statement().to_owned();
-        match conn
-            .conn()
-            .simple_command(COM_QUERY, begin.as_bytes())
-            .await
-        {
-            Ok(answer) if answer.first() == Some(&ERR_HEADER) => {
-                conn.release();
-                Err(Failure::Client(backend_error(&answer)))
-            }
-            Ok(_) => {
-                state.bound = Some(BoundTransaction { target, conn });
-                Ok(Venue::Bound)
-            }
-            Err(error) => {
-                let addr = conn.pool().addr.clone();
-                conn.discard_broken();
-                Err(Failure::Client(ClientError::BackendLost {
-                    host: addr,
-                    reason: error.to_string(),
-                }))
+        let opening = std::iter::once(state.begin_statement().to_owned())
+            .chain(state.pending_savepoints.drain(..))
+            .collect::<Vec<_>>();
+        for sql in &opening {
+            match conn.conn().simple_command(COM_QUERY, sql.as_bytes()).await {
+                Ok(answer) if answer.first() == Some(&ERR_HEADER) => {
+                    drop(conn);
+                    return Err(Failure::Client(backend_error(&answer)));
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    let addr = conn.pool().addr.clone();
+                    conn.discard_broken();
+                    return Err(Failure::Client(ClientError::BackendLost {
+                        host: addr,
+                        reason: error.to_string(),
+                    }));
+                }
             }
         }
+        state.bound = Some(BoundTransaction { target, conn });
+        Ok(Venue::Bound)
     }
 
     /// A pooled connection with the session's settings applied.
@@ -180,24 +254,21 @@ impl Engine {
         composer: Option<InsertIdComposer>,
         client: &mut FrameWriter<W>,
     ) -> Result<RelayOutcome, Failure> {
-        let deprecate_eof = state.deprecate_eof;
+        let options = RelayOptions {
+            first_seq: state.response_seq,
+            deprecate_eof: state.deprecate_eof,
+            composer,
+            more_results: state.more_results,
+        };
         match venue {
             Venue::Bound => {
+                state.last_on_bound = true;
                 let Some(bound) = state.bound.as_mut() else {
                     return Err(Failure::Client(ClientError::Transaction(
                         "no transaction is bound".to_owned(),
                     )));
                 };
-                let result = send_and_relay(
-                    bound.conn.conn(),
-                    state.response_seq,
-                    sql,
-                    client,
-                    deprecate_eof,
-                    composer,
-                )
-                .await;
-                match result {
+                match send_and_relay(bound.conn.conn(), sql, client, options).await {
                     Ok(outcome) => Ok(outcome),
                     Err(failure) => {
                         let host = state
@@ -209,44 +280,25 @@ impl Engine {
                     }
                 }
             }
+            Venue::Held(mut conn) => {
+                state.last_on_bound = false;
+                let result = send_and_relay(conn.conn(), sql, client, options).await;
+                finish_pooled(state, conn, result)
+            }
             Venue::Pool(pool) => {
-                for attempt in 0..2 {
-                    let mut conn = self.checkout(topology, &pool, target, state).await?;
-                    let reused = conn.reused;
-                    match send_and_relay(
-                        conn.conn(),
-                        state.response_seq,
-                        sql,
-                        client,
-                        deprecate_eof,
-                        composer,
-                    )
-                    .await
-                    {
-                        Ok(outcome) => {
-                            if outcome.status.contains(StatusFlags::SERVER_STATUS_IN_TRANS) {
-                                drop(conn);
-                            } else {
-                                conn.release();
-                            }
-                            return Ok(outcome);
-                        }
-                        Err(RelayFailure::Backend {
-                            forwarded: false, ..
-                        }) if reused && attempt == 0 => {
-                            conn.discard_broken();
-                            continue;
-                        }
-                        Err(failure) => {
-                            let host = close_after_failure(conn, &failure);
-                            return Err(relay_failure_to_client(state, failure, host, false));
-                        }
+                state.last_on_bound = false;
+                let mut conn = self.checkout(topology, &pool, target, state).await?;
+                let result = match send_and_relay(conn.conn(), sql, client, options).await {
+                    Err(RelayFailure::Backend {
+                        forwarded: false, ..
+                    }) if conn.reused => {
+                        conn.discard_broken();
+                        conn = self.checkout(topology, &pool, target, state).await?;
+                        send_and_relay(conn.conn(), sql, client, options).await
                     }
-                }
-                Err(Failure::Client(ClientError::BackendLost {
-                    host: pool.addr.clone(),
-                    reason: "connection failed twice".to_owned(),
-                }))
+                    result => result,
+                };
+                finish_pooled(state, conn, result)
             }
         }
     }
@@ -301,6 +353,7 @@ impl Engine {
                 write_ok(client, state).await
             }
             SessionAction::Begin { sql } => {
+                state.pending_savepoints.clear();
                 if state.bound.is_some() {
                     self.end_transaction(state, "COMMIT", client, false).await?;
                 }
@@ -338,7 +391,16 @@ impl Engine {
                 .await
             }
             SessionAction::Savepoint { sql } => {
-                self.run_anywhere(topology, state, &sql, client).await
+                if state.bound.is_some() {
+                    self.run_on(topology, state, Venue::Bound, None, &sql, None, client)
+                        .await
+                        .map(|_| ())
+                } else if state.in_transaction() {
+                    state.pending_savepoints.push(sql);
+                    write_ok(client, state).await
+                } else {
+                    self.run_anywhere(topology, state, &sql, client).await
+                }
             }
             SessionAction::SelectLastInsertId => {
                 let id = state.last_insert_id.to_string();
@@ -366,6 +428,7 @@ impl Engine {
         if answer {
             state.explicit_transaction = false;
         }
+        state.pending_savepoints.clear();
         let Some(mut bound) = state.bound.take() else {
             return if answer {
                 write_ok(client, state).await
@@ -377,11 +440,14 @@ impl Engine {
         let result = if answer {
             send_and_relay(
                 bound.conn.conn(),
-                state.response_seq,
                 sql,
                 client,
-                state.deprecate_eof,
-                None,
+                RelayOptions {
+                    first_seq: state.response_seq,
+                    deprecate_eof: state.deprecate_eof,
+                    composer: None,
+                    more_results: state.more_results,
+                },
             )
             .await
             .map(|outcome| !outcome.failed)
@@ -455,20 +521,44 @@ impl From<io::Error> for Failure {
 
 async fn send_and_relay<W: AsyncWrite + Unpin>(
     conn: &mut crate::backend::BackendConn,
-    first_seq: u8,
     sql: &str,
     client: &mut FrameWriter<W>,
-    deprecate_eof: bool,
-    composer: Option<InsertIdComposer>,
+    options: RelayOptions,
 ) -> Result<RelayOutcome, RelayFailure> {
     if let Err(error) = conn.send_command(COM_QUERY, sql.as_bytes()).await {
         return Err(RelayFailure::Backend {
             error,
             forwarded: false,
-            next_seq: first_seq,
+            next_seq: options.first_seq,
         });
     }
-    relay_response(conn, client, first_seq, deprecate_eof, composer).await
+    relay_response(conn, client, options).await
+}
+
+/// Settles a pooled connection after its statement: one the server left
+/// inside a transaction is closed; one whose statement left warnings or an
+/// error is held for `SHOW WARNINGS`; the rest go back to the pool.
+fn finish_pooled(
+    state: &mut SessionState,
+    conn: PooledConn,
+    result: Result<RelayOutcome, RelayFailure>,
+) -> Result<RelayOutcome, Failure> {
+    match result {
+        Ok(outcome) => {
+            if outcome.status.contains(StatusFlags::SERVER_STATUS_IN_TRANS) {
+                drop(conn);
+            } else if outcome.failed || outcome.warnings > 0 {
+                state.held = Some(conn);
+            } else {
+                conn.release();
+            }
+            Ok(outcome)
+        }
+        Err(failure) => {
+            let host = close_after_failure(conn, &failure);
+            Err(relay_failure_to_client(state, failure, host, false))
+        }
+    }
 }
 
 /// Brings a backend connection's session settings to the client's.
@@ -548,7 +638,7 @@ fn relay_failure_to_client(
     }
 }
 
-fn backend_error(payload: &[u8]) -> ClientError {
+pub(crate) fn backend_error(payload: &[u8]) -> ClientError {
     match parse_err(payload) {
         Some((code, sql_state, message)) => ClientError::Backend {
             code,

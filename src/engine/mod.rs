@@ -2,6 +2,7 @@
 //! Holds what all sessions share: the routing table and the host pools.
 
 pub mod execute;
+pub mod field_list;
 pub mod relay;
 pub mod session_state;
 

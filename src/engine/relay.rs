@@ -24,6 +24,8 @@ pub struct RelayOutcome {
     /// Last-insert-id reported to the client (already composed), if an OK
     /// packet carried one.
     pub last_insert_id: Option<u64>,
+    /// Warning count of the last OK/EOF.
+    pub warnings: u16,
     /// Sequence id for the next packet to the client.
     pub next_seq: u8,
 }
@@ -67,15 +69,33 @@ enum Stage {
     Rows,
 }
 
+/// How to relay one response.
+#[derive(Debug, Clone, Copy)]
+pub struct RelayOptions {
+    /// Sequence id of the first frame to the client.
+    pub first_seq: u8,
+    /// Whether the client set `CLIENT_DEPRECATE_EOF`.
+    pub deprecate_eof: bool,
+    /// Rewrites an object INSERT's last-insert-id into the 64-bit ID.
+    pub composer: Option<InsertIdComposer>,
+    /// More results of a multi-statement follow this response: its final
+    /// OK/EOF gets `SERVER_MORE_RESULTS_EXISTS`.
+    pub more_results: bool,
+}
+
 /// Reads the response to the command just sent on `backend` and writes it
-/// to `client`, numbering frames from `first_seq`. Does not flush.
+/// to `client`. Does not flush.
 pub async fn relay_response<W: AsyncWrite + Unpin>(
     backend: &mut BackendConn,
     client: &mut FrameWriter<W>,
-    first_seq: u8,
-    deprecate_eof: bool,
-    composer: Option<InsertIdComposer>,
+    options: RelayOptions,
 ) -> Result<RelayOutcome, RelayFailure> {
+    let RelayOptions {
+        first_seq,
+        deprecate_eof,
+        composer,
+        more_results,
+    } = options;
     let mut seq = first_seq;
     let mut stage = Stage::FirstPacket;
     let mut continued = false;
@@ -99,36 +119,43 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
         let payload = frame.payload();
         let header = payload.first().copied();
 
-        let mut end: Option<(StatusFlags, bool)> = None;
+        let mut end: Option<(StatusFlags, u16, bool)> = None;
         if starts_packet {
             match (&stage, header) {
                 (Stage::FirstPacket, Some(OK_HEADER)) => {
                     let info = parse_ok(payload).ok_or_else(|| malformed(forwarded, seq))?;
-                    if let (Some(composer), true) = (composer, info.last_insert_id != 0) {
-                        let id = composer.compose(info.last_insert_id);
-                        last_insert_id = Some(id);
-                        let rewritten = rewrite_ok_insert_id(payload, &info, id);
+                    let composed = composer
+                        .filter(|_| info.last_insert_id != 0)
+                        .map(|composer| composer.compose(info.last_insert_id));
+                    let last = !info
+                        .status
+                        .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
+                    if composed.is_some() || (last && more_results) {
+                        let id = composed.unwrap_or(info.last_insert_id);
+                        last_insert_id = composed.or(last_insert_id);
+                        let mut rewritten = rewrite_ok_insert_id(payload, &info, id);
+                        if last && more_results {
+                            set_more_results_in_ok(&mut rewritten);
+                        }
                         client
                             .write_packet(frame.seq(), &rewritten)
                             .await
                             .map_err(RelayFailure::Client)?;
                         forwarded = true;
-                        if info
-                            .status
-                            .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS)
-                        {
+                        if !last {
                             continue;
                         }
                         return Ok(RelayOutcome {
                             status: info.status,
                             failed: false,
                             last_insert_id,
+                            warnings: info.warnings,
                             next_seq: seq,
                         });
                     }
-                    end = Some((info.status, false));
+                    end = Some((info.status, info.warnings, false));
                 }
-                (_, Some(ERR_HEADER)) => end = Some((StatusFlags::empty(), true)),
+                (_, Some(ERR_HEADER)) => end = Some((StatusFlags::empty(), 0, true)),
                 (Stage::FirstPacket, Some(LOCAL_INFILE_HEADER)) => {
                     return Err(RelayFailure::Backend {
                         error: io::Error::new(
@@ -157,23 +184,33 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                     if deprecate_eof && payload.len() < MAX_FRAME_PAYLOAD =>
                 {
                     let info = parse_ok(payload).ok_or_else(|| malformed(forwarded, seq))?;
-                    end = Some((info.status, false));
+                    end = Some((info.status, info.warnings, false));
                 }
                 (Stage::Rows, Some(EOF_HEADER)) if !deprecate_eof && payload.len() < 9 => {
                     let status =
                         parse_eof_status(payload).ok_or_else(|| malformed(forwarded, seq))?;
-                    end = Some((status, false));
+                    let warnings = u16::from_le_bytes([payload[1], payload[2]]);
+                    end = Some((status, warnings, false));
                 }
                 (Stage::Rows, _) => {}
             }
+        }
+        let finished = match end {
+            Some((status, _, failed)) => {
+                failed || !status.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS)
+            }
+            None => false,
+        };
+        if finished && more_results {
+            set_more_results_in_terminator(&mut frame, stage_is_rows(&stage), deprecate_eof);
         }
         client
             .write_raw(frame.raw())
             .await
             .map_err(RelayFailure::Client)?;
         forwarded = true;
-        if let Some((status, failed)) = end {
-            if !failed && status.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS) {
+        if let Some((status, warnings, failed)) = end {
+            if !finished {
                 stage = Stage::FirstPacket;
                 continue;
             }
@@ -181,9 +218,47 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                 status,
                 failed,
                 last_insert_id,
+                warnings,
                 next_seq: seq,
             });
         }
+    }
+}
+
+fn stage_is_rows(stage: &Stage) -> bool {
+    matches!(stage, Stage::Rows)
+}
+
+/// Sets `SERVER_MORE_RESULTS_EXISTS` in an OK packet payload built by
+/// [`rewrite_ok_insert_id`] (status flags follow the two length-encoded
+/// integers).
+fn set_more_results_in_ok(payload: &mut [u8]) {
+    let mut rest = &payload[1..];
+    let skipped = crate::protocol::frame::read_lenenc_int(&mut rest)
+        .and_then(|_| crate::protocol::frame::read_lenenc_int(&mut rest))
+        .is_some();
+    let at = payload.len() - rest.len();
+    if skipped && payload.len() > at {
+        payload[at] |= StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits() as u8;
+    }
+}
+
+/// Sets `SERVER_MORE_RESULTS_EXISTS` in the final OK/EOF frame of a result
+/// (an ERR frame is left alone: an error ends a multi-statement).
+fn set_more_results_in_terminator(
+    frame: &mut crate::protocol::Frame,
+    rows: bool,
+    deprecate_eof: bool,
+) {
+    let payload = frame.payload_mut();
+    match payload.first() {
+        Some(&EOF_HEADER) if rows && !deprecate_eof => {
+            if let Some(byte) = payload.get_mut(3) {
+                *byte |= StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits() as u8;
+            }
+        }
+        Some(&OK_HEADER) | Some(&EOF_HEADER) => set_more_results_in_ok(payload),
+        _ => {}
     }
 }
 

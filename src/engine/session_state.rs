@@ -80,6 +80,19 @@ pub struct SessionState {
     /// Sequence id of the first packet of the answer to the current
     /// command (one past the command's last frame).
     pub response_seq: u8,
+    /// The pooled connection that ran the previous statement, kept (instead
+    /// of returned) when that statement left warnings or an error, so
+    /// `SHOW WARNINGS` sees them.
+    pub held: Option<PooledConn>,
+    /// Whether the previous statement ran on the bound connection.
+    pub last_on_bound: bool,
+    /// SAVEPOINT statements given before the transaction bound; replayed on
+    /// the bound connection right after its BEGIN.
+    pub pending_savepoints: Vec<String>,
+    /// Whether more results of a multi-statement follow the current one.
+    pub more_results: bool,
+    /// Whether the client may send several statements in one COM_QUERY.
+    pub multi_statements: bool,
 }
 
 impl SessionState {
@@ -97,7 +110,22 @@ impl SessionState {
             bound: None,
             last_insert_id: 0,
             response_seq: 1,
+            held: None,
+            last_on_bound: false,
+            pending_savepoints: Vec::new(),
+            more_results: false,
+            multi_statements: false,
         }
+    }
+
+    /// Back to a fresh session (COM_RESET_CONNECTION, COM_CHANGE_USER): an
+    /// open transaction is dropped with its connection (the server rolls it
+    /// back), settings, `USE`, savepoints and the held connection go.
+    pub fn reset(&mut self) {
+        let fresh = SessionState::new(self.connection_id, self.conn_key, self.deprecate_eof);
+        let multi_statements = self.multi_statements;
+        *self = fresh;
+        self.multi_statements = multi_statements;
     }
 
     /// Whether statements are inside a transaction (explicit, or implicit
@@ -114,6 +142,9 @@ impl SessionState {
         }
         if self.explicit_transaction || self.bound.is_some() {
             flags |= StatusFlags::SERVER_STATUS_IN_TRANS;
+        }
+        if self.more_results {
+            flags |= StatusFlags::SERVER_MORE_RESULTS_EXISTS;
         }
         flags
     }

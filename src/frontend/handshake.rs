@@ -29,6 +29,7 @@ pub const SERVER_CAPABILITIES: CapabilityFlags = CapabilityFlags::CLIENT_LONG_PA
     .union(CapabilityFlags::CLIENT_PROTOCOL_41)
     .union(CapabilityFlags::CLIENT_TRANSACTIONS)
     .union(CapabilityFlags::CLIENT_SECURE_CONNECTION)
+    .union(CapabilityFlags::CLIENT_MULTI_STATEMENTS)
     .union(CapabilityFlags::CLIENT_MULTI_RESULTS)
     .union(CapabilityFlags::CLIENT_PS_MULTI_RESULTS)
     .union(CapabilityFlags::CLIENT_PLUGIN_AUTH)
@@ -51,6 +52,8 @@ pub struct LoggedIn {
     pub database: Option<String>,
     /// Sequence id for the packet that answers the login (OK or ERR).
     pub next_seq: u8,
+    /// The scramble sent in the handshake; COM_CHANGE_USER answers with it.
+    pub nonce: [u8; 20],
 }
 
 /// Why a login failed.
@@ -173,7 +176,91 @@ where
         collation,
         database,
         next_seq,
+        nonce,
     })
+}
+
+/// Handles COM_CHANGE_USER (`payload` without the command byte): checks the
+/// new account's password (against the handshake's scramble, or after an
+/// auth switch for another plugin) and returns the new login. The caller
+/// resets the session and answers OK at `next_seq`.
+pub async fn change_user<R, W>(
+    reader: &mut FrameReader<R>,
+    writer: &mut FrameWriter<W>,
+    current: &LoggedIn,
+    payload: &[u8],
+    users: &[UserConfig],
+) -> Result<LoggedIn, LoginFailure>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let malformed = || LoginFailure::Refused {
+        error: ClientError::UnsupportedCommand("malformed COM_CHANGE_USER".to_owned()),
+        seq: 1,
+    };
+    let (user, rest) = split_nul(payload).ok_or_else(malformed)?;
+    let (auth_data, rest) = if current
+        .capabilities
+        .contains(CapabilityFlags::CLIENT_SECURE_CONNECTION)
+    {
+        let len = usize::from(*rest.first().ok_or_else(malformed)?);
+        let data = rest.get(1..1 + len).ok_or_else(malformed)?;
+        (data.to_vec(), &rest[1 + len..])
+    } else {
+        let (data, rest) = split_nul(rest).ok_or_else(malformed)?;
+        (data.to_vec(), rest)
+    };
+    let (database, rest) = split_nul(rest).unwrap_or((&[], &[]));
+    let (collation, rest) = match rest {
+        [low, _high, rest @ ..] => (*low, rest),
+        _ => (current.collation, rest),
+    };
+    let plugin = split_nul(rest)
+        .map(|(name, _)| name)
+        .unwrap_or(NATIVE_PLUGIN);
+    let user = String::from_utf8_lossy(user).into_owned();
+    let mut seq = 0u8;
+    let (nonce, auth_data) = if plugin == NATIVE_PLUGIN || plugin.is_empty() {
+        (current.nonce, auth_data)
+    } else {
+        let nonce = new_nonce();
+        let mut data = nonce.to_vec();
+        data.push(0);
+        let mut body = Vec::new();
+        AuthSwitchRequest::new(NATIVE_PLUGIN, data).serialize(&mut body);
+        writer.write_packet(1, &body).await?;
+        writer.flush().await?;
+        let (next, answer) = reader.next_packet().await?;
+        seq = next;
+        (nonce, answer)
+    };
+    let next_seq = seq.wrapping_add(1);
+    let accepted = users.iter().any(|account| {
+        account.name == user && password_matches(&nonce, &account.password, &auth_data)
+    });
+    if !accepted {
+        return Err(LoginFailure::Refused {
+            error: ClientError::AccessDenied {
+                user,
+                using_password: if auth_data.is_empty() { "NO" } else { "YES" },
+            },
+            seq: next_seq,
+        });
+    }
+    Ok(LoggedIn {
+        user,
+        capabilities: current.capabilities,
+        collation,
+        database: (!database.is_empty()).then(|| String::from_utf8_lossy(database).into_owned()),
+        next_seq,
+        nonce,
+    })
+}
+
+fn split_nul(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
+    let end = bytes.iter().position(|b| *b == 0)?;
+    Some((&bytes[..end], &bytes[end + 1..]))
 }
 
 /// Sends the OK that completes a login.

@@ -3,136 +3,341 @@
 
 use std::io;
 use std::sync::Arc;
+use std::time::Instant;
 
 use mysql_common::constants::CapabilityFlags;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tracing::debug;
 
-use super::handshake::{self, LoginFailure};
+use super::handshake::{self, LoggedIn, LoginFailure};
 use crate::backend::conn::FRAMING_CAPABILITIES;
 use crate::backend::ConnKey;
 use crate::engine::{write_error, Engine, SessionState};
 use crate::error::ClientError;
-use crate::protocol::packets::ok_packet;
+use crate::protocol::packets::{ok_packet, result_set_terminator};
 use crate::protocol::{FrameReader, FrameWriter};
 use crate::router::{route, Plan, RandomPlacement, RouteError, SessionAction};
+
+// TEMP until the router's splitter lands.
+fn split_statements(sql: &str) -> Vec<std::ops::Range<usize>> {
+    vec![0..sql.len()]
+}
 
 const COM_QUIT: u8 = 0x01;
 const COM_INIT_DB: u8 = 0x02;
 const COM_QUERY: u8 = 0x03;
+const COM_FIELD_LIST: u8 = 0x04;
+const COM_STATISTICS: u8 = 0x09;
 const COM_PING: u8 = 0x0E;
+const COM_CHANGE_USER: u8 = 0x11;
+const COM_SET_OPTION: u8 = 0x1B;
+const COM_RESET_CONNECTION: u8 = 0x1F;
 
 /// Serves one client connection until it quits or fails.
 pub async fn run(engine: Arc<Engine>, stream: TcpStream, connection_id: u32) -> io::Result<()> {
     stream.set_nodelay(true)?;
     let (read_half, write_half) = stream.into_split();
-    let mut reader = FrameReader::new(read_half);
-    let mut writer = FrameWriter::new(write_half);
+    serve_stream(
+        engine,
+        FrameReader::new(read_half),
+        FrameWriter::new(write_half),
+        connection_id,
+    )
+    .await
+}
 
+/// Logs the client in and runs its command loop over any byte stream.
+pub async fn serve_stream<R, W>(
+    engine: Arc<Engine>,
+    mut reader: FrameReader<R>,
+    mut writer: FrameWriter<W>,
+    connection_id: u32,
+) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let users = engine.topology.load().config.users.clone();
-    let logged_in = match handshake::login(&mut reader, &mut writer, connection_id, &users).await {
-        Ok(logged_in) => logged_in,
+    let login = match handshake::login(&mut reader, &mut writer, connection_id, &users).await {
+        Ok(login) => login,
         Err(LoginFailure::Io(error)) => return Err(error),
         Err(LoginFailure::Refused { error, seq }) => {
             debug!(connection_id, %error, "login refused");
             return handshake::reject(&mut writer, seq, &error).await;
         }
     };
-    let key = ConnKey {
-        framing: logged_in.capabilities & FRAMING_CAPABILITIES,
-        collation: logged_in.collation,
+    let mut session = Session {
+        state: new_state(connection_id, &login),
+        engine,
+        reader,
+        writer,
+        placement: RandomPlacement::new(),
+        started: Instant::now(),
+        login,
     };
-    let deprecate_eof = logged_in
+    if let Err(error) = session.select_login_database() {
+        let seq = session.login.next_seq;
+        return handshake::reject(&mut session.writer, seq, &error).await;
+    }
+    handshake::accept(&mut session.writer, session.login.next_seq).await?;
+    debug!(connection_id, user = %session.login.user, "logged in");
+    session.command_loop().await
+}
+
+fn new_state(connection_id: u32, login: &LoggedIn) -> SessionState {
+    let key = ConnKey {
+        framing: login.capabilities & FRAMING_CAPABILITIES,
+        collation: login.collation,
+    };
+    let deprecate_eof = login
         .capabilities
         .contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
     let mut state = SessionState::new(connection_id, key, deprecate_eof);
-    if let Some(database) = &logged_in.database {
-        let topology = engine.topology.load();
+    state.multi_statements = login
+        .capabilities
+        .contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS);
+    state
+}
+
+struct Session<R, W> {
+    engine: Arc<Engine>,
+    reader: FrameReader<R>,
+    writer: FrameWriter<W>,
+    state: SessionState,
+    login: LoggedIn,
+    placement: RandomPlacement,
+    started: Instant,
+}
+
+impl<R, W> Session<R, W>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    /// Applies the database named at login (or in COM_CHANGE_USER).
+    fn select_login_database(&mut self) -> Result<(), ClientError> {
+        let Some(database) = &self.login.database else {
+            return Ok(());
+        };
+        let topology = self.engine.topology.load();
         match topology.parse_database(database) {
-            Some(current) => state.route.current_db = Some(current),
-            None => {
-                let error = ClientError::Route(RouteError::UnknownDatabase(database.clone()));
-                return handshake::reject(&mut writer, logged_in.next_seq, &error).await;
+            Some(current) => {
+                self.state.route.current_db = Some(current);
+                Ok(())
+            }
+            None => Err(ClientError::Route(RouteError::UnknownDatabase(
+                database.clone(),
+            ))),
+        }
+    }
+
+    async fn command_loop(&mut self) -> io::Result<()> {
+        loop {
+            let (last_seq, packet) = match self.reader.next_packet().await {
+                Ok(packet) => packet,
+                Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(error) if error.kind() == io::ErrorKind::InvalidData => {
+                    let error = ClientError::PacketTooLarge(error.to_string());
+                    write_error(&mut self.writer, 1, &error).await?;
+                    return self.writer.shutdown().await;
+                }
+                Err(error) => return Err(error),
+            };
+            self.state.response_seq = last_seq.wrapping_add(1);
+            let Some((&command, body)) = packet.split_first() else {
+                self.refuse(ClientError::UnsupportedCommand(
+                    "empty command packet".to_owned(),
+                ))
+                .await?;
+                continue;
+            };
+            match command {
+                COM_QUERY => self.query(&String::from_utf8_lossy(body)).await?,
+                COM_INIT_DB => {
+                    let name = String::from_utf8_lossy(body);
+                    let topology = self.engine.topology.load();
+                    let plan = match topology.parse_database(&name) {
+                        Some((fleet, shard)) => Plan::Session(SessionAction::Use { fleet, shard }),
+                        None => Plan::Reject(RouteError::UnknownDatabase(name.into_owned())),
+                    };
+                    self.engine
+                        .execute(&topology, &mut self.state, plan, &mut self.writer)
+                        .await?;
+                }
+                COM_PING => self.ok().await?,
+                COM_QUIT => return Ok(()),
+                COM_RESET_CONNECTION => {
+                    self.state.reset();
+                    self.ok().await?;
+                }
+                COM_CHANGE_USER => {
+                    if !self.change_user(body).await? {
+                        return self.writer.shutdown().await;
+                    }
+                }
+                COM_SET_OPTION => self.set_option(body).await?,
+                COM_STATISTICS => self.statistics().await?,
+                COM_FIELD_LIST => {
+                    let topology = self.engine.topology.load();
+                    self.engine
+                        .field_list(&topology, &mut self.state, body, &mut self.writer)
+                        .await?;
+                }
+                other => {
+                    self.refuse(ClientError::UnsupportedCommand(format!(
+                        "command {other:#04x} ({}) is not supported",
+                        command_name(other)
+                    )))
+                    .await?
+                }
             }
         }
     }
-    handshake::accept(&mut writer, logged_in.next_seq).await?;
-    debug!(connection_id, user = %logged_in.user, "logged in");
 
-    let mut placement = RandomPlacement::new();
-    loop {
-        let (last_seq, packet) = match reader.next_packet().await {
-            Ok(packet) => packet,
-            Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(error) if error.kind() == io::ErrorKind::InvalidData => {
-                let error = ClientError::PacketTooLarge(error.to_string());
-                write_error(&mut writer, 1, &error).await?;
-                return writer.shutdown().await;
-            }
-            Err(error) => return Err(error),
+    /// COM_QUERY: one statement, or several when the client enabled
+    /// multi-statements; each is routed and executed on its own, in order,
+    /// and the first error ends the rest.
+    async fn query(&mut self, sql: &str) -> io::Result<()> {
+        let topology = self.engine.topology.load();
+        let pieces = if self.state.multi_statements {
+            split_statements(sql)
+        } else {
+            Vec::new()
         };
-        state.response_seq = last_seq.wrapping_add(1);
-        let Some((&command, body)) = packet.split_first() else {
-            let error = ClientError::UnsupportedCommand("empty command packet".to_owned());
-            write_error(&mut writer, state.response_seq, &error).await?;
-            writer.flush().await?;
-            continue;
-        };
-        match command {
-            COM_QUERY => {
-                let sql = String::from_utf8_lossy(body);
-                let topology = engine.topology.load();
-                let plan = route(&sql, &topology, &state.route, &mut placement);
-                engine
-                    .execute(&topology, &mut state, plan, &mut writer)
-                    .await?;
-            }
-            COM_INIT_DB => {
-                let name = String::from_utf8_lossy(body);
-                let topology = engine.topology.load();
-                let plan = match topology.parse_database(&name) {
-                    Some((fleet, shard)) => Plan::Session(SessionAction::Use { fleet, shard }),
-                    None => Plan::Reject(RouteError::UnknownDatabase(name.into_owned())),
-                };
-                engine
-                    .execute(&topology, &mut state, plan, &mut writer)
-                    .await?;
-            }
-            COM_PING => {
-                writer
-                    .write_packet(
-                        state.response_seq,
-                        &ok_packet(0, 0, state.status_flags(), 0),
-                    )
-                    .await?;
-                writer.flush().await?;
-            }
-            COM_QUIT => return Ok(()),
-            other => {
-                let error = ClientError::UnsupportedCommand(format!(
-                    "command {other:#04x} ({}) is not supported yet; use text-protocol queries (COM_QUERY)",
-                    command_name(other)
-                ));
-                write_error(&mut writer, state.response_seq, &error).await?;
-                writer.flush().await?;
+        if pieces.len() <= 1 {
+            let plan = route(sql, &topology, &self.state.route, &mut self.placement);
+            return self
+                .engine
+                .execute(&topology, &mut self.state, plan, &mut self.writer)
+                .await;
+        }
+        let last = pieces.len() - 1;
+        for (index, range) in pieces.into_iter().enumerate() {
+            let plan = route(
+                &sql[range],
+                &topology,
+                &self.state.route,
+                &mut self.placement,
+            );
+            let stop = matches!(plan, Plan::Reject(_));
+            self.state.more_results = index < last && !stop;
+            let outcome = self
+                .engine
+                .execute_in_batch(&topology, &mut self.state, plan, &mut self.writer)
+                .await?;
+            self.state.more_results = false;
+            if stop || !outcome {
+                break;
             }
         }
+        self.writer.flush().await
+    }
+
+    /// COM_CHANGE_USER: a new login on the same connection. Returns false
+    /// when it was refused (the connection then closes, as MySQL does).
+    async fn change_user(&mut self, body: &[u8]) -> io::Result<bool> {
+        let users = self.engine.topology.load().config.users.clone();
+        match handshake::change_user(
+            &mut self.reader,
+            &mut self.writer,
+            &self.login,
+            body,
+            &users,
+        )
+        .await
+        {
+            Ok(login) => {
+                self.state = new_state(self.state.connection_id, &login);
+                self.login = login;
+                let seq = self.login.next_seq;
+                if let Err(error) = self.select_login_database() {
+                    write_error(&mut self.writer, seq, &error).await?;
+                    self.writer.flush().await?;
+                    return Ok(true);
+                }
+                self.state.response_seq = seq;
+                self.ok().await?;
+                Ok(true)
+            }
+            Err(LoginFailure::Io(error)) => Err(error),
+            Err(LoginFailure::Refused { error, seq }) => {
+                handshake::reject(&mut self.writer, seq, &error).await?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// COM_SET_OPTION: multi-statements on (0) or off (1).
+    async fn set_option(&mut self, body: &[u8]) -> io::Result<()> {
+        match body {
+            [0, 0, ..] => self.state.multi_statements = true,
+            [1, 0, ..] => self.state.multi_statements = false,
+            _ => {
+                return self
+                    .refuse(ClientError::UnsupportedCommand(
+                        "COM_SET_OPTION takes 0 (multi-statements on) or 1 (off)".to_owned(),
+                    ))
+                    .await
+            }
+        }
+        let packet = result_set_terminator(self.state.deprecate_eof, self.state.status_flags());
+        self.writer
+            .write_packet(self.state.response_seq, &packet)
+            .await?;
+        self.writer.flush().await
+    }
+
+    /// COM_STATISTICS: a one-line status string, as servers answer it.
+    async fn statistics(&mut self) -> io::Result<()> {
+        let topology = self.engine.topology.load();
+        let text = format!(
+            "Uptime: {}  Threads: {}  Hosts: {}  Shards: {}  (shardgate {})",
+            self.started.elapsed().as_secs(),
+            1,
+            topology.hosts.len(),
+            topology
+                .fleets
+                .iter()
+                .map(|fleet| fleet.shard_count)
+                .sum::<u32>(),
+            env!("CARGO_PKG_VERSION")
+        );
+        self.writer
+            .write_packet(self.state.response_seq, text.as_bytes())
+            .await?;
+        self.writer.flush().await
+    }
+
+    async fn ok(&mut self) -> io::Result<()> {
+        let packet = ok_packet(0, 0, self.state.status_flags(), 0);
+        self.writer
+            .write_packet(self.state.response_seq, &packet)
+            .await?;
+        self.writer.flush().await
+    }
+
+    async fn refuse(&mut self, error: ClientError) -> io::Result<()> {
+        write_error(&mut self.writer, self.state.response_seq, &error).await?;
+        self.writer.flush().await
     }
 }
 
 fn command_name(command: u8) -> &'static str {
     match command {
-        0x04 => "COM_FIELD_LIST",
-        0x09 => "COM_STATISTICS",
-        0x11 => "COM_CHANGE_USER",
+        0x05 => "COM_CREATE_DB",
+        0x06 => "COM_DROP_DB",
+        0x07 => "COM_REFRESH",
+        0x0A => "COM_PROCESS_INFO",
+        0x0C => "COM_PROCESS_KILL",
+        0x0D => "COM_DEBUG",
+        0x12 => "COM_BINLOG_DUMP",
         0x16 => "COM_STMT_PREPARE",
         0x17 => "COM_STMT_EXECUTE",
         0x18 => "COM_STMT_SEND_LONG_DATA",
         0x19 => "COM_STMT_CLOSE",
         0x1A => "COM_STMT_RESET",
-        0x1B => "COM_SET_OPTION",
         0x1C => "COM_STMT_FETCH",
-        0x1F => "COM_RESET_CONNECTION",
         _ => "unknown command",
     }
 }

@@ -35,6 +35,11 @@ impl Frame {
         &self.raw[HEADER_LEN..]
     }
 
+    /// The payload, for in-place edits of fixed-size fields.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.raw[HEADER_LEN..]
+    }
+
     /// Header and payload, as they came.
     pub fn raw(&self) -> &[u8] {
         &self.raw
@@ -128,6 +133,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 pub struct FrameWriter<W> {
     inner: W,
     buf: Vec<u8>,
+    next_seq: u8,
+    last_was_error: bool,
 }
 
 impl<W: AsyncWrite + Unpin> FrameWriter<W> {
@@ -136,11 +143,28 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         Self {
             inner,
             buf: Vec::with_capacity(WRITE_FLUSH_AT),
+            next_seq: 0,
+            last_was_error: false,
         }
+    }
+
+    /// The sequence id after the last frame queued.
+    pub fn next_seq(&self) -> u8 {
+        self.next_seq
+    }
+
+    /// Whether the last frame queued was an ERR packet (no other packet a
+    /// server sends starts with 0xFF).
+    pub fn last_was_error(&self) -> bool {
+        self.last_was_error
     }
 
     /// Queues a frame exactly as read from a peer.
     pub async fn write_raw(&mut self, raw: &[u8]) -> io::Result<()> {
+        if raw.len() > HEADER_LEN {
+            self.next_seq = raw[3].wrapping_add(1);
+            self.last_was_error = raw[HEADER_LEN] == 0xFF;
+        }
         self.buf.extend_from_slice(raw);
         if self.buf.len() >= WRITE_FLUSH_AT {
             self.flush().await?;
@@ -151,6 +175,7 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     /// Queues a logical packet starting at sequence id `seq`, split into
     /// frames as needed. Returns the sequence id for the next packet.
     pub async fn write_packet(&mut self, seq: u8, payload: &[u8]) -> io::Result<u8> {
+        self.last_was_error = payload.first() == Some(&0xFF);
         let mut seq = seq;
         let mut rest = payload;
         loop {
@@ -160,6 +185,7 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
                 .extend_from_slice(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, seq]);
             self.buf.extend_from_slice(&rest[..chunk]);
             seq = seq.wrapping_add(1);
+            self.next_seq = seq;
             rest = &rest[chunk..];
             if self.buf.len() >= WRITE_FLUSH_AT {
                 self.flush().await?;
