@@ -59,6 +59,15 @@ pub enum ClientError {
     /// A command that needs `USE dbNNNNN` first (1046).
     #[error("No database selected")]
     NoDatabaseSelected,
+    /// COM_STMT_EXECUTE for a statement id the session does not have (1243).
+    #[error("Unknown prepared statement handler ({0}) given to mysqld_stmt_execute")]
+    UnknownStatement(u32),
+    /// A malformed COM_STMT_EXECUTE (1210).
+    #[error("Incorrect arguments to mysqld_stmt_execute: {0}")]
+    BadExecute(String),
+    /// The session's prepared-statement limit (1461).
+    #[error("shardgate: can't create more than {0} prepared statements in one session; close some (COM_STMT_CLOSE)")]
+    TooManyPrepared(usize),
     /// No backend host is usable for a statement that may run anywhere.
     #[error("shardgate: no healthy master is available: {0}")]
     NoHealthyHost(String),
@@ -74,6 +83,9 @@ impl ClientError {
             ClientError::UnsupportedCommand(_) => 1047,
             ClientError::PacketTooLarge(_) => 1153,
             ClientError::NoDatabaseSelected => 1046,
+            ClientError::UnknownStatement(_) => 1243,
+            ClientError::BadExecute(_) => 1210,
+            ClientError::TooManyPrepared(_) => 1461,
             _ => 1105,
         }
     }

@@ -98,16 +98,49 @@ async fn garbage_instead_of_a_handshake_response_gets_an_error_and_others_keep_w
 
 #[tokio::test]
 async fn unsupported_commands_get_an_error_and_the_session_goes_on() {
-    let mut conn = client().await;
-    let error = conn
-        .exec_drop("SELECT data FROM pins WHERE id = ?", (1u64,))
-        .await
-        .expect_err("prepared statements are not supported yet");
-    let (code, message) = server_error(error);
-    assert_eq!(code, 1047, "{message}");
-    assert!(message.contains("COM_STMT_PREPARE"), "{message}");
-    let one: Option<u64> = conn.query_first("SELECT 1").await.unwrap();
-    assert_eq!(one, Some(1));
+    let (mut reader, mut writer, _) =
+        start_login(AuthPlugin::MysqlNativePassword, Vec::new()).await;
+    let (_, answer) = reader.next_packet().await.unwrap();
+    assert_eq!(answer[0], 0xFF, "no password for app is refused");
+
+    let stream = TcpStream::connect(proxy_addr()).await.unwrap();
+    let (r, w) = stream.into_split();
+    let mut reader = FrameReader::new(r);
+    let mut writer2 = FrameWriter::new(w);
+    let (seq, payload) = reader.next_packet().await.unwrap();
+    let handshake = HandshakePacket::deserialize((), &mut ParseBuf(&payload)).unwrap();
+    let scramble = scramble_native(&handshake.nonce(), APP_PASSWORD.as_bytes()).unwrap();
+    let response = HandshakeResponse::new(
+        Some(scramble.to_vec()),
+        (8, 0, 36),
+        Some(APP_USER.as_bytes()),
+        None::<&[u8]>,
+        Some(AuthPlugin::MysqlNativePassword),
+        CapabilityFlags::CLIENT_PROTOCOL_41
+            | CapabilityFlags::CLIENT_SECURE_CONNECTION
+            | CapabilityFlags::CLIENT_PLUGIN_AUTH,
+        None,
+        16 * 1024 * 1024,
+    );
+    let mut body = Vec::new();
+    response.serialize(&mut body);
+    writer2.write_packet(seq + 1, &body).await.unwrap();
+    writer2.flush().await.unwrap();
+    let (_, ok) = reader.next_packet().await.unwrap();
+    assert_eq!(ok[0], 0x00);
+
+    writer2.write_packet(0, &[0x05, b'x']).await.unwrap();
+    writer2.flush().await.unwrap();
+    let (_, error) = reader.next_packet().await.unwrap();
+    assert_eq!(error[0], 0xFF);
+    assert_eq!(u16::from_le_bytes([error[1], error[2]]), 1047);
+    assert!(String::from_utf8_lossy(&error).contains("COM_CREATE_DB"));
+
+    writer2.write_packet(0, b"\x03SELECT 1").await.unwrap();
+    writer2.flush().await.unwrap();
+    let (_, columns) = reader.next_packet().await.unwrap();
+    assert_eq!(columns, vec![1], "one column: the session goes on");
+    drop(writer);
 }
 
 #[tokio::test]

@@ -113,7 +113,8 @@ impl Engine {
 
     /// Runs SHOW WARNINGS and the like on the connection that ran the
     /// previous statement (held, or the bound one); with neither, the
-    /// previous statement left nothing to show and any master answers.
+    /// previous statement left nothing to show, and the proxy says so (a
+    /// pooled connection may still carry another statement's warnings).
     async fn run_diagnostics<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
@@ -125,7 +126,7 @@ impl Engine {
         let venue = match held {
             Some(conn) => Venue::Held(conn),
             None if state.last_on_bound && state.bound.is_some() => Venue::Bound,
-            None => return self.run_anywhere(topology, state, sql, client).await,
+            None => return write_no_diagnostics(client, state, sql).await,
         };
         self.run_on(topology, state, venue, None, sql, None, client)
             .await
@@ -219,7 +220,7 @@ impl Engine {
     }
 
     /// A pooled connection with the session's settings applied.
-    async fn checkout(
+    pub(crate) async fn checkout(
         &self,
         topology: &Topology,
         pool: &Arc<HostPool>,
@@ -259,6 +260,7 @@ impl Engine {
             deprecate_eof: state.deprecate_eof,
             composer,
             more_results: state.more_results,
+            binary_rows: state.binary_rows,
         };
         match venue {
             Venue::Bound => {
@@ -282,8 +284,14 @@ impl Engine {
             }
             Venue::Held(mut conn) => {
                 state.last_on_bound = false;
-                let result = send_and_relay(conn.conn(), sql, client, options).await;
-                finish_pooled(state, conn, result)
+                match send_and_relay(conn.conn(), sql, client, options).await {
+                    Ok(outcome) => {
+                        // Diagnostics leave the diagnostics area as it was.
+                        state.held = Some(conn);
+                        Ok(outcome)
+                    }
+                    result => finish_pooled(state, conn, result),
+                }
             }
             Venue::Pool(pool) => {
                 state.last_on_bound = false;
@@ -322,6 +330,15 @@ impl Engine {
         if state.bound.is_some() {
             return Ok(Venue::Bound);
         }
+        self.any_pool(topology, state).map(Venue::Pool)
+    }
+
+    /// A healthy master's pool, spreading sessions over the masters.
+    pub(crate) fn any_pool(
+        &self,
+        topology: &Topology,
+        state: &SessionState,
+    ) -> Result<Arc<HostPool>, Failure> {
         let masters = topology_masters(topology);
         if masters.is_empty() {
             return Err(Failure::Client(ClientError::NoHealthyHost(
@@ -332,12 +349,11 @@ impl Engine {
         let pools: Vec<_> = (0..masters.len())
             .map(|i| self.backends.pool(&masters[(start + i) % masters.len()]))
             .collect();
-        let pool = pools
+        Ok(pools
             .iter()
             .find(|pool| !pool.is_down())
             .unwrap_or(&pools[0])
-            .clone();
-        Ok(Venue::Pool(pool))
+            .clone())
     }
 
     async fn run_session<W: AsyncWrite + Unpin>(
@@ -447,6 +463,7 @@ impl Engine {
                     deprecate_eof: state.deprecate_eof,
                     composer: None,
                     more_results: state.more_results,
+                    binary_rows: state.binary_rows,
                 },
             )
             .await
@@ -684,6 +701,34 @@ fn topology_masters(topology: &Topology) -> Vec<String> {
     masters
 }
 
+/// A binary-protocol row for an answer the proxy gives itself.
+fn binary_row(columns: &[(&str, LocalColumnType)], values: &[Option<&[u8]>]) -> Vec<u8> {
+    let mut row = vec![0x00];
+    let mut bitmap = vec![0u8; (columns.len() + 7 + 2) / 8];
+    for (index, value) in values.iter().enumerate() {
+        if value.is_none() {
+            bitmap[(index + 2) / 8] |= 1 << ((index + 2) % 8);
+        }
+    }
+    row.extend_from_slice(&bitmap);
+    for ((_, column_type), value) in columns.iter().zip(values) {
+        match (column_type, value) {
+            (_, None) => {}
+            (LocalColumnType::Text, Some(bytes)) => {
+                crate::protocol::frame::write_lenenc_bytes(&mut row, bytes)
+            }
+            (LocalColumnType::UnsignedBigInt, Some(bytes)) => {
+                let number: u64 = std::str::from_utf8(bytes)
+                    .ok()
+                    .and_then(|text| text.parse().ok())
+                    .unwrap_or(0);
+                row.extend_from_slice(&number.to_le_bytes());
+            }
+        }
+    }
+    row
+}
+
 /// Writes an ERR packet for `error`.
 pub async fn write_error<W: AsyncWrite + Unpin>(
     client: &mut FrameWriter<W>,
@@ -714,10 +759,25 @@ async fn write_single_value<W: AsyncWrite + Unpin>(
     column_type: LocalColumnType,
     value: Option<&[u8]>,
 ) -> Result<(), Failure> {
-    let mut seq = client.write_packet(state.response_seq, &[1]).await?;
-    seq = client
-        .write_packet(seq, &column_definition(name, column_type))
-        .await?;
+    write_local_result(client, state, &[(name, column_type)], &[vec![value]]).await
+}
+
+/// Writes a small result set the proxy answers itself, in the text or the
+/// binary protocol as the current statement needs.
+async fn write_local_result<W: AsyncWrite + Unpin>(
+    client: &mut FrameWriter<W>,
+    state: &SessionState,
+    columns: &[(&str, LocalColumnType)],
+    rows: &[Vec<Option<&[u8]>>],
+) -> Result<(), Failure> {
+    let mut count = Vec::new();
+    crate::protocol::frame::write_lenenc_int(&mut count, columns.len() as u64);
+    let mut seq = client.write_packet(state.response_seq, &count).await?;
+    for (name, column_type) in columns {
+        seq = client
+            .write_packet(seq, &column_definition(name, *column_type))
+            .await?;
+    }
     if !state.deprecate_eof {
         seq = client
             .write_packet(
@@ -726,7 +786,14 @@ async fn write_single_value<W: AsyncWrite + Unpin>(
             )
             .await?;
     }
-    seq = client.write_packet(seq, &text_row(&[value])).await?;
+    for values in rows {
+        let row = if state.binary_rows {
+            binary_row(columns, values)
+        } else {
+            text_row(values)
+        };
+        seq = client.write_packet(seq, &row).await?;
+    }
     client
         .write_packet(
             seq,
@@ -734,4 +801,47 @@ async fn write_single_value<W: AsyncWrite + Unpin>(
         )
         .await?;
     Ok(())
+}
+
+/// The answer to a diagnostics statement when the previous statement left
+/// no warnings and no error: no rows, or a count of 0.
+async fn write_no_diagnostics<W: AsyncWrite + Unpin>(
+    client: &mut FrameWriter<W>,
+    state: &SessionState,
+    sql: &str,
+) -> Result<(), Failure> {
+    let text = sql.trim();
+    let upper = text.to_ascii_uppercase();
+    if upper.starts_with("SELECT") {
+        let name = text[6..].trim();
+        return write_single_value(
+            client,
+            state,
+            name,
+            LocalColumnType::UnsignedBigInt,
+            Some(b"0"),
+        )
+        .await;
+    }
+    if upper.contains("COUNT(") {
+        let name = if upper.contains("ERRORS") {
+            "@@session.error_count"
+        } else {
+            "@@session.warning_count"
+        };
+        return write_single_value(
+            client,
+            state,
+            name,
+            LocalColumnType::UnsignedBigInt,
+            Some(b"0"),
+        )
+        .await;
+    }
+    let columns = [
+        ("Level", LocalColumnType::Text),
+        ("Code", LocalColumnType::UnsignedBigInt),
+        ("Message", LocalColumnType::Text),
+    ];
+    write_local_result(client, state, &columns, &[]).await
 }

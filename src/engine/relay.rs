@@ -8,6 +8,7 @@ use mysql_common::constants::StatusFlags;
 use tokio::io::AsyncWrite;
 
 use crate::backend::BackendConn;
+use crate::protocol::binary::{parse_column_definition, text_row_to_binary, ColumnInfo};
 use crate::protocol::packets::{
     parse_eof_status, parse_ok, rewrite_ok_insert_id, EOF_HEADER, ERR_HEADER, LOCAL_INFILE_HEADER,
     OK_HEADER,
@@ -81,6 +82,9 @@ pub struct RelayOptions {
     /// More results of a multi-statement follow this response: its final
     /// OK/EOF gets `SERVER_MORE_RESULTS_EXISTS`.
     pub more_results: bool,
+    /// The client executed a prepared statement: text rows from the backend
+    /// are converted to binary-protocol rows.
+    pub binary_rows: bool,
 }
 
 /// Reads the response to the command just sent on `backend` and writes it
@@ -95,12 +99,15 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
         deprecate_eof,
         composer,
         more_results,
+        binary_rows,
     } = options;
     let mut seq = first_seq;
     let mut stage = Stage::FirstPacket;
     let mut continued = false;
     let mut forwarded = false;
     let mut last_insert_id = None;
+    let mut columns: Vec<ColumnInfo> = Vec::new();
+    let mut row = Vec::new();
     loop {
         let mut frame = match backend.reader.next_frame().await {
             Ok(frame) => frame,
@@ -112,12 +119,37 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                 })
             }
         };
-        frame.set_seq(seq);
-        seq = seq.wrapping_add(1);
         let starts_packet = !continued;
         continued = frame.is_continued();
         let payload = frame.payload();
         let header = payload.first().copied();
+
+        let is_row = matches!(stage, Stage::Rows)
+            && (!starts_packet || !is_row_end(header, payload.len(), deprecate_eof));
+        if binary_rows && is_row {
+            row.extend_from_slice(payload);
+            if continued {
+                continue;
+            }
+            let mut converted = Vec::with_capacity(row.len() + 8);
+            text_row_to_binary(&row, &columns, &mut converted).map_err(|error| {
+                RelayFailure::Backend {
+                    error: io::Error::new(io::ErrorKind::InvalidData, error.to_string()),
+                    forwarded,
+                    next_seq: seq,
+                }
+            })?;
+            row.clear();
+            seq = client
+                .write_packet(seq, &converted)
+                .await
+                .map_err(RelayFailure::Client)?;
+            forwarded = true;
+            continue;
+        }
+        frame.set_seq(seq);
+        seq = seq.wrapping_add(1);
+        let payload = frame.payload();
 
         let mut end: Option<(StatusFlags, u16, bool)> = None;
         if starts_packet {
@@ -170,9 +202,16 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                     let mut rest = payload;
                     let count = crate::protocol::frame::read_lenenc_int(&mut rest)
                         .ok_or_else(|| malformed(forwarded, seq))?;
+                    columns.clear();
                     stage = Stage::Columns(count);
                 }
                 (Stage::Columns(left), _) => {
+                    if binary_rows {
+                        columns.push(
+                            parse_column_definition(payload)
+                                .ok_or_else(|| malformed(forwarded, seq))?,
+                        );
+                    }
                     stage = match left - 1 {
                         0 if deprecate_eof => Stage::Rows,
                         0 => Stage::ColumnsEof,
@@ -222,6 +261,17 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                 next_seq: seq,
             });
         }
+    }
+}
+
+/// Whether a packet in the rows stage ends the result set (EOF/OK with the
+/// 0xFE header, or ERR) rather than being a row.
+fn is_row_end(header: Option<u8>, len: usize, deprecate_eof: bool) -> bool {
+    match header {
+        Some(ERR_HEADER) => true,
+        Some(EOF_HEADER) if deprecate_eof => len < MAX_FRAME_PAYLOAD,
+        Some(EOF_HEADER) => len < 9,
+        _ => false,
     }
 }
 

@@ -38,6 +38,15 @@ impl SessionSettings {
         self.fingerprint
     }
 
+    /// Whether a recorded `sql_mode` includes NO_BACKSLASH_ESCAPES (string
+    /// literals the proxy writes must then not escape with backslashes).
+    pub fn no_backslash_escapes(&self) -> bool {
+        self.entries
+            .iter()
+            .rfind(|(vars, _)| vars.iter().any(|v| v.ends_with("sql_mode")))
+            .is_some_and(|(_, sql)| sql.to_ascii_uppercase().contains("NO_BACKSLASH_ESCAPES"))
+    }
+
     /// A copy with one more SET recorded.
     pub fn with(&self, variables: Vec<String>, sql: String) -> SessionSettings {
         let mut next = self.clone();
@@ -93,6 +102,11 @@ pub struct SessionState {
     pub more_results: bool,
     /// Whether the client may send several statements in one COM_QUERY.
     pub multi_statements: bool,
+    /// Whether the current statement is a prepared statement's execution,
+    /// answered with binary-protocol rows.
+    pub binary_rows: bool,
+    /// The session's prepared statements.
+    pub prepared: super::prepared::PreparedStatements,
 }
 
 impl SessionState {
@@ -115,6 +129,8 @@ impl SessionState {
             pending_savepoints: Vec::new(),
             more_results: false,
             multi_statements: false,
+            binary_rows: false,
+            prepared: Default::default(),
         }
     }
 

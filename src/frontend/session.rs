@@ -17,12 +17,7 @@ use crate::engine::{write_error, Engine, SessionState};
 use crate::error::ClientError;
 use crate::protocol::packets::{ok_packet, result_set_terminator};
 use crate::protocol::{FrameReader, FrameWriter};
-use crate::router::{route, Plan, RandomPlacement, RouteError, SessionAction};
-
-// TEMP until the router's splitter lands.
-fn split_statements(sql: &str) -> Vec<std::ops::Range<usize>> {
-    vec![0..sql.len()]
-}
+use crate::router::{route, split_statements, Plan, RandomPlacement, RouteError, SessionAction};
 
 const COM_QUIT: u8 = 0x01;
 const COM_INIT_DB: u8 = 0x02;
@@ -31,6 +26,11 @@ const COM_FIELD_LIST: u8 = 0x04;
 const COM_STATISTICS: u8 = 0x09;
 const COM_PING: u8 = 0x0E;
 const COM_CHANGE_USER: u8 = 0x11;
+const COM_STMT_PREPARE: u8 = 0x16;
+const COM_STMT_EXECUTE: u8 = 0x17;
+const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
+const COM_STMT_CLOSE: u8 = 0x19;
+const COM_STMT_RESET: u8 = 0x1A;
 const COM_SET_OPTION: u8 = 0x1B;
 const COM_RESET_CONNECTION: u8 = 0x1F;
 
@@ -174,6 +174,38 @@ where
                 COM_CHANGE_USER => {
                     if !self.change_user(body).await? {
                         return self.writer.shutdown().await;
+                    }
+                }
+                COM_STMT_PREPARE => {
+                    let topology = self.engine.topology.load();
+                    let sql = String::from_utf8_lossy(body);
+                    self.engine
+                        .prepare(&topology, &mut self.state, &sql, &mut self.writer)
+                        .await?;
+                }
+                COM_STMT_EXECUTE => {
+                    let topology = self.engine.topology.load();
+                    self.engine
+                        .execute_prepared(
+                            &topology,
+                            &mut self.state,
+                            body,
+                            &mut self.placement,
+                            &mut self.writer,
+                        )
+                        .await?;
+                }
+                COM_STMT_SEND_LONG_DATA => self.state.prepared.send_long_data(body),
+                COM_STMT_CLOSE => self.state.prepared.close(body),
+                COM_STMT_RESET => {
+                    if self.state.prepared.reset(body) {
+                        self.ok().await?;
+                    } else {
+                        let id = body
+                            .get(..4)
+                            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                            .unwrap_or(0);
+                        self.refuse(ClientError::UnknownStatement(id)).await?;
                     }
                 }
                 COM_SET_OPTION => self.set_option(body).await?,
@@ -332,12 +364,7 @@ fn command_name(command: u8) -> &'static str {
         0x0C => "COM_PROCESS_KILL",
         0x0D => "COM_DEBUG",
         0x12 => "COM_BINLOG_DUMP",
-        0x16 => "COM_STMT_PREPARE",
-        0x17 => "COM_STMT_EXECUTE",
-        0x18 => "COM_STMT_SEND_LONG_DATA",
-        0x19 => "COM_STMT_CLOSE",
-        0x1A => "COM_STMT_RESET",
-        0x1C => "COM_STMT_FETCH",
+        0x1C => "COM_STMT_FETCH (cursors are not offered)",
         _ => "unknown command",
     }
 }
