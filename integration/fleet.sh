@@ -185,6 +185,7 @@ log-error                      = $(err_log "$port")
 server_id                      = ${SERVER_ID[$port]}
 skip-name-resolve
 max_connections                = 2000
+max_allowed_packet             = 64M
 character-set-server           = utf8mb4
 collation-server               = utf8mb4_general_ci
 

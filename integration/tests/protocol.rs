@@ -170,3 +170,49 @@ async fn large_utf8_values_round_trip_byte_exact() {
         .unwrap();
     assert_eq!(length, Some(value.len() as u64));
 }
+
+/// A value crosses the proxy both ways: in the statement text and in the
+/// result row.
+async fn echo_through_a_shard(conn: &mut mysql_async::Conn, value: &str, prepared: bool) -> String {
+    conn.query_drop("INSERT /*+ SHARD(4000) */ INTO pins (data) VALUES ('echo')")
+        .await
+        .unwrap();
+    let id = conn.last_insert_id().unwrap();
+    let row: Option<(String, String)> = if prepared {
+        conn.exec_first(
+            format!("SELECT ? AS v, data FROM pins WHERE id = {id}"),
+            (value,),
+        )
+        .await
+        .unwrap()
+    } else {
+        conn.query_first(format!(
+            "SELECT '{value}' AS v, data FROM pins WHERE id = {id}"
+        ))
+        .await
+        .unwrap()
+    };
+    let (echoed, data) = row.expect("one row");
+    assert_eq!(data, "echo");
+    echoed
+}
+
+#[tokio::test]
+async fn a_two_megabyte_utf8_value_is_byte_exact_as_text_and_as_a_parameter() {
+    let mut conn = client().await;
+    conn.query_drop("SET NAMES utf8mb4").await.unwrap();
+    let unit = "shardgate 🚀 ünïcødé ";
+    let value = unit.repeat(2 * 1024 * 1024 / unit.len() + 1);
+    assert!(value.len() > 2 * 1024 * 1024);
+    assert_eq!(echo_through_a_shard(&mut conn, &value, false).await, value);
+    assert_eq!(echo_through_a_shard(&mut conn, &value, true).await, value);
+}
+
+#[tokio::test]
+async fn packets_over_sixteen_megabytes_are_split_and_joined() {
+    let mut conn = client().await;
+    let value = "0123456789abcdef".repeat(17 * 1024 * 1024 / 16 + 3);
+    assert!(value.len() > 0xFF_FFFF);
+    assert_eq!(echo_through_a_shard(&mut conn, &value, false).await, value);
+    assert_eq!(echo_through_a_shard(&mut conn, &value, true).await, value);
+}
