@@ -96,17 +96,16 @@ async fn garbage_instead_of_a_handshake_response_gets_an_error_and_others_keep_w
     assert_eq!(one, Some(1));
 }
 
-#[tokio::test]
-async fn unsupported_commands_get_an_error_and_the_session_goes_on() {
-    let (mut reader, mut writer, _) =
-        start_login(AuthPlugin::MysqlNativePassword, Vec::new()).await;
-    let (_, answer) = reader.next_packet().await.unwrap();
-    assert_eq!(answer[0], 0xFF, "no password for app is refused");
+type RawReader = FrameReader<tokio::net::tcp::OwnedReadHalf>;
+type RawWriter = FrameWriter<tokio::net::tcp::OwnedWriteHalf>;
 
+/// A raw protocol session logged in as the app account, for commands no
+/// client library exposes.
+async fn raw_session(extra: CapabilityFlags) -> (RawReader, RawWriter) {
     let stream = TcpStream::connect(proxy_addr()).await.unwrap();
     let (r, w) = stream.into_split();
     let mut reader = FrameReader::new(r);
-    let mut writer2 = FrameWriter::new(w);
+    let mut writer = FrameWriter::new(w);
     let (seq, payload) = reader.next_packet().await.unwrap();
     let handshake = HandshakePacket::deserialize((), &mut ParseBuf(&payload)).unwrap();
     let scramble = scramble_native(&handshake.nonce(), APP_PASSWORD.as_bytes()).unwrap();
@@ -118,29 +117,99 @@ async fn unsupported_commands_get_an_error_and_the_session_goes_on() {
         Some(AuthPlugin::MysqlNativePassword),
         CapabilityFlags::CLIENT_PROTOCOL_41
             | CapabilityFlags::CLIENT_SECURE_CONNECTION
-            | CapabilityFlags::CLIENT_PLUGIN_AUTH,
+            | CapabilityFlags::CLIENT_PLUGIN_AUTH
+            | extra,
         None,
         16 * 1024 * 1024,
     );
     let mut body = Vec::new();
     response.serialize(&mut body);
-    writer2.write_packet(seq + 1, &body).await.unwrap();
-    writer2.flush().await.unwrap();
+    writer.write_packet(seq + 1, &body).await.unwrap();
+    writer.flush().await.unwrap();
     let (_, ok) = reader.next_packet().await.unwrap();
-    assert_eq!(ok[0], 0x00);
+    assert_eq!(ok[0], 0x00, "logged in");
+    (reader, writer)
+}
 
-    writer2.write_packet(0, &[0x05, b'x']).await.unwrap();
-    writer2.flush().await.unwrap();
-    let (_, error) = reader.next_packet().await.unwrap();
+async fn command(reader: &mut RawReader, writer: &mut RawWriter, packet: &[u8]) -> Vec<u8> {
+    writer.write_packet(0, packet).await.unwrap();
+    writer.flush().await.unwrap();
+    reader.next_packet().await.unwrap().1
+}
+
+#[tokio::test]
+async fn unsupported_commands_get_an_error_and_the_session_goes_on() {
+    let (mut reader, mut writer) = raw_session(CapabilityFlags::empty()).await;
+    let error = command(&mut reader, &mut writer, &[0x05, b'x']).await;
     assert_eq!(error[0], 0xFF);
     assert_eq!(u16::from_le_bytes([error[1], error[2]]), 1047);
     assert!(String::from_utf8_lossy(&error).contains("COM_CREATE_DB"));
 
-    writer2.write_packet(0, b"\x03SELECT 1").await.unwrap();
-    writer2.flush().await.unwrap();
-    let (_, columns) = reader.next_packet().await.unwrap();
+    let columns = command(&mut reader, &mut writer, b"\x03SELECT 1").await;
     assert_eq!(columns, vec![1], "one column: the session goes on");
-    drop(writer);
+}
+
+#[tokio::test]
+async fn statistics_set_option_and_field_list() {
+    let (mut reader, mut writer) = raw_session(CapabilityFlags::empty()).await;
+    let statistics = command(&mut reader, &mut writer, &[0x09]).await;
+    assert!(String::from_utf8_lossy(&statistics).starts_with("Uptime: "));
+
+    let eof = command(&mut reader, &mut writer, &[0x1B, 0, 0]).await;
+    assert_eq!(eof[0], 0xFE, "COM_SET_OPTION answers EOF");
+
+    let no_db = command(&mut reader, &mut writer, b"\x04pins\0").await;
+    assert_eq!(u16::from_le_bytes([no_db[1], no_db[2]]), 1046);
+
+    let ok = command(&mut reader, &mut writer, b"\x02db00123").await;
+    assert_eq!(ok[0], 0x00);
+    writer.write_packet(0, b"\x04pins\0").await.unwrap();
+    writer.flush().await.unwrap();
+    let mut names = Vec::new();
+    loop {
+        let (_, packet) = reader.next_packet().await.unwrap();
+        if packet[0] == 0xFE {
+            break;
+        }
+        assert_ne!(packet[0], 0xFF, "{}", String::from_utf8_lossy(&packet));
+        names.push(String::from_utf8_lossy(&packet).into_owned());
+    }
+    assert_eq!(names.len(), 3, "local_id, data, ts");
+    assert!(names[0].contains("local_id") && names[1].contains("data"));
+    let columns = command(&mut reader, &mut writer, b"\x03SELECT 1").await;
+    assert_eq!(columns, vec![1]);
+}
+
+#[tokio::test]
+async fn long_data_parameters_are_joined_and_bound() {
+    let (mut reader, mut writer) = raw_session(CapabilityFlags::CLIENT_DEPRECATE_EOF).await;
+    let prepare_ok = command(&mut reader, &mut writer, b"\x16SELECT ? AS v").await;
+    assert_eq!(prepare_ok[0], 0x00);
+    let id = [prepare_ok[1], prepare_ok[2], prepare_ok[3], prepare_ok[4]];
+    assert_eq!(
+        u16::from_le_bytes([prepare_ok[7], prepare_ok[8]]),
+        1,
+        "one parameter"
+    );
+    for _ in 0..2 {
+        reader.next_packet().await.unwrap();
+    }
+    for chunk in [&b"long "[..], b"data"] {
+        let mut packet = vec![0x18];
+        packet.extend_from_slice(&id);
+        packet.extend_from_slice(&0u16.to_le_bytes());
+        packet.extend_from_slice(chunk);
+        writer.write_packet(0, &packet).await.unwrap();
+    }
+    let mut execute = vec![0x17];
+    execute.extend_from_slice(&id);
+    execute.extend_from_slice(&[0, 1, 0, 0, 0, 0, 1, 0xFC, 0]);
+    let count = command(&mut reader, &mut writer, &execute).await;
+    assert_eq!(count, vec![1]);
+    reader.next_packet().await.unwrap();
+    let (_, row) = reader.next_packet().await.unwrap();
+    assert_eq!(&row[..2], &[0x00, 0x00], "binary row, no NULLs");
+    assert_eq!(&row[2..], b"\x09long data");
 }
 
 #[tokio::test]
