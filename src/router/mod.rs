@@ -2,13 +2,18 @@
 //! Pure: no sockets, no clocks, randomness only through [`Placement`].
 //!
 //! [`route`] is the entry point; [`RandomPlacement`] the default placement
-//! policy for object inserts that name no shard.
+//! policy for object inserts that name no shard. For prepared statements,
+//! [`route_prepare`] plans the PREPARE (shard keys given as `?`) and
+//! [`placeholders`] finds the markers the bound values replace before each
+//! execution is routed; [`split_statements`] splits a multi-statement
+//! COM_QUERY into statements routed one by one.
 
 mod hints;
 pub mod placement;
 pub mod plan;
 mod planner;
 mod set;
+mod split;
 mod text;
 
 #[cfg(test)]
@@ -16,4 +21,5 @@ mod tests;
 
 pub use placement::RandomPlacement;
 pub use plan::*;
-pub use planner::route;
+pub use planner::{route, route_prepare};
+pub use split::{placeholders, split_statements};

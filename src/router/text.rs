@@ -75,6 +75,52 @@ impl<'a> Source<'a> {
     }
 }
 
+/// Byte offsets of locations visited in increasing order, found in one
+/// pass over the text (for scanning every token of a long statement, where
+/// [`Source::offset`] would rescan multi-byte lines).
+pub(crate) struct Cursor<'a> {
+    sql: &'a str,
+    byte: usize,
+    line: u64,
+    column: u64,
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor at the start of `sql`.
+    pub fn new(sql: &'a str) -> Self {
+        Cursor {
+            sql,
+            byte: 0,
+            line: 1,
+            column: 1,
+        }
+    }
+
+    /// The byte offset of `loc`, which must not be before the last one
+    /// sought; `None` for an unknown location or one past the text.
+    pub fn seek(&mut self, loc: Location) -> Option<usize> {
+        while (self.line, self.column) < (loc.line, loc.column) {
+            let c = self.sql.get(self.byte..)?.chars().next()?;
+            self.byte += c.len_utf8();
+            if c == '\n' {
+                self.line += 1;
+                self.column = 1;
+            } else {
+                self.column += 1;
+            }
+        }
+        ((self.line, self.column) == (loc.line, loc.column)).then_some(self.byte)
+    }
+
+    /// The byte range of a span that does not start before the last
+    /// location sought.
+    pub fn range(&mut self, span: Span) -> Option<Range<usize>> {
+        let start = self.seek(span.start)?;
+        let end = self.seek(span.end)?;
+        Some(start..end)
+    }
+}
+
 /// One replacement of a byte range of the original text.
 #[derive(Debug)]
 struct Edit {
@@ -145,6 +191,29 @@ mod tests {
         assert_eq!(src.offset(Location::new(2, 4)), Some(15));
         assert_eq!(src.offset(Location::new(2, 5)), None);
         assert_eq!(src.offset(Location::new(0, 0)), None);
+    }
+
+    #[test]
+    fn cursor_matches_source() {
+        let sql = "SELECT 'é'\n, x ✓\r\n;";
+        let src = Source::new(sql);
+        let mut cursor = Cursor::new(sql);
+        for (line, column) in [
+            (1, 1),
+            (1, 10),
+            (1, 11),
+            (2, 1),
+            (2, 5),
+            (2, 6),
+            (2, 7),
+            (3, 1),
+            (3, 2),
+        ] {
+            let loc = Location::new(line, column);
+            assert_eq!(cursor.seek(loc), src.offset(loc), "{line}:{column}");
+        }
+        assert_eq!(cursor.seek(Location::new(3, 3)), None);
+        assert_eq!(Cursor::new(sql).seek(Location::new(0, 0)), None);
     }
 
     #[test]

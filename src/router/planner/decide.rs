@@ -2,16 +2,19 @@
 //!
 //! Every reason it has to run on some shard (a key restriction, the key
 //! values of INSERT rows, a shard database it names, a hint, USE) becomes a
-//! [`Constraint`], and they must all agree. An object INSERT that names no
-//! shard is placed; a statement with no sharded table runs anywhere; any
-//! other statement with no shard decided is refused (no key, no guess).
+//! [`Constraint`], and they must all agree. When preparing, a key given as
+//! a `?` marker allows any shard of its fleet: with nothing else deciding,
+//! the statement is prepared on a representative shard. An object INSERT
+//! that names no shard is placed; a statement with no sharded table runs
+//! anywhere; any other statement with no shard decided is refused (no key,
+//! no guess).
 //! Then the text is edited: tables qualified with the shard database, `id`
 //! of object tables turned into the expression composing it.
 
 use sqlparser::ast::ValueWithSpan;
 
 use super::dml::{Planner, RefKind};
-use super::keys::{decode_id, key_column, literal};
+use super::keys::{decode_id, key_column};
 use super::{any_host, apply, unsupported};
 use crate::router::hints::{Hint, Hints};
 use crate::router::plan::{Placement, Plan, RouteError, StatementKind};
@@ -56,11 +59,13 @@ impl<'a> Planner<'a> {
             ));
         }
         let mut constraints: Vec<Constraint<'a>> = Vec::new();
-        self.key_constraints(kind, &mut edits, &mut constraints)?;
+        // Fleets of keys given only as `?` markers (when preparing).
+        let mut marker_fleets: Vec<FleetId> = Vec::new();
+        self.key_constraints(kind, &mut edits, &mut constraints, &mut marker_fleets)?;
         self.check_assignments()?;
         let insert_rule = self.insert_rule();
         if let Some(rule) = insert_rule {
-            constraints.extend(self.insert_constraint(rule, &mut edits)?);
+            constraints.extend(self.insert_constraint(rule, &mut edits, &mut marker_fleets)?);
         }
         // Explicit shard databases.
         for t in &self.tables {
@@ -89,6 +94,9 @@ impl<'a> Planner<'a> {
             }
         }
         let mut target = self.agreed_target(&constraints)?;
+        if let (None, Some(&fleet)) = (target, marker_fleets.first()) {
+            target = Some((fleet, env.representative(fleet)?));
+        }
 
         // Placement of an object INSERT that names no shard.
         let mut compose_insert_id = None;
@@ -127,11 +135,13 @@ impl<'a> Planner<'a> {
 
     /// The shards the statement's `key = literal` and `key IN (literals)`
     /// restrictions select; IDs of object tables become `local_id = L`.
+    /// A key given only as `?` markers adds its fleet to `marker_fleets`.
     fn key_constraints(
         &self,
         kind: StatementKind,
         edits: &mut Edits,
         constraints: &mut Vec<Constraint<'a>>,
+        marker_fleets: &mut Vec<FleetId>,
     ) -> Result<(), RouteError> {
         let env = self.env;
         for pred in &self.preds {
@@ -141,8 +151,12 @@ impl<'a> Planner<'a> {
             let mut shard = None;
             let mut first_value = None;
             let mut spread = None;
-            for value in pred.values.iter().filter_map(literal) {
-                let s = env.key_shard(rule, value, edits)?;
+            let mut markers = false;
+            for value in pred.values.iter().filter_map(|e| env.key_value(e)) {
+                let Some(s) = env.key_shard(rule, value, edits)? else {
+                    markers = true;
+                    continue;
+                };
                 match shard {
                     None => {
                         shard = Some(s);
@@ -169,21 +183,24 @@ impl<'a> Planner<'a> {
                     )),
                 });
             }
-            let (Some(shard), Some(value)) = (shard, first_value) else {
+            if shard.is_none() && !markers {
                 continue;
-            };
+            }
             if matches!(rule.kind, TableKind::Object { .. }) {
                 edits.replace(env.range(pred.column.span)?, "local_id");
             }
-            constraints.push(Constraint {
-                fleet: rule.fleet,
-                shard,
-                why: Why::Key {
-                    table: &rule.name,
-                    column: &pred.column.value,
-                    value: env.src.text(value.span),
-                },
-            });
+            match (shard, first_value) {
+                (Some(shard), Some(value)) => constraints.push(Constraint {
+                    fleet: rule.fleet,
+                    shard,
+                    why: Why::Key {
+                        table: &rule.name,
+                        column: &pred.column.value,
+                        value: env.src.text(value.span),
+                    },
+                }),
+                _ => marker_fleets.push(rule.fleet),
+            }
         }
         Ok(())
     }
@@ -208,17 +225,23 @@ impl<'a> Planner<'a> {
     }
 
     /// The shard of the INSERT rows of a mapping or mod-shard table, when
-    /// every row gives its key as a literal; rows on different shards are
-    /// refused.
+    /// every row gives its key as a literal (or a `?` marker, when
+    /// preparing; rows with markers only add the fleet to `marker_fleets`);
+    /// rows on different shards are refused.
     fn insert_constraint(
         &self,
         rule: &'a TableRule,
         edits: &mut Edits,
+        marker_fleets: &mut Vec<FleetId>,
     ) -> Result<Option<Constraint<'a>>, RouteError> {
         let env = self.env;
         let mut first: Option<(u32, &ValueWithSpan)> = None;
+        let mut markers = false;
         for &value in &self.insert_keys.values {
-            let s = env.key_shard(rule, value, edits)?;
+            let Some(s) = env.key_shard(rule, value, edits)? else {
+                markers = true;
+                continue;
+            };
             match first {
                 None => first = Some((s, value)),
                 Some((f, fv)) if f != s => {
@@ -236,8 +259,11 @@ impl<'a> Planner<'a> {
                 Some(_) => {}
             }
         }
+        if self.insert_keys.missing {
+            return Ok(None);
+        }
         Ok(match first {
-            Some((shard, value)) if !self.insert_keys.missing => Some(Constraint {
+            Some((shard, value)) => Some(Constraint {
                 fleet: rule.fleet,
                 shard,
                 why: Why::Key {
@@ -246,7 +272,12 @@ impl<'a> Planner<'a> {
                     value: env.src.text(value.span),
                 },
             }),
-            _ => None,
+            None => {
+                if markers {
+                    marker_fleets.push(rule.fleet);
+                }
+                None
+            }
         })
     }
 

@@ -53,7 +53,8 @@ pub(super) struct IdRef<'a> {
 }
 
 /// `col = literal` or `col IN (literals)` in a position that restricts
-/// the whole statement (a top-level AND of WHERE or ON).
+/// the whole statement (a top-level AND of WHERE or ON). When preparing, a
+/// `?` marker counts as a literal (see `Env::key_value`).
 pub(super) struct Pred<'a> {
     pub(super) scope: usize,
     pub(super) qualifier: Option<&'a Ident>,
@@ -62,7 +63,8 @@ pub(super) struct Pred<'a> {
     pub(super) values: &'a [Expr],
 }
 
-/// The literal values of an INSERT's shard-key column.
+/// The literal values (or, when preparing, `?` markers) of an INSERT's
+/// shard-key column.
 #[derive(Default)]
 pub(super) struct InsertKeys<'a> {
     pub(super) values: Vec<&'a ValueWithSpan>,

@@ -9,7 +9,6 @@ use sqlparser::ast::{
 };
 
 use super::dml::{IdRef, Planner, Pred};
-use super::keys::literal;
 
 /// `col` or `q.col` (not `@var` / `@@var`).
 pub(super) fn column_ref(expr: &Expr) -> Option<(Option<&Ident>, &Ident)> {
@@ -105,9 +104,10 @@ impl<'a> Planner<'a> {
                 op: BinaryOperator::Eq,
                 right,
             } => {
-                let pair = match (column_ref(left), literal(right)) {
+                let env = self.env;
+                let pair = match (column_ref(left), env.key_value(right)) {
                     (Some(c), Some(_)) => Some((c, right.as_ref())),
-                    _ => match (literal(left), column_ref(right)) {
+                    _ => match (env.key_value(left), column_ref(right)) {
                         (Some(_), Some(c)) => Some((c, left.as_ref())),
                         _ => None,
                     },
@@ -121,7 +121,7 @@ impl<'a> Planner<'a> {
                 expr: column,
                 list,
                 negated: false,
-            } if !list.is_empty() && list.iter().all(|e| literal(e).is_some()) => {
+            } if !list.is_empty() && list.iter().all(|e| self.env.key_value(e).is_some()) => {
                 match column_ref(column) {
                     Some(column) => self.add_pred(column, list),
                     None => self.walk_expr(expr),

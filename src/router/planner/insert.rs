@@ -8,7 +8,7 @@ use sqlparser::ast::{
 
 use super::dml::Planner;
 use super::expr::is_id;
-use super::keys::{key_column, literal};
+use super::keys::key_column;
 use super::unsupported;
 use crate::topology::TableKind;
 
@@ -61,13 +61,14 @@ impl<'a> Planner<'a> {
         let is_key = |name: &ObjectName| {
             column_name(name).is_some_and(|c| c.value.eq_ignore_ascii_case(key))
         };
+        let env = self.env;
         let keys = &mut self.insert_keys;
         if !insert.assignments.is_empty() {
             let value = insert.assignments.iter().find_map(|a| match &a.target {
                 AssignmentTarget::ColumnName(n) if is_key(n) => Some(&a.value),
                 _ => None,
             });
-            match value.and_then(literal) {
+            match value.and_then(|v| env.key_value(v)) {
                 Some(v) => keys.values.push(v),
                 None => keys.missing = true,
             }
@@ -84,7 +85,7 @@ impl<'a> Planner<'a> {
         match rows {
             Some((index, rows)) => {
                 for row in rows {
-                    match row.content.get(index).and_then(literal) {
+                    match row.content.get(index).and_then(|v| env.key_value(v)) {
                         Some(v) => keys.values.push(v),
                         None => keys.missing = true,
                     }

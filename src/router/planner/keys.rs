@@ -1,6 +1,9 @@
-//! Shard keys: which column is a table's key, what literals a key can be
-//! written as, and which shard a key literal selects (checking 64-bit IDs
-//! and rewriting an object ID to its `local_id`).
+//! Shard keys: which column is a table's key, what a key value can be
+//! written as (a literal, or a `?` parameter marker when preparing), and
+//! which shard a key literal selects (checking 64-bit IDs and rewriting an
+//! object ID to its `local_id`).
+
+use std::borrow::Cow;
 
 use sqlparser::ast::{Expr, Value, ValueWithSpan};
 
@@ -19,20 +22,45 @@ pub(super) fn key_column(rule: &TableRule) -> &str {
     }
 }
 
-/// A number or string literal (what an ID or key can be written as).
-pub(super) fn literal(expr: &Expr) -> Option<&ValueWithSpan> {
-    match expr {
-        Expr::Value(v) if key_text(v).is_some() => Some(v),
+/// A key literal as written.
+enum KeyLiteral<'v> {
+    /// A number, or a quoted string (IDs may be quoted decimal strings).
+    Text(&'v str),
+    /// `X'..'` or `0x..`: the hex digits of a binary string.
+    Hex(&'v str),
+}
+
+fn key_literal(value: &ValueWithSpan) -> Option<KeyLiteral<'_>> {
+    match &value.value {
+        Value::Number(n, _) => Some(KeyLiteral::Text(n)),
+        Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Some(KeyLiteral::Text(s)),
+        Value::HexStringLiteral(h) => Some(KeyLiteral::Hex(h)),
         _ => None,
     }
 }
 
-fn key_text(value: &ValueWithSpan) -> Option<&str> {
-    match &value.value {
-        Value::Number(n, _) => Some(n.as_str()),
-        Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Some(s.as_str()),
-        _ => None,
-    }
+/// Whether a value is a `?` parameter marker.
+fn is_marker(value: &ValueWithSpan) -> bool {
+    matches!(&value.value, Value::Placeholder(p) if p == "?")
+}
+
+/// The bytes of a binary string written in hex (odd digit counts as
+/// `0x..` allows: a leading zero); `None` if a digit is not hex.
+fn hex_bytes(digits: &str) -> Option<Vec<u8>> {
+    let padded: Cow<'_, str> = if digits.len() % 2 == 1 {
+        Cow::Owned(format!("0{digits}"))
+    } else {
+        Cow::Borrowed(digits)
+    };
+    padded
+        .as_bytes()
+        .chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+        })
+        .collect()
 }
 
 /// Decodes a 64-bit ID whose shard must be inside `fleet`; the error is
@@ -52,27 +80,51 @@ pub(super) fn decode_id(raw: u64, fleet: &Fleet) -> Result<ObjectId, String> {
 }
 
 impl Env<'_> {
-    /// The shard a key literal selects on a table, rewriting object IDs to
-    /// their local id.
+    /// The value of a key restriction or of an INSERT's key column, if it
+    /// can route: a number or string literal (a hex string for mod-shard
+    /// keys; for IDs it is refused with a reason), or, when preparing, a
+    /// `?` marker (any shard).
+    pub(super) fn key_value<'e>(&self, expr: &'e Expr) -> Option<&'e ValueWithSpan> {
+        match expr {
+            Expr::Value(v) if key_literal(v).is_some() || (self.prepare && is_marker(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The shard a key value selects on a table, rewriting object IDs to
+    /// their local id; `None` for a `?` marker (any shard of the fleet).
     pub(super) fn key_shard(
         &self,
         rule: &TableRule,
         value: &ValueWithSpan,
         edits: &mut Edits,
-    ) -> Result<u32, RouteError> {
+    ) -> Result<Option<u32>, RouteError> {
+        if is_marker(value) {
+            return Ok(None);
+        }
         let fleet = self.fleet(rule.fleet)?;
-        match &rule.kind {
+        let shard = match &rule.kind {
             TableKind::Object { type_id } => {
                 let id = self.check_id(value, fleet, Some((rule, *type_id)))?;
                 edits.replace(self.range(value.span)?, id.local_id.to_string());
-                Ok(id.shard)
+                id.shard
             }
-            TableKind::Mapping { .. } => Ok(self.check_id(value, fleet, None)?.shard),
-            TableKind::ModShard { .. } => {
-                let key = key_text(value).unwrap_or_default();
-                Ok(mod_shard(key.as_bytes(), fleet.shard_count))
-            }
-        }
+            TableKind::Mapping { .. } => self.check_id(value, fleet, None)?.shard,
+            TableKind::ModShard { .. } => match key_literal(value) {
+                Some(KeyLiteral::Text(key)) => mod_shard(key.as_bytes(), fleet.shard_count),
+                Some(KeyLiteral::Hex(digits)) => {
+                    let key = hex_bytes(digits).ok_or_else(|| {
+                        RouteError::Syntax(format!(
+                            "bad hexadecimal literal {}",
+                            self.src.text(value.span)
+                        ))
+                    })?;
+                    mod_shard(&key, fleet.shard_count)
+                }
+                None => mod_shard(b"", fleet.shard_count),
+            },
+        };
+        Ok(Some(shard))
     }
 
     /// Checks an ID literal: a decimal 64-bit number with the reserved bits
@@ -89,7 +141,15 @@ impl Env<'_> {
             id: written.to_owned(),
             reason,
         };
-        let digits = key_text(value).unwrap_or_default();
+        let digits = match key_literal(value) {
+            Some(KeyLiteral::Text(digits)) => digits,
+            Some(KeyLiteral::Hex(_)) => {
+                return Err(bad(
+                    "an ID is a 64-bit unsigned integer written in decimal (or as a quoted decimal string), not a hexadecimal string".to_owned()
+                ))
+            }
+            None => "",
+        };
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad(
                 "an ID is a 64-bit unsigned integer written in decimal".to_owned()

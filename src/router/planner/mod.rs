@@ -8,12 +8,19 @@
 //! expression, our hints removed); sqlparser's re-serialisation is never
 //! used, as it is not faithful to the original.
 //!
-//! This module holds the entry point, the dispatch by statement kind and
+//! [`route_prepare`] is the same path for COM_STMT_PREPARE: a shard key
+//! given as a `?` parameter marker allows any shard, and the statement is
+//! planned on a representative one with the markers kept, so a backend can
+//! describe its parameters and columns.
+//!
+//! This module holds the entry points, the dispatch by statement kind and
 //! what every part reads ([`Env`]). The parts:
 //!
 //! - [`tokens`]: checks on the token stream before parsing;
 //! - [`session`]: statements the proxy answers itself (USE, BEGIN, COMMIT,
-//!   `SELECT DATABASE()`, ...);
+//!   `SELECT DATABASE()`, ...) and savepoints;
+//! - [`diagnostics`]: `SHOW WARNINGS` and the like, about the previous
+//!   statement;
 //! - [`show`]: SHOW, DESCRIBE and the other statements about a database or
 //!   a table's definition;
 //! - [`dml`]: the planner of SELECT, INSERT, UPDATE and DELETE, which walks
@@ -21,6 +28,7 @@
 //!   turns key literals into shards ([`keys`]) and then decides ([`decide`]).
 
 mod decide;
+mod diagnostics;
 mod dml;
 mod expr;
 mod insert;
@@ -64,20 +72,57 @@ pub fn route(
     ctx: &RouteContext,
     placement: &mut dyn Placement,
 ) -> Plan {
-    match route_inner(sql, topo, ctx, placement) {
+    match route_inner(sql, topo, ctx, placement, false) {
         Ok(plan) => plan,
         Err(error) => Plan::Reject(error),
+    }
+}
+
+/// Plans a statement for COM_STMT_PREPARE, whose shard is known only when
+/// its parameters are bound.
+///
+/// Routes like [`route`], except that a `?` parameter marker in a
+/// shard-key position (`id = ?`, `id IN (?, ?)`, `board_id = ?`,
+/// `email = ?`, the key column of an INSERT's rows) allows any shard of
+/// the key's fleet. When nothing else (a literal key, a hint, a shard
+/// database, USE) decides, the statement goes to a representative shard:
+/// the USE database if it is on that fleet, else the fleet's first open
+/// shard, else shard 0. An object INSERT that names no shard goes to the
+/// first shard of the open range (no placement randomness). The text keeps
+/// its `?` markers: `SELECT id FROM pins WHERE id = ?` becomes
+/// `SELECT ((0<<46)|(1<<36)|local_id) AS id FROM db00000.pins WHERE local_id = ?`.
+///
+/// The plan is for describing the statement (parameter and column
+/// metadata); each execution is routed with [`route`] once the bound
+/// values are in the text (see [`crate::router::placeholders`]).
+/// Statements that cannot be routed even so (no key at all, unknown
+/// table, bad syntax) are [`Plan::Reject`]ed as by [`route`].
+pub fn route_prepare(sql: &str, topo: &Topology, ctx: &RouteContext) -> Plan {
+    match route_inner(sql, topo, ctx, &mut FirstShard, true) {
+        Ok(plan) => plan,
+        Err(error) => Plan::Reject(error),
+    }
+}
+
+/// The placement of prepared object INSERTs: the first shard of the range.
+struct FirstShard;
+
+impl Placement for FirstShard {
+    fn choose(&mut self, first: u32, _last: u32) -> u32 {
+        first
     }
 }
 
 const SCHEMA_CHANGE: &str =
     "schema changes are not routed; they go through `shardgate fleet init` (every shard database at once)";
 
+/// [`route`] (`prepare` false) and [`route_prepare`] (true).
 fn route_inner(
     sql: &str,
     topo: &Topology,
     ctx: &RouteContext,
     placement: &mut dyn Placement,
+    prepare: bool,
 ) -> Result<Plan, RouteError> {
     let dialect = MySqlDialect {};
     let mut tokens = Tokenizer::new(&dialect, sql)
@@ -106,6 +151,7 @@ fn route_inner(
         )));
     }
     let is_show = keyword == Keyword::SHOW;
+    let show_diagnostics = is_show && diagnostics::is_show_diagnostics(&tokens);
     let lock_share = tokens::strip_lock_in_share_mode(&mut tokens);
     let show_scan = if is_show {
         show::ShowScan::of(&tokens, &src, topo)
@@ -116,12 +162,14 @@ fn route_inner(
         topo,
         ctx,
         src: &src,
+        prepare,
     };
     let parsed = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
         .parse_statements();
     let statements = match parsed {
         Ok(statements) => statements,
+        Err(_) if show_diagnostics => return Ok(diagnostics::plan(sql)),
         // sqlparser does not know every SHOW; they touch no table data.
         Err(_) if is_show => return env.show_fallback(show_scan.named_db, edits),
         Err(error) => return Err(syntax(error)),
@@ -136,6 +184,10 @@ fn route_inner(
         }
     };
     match statement {
+        Statement::ShowVariable { .. } if show_diagnostics => Ok(diagnostics::plan(sql)),
+        Statement::Query(query) if diagnostics::is_select_diagnostics(query) => {
+            Ok(diagnostics::plan(sql))
+        }
         Statement::Query(query) => {
             if let Some(action) = session::special_select(query) {
                 return Ok(Plan::Session(action));
@@ -298,6 +350,9 @@ struct Env<'a> {
     topo: &'a Topology,
     ctx: &'a RouteContext,
     src: &'a Source<'a>,
+    /// Planning for COM_STMT_PREPARE: `?` markers are shard keys that
+    /// allow any shard ([`route_prepare`]).
+    prepare: bool,
 }
 
 impl<'a> Env<'a> {
@@ -312,6 +367,16 @@ impl<'a> Env<'a> {
         self.src.range(span).ok_or_else(|| {
             unsupported("shardgate could not locate a part of the statement in its text")
         })
+    }
+
+    /// The shard a statement whose shard key is a `?` marker is prepared
+    /// on: the USE database if it is on the fleet, else the fleet's first
+    /// open shard, else shard 0.
+    fn representative(&self, fleet: FleetId) -> Result<u32, RouteError> {
+        match self.ctx.current_db {
+            Some((f, shard)) if f == fleet => Ok(shard),
+            _ => Ok(self.fleet(fleet)?.open.map_or(0, |(first, _)| first)),
+        }
     }
 
     /// A target for a shard, with its master.

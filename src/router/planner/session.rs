@@ -1,6 +1,7 @@
 //! Statements the proxy answers itself, from the session's state: USE,
-//! BEGIN / COMMIT / ROLLBACK, `SELECT DATABASE()` and
-//! `SELECT LAST_INSERT_ID()`. (SET is parsed in `router::set`.)
+//! BEGIN / COMMIT / ROLLBACK, savepoints (kept for the transaction's
+//! connection), `SELECT DATABASE()` and `SELECT LAST_INSERT_ID()`. (SET is
+//! parsed in `router::set`.)
 
 use sqlparser::ast::{
     Expr, FunctionArguments, ObjectNamePart, Query, SelectItem, SetExpr, Statement, Use,
@@ -9,8 +10,9 @@ use sqlparser::ast::{
 use super::{object_name_text, unsupported, Env};
 use crate::router::plan::{Plan, RouteError, SessionAction};
 
-/// BEGIN, COMMIT, ROLLBACK, and the forms not supported yet (savepoints,
-/// AND CHAIN). Called with those statements only.
+/// BEGIN, COMMIT, ROLLBACK, savepoints (`SAVEPOINT x`, `ROLLBACK [WORK]
+/// TO [SAVEPOINT] x`, `RELEASE SAVEPOINT x`), and the AND CHAIN forms, not
+/// supported. Called with those statements only.
 pub(super) fn transaction(statement: &Statement, sql: &str) -> Result<Plan, RouteError> {
     match statement {
         Statement::StartTransaction { .. } => Ok(Plan::Session(SessionAction::Begin {
@@ -21,11 +23,18 @@ pub(super) fn transaction(statement: &Statement, sql: &str) -> Result<Plan, Rout
             chain: false,
             savepoint: None,
         } => Ok(Plan::Session(SessionAction::Rollback)),
+        Statement::Rollback {
+            chain: false,
+            savepoint: Some(_),
+        }
+        | Statement::Savepoint { .. }
+        | Statement::ReleaseSavepoint { .. } => Ok(Plan::Session(SessionAction::Savepoint {
+            sql: sql.to_owned(),
+        })),
         Statement::Commit { .. } | Statement::Rollback { chain: true, .. } => {
             Err(unsupported("COMMIT/ROLLBACK AND CHAIN"))
         }
-        // ROLLBACK TO, SAVEPOINT, RELEASE SAVEPOINT.
-        _ => Err(unsupported("savepoints (not yet)")),
+        _ => Err(unsupported("this transaction statement")),
     }
 }
 
