@@ -6,7 +6,9 @@
 #
 # Steps: cargo build (debug; the tests share its compiled dependencies) ->
 # integration/fleet.sh start -> shardgate fleet init --config
-# config/shardgate.yaml --schema config/schema.sql -> cargo test --all-targets.
+# config/shardgate.yaml --schema config/schema.sql -> integration/drivers/setup.sh
+# (the Python virtualenv, Node's mysql2 and sysbench for the driver
+# conformance tests, integration/tests/drivers.rs) -> cargo test --all-targets.
 # The integration tests find the fleet on 127.0.0.1:3307-3310 and start the
 # proxy themselves. Exits non-zero if any step fails.
 #
@@ -58,6 +60,9 @@ integration/fleet.sh start
 
 section "fleet init: shardgate fleet init --config config/shardgate.yaml --schema config/schema.sql"
 "$BIN" fleet init --config config/shardgate.yaml --schema config/schema.sql
+
+section "driver conformance setup: integration/drivers/setup.sh (venv, npm ci, sysbench)"
+integration/drivers/setup.sh
 
 section "tests: cargo test --all-targets $*"
 cargo test --all-targets "$@"

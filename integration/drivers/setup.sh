@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Installs what the driver conformance tests (integration/tests/drivers.rs)
+# run, idempotently; integration/test.sh calls it before `cargo test`.
+#
+#   integration/drivers/setup.sh
+#
+# - Python: the virtualenv integration/.venv (python3 -m venv; Debian's
+#   python3-venv is installed with apt if venv is unavailable) with the pinned
+#   integration/drivers/python/requirements.txt (PyMySQL,
+#   mysql-connector-python). Reinstalled only when requirements.txt changes.
+# - Node: `npm ci` in integration/drivers/node (mysql2 from package-lock.json),
+#   only when package.json or package-lock.json changed. Node.js and npm are
+#   installed with apt if missing.
+# - sysbench, with apt if missing.
+# The mariadb client (used by the sysbench script to seed rows) comes from
+# integration/fleet.sh install.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+DRIVERS="$ROOT/integration/drivers"
+VENV="$ROOT/integration/.venv"
+
+log() { printf '[drivers setup] %s\n' "$*" >&2; }
+die() { printf '[drivers setup] ERROR: %s\n' "$*" >&2; exit 1; }
+
+APT_UPDATED=0
+apt_install() {
+    command -v apt-get >/dev/null 2>&1 || die "need $*, and apt-get is not available: install them by hand"
+    local sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        "${sudo[@]}" apt-get update -qq
+        APT_UPDATED=1
+    fi
+    log "apt-get install $*"
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+digest() { cat "$@" | sha256sum | cut -d' ' -f1; }
+
+# ---------------------------------------------------------------- Python
+
+command -v python3 >/dev/null 2>&1 || apt_install python3 python3-venv
+if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
+    rm -rf "$VENV"
+    log "creating the virtualenv $VENV ($(python3 --version 2>&1))"
+    if ! python3 -m venv "$VENV" >/dev/null 2>&1; then
+        # Debian's python3 ships venv without ensurepip unless python3-venv is installed.
+        rm -rf "$VENV"
+        apt_install python3-venv
+        python3 -m venv "$VENV"
+    fi
+fi
+REQ="$DRIVERS/python/requirements.txt"
+STAMP="$VENV/.shardgate-requirements"
+want="$(digest "$REQ")"
+if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ] \
+    || ! "$VENV/bin/python" -c 'import pymysql, mysql.connector' >/dev/null 2>&1; then
+    log "pip install -r ${REQ#"$ROOT"/}"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q -r "$REQ"
+    echo "$want" >"$STAMP"
+fi
+"$VENV/bin/python" -c 'import pymysql, mysql.connector
+print("[drivers setup] python", __import__("sys").version.split()[0], "PyMySQL", pymysql.VERSION_STRING,
+      "mysql-connector-python", mysql.connector.__version__, "C extension:", mysql.connector.HAVE_CEXT)' >&2
+
+# ---------------------------------------------------------------- Node
+
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    apt_install nodejs npm
+fi
+NODE_DIR="$DRIVERS/node"
+STAMP="$NODE_DIR/node_modules/.shardgate-lock"
+want="$(digest "$NODE_DIR/package.json" "$NODE_DIR/package-lock.json")"
+if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ] || ! [ -f "$NODE_DIR/node_modules/mysql2/package.json" ]; then
+    log "npm ci in ${NODE_DIR#"$ROOT"/} (node $(node --version))"
+    (cd "$NODE_DIR" && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$want" >"$STAMP"
+fi
+log "node $(node --version), mysql2 $(node -p 'require(process.argv[1]).version' "$NODE_DIR/node_modules/mysql2/package.json")"
+
+# ---------------------------------------------------------------- sysbench
+
+command -v sysbench >/dev/null 2>&1 || apt_install sysbench
+log "$(sysbench --version)"

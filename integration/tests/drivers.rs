@@ -1,0 +1,219 @@
+//! Conformance with real client drivers (issue 3, item 6): each test runs
+//! one driver's script from `integration/drivers/` against the in-process
+//! proxy and asserts it passed. The scripts connect with utf8mb4, insert by
+//! hint and read back by the 64-bit ID, run FOR UPDATE read-modify-write
+//! transactions, provoke the cross-shard error inside a transaction, send
+//! UTF-8/emoji text and large values, read warnings, bind 64-bit IDs as
+//! parameters, and then check on the backend hosts (straight to 3307 / 3308 /
+//! 3310 with the same driver) where every row landed.
+//!
+//! The interpreters and packages come from `integration/drivers/setup.sh`
+//! (run by `integration/test.sh`): the virtualenv `integration/.venv` with
+//! PyMySQL and mysql-connector-python, `integration/drivers/node/node_modules`
+//! with mysql2, and sysbench. A missing one fails the test with the command to
+//! run; nothing is skipped.
+//!
+//! The scripts run one at a time (they share the proxy and the fleet, and the
+//! lock-wait check times a 1 s wait). A script's whole output is printed when
+//! it fails; `cargo test --test drivers -- --nocapture` shows it always.
+
+mod common;
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Longest a driver script may run (it is killed and the test fails after).
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(600);
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+const SETUP_HINT: &str =
+    "run integration/drivers/setup.sh (integration/test.sh runs it before the tests)";
+
+fn drivers_dir() -> PathBuf {
+    repo_root().join("integration/drivers")
+}
+
+fn venv_python() -> PathBuf {
+    repo_root().join("integration/.venv/bin/python")
+}
+
+/// The proxy and backend arguments every driver script takes.
+fn target_args() -> Vec<String> {
+    let proxy = proxy_addr();
+    vec![
+        "--host".into(),
+        proxy.ip().to_string(),
+        "--port".into(),
+        proxy.port().to_string(),
+        "--master-a".into(),
+        MASTER_A.to_string(),
+        "--master-b".into(),
+        MASTER_B.to_string(),
+        "--mod-host".into(),
+        MOD_HOST.to_string(),
+    ]
+}
+
+/// Fails the test unless `program args` runs and exits 0.
+fn require(what: &str, program: &Path, args: &[&str]) {
+    let ok = Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "{what} is missing ({} {}): {SETUP_HINT}",
+        program.display(),
+        args.join(" ")
+    );
+}
+
+/// Runs a driver script with the target arguments; panics with its output
+/// (stdout and stderr interleaved) unless it exits 0 within the timeout.
+fn run_script(name: &str, program: &Path, script: &Path) {
+    let _serial = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    assert!(
+        script.exists(),
+        "{name}: script {} is missing",
+        script.display()
+    );
+    let log_path = std::env::temp_dir().join(format!(
+        "shardgate-driver-{}-{}.log",
+        name.replace(' ', "-"),
+        std::process::id()
+    ));
+    let log = File::create(&log_path).expect("create the output file");
+    let args = target_args();
+    let started = Instant::now();
+    let mut child = Command::new(program)
+        .arg(script)
+        .args(&args)
+        .current_dir(repo_root())
+        .env("PYTHONUNBUFFERED", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log.try_clone().expect("clone the output file")))
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{name}: cannot start {}: {e}; {SETUP_HINT}",
+                program.display()
+            )
+        });
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the script") {
+            break Some(status);
+        }
+        if started.elapsed() > SCRIPT_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut output = String::new();
+    File::open(&log_path)
+        .and_then(|mut f| f.read_to_string(&mut output))
+        .expect("read the script output");
+    let _ = std::fs::remove_file(&log_path);
+    let command = format!(
+        "{} {} {}",
+        program.display(),
+        script.display(),
+        args.join(" ")
+    );
+    println!("$ {command}\n{output}");
+    match status {
+        None => panic!(
+            "{name}: timed out after {}s\n$ {command}\n{output}",
+            SCRIPT_TIMEOUT.as_secs()
+        ),
+        Some(status) if !status.success() => {
+            let failed: Vec<&str> = output.lines().filter(|l| l.starts_with("FAIL")).collect();
+            panic!(
+                "{name}: the driver conformance script failed ({status}) after {:.1}s \
+                 (its full output is above)\n$ {command}\nfailed checks:\n  {}\n",
+                started.elapsed().as_secs_f64(),
+                if failed.is_empty() {
+                    "(none reported; see the output)".to_owned()
+                } else {
+                    failed.join("\n  ")
+                },
+            )
+        }
+        Some(_) => {}
+    }
+}
+
+#[test]
+fn pymysql() {
+    let python = venv_python();
+    require(
+        "the Python virtualenv with PyMySQL",
+        &python,
+        &["-c", "import pymysql"],
+    );
+    run_script(
+        "PyMySQL",
+        &python,
+        &drivers_dir().join("python/pymysql_conformance.py"),
+    );
+}
+
+#[test]
+fn mysql_connector_python() {
+    let python = venv_python();
+    require(
+        "the Python virtualenv with mysql-connector-python (and its C extension)",
+        &python,
+        &[
+            "-c",
+            "import mysql.connector; assert mysql.connector.HAVE_CEXT",
+        ],
+    );
+    run_script(
+        "mysql-connector-python",
+        &python,
+        &drivers_dir().join("python/connector_conformance.py"),
+    );
+}
+
+#[test]
+fn node_mysql2() {
+    let node_dir = drivers_dir().join("node");
+    assert!(
+        node_dir.join("node_modules/mysql2/package.json").exists(),
+        "mysql2 is not installed in {}/node_modules: {SETUP_HINT}",
+        node_dir.display()
+    );
+    require("Node.js", Path::new("node"), &["--version"]);
+    run_script(
+        "mysql2",
+        Path::new("node"),
+        &node_dir.join("conformance.js"),
+    );
+}
+
+#[test]
+fn sysbench_prepared_statements() {
+    require("sysbench", Path::new("sysbench"), &["--version"]);
+    require("the mariadb client", Path::new("mariadb"), &["--version"]);
+    run_script(
+        "sysbench",
+        Path::new("bash"),
+        &drivers_dir().join("sysbench/run.sh"),
+    );
+}
