@@ -128,7 +128,7 @@ async fn binary_rows_match_the_servers_own_for_every_common_type() {
     let through_proxy: Vec<Row> = conn
         .exec(
             format!("SELECT {columns} FROM pins WHERE id = {id}"),
-            params.clone(),
+            params,
         )
         .await
         .unwrap();
