@@ -1,6 +1,7 @@
 //! MySQL wire-protocol pieces shared by the frontend and the backend:
 //! framing ([`frame`]) and the packets the proxy writes itself ([`packets`]).
 
+pub mod binary;
 pub mod frame;
 pub mod packets;
 
