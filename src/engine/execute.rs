@@ -32,6 +32,35 @@ enum Venue {
     Held(PooledConn),
 }
 
+/// Fingerprint stamped on a backend connection after a statement that may
+/// have changed its session state in ways the proxy does not track, so the
+/// next session to use it resets it first.
+const DIRTY: u64 = u64::MAX;
+
+/// What to send, and what it does to the connection's session state.
+struct Statement<'a> {
+    /// The shard, for error messages and checkout (None: any host).
+    target: Option<Target>,
+    /// The text to send.
+    sql: &'a str,
+    /// Rewrites an object INSERT's last-insert-id.
+    composer: Option<InsertIdComposer>,
+    /// Settings fingerprint the connection has after the statement succeeds
+    /// (None: unchanged).
+    stamp: Option<u64>,
+}
+
+impl<'a> Statement<'a> {
+    fn plain(sql: &'a str) -> Self {
+        Self {
+            target: None,
+            sql,
+            composer: None,
+            stamp: None,
+        }
+    }
+}
+
 impl Engine {
     /// Executes one plan and writes the complete answer to `client`
     /// (flushed). An `Err` means the client connection is unusable.
@@ -128,7 +157,7 @@ impl Engine {
             None if state.last_on_bound && state.bound.is_some() => Venue::Bound,
             None => return write_no_diagnostics(client, state, sql).await,
         };
-        self.run_on(topology, state, venue, None, sql, None, client)
+        self.run_on(topology, state, venue, Statement::plain(sql), client)
             .await
             .map(|_| ())
     }
@@ -150,9 +179,12 @@ impl Engine {
                 topology,
                 state,
                 venue,
-                Some(query.target),
-                &query.sql,
-                composer,
+                Statement {
+                    target: Some(query.target),
+                    sql: &query.sql,
+                    composer,
+                    stamp: None,
+                },
                 client,
             )
             .await?;
@@ -250,11 +282,15 @@ impl Engine {
         topology: &Topology,
         state: &mut SessionState,
         venue: Venue,
-        target: Option<Target>,
-        sql: &str,
-        composer: Option<InsertIdComposer>,
+        statement: Statement<'_>,
         client: &mut FrameWriter<W>,
     ) -> Result<RelayOutcome, Failure> {
+        let Statement {
+            target,
+            sql,
+            composer,
+            stamp,
+        } = statement;
         let options = RelayOptions {
             first_seq: state.response_seq,
             deprecate_eof: state.deprecate_eof,
@@ -271,7 +307,10 @@ impl Engine {
                     )));
                 };
                 match send_and_relay(bound.conn.conn(), sql, client, options).await {
-                    Ok(outcome) => Ok(outcome),
+                    Ok(outcome) => {
+                        stamp_connection(&mut bound.conn, stamp, &outcome);
+                        Ok(outcome)
+                    }
                     Err(failure) => {
                         let host = state
                             .bound
@@ -290,7 +329,7 @@ impl Engine {
                         state.held = Some(conn);
                         Ok(outcome)
                     }
-                    result => finish_pooled(state, conn, result),
+                    result => finish_pooled(state, conn, result, stamp),
                 }
             }
             Venue::Pool(pool) => {
@@ -306,7 +345,7 @@ impl Engine {
                     }
                     result => result,
                 };
-                finish_pooled(state, conn, result)
+                finish_pooled(state, conn, result, stamp)
             }
         }
     }
@@ -321,7 +360,11 @@ impl Engine {
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
         let venue = self.any_venue(topology, state)?;
-        self.run_on(topology, state, venue, None, sql, None, client)
+        let statement = Statement {
+            stamp: Some(DIRTY),
+            ..Statement::plain(sql)
+        };
+        self.run_on(topology, state, venue, statement, client)
             .await
             .map(|_| ())
     }
@@ -393,14 +436,14 @@ impl Engine {
                 self.set_session(topology, state, variables, sql, client)
                     .await
             }
-            SessionAction::SelectDatabase => {
+            SessionAction::SelectDatabase { column } => {
                 let name = state.route.current_db.and_then(|(fleet, shard)| {
                     topology.fleets.get(fleet).map(|f| f.database_name(shard))
                 });
                 write_single_value(
                     client,
                     state,
-                    "DATABASE()",
+                    &column,
                     LocalColumnType::Text,
                     name.as_deref().map(str::as_bytes),
                 )
@@ -408,9 +451,15 @@ impl Engine {
             }
             SessionAction::Savepoint { sql } => {
                 if state.bound.is_some() {
-                    self.run_on(topology, state, Venue::Bound, None, &sql, None, client)
-                        .await
-                        .map(|_| ())
+                    self.run_on(
+                        topology,
+                        state,
+                        Venue::Bound,
+                        Statement::plain(&sql),
+                        client,
+                    )
+                    .await
+                    .map(|_| ())
                 } else if state.in_transaction() {
                     state.pending_savepoints.push(sql);
                     write_ok(client, state).await
@@ -418,12 +467,12 @@ impl Engine {
                     self.run_anywhere(topology, state, &sql, client).await
                 }
             }
-            SessionAction::SelectLastInsertId => {
+            SessionAction::SelectLastInsertId { column } => {
                 let id = state.last_insert_id.to_string();
                 write_single_value(
                     client,
                     state,
-                    "LAST_INSERT_ID()",
+                    &column,
                     LocalColumnType::UnsignedBigInt,
                     Some(id.as_bytes()),
                 )
@@ -509,16 +558,17 @@ impl Engine {
         sql: String,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
-        let next = state.settings.with(variables.clone(), sql.clone());
+        let next = state.settings.with(variables, sql.clone());
         let venue = self.any_venue(topology, state)?;
+        let statement = Statement {
+            stamp: Some(next.fingerprint()),
+            ..Statement::plain(&sql)
+        };
         let outcome = self
-            .run_on(topology, state, venue, None, &sql, None, client)
+            .run_on(topology, state, venue, statement, client)
             .await?;
         if !outcome.failed {
             state.settings = next;
-            if let Some(bound) = state.bound.as_mut() {
-                bound.conn.conn().settings_fingerprint = state.settings.fingerprint();
-            }
         }
         Ok(())
     }
@@ -557,11 +607,13 @@ async fn send_and_relay<W: AsyncWrite + Unpin>(
 /// error is held for `SHOW WARNINGS`; the rest go back to the pool.
 fn finish_pooled(
     state: &mut SessionState,
-    conn: PooledConn,
+    mut conn: PooledConn,
     result: Result<RelayOutcome, RelayFailure>,
+    stamp: Option<u64>,
 ) -> Result<RelayOutcome, Failure> {
     match result {
         Ok(outcome) => {
+            stamp_connection(&mut conn, stamp, &outcome);
             if outcome.status.contains(StatusFlags::SERVER_STATUS_IN_TRANS) {
                 drop(conn);
             } else if outcome.failed || outcome.warnings > 0 {
@@ -611,6 +663,17 @@ async fn apply_settings(conn: &mut PooledConn, settings: &SessionSettings) -> Re
     }
     backend.settings_fingerprint = settings.fingerprint();
     Ok(())
+}
+
+/// Records what a statement did to the connection's session state: a
+/// successful SET gives it the session's new settings; a statement the
+/// proxy cannot see through marks it dirty even if it failed.
+fn stamp_connection(conn: &mut PooledConn, stamp: Option<u64>, outcome: &RelayOutcome) {
+    match stamp {
+        Some(DIRTY) => conn.conn().settings_fingerprint = DIRTY,
+        Some(fingerprint) if !outcome.failed => conn.conn().settings_fingerprint = fingerprint,
+        _ => {}
+    }
 }
 
 /// Closes a connection whose statement failed: a backend failure also drops

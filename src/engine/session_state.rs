@@ -24,7 +24,7 @@ impl SessionSettings {
         self.entries.push((variables, sql));
         let mut hasher = DefaultHasher::new();
         self.entries.hash(&mut hasher);
-        self.fingerprint = hasher.finish().max(1);
+        self.fingerprint = hasher.finish().clamp(1, u64::MAX - 1);
     }
 
     /// The statements to replay, in order.

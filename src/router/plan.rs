@@ -69,9 +69,15 @@ pub enum SessionAction {
         sql: String,
     },
     /// `SELECT DATABASE()` (and `SCHEMA()`).
-    SelectDatabase,
+    SelectDatabase {
+        /// Column name the client sees (the alias, or the expression).
+        column: String,
+    },
     /// `SELECT LAST_INSERT_ID()`.
-    SelectLastInsertId,
+    SelectLastInsertId {
+        /// Column name the client sees (the alias, or the expression).
+        column: String,
+    },
     /// `SAVEPOINT x`, `ROLLBACK TO [SAVEPOINT] x`, `RELEASE SAVEPOINT x`:
     /// sent to the transaction's bound connection (kept until it binds).
     Savepoint {

@@ -219,7 +219,12 @@ fn spec_table_examples() {
         ),
         c("SELECT 1", any("SELECT 1")),
         c("SELECT @@version", any("SELECT @@version")),
-        c("SELECT DATABASE()", Expect::Session(SessionAction::SelectDatabase)),
+        c(
+            "SELECT DATABASE()",
+            Expect::Session(SessionAction::SelectDatabase {
+                column: "DATABASE()".into(),
+            }),
+        ),
         c("SHOW VARIABLES LIKE 'max%'", any("SHOW VARIABLES LIKE 'max%'")),
         c(
             "SET NAMES utf8mb4",
@@ -876,15 +881,21 @@ fn session_statements() {
         c("SET PASSWORD = 'x'", reject("Unsupported", "PASSWORD")),
         c(
             "SELECT LAST_INSERT_ID()",
-            Expect::Session(SessionAction::SelectLastInsertId),
+            Expect::Session(SessionAction::SelectLastInsertId {
+                column: "LAST_INSERT_ID()".into(),
+            }),
         ),
         c(
             "select schema()",
-            Expect::Session(SessionAction::SelectDatabase),
+            Expect::Session(SessionAction::SelectDatabase {
+                column: "schema()".into(),
+            }),
         ),
         c(
             "SELECT DATABASE() AS db",
-            Expect::Session(SessionAction::SelectDatabase),
+            Expect::Session(SessionAction::SelectDatabase {
+                column: "db".into(),
+            }),
         ),
         c("SELECT LAST_INSERT_ID(5)", any("SELECT LAST_INSERT_ID(5)")),
     ]);

@@ -76,11 +76,15 @@ pub(super) fn special_select(query: &Query) -> Option<SessionAction> {
     if !no_args || function.over.is_some() {
         return None;
     }
+    let column = match item {
+        SelectItem::ExprWithAlias { alias, .. } => alias.value.clone(),
+        _ => function.to_string(),
+    };
     let name = name.value.as_str();
     if name.eq_ignore_ascii_case("DATABASE") || name.eq_ignore_ascii_case("SCHEMA") {
-        Some(SessionAction::SelectDatabase)
+        Some(SessionAction::SelectDatabase { column })
     } else if name.eq_ignore_ascii_case("LAST_INSERT_ID") {
-        Some(SessionAction::SelectLastInsertId)
+        Some(SessionAction::SelectLastInsertId { column })
     } else {
         None
     }
