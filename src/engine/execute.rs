@@ -130,6 +130,7 @@ impl Engine {
     ) -> Result<(), Failure> {
         match plan {
             Plan::Shard(query) => self.run_shard(topology, state, query, client).await,
+            Plan::MultiShard(query) => self.run_multi_shard(topology, state, query, client).await,
             Plan::AnyHost { sql } => self.run_anywhere(topology, state, &sql, client).await,
             Plan::Session(action) => self.run_session(topology, state, action, client).await,
             Plan::Diagnostics { sql } => {

@@ -3,6 +3,7 @@
 
 pub mod execute;
 pub mod field_list;
+pub mod multi;
 pub mod prepared;
 pub mod relay;
 pub mod session_state;

@@ -143,6 +143,14 @@ impl Engine {
                 Some(query.target),
                 query.sql,
             ),
+            Plan::MultiShard(query) => match query.parts.into_iter().next() {
+                Some(part) => (
+                    self.backends.pool(&topology.hosts[part.target.host].addr),
+                    Some(part.target),
+                    part.sql,
+                ),
+                None => (self.any_pool(topology, state)?, None, sql.to_owned()),
+            },
             Plan::Reject(error) => return Err(Failure::Client(error.into())),
             Plan::AnyHost { sql } | Plan::Diagnostics { sql } => {
                 (self.any_pool(topology, state)?, None, sql)

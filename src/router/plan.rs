@@ -38,6 +38,66 @@ pub struct ShardQuery {
     pub compose_insert_id: Option<u16>,
 }
 
+/// A read that runs on several shards, merged by the proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MultiShardQuery {
+    /// One statement per shard (kind `Read`), each with only its own keys.
+    pub parts: Vec<ShardQuery>,
+    /// How the parts' rows become one result.
+    pub merge: Merge,
+}
+
+/// How the rows of several shards are combined. Column numbers are
+/// 0-based positions in the select list, which every part shares.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Merge {
+    /// `ORDER BY` on selected columns: each part is sorted the same way and
+    /// the proxy merges the sorted streams. Empty: parts are concatenated.
+    pub order_by: Vec<SortKey>,
+    /// Rows to skip after merging (`OFFSET`); each part was asked for
+    /// `offset + limit` rows.
+    pub offset: u64,
+    /// Rows to return after the offset (`LIMIT`), if any.
+    pub limit: Option<u64>,
+    /// Aggregates merged across shards, if the select list has any.
+    pub aggregation: Option<Aggregation>,
+    /// Columns appended to every part's select list only so the proxy can
+    /// sort or group by them; they are dropped before rows reach the client
+    /// (the last `hidden_columns` columns).
+    pub hidden_columns: usize,
+}
+
+/// One `ORDER BY` key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SortKey {
+    /// Select-list position of the column.
+    pub column: usize,
+    /// `DESC`.
+    pub descending: bool,
+}
+
+/// How each select-list column is merged across shards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Aggregation {
+    /// One entry per select-list column (hidden columns included).
+    pub columns: Vec<MergeColumn>,
+}
+
+/// The merge rule of one select-list column in an aggregate query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeColumn {
+    /// A `GROUP BY` column (or a constant): part of the group key.
+    GroupKey,
+    /// `COUNT(...)`: the parts' counts are added.
+    Count,
+    /// `SUM(...)`: the parts' sums are added (NULL when every part is NULL).
+    Sum,
+    /// `MIN(...)`: the smallest of the parts' values.
+    Min,
+    /// `MAX(...)`: the largest of the parts' values.
+    Max,
+}
+
 /// Session-level actions the proxy handles itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionAction {
@@ -91,6 +151,9 @@ pub enum SessionAction {
 pub enum Plan {
     /// Run on one shard.
     Shard(ShardQuery),
+    /// A read over several shards (an IN list spanning shards, or an
+    /// explicit `/*+ SCATTER */`), merged by the proxy.
+    MultiShard(MultiShardQuery),
     /// A statement that touches no sharded table (`SELECT 1`, `SELECT
     /// @@version`, `SHOW VARIABLES`): run unchanged on any healthy master.
     AnyHost {
