@@ -68,6 +68,9 @@ pub enum ClientError {
     /// The session's prepared-statement limit (1461).
     #[error("shardgate: can't create more than {0} prepared statements in one session; close some (COM_STMT_CLOSE)")]
     TooManyPrepared(usize),
+    /// A multi-shard merge that would hold too many rows (1105).
+    #[error("shardgate: a multi-shard read returned more than {0} bytes of rows to merge; add a LIMIT or narrow the IN list")]
+    MergeTooLarge(usize),
     /// No backend host is usable for a statement that may run anywhere.
     #[error("shardgate: no healthy master is available: {0}")]
     NoHealthyHost(String),

@@ -632,7 +632,10 @@ fn finish_pooled(
 }
 
 /// Brings a backend connection's session settings to the client's.
-async fn apply_settings(conn: &mut PooledConn, settings: &SessionSettings) -> Result<(), Failure> {
+pub(crate) async fn apply_settings(
+    conn: &mut PooledConn,
+    settings: &SessionSettings,
+) -> Result<(), Failure> {
     if conn.conn().settings_fingerprint == settings.fingerprint() {
         return Ok(());
     }
