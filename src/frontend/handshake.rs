@@ -1,6 +1,8 @@
-//! The server side of the MySQL handshake: HandshakeV10 out, the client's
-//! HandshakeResponse in, `mysql_native_password` checked against the
-//! config's client accounts (other plugins get an auth switch).
+//! The server side of the MySQL handshake: HandshakeV10 out ([`greet`]),
+//! the client's HandshakeResponse in, `mysql_native_password` checked
+//! against the config's client accounts (other plugins get an auth switch)
+//! ([`login`]). With TLS configured the greeting offers CLIENT_SSL and the
+//! session runner upgrades the socket between the two (see [`super::tls`]).
 
 use std::io;
 
@@ -39,6 +41,94 @@ pub const SERVER_CAPABILITIES: CapabilityFlags = CapabilityFlags::CLIENT_LONG_PA
 
 const NATIVE_PLUGIN: &[u8] = b"mysql_native_password";
 
+/// Length of an SSLRequest payload: capabilities, max packet size,
+/// collation and 23 filler bytes (a HandshakeResponse is always longer).
+const SSL_REQUEST_LEN: usize = 32;
+
+/// MySQL's ER_SECURE_TRANSPORT_REQUIRED.
+const SECURE_TRANSPORT_REQUIRED: u16 = 3159;
+
+/// The greeting a client was sent, and where its login stands.
+#[derive(Debug, Clone)]
+pub struct Greeting {
+    nonce: [u8; 20],
+    tls_offered: bool,
+    /// The client's answer to the greeting when the caller already read it
+    /// (a TLS listener reads it off the raw socket to look for an
+    /// SSLRequest): its sequence id and payload.
+    pub first_packet: Option<(u8, Vec<u8>)>,
+    /// Whether the connection runs over TLS.
+    pub secure: bool,
+}
+
+impl Greeting {
+    /// The HandshakeV10 greeting for a new connection (payload to send at
+    /// sequence 0); `offer_tls` adds CLIENT_SSL.
+    pub fn new(connection_id: u32, offer_tls: bool) -> (Greeting, Vec<u8>) {
+        let nonce = new_nonce();
+        let mut scramble_2 = nonce[8..].to_vec();
+        scramble_2.push(0);
+        let mut scramble_1 = [0u8; 8];
+        scramble_1.copy_from_slice(&nonce[..8]);
+        let mut capabilities = SERVER_CAPABILITIES;
+        if offer_tls {
+            capabilities |= CapabilityFlags::CLIENT_SSL;
+        }
+        let handshake = HandshakePacket::new(
+            10,
+            SERVER_VERSION.as_bytes(),
+            connection_id,
+            scramble_1,
+            Some(scramble_2),
+            capabilities,
+            UTF8MB4_GENERAL_CI as u8,
+            StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+            Some(NATIVE_PLUGIN),
+        );
+        let mut body = Vec::with_capacity(128);
+        handshake.serialize(&mut body);
+        let greeting = Greeting {
+            nonce,
+            tls_offered: offer_tls,
+            first_packet: None,
+            secure: false,
+        };
+        (greeting, body)
+    }
+}
+
+/// Sends the greeting for a new connection through `writer`.
+pub async fn greet<W: AsyncWrite + Unpin>(
+    writer: &mut FrameWriter<W>,
+    connection_id: u32,
+    offer_tls: bool,
+) -> io::Result<Greeting> {
+    let (greeting, body) = Greeting::new(connection_id, offer_tls);
+    writer.write_packet(0, &body).await?;
+    writer.flush().await?;
+    Ok(greeting)
+}
+
+/// Whether a client's first packet is an SSLRequest (it asks to switch to
+/// TLS before sending its credentials).
+pub fn is_ssl_request(payload: &[u8]) -> bool {
+    payload.len() == SSL_REQUEST_LEN
+        && CapabilityFlags::from_bits_truncate(u32::from_le_bytes([
+            payload[0], payload[1], payload[2], payload[3],
+        ]))
+        .contains(CapabilityFlags::CLIENT_SSL)
+}
+
+/// The ERR payload for a client that would not use TLS where TLS is
+/// required (MySQL's 3159).
+pub fn insecure_transport_error() -> Vec<u8> {
+    err_packet(
+        SECURE_TRANSPORT_REQUIRED,
+        "HY000",
+        "Connections using insecure transport are prohibited while --require_secure_transport=ON.",
+    )
+}
+
 /// A client that logged in.
 #[derive(Debug, Clone)]
 pub struct LoggedIn {
@@ -54,6 +144,8 @@ pub struct LoggedIn {
     pub next_seq: u8,
     /// The scramble sent in the handshake; COM_CHANGE_USER answers with it.
     pub nonce: [u8; 20],
+    /// Whether the client connected over TLS.
+    pub secure: bool,
 }
 
 /// Why a login failed.
@@ -76,46 +168,40 @@ impl From<io::Error> for LoginFailure {
     }
 }
 
-/// Runs the handshake up to (not including) the final OK. `users` are the
-/// accounts allowed on this port.
+/// Reads the client's HandshakeResponse to `greeting` (already sent) and
+/// checks its credentials, up to (not including) the final OK. `users` are
+/// the accounts allowed on this port.
 pub async fn login<R, W>(
     reader: &mut FrameReader<R>,
     writer: &mut FrameWriter<W>,
-    connection_id: u32,
+    greeting: Greeting,
     users: &[UserConfig],
 ) -> Result<LoggedIn, LoginFailure>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let nonce = new_nonce();
-    let mut scramble_2 = nonce[8..].to_vec();
-    scramble_2.push(0);
-    let mut scramble_1 = [0u8; 8];
-    scramble_1.copy_from_slice(&nonce[..8]);
-    let handshake = HandshakePacket::new(
-        10,
-        SERVER_VERSION.as_bytes(),
-        connection_id,
-        scramble_1,
-        Some(scramble_2),
-        SERVER_CAPABILITIES,
-        UTF8MB4_GENERAL_CI as u8,
-        StatusFlags::SERVER_STATUS_AUTOCOMMIT,
-        Some(NATIVE_PLUGIN),
-    );
-    let mut body = Vec::with_capacity(128);
-    handshake.serialize(&mut body);
-    writer.write_packet(0, &body).await?;
-    writer.flush().await?;
-
-    let (seq, payload) = reader.next_packet().await?;
+    let Greeting {
+        nonce,
+        tls_offered,
+        first_packet,
+        secure,
+    } = greeting;
+    let (seq, payload) = match first_packet {
+        Some(packet) => packet,
+        None => reader.next_packet().await?,
+    };
     let refuse = |error: ClientError, seq: u8| LoginFailure::Refused { error, seq };
-    if payload.len() < 32 {
+    if payload.len() <= SSL_REQUEST_LEN {
+        let why = if !is_ssl_request(&payload) {
+            "this client speaks an old protocol; shardgate speaks protocol 4.1"
+        } else if tls_offered {
+            "this client asked for TLS twice"
+        } else {
+            "this client asked for TLS, which this listener does not offer (no `tls` section in the config)"
+        };
         return Err(refuse(
-            ClientError::UnsupportedCommand(
-                "this client asked for TLS or an old protocol; shardgate speaks protocol 4.1 without TLS".to_owned(),
-            ),
+            ClientError::UnsupportedCommand(why.to_owned()),
             seq.wrapping_add(1),
         ));
     }
@@ -177,6 +263,7 @@ where
         database,
         next_seq,
         nonce,
+        secure,
     })
 }
 
@@ -255,6 +342,7 @@ where
         database: (!database.is_empty()).then(|| String::from_utf8_lossy(database).into_owned()),
         next_seq,
         nonce,
+        secure: current.secure,
     })
 }
 

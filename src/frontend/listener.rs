@@ -8,12 +8,25 @@ use tokio::net::TcpListener;
 use tracing::{info, warn};
 
 use super::session;
+use super::tls::TlsSettings;
 use crate::engine::Engine;
 
 /// Accepts clients on `listener` forever, each served by its own task.
+/// The config's `tls` section (certificate and key) is loaded here, once;
+/// an unusable one is an `InvalidInput` error before any client is served.
 pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()> {
+    let tls = match &engine.topology.load().config.tls {
+        Some(config) => Some(Arc::new(TlsSettings::load(config).map_err(|e| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("tls: {e}"))
+        })?)),
+        None => None,
+    };
     let next_id = AtomicU32::new(1);
-    info!(addr = %listener.local_addr()?, "serving clients");
+    info!(
+        addr = %listener.local_addr()?,
+        tls = tls.as_ref().map_or("off", |t| if t.require { "required" } else { "offered" }),
+        "serving clients"
+    );
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -25,8 +38,9 @@ pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()>
         };
         let connection_id = next_id.fetch_add(1, Ordering::Relaxed);
         let engine = engine.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            if let Err(error) = session::run(engine, stream, connection_id).await {
+            if let Err(error) = session::run(engine, stream, connection_id, tls).await {
                 tracing::debug!(connection_id, %peer, %error, "session ended with an error");
             }
         });

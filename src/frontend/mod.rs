@@ -1,8 +1,9 @@
-//! Frontend: accepts client connections, logs clients in, and runs each
-//! session's command loop.
+//! Frontend: accepts client connections (TLS when configured), logs clients
+//! in, and runs each session's command loop.
 
 pub mod handshake;
 pub mod listener;
 pub mod session;
+pub mod tls;
 
 pub use listener::serve;

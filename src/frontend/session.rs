@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mysql_common::constants::CapabilityFlags;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::debug;
 
 use super::handshake::{self, LoggedIn, LoginFailure};
+use super::tls::{self, TlsSettings};
 use crate::backend::conn::FRAMING_CAPABILITIES;
 use crate::backend::ConnKey;
 use crate::engine::{write_error, Engine, SessionState};
@@ -34,32 +35,82 @@ const COM_STMT_RESET: u8 = 0x1A;
 const COM_SET_OPTION: u8 = 0x1B;
 const COM_RESET_CONNECTION: u8 = 0x1F;
 
-/// Serves one client connection until it quits or fails.
-pub async fn run(engine: Arc<Engine>, stream: TcpStream, connection_id: u32) -> io::Result<()> {
+/// Serves one client connection until it quits or fails. With `tls`
+/// (the config's `tls` section) the greeting offers TLS and a client that
+/// asks for it is served over TLS; plain clients are served over the
+/// socket's owned halves either way.
+pub async fn run(
+    engine: Arc<Engine>,
+    mut stream: TcpStream,
+    connection_id: u32,
+    tls: Option<Arc<TlsSettings>>,
+) -> io::Result<()> {
     stream.set_nodelay(true)?;
+    let Some(tls) = tls else {
+        let (read_half, write_half) = stream.into_split();
+        let mut writer = FrameWriter::new(write_half);
+        let greeting = handshake::greet(&mut writer, connection_id, false).await?;
+        return serve_stream(
+            engine,
+            FrameReader::new(read_half),
+            writer,
+            connection_id,
+            greeting,
+        )
+        .await;
+    };
+    // The first answer is read off the raw socket, exactly one packet: after
+    // an SSLRequest the client's TLS handshake follows at once and must be
+    // left to the TLS acceptor.
+    let (mut greeting, body) = handshake::Greeting::new(connection_id, true);
+    tls::write_packet_raw(&mut stream, 0, &body).await?;
+    let (seq, first) = tls::read_packet_exact(&mut stream).await?;
+    if handshake::is_ssl_request(&first) {
+        let secured = tls.accept(stream).await?;
+        let (read_half, write_half) = tokio::io::split(secured);
+        greeting.secure = true;
+        return serve_stream(
+            engine,
+            FrameReader::new(read_half),
+            FrameWriter::new(write_half),
+            connection_id,
+            greeting,
+        )
+        .await;
+    }
+    if tls.require {
+        debug!(connection_id, "refused a client without TLS (tls.require)");
+        let error = handshake::insecure_transport_error();
+        tls::write_packet_raw(&mut stream, seq.wrapping_add(1), &error).await?;
+        return stream.flush().await;
+    }
+    greeting.first_packet = Some((seq, first));
     let (read_half, write_half) = stream.into_split();
     serve_stream(
         engine,
         FrameReader::new(read_half),
         FrameWriter::new(write_half),
         connection_id,
+        greeting,
     )
     .await
 }
 
-/// Logs the client in and runs its command loop over any byte stream.
+/// Logs the client in (its greeting already sent) and runs its command
+/// loop over any byte stream.
 pub async fn serve_stream<R, W>(
     engine: Arc<Engine>,
     mut reader: FrameReader<R>,
     mut writer: FrameWriter<W>,
     connection_id: u32,
+    greeting: handshake::Greeting,
 ) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let users = engine.topology.load().config.users.clone();
-    let login = match handshake::login(&mut reader, &mut writer, connection_id, &users).await {
+    let login = match handshake::login(&mut reader, &mut writer, greeting, &users).await {
         Ok(login) => login,
         Err(LoginFailure::Io(error)) => return Err(error),
         Err(LoginFailure::Refused { error, seq }) => {

@@ -49,6 +49,28 @@ pub struct Config {
     /// Where hint-less object inserts go.
     #[serde(default)]
     pub placement: Placement,
+    /// TLS offered to clients; `None` when the file has no `tls` section.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+}
+
+/// The `tls` section: the certificate clients are offered, and whether
+/// clients must use TLS.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM file with the server certificate chain (leaf first); a path
+    /// relative to the working directory of the process.
+    #[serde(default, deserialize_with = "scalar_string")]
+    pub cert: String,
+    /// PEM file with the certificate's private key (PKCS#8, PKCS#1 RSA or
+    /// SEC1 EC).
+    #[serde(default, deserialize_with = "scalar_string")]
+    pub key: String,
+    /// Refuse clients that do not switch to TLS (MySQL's
+    /// `require_secure_transport`).
+    #[serde(default)]
+    pub require: bool,
 }
 
 /// The `admin` section.

@@ -205,6 +205,7 @@ pub(super) fn build(
         errors.push(dup.line, duplicate_message(dup));
     }
     check_general(&config, lines, &mut errors);
+    check_tls(&config, lines, &mut errors);
     check_types(&config, lines, &mut errors);
 
     let fleet_names = fleet_order(&config, lines);
@@ -302,6 +303,43 @@ fn check_general(config: &Config, lines: &LineIndex, errors: &mut Errors) {
             );
         }
     }
+}
+
+/// The `tls` section: both files given, readable, PEM, and the key that of
+/// the certificate. The files are read here, so `check-config` and a
+/// starting proxy report a bad certificate with its line.
+fn check_tls(config: &Config, lines: &LineIndex, errors: &mut Errors) {
+    use crate::frontend::tls;
+    let Some(section) = &config.tls else {
+        return;
+    };
+    let certs = load_tls_file(&section.cert, "cert", lines, errors, tls::load_certs);
+    let key = load_tls_file(&section.key, "key", lines, errors, tls::load_key);
+    if let (Some(certs), Some(key)) = (certs, key) {
+        if let Err(e) = tls::server_config(certs, key) {
+            errors.push(lines.line(&["tls"]), format!("tls: {e}"));
+        }
+    }
+}
+
+fn load_tls_file<T>(
+    path: &str,
+    field: &str,
+    lines: &LineIndex,
+    errors: &mut Errors,
+    load: impl FnOnce(&std::path::Path) -> Result<T, String>,
+) -> Option<T> {
+    let line = lines.line(&["tls", field]);
+    if path.is_empty() {
+        errors.push(
+            line,
+            format!("tls: `{field}` is missing; give the path of a PEM file"),
+        );
+        return None;
+    }
+    load(std::path::Path::new(path))
+        .map_err(|e| errors.push(line, format!("tls {field}: {e}")))
+        .ok()
 }
 
 fn check_users(
