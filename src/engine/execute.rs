@@ -8,16 +8,14 @@ use std::sync::Arc;
 use mysql_common::constants::StatusFlags;
 use tokio::io::AsyncWrite;
 
+use super::answer::{write_local_result, write_single_value};
 use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions, RelayOutcome};
 use super::session_state::{BoundTransaction, SessionSettings, SessionState};
 use super::Engine;
 use crate::backend::conn::{COM_QUERY, COM_RESET_CONNECTION};
 use crate::backend::{HostPool, PooledConn};
 use crate::error::ClientError;
-use crate::protocol::packets::{
-    column_definition, err_packet, ok_packet, parse_err, result_set_terminator, text_row,
-    LocalColumnType, ERR_HEADER,
-};
+use crate::protocol::packets::{err_packet, ok_packet, parse_err, LocalColumnType, ERR_HEADER};
 use crate::protocol::FrameWriter;
 use crate::router::{Plan, SessionAction, ShardQuery, StatementKind, Target};
 use crate::topology::Topology;
@@ -768,34 +766,6 @@ fn topology_masters(topology: &Topology) -> Vec<String> {
     masters
 }
 
-/// A binary-protocol row for an answer the proxy gives itself.
-fn binary_row(columns: &[(&str, LocalColumnType)], values: &[Option<&[u8]>]) -> Vec<u8> {
-    let mut row = vec![0x00];
-    let mut bitmap = vec![0u8; (columns.len() + 7 + 2) / 8];
-    for (index, value) in values.iter().enumerate() {
-        if value.is_none() {
-            bitmap[(index + 2) / 8] |= 1 << ((index + 2) % 8);
-        }
-    }
-    row.extend_from_slice(&bitmap);
-    for ((_, column_type), value) in columns.iter().zip(values) {
-        match (column_type, value) {
-            (_, None) => {}
-            (LocalColumnType::Text, Some(bytes)) => {
-                crate::protocol::frame::write_lenenc_bytes(&mut row, bytes)
-            }
-            (LocalColumnType::UnsignedBigInt, Some(bytes)) => {
-                let number: u64 = std::str::from_utf8(bytes)
-                    .ok()
-                    .and_then(|text| text.parse().ok())
-                    .unwrap_or(0);
-                row.extend_from_slice(&number.to_le_bytes());
-            }
-        }
-    }
-    row
-}
-
 /// Writes an ERR packet for `error`.
 pub async fn write_error<W: AsyncWrite + Unpin>(
     client: &mut FrameWriter<W>,
@@ -814,57 +784,6 @@ async fn write_ok<W: AsyncWrite + Unpin>(
         .write_packet(
             state.response_seq,
             &ok_packet(0, 0, state.status_flags(), 0),
-        )
-        .await?;
-    Ok(())
-}
-
-async fn write_single_value<W: AsyncWrite + Unpin>(
-    client: &mut FrameWriter<W>,
-    state: &SessionState,
-    name: &str,
-    column_type: LocalColumnType,
-    value: Option<&[u8]>,
-) -> Result<(), Failure> {
-    write_local_result(client, state, &[(name, column_type)], &[vec![value]]).await
-}
-
-/// Writes a small result set the proxy answers itself, in the text or the
-/// binary protocol as the current statement needs.
-async fn write_local_result<W: AsyncWrite + Unpin>(
-    client: &mut FrameWriter<W>,
-    state: &SessionState,
-    columns: &[(&str, LocalColumnType)],
-    rows: &[Vec<Option<&[u8]>>],
-) -> Result<(), Failure> {
-    let mut count = Vec::new();
-    crate::protocol::frame::write_lenenc_int(&mut count, columns.len() as u64);
-    let mut seq = client.write_packet(state.response_seq, &count).await?;
-    for (name, column_type) in columns {
-        seq = client
-            .write_packet(seq, &column_definition(name, *column_type))
-            .await?;
-    }
-    if !state.deprecate_eof {
-        seq = client
-            .write_packet(
-                seq,
-                &crate::protocol::packets::eof_packet(state.status_flags(), 0),
-            )
-            .await?;
-    }
-    for values in rows {
-        let row = if state.binary_rows {
-            binary_row(columns, values)
-        } else {
-            text_row(values)
-        };
-        seq = client.write_packet(seq, &row).await?;
-    }
-    client
-        .write_packet(
-            seq,
-            &result_set_terminator(state.deprecate_eof, state.status_flags()),
         )
         .await?;
     Ok(())
@@ -910,5 +829,5 @@ async fn write_no_diagnostics<W: AsyncWrite + Unpin>(
         ("Code", LocalColumnType::UnsignedBigInt),
         ("Message", LocalColumnType::Text),
     ];
-    write_local_result(client, state, &columns, &[]).await
+    write_local_result(client, state, &columns, Vec::new()).await
 }

@@ -1,6 +1,7 @@
 //! Engine: executes router plans against the backends and relays answers.
 //! Holds what all sessions share: the routing table and the host pools.
 
+mod answer;
 pub mod execute;
 pub mod field_list;
 pub mod multi;

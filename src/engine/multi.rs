@@ -19,17 +19,16 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tracing::debug;
 
+use super::answer::{write_result_set, Value};
 use super::execute::{backend_error, Failure};
 use super::session_state::SessionSettings;
 use super::{Engine, SessionState};
 use crate::backend::conn::COM_QUERY;
 use crate::backend::{ConnKey, HostPool};
 use crate::error::ClientError;
-use crate::protocol::binary::{parse_column_definition, text_row_to_binary, ColumnInfo};
-use crate::protocol::frame::{read_lenenc_int, write_lenenc_bytes, write_lenenc_int};
-use crate::protocol::packets::{
-    eof_packet, result_set_terminator, EOF_HEADER, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER,
-};
+use crate::protocol::binary::{parse_column_definition, ColumnInfo};
+use crate::protocol::frame::read_lenenc_int;
+use crate::protocol::packets::{EOF_HEADER, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER};
 use crate::protocol::FrameWriter;
 use crate::router::{Merge, MergeColumn, MultiShardQuery, SortKey};
 use crate::topology::Topology;
@@ -40,9 +39,6 @@ pub const FANOUT_CONCURRENCY: usize = 32;
 pub const PART_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most row bytes one merge may hold.
 pub const MAX_MERGE_BYTES: usize = 256 * 1024 * 1024;
-
-/// One value of a row: `None` is SQL NULL.
-type Value = Option<Vec<u8>>;
 
 /// What one shard answered.
 struct PartResult {
@@ -127,7 +123,7 @@ impl Engine {
         let columns = first.columns.clone();
         let rows = merge_rows(parts, &columns, &merge);
         let visible = columns.len().saturating_sub(merge.hidden_columns);
-        write_result(
+        write_result_set(
             client,
             state,
             &definitions[..visible],
@@ -554,56 +550,6 @@ fn format_scaled(value: i128, scale: u32) -> String {
     format!("{}{int}.{frac}", if negative { "-" } else { "" })
 }
 
-/// Writes the merged result set, in the text or the binary protocol.
-async fn write_result<W: AsyncWrite + Unpin>(
-    client: &mut FrameWriter<W>,
-    state: &SessionState,
-    definitions: &[Vec<u8>],
-    columns: &[ColumnInfo],
-    rows: Vec<Vec<Value>>,
-) -> Result<(), Failure> {
-    let mut count = Vec::new();
-    write_lenenc_int(&mut count, definitions.len() as u64);
-    let mut seq = client.write_packet(state.response_seq, &count).await?;
-    for definition in definitions {
-        seq = client.write_packet(seq, definition).await?;
-    }
-    if !state.deprecate_eof {
-        seq = client
-            .write_packet(seq, &eof_packet(state.status_flags(), 0))
-            .await?;
-    }
-    let mut text = Vec::new();
-    let mut binary = Vec::new();
-    for row in rows {
-        text.clear();
-        for value in row.iter().take(definitions.len()) {
-            match value {
-                Some(bytes) => write_lenenc_bytes(&mut text, bytes),
-                None => text.push(0xFB),
-            }
-        }
-        if state.binary_rows {
-            binary.clear();
-            text_row_to_binary(&text, columns, &mut binary).map_err(|error| {
-                Failure::Client(ClientError::UnsupportedCommand(format!(
-                    "cannot convert a merged row: {error}"
-                )))
-            })?;
-            seq = client.write_packet(seq, &binary).await?;
-        } else {
-            seq = client.write_packet(seq, &text).await?;
-        }
-    }
-    client
-        .write_packet(
-            seq,
-            &result_set_terminator(state.deprecate_eof, state.status_flags()),
-        )
-        .await?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -764,9 +710,9 @@ mod tests {
     #[test]
     fn text_rows_decode() {
         let mut row = Vec::new();
-        write_lenenc_bytes(&mut row, b"abc");
+        crate::protocol::frame::write_lenenc_bytes(&mut row, b"abc");
         row.push(0xFB);
-        write_lenenc_bytes(&mut row, b"");
+        crate::protocol::frame::write_lenenc_bytes(&mut row, b"");
         assert_eq!(decode_text_row(&row, 3), vec![v("abc"), None, v("")]);
     }
 }

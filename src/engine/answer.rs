@@ -1,0 +1,101 @@
+//! Result sets the proxy writes itself (its own answers and merged
+//! multi-shard results), in the text protocol or, for a prepared statement's
+//! execution, the binary protocol.
+
+use tokio::io::AsyncWrite;
+
+use super::execute::Failure;
+use super::SessionState;
+use crate::error::ClientError;
+use crate::protocol::binary::{parse_column_definition, text_row_to_binary, ColumnInfo};
+use crate::protocol::frame::{write_lenenc_bytes, write_lenenc_int};
+use crate::protocol::packets::{
+    column_definition, eof_packet, result_set_terminator, LocalColumnType,
+};
+use crate::protocol::FrameWriter;
+
+/// One value of a row: `None` is SQL NULL.
+pub(crate) type Value = Option<Vec<u8>>;
+
+/// Writes a complete result set: column definitions (payloads as a server
+/// sends them, with `columns` their parsed types) and rows of values.
+pub(crate) async fn write_result_set<W: AsyncWrite + Unpin>(
+    client: &mut FrameWriter<W>,
+    state: &SessionState,
+    definitions: &[Vec<u8>],
+    columns: &[ColumnInfo],
+    rows: impl IntoIterator<Item = Vec<Value>>,
+) -> Result<(), Failure> {
+    let mut count = Vec::new();
+    write_lenenc_int(&mut count, definitions.len() as u64);
+    let mut seq = client.write_packet(state.response_seq, &count).await?;
+    for definition in definitions {
+        seq = client.write_packet(seq, definition).await?;
+    }
+    if !state.deprecate_eof {
+        seq = client
+            .write_packet(seq, &eof_packet(state.status_flags(), 0))
+            .await?;
+    }
+    let mut text = Vec::new();
+    let mut binary = Vec::new();
+    for row in rows {
+        text.clear();
+        for value in row.iter().take(definitions.len()) {
+            match value {
+                Some(bytes) => write_lenenc_bytes(&mut text, bytes),
+                None => text.push(0xFB),
+            }
+        }
+        let payload = if state.binary_rows {
+            binary.clear();
+            text_row_to_binary(&text, columns, &mut binary).map_err(|error| {
+                Failure::Client(ClientError::UnsupportedCommand(format!(
+                    "cannot encode a row in the binary protocol: {error}"
+                )))
+            })?;
+            &binary
+        } else {
+            &text
+        };
+        seq = client.write_packet(seq, payload).await?;
+    }
+    client
+        .write_packet(
+            seq,
+            &result_set_terminator(state.deprecate_eof, state.status_flags()),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Writes a small result set of the proxy's own: named columns of simple
+/// types, rows of values.
+pub(crate) async fn write_local_result<W: AsyncWrite + Unpin>(
+    client: &mut FrameWriter<W>,
+    state: &SessionState,
+    columns: &[(&str, LocalColumnType)],
+    rows: Vec<Vec<Value>>,
+) -> Result<(), Failure> {
+    let definitions: Vec<Vec<u8>> = columns
+        .iter()
+        .map(|(name, column_type)| column_definition(name, *column_type))
+        .collect();
+    let types: Vec<ColumnInfo> = definitions
+        .iter()
+        .filter_map(|definition| parse_column_definition(definition))
+        .collect();
+    write_result_set(client, state, &definitions, &types, rows).await
+}
+
+/// Writes a one-column, one-row result set.
+pub(crate) async fn write_single_value<W: AsyncWrite + Unpin>(
+    client: &mut FrameWriter<W>,
+    state: &SessionState,
+    name: &str,
+    column_type: LocalColumnType,
+    value: Option<&[u8]>,
+) -> Result<(), Failure> {
+    let row = vec![value.map(<[u8]>::to_vec)];
+    write_local_result(client, state, &[(name, column_type)], vec![row]).await
+}
