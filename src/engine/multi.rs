@@ -376,14 +376,27 @@ pub(crate) fn compare_values(a: &Value, b: &Value, column: &ColumnInfo) -> Order
             };
             parse(a).total_cmp(&parse(b))
         }
-        _ if column.charset == 63 || column.flags.contains(ColumnFlags::BINARY_FLAG) => a.cmp(b),
-        _ => {
-            let (x, y) = (String::from_utf8_lossy(a), String::from_utf8_lossy(b));
-            x.to_lowercase()
-                .cmp(&y.to_lowercase())
-                .then_with(|| a.cmp(b))
-        }
+        _ if is_binary_collation(column) => a.cmp(b),
+        _ => fold_general_ci(a).cmp(fold_general_ci(b)),
     }
+}
+
+/// Collation ids that compare bytes: binary, and the `_bin` collations of
+/// utf8mb4, utf8mb3 and latin1.
+fn is_binary_collation(column: &ColumnInfo) -> bool {
+    matches!(column.charset, 63 | 46 | 83 | 47) || column.flags.contains(ColumnFlags::BINARY_FLAG)
+}
+
+/// The weights `utf8mb4_general_ci` compares by, closely enough for merging
+/// rows the shards already sorted: accents dropped, case folded to upper.
+fn fold_general_ci(text: &[u8]) -> impl Iterator<Item = char> + '_ {
+    use unicode_normalization::char::is_combining_mark;
+    use unicode_normalization::UnicodeNormalization;
+    std::str::from_utf8(text)
+        .unwrap_or_default()
+        .nfd()
+        .filter(|c| !is_combining_mark(*c))
+        .flat_map(char::to_uppercase)
 }
 
 /// Compares two decimal numbers written as text (`-12.50`, `7`) exactly.
