@@ -41,9 +41,11 @@
 #   MULTI_GET_QUIET_BUSY [25] MULTI_GET_QUIET_WAIT [120]  before each run, wait up to
 #                               WAIT s for the CPUs to be under BUSY % busy (shared machine)
 #   MULTI_GET_SEED [20240601]
+#   MULTI_GET_DIRECT_ONLY=1     only the direct half, no proxy (tests the harness)
 #   QUICK=1                     MULTI_GET_ROUNDS=1 MULTI_GET_SECONDS=3 MULTI_GET_WARMUP=1
 #   BENCH_BUILD [1]             build first (0: use target/release/shardgate as is)
-#   SHARDGATE_BIN [target/release/shardgate]  CONFIG [config/shardgate.yaml]
+#   SHARDGATE_BIN [$CARGO_TARGET_DIR or target, /release/shardgate]  CONFIG [config/shardgate.yaml]
+#   BENCH_REVISION              what to call the proxy's revision in the report [git HEAD]
 #   BENCH_REPORT=FILE           also write the markdown report to FILE
 #   BENCH_KEEP=1                keep the work directory (proxy log, client output)
 set -euo pipefail
@@ -64,9 +66,10 @@ export MULTI_GET_POOL_MAX=${MULTI_GET_POOL_MAX:-64}
 export MULTI_GET_QUIET_BUSY=${MULTI_GET_QUIET_BUSY:-25}
 export MULTI_GET_QUIET_WAIT=${MULTI_GET_QUIET_WAIT:-120}
 export MULTI_GET_SEED=${MULTI_GET_SEED:-20240601}
+export MULTI_GET_DIRECT_ONLY=${MULTI_GET_DIRECT_ONLY:-0}
 BENCH_BUILD=${BENCH_BUILD:-1}
 CONFIG=${CONFIG:-$ROOT/config/shardgate.yaml}
-SHARDGATE_BIN=${SHARDGATE_BIN:-$ROOT/target/release/shardgate}
+SHARDGATE_BIN=${SHARDGATE_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/shardgate}
 APP_USER=app
 APP_PASSWORD=app
 
@@ -106,46 +109,53 @@ fi
 CLIENT=$(cd "$ROOT" && cargo test --release --no-run --test multi_shard --message-format=json 2>/dev/null |
   grep -o '"executable":"[^"]*multi_shard-[^"]*"' | tail -1 | cut -d'"' -f4) || true
 [[ -n "$CLIENT" && -x "$CLIENT" ]] || die "cannot build the multi_shard test binary (cargo test --release --no-run --test multi_shard)"
-[[ -x "$SHARDGATE_BIN" ]] || die "no proxy binary at $SHARDGATE_BIN"
 # Private copies: a concurrent rebuild cannot swap them.
-cp "$SHARDGATE_BIN" "$WORK/shardgate"
 cp "$CLIENT" "$WORK/multi_get_client"
 
 # ---------------------------------------------------------------- proxy
-free_port() {
-  local p used
-  used=$(ss -Htan | awk '{n = split($4, a, ":"); print a[n]}' | sort -u)
-  for _ in $(seq 200); do
-    p=$((20000 + RANDOM % 30000))
-    grep -qx "$p" <<<"$used" || { echo "$p"; return; }
+PROXY_PORT=0
+if [[ "$MULTI_GET_DIRECT_ONLY" != 1 ]]; then
+  [[ -x "$SHARDGATE_BIN" ]] || die "no proxy binary at $SHARDGATE_BIN"
+  cp "$SHARDGATE_BIN" "$WORK/shardgate"
+  free_port() {
+    local p used
+    used=$(ss -Htan | awk '{n = split($4, a, ":"); print a[n]}' | sort -u)
+    for _ in $(seq 200); do
+      p=$((20000 + RANDOM % 30000))
+      grep -qx "$p" <<<"$used" || { echo "$p"; return; }
+    done
+    die "no free port"
+  }
+  PROXY_PORT=$(free_port)
+  ADMIN_PORT=$(free_port)
+  while [[ "$ADMIN_PORT" == "$PROXY_PORT" ]]; do ADMIN_PORT=$(free_port); done
+  sed -E -e "s/^listen:.*/listen: 127.0.0.1:$PROXY_PORT/" \
+         -e "s/^(  listen:).*/\1 127.0.0.1:$ADMIN_PORT/" "$CONFIG" >"$WORK/shardgate.yaml"
+  [[ $(grep -cE "^ *listen: 127.0.0.1:($PROXY_PORT|$ADMIN_PORT)\$" "$WORK/shardgate.yaml") == 2 ]] ||
+    die "could not rewrite both listen addresses in the config copy"
+  log "starting proxy on 127.0.0.1:$PROXY_PORT (admin $ADMIN_PORT)"
+  "$WORK/shardgate" serve --config "$WORK/shardgate.yaml" >"$WORK/proxy.log" 2>&1 &
+  PROXY_PID=$!
+  ready=0
+  for _ in $(seq 100); do
+    kill -0 "$PROXY_PID" 2>/dev/null || { cat "$WORK/proxy.log" >&2; PROXY_PID=; die "the proxy exited"; }
+    if mariadb -h127.0.0.1 -P"$PROXY_PORT" -u"$APP_USER" -p"$APP_PASSWORD" -N -e 'SELECT 1' >/dev/null 2>&1; then
+      ready=1; break
+    fi
+    sleep 0.2
   done
-  die "no free port"
-}
-PROXY_PORT=$(free_port)
-ADMIN_PORT=$(free_port)
-while [[ "$ADMIN_PORT" == "$PROXY_PORT" ]]; do ADMIN_PORT=$(free_port); done
-sed -E -e "s/^listen:.*/listen: 127.0.0.1:$PROXY_PORT/" \
-       -e "s/^(  listen:).*/\1 127.0.0.1:$ADMIN_PORT/" "$CONFIG" >"$WORK/shardgate.yaml"
-[[ $(grep -cE "^ *listen: 127.0.0.1:($PROXY_PORT|$ADMIN_PORT)\$" "$WORK/shardgate.yaml") == 2 ]] ||
-  die "could not rewrite both listen addresses in the config copy"
-log "starting proxy on 127.0.0.1:$PROXY_PORT (admin $ADMIN_PORT)"
-"$WORK/shardgate" serve --config "$WORK/shardgate.yaml" >"$WORK/proxy.log" 2>&1 &
-PROXY_PID=$!
-ready=0
-for _ in $(seq 100); do
-  kill -0 "$PROXY_PID" 2>/dev/null || { cat "$WORK/proxy.log" >&2; PROXY_PID=; die "the proxy exited"; }
-  if mariadb -h127.0.0.1 -P"$PROXY_PORT" -u"$APP_USER" -p"$APP_PASSWORD" -N -e 'SELECT 1' >/dev/null 2>&1; then
-    ready=1; break
-  fi
-  sleep 0.2
-done
-((ready)) || { tail -20 "$WORK/proxy.log" >&2; die "the proxy does not answer SELECT 1 within 20 s"; }
+  ((ready)) || { tail -20 "$WORK/proxy.log" >&2; die "the proxy does not answer SELECT 1 within 20 s"; }
+fi
 
 # ---------------------------------------------------------------- run
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
-revision="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-dirty=$(git -C "$ROOT" status --porcelain -- src Cargo.toml Cargo.lock 2>/dev/null | wc -l)
-((dirty == 0)) || revision+=" + $dirty uncommitted file(s) under src/ or Cargo.* (shared working tree)"
+if [[ -n "${BENCH_REVISION:-}" ]]; then
+  revision=$BENCH_REVISION
+else
+  revision="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  dirty=$(git -C "$ROOT" status --porcelain -- src Cargo.toml Cargo.lock 2>/dev/null | wc -l)
+  ((dirty == 0)) || revision+=" + $dirty uncommitted file(s) under src/ or Cargo.* (shared working tree)"
+fi
 budget=$(awk -v c="$MULTI_GET_CONCURRENCY" -v r="$MULTI_GET_ROUNDS" -v s="$MULTI_GET_SECONDS" \
   -v w="$MULTI_GET_WARMUP" -v q="$MULTI_GET_QUIET_WAIT" \
   'BEGIN { n = split(c, a, " "); printf "%d", n * (2 * r * (s + q + 1) + 2 * (w + q + 1)) + 300 }')

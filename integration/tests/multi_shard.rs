@@ -194,7 +194,12 @@ async fn assert_same_as_reference(proxy: &mut Conn, reference: &mut Conn, sql: &
 
 /// Seeds pins on `shards` (one per entry) through the proxy with data
 /// `datas[i]`, and the same rows (global ID, data) into the reference table.
-async fn seed_pins(conn: &mut Conn, reference: &mut Conn, shards: &[u32], datas: &[String]) -> Vec<u64> {
+async fn seed_pins(
+    conn: &mut Conn,
+    reference: &mut Conn,
+    shards: &[u32],
+    datas: &[String],
+) -> Vec<u64> {
     assert_eq!(shards.len(), datas.len());
     let mut ids = Vec::new();
     for (shard, data) in shards.iter().zip(datas) {
@@ -258,7 +263,11 @@ async fn seed_boards(
             .expect("direct count")
             .expect("a count");
         master.disconnect().await.ok();
-        assert_eq!(on_shard, board_rows.len() as u64, "board {board} on shard {shard}");
+        assert_eq!(
+            on_shard,
+            board_rows.len() as u64,
+            "board {board} on shard {shard}"
+        );
     }
     boards
 }
@@ -274,7 +283,10 @@ fn assert_refused(result: Result<Table, mysql_async::Error>, sql: &str, names: &
     assert_eq!(code, 1105, "{message}\n{sql}");
     let lower = message.to_lowercase();
     assert!(lower.starts_with("shardgate:"), "{message}\n{sql}");
-    assert!(lower.contains("support"), "says it is not supported: {message}\n{sql}");
+    assert!(
+        lower.contains("support"),
+        "says it is not supported: {message}\n{sql}"
+    );
     for name in names {
         assert!(
             lower.contains(&name.to_lowercase()),
@@ -296,7 +308,10 @@ fn spread_shards(n: usize, stride: u32, offset: u32) -> Vec<u32> {
         }
     }
     let on_a = shards.iter().filter(|s| **s < 2048).count();
-    assert!(on_a >= n / 4 && n - on_a >= n / 4, "shards on both hosts: {shards:?}");
+    assert!(
+        on_a >= n / 4 && n - on_a >= n / 4,
+        "shards on both hosts: {shards:?}"
+    );
     shards
 }
 
@@ -349,8 +364,16 @@ async fn in_list_of_50_ids_over_both_hosts_returns_exactly_those_rows() {
         let table = fetch(&mut conn, &sql)
             .await
             .unwrap_or_else(|e| panic!("IN list over {} shards: {e}", distinct_shards.len()));
-        assert_eq!(table.columns, ["id", "data"], "one set of column definitions");
-        assert_eq!(table.rows.len(), 50, "exactly 50 rows (absent IDs: {with_absent})");
+        assert_eq!(
+            table.columns,
+            ["id", "data"],
+            "one set of column definitions"
+        );
+        assert_eq!(
+            table.rows.len(),
+            50,
+            "exactly 50 rows (absent IDs: {with_absent})"
+        );
         let got: BTreeSet<(u64, String)> = table
             .rows
             .iter()
@@ -364,7 +387,10 @@ async fn in_list_of_50_ids_over_both_hosts_returns_exactly_those_rows() {
         for (id, _) in &got {
             let fields = decode(*id);
             assert_eq!(fields.type_id, PIN_TYPE);
-            assert!(shards.contains(&fields.shard), "id {id} decodes to a seeded shard");
+            assert!(
+                shards.contains(&fields.shard),
+                "id {id} decodes to a seeded shard"
+            );
         }
     }
 
@@ -534,7 +560,10 @@ async fn in_list_on_a_mapping_from_column_and_on_a_mod_shard_key() {
 
     // Mod-shard keys: emails on distinct mod shards of the mod fleet.
     let emails: Vec<String> = (0..8).map(|i| format!("{tag}.{i}@example.com")).collect();
-    let mod_shards: BTreeSet<u32> = emails.iter().map(|e| mod_shard(e.as_bytes(), 4096)).collect();
+    let mod_shards: BTreeSet<u32> = emails
+        .iter()
+        .map(|e| mod_shard(e.as_bytes(), 4096))
+        .collect();
     assert!(mod_shards.len() >= 7, "{mod_shards:?}");
     for (i, email) in emails.iter().enumerate() {
         conn.query_drop(format!(
@@ -735,7 +764,8 @@ async fn scatter_runs_on_every_shard_only_when_asked() {
 
     // Rows, merged in order, equal the reference.
     for tail in ["ORDER BY id", "ORDER BY data DESC, id LIMIT 4 OFFSET 2"] {
-        let sql = format!("SELECT id, data FROM pins /*+ SCATTER */ WHERE data LIKE '{tag}%' {tail}");
+        let sql =
+            format!("SELECT id, data FROM pins /*+ SCATTER */ WHERE data LIKE '{tag}%' {tail}");
         let table = assert_same_as_reference(&mut conn, &mut reference, &sql).await;
         assert!(!table.rows.is_empty());
     }
@@ -746,7 +776,8 @@ async fn scatter_runs_on_every_shard_only_when_asked() {
         ))
         .await
         .expect("scatter rows");
-    let expected: BTreeSet<(u64, String)> = ids.iter().copied().zip(datas.iter().cloned()).collect();
+    let expected: BTreeSet<(u64, String)> =
+        ids.iter().copied().zip(datas.iter().cloned()).collect();
     assert_eq!(rows.len(), ids.len());
     assert_eq!(rows.into_iter().collect::<BTreeSet<_>>(), expected);
 
@@ -755,7 +786,10 @@ async fn scatter_runs_on_every_shard_only_when_asked() {
         format!("SELECT COUNT(*) FROM pins WHERE data LIKE '{tag}%'"),
         format!("SELECT id, data FROM pins WHERE data LIKE '{tag}%' ORDER BY id"),
     ] {
-        let error = conn.query_drop(&sql).await.expect_err("no key, no hint: refused");
+        let error = conn
+            .query_drop(&sql)
+            .await
+            .expect_err("no key, no hint: refused");
         let (code, message) = server_error(error);
         assert_eq!(code, 1105, "{message}");
         assert!(
@@ -777,7 +811,10 @@ async fn writes_never_scatter() {
         format!("UPDATE pins /*+ SCATTER */ SET data = 'x' WHERE data LIKE '{tag}%'"),
         format!("DELETE FROM pins /*+ SCATTER */ WHERE data LIKE '{tag}%'"),
     ] {
-        let error = conn.query_drop(&sql).await.expect_err("a scattered write is refused");
+        let error = conn
+            .query_drop(&sql)
+            .await
+            .expect_err("a scattered write is refused");
         let (code, message) = server_error(error);
         assert_eq!(code, 1105, "{message}");
         assert!(message.starts_with("shardgate:"), "{message}");
@@ -802,7 +839,12 @@ async fn seed_aggregate_boards(conn: &mut Conn, reference: &mut Conn, tag: &str)
                 return Vec::new();
             }
             (0..(3 + b as u64 * 2))
-                .map(|p| (7000 + (p * 3 + b as u64) % 9, (p as i64 * 37 + b as i64 * 101) % 250 - 60))
+                .map(|p| {
+                    (
+                        7000 + (p * 3 + b as u64) % 9,
+                        (p as i64 * 37 + b as i64 * 101) % 250 - 60,
+                    )
+                })
                 // One row per (board, pin): a BTreeMap keeps the last.
                 .collect::<std::collections::BTreeMap<u64, i64>>()
                 .into_iter()
@@ -852,7 +894,9 @@ async fn aggregates_merge_exactly_like_one_server() {
     let sql = format!(
         "SELECT pin_id, COUNT(*), SUM(sequence), MIN(sequence), MAX(sequence) {from} ({all}) GROUP BY pin_id"
     );
-    let got = fetch(&mut conn, &sql).await.unwrap_or_else(|e| panic!("{e}\n{sql}"));
+    let got = fetch(&mut conn, &sql)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{sql}"));
     let expected = fetch(&mut reference, &reference_sql(&sql)).await.unwrap();
     assert_eq!(got.columns, expected.columns);
     assert_eq!(got.sorted_rows(), expected.sorted_rows(), "{sql}");
@@ -887,7 +931,9 @@ async fn aggregates_that_cannot_be_merged_exactly_are_refused() {
     let all = id_list(&boards);
     let from = "FROM board_has_pins WHERE board_id IN";
     let count_sql = format!("SELECT COUNT(*) {from} ({all})");
-    let expected_count = fetch(&mut reference, &reference_sql(&count_sql)).await.unwrap();
+    let expected_count = fetch(&mut reference, &reference_sql(&count_sql))
+        .await
+        .unwrap();
 
     let refused: [(String, &[&str]); 6] = [
         (format!("SELECT AVG(sequence) {from} ({all})"), &["avg"]),
@@ -895,10 +941,19 @@ async fn aggregates_that_cannot_be_merged_exactly_are_refused() {
             format!("SELECT pin_id, AVG(sequence) {from} ({all}) GROUP BY pin_id ORDER BY pin_id"),
             &["avg"],
         ),
-        (format!("SELECT COUNT(DISTINCT pin_id) {from} ({all})"), &["distinct"]),
-        (format!("SELECT SUM(DISTINCT sequence) {from} ({all})"), &["distinct"]),
+        (
+            format!("SELECT COUNT(DISTINCT pin_id) {from} ({all})"),
+            &["distinct"],
+        ),
+        (
+            format!("SELECT SUM(DISTINCT sequence) {from} ({all})"),
+            &["distinct"],
+        ),
         // An aggregate mixed with a column that is neither grouped nor aggregated.
-        (format!("SELECT pin_id, COUNT(*) {from} ({all})"), &["pin_id"]),
+        (
+            format!("SELECT pin_id, COUNT(*) {from} ({all})"),
+            &["pin_id"],
+        ),
         (
             format!("SELECT board_id, pin_id, MAX(sequence) {from} ({all}) GROUP BY board_id"),
             &["pin_id"],
@@ -993,12 +1048,16 @@ mod bench {
         quiet_busy: u64,
         quiet_wait: u64,
         seed: u64,
+        /// Only the direct half (tests the harness without a proxy).
+        direct_only: bool,
     }
 
     fn config() -> Config {
         Config {
             proxy_port: env("MULTI_GET_PROXY_PORT", 6033),
-            proxy_pid: std::env::var("MULTI_GET_PROXY_PID").ok().and_then(|p| p.parse().ok()),
+            proxy_pid: std::env::var("MULTI_GET_PROXY_PID")
+                .ok()
+                .and_then(|p| p.parse().ok()),
             seconds: env("MULTI_GET_SECONDS", 10.0),
             warmup: env("MULTI_GET_WARMUP", 3.0),
             rounds: env("MULTI_GET_ROUNDS", 3),
@@ -1013,6 +1072,7 @@ mod bench {
             quiet_busy: env("MULTI_GET_QUIET_BUSY", 25),
             quiet_wait: env("MULTI_GET_QUIET_WAIT", 120),
             seed: env("MULTI_GET_SEED", 20240601),
+            direct_only: env("MULTI_GET_DIRECT_ONLY", 0u8) == 1,
         }
     }
 
@@ -1046,7 +1106,10 @@ mod bench {
         let step = 4096 / cfg.shards;
         let wanted: Vec<u32> = (0..cfg.shards).map(|i| i * step).collect();
         let mut set = JoinSet::new();
-        let chunks: Vec<Vec<u32>> = wanted.chunks(wanted.len().div_ceil(8)).map(<[u32]>::to_vec).collect();
+        let chunks: Vec<Vec<u32>> = wanted
+            .chunks(wanted.len().div_ceil(8))
+            .map(<[u32]>::to_vec)
+            .collect();
         for chunk in chunks {
             let masters = masters.clone();
             let rows = cfg.rows_per_shard;
@@ -1100,9 +1163,12 @@ mod bench {
     async fn get_via_proxy(proxy: &Pool, pins: &[Pin]) -> Vec<(u64, String)> {
         let ids: Vec<u64> = pins.iter().map(|p| p.id).collect();
         let mut conn = proxy.get_conn().await.expect("proxy connection");
-        conn.query(format!("SELECT id, data FROM pins WHERE id IN ({})", id_list(&ids)))
-            .await
-            .expect("proxy multi-get")
+        conn.query(format!(
+            "SELECT id, data FROM pins WHERE id IN ({})",
+            id_list(&ids)
+        ))
+        .await
+        .expect("proxy multi-get")
     }
 
     /// The same get as an application does it without the proxy: group by
@@ -1126,9 +1192,13 @@ mod bench {
                     .expect("direct per-shard get");
                 rows.into_iter()
                     .map(|(local, data)| {
-                        let id = ObjectId { shard, type_id: PIN_TYPE, local_id: local }
-                            .encode()
-                            .unwrap();
+                        let id = ObjectId {
+                            shard,
+                            type_id: PIN_TYPE,
+                            local_id: local,
+                        }
+                        .encode()
+                        .unwrap();
                         (id, data)
                     })
                     .collect::<Vec<_>>()
@@ -1191,7 +1261,11 @@ mod bench {
     fn machine_ticks() -> (u64, u64, u64, u64) {
         let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
         let line = stat.lines().next().unwrap_or("");
-        let v: Vec<u64> = line.split_whitespace().skip(1).map(|x| x.parse().unwrap_or(0)).collect();
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|x| x.parse().unwrap_or(0))
+            .collect();
         let g = |i: usize| v.get(i).copied().unwrap_or(0);
         let busy = g(0) + g(1) + g(2) + g(5) + g(6) + g(7);
         (busy, busy + g(3) + g(4), g(0) + g(1) + g(2), g(5) + g(6))
@@ -1199,7 +1273,9 @@ mod bench {
 
     fn mariadbd_pids() -> Vec<u32> {
         let fleet = repo_root().join("integration/.fleet");
-        let fleet = std::env::var("SHARDGATE_FLEET_DIR").map(Into::into).unwrap_or(fleet);
+        let fleet = std::env::var("SHARDGATE_FLEET_DIR")
+            .map(Into::into)
+            .unwrap_or(fleet);
         [MASTER_A, MASTER_B]
             .iter()
             .filter_map(|port| {
@@ -1330,6 +1406,18 @@ mod bench {
         }
     }
 
+    /// The modes of a round, in the order they run: alternating per round
+    /// so drift favours neither.
+    fn modes(cfg: &Config, round: usize) -> Vec<Mode> {
+        if cfg.direct_only {
+            vec![Mode::Direct]
+        } else if round % 2 == 0 {
+            vec![Mode::Direct, Mode::Proxy]
+        } else {
+            vec![Mode::Proxy, Mode::Direct]
+        }
+    }
+
     pub(super) async fn run() {
         let cfg = config();
         let hz: f64 = env("MULTI_GET_CLK_TCK", 100.0);
@@ -1340,13 +1428,16 @@ mod bench {
                 .collect(),
         );
         let proxy = pool(cfg.proxy_port, APP_USER, APP_PASSWORD, cfg.pool_max);
-        eprintln!("[multi_get] seeding / reading {} shards x {} rows", cfg.shards, cfg.rows_per_shard);
+        eprintln!(
+            "[multi_get] seeding / reading {} shards x {} rows",
+            cfg.shards, cfg.rows_per_shard
+        );
         let pins = Arc::new(seed(&cfg, &masters).await);
         eprintln!("[multi_get] {} pins", pins.len());
 
         // Correctness first: a few gets, both ways, give the same rows.
         let mut rng = StdRng::seed_from_u64(cfg.seed);
-        for _ in 0..5 {
+        for _ in 0..if cfg.direct_only { 0 } else { 5 } {
             let chosen = pick(&mut rng, &pins, cfg.per_get);
             let mut a = get_via_proxy(&proxy, &chosen).await;
             let mut b = get_direct(&masters, &chosen).await;
@@ -1357,11 +1448,13 @@ mod bench {
         }
 
         let mut out = String::new();
-        let mut ratios_all = Vec::new();
         for &workers in &cfg.concurrency {
             if cfg.warmup > 0.0 {
-                for mode in [Mode::Direct, Mode::Proxy] {
-                    run_mode(&cfg, mode, workers, cfg.warmup, cfg.seed, &pins, &masters, &proxy).await;
+                for mode in modes(&cfg, 0) {
+                    run_mode(
+                        &cfg, mode, workers, cfg.warmup, cfg.seed, &pins, &masters, &proxy,
+                    )
+                    .await;
                 }
             }
             out.push_str(&format!("\n### {workers} concurrent client(s)\n\n"));
@@ -1369,15 +1462,21 @@ mod bench {
             out.push_str("|---|---|---|---|---|---|---|---|---|\n");
             let mut ratios = Vec::new();
             for round in 0..cfg.rounds {
-                let order = if round % 2 == 0 {
-                    [Mode::Direct, Mode::Proxy]
-                } else {
-                    [Mode::Proxy, Mode::Direct]
-                };
+                let order = modes(&cfg, round);
                 let seed = cfg.seed + round as u64 * 7919;
                 let mut results = BTreeMap::new();
                 for mode in order {
-                    let r = run_mode(&cfg, mode, workers, cfg.seconds, seed, &pins, &masters, &proxy).await;
+                    let r = run_mode(
+                        &cfg,
+                        mode,
+                        workers,
+                        cfg.seconds,
+                        seed,
+                        &pins,
+                        &masters,
+                        &proxy,
+                    )
+                    .await;
                     eprintln!(
                         "[multi_get] {workers} clients round {} {mode:?}: {:.0} gets/s p50 {:.0} µs p95 {:.0} µs ({:.1} shards/get; busy before {}%)",
                         round + 1,
@@ -1390,7 +1489,17 @@ mod bench {
                     results.insert(mode == Mode::Proxy, r);
                 }
                 let d = &results[&false];
-                let p = &results[&true];
+                let Some(p) = results.get(&true) else {
+                    out.push_str(&format!(
+                        "| {} | {:.0} | - | - | {:.0} / {:.0} / {:.0} | - | - | - | - |\n",
+                        round + 1,
+                        d.gets as f64 / d.secs,
+                        d.p50_us,
+                        d.p95_us,
+                        d.p99_us
+                    ));
+                    continue;
+                };
                 let (dr, pr) = (d.gets as f64 / d.secs, p.gets as f64 / p.secs);
                 let per_get = |ticks: u64, gets: usize| ticks as f64 * 1e6 / hz / gets as f64;
                 let others = |r: &RunResult, own: u64| {
@@ -1420,6 +1529,9 @@ mod bench {
                 ));
                 ratios.push(pr / dr);
             }
+            if ratios.is_empty() {
+                continue;
+            }
             ratios.sort_by(f64::total_cmp);
             let median = ratios[ratios.len() / 2];
             out.push_str(&format!(
@@ -1427,7 +1539,6 @@ mod bench {
                 ratios[0],
                 ratios[ratios.len() - 1]
             ));
-            ratios_all.push((workers, median));
         }
         println!("MULTI_GET_REPORT_BEGIN");
         println!(

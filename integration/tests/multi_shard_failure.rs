@@ -23,7 +23,10 @@ impl Drop for RestartHostB {
 }
 
 /// Runs `sql`, giving up after 10 s (a hang is a failure too).
-async fn rows_within(conn: &mut Conn, sql: &str) -> (Result<Vec<(u64, String)>, mysql_async::Error>, Duration) {
+async fn rows_within(
+    conn: &mut Conn,
+    sql: &str,
+) -> (Result<Vec<(u64, String)>, mysql_async::Error>, Duration) {
     let started = Instant::now();
     let result = tokio::time::timeout(Duration::from_secs(10), conn.query::<(u64, String), _>(sql))
         .await
@@ -38,7 +41,10 @@ async fn a_stopped_host_fails_a_fan_out_fast_naming_the_host_and_recovers() {
     let mut expected = BTreeSet::new();
     let mut on_a = Vec::new();
     let mut all = Vec::new();
-    for (i, shard) in [3u32, 500, 1999, 2047, 2048, 2500, 3100, 4095].iter().enumerate() {
+    for (i, shard) in [3u32, 500, 1999, 2047, 2048, 2500, 3100, 4095]
+        .iter()
+        .enumerate()
+    {
         let data = format!("{tag}:{i}");
         conn.query_drop(format!(
             "INSERT /*+ SHARD({shard}) */ INTO pins (data) VALUES ('{data}')"
@@ -53,7 +59,12 @@ async fn a_stopped_host_fails_a_fan_out_fast_naming_the_host_and_recovers() {
         all.push(id);
         expected.insert((id, data));
     }
-    let list = |ids: &[u64]| ids.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+    let list = |ids: &[u64]| {
+        ids.iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let both_sql = format!("SELECT id, data FROM pins WHERE id IN ({})", list(&all));
     let a_ids: Vec<u64> = on_a.iter().map(|(id, _)| *id).collect();
     let a_sql = format!("SELECT id, data FROM pins WHERE id IN ({})", list(&a_ids));
@@ -75,8 +86,14 @@ async fn a_stopped_host_fails_a_fan_out_fast_naming_the_host_and_recovers() {
             let error = result.expect_err("an IN list spanning the stopped host must fail");
             let (code, message) = server_error(error);
             assert_eq!(code, 1105, "attempt {attempt}: {message}");
-            assert!(message.contains("127.0.0.1:3308"), "attempt {attempt}: {message}");
-            assert!(elapsed < Duration::from_secs(2), "attempt {attempt}: failed in {elapsed:?}");
+            assert!(
+                message.contains("127.0.0.1:3308"),
+                "attempt {attempt}: {message}"
+            );
+            assert!(
+                elapsed < Duration::from_secs(2),
+                "attempt {attempt}: failed in {elapsed:?}"
+            );
 
             // The same connection still serves A's shards, fanned out too.
             let (result, _) = rows_within(&mut conn, &a_sql).await;
@@ -95,10 +112,14 @@ async fn a_stopped_host_fails_a_fan_out_fast_naming_the_host_and_recovers() {
         .await
         .expect("the scatter answers within 10 s");
         let elapsed = started.elapsed();
-        let (code, message) = server_error(result.expect_err("a scatter over a stopped host fails"));
+        let (code, message) =
+            server_error(result.expect_err("a scatter over a stopped host fails"));
         assert_eq!(code, 1105, "{message}");
         assert!(message.contains("127.0.0.1:3308"), "{message}");
-        assert!(elapsed < Duration::from_secs(2), "scatter failed in {elapsed:?}");
+        assert!(
+            elapsed < Duration::from_secs(2),
+            "scatter failed in {elapsed:?}"
+        );
     }
     tokio::task::spawn_blocking(move || drop(restart))
         .await
