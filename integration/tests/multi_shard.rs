@@ -1330,15 +1330,22 @@ mod bench {
         }
     }
 
+    /// What the clients read and where from.
+    struct Clients {
+        pins: Arc<Vec<Pin>>,
+        masters: Arc<BTreeMap<u16, Pool>>,
+        proxy: Pool,
+    }
+
+    /// One timed run of `workers` clients in `mode`, each looping over gets
+    /// of random ID sets (seeded by `seed`, so both modes get the same sets).
     async fn run_mode(
         cfg: &Config,
+        clients: &Clients,
         mode: Mode,
         workers: usize,
         secs: f64,
         seed: u64,
-        pins: &Arc<Vec<Pin>>,
-        masters: &Arc<BTreeMap<u16, Pool>>,
-        proxy: &Pool,
     ) -> RunResult {
         let busy_before = if secs >= 1.0 {
             wait_quiet(cfg.quiet_busy, cfg.quiet_wait).await
@@ -1350,9 +1357,9 @@ mod bench {
         let deadline = started + Duration::from_secs_f64(secs);
         let mut set = JoinSet::new();
         for w in 0..workers {
-            let pins = pins.clone();
-            let masters = masters.clone();
-            let proxy = proxy.clone();
+            let pins = clients.pins.clone();
+            let masters = clients.masters.clone();
+            let proxy = clients.proxy.clone();
             let per_get = cfg.per_get;
             set.spawn(async move {
                 // The same seed in both modes: both fetch the same ID sets.
@@ -1411,7 +1418,7 @@ mod bench {
     fn modes(cfg: &Config, round: usize) -> Vec<Mode> {
         if cfg.direct_only {
             vec![Mode::Direct]
-        } else if round % 2 == 0 {
+        } else if round.is_multiple_of(2) {
             vec![Mode::Direct, Mode::Proxy]
         } else {
             vec![Mode::Proxy, Mode::Direct]
@@ -1446,15 +1453,18 @@ mod bench {
             assert_eq!(a.len(), cfg.per_get);
             assert_eq!(a, b, "the proxy and the masters return the same rows");
         }
+        let clients = Clients {
+            pins,
+            masters,
+            proxy,
+        };
 
         let mut out = String::new();
+        let mut shards_per_get = Vec::new();
         for &workers in &cfg.concurrency {
             if cfg.warmup > 0.0 {
                 for mode in modes(&cfg, 0) {
-                    run_mode(
-                        &cfg, mode, workers, cfg.warmup, cfg.seed, &pins, &masters, &proxy,
-                    )
-                    .await;
+                    run_mode(&cfg, &clients, mode, workers, cfg.warmup, cfg.seed).await;
                 }
             }
             out.push_str(&format!("\n### {workers} concurrent client(s)\n\n"));
@@ -1466,17 +1476,7 @@ mod bench {
                 let seed = cfg.seed + round as u64 * 7919;
                 let mut results = BTreeMap::new();
                 for mode in order {
-                    let r = run_mode(
-                        &cfg,
-                        mode,
-                        workers,
-                        cfg.seconds,
-                        seed,
-                        &pins,
-                        &masters,
-                        &proxy,
-                    )
-                    .await;
+                    let r = run_mode(&cfg, &clients, mode, workers, cfg.seconds, seed).await;
                     eprintln!(
                         "[multi_get] {workers} clients round {} {mode:?}: {:.0} gets/s p50 {:.0} µs p95 {:.0} µs ({:.1} shards/get; busy before {}%)",
                         round + 1,
@@ -1486,6 +1486,7 @@ mod bench {
                         r.shards_per_get,
                         r.busy_before
                     );
+                    shards_per_get.push(r.shards_per_get);
                     results.insert(mode == Mode::Proxy, r);
                 }
                 let d = &results[&false];
@@ -1542,13 +1543,15 @@ mod bench {
         }
         println!("MULTI_GET_REPORT_BEGIN");
         println!(
-            "{} pins: {} shards x {} rows ({}..4095 step {}), {} IDs per get; {} s per run, {} rounds, {} s warm-up; client pools of {} connections per host.",
-            pins.len(),
-            cfg.shards,
+            "{} pins: {} rows on each of {} shards (every {}th of 0..4095, both masters), 100-byte data; \
+             {} distinct random IDs per get, on {:.1} distinct shards on average; \
+             {} s per run, {} rounds, {} s warm-up per mode; client pools of up to {} connections per host.",
+            clients.pins.len(),
             cfg.rows_per_shard,
-            0,
+            cfg.shards,
             4096 / cfg.shards,
             cfg.per_get,
+            shards_per_get.iter().sum::<f64>() / shards_per_get.len().max(1) as f64,
             cfg.seconds,
             cfg.rounds,
             cfg.warmup,
@@ -1556,8 +1559,8 @@ mod bench {
         );
         println!("{out}");
         println!("MULTI_GET_REPORT_END");
-        drop(proxy.disconnect().await);
-        if let Ok(masters) = Arc::try_unwrap(masters) {
+        drop(clients.proxy.disconnect().await);
+        if let Ok(masters) = Arc::try_unwrap(clients.masters) {
             for (_, pool) in masters {
                 drop(pool.disconnect().await);
             }
