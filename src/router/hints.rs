@@ -20,7 +20,8 @@ pub(crate) enum Hint {
     Shard(u32),
     /// `COLOCATE(id)`: the 64-bit ID whose shard to use.
     Colocate(u64),
-    /// `SCATTER`: run on every shard (not supported yet).
+    /// `SCATTER`: a read with no shard key runs on every shard of its
+    /// table's fleet (ignored when something else names the shard).
     Scatter,
 }
 

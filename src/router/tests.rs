@@ -61,6 +61,9 @@ enum Expect {
     Diagnostics(String),
     /// Refused with this variant, the message containing the text.
     Reject(&'static str, String),
+    /// Runs on several shards: each part's database and text (kind Read),
+    /// in order, and the merge.
+    Multi(Vec<(String, String)>, Merge),
 }
 
 fn variant(e: &RouteError) -> &'static str {
@@ -128,9 +131,41 @@ fn check_plan(
         (Expect::Reject(kind, contains), Plan::Reject(e)) => {
             variant(e) == *kind && e.to_string().contains(contains.as_str())
         }
+        (Expect::Multi(parts, merge), Plan::MultiShard(m)) => {
+            m.merge == *merge
+                && m.parts.len() == parts.len()
+                && m.parts.iter().zip(parts).all(|(q, (db, text))| {
+                    let (fleet, shard) = t.parse_database(db).expect("test database name");
+                    q.target.fleet == fleet
+                        && q.target.shard == shard
+                        && Some(q.target.host) == t.master_of(fleet, shard)
+                        && &q.sql == text
+                        && q.kind == StatementKind::Read
+                        && q.compose_insert_id.is_none()
+                })
+        }
         _ => false,
     };
-    (!ok).then(|| format!("{sql:?} (USE {use_db:?})\n  expected {expect:?}\n  got      {plan:?}"))
+    (!ok).then(|| {
+        format!(
+            "{sql:?} (USE {use_db:?})\n  expected {expect:?}\n  got      {}",
+            short(&plan)
+        )
+    })
+}
+
+/// A plan for failure messages: a scatter's thousands of parts cut short.
+fn short(plan: &Plan) -> String {
+    match plan {
+        Plan::MultiShard(m) if m.parts.len() > 6 => format!(
+            "MultiShard({} parts; first {:?}; last {:?}; merge {:?})",
+            m.parts.len(),
+            m.parts.first(),
+            m.parts.last(),
+            m.merge
+        ),
+        _ => format!("{plan:?}"),
+    }
 }
 
 fn run(cases: Vec<(String, Option<&str>, Expect)>) {
@@ -453,12 +488,11 @@ fn hints() {
             reject("CrossShard", "SHARD(1)"),
         ),
         c(
-            "SELECT /*+ SCATTER */ data FROM pins",
-            reject("Unsupported", "SCATTER"),
-        ),
-        c(
             "SELECT /*+ SHARD(7) SCATTER */ data FROM pins",
-            reject("Unsupported", "SCATTER"),
+            reject(
+                "BadHint",
+                "SCATTER: it runs on every shard and cannot be combined with SHARD(7)",
+            ),
         ),
         // Unknown hint words are real optimizer hints: left alone.
         c(
@@ -629,7 +663,19 @@ fn no_key_no_guess() {
         ),
         c("SELECT data FROM pins WHERE data = 'x'", reject("NoShardKey", "pins")),
         c(
-            format!("SELECT data FROM pins WHERE id = {PIN} OR id = {PIN_B}"),
+            format!("SELECT data FROM pins WHERE id = {PIN} OR data = 'x'"),
+            reject("NoShardKey", "pins"),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id = {PIN} OR local_id = 5"),
+            reject("NoShardKey", "pins"),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE NOT (id = {PIN} OR id = {PIN_B})"),
+            reject("NoShardKey", "pins"),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id NOT IN ({PIN}, {PIN_B})"),
             reject("NoShardKey", "pins"),
         ),
         c("DELETE FROM pins", reject("NoShardKey", "pins")),
@@ -643,12 +689,8 @@ fn no_key_no_guess() {
 fn cross_shard() {
     run(vec![
         c(
-            format!("SELECT data FROM pins WHERE id IN ({PIN}, {PIN_FAR})"),
-            reject("Unsupported", "the IN list on pins.id spans several shards (db03429 and db00012)"),
-        ),
-        c(
             format!("DELETE FROM pins WHERE id IN ({PIN}, {PIN_FAR})"),
-            reject("CrossShard", "spans several shards"),
+            reject("CrossShard", "the IN list on pins.id spans several shards (db03429 and db00012); writes never fan out"),
         ),
         c(
             format!("SELECT data FROM pins WHERE id = {PIN} AND id = {PIN_FAR}"),
@@ -1077,6 +1119,20 @@ fn never_panics_on_odd_input() {
     ] {
         let _ = route(sql, &t, &ctx, &mut Fixed(0));
     }
+    // Every prefix of multi-shard statements, with and without USE.
+    let statements = [
+        format!("SELECT 'é' AS x, COUNT(*), id FROM pins WHERE ((id = {PIN}) OR /* c */ id IN ({PIN_FAR}, '{PIN_B}')) GROUP BY 3, x ORDER BY 2 DESC LIMIT 5, 10"),
+        "SELECT data FROM pins /*+ SCATTER */ WHERE data <> '' ORDER BY ts, id LIMIT 1 OFFSET 2".to_owned(),
+        format!("SELECT pin_id FROM board_has_pins WHERE {BOARD} = board_id OR board_id = {BOARD_FAR} ORDER BY sequence"),
+    ];
+    for sql in &statements {
+        for (end, _) in sql.char_indices() {
+            for ctx in [RouteContext::default(), ctx] {
+                let _ = route(&sql[..end], &t, &ctx, &mut Fixed(0));
+                let _ = route_prepare(&sql[..end], &t, &ctx);
+            }
+        }
+    }
 }
 
 #[test]
@@ -1449,7 +1505,10 @@ fn prepare_with_marker_keys() {
             c("BEGIN", Expect::Session(SessionAction::Begin { sql: "BEGIN".into() })),
             // Still refused.
             c("SELECT data FROM pins WHERE data = ?", reject("NoShardKey", "pins")),
-            c("SELECT data FROM pins WHERE id = ? OR id = ?", reject("NoShardKey", "pins")),
+            c(
+                "SELECT data FROM pins WHERE id = ? OR id = ?",
+                shard("db00000", "SELECT data FROM db00000.pins WHERE local_id = ? OR local_id = ?"),
+            ),
             c("SELECT data FROM pins WHERE id IN (?, @x)", reject("NoShardKey", "pins")),
             c("SELECT data FROM pins WHERE id = ?1", reject("NoShardKey", "pins")),
             c("INSERT INTO board_has_pins (pin_id) VALUES (?)", reject("NoShardKey", "board_has_pins")),
@@ -1618,4 +1677,802 @@ fn markers_do_not_route_outside_prepare() {
             reject("NoShardKey", "board_has_pins"),
         ),
     ]);
+}
+
+// ---------------------------------------------------------------------
+// Multi-shard reads.
+
+fn multi(parts: Vec<(&str, String)>, merge: Merge) -> Expect {
+    Expect::Multi(
+        parts
+            .into_iter()
+            .map(|(db, sql)| (db.to_owned(), sql))
+            .collect(),
+        merge,
+    )
+}
+
+/// Parts concatenated, no merge rules.
+fn concat() -> Merge {
+    Merge::default()
+}
+
+fn asc(column: usize) -> SortKey {
+    SortKey {
+        column,
+        descending: false,
+    }
+}
+
+fn desc(column: usize) -> SortKey {
+    SortKey {
+        column,
+        descending: true,
+    }
+}
+
+fn composed(shard: u32) -> String {
+    format!("(({shard}<<46)|(1<<36)|local_id)")
+}
+
+const BOARD_B: u64 = id(3429, 2, 5);
+
+#[test]
+fn in_list_split_per_table_kind() {
+    let (ea, eb) = (
+        mod_shard(b"a@b.c", 4096),
+        mod_shard(b"user@example.com", 4096),
+    );
+    assert_eq!(eb, 2479);
+    let mut emails = vec![
+        (
+            format!("msdb{ea:05}"),
+            "SELECT user_id FROM msdb{:05}.user_by_email WHERE email = 'a@b.c'"
+                .replace("{:05}", &format!("{ea:05}")),
+        ),
+        (
+            format!("msdb{eb:05}"),
+            "SELECT user_id FROM msdb{:05}.user_by_email WHERE email = 'user@example.com'"
+                .replace("{:05}", &format!("{eb:05}")),
+        ),
+    ];
+    emails.sort();
+    run(vec![
+        // Object table: local ids per shard, `=` for one, `id` composed.
+        c(
+            format!("SELECT id, data FROM pins WHERE id IN ({PIN}, {PIN_FAR}, {PIN_B})"),
+            multi(
+                vec![
+                    ("db00012", format!("SELECT {} AS id, data FROM db00012.pins WHERE local_id = 9", composed(12))),
+                    ("db03429", format!("SELECT {COMPOSED} AS id, data FROM db03429.pins WHERE local_id IN (7075733, 5)")),
+                ],
+                concat(),
+            ),
+        ),
+        // IDs as quoted strings (mysql2), other restrictions kept.
+        c(
+            format!("SELECT data FROM pins WHERE data <> '' AND id IN ('{PIN_FAR}', '{PIN}') AND ts > 0"),
+            multi(
+                vec![
+                    ("db00012", "SELECT data FROM db00012.pins WHERE data <> '' AND local_id = 9 AND ts > 0".to_owned()),
+                    ("db03429", "SELECT data FROM db03429.pins WHERE data <> '' AND local_id = 7075733 AND ts > 0".to_owned()),
+                ],
+                concat(),
+            ),
+        ),
+        // Qualified by an alias.
+        c(
+            format!("SELECT p.id FROM pins AS p WHERE p.id IN ({PIN}, {PIN_FAR})"),
+            multi(
+                vec![
+                    ("db00012", "SELECT ((12<<46)|(1<<36)|p.local_id) AS id FROM db00012.pins AS p WHERE p.local_id = 9".to_owned()),
+                    ("db03429", "SELECT ((3429<<46)|(1<<36)|p.local_id) AS id FROM db03429.pins AS p WHERE p.local_id = 7075733".to_owned()),
+                ],
+                concat(),
+            ),
+        ),
+        // Mapping table: from-ids kept as written, grouped by shard.
+        c(
+            format!("SELECT pin_id FROM board_has_pins WHERE board_id IN ({BOARD}, {BOARD_FAR}, '{BOARD_B}')"),
+            multi(
+                vec![
+                    ("db00100", format!("SELECT pin_id FROM db00100.board_has_pins WHERE board_id = {BOARD_FAR}")),
+                    ("db03429", format!("SELECT pin_id FROM db03429.board_has_pins WHERE board_id IN ({BOARD}, '{BOARD_B}')")),
+                ],
+                concat(),
+            ),
+        ),
+        // Mod-shard key: grouped by md5 shard, on the mod fleet.
+        c(
+            "SELECT user_id FROM user_by_email WHERE email IN ('a@b.c', 'user@example.com')",
+            Expect::Multi(emails, concat()),
+        ),
+        // All on one shard: a single-shard plan, as before.
+        c(
+            format!("SELECT data FROM pins WHERE id IN ({PIN}, {PIN_B})"),
+            shard("db03429", "SELECT data FROM db03429.pins WHERE local_id IN (7075733, 5)"),
+        ),
+        c(
+            format!("SELECT pin_id FROM board_has_pins WHERE board_id IN ({BOARD}, {BOARD_B})"),
+            shard("db03429", format!("SELECT pin_id FROM db03429.board_has_pins WHERE board_id IN ({BOARD}, {BOARD_B})")),
+        ),
+        // Bad IDs anywhere in the list.
+        c(
+            format!("SELECT data FROM pins WHERE id IN ({PIN}, {PIN_FAR}, {BOARD_FAR})"),
+            reject("BadId", "table pins holds type 1 (pin)"),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id IN ({PIN}, 'x1')"),
+            reject("BadId", "bad id 'x1'"),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id IN ({PIN}, {})", u64::MAX),
+            reject("BadId", "reserved top bits"),
+        ),
+    ]);
+}
+
+#[test]
+fn or_of_keys() {
+    run(vec![
+        // On one shard: as an IN list on that shard.
+        c(
+            format!("SELECT data FROM pins WHERE id = {PIN} OR id = {PIN_B}"),
+            shard("db03429", "SELECT data FROM db03429.pins WHERE local_id = 7075733 OR local_id = 5"),
+        ),
+        // Spanning: each part with its own keys, parentheses kept balanced.
+        c(
+            format!("SELECT data FROM pins WHERE (id = {PIN} OR {PIN_FAR} = id) AND data <> ''"),
+            multi(
+                vec![
+                    ("db00012", "SELECT data FROM db00012.pins WHERE (local_id = 9) AND data <> ''".to_owned()),
+                    ("db03429", "SELECT data FROM db03429.pins WHERE (local_id = 7075733) AND data <> ''".to_owned()),
+                ],
+                concat(),
+            ),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE ((id = {PIN})) OR (id = {PIN_FAR} OR id IN ({PIN_B}))"),
+            multi(
+                vec![
+                    ("db00012", "SELECT data FROM db00012.pins WHERE local_id = 9".to_owned()),
+                    ("db03429", "SELECT data FROM db03429.pins WHERE local_id IN (7075733, 5)".to_owned()),
+                ],
+                concat(),
+            ),
+        ),
+        c(
+            format!("SELECT pin_id FROM board_has_pins WHERE board_id = {BOARD} OR board_id = {BOARD_FAR}"),
+            multi(
+                vec![
+                    ("db00100", format!("SELECT pin_id FROM db00100.board_has_pins WHERE board_id = {BOARD_FAR}")),
+                    ("db03429", format!("SELECT pin_id FROM db03429.board_has_pins WHERE board_id = {BOARD}")),
+                ],
+                concat(),
+            ),
+        ),
+        // Comments around the parentheses.
+        c(
+            format!("SELECT data FROM pins WHERE ( /* a */ id = {PIN} OR id IN ({PIN_FAR} /* b */) /* c */ )"),
+            multi(
+                vec![
+                    ("db00012", "SELECT data FROM db00012.pins WHERE ( /* a */ local_id = 9 /* c */ )".to_owned()),
+                    ("db03429", "SELECT data FROM db03429.pins WHERE ( /* a */ local_id = 7075733 /* c */ )".to_owned()),
+                ],
+                concat(),
+            ),
+        ),
+        // Different columns: not a key restriction.
+        c(
+            format!("SELECT pin_id FROM board_has_pins WHERE board_id = {BOARD} OR pin_id = {PIN}"),
+            reject("NoShardKey", "board_has_pins"),
+        ),
+        c(
+            format!("UPDATE pins SET data = 'x' WHERE id = {PIN} OR id = {PIN_FAR}"),
+            reject("CrossShard", "the OR of restrictions on pins.id spans several shards (db03429 and db00012); writes never fan out"),
+        ),
+    ]);
+}
+
+#[test]
+fn order_by_and_limit() {
+    let two = format!("WHERE id IN ({PIN}, {PIN_FAR})");
+    let per = |sql: &str| -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "db00012",
+                sql.replace("{db}", "db00012")
+                    .replace("{local}", "local_id = 9")
+                    .replace("{id}", &composed(12)),
+            ),
+            (
+                "db03429",
+                sql.replace("{db}", "db03429")
+                    .replace("{local}", "local_id = 7075733")
+                    .replace("{id}", COMPOSED),
+            ),
+        ]
+    };
+    run(vec![
+        // By name, with LIMIT n OFFSET m: each part asked for n+m rows.
+        c(
+            format!("SELECT id, data FROM pins {two} ORDER BY id DESC LIMIT 10 OFFSET 5"),
+            multi(
+                per("SELECT {id} AS id, data FROM {db}.pins WHERE {local} ORDER BY {id} DESC LIMIT 15"),
+                Merge { order_by: vec![desc(0)], offset: 5, limit: Some(10), ..Merge::default() },
+            ),
+        ),
+        // LIMIT m, n.
+        c(
+            format!("SELECT data, ts FROM pins {two} ORDER BY ts LIMIT 5, 10"),
+            multi(
+                per("SELECT data, ts FROM {db}.pins WHERE {local} ORDER BY ts LIMIT 15"),
+                Merge { order_by: vec![asc(1)], offset: 5, limit: Some(10), ..Merge::default() },
+            ),
+        ),
+        // By alias and by position; LIMIT without ORDER BY.
+        c(
+            format!("SELECT data AS d, ts FROM pins {two} ORDER BY d ASC, 2 DESC"),
+            multi(
+                per("SELECT data AS d, ts FROM {db}.pins WHERE {local} ORDER BY d ASC, 2 DESC"),
+                Merge { order_by: vec![asc(0), desc(1)], ..Merge::default() },
+            ),
+        ),
+        c(
+            format!("SELECT * FROM pins {two} LIMIT 3"),
+            multi(
+                per("SELECT * FROM {db}.pins WHERE {local} LIMIT 3"),
+                Merge { limit: Some(3), ..Merge::default() },
+            ),
+        ),
+        // A column that is not selected: appended as a hidden column
+        // (`id` composed on each shard).
+        c(
+            format!("SELECT data FROM pins {two} ORDER BY ts DESC, id LIMIT 3"),
+            multi(
+                per("SELECT data, ts, {id} FROM {db}.pins WHERE {local} ORDER BY ts DESC, {id} LIMIT 3"),
+                Merge { order_by: vec![desc(1), asc(2)], limit: Some(3), hidden_columns: 2, ..Merge::default() },
+            ),
+        ),
+        // SPEC's board page, over two boards.
+        c(
+            format!("SELECT pin_id FROM board_has_pins WHERE board_id IN ({BOARD}, {BOARD_FAR}) ORDER BY sequence DESC LIMIT 50 OFFSET 150"),
+            multi(
+                vec![
+                    ("db00100", format!("SELECT pin_id, sequence FROM db00100.board_has_pins WHERE board_id = {BOARD_FAR} ORDER BY sequence DESC LIMIT 200")),
+                    ("db03429", format!("SELECT pin_id, sequence FROM db03429.board_has_pins WHERE board_id = {BOARD} ORDER BY sequence DESC LIMIT 200")),
+                ],
+                Merge { order_by: vec![desc(1)], offset: 150, limit: Some(50), hidden_columns: 1, ..Merge::default() },
+            ),
+        ),
+        // Refused.
+        c(
+            format!("SELECT * FROM pins {two} ORDER BY ts"),
+            reject("Unsupported", "ORDER BY with SELECT * over several shards: the proxy cannot tell the sort columns' positions; list the columns"),
+        ),
+        c(
+            format!("SELECT data FROM pins {two} ORDER BY LENGTH(data)"),
+            reject("Unsupported", "ORDER BY LENGTH(data) over several shards"),
+        ),
+        c(
+            format!("SELECT data, ts FROM pins {two} ORDER BY 3"),
+            reject("Unsupported", "ORDER BY 3: the select list has 2 columns"),
+        ),
+        // An expression that is selected is fine.
+        c(
+            format!("SELECT LENGTH(data) FROM pins {two} ORDER BY LENGTH(data)"),
+            multi(
+                per("SELECT LENGTH(data) FROM {db}.pins WHERE {local} ORDER BY LENGTH(data)"),
+                Merge { order_by: vec![asc(0)], ..Merge::default() },
+            ),
+        ),
+    ]);
+}
+
+#[test]
+fn explicit_scatter() {
+    let t = topo();
+    let ctx = RouteContext::default();
+    let plan = |sql: &str| route(sql, &t, &ctx, &mut Fixed(0));
+    // Every shard of the table's fleet, in order, each qualified.
+    let Plan::MultiShard(m) = plan("SELECT /*+ SCATTER */ id, data FROM pins WHERE data LIKE 'a%'")
+    else {
+        panic!("scatter plans a multi-shard read");
+    };
+    assert_eq!(m.parts.len(), 4096);
+    assert_eq!(m.merge, concat());
+    let (first, last) = (&m.parts[0], &m.parts[4095]);
+    assert_eq!(
+        first.sql,
+        "SELECT ((0<<46)|(1<<36)|local_id) AS id, data FROM db00000.pins WHERE data LIKE 'a%'"
+    );
+    assert_eq!(
+        last.sql,
+        "SELECT ((4095<<46)|(1<<36)|local_id) AS id, data FROM db04095.pins WHERE data LIKE 'a%'"
+    );
+    for (i, part) in m.parts.iter().enumerate() {
+        assert_eq!(part.target.shard as usize, i);
+        assert_eq!(
+            Some(part.target.host),
+            t.master_of(part.target.fleet, part.target.shard)
+        );
+        assert_eq!(part.kind, StatementKind::Read);
+    }
+    // The mod-shard fleet.
+    let Plan::MultiShard(m) =
+        plan("SELECT email FROM user_by_email /*+ SCATTER */ ORDER BY email LIMIT 10")
+    else {
+        panic!("scatter plans a multi-shard read");
+    };
+    assert_eq!(m.parts.len(), 4096);
+    assert_eq!(
+        m.parts[4095].sql,
+        "SELECT email FROM msdb04095.user_by_email ORDER BY email LIMIT 10"
+    );
+    assert_eq!(
+        m.merge,
+        Merge {
+            order_by: vec![asc(0)],
+            limit: Some(10),
+            ..Merge::default()
+        }
+    );
+
+    // A 16-shard fleet: an aggregate, exactly.
+    let notes: Vec<(String, String)> = (0..16)
+        .map(|s| {
+            (
+                format!("cl{s:03}"),
+                format!("SELECT COUNT(*) FROM cl{s:03}.notes"),
+            )
+        })
+        .collect();
+    // The hint may sit where a hidden column or the LIMIT is edited.
+    let notes_sorted: Vec<(String, String)> = (0..16)
+        .map(|s| {
+            (
+                format!("cl{s:03}"),
+                format!("SELECT data, ts FROM cl{s:03}.notes ORDER BY ts LIMIT 1"),
+            )
+        })
+        .collect();
+    let notes_count: Vec<(String, String)> = (0..16)
+        .map(|s| {
+            (
+                format!("cl{s:03}"),
+                format!("SELECT COUNT(*) FROM cl{s:03}.notes "),
+            )
+        })
+        .collect();
+    let count = || Merge {
+        aggregation: Some(Aggregation {
+            columns: vec![MergeColumn::Count],
+        }),
+        ..Merge::default()
+    };
+    run(vec![
+        c(
+            "SELECT data /*+ SCATTER */ FROM notes ORDER BY ts LIMIT 1",
+            Expect::Multi(
+                notes_sorted.clone(),
+                Merge {
+                    order_by: vec![asc(1)],
+                    limit: Some(1),
+                    hidden_columns: 1,
+                    ..Merge::default()
+                },
+            ),
+        ),
+        c(
+            "SELECT data/*+ SCATTER */FROM notes ORDER BY ts LIMIT 1",
+            Expect::Multi(
+                notes_sorted,
+                Merge {
+                    order_by: vec![asc(1)],
+                    limit: Some(1),
+                    hidden_columns: 1,
+                    ..Merge::default()
+                },
+            ),
+        ),
+        c(
+            "SELECT COUNT(*) FROM notes /*+ SCATTER */ LIMIT 1",
+            Expect::Multi(
+                notes_count,
+                Merge {
+                    limit: Some(1),
+                    ..count()
+                },
+            ),
+        ),
+        c(
+            "SELECT /*+ SCATTER */ COUNT(*) FROM notes",
+            Expect::Multi(
+                notes,
+                Merge {
+                    aggregation: Some(Aggregation {
+                        columns: vec![MergeColumn::Count],
+                    }),
+                    ..Merge::default()
+                },
+            ),
+        ),
+        // No hint: no key, no guess.
+        c(
+            "SELECT data FROM pins WHERE data LIKE 'a%'",
+            reject("NoShardKey", "pins"),
+        ),
+        // A key decides; the hint is ignored (or an IN list spans).
+        c(
+            format!("SELECT /*+ SCATTER */ data FROM pins WHERE id = {PIN}"),
+            shard(
+                "db03429",
+                "SELECT data FROM db03429.pins WHERE local_id = 7075733",
+            ),
+        ),
+        c(
+            format!("SELECT /*+ SCATTER */ data FROM pins WHERE id IN ({PIN}, {PIN_FAR})"),
+            multi(
+                vec![
+                    (
+                        "db00012",
+                        "SELECT data FROM db00012.pins WHERE local_id = 9".to_owned(),
+                    ),
+                    (
+                        "db03429",
+                        "SELECT data FROM db03429.pins WHERE local_id = 7075733".to_owned(),
+                    ),
+                ],
+                concat(),
+            ),
+        ),
+        u(
+            "db00042",
+            "SELECT /*+ SCATTER */ data FROM pins",
+            shard("db00042", "SELECT data FROM db00042.pins"),
+        ),
+        c("SELECT /*+ SCATTER */ 1", any("SELECT 1")),
+        // Writes and locking reads never scatter.
+        c(
+            "UPDATE /*+ SCATTER */ pins SET data = 'x'",
+            reject(
+                "Unsupported",
+                "/*+ SCATTER */ on an INSERT, UPDATE or DELETE: writes never scatter",
+            ),
+        ),
+        c(
+            format!("DELETE /*+ SCATTER */ FROM pins WHERE id = {PIN}"),
+            reject("Unsupported", "writes never scatter"),
+        ),
+        c(
+            "INSERT /*+ SCATTER */ INTO pins (data) VALUES ('x')",
+            reject("Unsupported", "writes never scatter"),
+        ),
+        c(
+            "SELECT /*+ SCATTER */ data FROM pins FOR UPDATE",
+            reject("Unsupported", "/*+ SCATTER */ on a locking read"),
+        ),
+        c(
+            "SELECT /*+ SCATTER */ data FROM pins LOCK IN SHARE MODE",
+            reject("Unsupported", "locking reads run on one shard"),
+        ),
+        c(
+            format!("SELECT /*+ SCATTER COLOCATE({COLOCATE}) */ data FROM pins"),
+            reject("BadHint", "cannot be combined with COLOCATE"),
+        ),
+        c(
+            "EXPLAIN SELECT /*+ SCATTER */ data FROM pins",
+            reject("Unsupported", "EXPLAIN of a read over several shards"),
+        ),
+    ]);
+}
+
+#[test]
+fn aggregates_merged() {
+    let boards = format!("WHERE board_id IN ({BOARD}, {BOARD_FAR})");
+    let per = |sql: &str| -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "db00100",
+                sql.replace("{db}", "db00100")
+                    .replace("{key}", &format!("board_id = {BOARD_FAR}")),
+            ),
+            (
+                "db03429",
+                sql.replace("{db}", "db03429")
+                    .replace("{key}", &format!("board_id = {BOARD}")),
+            ),
+        ]
+    };
+    let agg = |columns: Vec<MergeColumn>| Merge {
+        aggregation: Some(Aggregation { columns }),
+        ..Merge::default()
+    };
+    use MergeColumn::{Count, GroupKey, Max, Min, Sum};
+    run(vec![
+        c(
+            format!("SELECT COUNT(*), COUNT(pin_id), SUM(sequence), MIN(sequence), MAX(sequence) FROM board_has_pins {boards}"),
+            multi(
+                per("SELECT COUNT(*), COUNT(pin_id), SUM(sequence), MIN(sequence), MAX(sequence) FROM {db}.board_has_pins WHERE {key}"),
+                agg(vec![Count, Count, Sum, Min, Max]),
+            ),
+        ),
+        // GROUP BY a selected column, ORDER BY an alias, LIMIT: the parts
+        // get no LIMIT (groups span shards).
+        c(
+            format!("SELECT board_id, COUNT(*) AS n FROM board_has_pins {boards} GROUP BY board_id ORDER BY n DESC LIMIT 5 OFFSET 1"),
+            multi(
+                per("SELECT board_id, COUNT(*) AS n FROM {db}.board_has_pins WHERE {key} GROUP BY board_id ORDER BY n DESC"),
+                Merge {
+                    order_by: vec![desc(1)],
+                    offset: 1,
+                    limit: Some(5),
+                    aggregation: Some(Aggregation { columns: vec![GroupKey, Count] }),
+                    hidden_columns: 0,
+                },
+            ),
+        ),
+        // GROUP BY by position, a constant, an aggregate named in ORDER BY.
+        c(
+            format!("SELECT pin_id, 'x', MAX(sequence) FROM board_has_pins {boards} GROUP BY 1 ORDER BY MAX(sequence) LIMIT 2, 3"),
+            multi(
+                per("SELECT pin_id, 'x', MAX(sequence) FROM {db}.board_has_pins WHERE {key} GROUP BY 1 ORDER BY MAX(sequence)"),
+                Merge {
+                    order_by: vec![asc(2)],
+                    offset: 2,
+                    limit: Some(3),
+                    aggregation: Some(Aggregation { columns: vec![GroupKey, GroupKey, Max] }),
+                    hidden_columns: 0,
+                },
+            ),
+        ),
+        // A GROUP BY column that is not selected: a hidden group key.
+        c(
+            format!("SELECT COUNT(*) FROM board_has_pins {boards} GROUP BY pin_id"),
+            multi(
+                per("SELECT COUNT(*), pin_id FROM {db}.board_has_pins WHERE {key} GROUP BY pin_id"),
+                Merge {
+                    aggregation: Some(Aggregation { columns: vec![Count, GroupKey] }),
+                    hidden_columns: 1,
+                    ..Merge::default()
+                },
+            ),
+        ),
+        // GROUP BY alone: distinct groups.
+        c(
+            format!("SELECT pin_id FROM board_has_pins {boards} GROUP BY pin_id"),
+            multi(
+                per("SELECT pin_id FROM {db}.board_has_pins WHERE {key} GROUP BY pin_id"),
+                agg(vec![GroupKey]),
+            ),
+        ),
+        // A single shard: untouched, whatever the aggregate.
+        c(
+            format!("SELECT AVG(sequence), COUNT(DISTINCT pin_id) FROM board_has_pins WHERE board_id = {BOARD} HAVING 1"),
+            shard("db03429", "SELECT AVG(sequence), COUNT(DISTINCT pin_id) FROM db03429.board_has_pins WHERE board_id = 241294561224164685 HAVING 1".replace("241294561224164685", &BOARD.to_string())),
+        ),
+    ]);
+}
+
+#[test]
+fn multi_shard_refusals() {
+    let two = format!("WHERE id IN ({PIN}, {PIN_FAR})");
+    let boards = format!("WHERE board_id IN ({BOARD}, {BOARD_FAR})");
+    run(vec![
+        c(
+            format!("SELECT AVG(sequence) FROM board_has_pins {boards}"),
+            reject("Unsupported", "AVG over several shards cannot be merged exactly (an average of averages is wrong); select SUM(x) and COUNT(x) and divide"),
+        ),
+        c(
+            format!("SELECT COUNT(DISTINCT pin_id) FROM board_has_pins {boards}"),
+            reject("Unsupported", "COUNT(DISTINCT ...) over several shards cannot be merged exactly"),
+        ),
+        c(
+            format!("SELECT SUM(DISTINCT sequence) FROM board_has_pins {boards}"),
+            reject("Unsupported", "SUM(DISTINCT ...) over several shards"),
+        ),
+        c(
+            format!("SELECT board_id, GROUP_CONCAT(pin_id) FROM board_has_pins {boards} GROUP BY board_id"),
+            reject("Unsupported", "GROUP_CONCAT over several shards cannot be merged exactly; only COUNT, SUM, MIN and MAX are merged"),
+        ),
+        c(
+            format!("SELECT STDDEV(sequence) FROM board_has_pins {boards}"),
+            reject("Unsupported", "STDDEV over several shards"),
+        ),
+        c(
+            format!("SELECT board_id, COUNT(*) FROM board_has_pins {boards} GROUP BY board_id HAVING COUNT(*) > 1"),
+            reject("Unsupported", "HAVING over several shards: each shard would filter its partial groups"),
+        ),
+        c(
+            format!("SELECT pin_id, COUNT(*) FROM board_has_pins {boards}"),
+            reject("Unsupported", "column pin_id is neither grouped nor aggregated"),
+        ),
+        c(
+            format!("SELECT pin_id, COUNT(*) FROM board_has_pins {boards} GROUP BY board_id"),
+            reject("Unsupported", "column pin_id is neither grouped nor aggregated"),
+        ),
+        c(
+            format!("SELECT SUM(sequence) + 1 FROM board_has_pins {boards}"),
+            reject("Unsupported", "an aggregate inside an expression (SUM(sequence) + 1) over several shards"),
+        ),
+        c(
+            format!("SELECT COALESCE(MAX(sequence), 0) FROM board_has_pins {boards}"),
+            reject("Unsupported", "an aggregate inside an expression"),
+        ),
+        c(
+            format!("SELECT * , COUNT(*) FROM board_has_pins {boards}"),
+            reject("Unsupported", "SELECT * with aggregates or GROUP BY over several shards; list the columns"),
+        ),
+        c(
+            format!("SELECT board_id, COUNT(*) FROM board_has_pins {boards} GROUP BY board_id ORDER BY sequence"),
+            reject("Unsupported", "ORDER BY sequence in an aggregate over several shards: order by a selected column"),
+        ),
+        c(
+            format!("SELECT COUNT(*) FROM board_has_pins {boards} GROUP BY board_id WITH ROLLUP"),
+            reject("Unsupported", "WITH ROLLUP"),
+        ),
+        c(
+            format!("SELECT DISTINCT data FROM pins {two}"),
+            reject("Unsupported", "SELECT DISTINCT over several shards: rows distinct on each shard may repeat across shards; use GROUP BY"),
+        ),
+        c(
+            format!("SELECT data, ROW_NUMBER() OVER (ORDER BY ts) FROM pins {two}"),
+            reject("Unsupported", "window functions (OVER, WINDOW, QUALIFY) over several shards"),
+        ),
+        c(
+            format!("SELECT COUNT(*) OVER () FROM pins {two}"),
+            reject("Unsupported", "window functions"),
+        ),
+        c(
+            format!("SELECT data, (SELECT 1) FROM pins {two}"),
+            reject("Unsupported", "a subquery in a read over several shards"),
+        ),
+        c(
+            format!("SELECT data FROM (SELECT data FROM pins {two}) AS t"),
+            reject("Unsupported", "a subquery in a read over several shards"),
+        ),
+        c(
+            format!("SELECT p.data FROM pins p JOIN board_has_pins b ON b.pin_id = p.local_id WHERE p.id IN ({PIN}, {PIN_FAR})"),
+            reject("Unsupported", "a join in a read over several shards: each shard would join only its own rows"),
+        ),
+        c(
+            format!("SELECT data FROM pins {two} UNION ALL SELECT 'x'"),
+            reject("Unsupported", "UNION, INTERSECT or EXCEPT"),
+        ),
+        c(
+            format!("WITH x AS (SELECT 1) SELECT data FROM pins {two}"),
+            reject("Unsupported", "WITH (common table expressions) in a read over several shards"),
+        ),
+        c(
+            format!("EXPLAIN SELECT data FROM pins {two}"),
+            reject("Unsupported", "EXPLAIN of a read over several shards"),
+        ),
+        c(
+            format!("SELECT data FROM pins {two} LIMIT @n"),
+            reject("Unsupported", "LIMIT @n (LIMIT takes numbers)"),
+        ),
+        // Several shards plus something naming one shard.
+        u(
+            "db00007",
+            format!("SELECT data FROM pins {two}"),
+            reject("CrossShard", "the IN list on pins.id spans several shards, but USE db00007 is on db00007"),
+        ),
+        c(
+            format!("SELECT /*+ SHARD(7) */ data FROM pins {two}"),
+            reject("CrossShard", "but hint SHARD(7) is on db00007"),
+        ),
+        c(
+            format!("SELECT data FROM pins {two} AND id = {PIN}"),
+            reject("CrossShard", "but pins.id = 241294492511762325 is on db03429"),
+        ),
+        c(
+            format!("SELECT data FROM pins {two} AND id IN ({PIN_B}, {PIN_FAR})"),
+            reject("Unsupported", "several key restrictions whose values span shards"),
+        ),
+    ]);
+}
+
+#[test]
+fn multi_shard_writes_and_locks_refused() {
+    run(vec![
+        c(
+            format!("UPDATE pins SET data = 'x' WHERE id IN ({PIN}, {PIN_FAR})"),
+            reject("CrossShard", "the IN list on pins.id spans several shards (db03429 and db00012); writes never fan out: send one statement per shard"),
+        ),
+        c(
+            format!("DELETE FROM board_has_pins WHERE board_id IN ({BOARD}, {BOARD_FAR})"),
+            reject("CrossShard", "writes never fan out"),
+        ),
+        c(
+            "DELETE FROM user_by_email WHERE email IN ('a@b.c', 'user@example.com')",
+            reject("CrossShard", "writes never fan out"),
+        ),
+        c(
+            format!("INSERT INTO board_has_pins (board_id, pin_id) SELECT board_id, pin_id FROM board_has_pins WHERE board_id IN ({BOARD}, {BOARD_FAR})"),
+            reject("CrossShard", "writes never fan out"),
+        ),
+        c(
+            format!("INSERT INTO board_has_pins (board_id, pin_id, sequence) VALUES ({BOARD}, 1, 1), ({BOARD_FAR}, 2, 2)"),
+            reject("CrossShard", "INSERT rows of board_has_pins are on different shards"),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id IN ({PIN}, {PIN_FAR}) FOR UPDATE"),
+            reject("CrossShard", "locking reads (FOR UPDATE, FOR SHARE) never fan out"),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id IN ({PIN}, {PIN_FAR}) LOCK IN SHARE MODE"),
+            reject("CrossShard", "locking reads"),
+        ),
+    ]);
+}
+
+#[test]
+fn multi_shard_prepared() {
+    let t = topo();
+    run_prepare(
+        &t,
+        vec![
+            // Markers only: one representative shard, as before.
+            c(
+                "SELECT id, data FROM pins WHERE id IN (?, ?, ?)",
+                shard("db00000", "SELECT ((0<<46)|(1<<36)|local_id) AS id, data FROM db00000.pins WHERE local_id IN (?, ?, ?)"),
+            ),
+            // Literals spanning shards: every part keeps the markers.
+            c(
+                format!("SELECT data FROM pins WHERE id IN ({PIN}, {PIN_FAR}, ?) ORDER BY ts LIMIT ?"),
+                multi(
+                    vec![
+                        ("db00012", "SELECT data, ts FROM db00012.pins WHERE local_id IN (9, ?) ORDER BY ts LIMIT ?".to_owned()),
+                        ("db03429", "SELECT data, ts FROM db03429.pins WHERE local_id IN (7075733, ?) ORDER BY ts LIMIT ?".to_owned()),
+                    ],
+                    Merge { order_by: vec![asc(1)], hidden_columns: 1, ..Merge::default() },
+                ),
+            ),
+        ],
+    );
+    // EXECUTE: the bound values are in the text, and `route` splits.
+    let sql = "SELECT id, data FROM pins WHERE id IN (?, ?, ?) ORDER BY id LIMIT ?";
+    let bound = bind(
+        sql,
+        &[
+            &PIN.to_string(),
+            &format!("'{PIN_FAR}'"),
+            &PIN_B.to_string(),
+            "2",
+        ],
+    );
+    let expect = multi(
+        vec![
+            ("db00012", format!("SELECT {} AS id, data FROM db00012.pins WHERE local_id = 9 ORDER BY {} LIMIT 2", composed(12), composed(12))),
+            ("db03429", format!("SELECT {COMPOSED} AS id, data FROM db03429.pins WHERE local_id IN (7075733, 5) ORDER BY {COMPOSED} LIMIT 2")),
+        ],
+        Merge { order_by: vec![asc(0)], limit: Some(2), ..Merge::default() },
+    );
+    if let Some(failure) = check(&t, &bound, None, &expect) {
+        panic!("{failure}");
+    }
+}
+
+/// Cost of planning a 50-id IN list over many shards and a 4096-part
+/// scatter (run with `--release --ignored --nocapture`).
+#[test]
+#[ignore]
+fn bench_multi_shard() {
+    let t = topo();
+    let ctx = RouteContext::default();
+    let ids: Vec<String> = (0..50).map(|i| id(i * 81, 1, i + 1).to_string()).collect();
+    let sql = format!("SELECT id, data FROM pins WHERE id IN ({})", ids.join(", "));
+    let n = 2_000;
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(route(std::hint::black_box(&sql), &t, &ctx, &mut Fixed(0)));
+    }
+    eprintln!("route(50 ids over 50 shards): {:?}", start.elapsed() / n);
+    let sql = "SELECT /*+ SCATTER */ COUNT(*) FROM pins";
+    let n = 50;
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(route(std::hint::black_box(sql), &t, &ctx, &mut Fixed(0)));
+    }
+    eprintln!("route(scatter over 4096 shards): {:?}", start.elapsed() / n);
 }

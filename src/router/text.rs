@@ -122,14 +122,14 @@ impl<'a> Cursor<'a> {
 }
 
 /// One replacement of a byte range of the original text.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Edit {
     range: Range<usize>,
     text: Cow<'static, str>,
 }
 
 /// A set of non-overlapping edits to the original text.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Edits {
     edits: Vec<Edit>,
 }

@@ -4,17 +4,21 @@
 //! values of INSERT rows, a shard database it names, a hint, USE) becomes a
 //! [`Constraint`], and they must all agree. When preparing, a key given as
 //! a `?` marker allows any shard of its fleet: with nothing else deciding,
-//! the statement is prepared on a representative shard. An object INSERT
-//! that names no shard is placed; a statement with no sharded table runs
-//! anywhere; any other statement with no shard decided is refused (no key,
-//! no guess).
+//! the statement is prepared on a representative shard. A read's key
+//! restriction whose values span several shards, or a keyless read with
+//! `/*+ SCATTER */`, is planned per shard (`multi`); a write's or locking
+//! read's is refused (writes never fan out). An object INSERT that names
+//! no shard is placed; a statement with no sharded table runs anywhere;
+//! any other statement with no shard decided is refused (no key, no
+//! guess).
 //! Then the text is edited: tables qualified with the shard database, `id`
 //! of object tables turned into the expression composing it.
 
 use sqlparser::ast::ValueWithSpan;
 
-use super::dml::{Planner, RefKind};
+use super::dml::{Planner, Pred, RefKind};
 use super::keys::{decode_id, key_column};
+use super::multi::{check_scatter, Fanout};
 use super::{any_host, apply, unsupported};
 use crate::router::hints::{Hint, Hints};
 use crate::router::plan::{Placement, Plan, RouteError, StatementKind};
@@ -31,6 +35,14 @@ enum Why<'a> {
     Database,
     Hint(Hint),
     Use,
+}
+
+/// A read's key restriction whose values span several shards.
+struct Split<'a> {
+    /// Index into the planner's `preds`.
+    pred: usize,
+    /// The table whose key it restricts.
+    rule: &'a TableRule,
 }
 
 /// One reason the statement must run on one shard.
@@ -53,15 +65,22 @@ impl<'a> Planner<'a> {
             return Err(error);
         }
         let env = self.env;
-        if hints.scatter() {
-            return Err(unsupported(
-                "/*+ SCATTER */: statements on every shard are not supported yet",
-            ));
+        let scatter = hints.scatter();
+        if scatter {
+            check_scatter(kind, hints)?;
         }
         let mut constraints: Vec<Constraint<'a>> = Vec::new();
         // Fleets of keys given only as `?` markers (when preparing).
         let mut marker_fleets: Vec<FleetId> = Vec::new();
-        self.key_constraints(kind, &mut edits, &mut constraints, &mut marker_fleets)?;
+        // Read restrictions whose values span several shards.
+        let mut splits: Vec<Split<'a>> = Vec::new();
+        self.key_constraints(
+            kind,
+            &mut edits,
+            &mut constraints,
+            &mut marker_fleets,
+            &mut splits,
+        )?;
         self.check_assignments()?;
         let insert_rule = self.insert_rule();
         if let Some(rule) = insert_rule {
@@ -93,9 +112,18 @@ impl<'a> Planner<'a> {
                 });
             }
         }
+        if let Some(split) = splits.first() {
+            return self.split_read(&splits, split, &constraints, edits);
+        }
         let mut target = self.agreed_target(&constraints)?;
         if let (None, Some(&fleet)) = (target, marker_fleets.first()) {
             target = Some((fleet, env.representative(fleet)?));
+        }
+        // An explicit scatter: only when nothing else decides.
+        if scatter && target.is_none() {
+            if let Some(rule) = self.tables.iter().find_map(|t| t.kind.rule()) {
+                return self.multi_shard(Fanout::Scatter(rule), edits);
+            }
         }
 
         // Placement of an object INSERT that names no shard.
@@ -136,61 +164,75 @@ impl<'a> Planner<'a> {
     /// The shards the statement's `key = literal` and `key IN (literals)`
     /// restrictions select; IDs of object tables become `local_id = L`.
     /// A key given only as `?` markers adds its fleet to `marker_fleets`.
+    /// A read's restriction whose values span several shards is left as
+    /// it is and goes to `splits` (a multi-shard read); a write's or a
+    /// locking read's is refused.
     fn key_constraints(
         &self,
         kind: StatementKind,
         edits: &mut Edits,
         constraints: &mut Vec<Constraint<'a>>,
         marker_fleets: &mut Vec<FleetId>,
+        splits: &mut Vec<Split<'a>>,
     ) -> Result<(), RouteError> {
         let env = self.env;
-        for pred in &self.preds {
+        for (index, pred) in self.preds.iter().enumerate() {
             let Some(rule) = self.resolve_key(pred.scope, pred.qualifier, pred.column)? else {
                 continue;
             };
-            let mut shard = None;
-            let mut first_value = None;
+            let mut first: Option<(u32, &ValueWithSpan)> = None;
             let mut spread = None;
             let mut markers = false;
-            for value in pred.values.iter().filter_map(|e| env.key_value(e)) {
-                let Some(s) = env.key_shard(rule, value, edits)? else {
+            for value in pred.all_values().filter_map(|e| env.key_value(e)) {
+                let Some(key) = env.key_shard(rule, value)? else {
                     markers = true;
                     continue;
                 };
-                match shard {
-                    None => {
-                        shard = Some(s);
-                        first_value = Some(value);
+                match first {
+                    None => first = Some((key.shard, value)),
+                    Some((f, _)) if f != key.shard && spread.is_none() => {
+                        spread = Some((f, key.shard))
                     }
-                    Some(first) if first != s => spread = Some((first, s)),
                     Some(_) => {}
                 }
             }
             if let Some((a, b)) = spread {
                 let message = format!(
-                    "the IN list on {}.{} spans several shards ({} and {})",
-                    rule.name,
-                    pred.column.value,
+                    "{} spans several shards ({} and {})",
+                    self.describe_pred(pred, rule),
                     env.database_name(rule.fleet, a),
                     env.database_name(rule.fleet, b)
                 );
-                return Err(match kind {
-                    StatementKind::Write | StatementKind::LockingRead => {
-                        RouteError::CrossShard(message)
+                match kind {
+                    StatementKind::Write => {
+                        return Err(RouteError::CrossShard(format!(
+                            "{message}; writes never fan out: send one statement per shard"
+                        )))
                     }
-                    StatementKind::Read => unsupported(format!(
-                        "{message}; multi-shard reads are not supported yet"
-                    )),
-                });
+                    StatementKind::LockingRead => {
+                        return Err(RouteError::CrossShard(format!(
+                            "{message}; locking reads (FOR UPDATE, FOR SHARE) never fan out: lock the rows of one shard at a time"
+                        )))
+                    }
+                    StatementKind::Read => {
+                        splits.push(Split { pred: index, rule });
+                        continue;
+                    }
+                }
             }
-            if shard.is_none() && !markers {
+            if first.is_none() && !markers {
                 continue;
             }
             if matches!(rule.kind, TableKind::Object { .. }) {
-                edits.replace(env.range(pred.column.span)?, "local_id");
+                for column in pred.columns() {
+                    edits.replace(env.range(column.span)?, "local_id");
+                }
+                for value in pred.all_values().filter_map(|e| env.key_value(e)) {
+                    env.key_shard_edit(rule, value, edits)?;
+                }
             }
-            match (shard, first_value) {
-                (Some(shard), Some(value)) => constraints.push(Constraint {
+            match first {
+                Some((shard, value)) => constraints.push(Constraint {
                     fleet: rule.fleet,
                     shard,
                     why: Why::Key {
@@ -199,10 +241,20 @@ impl<'a> Planner<'a> {
                         value: env.src.text(value.span),
                     },
                 }),
-                _ => marker_fleets.push(rule.fleet),
+                None => marker_fleets.push(rule.fleet),
             }
         }
         Ok(())
+    }
+
+    /// `the IN list on pins.id`, for messages.
+    pub(super) fn describe_pred(&self, pred: &Pred<'_>, rule: &TableRule) -> String {
+        let what = if pred.or_rest.is_empty() {
+            "the IN list on"
+        } else {
+            "the OR of restrictions on"
+        };
+        format!("{what} {}.{}", rule.name, pred.column.value)
     }
 
     /// An UPDATE must not move a row to another shard.
@@ -238,7 +290,7 @@ impl<'a> Planner<'a> {
         let mut first: Option<(u32, &ValueWithSpan)> = None;
         let mut markers = false;
         for &value in &self.insert_keys.values {
-            let Some(s) = env.key_shard(rule, value, edits)? else {
+            let Some(s) = env.key_shard_edit(rule, value, edits)? else {
                 markers = true;
                 continue;
             };
@@ -360,6 +412,40 @@ impl<'a> Planner<'a> {
         Ok(Some((first.fleet, first.shard)))
     }
 
+    /// A read whose key restriction spans several shards: one part per
+    /// shard, if nothing else pins the statement to one shard.
+    fn split_read(
+        &self,
+        splits: &[Split<'a>],
+        split: &Split<'a>,
+        constraints: &[Constraint<'a>],
+        edits: Edits,
+    ) -> Result<Plan, RouteError> {
+        let env = self.env;
+        let pred = &self.preds[split.pred];
+        if splits.len() > 1 {
+            return Err(unsupported(format!(
+                "several key restrictions whose values span shards ({} and another); keep one IN list",
+                self.describe_pred(pred, split.rule)
+            )));
+        }
+        if let Some(other) = constraints.first() {
+            return Err(RouteError::CrossShard(format!(
+                "{} spans several shards, but {} is on {}",
+                self.describe_pred(pred, split.rule),
+                self.describe(&other.why, other.fleet, other.shard),
+                env.database_name(other.fleet, other.shard)
+            )));
+        }
+        self.multi_shard(
+            Fanout::Split {
+                pred,
+                rule: split.rule,
+            },
+            edits,
+        )
+    }
+
     /// The shard a new object of `rule` goes to: one of its fleet's open
     /// shards, chosen by `placement`.
     fn place(&self, rule: &TableRule, placement: &mut dyn Placement) -> Result<u32, RouteError> {
@@ -379,7 +465,12 @@ impl<'a> Planner<'a> {
 
     /// Edits the text for the target shard: unqualified tables get the
     /// shard database, `id` of object tables the expression composing it.
-    fn rewrite(&self, fleet: FleetId, shard: u32, edits: &mut Edits) -> Result<(), RouteError> {
+    pub(super) fn rewrite(
+        &self,
+        fleet: FleetId,
+        shard: u32,
+        edits: &mut Edits,
+    ) -> Result<(), RouteError> {
         let env = self.env;
         let prefix = format!("{}.", env.database_name(fleet, shard));
         for t in &self.tables {

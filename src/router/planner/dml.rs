@@ -7,7 +7,7 @@
 //! Here: what is collected, the walk's entry per statement, and how a
 //! column resolves to a table's shard key through the statement's scopes.
 
-use sqlparser::ast::{Expr, Ident, ObjectName, Statement, ValueWithSpan};
+use sqlparser::ast::{Expr, Ident, ObjectName, Query, Statement, ValueWithSpan};
 
 use super::keys::key_column;
 use super::{idents, is_system_schema, object_name_text, unsupported, Env};
@@ -53,14 +53,36 @@ pub(super) struct IdRef<'a> {
 }
 
 /// `col = literal` or `col IN (literals)` in a position that restricts
-/// the whole statement (a top-level AND of WHERE or ON). When preparing, a
+/// the whole statement (a top-level AND of WHERE or ON), or an OR of such
+/// restrictions on the same column (`id = a OR id = b`). When preparing, a
 /// `?` marker counts as a literal (see `Env::key_value`).
 pub(super) struct Pred<'a> {
     pub(super) scope: usize,
     pub(super) qualifier: Option<&'a Ident>,
+    /// The column (of the first restriction of an OR).
     pub(super) column: &'a Ident,
     /// The literal(s): one for `=`, the list for `IN`.
     pub(super) values: &'a [Expr],
+    /// The other restrictions of an OR: their column (as written, the
+    /// same name) and values. Empty for a single `=` or `IN`.
+    pub(super) or_rest: Vec<(&'a Ident, &'a [Expr])>,
+    /// The whole restriction (the `=`, the `IN` or the OR), for rewriting
+    /// it per shard when its values span several shards.
+    pub(super) expr: &'a Expr,
+}
+
+impl<'a> Pred<'a> {
+    /// Every value expression, in text order.
+    pub(super) fn all_values(&self) -> impl Iterator<Item = &'a Expr> + '_ {
+        self.values
+            .iter()
+            .chain(self.or_rest.iter().flat_map(|(_, values)| values.iter()))
+    }
+
+    /// Every column reference (one per restriction), in text order.
+    pub(super) fn columns(&self) -> impl Iterator<Item = &'a Ident> + '_ {
+        std::iter::once(self.column).chain(self.or_rest.iter().map(|(column, _)| *column))
+    }
 }
 
 /// The literal values (or, when preparing, `?` markers) of an INSERT's
@@ -89,6 +111,10 @@ pub(super) struct Planner<'a> {
     /// The INSERT target, as an index into `tables`.
     pub(super) insert_target: Option<usize>,
     pub(super) insert_keys: InsertKeys<'a>,
+    /// The statement, when it is a query (for multi-shard reads).
+    pub(super) query: Option<&'a Query>,
+    /// Planning the statement of an EXPLAIN.
+    pub(super) explain: bool,
     pub(super) error: Option<RouteError>,
 }
 
@@ -115,6 +141,8 @@ impl<'a> Planner<'a> {
             scope: 0,
             insert_target: None,
             insert_keys: InsertKeys::default(),
+            query: None,
+            explain: false,
             error: None,
         }
     }
@@ -191,16 +219,19 @@ impl<'a> Planner<'a> {
         self.insert_target.and_then(|i| self.tables[i].kind.rule())
     }
 
-    /// Plans a SELECT, INSERT, UPDATE or DELETE (see [`Planner::walks`]).
+    /// Plans a SELECT, INSERT, UPDATE or DELETE (see [`Planner::walks`]);
+    /// `explain` when it is the statement of an EXPLAIN.
     pub(super) fn plan(
         env: Env<'a>,
         statement: &'a Statement,
         kind: StatementKind,
+        explain: bool,
         edits: Edits,
         hints: &Hints,
         placement: &mut dyn Placement,
     ) -> Result<Plan, RouteError> {
         let mut planner = Planner::new(env);
+        planner.explain = explain;
         planner.walk_statement(statement);
         planner.finish(kind, edits, hints, placement)
     }
@@ -219,7 +250,10 @@ impl<'a> Planner<'a> {
     /// Walks a SELECT, INSERT, UPDATE or DELETE; anything else adds nothing.
     fn walk_statement(&mut self, statement: &'a Statement) {
         match statement {
-            Statement::Query(query) => self.walk_query(query),
+            Statement::Query(query) => {
+                self.query = Some(query);
+                self.walk_query(query)
+            }
             Statement::Insert(insert) => self.walk_insert(insert),
             Statement::Update(update) => self.walk_update(update),
             Statement::Delete(delete) => self.walk_delete(delete),

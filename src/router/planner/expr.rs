@@ -10,8 +10,11 @@ use sqlparser::ast::{
 
 use super::dml::{IdRef, Planner, Pred};
 
+/// A column as written: its qualifier, if any, and its name.
+pub(super) type ColumnRef<'a> = (Option<&'a Ident>, &'a Ident);
+
 /// `col` or `q.col` (not `@var` / `@@var`).
-pub(super) fn column_ref(expr: &Expr) -> Option<(Option<&Ident>, &Ident)> {
+pub(super) fn column_ref(expr: &Expr) -> Option<ColumnRef<'_>> {
     match expr {
         Expr::Identifier(ident) if !ident.value.starts_with('@') || ident.quote_style.is_some() => {
             Some((None, ident))
@@ -65,19 +68,99 @@ impl<'a> Planner<'a> {
         });
     }
 
-    /// Records `column = value` or `column IN (values)` as restricting the
-    /// statement.
+    /// Records `column = value` or `column IN (values)` (the expression
+    /// `expr`) as restricting the statement.
     fn add_pred(
         &mut self,
         (qualifier, column): (Option<&'a Ident>, &'a Ident),
         values: &'a [Expr],
+        expr: &'a Expr,
     ) {
         self.preds.push(Pred {
             scope: self.scope,
             qualifier,
             column,
             values,
+            or_rest: Vec::new(),
+            expr,
         });
+    }
+
+    /// `column = value` / `value = column` / `column IN (values)` with key
+    /// values: the column and the values.
+    fn key_restriction(&self, expr: &'a Expr) -> Option<(ColumnRef<'a>, &'a [Expr])> {
+        let env = self.env;
+        match expr {
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            } => match (column_ref(left), env.key_value(right)) {
+                (Some(c), Some(_)) => Some((c, std::slice::from_ref(right.as_ref()))),
+                _ => match (env.key_value(left), column_ref(right)) {
+                    (Some(_), Some(c)) => Some((c, std::slice::from_ref(left.as_ref()))),
+                    _ => None,
+                },
+            },
+            Expr::InList {
+                expr: column,
+                list,
+                negated: false,
+            } if !list.is_empty() && list.iter().all(|e| env.key_value(e).is_some()) => {
+                column_ref(column).map(|c| (c, list.as_slice()))
+            }
+            _ => None,
+        }
+    }
+
+    /// `a = x OR a = y OR a IN (z, w) ...` (parenthesised at will), every
+    /// restriction on the same column: recorded like an IN list. `None`
+    /// (nothing recorded) if the OR is anything else.
+    fn or_pred(&mut self, expr: &'a Expr) -> Option<()> {
+        let mut leaves: Vec<(ColumnRef<'a>, &'a [Expr])> = Vec::new();
+        // Operands still to look at: right-hand ones of the spine, and the
+        // insides of parentheses.
+        let mut pending: Vec<&'a Expr> = vec![expr];
+        while let Some(mut node) = pending.pop() {
+            loop {
+                match node {
+                    Expr::BinaryOp {
+                        left,
+                        op: BinaryOperator::Or,
+                        right,
+                    } => {
+                        pending.push(right);
+                        node = left;
+                    }
+                    Expr::Nested(inner) => node = inner,
+                    _ => {
+                        leaves.push(self.key_restriction(node)?);
+                        break;
+                    }
+                }
+            }
+        }
+        let (&((qualifier, column), values), rest) = leaves.split_first()?;
+        let same = |(q, c): ColumnRef<'a>| {
+            c.value.eq_ignore_ascii_case(&column.value)
+                && match (q, qualifier) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => a.value.eq_ignore_ascii_case(&b.value),
+                    _ => false,
+                }
+        };
+        if !rest.iter().all(|&(c, _)| same(c)) {
+            return None;
+        }
+        self.preds.push(Pred {
+            scope: self.scope,
+            qualifier,
+            column,
+            values,
+            or_rest: rest.iter().map(|&((_, c), v)| (c, v)).collect(),
+            expr,
+        });
+        Some(())
     }
 
     /// An expression whose top-level ANDs each restrict the statement.
@@ -100,33 +183,21 @@ impl<'a> Planner<'a> {
             ),
             Expr::Nested(inner) => self.walk_cond(inner),
             Expr::BinaryOp {
-                left,
-                op: BinaryOperator::Eq,
-                right,
+                op: BinaryOperator::Or,
+                ..
             } => {
-                let env = self.env;
-                let pair = match (column_ref(left), env.key_value(right)) {
-                    (Some(c), Some(_)) => Some((c, right.as_ref())),
-                    _ => match (env.key_value(left), column_ref(right)) {
-                        (Some(_), Some(c)) => Some((c, left.as_ref())),
-                        _ => None,
-                    },
-                };
-                match pair {
-                    Some((column, value)) => self.add_pred(column, std::slice::from_ref(value)),
-                    None => self.walk_expr(expr),
+                if self.or_pred(expr).is_none() {
+                    self.walk_expr(expr)
                 }
             }
-            Expr::InList {
-                expr: column,
-                list,
-                negated: false,
-            } if !list.is_empty() && list.iter().all(|e| self.env.key_value(e).is_some()) => {
-                match column_ref(column) {
-                    Some(column) => self.add_pred(column, list),
-                    None => self.walk_expr(expr),
-                }
+            Expr::BinaryOp {
+                op: BinaryOperator::Eq,
+                ..
             }
+            | Expr::InList { .. } => match self.key_restriction(expr) {
+                Some((column, values)) => self.add_pred(column, values, expr),
+                None => self.walk_expr(expr),
+            },
             _ => self.walk_expr(expr),
         }
     }

@@ -22,6 +22,15 @@ pub(super) fn key_column(rule: &TableRule) -> &str {
     }
 }
 
+/// Where a key value goes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct KeyShard {
+    /// The shard.
+    pub(super) shard: u32,
+    /// For an object ID: the row's `local_id`.
+    pub(super) local_id: Option<u64>,
+}
+
 /// A key literal as written.
 enum KeyLiteral<'v> {
     /// A number, or a quoted string (IDs may be quoted decimal strings).
@@ -40,7 +49,7 @@ fn key_literal(value: &ValueWithSpan) -> Option<KeyLiteral<'_>> {
 }
 
 /// Whether a value is a `?` parameter marker.
-fn is_marker(value: &ValueWithSpan) -> bool {
+pub(super) fn is_marker(value: &ValueWithSpan) -> bool {
     matches!(&value.value, Value::Placeholder(p) if p == "?")
 }
 
@@ -91,40 +100,67 @@ impl Env<'_> {
         }
     }
 
-    /// The shard a key value selects on a table, rewriting object IDs to
-    /// their local id; `None` for a `?` marker (any shard of the fleet).
+    /// The shard a key value selects on a table (and, for an object table,
+    /// the row's local id); `None` for a `?` marker (any shard of the
+    /// fleet).
     pub(super) fn key_shard(
+        &self,
+        rule: &TableRule,
+        value: &ValueWithSpan,
+    ) -> Result<Option<KeyShard>, RouteError> {
+        if is_marker(value) {
+            return Ok(None);
+        }
+        let fleet = self.fleet(rule.fleet)?;
+        let key = match &rule.kind {
+            TableKind::Object { type_id } => {
+                let id = self.check_id(value, fleet, Some((rule, *type_id)))?;
+                KeyShard {
+                    shard: id.shard,
+                    local_id: Some(id.local_id),
+                }
+            }
+            TableKind::Mapping { .. } => KeyShard {
+                shard: self.check_id(value, fleet, None)?.shard,
+                local_id: None,
+            },
+            TableKind::ModShard { .. } => {
+                let shard = match key_literal(value) {
+                    Some(KeyLiteral::Text(key)) => mod_shard(key.as_bytes(), fleet.shard_count),
+                    Some(KeyLiteral::Hex(digits)) => {
+                        let key = hex_bytes(digits).ok_or_else(|| {
+                            RouteError::Syntax(format!(
+                                "bad hexadecimal literal {}",
+                                self.src.text(value.span)
+                            ))
+                        })?;
+                        mod_shard(&key, fleet.shard_count)
+                    }
+                    None => mod_shard(b"", fleet.shard_count),
+                };
+                KeyShard {
+                    shard,
+                    local_id: None,
+                }
+            }
+        };
+        Ok(Some(key))
+    }
+
+    /// [`Env::key_shard`], rewriting an object ID to its local id.
+    pub(super) fn key_shard_edit(
         &self,
         rule: &TableRule,
         value: &ValueWithSpan,
         edits: &mut Edits,
     ) -> Result<Option<u32>, RouteError> {
-        if is_marker(value) {
+        let Some(key) = self.key_shard(rule, value)? else {
             return Ok(None);
-        }
-        let fleet = self.fleet(rule.fleet)?;
-        let shard = match &rule.kind {
-            TableKind::Object { type_id } => {
-                let id = self.check_id(value, fleet, Some((rule, *type_id)))?;
-                edits.replace(self.range(value.span)?, id.local_id.to_string());
-                id.shard
-            }
-            TableKind::Mapping { .. } => self.check_id(value, fleet, None)?.shard,
-            TableKind::ModShard { .. } => match key_literal(value) {
-                Some(KeyLiteral::Text(key)) => mod_shard(key.as_bytes(), fleet.shard_count),
-                Some(KeyLiteral::Hex(digits)) => {
-                    let key = hex_bytes(digits).ok_or_else(|| {
-                        RouteError::Syntax(format!(
-                            "bad hexadecimal literal {}",
-                            self.src.text(value.span)
-                        ))
-                    })?;
-                    mod_shard(&key, fleet.shard_count)
-                }
-                None => mod_shard(b"", fleet.shard_count),
-            },
         };
-        Ok(Some(shard))
+        if let Some(local_id) = key.local_id {
+            edits.replace(self.range(value.span)?, local_id.to_string());
+        }
+        Ok(Some(key.shard))
     }
 
     /// Checks an ID literal: a decimal 64-bit number with the reserved bits

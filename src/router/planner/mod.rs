@@ -25,7 +25,9 @@
 //!   a table's definition;
 //! - [`dml`]: the planner of SELECT, INSERT, UPDATE and DELETE, which walks
 //!   the statement ([`select`], [`insert`], [`update_delete`], [`expr`]),
-//!   turns key literals into shards ([`keys`]) and then decides ([`decide`]).
+//!   turns key literals into shards ([`keys`]) and then decides ([`decide`]);
+//!   a read whose keys span several shards, or an explicit `/*+ SCATTER */`,
+//!   becomes one statement per shard and a merge ([`multi`]).
 
 mod decide;
 mod diagnostics;
@@ -33,6 +35,7 @@ mod dml;
 mod expr;
 mod insert;
 mod keys;
+mod multi;
 mod select;
 mod session;
 mod show;
@@ -64,6 +67,12 @@ use dml::Planner;
 /// and `placement` chooses the shard of an object INSERT that names none.
 /// Pure: no I/O, no clock; the only randomness is `placement`'s.
 ///
+/// A read whose key restriction spans several shards (`id IN (...)`,
+/// `id = a OR id = b`, on an object ID, a mapping from-column or a
+/// mod-shard key), or a keyless read with `/*+ SCATTER */`, becomes
+/// [`Plan::MultiShard`]: one statement per shard, in shard order, and how
+/// the proxy merges their rows. Writes and locking reads never fan out.
+///
 /// Never panics on any input: what cannot be routed becomes
 /// [`Plan::Reject`] with the error the client should see.
 pub fn route(
@@ -92,9 +101,12 @@ pub fn route(
 /// its `?` markers: `SELECT id FROM pins WHERE id = ?` becomes
 /// `SELECT ((0<<46)|(1<<36)|local_id) AS id FROM db00000.pins WHERE local_id = ?`.
 ///
-/// The plan is for describing the statement (parameter and column
-/// metadata); each execution is routed with [`route`] once the bound
-/// values are in the text (see [`crate::router::placeholders`]).
+/// Literal keys spanning several shards give [`Plan::MultiShard`] as with
+/// [`route`], every part keeping the statement's `?` markers (a `LIMIT ?`
+/// stays as written). The plan is for describing the statement (parameter
+/// and column metadata); each execution is routed with [`route`] once the
+/// bound values are in the text (see [`crate::router::placeholders`]), so
+/// `id IN (?, ?, ?)` bound to IDs on several shards runs multi-shard.
 /// Statements that cannot be routed even so (no key at all, unknown
 /// table, bad syntax) are [`Plan::Reject`]ed as by [`route`].
 pub fn route_prepare(sql: &str, topo: &Topology, ctx: &RouteContext) -> Plan {
@@ -197,12 +209,13 @@ fn route_inner(
             } else {
                 StatementKind::Read
             };
-            Planner::plan(env, statement, kind, edits, &hints, placement)
+            Planner::plan(env, statement, kind, false, edits, &hints, placement)
         }
         Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => Planner::plan(
             env,
             statement,
             StatementKind::Write,
+            false,
             edits,
             &hints,
             placement,
@@ -215,6 +228,7 @@ fn route_inner(
                 env,
                 statement,
                 StatementKind::Read,
+                true,
                 edits,
                 &hints,
                 placement,
