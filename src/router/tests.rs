@@ -309,7 +309,7 @@ fn object_tables_by_id() {
         // Other references to id get the composing expression.
         c(
             format!("SELECT COUNT(id) FROM pins WHERE id = {PIN} AND (id > 5 OR data IS NULL)"),
-            shard("db03429", format!("SELECT COUNT({COMPOSED}) FROM db03429.pins WHERE local_id = 7075733 AND ({COMPOSED} > 5 OR data IS NULL)")),
+            shard("db03429", format!("SELECT COUNT({COMPOSED}) AS `COUNT(id)` FROM db03429.pins WHERE local_id = 7075733 AND ({COMPOSED} > 5 OR data IS NULL)")),
         ),
         // IN on one shard.
         c(

@@ -16,6 +16,8 @@
 
 use sqlparser::ast::ValueWithSpan;
 
+use sqlparser::ast::Spanned;
+
 use super::dml::{Planner, Pred, RefKind};
 use super::keys::{decode_id, key_column};
 use super::multi::{check_scatter, Fanout};
@@ -478,6 +480,7 @@ impl<'a> Planner<'a> {
                 edits.insert(env.range(t.table.span)?.start, prefix.clone());
             }
         }
+        let mut rewritten = Vec::new();
         for r in &self.id_refs {
             let Some(rule) = self.resolve_key(r.scope, r.qualifier, r.column)? else {
                 continue;
@@ -499,7 +502,18 @@ impl<'a> Planner<'a> {
                 text.push_str(" AS ");
                 text.push_str(env.src.sql.get(column.clone()).unwrap_or("id"));
             }
+            rewritten.push(start);
             edits.replace(start..column.end, text);
+        }
+        for item in &self.unnamed_items {
+            let Ok(range) = env.range(item.span()) else {
+                continue;
+            };
+            let range = close_parentheses(env.src.sql, range);
+            if rewritten.iter().any(|at| range.contains(at)) {
+                let name = env.src.sql.get(range.clone()).unwrap_or_default();
+                edits.insert(range.end, format!(" AS `{}`", name.replace('`', "``")));
+            }
         }
         Ok(())
     }
@@ -539,4 +553,26 @@ impl<'a> Planner<'a> {
             Why::Use => format!("USE {}", self.env.database_name(fleet, shard)),
         }
     }
+}
+
+/// Extends an expression's byte range over closing parentheses its span
+/// leaves out (sqlparser's span of a function call ends at its last
+/// argument).
+fn close_parentheses(sql: &str, range: std::ops::Range<usize>) -> std::ops::Range<usize> {
+    let text = sql.get(range.clone()).unwrap_or_default();
+    let mut open = text
+        .matches('(')
+        .count()
+        .saturating_sub(text.matches(')').count());
+    let mut end = range.end;
+    let bytes = sql.as_bytes();
+    while open > 0 && end < bytes.len() {
+        match bytes[end] {
+            b')' => open -= 1,
+            b' ' | b'\t' | b'\n' | b'\r' => {}
+            _ => break,
+        }
+        end += 1;
+    }
+    range.start..end
 }

@@ -100,6 +100,10 @@ pub(super) struct Planner<'a> {
     pub(super) tables: Vec<TableRef<'a>>,
     pub(super) ctes: Vec<&'a str>,
     pub(super) id_refs: Vec<IdRef<'a>>,
+    /// Unaliased select items other than a bare column: when an `id` inside
+    /// one is rewritten, the item gets an alias with its original text, so
+    /// the result column keeps the name the client wrote (`MIN(id)`).
+    pub(super) unnamed_items: Vec<&'a Expr>,
     pub(super) preds: Vec<Pred<'a>>,
     /// Columns an UPDATE assigns (a shard key must not change).
     pub(super) assigned: Vec<(Option<&'a Ident>, &'a Ident)>,
@@ -135,6 +139,7 @@ impl<'a> Planner<'a> {
             tables: Vec::new(),
             ctes: Vec::new(),
             id_refs: Vec::new(),
+            unnamed_items: Vec::new(),
             preds: Vec::new(),
             assigned: Vec::new(),
             scopes: vec![None],

@@ -95,7 +95,10 @@ impl<'a> Planner<'a> {
                     Some((qualifier, column)) if is_id(column) => {
                         self.add_id_ref(qualifier, column, true)
                     }
-                    _ => self.walk_expr(expr),
+                    _ => {
+                        self.unnamed_items.push(expr);
+                        self.walk_expr(expr)
+                    }
                 },
                 SelectItem::ExprWithAlias { expr, .. }
                 | SelectItem::ExprWithAliases { expr, .. } => self.walk_expr(expr),
