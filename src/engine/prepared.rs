@@ -137,6 +137,7 @@ impl Engine {
             )));
         }
         let markers = placeholders(sql).map_err(|e| Failure::Client(e.into()))?;
+        let mut hidden_columns = 0;
         let (pool, target, text) = match route_prepare(sql, topology, &state.route) {
             Plan::Shard(query) => (
                 self.backends.pool(&topology.hosts[query.target.host].addr),
@@ -144,11 +145,14 @@ impl Engine {
                 query.sql,
             ),
             Plan::MultiShard(query) => match query.parts.into_iter().next() {
-                Some(part) => (
-                    self.backends.pool(&topology.hosts[part.target.host].addr),
-                    Some(part.target),
-                    part.sql,
-                ),
+                Some(part) => {
+                    hidden_columns = query.merge.hidden_columns;
+                    (
+                        self.backends.pool(&topology.hosts[part.target.host].addr),
+                        Some(part.target),
+                        part.sql,
+                    )
+                }
                 None => (self.any_pool(topology, state)?, None, sql.to_owned()),
             },
             Plan::Reject(error) => return Err(Failure::Client(error.into())),
@@ -165,7 +169,12 @@ impl Engine {
             types: Vec::new(),
             long_data: HashMap::new(),
         });
-        let result = relay_prepare(&mut conn, id, &text, marker_count, state, client).await;
+        let shape = PrepareShape {
+            id,
+            markers: marker_count,
+            hidden_columns,
+        };
+        let result = relay_prepare(&mut conn, shape, &text, state, client).await;
         if result.is_err() {
             state.prepared.statements.remove(&id);
         }
@@ -248,13 +257,23 @@ fn bind(state: &mut SessionState, payload: &[u8]) -> Result<String, ClientError>
     Ok(text)
 }
 
-/// Prepares `text` on the backend and relays the answer under the proxy's
-/// statement id `id`. Returns the backend's statement id.
+/// What the client's PREPARE answer must look like.
+struct PrepareShape {
+    /// The proxy's statement id.
+    id: u32,
+    /// `?` markers in the client's text.
+    markers: usize,
+    /// Trailing columns of the representative text that only a multi-shard
+    /// merge uses; the client does not see them.
+    hidden_columns: usize,
+}
+
+/// Prepares `text` on the backend and relays the answer in the client's
+/// shape. Returns the backend's statement id.
 async fn relay_prepare<W: AsyncWrite + Unpin>(
     conn: &mut PooledConn,
-    id: u32,
+    shape: PrepareShape,
     text: &str,
-    markers: usize,
     state: &SessionState,
     client: &mut FrameWriter<W>,
 ) -> Result<u32, Failure> {
@@ -284,22 +303,32 @@ async fn relay_prepare<W: AsyncWrite + Unpin>(
     let backend_id = u32::from_le_bytes([first[1], first[2], first[3], first[4]]);
     let columns = usize::from(u16::from_le_bytes([first[5], first[6]]));
     let params = usize::from(u16::from_le_bytes([first[7], first[8]]));
-    if params != markers {
+    if params != shape.markers {
         return Err(Failure::Client(ClientError::BadExecute(format!(
-            "the statement has {markers} parameter markers but the server counted {params}"
+            "the statement has {} parameter markers but the server counted {params}",
+            shape.markers
         ))));
     }
+    let visible = columns.saturating_sub(shape.hidden_columns);
     let mut answer = first;
-    answer[1..5].copy_from_slice(&id.to_le_bytes());
+    answer[1..5].copy_from_slice(&shape.id.to_le_bytes());
+    answer[5..7].copy_from_slice(&(visible as u16).to_le_bytes());
     let mut seq = client.write_packet(state.response_seq, &answer).await?;
-    for count in [params, columns] {
+    for (count, shown) in [(params, params), (columns, visible)] {
         if count == 0 {
             continue;
         }
-        let definitions = count + usize::from(!state.deprecate_eof);
-        for _ in 0..definitions {
+        for index in 0..count {
             let (_, packet) = backend.reader.next_packet().await.map_err(lost)?;
-            seq = client.write_packet(seq, &packet).await?;
+            if index < shown {
+                seq = client.write_packet(seq, &packet).await?;
+            }
+        }
+        if !state.deprecate_eof {
+            let (_, eof) = backend.reader.next_packet().await.map_err(lost)?;
+            if shown > 0 {
+                seq = client.write_packet(seq, &eof).await?;
+            }
         }
     }
     Ok(backend_id)
