@@ -29,6 +29,9 @@
 #                  `SELECT local_id, data FROM dbNNNNN.pins WHERE local_id IN (...)`
 #                  per shard on pooled connections to its master (shard/shardpw),
 #                  all in parallel (a task per shard), composing the global IDs;
+#        Both modes use mysql_async pools (up to MULTI_GET_POOL_MAX connections
+#        per host) that keep their connections and do not reset them when they
+#        are returned, as an application's pool would;
 #      - reports gets/s, p50/p95/p99 of the whole get, the proxy/direct ratio,
 #        CPU time per get of the proxy, both mariadbd, the client and the
 #        machine's softirq, and the CPU other processes used meanwhile (noise).

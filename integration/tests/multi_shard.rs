@@ -1083,9 +1083,13 @@ mod bench {
             .user(Some(user))
             .pass(Some(password))
             .prefer_socket(false)
+            // As an application's pool: connections are kept between gets
+            // and handed out again without a COM_RESET_CONNECTION round trip.
             .pool_opts(
                 PoolOpts::default()
-                    .with_constraints(PoolConstraints::new(0, max).expect("constraints")),
+                    .with_constraints(PoolConstraints::new(0, max).expect("constraints"))
+                    .with_reset_connection(false)
+                    .with_inactive_connection_ttl(Duration::from_secs(3600)),
             )
             .into();
         Pool::new(opts)
