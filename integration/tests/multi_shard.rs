@@ -394,6 +394,18 @@ async fn in_list_of_50_ids_over_both_hosts_returns_exactly_those_rows() {
         }
     }
 
+    // LIMIT without ORDER BY: any 5 of the rows, each once.
+    let some: Vec<(u64, String)> = conn
+        .query(format!(
+            "SELECT id, data FROM pins WHERE id IN ({}) LIMIT 5",
+            id_list(&list)
+        ))
+        .await
+        .expect("IN list with LIMIT");
+    let some: BTreeSet<(u64, String)> = some.into_iter().collect();
+    assert_eq!(some.len(), 5, "{some:?}");
+    assert!(some.is_subset(&expected), "{some:?}");
+
     // Typed decoding of the same answer, and the connection stays usable.
     let typed: Vec<(u64, String)> = conn
         .query(format!(
@@ -629,6 +641,9 @@ async fn order_by_limit_offset_equals_the_reference_server() {
         "ORDER BY data DESC, id LIMIT 100 OFFSET 30",
         "ORDER BY id LIMIT 5 OFFSET 1000",
         "ORDER BY id DESC LIMIT 1",
+        // Fewer rows than a shard holds: each part is cut at offset + limit.
+        "ORDER BY data DESC, id LIMIT 2 OFFSET 1",
+        "ORDER BY id LIMIT 3",
     ] {
         let sql = format!("SELECT id, data FROM pins WHERE id IN ({list}) {tail}");
         let table = assert_same_as_reference(&mut conn, &mut reference, &sql).await;
@@ -685,6 +700,7 @@ async fn order_by_numbers_compares_them_as_numbers() {
         // Every order is total (the same (sequence, pin_id) occurs on two
         // boards), so one right answer exists.
         "ORDER BY sequence DESC, pin_id, board_id LIMIT 7 OFFSET 3",
+        "ORDER BY sequence DESC, pin_id, board_id LIMIT 2 OFFSET 1",
         "ORDER BY sequence, board_id, pin_id LIMIT 10",
         "ORDER BY sequence, board_id, pin_id",
         "ORDER BY board_id DESC, sequence LIMIT 9 OFFSET 2",
@@ -882,6 +898,13 @@ async fn aggregates_merge_exactly_like_one_server() {
         ),
         format!(
             "SELECT pin_id, COUNT(*) AS n, SUM(sequence) AS total {from} ({all}) GROUP BY pin_id ORDER BY pin_id DESC LIMIT 4"
+        ),
+        // Ordered by merged aggregates: only right after the groups are merged.
+        format!(
+            "SELECT pin_id, COUNT(*) AS n, MAX(sequence) {from} ({all}) GROUP BY pin_id ORDER BY n DESC, pin_id LIMIT 3"
+        ),
+        format!(
+            "SELECT pin_id, SUM(sequence) AS total {from} ({all}) GROUP BY pin_id ORDER BY 2, 1 LIMIT 2 OFFSET 1"
         ),
         // Every shard empty: COUNT 0, the others NULL.
         format!("SELECT COUNT(*), SUM(sequence), MIN(sequence), MAX(sequence) {from} ({empty})"),
