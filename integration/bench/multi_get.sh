@@ -49,6 +49,7 @@
 #   BENCH_BUILD [1]             build first (0: use target/release/shardgate as is)
 #   SHARDGATE_BIN [$CARGO_TARGET_DIR or target, /release/shardgate]  CONFIG [config/shardgate.yaml]
 #   BENCH_REVISION              what to call the proxy's revision in the report [git HEAD]
+#   SHARDGATE_FLEET_DIR [integration/.fleet]  where the masters' mariadbd.pid files are
 #   BENCH_REPORT=FILE           also write the markdown report to FILE
 #   BENCH_KEEP=1                keep the work directory (proxy log, client output)
 set -euo pipefail
@@ -71,6 +72,8 @@ export MULTI_GET_QUIET_WAIT=${MULTI_GET_QUIET_WAIT:-120}
 export MULTI_GET_SEED=${MULTI_GET_SEED:-20240601}
 export MULTI_GET_DIRECT_ONLY=${MULTI_GET_DIRECT_ONLY:-0}
 BENCH_BUILD=${BENCH_BUILD:-1}
+# The client reads the masters' pids from the fleet's pid files (CPU accounting).
+export SHARDGATE_FLEET_DIR=${SHARDGATE_FLEET_DIR:-$ROOT/integration/.fleet}
 CONFIG=${CONFIG:-$ROOT/config/shardgate.yaml}
 SHARDGATE_BIN=${SHARDGATE_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/shardgate}
 APP_USER=app

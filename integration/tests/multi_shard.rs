@@ -819,13 +819,24 @@ async fn scatter_runs_on_every_shard_only_when_asked() {
 }
 
 #[tokio::test]
-async fn writes_never_scatter() {
+async fn writes_and_locking_reads_never_fan_out() {
     let tag = unique_tag();
     let mut conn = client().await;
     let id = insert_pin(&mut conn, 2222, &format!("{tag}:keep")).await;
+    let other = insert_pin(&mut conn, 33, &format!("{tag}:keep too")).await;
+    let board_a = insert_board(&mut conn, 100, &tag).await;
+    let board_b = insert_board(&mut conn, 3000, &tag).await;
     for sql in [
         format!("UPDATE pins /*+ SCATTER */ SET data = 'x' WHERE data LIKE '{tag}%'"),
         format!("DELETE FROM pins /*+ SCATTER */ WHERE data LIKE '{tag}%'"),
+        format!("UPDATE pins SET data = 'x' WHERE id IN ({id}, {other})"),
+        format!("DELETE FROM pins WHERE id IN ({id}, {other})"),
+        format!("SELECT id, data FROM pins WHERE id IN ({id}, {other}) FOR UPDATE"),
+        // A multi-row INSERT into a mapping table whose rows belong to two
+        // shards (README: refused, in and out of transactions).
+        format!(
+            "INSERT INTO board_has_pins (board_id, pin_id, sequence) VALUES ({board_a}, 1, 1), ({board_b}, 1, 1)"
+        ),
     ] {
         let error = conn
             .query_drop(&sql)
@@ -841,6 +852,24 @@ async fn writes_never_scatter() {
         Some(format!("{tag}:keep")),
         "the row is untouched"
     );
+    assert_eq!(
+        row_on_host(MASTER_A, "pins", 33, decode(other).local_id).await,
+        Some(format!("{tag}:keep too")),
+        "the row is untouched"
+    );
+    // Neither shard got a mapping row.
+    for (board, shard) in [(board_a, 100u32), (board_b, 3000)] {
+        let mut master = direct(main_master_port(shard)).await;
+        let n: u64 = master
+            .query_first(format!(
+                "SELECT COUNT(*) FROM db{shard:05}.board_has_pins WHERE board_id = {board}"
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        master.disconnect().await.ok();
+        assert_eq!(n, 0, "board {board} on shard {shard}");
+    }
 }
 
 // ------------------------------------------------------------- 4. aggregates
