@@ -637,19 +637,14 @@ pub(crate) async fn apply_settings(
     if conn.conn().settings_fingerprint == settings.fingerprint() {
         return Ok(());
     }
-    let addr = conn.pool().addr.clone();
-    let lost = |error: io::Error| {
-        Failure::Client(ClientError::BackendLost {
-            host: addr.clone(),
-            reason: error.to_string(),
-        })
-    };
+    let host = conn.pool().addr.clone();
+    let lost = lost_connection(&host);
     let backend = conn.conn();
     if backend.settings_fingerprint != 0 {
         let answer = backend
             .simple_command(COM_RESET_CONNECTION, &[])
             .await
-            .map_err(lost)?;
+            .map_err(&lost)?;
         if answer.first() == Some(&ERR_HEADER) {
             return Err(Failure::Client(backend_error(&answer)));
         }
@@ -658,13 +653,23 @@ pub(crate) async fn apply_settings(
         let answer = backend
             .simple_command(COM_QUERY, sql.as_bytes())
             .await
-            .map_err(lost)?;
+            .map_err(&lost)?;
         if answer.first() == Some(&ERR_HEADER) {
             return Err(Failure::Client(backend_error(&answer)));
         }
     }
     backend.settings_fingerprint = settings.fingerprint();
     Ok(())
+}
+
+/// Turns an I/O error on a backend connection into the client's error.
+pub(crate) fn lost_connection(host: &str) -> impl Fn(io::Error) -> Failure + '_ {
+    move |error| {
+        Failure::Client(ClientError::BackendLost {
+            host: host.to_owned(),
+            reason: error.to_string(),
+        })
+    }
 }
 
 /// Records what a statement did to the connection's session state: a

@@ -16,7 +16,7 @@ use std::ops::Range;
 use mysql_common::constants::ColumnType;
 use tokio::io::AsyncWrite;
 
-use super::execute::{backend_error, write_error, Failure};
+use super::execute::{backend_error, lost_connection, write_error, Failure};
 use super::{Engine, SessionState};
 use crate::backend::PooledConn;
 use crate::error::ClientError;
@@ -278,18 +278,13 @@ async fn relay_prepare<W: AsyncWrite + Unpin>(
     client: &mut FrameWriter<W>,
 ) -> Result<u32, Failure> {
     let host = conn.pool().addr.clone();
-    let lost = |error: io::Error| {
-        Failure::Client(ClientError::BackendLost {
-            host: host.clone(),
-            reason: error.to_string(),
-        })
-    };
+    let lost = lost_connection(&host);
     let backend = conn.conn();
     backend
         .send_command(COM_STMT_PREPARE, text.as_bytes())
         .await
-        .map_err(lost)?;
-    let (_, first) = backend.reader.next_packet().await.map_err(lost)?;
+        .map_err(&lost)?;
+    let (_, first) = backend.reader.next_packet().await.map_err(&lost)?;
     match first.first() {
         Some(&ERR_HEADER) => return Err(Failure::Client(backend_error(&first))),
         Some(&OK_HEADER) if first.len() >= 12 => {}
@@ -319,13 +314,13 @@ async fn relay_prepare<W: AsyncWrite + Unpin>(
             continue;
         }
         for index in 0..count {
-            let (_, packet) = backend.reader.next_packet().await.map_err(lost)?;
+            let (_, packet) = backend.reader.next_packet().await.map_err(&lost)?;
             if index < shown {
                 seq = client.write_packet(seq, &packet).await?;
             }
         }
         if !state.deprecate_eof {
-            let (_, eof) = backend.reader.next_packet().await.map_err(lost)?;
+            let (_, eof) = backend.reader.next_packet().await.map_err(&lost)?;
             if shown > 0 {
                 seq = client.write_packet(seq, &eof).await?;
             }
