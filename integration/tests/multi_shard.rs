@@ -1599,13 +1599,16 @@ mod bench {
         }
         println!("MULTI_GET_REPORT_BEGIN");
         println!(
-            "{} pins: {} rows on each of {} shards (every {}th of 0..4095, both masters), 100-byte data; \
+            "{} pins: {} rows on each of {} shards ({}, both masters), 100-byte data; \
              {} distinct random IDs per get, on {:.1} distinct shards on average; \
              {} s per run, {} rounds, {} s warm-up per mode; client pools of up to {} connections per host.",
             clients.pins.len(),
             cfg.rows_per_shard,
             cfg.shards,
-            4096 / cfg.shards,
+            match 4096 / cfg.shards {
+                1 => "every shard".to_owned(),
+                step => format!("shards 0, {step}, {}, ..., {}", 2 * step, 4096 - step),
+            },
             cfg.per_get,
             shards_per_get.iter().sum::<f64>() / shards_per_get.len().max(1) as f64,
             cfg.seconds,
