@@ -7,6 +7,13 @@
 #   socket write / socket read / epoll_wait / futex
 #                   the syscall the sample sits in (nearest frame to the leaf)
 #   malloc/free     allocator frames at the leaf, outside the above
+#   prepared / binary protocol
+#                   the rest whose nearest shardgate:: frame (leaf side) is in
+#                   shardgate::protocol::binary:: or shardgate::engine::prepared::
+#                   (COM_STMT_EXECUTE parsing, binding values as literals, text ->
+#                   binary row conversion, with their memcpy; malloc/free at the
+#                   leaf stay above); code they call in other shardgate modules
+#                   (relay, framing) stays in "shardgate own"
 #   shardgate own   the rest under shardgate:: (session loop, framing, relay, pool)
 #   tokio           the rest under tokio:: (scheduler, timers, I/O driver)
 #   other           everything else (kernel work with no user stack, ...)
@@ -24,6 +31,10 @@ function flush(   i, s, cat) {
     else if (s ~ /^(sched_yield|__sched_yield)$/) cat = "sched_yield"
   }
   if (cat == "" && f[1] ~ /^(_int_malloc|_int_free|malloc|__GI___libc_malloc|__libc_malloc|free|cfree|__GI___libc_free|__libc_free|realloc|_int_realloc|malloc_consolidate|unlink_chunk|tcache)/) cat = "malloc/free (outside parsing and routing)"
+  for (i = 1; i <= n && cat == ""; i++) if (f[i] ~ /shardgate::/) {
+    if (f[i] ~ /shardgate::(protocol::binary|engine::prepared)::/) cat = "prepared / binary protocol (execute, text->binary rows)"
+    break
+  }
   for (i = 1; i <= n && cat == ""; i++) if (f[i] ~ /shardgate::/) cat = "shardgate own code (session loop, framing, relay, pool)"
   for (i = 1; i <= n && cat == ""; i++) if (f[i] ~ /tokio::/) cat = "tokio runtime (scheduler, timers)"
   if (cat == "") cat = "other (kernel without user stack, libc, ...)"

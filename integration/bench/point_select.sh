@@ -4,6 +4,7 @@
 #   integration/bench/point_select.sh            # full run (3 pairs x 20 s, 8 and 32 threads)
 #   QUICK=1 integration/bench/point_select.sh    # smoke run (1 pair x 5 s)
 #   BENCH_PERF=1 integration/bench/point_select.sh   # + perf profile of the proxy
+#   BENCH_PS=1 integration/bench/point_select.sh     # prepared statements (COM_STMT_EXECUTE)
 #
 # Needs the local fleet (integration/fleet.sh start; shard databases created by
 # `shardgate fleet init`). What it does:
@@ -20,6 +21,16 @@
 #      ratio per pair and its median, the CPU time per query of the proxy, the
 #      master's mariadbd, sysbench and the machine's softirq (loopback TCP), and
 #      the CPU other processes used meanwhile (the machine is shared: noise);
+#   With BENCH_PS=1 every lookup is a server-side prepared statement executed
+#      with the ID bound as a BIGINT (sysbench --db-ps-mode=auto; a fallback to
+#      emulated prepares fails the run): through the proxy
+#      `SELECT data FROM pins WHERE id = ?` prepared once per thread, direct
+#      `SELECT data FROM dbNNNNN.pins WHERE local_id = ?` prepared per shard per
+#      thread on first use (see point_select.lua). The master's Com_stmt_execute
+#      and Com_select counters are read around every run: a direct run must
+#      show one COM_STMT_EXECUTE per lookup. Before the runs, a sample of rows
+#      is read through the proxy with mysql-connector-python's prepared cursor
+#      (integration/.venv, if present) and compared with the master;
 #   4. with BENCH_PERF=1, profiles the proxy (perf record/stat) during one more
 #      proxy run and summarises where its CPU goes (perf_categories.awk).
 #
@@ -29,7 +40,12 @@
 #   QUICK=1                 BENCH_PAIRS=1 BENCH_TIME=5 BENCH_WARMUP=2
 #   BENCH_SHARDS [64]  BENCH_SHARD_STEP [32]  BENCH_ROWS [500]
 #   BENCH_DIRECT_ONLY=1     skip the proxy (tests the harness's direct half)
+#   BENCH_PS=1              prepared statements instead of text queries (see above)
 #   BENCH_BUILD [1]         run `cargo build --release` first (0: use the binary as is)
+#   BENCH_REV=COMMIT        instead, build COMMIT (e.g. HEAD) from a clean `git archive`
+#                           export, so others' uncommitted edits in the shared tree are
+#                           not measured (target dir BENCH_TARGET_DIR
+#                           [/tmp/shardgate-bench-target], first seeded from target/release)
 #   SHARDGATE_BIN           binary to run [target/release/shardgate]
 #   BENCH_PERF=1            after the pairs, profile the proxy with perf during one
 #                           extra proxy run at the last thread count (BENCH_PERF_TIME [10] s)
@@ -57,7 +73,10 @@ BENCH_SHARDS=${BENCH_SHARDS:-64}
 BENCH_SHARD_STEP=${BENCH_SHARD_STEP:-32}
 BENCH_ROWS=${BENCH_ROWS:-500}
 BENCH_DIRECT_ONLY=${BENCH_DIRECT_ONLY:-0}
+BENCH_PS=${BENCH_PS:-0}
 BENCH_BUILD=${BENCH_BUILD:-1}
+BENCH_REV=${BENCH_REV:-}
+BENCH_TARGET_DIR=${BENCH_TARGET_DIR:-/tmp/shardgate-bench-target}
 BENCH_PERF=${BENCH_PERF:-0}
 BENCH_PERF_TIME=${BENCH_PERF_TIME:-10}
 BENCH_SEED=${BENCH_SEED:-20240601}
@@ -177,7 +196,18 @@ pid_of_port() { ss -Htlnp "sport = :$1" | grep -o 'pid=[0-9]*' | head -1 | cut -
 
 PROXY_PORT=
 if [[ "$BENCH_DIRECT_ONLY" != 1 ]]; then
-  if [[ "$BENCH_BUILD" == 1 ]]; then
+  if [[ -n "$BENCH_REV" ]]; then
+    rev_full=$(git -C "$ROOT" rev-parse --verify "$BENCH_REV^{commit}") || die "unknown commit $BENCH_REV"
+    log "cargo build --release of ${rev_full:0:7} (clean export; target $BENCH_TARGET_DIR)"
+    mkdir -p "$WORK/src"
+    git -C "$ROOT" archive "$rev_full" | tar -x -C "$WORK/src" || die "git archive $rev_full failed"
+    if [[ ! -d "$BENCH_TARGET_DIR/release" && -d "$ROOT/target/release" ]]; then
+      mkdir -p "$BENCH_TARGET_DIR" && cp -a "$ROOT/target/release" "$BENCH_TARGET_DIR/" || true
+    fi
+    (cd "$WORK/src" && CARGO_TARGET_DIR="$BENCH_TARGET_DIR" cargo build --release --quiet --bin shardgate) ||
+      die "cargo build --release of ${rev_full:0:7} failed"
+    SHARDGATE_BIN="$BENCH_TARGET_DIR/release/shardgate"
+  elif [[ "$BENCH_BUILD" == 1 ]]; then
     log "cargo build --release"
     (cd "$ROOT" && cargo build --release --quiet) || die "cargo build --release failed"
   fi
@@ -210,6 +240,38 @@ if [[ "$BENCH_DIRECT_ONLY" != 1 ]]; then
     [[ "$via" == "$dir" ]] || die "id $gid: proxy returned '$via', master has '$dir'"
   done < <(awk 'NR % 997 == 1' "$IDS")
   log "proxy answers and returns the same rows as the master"
+  if [[ "$BENCH_PS" == 1 ]]; then
+    PY="$ROOT/integration/.venv/bin/python"
+    if [[ -x "$PY" ]] && "$PY" -c 'import mysql.connector' 2>/dev/null; then
+      awk 'NR % 997 == 1' "$IDS" >"$WORK/ps-sample.txt"
+      "$PY" - "$PROXY_PORT" "$APP_USER" "$APP_PASSWORD" "$MASTER_PORT" "$BACKEND_USER" "$BACKEND_PASSWORD" "$WORK/ps-sample.txt" >"$WORK/ps-check.txt" <<'PY' ||
+import sys, mysql.connector
+pport, pu, pp, mport, mu, mp, sample = sys.argv[1:]
+via = mysql.connector.connect(host="127.0.0.1", port=int(pport), user=pu, password=pp, use_pure=True)
+direct = mysql.connector.connect(host="127.0.0.1", port=int(mport), user=mu, password=mp, use_pure=True)
+cv, cd = via.cursor(prepared=True), direct.cursor()
+n = 0
+for line in open(sample):
+    gid, shard, lid = (int(x) for x in line.split())
+    cv.execute("SELECT data FROM pins WHERE id = ?", (gid,))
+    got = cv.fetchall()
+    cd.execute("SELECT data FROM db%05d.pins WHERE local_id = %d" % (shard, lid))
+    want = cd.fetchall()
+    g = got[0][0] if len(got) == 1 else None
+    w = want[0][0] if len(want) == 1 else None
+    g = g.decode() if isinstance(g, (bytes, bytearray)) else g
+    w = w.decode() if isinstance(w, (bytes, bytearray)) else w
+    if g is None or g != w:
+        sys.exit("id %d: proxy (prepared) returned %r, master has %r" % (gid, got, want))
+    n += 1
+print(n)
+PY
+        die "a row read through the proxy with a prepared statement differs from the master"
+      log "proxy answers prepared statements with the same rows as the master ($(cat "$WORK/ps-check.txt") rows compared, mysql-connector-python cursor(prepared=True))"
+    else
+      log "integration/.venv has no mysql.connector: skipping the prepared-statement row comparison (integration/drivers/setup.sh installs it)"
+    fi
+  fi
 fi
 
 # ---------------------------------------------------------------- runs
@@ -235,7 +297,8 @@ wait_quiet() {
 
 # run_sysbench MODE THREADS SECONDS OUTFILE: one attempt, non-zero on failure.
 sysbench_once() {
-  local mode=$1 threads=$2 secs=$3 out=$4 conn
+  local mode=$1 threads=$2 secs=$3 out=$4 conn ps=(--ps=off)
+  [[ "$BENCH_PS" != 1 ]] || ps=(--ps=on --db-ps-mode=auto)
   if [[ "$mode" == proxy ]]; then
     conn=(--mysql-port="$PROXY_PORT" --mysql-user="$APP_USER" --mysql-password="$APP_PASSWORD" --mysql-db=)
   else
@@ -243,7 +306,7 @@ sysbench_once() {
   fi
   # `times` in the subshell reports the CPU time of its children: sysbench.
   (
-    timeout $((secs + 60)) sysbench "$LUA" --mode="$mode" --ids="$IDS" \
+    timeout $((secs + 60)) sysbench "$LUA" --mode="$mode" --ids="$IDS" "${ps[@]}" \
       --threads="$threads" --time="$secs" --events=0 --rand-seed="$BENCH_SEED" \
       --histogram=on --percentile=95 --report-interval=0 --db-driver=mysql \
       --mysql-host=127.0.0.1 "${conn[@]}" run
@@ -252,6 +315,12 @@ sysbench_once() {
     exit $rc
   ) >"$out" 2>&1 || return 1
   echo "children-times: $(tail -1 "$out.times")" >>"$out"
+  # sysbench falls back to emulated (text) prepares, with only an informational
+  # "using emulation" line, when the server refuses COM_STMT_PREPARE with
+  # ER_UNSUPPORTED_PS; that would not be this benchmark.
+  if [[ "$BENCH_PS" == 1 ]] && grep -qi 'using emulation' "$out"; then
+    die "sysbench fell back to emulated prepared statements ($mode): $(grep -m1 -i 'emulation' "$out")"
+  fi
 }
 
 # run_sysbench MODE THREADS SECONDS OUTFILE. On this shared machine a client
@@ -268,12 +337,13 @@ run_sysbench() {
   sysbench_once "$@" || { tail -30 "$4" >&2; die "sysbench $1 with $2 threads failed twice (output: $4)"; }
 }
 
-# Parse one sysbench output: qps p50_us p95_us errors sysbench_cpu_s queries
+# Parse one sysbench output: qps p50_us p95_us errors sysbench_cpu_s queries thread_reports
 parse_run() {
   awk '
     /^ *queries:/ { q = $2; gsub(/[()]/, "", $3); qps = $3 }
     /^ *ignored errors:/ { ign = $3 }
-    /^bench-errors:/ { bad += $2 }
+    # Per-thread reports; match anywhere in the line (threads share stdout).
+    { l = $0; while (match(l, /bench-errors: [0-9]+/)) { bad += substr(l, RSTART + 14, RLENGTH - 14); reports++; l = substr(l, RSTART + RLENGTH) } }
     /^ *[0-9.]+ \|\**  *[0-9]+$/ { n++; v[n] = $1; c[n] = $NF; tot += $NF }
     /^children-times:/ {
       for (i = 2; i <= 3; i++) { split($i, t, /[ms]/); cpu += t[1] * 60 + t[2] }
@@ -285,12 +355,18 @@ parse_run() {
         if (p50 == "nan" && acc >= 0.50 * tot) p50 = v[i]
         if (p95 == "nan" && acc >= 0.95 * tot) p95 = v[i]
       }
-      printf "%s %.0f %.0f %d %.2f %s\n", qps, p50 * 1000, p95 * 1000, bad + ign, cpu, q
+      printf "%s %.0f %.0f %d %.2f %s %d\n", qps, p50 * 1000, p95 * 1000, bad + ign, cpu, q, reports
     }' "$1"
 }
 
 RUNS="$WORK/runs.tsv"
 : >"$RUNS"
+# The master's statement counters (global, so they include anyone else's
+# traffic on the shared fleet): Com_stmt_execute Com_stmt_prepare Com_select.
+master_counters() {
+  master -N -e "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_stmt_execute', 'Com_stmt_prepare', 'Com_select')" |
+    awk '{ v[$1] = $2 } END { print v["Com_stmt_execute"] + 0, v["Com_stmt_prepare"] + 0, v["Com_select"] + 0 }'
+}
 # measure MODE THREADS PAIR: one recorded run with CPU accounting
 measure() {
   local mode=$1 threads=$2 pair=$3 out p0 m0 p1 m1 load
@@ -298,12 +374,24 @@ measure() {
   before=$(wait_quiet)
   # The fleet may have been restarted by someone else's test: look the master up each time.
   MASTER_PID=$(pid_of_port "$MASTER_PORT")
+  read -r ce0 cp0 cs0 < <(master_counters)
   p0=$(cpu_ticks "$PROXY_PID"); m0=$(cpu_ticks "$MASTER_PID"); read -r b0 t0 u0 i0 < <(machine_ticks)
   run_sysbench "$mode" "$threads" "$BENCH_TIME" "$out"
   p1=$(cpu_ticks "$PROXY_PID"); m1=$(cpu_ticks "$MASTER_PID"); read -r b1 t1 u1 i1 < <(machine_ticks)
+  read -r ce1 cp1 cs1 < <(master_counters)
   [[ "$(pid_of_port "$MASTER_PORT")" == "$MASTER_PID" ]] || die "the master on $MASTER_PORT restarted during the run"
-  read -r qps p50 p95 errs sbcpu queries < <(parse_run "$out")
+  read -r qps p50 p95 errs sbcpu queries reports < <(parse_run "$out")
+  ((reports == threads)) || die "$reports of $threads sysbench threads reported their row checks ($out)"
   ((errs == 0)) || die "$errs lookups did not return exactly one row ($out)"
+  # Statements the client prepared (sysbench threads' bench-prepared lines) and
+  # the master's counters per query.
+  nprep=$(grep -o 'bench-prepared: [0-9]*' "$out" | awk '{ n += $2 } END { print n + 0 }')
+  read -r exq prq seq < <(awk -v q="$queries" -v e="$((ce1 - ce0))" -v p="$((cp1 - cp0))" -v s="$((cs1 - cs0))" \
+    'BEGIN { printf "%.3f %.4f %.3f\n", e / q, p / q, s / q }')
+  if [[ "$BENCH_PS" == 1 && "$mode" == direct ]]; then
+    awk -v r="$exq" 'BEGIN { exit !(r >= 0.99) }' ||
+      die "direct prepared run: the master counted only $exq COM_STMT_EXECUTE per query ($out)"
+  fi
   [[ "$mode" == proxy ]] || p1=$p0
   # Per query, in µs of CPU: proxy, mariadbd (master), sysbench, irq+softirq
   # (whole machine), and the process time of everything else during the run
@@ -312,9 +400,9 @@ measure() {
     -v sb="$sbcpu" -v u="$((u1 - u0))" -v i="$((i1 - i0))" -v t="$((t1 - t0))" 'BEGIN {
       us = 1e6 / hz / q; o = (u - p - m - sb * hz) * 100 / (t > 0 ? t : 1)
       printf "%.1f %.1f %.1f %.1f %d\n", p * us, m * us, sb * 1e6 / q, i * us, o < 0 ? 0 : o }')
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$threads" "$pair" "$mode" "$qps" "$p50" "$p95" \
-    "$queries" "$pcq" "$mcq" "$scq" "$icq" "$before" "$other" >>"$RUNS"
-  log "threads=$threads pair=$pair $mode: $qps qps, p50 ${p50} us, p95 ${p95} us (CPU/query: proxy $pcq, mariadbd $mcq, sysbench $scq, softirq $icq us; busy before ${before}%, others during ${other}%)"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$threads" "$pair" "$mode" "$qps" "$p50" "$p95" \
+    "$queries" "$pcq" "$mcq" "$scq" "$icq" "$before" "$other" "$exq" "$prq" "$seq" "$nprep" >>"$RUNS"
+  log "threads=$threads pair=$pair $mode: $qps qps, p50 ${p50} us, p95 ${p95} us (CPU/query: proxy $pcq, mariadbd $mcq, sysbench $scq, softirq $icq us; busy before ${before}%, others during ${other}%; master per query: $exq stmt_execute, $prq stmt_prepare, $seq select; client prepared $nprep)"
 }
 
 modes=(direct proxy)
@@ -323,7 +411,9 @@ started=$(date -u '+%Y-%m-%d %H:%M UTC')
 revision="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 dirty=$(git -C "$ROOT" status --porcelain -- src Cargo.toml Cargo.lock 2>/dev/null | wc -l)
 ((dirty == 0)) || revision+=" + $dirty uncommitted file(s) under src/ (shared working tree)"
-if [[ "$BENCH_BUILD" != 1 && -n "$PROXY_PORT" ]]; then
+if [[ -n "$BENCH_REV" && -n "$PROXY_PORT" ]]; then
+  revision="${rev_full:0:7} (clean export of the commit, \`BENCH_REV=$BENCH_REV\`)"
+elif [[ "$BENCH_BUILD" != 1 && -n "$PROXY_PORT" ]]; then
   revision="$SHARDGATE_BIN as built at $(date -u -r "$SHARDGATE_BIN" '+%Y-%m-%d %H:%M:%S UTC') (not rebuilt; the tree is now at $revision)"
 fi
 for threads in $BENCH_THREADS; do
@@ -361,7 +451,7 @@ if [[ "$BENCH_PERF" == 1 && "$BENCH_DIRECT_ONLY" != 1 ]]; then
   run_sysbench proxy "$threads" "$BENCH_PERF_TIME" "$WORK/sysbench-perf.txt"
   wait "$perf_pid" || true
   wait "$stat_pid" || true
-  read -r perf_qps _ _ _ _ perf_queries < <(parse_run "$WORK/sysbench-perf.txt")
+  read -r perf_qps _ _ _ _ perf_queries _ < <(parse_run "$WORK/sysbench-perf.txt")
   PERF_TXT="$WORK/perf-report.txt"
   {
     echo "proxy under perf: $perf_qps QPS ($perf_queries queries in ${BENCH_PERF_TIME} s; perf itself slows it down)"
@@ -381,13 +471,13 @@ fi
 
 # ---------------------------------------------------------------- report
 report() {
-  echo "Command: \`$( [[ "${QUICK:-0}" == 1 ]] && printf 'QUICK=1 ')integration/bench/point_select.sh\`" \
+  echo "Command: \`$( [[ "$BENCH_PS" == 1 ]] && printf 'BENCH_PS=1 ')$( [[ "${QUICK:-0}" == 1 ]] && printf 'QUICK=1 ')integration/bench/point_select.sh\`" \
     "(BENCH_THREADS=\"$BENCH_THREADS\" BENCH_PAIRS=$BENCH_PAIRS BENCH_TIME=$BENCH_TIME BENCH_WARMUP=$BENCH_WARMUP)"
   echo
   echo "Started $started; $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); sysbench $(sysbench --version | awk '{print $2}'); $(master -N -e 'SELECT VERSION()'); rows: ${#shards[@]} shards x $BENCH_ROWS on $MASTER_PORT; rand-seed $BENCH_SEED; proxy built from $revision."
   echo
   for threads in $BENCH_THREADS; do
-    echo "### $threads threads"
+    echo "### $threads threads$( [[ "$BENCH_PS" == 1 ]] && printf ', prepared statements')"
     echo
     echo "| pair | direct QPS | proxy QPS | ratio | direct p50 / p95 (µs) | proxy p50 / p95 (µs) | added p50 (µs) | CPU µs / query, direct: mariadbd + sysbench + softirq | CPU µs / query, proxy: proxy + mariadbd + sysbench + softirq | others' CPU during, direct / proxy |"
     echo "|---|---|---|---|---|---|---|---|---|---|"
@@ -411,7 +501,16 @@ report() {
             for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (r[j] < r[i]) { t = r[i]; r[i] = r[j]; r[j] = t }
             printf "%.3f", n % 2 ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2 }' "$RUNS")
     echo
-    echo "Median proxy/direct QPS ratio at $threads threads: **$median** (goal >= 0.80)."
+    if [[ "$BENCH_PS" == 1 ]]; then
+      echo "Median proxy/direct QPS ratio at $threads threads: **$median** (goal >= 0.75)."
+      echo
+      awk -F'\t' -v T="$threads" '$1 == T { n[$3]++; e[$3] += $14; p[$3] += $15; s[$3] += $16; c[$3] += $17 }
+        END { printf "Master counters per lookup (mean of the runs; global counters, so other traffic on the fleet is included): direct %.2f COM_STMT_EXECUTE, %.2f Com_select, %.0f statements prepared per run", e["direct"] / n["direct"], s["direct"] / n["direct"], c["direct"] / n["direct"]
+              if ("proxy" in n) printf "; proxy %.2f COM_STMT_EXECUTE, %.2f Com_select, %.4f Com_stmt_prepare, %.0f statements prepared by the client per run", e["proxy"] / n["proxy"], s["proxy"] / n["proxy"], p["proxy"] / n["proxy"], c["proxy"] / n["proxy"]
+              print "." }' "$RUNS"
+    else
+      echo "Median proxy/direct QPS ratio at $threads threads: **$median** (goal >= 0.80)."
+    fi
     echo
   done
   if [[ -n "$PERF_TXT" ]]; then
