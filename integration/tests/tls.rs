@@ -19,7 +19,6 @@ use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, HandshakePacket, HandshakeResponse};
 use mysql_common::proto::{MyDeserialize, MySerialize};
 use mysql_common::scramble::scramble_native;
-use shardgate::engine::Engine;
 use shardgate::protocol::{FrameReader, FrameWriter};
 use shardgate::topology::Topology;
 use tokio::io::AsyncWriteExt;
@@ -45,8 +44,8 @@ fn fixture() -> &'static Fixture {
         let dir = std::env::temp_dir().join(format!("shardgate-tls-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         write_certificates(&dir);
-        let offered = start_proxy(&dir, false);
-        let required = start_proxy(&dir, true);
+        let offered = start_tls_proxy(&dir, false);
+        let required = start_tls_proxy(&dir, true);
         Fixture {
             dir,
             offered,
@@ -85,9 +84,8 @@ fn write_certificates(dir: &Path) {
     std::fs::write(dir.join("server.key"), key.serialize_pem()).expect("write key");
 }
 
-/// Starts a proxy on its own runtime thread with the fleet config plus a
-/// `tls` section, and returns its address.
-fn start_proxy(dir: &Path, require: bool) -> SocketAddr {
+/// Starts a proxy with the fleet config plus a `tls` section.
+fn start_tls_proxy(dir: &Path, require: bool) -> SocketAddr {
     let base = std::fs::read_to_string(config_path()).expect("read config");
     let text = format!(
         "{base}\ntls:\n  cert: {}\n  key: {}\n  require: {require}\n",
@@ -96,25 +94,7 @@ fn start_proxy(dir: &Path, require: bool) -> SocketAddr {
     );
     let topology = Topology::from_yaml_str(&text, "tls-test.yaml")
         .unwrap_or_else(|e| panic!("config with tls: {e}"));
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            tx.send(listener.local_addr().expect("addr")).expect("send");
-            let engine = Arc::new(Engine::new(topology, None));
-            shardgate::frontend::serve(engine, listener)
-                .await
-                .expect("serve");
-        });
-    });
-    rx.recv().expect("proxy started")
+    start_proxy(topology, None)
 }
 
 /// Runs the stock `mariadb` CLI against `addr` with extra options.

@@ -40,31 +40,34 @@ pub fn topology() -> Topology {
     Topology::load(&config_path()).expect("config/shardgate.yaml is valid")
 }
 
-/// Starts the proxy once per test binary, on its own runtime thread so it
-/// outlives each test's runtime, and returns its address.
+/// Starts the proxy once per test binary and returns its address.
 pub fn proxy_addr() -> SocketAddr {
     static ADDR: OnceLock<SocketAddr> = OnceLock::new();
-    *ADDR.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .expect("bind");
-                tx.send(listener.local_addr().expect("addr")).expect("send");
-                let engine = Arc::new(Engine::new(topology(), Some(config_path())));
-                shardgate::frontend::serve(engine, listener)
-                    .await
-                    .expect("serve");
-            });
+    *ADDR.get_or_init(|| start_proxy(topology(), Some(config_path())))
+}
+
+/// Starts a proxy for `topology` on a free port, on its own runtime thread
+/// so it outlives each test's runtime, and returns its address.
+pub fn start_proxy(topology: Topology, config: Option<PathBuf>) -> SocketAddr {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            tx.send(listener.local_addr().expect("addr")).expect("send");
+            let engine = Arc::new(Engine::new(topology, config));
+            shardgate::frontend::serve(engine, listener)
+                .await
+                .expect("serve");
         });
-        rx.recv().expect("proxy started")
-    })
+    });
+    rx.recv().expect("proxy started")
 }
 
 fn opts(port: u16, user: &str, password: &str) -> Opts {
