@@ -86,7 +86,10 @@ function event()
 end
 
 function thread_done()
-   print(string.format("driver-errors: %d of %d", bad, events))
+   -- One write per thread: print() writes the text and the newline
+   -- separately, and lines of threads finishing together then interleave.
+   io.stdout:write(string.format("driver-errors: %d of %d\n", bad, events))
+   io.stdout:flush()
    stmt_int:close()
    stmt_str:close()
    con:disconnect()
