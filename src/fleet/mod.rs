@@ -374,7 +374,9 @@ fn split_addr(addr: &str) -> Result<(String, u16), FleetError> {
         return Err(bad("empty host"));
     }
     let port = match port {
-        Some(p) => p.parse::<u16>().map_err(|_| bad("port is not a number 1-65535"))?,
+        Some(p) => p
+            .parse::<u16>()
+            .map_err(|_| bad("port is not a number 1-65535"))?,
         None => 3306,
     };
     Ok((host.to_string(), port))
@@ -472,7 +474,9 @@ async fn init_host(work: HostWork) -> Result<HostReport, FleetError> {
         let creates_database = !dbs.contains(&job.database);
         let missing: Vec<&TableDdl> = ddls
             .iter()
-            .filter(|d| creates_database || !existing.contains(&(job.database.clone(), d.name.clone())))
+            .filter(|d| {
+                creates_database || !existing.contains(&(job.database.clone(), d.name.clone()))
+            })
             .collect();
         if !creates_database && missing.is_empty() {
             complete_before += 1;
@@ -700,7 +704,10 @@ mod tests {
 
     #[test]
     fn addresses() {
-        assert_eq!(split_addr("127.0.0.1:3307").unwrap(), ("127.0.0.1".into(), 3307));
+        assert_eq!(
+            split_addr("127.0.0.1:3307").unwrap(),
+            ("127.0.0.1".into(), 3307)
+        );
         assert_eq!(split_addr("db-a").unwrap(), ("db-a".into(), 3306));
         assert_eq!(split_addr("[::1]:3310").unwrap(), ("::1".into(), 3310));
         assert!(split_addr("host:x").is_err());
@@ -713,7 +720,10 @@ mod tests {
             host: "127.0.0.1:3308".into(),
             timeout: Duration::from_secs(5),
         };
-        assert_eq!(e.to_string(), "cannot connect to 127.0.0.1:3308: no answer within 5s");
+        assert_eq!(
+            e.to_string(),
+            "cannot connect to 127.0.0.1:3308: no answer within 5s"
+        );
         let e = FleetError::UnknownTables {
             tables: vec!["likes (line 3)".into(), "tags (line 9)".into()],
         };

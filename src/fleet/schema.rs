@@ -252,7 +252,10 @@ pub fn plan_schema(topology: &Topology, schema_sql: &str) -> Result<FleetSchema,
         if let Some(first) = seen.insert(key.clone(), ddl.line) {
             return Err(FleetError::Schema {
                 line: ddl.line,
-                message: format!("table `{}` is created twice (first on line {first})", ddl.name),
+                message: format!(
+                    "table `{}` is created twice (first on line {first})",
+                    ddl.name
+                ),
             });
         }
         match topology.table(&key) {
@@ -333,7 +336,10 @@ mod tests {
                 line: 7,
             };
             let e = parse_create_table(&s).unwrap_err();
-            assert!(matches!(e, FleetError::Schema { line: 7, .. }), "{text}: {e}");
+            assert!(
+                matches!(e, FleetError::Schema { line: 7, .. }),
+                "{text}: {e}"
+            );
         }
     }
 
