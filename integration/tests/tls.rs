@@ -99,23 +99,7 @@ fn start_tls_proxy(dir: &Path, require: bool) -> SocketAddr {
 
 /// Runs the stock `mariadb` CLI against `addr` with extra options.
 fn cli(addr: SocketAddr, options: &[&str], sql: &str) -> Output {
-    Command::new("mariadb")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-P",
-            &addr.port().to_string(),
-            "-u",
-            APP_USER,
-            &format!("-p{APP_PASSWORD}"),
-            "--comments",
-            "--batch",
-            "--skip-column-names",
-        ])
-        .args(options)
-        .args(["-e", sql])
-        .output()
-        .expect("run the mariadb CLI")
+    mariadb_cli_at(addr, options, sql)
 }
 
 fn text(output: &Output) -> (String, String) {

@@ -143,7 +143,12 @@ pub fn server_error(error: mysql_async::Error) -> (u16, String) {
 /// Runs the stock `mariadb` CLI against the proxy (with `--comments` so
 /// hints reach it) and returns its output.
 pub fn mariadb_cli(sql: &str) -> Output {
-    let addr = proxy_addr();
+    mariadb_cli_at(proxy_addr(), &[], sql)
+}
+
+/// Runs the stock `mariadb` CLI as the app account against `addr`, with
+/// `--comments --batch --skip-column-names` and extra `options`.
+pub fn mariadb_cli_at(addr: SocketAddr, options: &[&str], sql: &str) -> Output {
     Command::new("mariadb")
         .args([
             "-h",
@@ -156,9 +161,9 @@ pub fn mariadb_cli(sql: &str) -> Output {
             "--comments",
             "--batch",
             "--skip-column-names",
-            "-e",
-            sql,
         ])
+        .args(options)
+        .args(["-e", sql])
         .output()
         .expect("run the mariadb CLI")
 }
