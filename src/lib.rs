@@ -7,6 +7,7 @@
 //! [`topology`] holds the config and the routing table; [`id`] the 64-bit ID
 //! codec; [`protocol`] the MySQL packet helpers shared by both sides.
 
+pub mod admin;
 pub mod backend;
 pub mod engine;
 pub mod error;
@@ -15,4 +16,6 @@ pub mod frontend;
 pub mod id;
 pub mod protocol;
 pub mod router;
+pub mod server;
+pub mod stats;
 pub mod topology;

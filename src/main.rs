@@ -174,12 +174,16 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 async fn serve(topology: Topology, config: PathBuf) -> Result<(), String> {
-    let listen = topology.config.listen.clone();
-    let listener = tokio::net::TcpListener::bind(&listen)
-        .await
-        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let engine = Arc::new(Engine::new(topology, Some(config)));
-    shardgate::frontend::serve(engine, listener)
+    let listening = shardgate::server::start(engine)
         .await
-        .map_err(|e| format!("listener failed: {e}"))
+        .map_err(|e| e.to_string())?;
+    tracing::info!(
+        client = %listening.client,
+        admin = ?listening.admin,
+        metrics = ?listening.metrics,
+        "shardgate started"
+    );
+    std::future::pending::<()>().await;
+    Ok(())
 }

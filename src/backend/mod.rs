@@ -1,6 +1,7 @@
 //! Backend: raw connections to the fleet's MySQL servers and per-host pools.
 
 pub mod conn;
+pub mod health;
 pub mod pool;
 
 pub use conn::{BackendConn, BackendError, ConnKey};

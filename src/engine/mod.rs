@@ -3,10 +3,13 @@
 
 mod answer;
 pub mod execute;
+pub mod failover;
 pub mod field_list;
 pub mod multi;
+pub mod pause;
 pub mod prepared;
 pub mod relay;
+pub mod reload;
 pub mod session_state;
 
 use std::path::PathBuf;
@@ -14,7 +17,11 @@ use std::time::Duration;
 
 use crate::backend::pool::BackendSettings;
 use crate::backend::Backends;
+use crate::stats::Stats;
 use crate::topology::{SharedTopology, Topology};
+use md5::Digest;
+use pause::PauseGate;
+use reload::ConfigStatus;
 
 pub use execute::write_error;
 pub use session_state::{SessionSettings, SessionState};
@@ -27,6 +34,12 @@ pub struct Engine {
     pub backends: Backends,
     /// The config file the topology came from, if any.
     pub config_path: Option<PathBuf>,
+    /// The config in force and the last reload attempt (`SHOW CONFIG`).
+    pub config_status: ConfigStatus,
+    /// Shards paused for a cutover, and statements running per shard.
+    pub pauses: PauseGate,
+    /// Statement counts, errors and latencies (`SHOW STATS`, `/metrics`).
+    pub stats: Stats,
 }
 
 impl Engine {
@@ -40,10 +53,21 @@ impl Engine {
             connect_timeout: Duration::from_millis(backend.connect_timeout_ms),
             checkout_timeout: Duration::from_millis(backend.checkout_timeout_ms),
         };
+        let source = config_path
+            .as_ref()
+            .map_or_else(|| "<none>".to_owned(), |p| p.display().to_string());
+        let version = config_path
+            .as_ref()
+            .and_then(|p| std::fs::read(p).ok())
+            .map_or_else(String::new, |text| format!("{:x}", md5::Md5::digest(&text)));
+        let pauses = PauseGate::new(Duration::from_millis(topology.config.pause.timeout_ms));
         Self {
             topology: SharedTopology::new(topology),
             backends: Backends::new(settings),
             config_path,
+            config_status: ConfigStatus::new(source, version),
+            pauses,
+            stats: Stats::new(),
         }
     }
 }

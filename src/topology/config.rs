@@ -52,6 +52,93 @@ pub struct Config {
     /// TLS offered to clients; `None` when the file has no `tls` section.
     #[serde(default)]
     pub tls: Option<TlsConfig>,
+    /// How hosts are health-checked, and whether a dead master fails over.
+    #[serde(default)]
+    pub health: HealthConfig,
+    /// How long statements for paused shards wait (`PAUSE SHARDS`).
+    #[serde(default)]
+    pub pause: PauseConfig,
+    /// The Prometheus `/metrics` endpoint; `None` when the file has no
+    /// `metrics` section.
+    #[serde(default)]
+    pub metrics: Option<MetricsConfig>,
+    /// The per-shard schema (`schema.sql`) that `VERIFY FLEET` compares every
+    /// shard database with; a relative path is taken from the directory of
+    /// the config file.
+    #[serde(default)]
+    pub schema: Option<String>,
+}
+
+/// Default `health.interval_ms`.
+pub const DEFAULT_HEALTH_INTERVAL_MS: u64 = 1000;
+/// Default `health.timeout_ms`.
+pub const DEFAULT_HEALTH_TIMEOUT_MS: u64 = 1000;
+/// Default `health.failures_before_down`.
+pub const DEFAULT_FAILURES_BEFORE_DOWN: u32 = 2;
+/// Default `pause.timeout_ms`.
+pub const DEFAULT_PAUSE_TIMEOUT_MS: u64 = 5000;
+/// Default `pause.drain_timeout_ms`.
+pub const DEFAULT_PAUSE_DRAIN_TIMEOUT_MS: u64 = 5000;
+
+/// The `health` section: the checker that pings every master and replica.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthConfig {
+    /// Time between two checks of a host, in milliseconds.
+    #[serde(default = "default_health_interval_ms")]
+    pub interval_ms: u64,
+    /// How long one check (connect + ping) may take, in milliseconds.
+    #[serde(default = "default_health_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Consecutive failed checks after which a host is marked down.
+    #[serde(default = "default_failures_before_down")]
+    pub failures_before_down: u32,
+    /// Promote a down master's replica by itself (off unless set).
+    #[serde(default)]
+    pub auto_failover: bool,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        Self {
+            interval_ms: DEFAULT_HEALTH_INTERVAL_MS,
+            timeout_ms: DEFAULT_HEALTH_TIMEOUT_MS,
+            failures_before_down: DEFAULT_FAILURES_BEFORE_DOWN,
+            auto_failover: false,
+        }
+    }
+}
+
+/// The `pause` section: bounds of a cutover pause.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PauseConfig {
+    /// Longest a statement for a paused shard waits before it fails, in
+    /// milliseconds.
+    #[serde(default = "default_pause_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Longest `PAUSE SHARDS` waits for running statements and open
+    /// transactions on those shards to finish, in milliseconds.
+    #[serde(default = "default_pause_drain_timeout_ms")]
+    pub drain_timeout_ms: u64,
+}
+
+impl Default for PauseConfig {
+    fn default() -> Self {
+        Self {
+            timeout_ms: DEFAULT_PAUSE_TIMEOUT_MS,
+            drain_timeout_ms: DEFAULT_PAUSE_DRAIN_TIMEOUT_MS,
+        }
+    }
+}
+
+/// The `metrics` section: where Prometheus text is served over HTTP.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Listen address of the HTTP endpoint, `host:port` (`GET /metrics`).
+    #[serde(default)]
+    pub listen: String,
 }
 
 /// The `tls` section: the certificate clients are offered, and whether
@@ -212,6 +299,26 @@ fn default_connect_timeout_ms() -> u64 {
 
 fn default_checkout_timeout_ms() -> u64 {
     DEFAULT_CHECKOUT_TIMEOUT_MS
+}
+
+fn default_health_interval_ms() -> u64 {
+    DEFAULT_HEALTH_INTERVAL_MS
+}
+
+fn default_health_timeout_ms() -> u64 {
+    DEFAULT_HEALTH_TIMEOUT_MS
+}
+
+fn default_failures_before_down() -> u32 {
+    DEFAULT_FAILURES_BEFORE_DOWN
+}
+
+fn default_pause_timeout_ms() -> u64 {
+    DEFAULT_PAUSE_TIMEOUT_MS
+}
+
+fn default_pause_drain_timeout_ms() -> u64 {
+    DEFAULT_PAUSE_DRAIN_TIMEOUT_MS
 }
 
 fn default_shards() -> u32 {

@@ -303,6 +303,51 @@ fn check_general(config: &Config, lines: &LineIndex, errors: &mut Errors) {
             );
         }
     }
+    check_operations(config, lines, errors);
+}
+
+/// The `health`, `pause` and `metrics` sections.
+fn check_operations(config: &Config, lines: &LineIndex, errors: &mut Errors) {
+    let health = &config.health;
+    let pause = &config.pause;
+    let limits = [
+        ("health", "interval_ms", health.interval_ms),
+        ("health", "timeout_ms", health.timeout_ms),
+        (
+            "health",
+            "failures_before_down",
+            u64::from(health.failures_before_down),
+        ),
+        ("pause", "timeout_ms", pause.timeout_ms),
+        ("pause", "drain_timeout_ms", pause.drain_timeout_ms),
+    ];
+    for (section, key, value) in limits {
+        if value == 0 {
+            errors.push(
+                lines.line(&[section, key]),
+                format!("{section}: `{key}` must be at least 1"),
+            );
+        }
+    }
+    if let Some(metrics) = &config.metrics {
+        if metrics.listen.is_empty() {
+            errors.push(
+                lines.line(&["metrics"]),
+                "metrics: `listen` is missing; add e.g. `listen: 127.0.0.1:9104`",
+            );
+        } else if let Err(e) = check_address(&metrics.listen, true) {
+            errors.push(
+                lines.line(&["metrics", "listen"]),
+                format!("metrics listen: {e}"),
+            );
+        }
+    }
+    if config.schema.as_deref() == Some("") {
+        errors.push(
+            lines.line(&["schema"]),
+            "schema: empty path; name the per-shard schema file, e.g. `schema: schema.sql`",
+        );
+    }
 }
 
 /// The `tls` section: both files given, readable, PEM, and the key that of

@@ -70,6 +70,73 @@ pub fn start_proxy(topology: Topology, config: Option<PathBuf>) -> SocketAddr {
     rx.recv().expect("proxy started")
 }
 
+/// A whole proxy (client port, admin port, metrics, health checker, config
+/// watcher) started from a config file of its own.
+pub struct RunningProxy {
+    /// The addresses it listens on.
+    pub listening: shardgate::server::Listening,
+    /// Its config file (in a directory of its own, so a test may rewrite it).
+    pub config_path: PathBuf,
+    /// The engine, to look inside.
+    pub engine: Arc<Engine>,
+}
+
+/// `config/shardgate.yaml` with every listen address on a free port
+/// (`127.0.0.1:0`), for [`start_server`].
+pub fn test_config_yaml() -> String {
+    std::fs::read_to_string(config_path())
+        .expect("read config/shardgate.yaml")
+        .replace("127.0.0.1:6033", "127.0.0.1:0")
+        .replace("127.0.0.1:6032", "127.0.0.1:0")
+}
+
+/// Writes `yaml` to a fresh directory under `target/` (named after `name`)
+/// and starts a whole proxy from it on its own runtime thread. `schema.sql`
+/// is copied beside it, so `schema: schema.sql` works.
+pub fn start_server(name: &str, yaml: &str) -> RunningProxy {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = repo_root()
+        .join("target/test-configs")
+        .join(format!("{name}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the test config directory");
+    std::fs::copy(
+        repo_root().join("config/schema.sql"),
+        dir.join("schema.sql"),
+    )
+    .expect("copy schema.sql");
+    let config_path = dir.join("shardgate.yaml");
+    std::fs::write(&config_path, yaml).expect("write the test config");
+    let topology = Topology::load(&config_path).unwrap_or_else(|e| panic!("test config: {e}"));
+    let engine = Arc::new(Engine::new(topology, Some(config_path.clone())));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let started = engine.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let listening = shardgate::server::start(started).await.expect("start");
+            tx.send(listening).expect("send");
+            std::future::pending::<()>().await;
+        });
+    });
+    let listening = rx.recv().expect("proxy started");
+    RunningProxy {
+        listening,
+        config_path,
+        engine,
+    }
+}
+
+/// A mysql_async connection to `addr` (a proxy's client or admin port).
+pub async fn connect_to(addr: SocketAddr, user: &str, password: &str) -> mysql_async::Result<Conn> {
+    Conn::new(opts(addr.port(), user, password)).await
+}
+
 fn opts(port: u16, user: &str, password: &str) -> Opts {
     OptsBuilder::default()
         .ip_or_hostname("127.0.0.1")
