@@ -1,0 +1,3 @@
+//! Integration tests (issue 5): see the module docs once written.
+
+mod common;
