@@ -88,6 +88,7 @@ pub fn test_config_yaml() -> String {
         .expect("read config/shardgate.yaml")
         .replace("127.0.0.1:6033", "127.0.0.1:0")
         .replace("127.0.0.1:6032", "127.0.0.1:0")
+        .replace("127.0.0.1:9104", "127.0.0.1:0")
 }
 
 /// Writes `yaml` to a fresh directory under `target/` (named after `name`)
