@@ -1,21 +1,22 @@
 //! Per-host pools of backend connections, with a size limit, a checkout
 //! timeout, and fast failure for a host that just refused us.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::conn::{BackendConn, BackendError, ConnKey};
+use crate::topology::config::BackendConfig;
 
 /// How long after a failed connect a host is reported down without trying
 /// again, so a dead host costs its statements nothing but an error.
 const RETRY_DOWN_HOST_AFTER: Duration = Duration::from_millis(500);
 
 /// How backend connections are made.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendSettings {
     /// Backend account name.
     pub user: String,
@@ -27,6 +28,19 @@ pub struct BackendSettings {
     pub connect_timeout: Duration,
     /// Longest wait for a free connection when the pool is full.
     pub checkout_timeout: Duration,
+}
+
+impl BackendSettings {
+    /// The settings the config's `backend` section asks for.
+    pub fn from_config(backend: &BackendConfig) -> Self {
+        Self {
+            user: backend.user.clone(),
+            password: backend.password.clone(),
+            max_per_host: backend.pool_max_per_host as usize,
+            connect_timeout: Duration::from_millis(backend.connect_timeout_ms),
+            checkout_timeout: Duration::from_millis(backend.checkout_timeout_ms),
+        }
+    }
 }
 
 /// The connections to one host.
@@ -41,6 +55,9 @@ pub struct HostPool {
     pub queries: AtomicU64,
     /// Connect failures and broken connections on this host.
     pub errors: AtomicU64,
+    /// Set when the host left the topology (or the backend settings
+    /// changed): connections are closed on release instead of kept.
+    retired: AtomicBool,
 }
 
 /// A connection checked out of a pool. Dropping it closes the connection;
@@ -72,7 +89,9 @@ impl PooledConn {
     pub fn release(mut self) {
         if let Some(conn) = self.conn.take() {
             if let Ok(mut idle) = self.pool.idle.lock() {
-                idle.push(conn);
+                if !self.pool.retired.load(Ordering::Acquire) {
+                    idle.push(conn);
+                }
             }
         }
     }
@@ -95,7 +114,24 @@ impl HostPool {
             down: Mutex::new(None),
             queries: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            retired: AtomicBool::new(false),
         }
+    }
+
+    /// Closes the idle connections and makes every connection still checked
+    /// out close when released; the pool is freed with its last user.
+    fn retire(&self) {
+        let mut idle = match self.idle.lock() {
+            Ok(idle) => idle,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        self.retired.store(true, Ordering::Release);
+        idle.clear();
+    }
+
+    /// Whether the pool was retired (its host left the topology).
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
     }
 
     /// A connection with the given key: an idle one if there is one, else a
@@ -212,10 +248,15 @@ fn describe_connect_error(error: &BackendError) -> String {
 }
 
 /// Every host pool, by address. Pools outlive topology versions, so a
-/// reload that keeps a host keeps its connections.
+/// reload that keeps a host keeps its connections; a host that leaves has
+/// its pool retired ([`Backends::retain_hosts`]).
 pub struct Backends {
     settings: RwLock<BackendSettings>,
     pools: RwLock<HashMap<String, Arc<HostPool>>>,
+    /// The hosts of the topology in force once a reload has told us (None
+    /// before): a statement still running on an older snapshot gets a
+    /// one-off pool for a host that left, which is not kept.
+    hosts: RwLock<Option<HashSet<String>>>,
 }
 
 impl Backends {
@@ -224,6 +265,7 @@ impl Backends {
         Self {
             settings: RwLock::new(settings),
             pools: RwLock::new(HashMap::new()),
+            hosts: RwLock::new(None),
         }
     }
 
@@ -232,15 +274,16 @@ impl Backends {
         if let Some(pool) = self.pools.read().ok().and_then(|p| p.get(addr).cloned()) {
             return pool;
         }
-        let settings = self
-            .settings
-            .read()
-            .map(|s| s.clone())
-            .unwrap_or_else(|poisoned| poisoned.into_inner().clone());
-        let mut pools = match self.pools.write() {
-            Ok(pools) => pools,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut pools = write_lock(&self.pools);
+        let settings = read_lock(&self.settings).clone();
+        let known = read_lock(&self.hosts)
+            .as_ref()
+            .is_none_or(|hosts| hosts.contains(addr));
+        if !known {
+            let pool = HostPool::new(addr.to_owned(), settings);
+            pool.retire();
+            return Arc::new(pool);
+        }
         pools
             .entry(addr.to_owned())
             .or_insert_with(|| Arc::new(HostPool::new(addr.to_owned(), settings)))
@@ -257,4 +300,48 @@ impl Backends {
         pools.sort_by(|a, b| a.addr.cmp(&b.addr));
         pools
     }
+
+    /// Keeps the pools of `hosts` (the topology now in force) and retires
+    /// every other one; returns the addresses retired.
+    pub fn retain_hosts(&self, hosts: &[&str]) -> Vec<String> {
+        let keep: HashSet<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
+        let mut pools = write_lock(&self.pools);
+        let mut retired: Vec<String> = pools
+            .keys()
+            .filter(|addr| !keep.contains(*addr))
+            .cloned()
+            .collect();
+        for addr in &retired {
+            if let Some(pool) = pools.remove(addr) {
+                pool.retire();
+            }
+        }
+        *write_lock(&self.hosts) = Some(keep);
+        retired.sort();
+        retired
+    }
+
+    /// Uses `settings` for every connection made from now on: every pool is
+    /// retired and made again on first use. Returns whether they changed.
+    pub fn reconfigure(&self, settings: BackendSettings) -> bool {
+        let mut pools = write_lock(&self.pools);
+        let mut current = write_lock(&self.settings);
+        if *current == settings {
+            return false;
+        }
+        *current = settings;
+        for (_, pool) in pools.drain() {
+            pool.retire();
+        }
+        true
+    }
+}
+
+fn read_lock<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn write_lock<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
