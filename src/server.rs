@@ -51,6 +51,10 @@ pub async fn start(engine: Arc<Engine>) -> io::Result<Listening> {
             crate::admin::serve(engine.clone(), listener),
         );
     }
+    if let Some(listener) = metrics {
+        spawn_logged("metrics endpoint", crate::stats::http::serve(engine.clone(), listener));
+    }
+    crate::backend::health::spawn(engine.clone());
     Ok(listening)
 }
 

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::conn::{BackendConn, BackendError, ConnKey};
+use super::health::{HealthSnapshot, HostHealth};
+use crate::stats::Histogram;
 use crate::topology::config::BackendConfig;
 
 /// How long after a failed connect a host is reported down without trying
@@ -58,6 +60,10 @@ pub struct HostPool {
     /// Set when the host left the topology (or the backend settings
     /// changed): connections are closed on release instead of kept.
     retired: AtomicBool,
+    /// What the health checker found (`backend::health`).
+    pub host_health: HostHealth,
+    /// Statements sent to this host: count, errors, latency.
+    pub statements: Histogram,
 }
 
 /// A connection checked out of a pool. Dropping it closes the connection;
@@ -115,6 +121,8 @@ impl HostPool {
             queries: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             retired: AtomicBool::new(false),
+            host_health: HostHealth::new(),
+            statements: Histogram::new(),
         }
     }
 
@@ -137,6 +145,9 @@ impl HostPool {
     /// A connection with the given key: an idle one if there is one, else a
     /// new one. Fails at once while the host is known to be down.
     pub async fn checkout(self: &Arc<Self>, key: ConnKey) -> Result<PooledConn, String> {
+        if let Some(reason) = self.host_health.down_reason() {
+            return Err(reason);
+        }
         if let Some(reason) = self.recent_failure() {
             return Err(reason);
         }
@@ -234,9 +245,15 @@ impl HostPool {
         }
     }
 
-    /// Whether the last connect attempt failed.
+    /// Whether the health checker marked the host down or the last
+    /// connect attempt failed.
     pub fn is_down(&self) -> bool {
-        self.down.lock().map(|d| d.is_some()).unwrap_or(false)
+        self.host_health.is_down() || self.down.lock().map(|d| d.is_some()).unwrap_or(false)
+    }
+
+    /// What the health checker found.
+    pub fn health(&self) -> HealthSnapshot {
+        self.host_health.snapshot()
     }
 }
 

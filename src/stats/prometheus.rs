@@ -1,0 +1,296 @@
+//! The statistics in the Prometheus text exposition format, version 0.0.4.
+
+use std::fmt::{Display, Write};
+use std::sync::atomic::Ordering;
+
+use super::{HistogramSummary, StatementKind};
+use crate::backend::health::HealthState;
+use crate::engine::Engine;
+
+/// Every statement kind and every host with a pool, as Prometheus text.
+pub fn prometheus(engine: &Engine) -> String {
+    let mut out = Text::default();
+    let kinds: Vec<(String, HistogramSummary)> = StatementKind::ALL
+        .into_iter()
+        .map(|kind| {
+            let label = format!("kind=\"{}\"", kind.name());
+            (label, engine.stats.statement(kind).summary())
+        })
+        .collect();
+    out.histograms(
+        "shardgate_statements",
+        "shardgate_statement",
+        "client commands answered, by kind",
+        &kinds,
+    );
+
+    let pools = engine.backends.all();
+    let hosts: Vec<(String, HistogramSummary)> = pools
+        .iter()
+        .map(|pool| (host_label(&pool.addr), pool.statements.summary()))
+        .collect();
+    out.histograms(
+        "shardgate_host_statements",
+        "shardgate_host_statement",
+        "statements sent to a backend host",
+        &hosts,
+    );
+
+    let health: Vec<_> = pools.iter().map(|pool| pool.health()).collect();
+    let labels: Vec<&str> = hosts.iter().map(|(label, _)| label.as_str()).collect();
+    out.family(
+        "shardgate_host_up",
+        "gauge",
+        "1 if the last health checks found the host up, 0 if down or not checked yet.",
+        &labels,
+        health.iter().map(|h| u8::from(h.state == HealthState::Up)),
+    );
+    out.family(
+        "shardgate_host_check_latency_seconds",
+        "gauge",
+        "Duration of the last successful health check (connect if needed, then ping).",
+        &labels,
+        health.iter().map(|h| {
+            h.last_latency
+                .map_or_else(|| "NaN".to_owned(), |d| d.as_secs_f64().to_string())
+        }),
+    );
+    out.family(
+        "shardgate_host_checks_total",
+        "counter",
+        "Health checks run.",
+        &labels,
+        health.iter().map(|h| h.checks),
+    );
+    out.family(
+        "shardgate_host_check_failures_total",
+        "counter",
+        "Health checks that failed.",
+        &labels,
+        health.iter().map(|h| h.failures),
+    );
+    out.family(
+        "shardgate_host_queries_total",
+        "counter",
+        "Connections checked out of the host's pool to run a statement.",
+        &labels,
+        pools.iter().map(|p| p.queries.load(Ordering::Relaxed)),
+    );
+    out.family(
+        "shardgate_host_errors_total",
+        "counter",
+        "Failed connects and broken connections to the host.",
+        &labels,
+        pools.iter().map(|p| p.errors.load(Ordering::Relaxed)),
+    );
+    out.family(
+        "shardgate_host_pool_in_use",
+        "gauge",
+        "Connections to the host checked out now.",
+        &labels,
+        pools.iter().map(|p| p.in_use()),
+    );
+    out.family(
+        "shardgate_host_pool_idle",
+        "gauge",
+        "Idle connections in the host's pool.",
+        &labels,
+        pools.iter().map(|p| p.idle_count()),
+    );
+    out.text
+}
+
+/// `host="..."` with the address escaped.
+fn host_label(addr: &str) -> String {
+    format!("host=\"{}\"", escape_label(addr))
+}
+
+/// A label value escaped as the text format requires (`\`, `"`, newline).
+pub fn escape_label(value: &str) -> String {
+    let mut escaped = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => escaped.push_str("\\\\"),
+            '"' => escaped.push_str("\\\""),
+            '\n' => escaped.push_str("\\n"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+/// Prometheus text being written.
+#[derive(Default)]
+struct Text {
+    text: String,
+}
+
+impl Text {
+    fn header(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.text, "# HELP {name} {help}");
+        let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    }
+
+    /// One metric family: a sample per label set, with the value at the
+    /// same position.
+    fn family<V: Display>(
+        &mut self,
+        name: &str,
+        kind: &str,
+        help: &str,
+        labels: &[&str],
+        values: impl IntoIterator<Item = V>,
+    ) {
+        self.header(name, kind, help);
+        for (labels, value) in labels.iter().zip(values) {
+            let _ = writeln!(self.text, "{name}{{{labels}}} {value}");
+        }
+    }
+
+    /// For histograms labelled by `rows`' label sets: `<counter>_total`,
+    /// `<prefix>_errors_total` and the summary `<prefix>_duration_seconds`
+    /// (quantiles 0.5 and 0.99, `_sum`, `_count`).
+    fn histograms(
+        &mut self,
+        counter: &str,
+        prefix: &str,
+        what: &str,
+        rows: &[(String, HistogramSummary)],
+    ) {
+        let labels: Vec<&str> = rows.iter().map(|(label, _)| label.as_str()).collect();
+        self.family(
+            &format!("{counter}_total"),
+            "counter",
+            &format!("Count of {what}."),
+            &labels,
+            rows.iter().map(|(_, s)| s.count),
+        );
+        self.family(
+            &format!("{prefix}_errors_total"),
+            "counter",
+            &format!("Count of {what} answered with an error."),
+            &labels,
+            rows.iter().map(|(_, s)| s.errors),
+        );
+        let name = format!("{prefix}_duration_seconds");
+        self.header(&name, "summary", &format!("Latency of {what}."));
+        for (labels, s) in rows {
+            for (quantile, micros) in [("0.5", s.p50_us), ("0.99", s.p99_us)] {
+                let _ = writeln!(
+                    self.text,
+                    "{name}{{{labels},quantile=\"{quantile}\"}} {}",
+                    seconds(micros)
+                );
+            }
+            let _ = writeln!(self.text, "{name}_sum{{{labels}}} {}", seconds(s.sum_us));
+            let _ = writeln!(self.text, "{name}_count{{{labels}}} {}", s.count);
+        }
+    }
+}
+
+fn seconds(micros: u64) -> f64 {
+    micros as f64 / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::Topology;
+    use std::time::Duration;
+
+    fn engine() -> Engine {
+        let yaml = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/shardgate.yaml"),
+        )
+        .unwrap();
+        let topology = Topology::from_yaml_str(&yaml, "test").unwrap();
+        Engine::new(topology, None)
+    }
+
+    #[test]
+    fn labels_are_escaped() {
+        assert_eq!(escape_label(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape_label("x\ny"), "x\\ny");
+        assert_eq!(host_label("10.0.0.1:3306"), "host=\"10.0.0.1:3306\"");
+    }
+
+    #[test]
+    fn text_format_has_every_family_with_help_and_type() {
+        let engine = engine();
+        engine
+            .stats
+            .record(StatementKind::Insert, Duration::from_micros(1500), false);
+        engine
+            .stats
+            .record(StatementKind::Insert, Duration::from_micros(1500), true);
+        let pool = engine.backends.pool("127.0.0.1:3307");
+        pool.statements.record(Duration::from_millis(2), false);
+        let text = prometheus(&engine);
+
+        assert!(
+            text.contains("shardgate_statements_total{kind=\"insert\"} 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("shardgate_statements_total{kind=\"select\"} 0\n"));
+        assert!(text.contains("shardgate_statement_errors_total{kind=\"insert\"} 1\n"));
+        assert!(text.contains("shardgate_statement_duration_seconds_count{kind=\"insert\"} 2\n"));
+        assert!(text.contains("shardgate_statement_duration_seconds_sum{kind=\"insert\"} 0.003\n"));
+        let p50 = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(
+                    "shardgate_statement_duration_seconds{kind=\"insert\",quantile=\"0.5\"} ",
+                )
+            })
+            .expect("insert p50");
+        let p50: f64 = p50.parse().unwrap();
+        assert!((p50 - 0.0015).abs() < 0.0015 / 16.0, "{p50}");
+
+        let host = "{host=\"127.0.0.1:3307\"}";
+        for line in [
+            format!("shardgate_host_statements_total{host} 1"),
+            format!("shardgate_host_statement_errors_total{host} 0"),
+            format!("shardgate_host_up{host} 0"),
+            format!("shardgate_host_check_latency_seconds{host} NaN"),
+            format!("shardgate_host_checks_total{host} 0"),
+            format!("shardgate_host_queries_total{host} 0"),
+            format!("shardgate_host_errors_total{host} 0"),
+            format!("shardgate_host_pool_in_use{host} 0"),
+            format!("shardgate_host_pool_idle{host} 0"),
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}:\n{text}");
+        }
+
+        // Every sample belongs to a family announced just before it, once.
+        let mut announced: Vec<String> = Vec::new();
+        let mut typed = std::collections::HashSet::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let name = rest.split(' ').next().unwrap().to_owned();
+                assert!(!announced.contains(&name), "{name} announced twice");
+                announced.push(name);
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let mut parts = rest.split(' ');
+                let name = parts.next().unwrap();
+                assert_eq!(Some(name), announced.last().map(String::as_str));
+                assert!(matches!(
+                    parts.next(),
+                    Some("counter" | "gauge" | "summary")
+                ));
+                typed.insert(name.to_owned());
+            } else {
+                let name = line.split(['{', ' ']).next().unwrap();
+                let family = announced.last().expect("a sample before any HELP");
+                assert!(
+                    name == family
+                        || name == format!("{family}_sum")
+                        || name == format!("{family}_count"),
+                    "{line} after {family}"
+                );
+                let value = line.rsplit(' ').next().unwrap();
+                assert!(value == "NaN" || value.parse::<f64>().is_ok(), "{line}");
+            }
+        }
+        assert_eq!(typed.len(), announced.len());
+    }
+}
