@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod lines;
+pub mod rewrite;
 pub mod validate;
 
 use std::collections::HashMap;
