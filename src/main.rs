@@ -1,5 +1,5 @@
 //! The `shardgate` command: run the proxy, check a config, encode and
-//! decode IDs, create the fleet's shard databases.
+//! decode IDs, create and verify the fleet's shard databases.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -76,6 +76,17 @@ enum FleetCommand {
         #[arg(long)]
         schema: PathBuf,
     },
+    /// Check every host: each shard database on its master and nowhere else,
+    /// with the schema's tables and columns; a line per problem, exit status
+    /// 1 when there is one.
+    Verify {
+        /// Config file (YAML).
+        #[arg(long)]
+        config: PathBuf,
+        /// Schema to compare tables with (default: the config's `schema:`).
+        #[arg(long)]
+        schema: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -127,6 +138,34 @@ fn run(command: Command) -> Result<(), String> {
             println!("{report}");
             Ok(())
         }
+        Command::Fleet {
+            command: FleetCommand::Verify { config, schema },
+        } => fleet_verify(&config, schema.as_deref()),
+    }
+}
+
+fn fleet_verify(config: &Path, schema: Option<&Path>) -> Result<(), String> {
+    let topology = load(config)?;
+    let schema_sql = schema
+        .map(Path::to_path_buf)
+        .or_else(|| shardgate::fleet::configured_schema_path(&topology, Some(config)))
+        .map(|path| shardgate::fleet::read_schema(&path))
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let report = runtime()?
+        .block_on(shardgate::fleet::verify_with_schema(
+            &topology,
+            schema_sql.as_deref(),
+        ))
+        .map_err(|e| format!("fleet verify failed: {e}"))?;
+    for problem in report.problems() {
+        println!("{problem}");
+    }
+    if report.is_ok() {
+        println!("fleet verify: {report}");
+        Ok(())
+    } else {
+        Err(format!("fleet verify: {report}"))
     }
 }
 

@@ -1,12 +1,15 @@
 //! Operating the fleet (SPEC section 6): `shardgate fleet init` creates every
 //! shard database and its tables on the master that owns it, and
-//! [`verify`] checks that every shard database is where the config says.
+//! [`verify_with_schema`] (`VERIFY FLEET`, `shardgate fleet verify`) checks
+//! that every shard database is where the config says, with the schema's
+//! tables.
 //!
 //! Both talk to the hosts with `mysql_async` as the config's backend account.
 //! Only masters are written to; replicas get the databases through
 //! replication.
 
 pub mod schema;
+mod verify;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -21,7 +24,11 @@ use mysql_async::{Conn, OptsBuilder};
 
 use crate::topology::{FleetId, HostId, Topology};
 
-pub use schema::{plan_schema, split_statements, FleetSchema, TableDdl};
+pub use schema::{plan_schema, split_statements, table_columns, FleetSchema, TableDdl};
+pub use verify::{
+    configured_schema_path, kind, read_schema, verify, verify_configured, verify_with_schema,
+    Problem, VerifyReport,
+};
 
 /// Connections opened per host by [`init`] (measured: 4 saturate a 2-core
 /// MariaDB creating databases; more only add contention).
@@ -42,6 +49,15 @@ pub enum FleetError {
         line: usize,
         /// What is wrong.
         message: String,
+    },
+    /// The schema file cannot be read.
+    #[error("cannot read the schema file {}: {source}", path.display())]
+    ReadSchema {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
     },
     /// The schema creates tables that the config's `tables` section does not
     /// name, so no fleet owns them.
@@ -565,137 +581,6 @@ async fn init_host(work: HostWork) -> Result<HostReport, FleetError> {
         complete_before,
         elapsed: started.elapsed(),
     })
-}
-
-/// A shard database found where it should not be, or missing where it should.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Placement {
-    /// Host address.
-    pub host: String,
-    /// Shard database name.
-    pub database: String,
-}
-
-/// What [`verify`] found.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct VerifyReport {
-    /// Hosts checked (masters and replicas of every fleet).
-    pub hosts_checked: usize,
-    /// Shard databases expected on masters.
-    pub expected: usize,
-    /// Shard databases absent from the master that owns them.
-    pub missing: Vec<Placement>,
-    /// Shard databases on a host that is neither their master nor that
-    /// master's replica.
-    pub misplaced: Vec<Placement>,
-    /// Hosts that could not be checked, with the error.
-    pub unreachable: Vec<(String, String)>,
-}
-
-impl VerifyReport {
-    /// True when every shard database is where it belongs and every host answered.
-    pub fn is_ok(&self) -> bool {
-        self.missing.is_empty() && self.misplaced.is_empty() && self.unreachable.is_empty()
-    }
-}
-
-impl fmt::Display for VerifyReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} hosts checked, {} shard databases expected: {} missing, {} misplaced, {} hosts unreachable",
-            self.hosts_checked,
-            self.expected,
-            self.missing.len(),
-            self.misplaced.len(),
-            self.unreachable.len()
-        )
-    }
-}
-
-/// Checks that every shard database exists on its configured master and
-/// nowhere it should not (a host that is neither its master nor that
-/// master's replica). Unreachable hosts are reported, not an error.
-pub async fn verify(topology: &Topology) -> Result<VerifyReport, FleetError> {
-    let timeout = admin_connect_timeout(topology);
-    // Per host: databases it must have, and databases it may have.
-    let mut must: HashMap<HostId, Vec<String>> = HashMap::new();
-    let mut may: HashMap<HostId, HashSet<String>> = HashMap::new();
-    let mut expected = 0;
-    for fleet in &topology.fleets {
-        for range in &fleet.ranges {
-            for shard in range.first..=range.last {
-                let db = fleet.database_name(shard);
-                expected += 1;
-                must.entry(range.master).or_default().push(db.clone());
-                may.entry(range.master).or_default().insert(db.clone());
-                if let Some(r) = range.replica {
-                    may.entry(r).or_default().insert(db);
-                }
-            }
-        }
-    }
-    let mut tasks = Vec::new();
-    for (hid, host) in topology.hosts.iter().enumerate() {
-        let (addr, user, password) = (
-            host.addr.clone(),
-            topology.config.backend.user.clone(),
-            topology.config.backend.password.clone(),
-        );
-        tasks.push((
-            hid,
-            tokio::spawn(async move {
-                let mut conn = connect(&addr, &user, &password, timeout).await?;
-                let dbs: Vec<String> = conn
-                    .query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
-                    .await
-                    .map_err(|source| FleetError::Query {
-                        host: addr.clone(),
-                        what: "listing databases".into(),
-                        source,
-                    })?;
-                let _ = conn.disconnect().await;
-                Ok::<_, FleetError>(dbs)
-            }),
-        ));
-    }
-    let mut report = VerifyReport {
-        hosts_checked: topology.hosts.len(),
-        expected,
-        ..VerifyReport::default()
-    };
-    for (hid, task) in tasks {
-        let addr = topology.hosts[hid].addr.clone();
-        let dbs = match task.await {
-            Ok(Ok(dbs)) => dbs,
-            Ok(Err(e)) => {
-                report.unreachable.push((addr, e.to_string()));
-                continue;
-            }
-            Err(join) => std::panic::resume_unwind(join.into_panic()),
-        };
-        let present: HashSet<&str> = dbs.iter().map(String::as_str).collect();
-        for db in must.get(&hid).into_iter().flatten() {
-            if !present.contains(db.as_str()) {
-                report.missing.push(Placement {
-                    host: addr.clone(),
-                    database: db.clone(),
-                });
-            }
-        }
-        let allowed = may.get(&hid);
-        for db in &dbs {
-            if topology.parse_database(db).is_some() && !allowed.is_some_and(|a| a.contains(db)) {
-                report.misplaced.push(Placement {
-                    host: addr.clone(),
-                    database: db.clone(),
-                });
-            }
-        }
-    }
-    report.missing.sort();
-    report.misplaced.sort();
-    Ok(report)
 }
 
 #[cfg(test)]

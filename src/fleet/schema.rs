@@ -238,6 +238,150 @@ fn word(rest: &mut &str) -> String {
     w
 }
 
+/// Words that start an index or constraint in a `CREATE TABLE` column list
+/// (anything else starts a column).
+const NOT_COLUMNS: [&str; 9] = [
+    "PRIMARY",
+    "KEY",
+    "INDEX",
+    "UNIQUE",
+    "CONSTRAINT",
+    "FOREIGN",
+    "FULLTEXT",
+    "SPATIAL",
+    "CHECK",
+];
+
+/// The column names of a `CREATE TABLE` statement, in order, as written
+/// (backquotes removed). Indexes and constraints are skipped; quotes,
+/// comments and nested parentheses (`DECIMAL(10,2)`, `ENUM('a,b')`) are
+/// honoured. A statement without a column list (`LIKE`, `AS SELECT`) is an
+/// error naming its line.
+pub fn table_columns(ddl: &TableDdl) -> Result<Vec<String>, FleetError> {
+    let err = |message: String| FleetError::Schema {
+        line: ddl.line,
+        message,
+    };
+    let elements = column_list(&ddl.sql).ok_or_else(|| {
+        err(format!(
+            "table `{}` has no column list (write its columns; LIKE and AS SELECT \
+             are not supported in a schema file)",
+            ddl.name
+        ))
+    })?;
+    let mut columns = Vec::new();
+    for element in elements {
+        let mut element = element.trim();
+        while let Some(after) = element.strip_prefix("/*") {
+            element = after
+                .split_once("*/")
+                .map_or("", |(_, rest)| rest)
+                .trim_start();
+        }
+        if let Some(quoted) = element.strip_prefix('`') {
+            columns.push(backquoted(quoted).ok_or_else(|| {
+                err(format!(
+                    "table `{}`: unterminated `quoted` column name",
+                    ddl.name
+                ))
+            })?);
+            continue;
+        }
+        let end = element
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+            .unwrap_or(element.len());
+        let (name, mut rest) = element.split_at(end);
+        if name.is_empty() {
+            return Err(err(format!(
+                "table `{}`: cannot read a column name in `{}`",
+                ddl.name,
+                element.chars().take(40).collect::<String>()
+            )));
+        }
+        let keyword = name.to_ascii_uppercase();
+        let is_period = keyword == "PERIOD" && word(&mut rest) == "FOR";
+        if is_period || NOT_COLUMNS.contains(&keyword.as_str()) {
+            continue;
+        }
+        columns.push(name.to_string());
+    }
+    Ok(columns)
+}
+
+/// The name in `` `name`... `` (after the opening backquote), with doubled
+/// backquotes undone.
+fn backquoted(text: &str) -> Option<String> {
+    let mut name = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '`' {
+            if chars.peek() == Some(&'`') {
+                chars.next();
+            } else {
+                return Some(name);
+            }
+        }
+        name.push(c);
+    }
+    None
+}
+
+/// The top-level comma-separated elements inside the first parenthesis of
+/// `sql`, skipping quoted text and `/* */` comments.
+fn column_list(sql: &str) -> Option<Vec<&str>> {
+    let bytes = sql.as_bytes();
+    let mut depth = 0usize;
+    let mut start = 0usize;
+    let mut elements = Vec::new();
+    let mut i = 0usize;
+    while i < bytes.len() {
+        match bytes[i] {
+            q @ (b'\'' | b'"' | b'`') => {
+                i += 1;
+                while i < bytes.len() {
+                    if bytes[i] == b'\\' && q != b'`' {
+                        i += 2;
+                        continue;
+                    }
+                    if bytes[i] == q {
+                        if bytes.get(i + 1) == Some(&q) {
+                            i += 2;
+                            continue;
+                        }
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i = sql[i + 2..]
+                    .find("*/")
+                    .map_or(bytes.len(), |end| i + 2 + end + 1);
+            }
+            b'(' => {
+                depth += 1;
+                if depth == 1 {
+                    start = i + 1;
+                }
+            }
+            b')' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    elements.push(&sql[start..i]);
+                    return Some(elements);
+                }
+            }
+            b',' if depth == 1 => {
+                elements.push(&sql[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 /// Parses a schema file and assigns every table to its fleet by the
 /// config's `tables` section. Tables the config does not name are an error
 /// listing all of them; so are duplicate tables and non-`CREATE TABLE`
@@ -362,5 +506,38 @@ mod tests {
                 "user_by_email"
             ]
         );
+    }
+
+    #[test]
+    fn columns_in_order_without_indexes() {
+        let ddl = |sql: &str| TableDdl {
+            name: "t".into(),
+            sql: sql.into(),
+            line: 4,
+        };
+        let cols = table_columns(&ddl(
+            "CREATE TABLE IF NOT EXISTS t (\n  `local id` BIGINT, price DECIMAL(10,2) DEFAULT '1,5',\n  \
+             kind ENUM('a,b', 'c)') COMMENT 'x(', `we``ird` INT, /* c, d */ period INT,\n  \
+             PRIMARY KEY (`local id`), KEY k (price, kind), UNIQUE u (kind), CONSTRAINT c CHECK (price > 0),\n  \
+             PERIOD FOR p (a, b), INDEX i (period), FULLTEXT f (kind)) ENGINE=InnoDB COMMENT 'y (z, w)'",
+        ))
+        .unwrap();
+        assert_eq!(cols, ["local id", "price", "kind", "we`ird", "period"]);
+        let e = table_columns(&ddl("CREATE TABLE IF NOT EXISTS t LIKE s")).unwrap_err();
+        assert!(matches!(e, FleetError::Schema { line: 4, .. }), "{e}");
+        assert!(e.to_string().contains("no column list"), "{e}");
+    }
+
+    #[test]
+    fn shipped_schema_columns() {
+        let sql = include_str!("../../config/schema.sql");
+        let stmts = split_statements(sql).unwrap();
+        let cols: Vec<Vec<String>> = stmts
+            .iter()
+            .map(|s| table_columns(&parse_create_table(s).unwrap()).unwrap())
+            .collect();
+        assert_eq!(cols[0], ["local_id", "data", "ts"]);
+        assert_eq!(cols[3], ["board_id", "pin_id", "sequence"]);
+        assert_eq!(cols[5], ["email", "user_id"]);
     }
 }
