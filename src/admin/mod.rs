@@ -1,15 +1,86 @@
-//! The admin port: MySQL protocol (on `opensrv-mysql`), its own accounts,
-//! one small file per command.
+//! The admin port: MySQL protocol (on `opensrv-mysql`), its own accounts
+//! (`admin.users`; client accounts are refused), one small file per
+//! command under [`commands`]. Every answer is a result set.
+
+mod answer;
+mod commands;
+pub mod parse;
+mod shim;
 
 use std::io;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use opensrv_mysql::{AsyncMysqlIntermediary, ErrorKind};
 use tokio::net::TcpListener;
+use tracing::{debug, info, warn};
 
 use crate::engine::Engine;
+use crate::fleet::FleetError;
+use crate::id::IdError;
+use crate::router::RouteError;
 
-/// Serves admin sessions on `listener` until the process ends.
+pub use answer::{Answer, Cell};
+pub use commands::{run, Context};
+pub use parse::{parse, Command, ParseError};
+
+/// Serves admin sessions on `listener` until the process ends, each on its
+/// own task.
 pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()> {
-    let _ = (engine, listener);
-    Ok(())
+    info!(addr = %listener.local_addr()?, "serving the admin port");
+    let next_id = AtomicU32::new(1);
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                warn!(%error, "admin accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let connection_id = next_id.fetch_add(1, Ordering::Relaxed);
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            let (reader, writer) = stream.into_split();
+            let shim = shim::AdminShim::new(engine, connection_id, peer);
+            if let Err(error) = AsyncMysqlIntermediary::run_on(shim, reader, writer).await {
+                debug!(connection_id, %peer, %error, "admin session ended with an error");
+            }
+        });
+    }
+}
+
+/// Why an admin command failed; sent to the operator as a MySQL error.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The command was not understood (1064); the message says what is accepted.
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    /// An argument that does not fit the config in force (an unknown fleet,
+    /// type or host, a shard out of range) (1210).
+    #[error("{0}")]
+    Argument(String),
+    /// `EXPLAIN ROUTE` of a statement the proxy would refuse: the client's
+    /// error, with its code.
+    #[error("EXPLAIN ROUTE: the proxy refuses this statement: {0}")]
+    Route(RouteError),
+    /// An ID or ID fields that do not fit the layout (1210).
+    #[error(transparent)]
+    Id(#[from] IdError),
+    /// `VERIFY FLEET` could not run (1105).
+    #[error("VERIFY FLEET could not run: {0}")]
+    Fleet(#[from] FleetError),
+}
+
+impl AdminError {
+    /// The MySQL error code and kind the operator gets.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            AdminError::Parse(_) => ErrorKind::ER_PARSE_ERROR,
+            AdminError::Argument(_) | AdminError::Id(_) => ErrorKind::ER_WRONG_ARGUMENTS,
+            AdminError::Route(error) => ErrorKind::from(error.code()),
+            AdminError::Fleet(_) => ErrorKind::ER_UNKNOWN_ERROR,
+        }
+    }
 }

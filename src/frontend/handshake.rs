@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::error::ClientError;
 use crate::protocol::packets::{err_packet, ok_packet, UTF8MB4_GENERAL_CI};
 use crate::protocol::{FrameReader, FrameWriter};
-use crate::topology::config::UserConfig;
+use crate::topology::config::{Config, UserConfig};
 
 /// Version string clients see. The `5.5.5-` prefix is how MariaDB servers
 /// tell MySQL clients they are MariaDB; drivers pick dialect quirks from it.
@@ -129,6 +129,57 @@ pub fn insecure_transport_error() -> Vec<u8> {
     )
 }
 
+/// The accounts one port accepts, and the accounts of the other port (so
+/// that someone who logs in on the wrong port is told where to go).
+#[derive(Debug, Clone, Default)]
+pub struct Accounts {
+    /// Accounts allowed on this port.
+    pub users: Vec<UserConfig>,
+    /// The other port's accounts and the address it listens on.
+    pub other_port: Option<(Vec<UserConfig>, String)>,
+}
+
+impl Accounts {
+    /// The client port's accounts: `config.users`; an admin account is told
+    /// to log in on the admin port.
+    pub fn client_port(config: &Config) -> Self {
+        Self {
+            users: config.users.clone(),
+            other_port: config
+                .admin
+                .as_ref()
+                .map(|admin| (admin.users.clone(), admin.listen.clone())),
+        }
+    }
+
+    /// The error for a login that `users` refused: an account of the other
+    /// port whose password is right is told where it logs in (MySQL's 1045
+    /// either way); anyone else gets the plain access-denied error.
+    fn refusal(&self, user: String, nonce: &[u8], auth_data: &[u8]) -> ClientError {
+        let using_password = if auth_data.is_empty() { "NO" } else { "YES" };
+        match &self.other_port {
+            Some((users, addr)) if check_account(users, &user, nonce, auth_data) => {
+                // No ClientError variant carries a custom access-denied
+                // message; this one carries its own code and text.
+                ClientError::Backend {
+                    code: ACCESS_DENIED,
+                    sql_state: "28000".to_owned(),
+                    message: format!(
+                        "Access denied for user '{user}' (using password: {using_password}): admin accounts log in on the admin port {addr}, not on the client port"
+                    ),
+                }
+            }
+            _ => ClientError::AccessDenied {
+                user,
+                using_password,
+            },
+        }
+    }
+}
+
+/// MySQL's ER_ACCESS_DENIED_ERROR.
+const ACCESS_DENIED: u16 = 1045;
+
 /// A client that logged in.
 #[derive(Debug, Clone)]
 pub struct LoggedIn {
@@ -169,13 +220,13 @@ impl From<io::Error> for LoginFailure {
 }
 
 /// Reads the client's HandshakeResponse to `greeting` (already sent) and
-/// checks its credentials, up to (not including) the final OK. `users` are
-/// the accounts allowed on this port.
+/// checks its credentials, up to (not including) the final OK, against the
+/// accounts allowed on this port.
 pub async fn login<R, W>(
     reader: &mut FrameReader<R>,
     writer: &mut FrameWriter<W>,
     greeting: Greeting,
-    users: &[UserConfig],
+    accounts: &Accounts,
 ) -> Result<LoggedIn, LoginFailure>
 where
     R: AsyncRead + Unpin,
@@ -244,17 +295,8 @@ where
         answer
     };
     let next_seq = seq.wrapping_add(1);
-    let account = users.iter().find(|account| account.name == user);
-    let accepted =
-        account.is_some_and(|account| password_matches(&nonce, &account.password, &auth_data));
-    if !accepted {
-        return Err(refuse(
-            ClientError::AccessDenied {
-                user,
-                using_password: if auth_data.is_empty() { "NO" } else { "YES" },
-            },
-            next_seq,
-        ));
+    if !check_account(&accounts.users, &user, &nonce, &auth_data) {
+        return Err(refuse(accounts.refusal(user, &nonce, &auth_data), next_seq));
     }
     Ok(LoggedIn {
         user,
@@ -276,7 +318,7 @@ pub async fn change_user<R, W>(
     writer: &mut FrameWriter<W>,
     current: &LoggedIn,
     payload: &[u8],
-    users: &[UserConfig],
+    accounts: &Accounts,
 ) -> Result<LoggedIn, LoginFailure>
 where
     R: AsyncRead + Unpin,
@@ -323,15 +365,9 @@ where
         (nonce, answer)
     };
     let next_seq = seq.wrapping_add(1);
-    let accepted = users.iter().any(|account| {
-        account.name == user && password_matches(&nonce, &account.password, &auth_data)
-    });
-    if !accepted {
+    if !check_account(&accounts.users, &user, &nonce, &auth_data) {
         return Err(LoginFailure::Refused {
-            error: ClientError::AccessDenied {
-                user,
-                using_password: if auth_data.is_empty() { "NO" } else { "YES" },
-            },
+            error: accounts.refusal(user, &nonce, &auth_data),
             seq: next_seq,
         });
     }
@@ -377,13 +413,23 @@ pub async fn reject<W: AsyncWrite + Unpin>(
     writer.flush().await
 }
 
-fn new_nonce() -> [u8; 20] {
+/// A fresh random 20-byte scramble (printable ASCII, never NUL) for a
+/// `mysql_native_password` challenge.
+pub fn new_nonce() -> [u8; 20] {
     let mut rng = rand::rng();
     let mut nonce = [0u8; 20];
     for byte in nonce.iter_mut() {
         *byte = rng.random_range(0x21..0x7F);
     }
     nonce
+}
+
+/// Whether `users` has an account `user` whose password gives `auth_data`
+/// for the scramble `nonce` (`mysql_native_password`).
+pub fn check_account(users: &[UserConfig], user: &str, nonce: &[u8], auth_data: &[u8]) -> bool {
+    users.iter().any(|account| {
+        account.name == user && password_matches(nonce, &account.password, auth_data)
+    })
 }
 
 fn password_matches(nonce: &[u8], password: &str, auth_data: &[u8]) -> bool {

@@ -18,7 +18,8 @@ use crate::engine::{write_error, Engine, SessionState};
 use crate::error::ClientError;
 use crate::protocol::packets::{ok_packet, result_set_terminator};
 use crate::protocol::{FrameReader, FrameWriter};
-use crate::router::{route, split_statements, Plan, RandomPlacement, RouteError, SessionAction};
+use crate::router::{split_statements, Plan, RandomPlacement, RouteError, SessionAction};
+use crate::stats::StatementKind;
 
 const COM_QUIT: u8 = 0x01;
 const COM_INIT_DB: u8 = 0x02;
@@ -109,7 +110,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let users = engine.topology.load().config.users.clone();
+    let users = handshake::Accounts::client_port(&engine.topology.load().config);
     let login = match handshake::login(&mut reader, &mut writer, greeting, &users).await {
         Ok(login) => login,
         Err(LoginFailure::Io(error)) => return Err(error),
@@ -203,6 +204,7 @@ where
                 .await?;
                 continue;
             };
+            let (kind, received) = (StatementKind::of(command, body), Instant::now());
             match command {
                 COM_QUERY => self.query(&String::from_utf8_lossy(body)).await?,
                 COM_INIT_DB => {
@@ -235,10 +237,8 @@ where
                         .await?;
                 }
                 COM_STMT_EXECUTE => {
-                    let topology = self.engine.topology.load();
                     self.engine
                         .execute_prepared(
-                            &topology,
                             &mut self.state,
                             body,
                             &mut self.placement,
@@ -275,6 +275,10 @@ where
                     .await?
                 }
             }
+            if let Some(kind) = kind {
+                let error = self.writer.last_was_error();
+                self.engine.stats.record(kind, received.elapsed(), error);
+            }
         }
     }
 
@@ -282,7 +286,6 @@ where
     /// multi-statements; each is routed and executed on its own, in order,
     /// and the first error ends the rest.
     async fn query(&mut self, sql: &str) -> io::Result<()> {
-        let topology = self.engine.topology.load();
         // Without a `;` there is one statement: skip the splitter's
         // tokenizing pass on the hot path.
         let pieces = if self.state.multi_statements && sql.contains(';') {
@@ -291,28 +294,30 @@ where
             Vec::new()
         };
         if pieces.len() <= 1 {
-            let plan = route(sql, &topology, &self.state.route, &mut self.placement);
-            return self
-                .engine
-                .execute(&topology, &mut self.state, plan, &mut self.writer)
-                .await;
+            self.engine
+                .run_statement(
+                    &mut self.state,
+                    sql,
+                    &mut self.placement,
+                    false,
+                    &mut self.writer,
+                )
+                .await?;
+            return self.writer.flush().await;
         }
         let last = pieces.len() - 1;
         for (index, range) in pieces.into_iter().enumerate() {
-            let plan = route(
-                &sql[range],
-                &topology,
-                &self.state.route,
-                &mut self.placement,
-            );
-            let stop = matches!(plan, Plan::Reject(_));
-            self.state.more_results = index < last && !stop;
-            let outcome = self
+            let go_on = self
                 .engine
-                .execute_in_batch(&topology, &mut self.state, plan, &mut self.writer)
+                .run_statement(
+                    &mut self.state,
+                    &sql[range],
+                    &mut self.placement,
+                    index < last,
+                    &mut self.writer,
+                )
                 .await?;
-            self.state.more_results = false;
-            if stop || !outcome {
+            if !go_on {
                 break;
             }
         }
@@ -322,7 +327,7 @@ where
     /// COM_CHANGE_USER: a new login on the same connection. Returns false
     /// when it was refused (the connection then closes, as MySQL does).
     async fn change_user(&mut self, body: &[u8]) -> io::Result<bool> {
-        let users = self.engine.topology.load().config.users.clone();
+        let users = handshake::Accounts::client_port(&self.engine.topology.load().config);
         match handshake::change_user(
             &mut self.reader,
             &mut self.writer,

@@ -1,0 +1,47 @@
+//! `SHOW CONFIG`: the config file in force, its version, when it was
+//! loaded, the last reload attempt, and the paused shard ranges.
+
+use crate::admin::answer::format_time;
+use crate::admin::Answer;
+use crate::engine::reload::ReloadTrigger;
+use crate::engine::Engine;
+
+/// One `name`/`value` row per fact.
+pub fn answer(engine: &Engine) -> Answer {
+    let status = engine.config_status();
+    let mut answer = Answer::new(&["name", "value"]);
+    let mut put = |name: &str, value: String| answer.push(vec![name.into(), value.into()]);
+    put("source", status.source);
+    put("version", status.version);
+    put("loaded_at", format_time(status.loaded_at));
+    match status.last_reload {
+        None => put("last_reload", "none since start".to_owned()),
+        Some(attempt) => {
+            put("last_reload_at", format_time(attempt.at));
+            put(
+                "last_reload_trigger",
+                trigger_name(attempt.trigger).to_owned(),
+            );
+            put(
+                "last_reload_result",
+                match attempt.result {
+                    Ok(summary) => format!("ok: {summary}"),
+                    Err(errors) => {
+                        format!("refused (the previous config stays in force):\n{errors}")
+                    }
+                },
+            );
+        }
+    }
+    answer
+}
+
+/// How an operator names what set a reload off.
+pub fn trigger_name(trigger: ReloadTrigger) -> &'static str {
+    match trigger {
+        ReloadTrigger::Admin => "RELOAD CONFIG",
+        ReloadTrigger::Signal => "SIGHUP",
+        ReloadTrigger::FileChange => "file change",
+        ReloadTrigger::Promotion => "PROMOTE REPLICA",
+    }
+}

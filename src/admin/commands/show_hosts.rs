@@ -1,0 +1,82 @@
+//! `SHOW HOSTS`: every backend host with its role in the topology in
+//! force, pool use and counters. Hosts whose pools outlive their place in
+//! the topology (a reload or promotion removed them) show as `retired`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::admin::{Answer, Cell};
+use crate::backend::HostPool;
+use crate::engine::Engine;
+use crate::topology::Topology;
+
+const COLUMNS: &[&str] = &[
+    "host",
+    "role",
+    "pool_in_use",
+    "pool_idle",
+    "queries",
+    "errors",
+];
+
+/// The host list: topology order, then retired hosts by address.
+pub fn answer(engine: &Engine) -> Answer {
+    let topology = engine.topology.load();
+    let mut answer = Answer::new(COLUMNS);
+    let roles = roles(&topology);
+    for host in &topology.hosts {
+        let role = roles.get(host.addr.as_str()).map(|r| r.join(", "));
+        answer.push(row(
+            &engine.backends.pool(&host.addr),
+            role.unwrap_or_default(),
+        ));
+    }
+    let mut retired: Vec<Arc<HostPool>> = engine
+        .backends
+        .all()
+        .into_iter()
+        .filter(|pool| !roles.contains_key(pool.addr.as_str()))
+        .collect();
+    retired.sort_by(|a, b| a.addr.cmp(&b.addr));
+    for pool in retired {
+        answer.push(row(&pool, "retired".to_owned()));
+    }
+    answer
+}
+
+/// What each host is: `master main 0-2047`, `replica of 127.0.0.1:3307
+/// (main 0-2047)`, one entry per range it serves.
+fn roles(topology: &Topology) -> BTreeMap<&str, Vec<String>> {
+    let mut roles: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for fleet in &topology.fleets {
+        for range in &fleet.ranges {
+            let Some(master) = topology.host(range.master) else {
+                continue;
+            };
+            let span = format!("{} {}-{}", fleet.name, range.first, range.last);
+            roles
+                .entry(master.addr.as_str())
+                .or_default()
+                .push(format!("master {span}"));
+            if let Some(replica) = range.replica.and_then(|r| topology.host(r)) {
+                roles
+                    .entry(replica.addr.as_str())
+                    .or_default()
+                    .push(format!("replica of {} ({span})", master.addr));
+            }
+        }
+    }
+    roles
+}
+
+fn row(pool: &HostPool, role: String) -> Vec<Cell> {
+    vec![
+        pool.addr.as_str().into(),
+        role.into(),
+        pool.in_use().into(),
+        pool.idle_count().into(),
+        pool.queries.load(Ordering::Relaxed).into(),
+        pool.errors.load(Ordering::Relaxed).into(),
+    ]
+}

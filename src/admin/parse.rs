@@ -1,0 +1,795 @@
+//! The admin command parser: text in, [`Command`] out. Pure. Keywords are
+//! case-insensitive; surrounding whitespace and trailing `;` are ignored.
+
+use std::fmt;
+
+/// `SHOW SHARDS`.
+pub const SHOW_SHARDS: &str = "SHOW SHARDS [LIKE '<pattern>']";
+/// `SHOW SHARD`.
+pub const SHOW_SHARD: &str = "SHOW SHARD <n> [IN <fleet>]";
+/// `SHOW HOSTS`.
+pub const SHOW_HOSTS: &str = "SHOW HOSTS";
+/// `SHOW STATS`.
+pub const SHOW_STATS: &str = "SHOW STATS";
+/// `SHOW CONFIG`.
+pub const SHOW_CONFIG: &str = "SHOW CONFIG";
+/// `RELOAD CONFIG`.
+pub const RELOAD_CONFIG: &str = "RELOAD CONFIG";
+/// `EXPLAIN ROUTE`.
+pub const EXPLAIN_ROUTE: &str = "EXPLAIN ROUTE <statement>";
+/// `DECODE ID`.
+pub const DECODE_ID: &str = "DECODE ID <id>";
+/// `ENCODE ID`.
+pub const ENCODE_ID: &str = "ENCODE ID <shard> <type> <local id>";
+/// `PROMOTE REPLICA`.
+pub const PROMOTE_REPLICA: &str = "PROMOTE REPLICA <master> [STOP REPLICATION]";
+/// `PAUSE SHARDS`.
+pub const PAUSE_SHARDS: &str = "PAUSE SHARDS <a>[-<b>] [IN <fleet>]";
+/// `RESUME SHARDS`.
+pub const RESUME_SHARDS: &str = "RESUME SHARDS <a>[-<b>] [IN <fleet>]";
+/// `VERIFY FLEET`.
+pub const VERIFY_FLEET: &str = "VERIFY FLEET";
+/// `SHOW COMMANDS` / `HELP`.
+pub const SHOW_COMMANDS: &str = "SHOW COMMANDS | HELP";
+
+/// Every command the admin port accepts: its form and what it answers.
+pub const COMMANDS: &[(&str, &str)] = &[
+    (
+        SHOW_SHARDS,
+        "every shard (or those whose number or database matches the pattern): fleet, shard, database, range, master, replica, master health, paused",
+    ),
+    (SHOW_SHARD, "one shard, a row per fleet that has it"),
+    (
+        SHOW_HOSTS,
+        "every backend host: role, health, last check, pool use, queries, errors",
+    ),
+    (
+        SHOW_STATS,
+        "per statement kind and per host: count, errors, p50/p99 latency",
+    ),
+    (
+        SHOW_CONFIG,
+        "the config file in force, its version, the last reload and the paused ranges",
+    ),
+    (RELOAD_CONFIG, "re-read the config file and swap it in if valid"),
+    (
+        EXPLAIN_ROUTE,
+        "where a statement would go and the SQL each shard would get",
+    ),
+    (DECODE_ID, "the shard, type and local id of a 64-bit ID"),
+    (
+        ENCODE_ID,
+        "the 64-bit ID of a shard, a type (id or name from the config) and a local id",
+    ),
+    (
+        PROMOTE_REPLICA,
+        "point the ranges of a master (host:port) at its replica (config file rewritten)",
+    ),
+    (
+        PAUSE_SHARDS,
+        "new statements for those shards wait (bounded) while running ones finish",
+    ),
+    (RESUME_SHARDS, "release the statements waiting on paused shards"),
+    (
+        VERIFY_FLEET,
+        "every shard database on its master only, with the tables of the schema",
+    ),
+    (SHOW_COMMANDS, "this list"),
+];
+
+/// A shard range of `PAUSE SHARDS` / `RESUME SHARDS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardRange {
+    /// First shard (inclusive).
+    pub first: u32,
+    /// Last shard (inclusive).
+    pub last: u32,
+    /// The fleet named with `IN`; `None` means every fleet.
+    pub fleet: Option<String>,
+}
+
+/// One expression of a client's `SELECT` that the admin port answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SelectItem {
+    /// `@@name` (a `session.`, `global.` or `local.` scope is dropped).
+    Variable {
+        /// Lower-case variable name.
+        name: String,
+        /// The expression as written (the column name).
+        column: String,
+    },
+    /// `DATABASE()`, `USER()`, `VERSION()`, `CONNECTION_ID()`, ...
+    Function {
+        /// Lower-case function name.
+        name: String,
+        /// The expression as written (the column name).
+        column: String,
+    },
+}
+
+/// A parsed admin command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// `SHOW COMMANDS` / `HELP`.
+    Help,
+    /// `SHOW SHARDS [LIKE 'pattern']`.
+    ShowShards {
+        /// The LIKE pattern, unquoted.
+        like: Option<String>,
+    },
+    /// `SHOW SHARD n [IN fleet]`.
+    ShowShard {
+        /// Shard number.
+        shard: u32,
+        /// Fleet, if named.
+        fleet: Option<String>,
+    },
+    /// `SHOW HOSTS`.
+    ShowHosts,
+    /// `SHOW STATS`.
+    ShowStats,
+    /// `SHOW CONFIG`.
+    ShowConfig,
+    /// `RELOAD CONFIG`.
+    ReloadConfig,
+    /// `EXPLAIN ROUTE <statement>`.
+    ExplainRoute {
+        /// The statement, as written.
+        statement: String,
+    },
+    /// `DECODE ID n`.
+    DecodeId {
+        /// The 64-bit ID.
+        id: u64,
+    },
+    /// `ENCODE ID shard type local`.
+    EncodeId {
+        /// Shard number (range-checked when encoding).
+        shard: u64,
+        /// Type id or type name, as written.
+        object_type: String,
+        /// Local id.
+        local_id: u64,
+    },
+    /// `PROMOTE REPLICA <master> [STOP REPLICATION]`.
+    PromoteReplica {
+        /// The master's address as in the config.
+        master: String,
+        /// Stop replication on the promoted replica.
+        stop_replication: bool,
+    },
+    /// `PAUSE SHARDS a-b [IN fleet]`.
+    PauseShards(ShardRange),
+    /// `RESUME SHARDS a-b [IN fleet]`.
+    ResumeShards(ShardRange),
+    /// `VERIFY FLEET`.
+    VerifyFleet,
+    /// A client's own `SELECT @@var, DATABASE(), ...` (the `mariadb` CLI
+    /// and drivers send these when they connect).
+    Select(Vec<SelectItem>),
+    /// A client's `SET ...` (accepted and ignored).
+    Set,
+}
+
+/// Why a command was not understood. The message lists what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError {
+    /// Not a command the admin port knows.
+    Unknown(String),
+    /// A known command with arguments that do not fit its form.
+    BadArguments {
+        /// The command's form (one of the constants of this module).
+        form: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::Unknown(text) if text.is_empty() => {
+                write!(f, "empty admin command; the admin port accepts:")?;
+                write_command_list(f)
+            }
+            ParseError::Unknown(text) => {
+                write!(
+                    f,
+                    "unknown admin command '{}'; the admin port accepts:",
+                    shorten(text)
+                )?;
+                write_command_list(f)
+            }
+            ParseError::BadArguments { form, reason } => {
+                write!(f, "{reason}; expected: {form}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+fn write_command_list(f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    for (form, _) in COMMANDS {
+        write!(f, "\n  {form}")?;
+    }
+    Ok(())
+}
+
+/// The command as echoed in an error: short, so the whole list fits in the
+/// 512 bytes the C client library keeps of an error message.
+fn shorten(text: &str) -> String {
+    const MAX: usize = 40;
+    match text.char_indices().nth(MAX) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// A word or a quoted string of the command text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    Word(String),
+    Quoted(String),
+}
+
+impl Token {
+    fn is(&self, keyword: &str) -> bool {
+        matches!(self, Token::Word(w) if w.eq_ignore_ascii_case(keyword))
+    }
+
+    fn text(&self) -> &str {
+        match self {
+            Token::Word(w) | Token::Quoted(w) => w,
+        }
+    }
+}
+
+/// Parses one admin command.
+pub fn parse(text: &str) -> Result<Command, ParseError> {
+    let text = text
+        .trim()
+        .trim_end_matches(|c: char| c == ';' || c.is_whitespace());
+    if let Some(statement) = after_keywords(text, &["EXPLAIN", "ROUTE"]) {
+        if statement.is_empty() {
+            return Err(bad(EXPLAIN_ROUTE, "EXPLAIN ROUTE needs a statement"));
+        }
+        return Ok(Command::ExplainRoute {
+            statement: statement.to_owned(),
+        });
+    }
+    if let Some(list) = after_keywords(text, &["SELECT"]) {
+        return parse_select(list).ok_or_else(|| ParseError::Unknown(text.to_owned()));
+    }
+    if after_keywords(text, &["SET"]).is_some() {
+        return Ok(Command::Set);
+    }
+    let tokens = tokenize(text).map_err(|reason| ParseError::BadArguments {
+        form: form_of(text),
+        reason,
+    })?;
+    let unknown = || ParseError::Unknown(text.to_owned());
+    let Some(first) = tokens.first() else {
+        return Err(unknown());
+    };
+    let second = tokens.get(1);
+    let is = |token: Option<&Token>, keyword: &str| token.is_some_and(|t| t.is(keyword));
+    let rest = tokens.get(2..).unwrap_or(&[]);
+    if first.is("HELP") {
+        return no_arguments(&tokens[1..], SHOW_COMMANDS, Command::Help);
+    }
+    if first.is("SHOW") {
+        if is(second, "SHARDS") {
+            return parse_show_shards(rest);
+        }
+        if is(second, "SHARD") {
+            return parse_show_shard(rest);
+        }
+        if is(second, "HOSTS") {
+            return no_arguments(rest, SHOW_HOSTS, Command::ShowHosts);
+        }
+        if is(second, "STATS") {
+            return no_arguments(rest, SHOW_STATS, Command::ShowStats);
+        }
+        if is(second, "CONFIG") {
+            return no_arguments(rest, SHOW_CONFIG, Command::ShowConfig);
+        }
+        if is(second, "COMMANDS") {
+            return no_arguments(rest, SHOW_COMMANDS, Command::Help);
+        }
+    }
+    if first.is("RELOAD") && is(second, "CONFIG") {
+        return no_arguments(rest, RELOAD_CONFIG, Command::ReloadConfig);
+    }
+    if first.is("DECODE") && is(second, "ID") {
+        return parse_decode(rest);
+    }
+    if first.is("ENCODE") && is(second, "ID") {
+        return parse_encode(rest);
+    }
+    if first.is("PROMOTE") && is(second, "REPLICA") {
+        return parse_promote(rest);
+    }
+    if first.is("PAUSE") && is(second, "SHARDS") {
+        return parse_range(rest, PAUSE_SHARDS).map(Command::PauseShards);
+    }
+    if first.is("RESUME") && is(second, "SHARDS") {
+        return parse_range(rest, RESUME_SHARDS).map(Command::ResumeShards);
+    }
+    if first.is("VERIFY") && is(second, "FLEET") {
+        return no_arguments(rest, VERIFY_FLEET, Command::VerifyFleet);
+    }
+    Err(unknown())
+}
+
+fn bad(form: &'static str, reason: impl Into<String>) -> ParseError {
+    ParseError::BadArguments {
+        form,
+        reason: reason.into(),
+    }
+}
+
+/// The form of the command `text` starts like, for an error about it.
+fn form_of(text: &str) -> &'static str {
+    let upper = text.to_ascii_uppercase();
+    let words: Vec<&str> = upper.split_whitespace().take(2).collect();
+    COMMANDS
+        .iter()
+        .map(|(form, _)| *form)
+        .find(|form| {
+            let form_words: Vec<&str> = form.split_whitespace().take(words.len()).collect();
+            !words.is_empty() && form_words == words
+        })
+        .unwrap_or(SHOW_COMMANDS)
+}
+
+/// The text after `keywords` (each a whole word, any case, separated by
+/// whitespace), trimmed; `None` when `text` does not start with them.
+fn after_keywords<'t>(text: &'t str, keywords: &[&str]) -> Option<&'t str> {
+    let mut rest = text;
+    for keyword in keywords {
+        let head = rest.get(..keyword.len())?;
+        if !head.eq_ignore_ascii_case(keyword) {
+            return None;
+        }
+        let tail = &rest[keyword.len()..];
+        if !(tail.is_empty() || tail.starts_with(char::is_whitespace)) {
+            return None;
+        }
+        rest = tail.trim_start();
+    }
+    Some(rest.trim_end())
+}
+
+/// Splits the text into words (at whitespace) and quoted strings (`'...'`,
+/// `"..."` or `` `...` ``, with `\` escapes and doubled quotes).
+fn tokenize(text: &str) -> Result<Vec<Token>, String> {
+    let mut tokens = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if matches!(c, '\'' | '"' | '`') {
+            chars.next();
+            let mut value = String::new();
+            loop {
+                match chars.next() {
+                    None => return Err(format!("unterminated quoted string {c}{value}")),
+                    Some('\\') if c != '`' => {
+                        if let Some(escaped) = chars.next() {
+                            value.push(escaped);
+                        }
+                    }
+                    Some(q) if q == c => {
+                        if chars.peek() == Some(&c) {
+                            chars.next();
+                            value.push(c);
+                        } else {
+                            break;
+                        }
+                    }
+                    Some(other) => value.push(other),
+                }
+            }
+            tokens.push(Token::Quoted(value));
+        } else {
+            let mut word = String::new();
+            while let Some(&w) = chars.peek() {
+                if w.is_whitespace() || matches!(w, '\'' | '"' | '`') {
+                    break;
+                }
+                word.push(w);
+                chars.next();
+            }
+            tokens.push(Token::Word(word));
+        }
+    }
+    Ok(tokens)
+}
+
+fn no_arguments(
+    rest: &[Token],
+    form: &'static str,
+    command: Command,
+) -> Result<Command, ParseError> {
+    match rest.first() {
+        None => Ok(command),
+        Some(extra) => Err(bad(
+            form,
+            format!("unexpected '{}' after {form}", extra.text()),
+        )),
+    }
+}
+
+fn parse_show_shards(rest: &[Token]) -> Result<Command, ParseError> {
+    match rest {
+        [] => Ok(Command::ShowShards { like: None }),
+        [like, pattern] if like.is("LIKE") => Ok(Command::ShowShards {
+            like: Some(pattern.text().to_owned()),
+        }),
+        [like] if like.is("LIKE") => Err(bad(SHOW_SHARDS, "LIKE needs a pattern")),
+        _ => Err(bad(SHOW_SHARDS, format!("unexpected '{}'", rest[0].text()))),
+    }
+}
+
+fn parse_show_shard(rest: &[Token]) -> Result<Command, ParseError> {
+    let (shard, fleet) = match rest {
+        [shard] => (shard, None),
+        [shard, keyword, fleet] if keyword.is("IN") => (shard, Some(fleet.text().to_owned())),
+        [] => return Err(bad(SHOW_SHARD, "SHOW SHARD needs a shard number")),
+        _ => return Err(bad(SHOW_SHARD, "unexpected arguments")),
+    };
+    Ok(Command::ShowShard {
+        shard: shard_number(shard.text(), SHOW_SHARD)?,
+        fleet,
+    })
+}
+
+fn parse_decode(rest: &[Token]) -> Result<Command, ParseError> {
+    match rest {
+        [id] => Ok(Command::DecodeId {
+            id: number(id.text(), "the ID", DECODE_ID)?,
+        }),
+        [] => Err(bad(DECODE_ID, "DECODE ID needs an ID")),
+        _ => Err(bad(DECODE_ID, "DECODE ID takes one ID")),
+    }
+}
+
+fn parse_encode(rest: &[Token]) -> Result<Command, ParseError> {
+    match rest {
+        [shard, object_type, local_id] => Ok(Command::EncodeId {
+            shard: number(shard.text(), "the shard", ENCODE_ID)?,
+            object_type: object_type.text().to_owned(),
+            local_id: number(local_id.text(), "the local id", ENCODE_ID)?,
+        }),
+        _ => Err(bad(
+            ENCODE_ID,
+            format!("ENCODE ID takes three fields, got {}", rest.len()),
+        )),
+    }
+}
+
+fn parse_promote(rest: &[Token]) -> Result<Command, ParseError> {
+    match rest {
+        [master] => Ok(Command::PromoteReplica {
+            master: master.text().to_owned(),
+            stop_replication: false,
+        }),
+        [master, stop, replication] if stop.is("STOP") && replication.is("REPLICATION") => {
+            Ok(Command::PromoteReplica {
+                master: master.text().to_owned(),
+                stop_replication: true,
+            })
+        }
+        [] => Err(bad(
+            PROMOTE_REPLICA,
+            "PROMOTE REPLICA needs the address of the master whose replica takes over",
+        )),
+        _ => Err(bad(PROMOTE_REPLICA, "unexpected arguments")),
+    }
+}
+
+fn parse_range(rest: &[Token], form: &'static str) -> Result<ShardRange, ParseError> {
+    let split = rest.iter().position(|t| t.is("IN")).unwrap_or(rest.len());
+    let (range, tail) = rest.split_at(split);
+    let fleet = match tail {
+        [] => None,
+        [_, fleet] => Some(fleet.text().to_owned()),
+        [_] => return Err(bad(form, "IN needs a fleet name")),
+        _ => return Err(bad(form, "IN takes one fleet name")),
+    };
+    let range: String = range.iter().map(Token::text).collect();
+    if range.is_empty() {
+        return Err(bad(form, "a shard range is needed"));
+    }
+    let (first, last) = match range.split_once('-') {
+        Some((first, last)) => (shard_number(first, form)?, shard_number(last, form)?),
+        None => {
+            let shard = shard_number(&range, form)?;
+            (shard, shard)
+        }
+    };
+    if first > last {
+        return Err(bad(
+            form,
+            format!("the range {first}-{last} is backwards (first above last)"),
+        ));
+    }
+    Ok(ShardRange { first, last, fleet })
+}
+
+fn shard_number(text: &str, form: &'static str) -> Result<u32, ParseError> {
+    text.parse::<u32>()
+        .map_err(|_| bad(form, format!("'{text}' is not a shard number")))
+}
+
+fn number(text: &str, what: &str, form: &'static str) -> Result<u64, ParseError> {
+    text.parse::<u64>().map_err(|_| {
+        bad(
+            form,
+            format!("{what} must be a non-negative integer, not '{text}'"),
+        )
+    })
+}
+
+/// A `SELECT` list of `@@variables` and argument-less functions, with an
+/// optional `LIMIT n`; `None` for anything else.
+fn parse_select(list: &str) -> Option<Command> {
+    let lower = list.to_ascii_lowercase();
+    let list = match lower.rfind(" limit ") {
+        Some(at) if lower[at + 7..].trim().parse::<u64>().is_ok() => &list[..at],
+        _ => list,
+    };
+    let mut items = Vec::new();
+    for expression in list.split(',') {
+        let column = expression.trim();
+        if let Some(variable) = column.strip_prefix("@@") {
+            let name = variable.to_ascii_lowercase();
+            let name = ["session.", "global.", "local."]
+                .iter()
+                .find_map(|scope| name.strip_prefix(scope))
+                .map(str::to_owned)
+                .unwrap_or(name);
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return None;
+            }
+            items.push(SelectItem::Variable {
+                name,
+                column: column.to_owned(),
+            });
+        } else {
+            let name = column
+                .strip_suffix(')')?
+                .trim_end()
+                .strip_suffix('(')?
+                .trim_end();
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return None;
+            }
+            items.push(SelectItem::Function {
+                name: name.to_ascii_lowercase(),
+                column: column.to_owned(),
+            });
+        }
+    }
+    Some(Command::Select(items))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(first: u32, last: u32, fleet: Option<&str>) -> ShardRange {
+        ShardRange {
+            first,
+            last,
+            fleet: fleet.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn keywords_any_case_trailing_semicolon_and_space() {
+        assert_eq!(parse("SHOW HOSTS").unwrap(), Command::ShowHosts);
+        assert_eq!(parse("  show   hosts ;; \n").unwrap(), Command::ShowHosts);
+        assert_eq!(parse("Show Stats;").unwrap(), Command::ShowStats);
+        assert_eq!(parse("show config").unwrap(), Command::ShowConfig);
+        assert_eq!(parse("reload config;").unwrap(), Command::ReloadConfig);
+        assert_eq!(parse("verify fleet").unwrap(), Command::VerifyFleet);
+        assert_eq!(parse("help").unwrap(), Command::Help);
+        assert_eq!(parse("SHOW COMMANDS").unwrap(), Command::Help);
+    }
+
+    #[test]
+    fn show_shards_and_shard() {
+        assert_eq!(
+            parse("SHOW SHARDS").unwrap(),
+            Command::ShowShards { like: None }
+        );
+        assert_eq!(
+            parse("show shards like 'db0342%';").unwrap(),
+            Command::ShowShards {
+                like: Some("db0342%".into())
+            }
+        );
+        assert_eq!(
+            parse("SHOW SHARDS LIKE \"34_9\"").unwrap(),
+            Command::ShowShards {
+                like: Some("34_9".into())
+            }
+        );
+        assert_eq!(
+            parse("SHOW SHARD 3429").unwrap(),
+            Command::ShowShard {
+                shard: 3429,
+                fleet: None
+            }
+        );
+        assert_eq!(
+            parse("show shard 12 in mod").unwrap(),
+            Command::ShowShard {
+                shard: 12,
+                fleet: Some("mod".into())
+            }
+        );
+        let error = parse("SHOW SHARD abc").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "'abc' is not a shard number; expected: SHOW SHARD <n> [IN <fleet>]"
+        );
+        assert!(parse("SHOW SHARDS LIKE").is_err());
+        assert!(parse("SHOW SHARD").is_err());
+    }
+
+    #[test]
+    fn explain_route_keeps_the_statement_as_written() {
+        assert_eq!(
+            parse("explain route SELECT * FROM pins WHERE id = 5;").unwrap(),
+            Command::ExplainRoute {
+                statement: "SELECT * FROM pins WHERE id = 5".into()
+            }
+        );
+        assert_eq!(
+            parse("EXPLAIN\tROUTE /*+ SHARD(3) */ select 'a;b'").unwrap(),
+            Command::ExplainRoute {
+                statement: "/*+ SHARD(3) */ select 'a;b'".into()
+            }
+        );
+        assert!(parse("EXPLAIN ROUTE").is_err());
+        assert!(matches!(
+            parse("EXPLAIN ROUTES x").unwrap_err(),
+            ParseError::Unknown(_)
+        ));
+    }
+
+    #[test]
+    fn ids() {
+        assert_eq!(
+            parse("DECODE ID 241294492511762325").unwrap(),
+            Command::DecodeId {
+                id: 241294492511762325
+            }
+        );
+        assert_eq!(
+            parse("encode id 3429 pin 7075733").unwrap(),
+            Command::EncodeId {
+                shard: 3429,
+                object_type: "pin".into(),
+                local_id: 7075733
+            }
+        );
+        assert_eq!(
+            parse("ENCODE ID 3429 1 7075733").unwrap(),
+            Command::EncodeId {
+                shard: 3429,
+                object_type: "1".into(),
+                local_id: 7075733
+            }
+        );
+        let error = parse("DECODE ID -5").unwrap_err().to_string();
+        assert!(
+            error.contains("the ID must be a non-negative integer, not '-5'"),
+            "{error}"
+        );
+        assert!(error.ends_with("expected: DECODE ID <id>"), "{error}");
+        let error = parse("ENCODE ID 1 2").unwrap_err().to_string();
+        assert!(error.contains("three fields, got 2"), "{error}");
+    }
+
+    #[test]
+    fn promote() {
+        assert_eq!(
+            parse("PROMOTE REPLICA 127.0.0.1:3307").unwrap(),
+            Command::PromoteReplica {
+                master: "127.0.0.1:3307".into(),
+                stop_replication: false
+            }
+        );
+        assert_eq!(
+            parse("promote replica '127.0.0.1:3307' stop replication;").unwrap(),
+            Command::PromoteReplica {
+                master: "127.0.0.1:3307".into(),
+                stop_replication: true
+            }
+        );
+        assert!(parse("PROMOTE REPLICA").is_err());
+        assert!(parse("PROMOTE REPLICA a b").is_err());
+    }
+
+    #[test]
+    fn pause_and_resume_ranges() {
+        assert_eq!(
+            parse("PAUSE SHARDS 1024-2047").unwrap(),
+            Command::PauseShards(range(1024, 2047, None))
+        );
+        assert_eq!(
+            parse("pause shards 1024 - 2047 in main;").unwrap(),
+            Command::PauseShards(range(1024, 2047, Some("main")))
+        );
+        assert_eq!(
+            parse("PAUSE SHARDS 7").unwrap(),
+            Command::PauseShards(range(7, 7, None))
+        );
+        assert_eq!(
+            parse("RESUME SHARDS 256-511 IN `mod`").unwrap(),
+            Command::ResumeShards(range(256, 511, Some("mod")))
+        );
+        let error = parse("PAUSE SHARDS 9-3").unwrap_err().to_string();
+        assert!(error.contains("backwards"), "{error}");
+        assert!(error.ends_with(PAUSE_SHARDS), "{error}");
+        assert!(parse("PAUSE SHARDS").is_err());
+        assert!(parse("PAUSE SHARDS x-3").is_err());
+        assert!(parse("RESUME SHARDS 1-2 IN").is_err());
+    }
+
+    #[test]
+    fn unknown_commands_list_what_is_accepted() {
+        let error = parse("SHOW TABLES").unwrap_err();
+        assert!(matches!(error, ParseError::Unknown(_)));
+        let message = error.to_string();
+        assert!(message.starts_with("unknown admin command 'SHOW TABLES'"));
+        for (form, _) in COMMANDS {
+            assert!(message.contains(form), "{form} missing from {message}");
+        }
+        assert!(parse("")
+            .unwrap_err()
+            .to_string()
+            .starts_with("empty admin command"));
+        assert!(parse("SHOW HOSTS now")
+            .unwrap_err()
+            .to_string()
+            .contains("unexpected 'now'"));
+        let error = parse("SHOW SHARDS LIKE 'abc").unwrap_err().to_string();
+        assert!(error.contains("unterminated"), "{error}");
+        assert!(error.ends_with(SHOW_SHARDS), "{error}");
+    }
+
+    #[test]
+    fn client_queries() {
+        assert_eq!(
+            parse("select @@version_comment limit 1").unwrap(),
+            Command::Select(vec![SelectItem::Variable {
+                name: "version_comment".into(),
+                column: "@@version_comment".into()
+            }])
+        );
+        assert_eq!(
+            parse("SELECT DATABASE(), @@session.autocommit").unwrap(),
+            Command::Select(vec![
+                SelectItem::Function {
+                    name: "database".into(),
+                    column: "DATABASE()".into()
+                },
+                SelectItem::Variable {
+                    name: "autocommit".into(),
+                    column: "@@session.autocommit".into()
+                }
+            ])
+        );
+        assert_eq!(parse("SET NAMES utf8mb4").unwrap(), Command::Set);
+        assert!(matches!(
+            parse("SELECT * FROM pins").unwrap_err(),
+            ParseError::Unknown(_)
+        ));
+        assert!(parse("SETTINGS").is_err());
+    }
+}
