@@ -55,6 +55,7 @@ pub async fn start(engine: Arc<Engine>) -> io::Result<Listening> {
         spawn_logged("metrics endpoint", crate::stats::http::serve(engine.clone(), listener));
     }
     crate::backend::health::spawn(engine.clone());
+    crate::engine::reload::spawn_watchers(engine.clone());
     Ok(listening)
 }
 

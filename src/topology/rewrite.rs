@@ -23,6 +23,8 @@ pub struct PromotedEntry {
     pub first: u32,
     /// Last shard of the entry's range.
     pub last: u32,
+    /// The former master, as written.
+    pub master: String,
     /// The former replica, now the master.
     pub replica: String,
 }
@@ -45,7 +47,7 @@ pub enum RewriteError {
     #[error("the config file does not parse:\n{0}")]
     Invalid(ConfigErrors),
     /// No host entry has this master.
-    #[error("{master} is not the master of any host entry in the config file (masters: {})", masters.join(", "))]
+    #[error("{master} is not the master of any shard range (masters: {})", masters.join(", "))]
     NotAMaster {
         /// The address asked for.
         master: String,
@@ -105,49 +107,7 @@ pub fn same_address(a: &str, b: &str) -> bool {
 /// replica as master and no replica. `source` names the file in errors.
 pub fn promote_replica(text: &str, source: &str, master: &str) -> Result<Promoted, RewriteError> {
     let (config, lines) = validate::parse(text, source).map_err(RewriteError::Invalid)?;
-    let mut intended = config.clone();
-    let mut edits = Vec::new();
-    for (fleet, fc) in intended.fleets.iter_mut() {
-        for (index, host) in fc.hosts.iter_mut().enumerate() {
-            if !same_address(&host.master, master) {
-                continue;
-            }
-            let [first, last] = host.range;
-            let Some(replica) = host.replica.take() else {
-                return Err(RewriteError::NoReplica {
-                    fleet: fleet.clone(),
-                    first,
-                    last,
-                    master: host.master.clone(),
-                });
-            };
-            host.master = replica.clone();
-            edits.push(Edit {
-                entry: PromotedEntry {
-                    fleet: fleet.clone(),
-                    first,
-                    last,
-                    replica,
-                },
-                index,
-                old_master: master.trim().to_owned(),
-            });
-        }
-    }
-    if edits.is_empty() {
-        let mut masters: Vec<String> = config
-            .fleets
-            .values()
-            .flat_map(|fc| fc.hosts.iter().map(|h| h.master.clone()))
-            .collect();
-        masters.sort();
-        masters.dedup();
-        return Err(RewriteError::NotAMaster {
-            master: master.trim().to_owned(),
-            masters,
-        });
-    }
-
+    let (intended, edits) = plan(&config, master)?;
     let mut file = TextLines::split(text);
     let mut located = edits
         .iter()
@@ -164,6 +124,62 @@ pub fn promote_replica(text: &str, source: &str, master: &str) -> Result<Promote
         config,
         entries: edits.into_iter().map(|e| e.entry).collect(),
     })
+}
+
+/// The same change on a config in memory: every entry whose master is
+/// `master` gets its replica as master and no replica.
+pub fn promote_in_config(
+    config: &Config,
+    master: &str,
+) -> Result<(Config, Vec<PromotedEntry>), RewriteError> {
+    let (intended, edits) = plan(config, master)?;
+    Ok((intended, edits.into_iter().map(|e| e.entry).collect()))
+}
+
+fn plan(config: &Config, master: &str) -> Result<(Config, Vec<Edit>), RewriteError> {
+    let mut intended = config.clone();
+    let mut edits = Vec::new();
+    for (fleet, fc) in intended.fleets.iter_mut() {
+        for (index, host) in fc.hosts.iter_mut().enumerate() {
+            if !same_address(&host.master, master) {
+                continue;
+            }
+            let [first, last] = host.range;
+            let Some(replica) = host.replica.take() else {
+                return Err(RewriteError::NoReplica {
+                    fleet: fleet.clone(),
+                    first,
+                    last,
+                    master: host.master.clone(),
+                });
+            };
+            let old_master = std::mem::replace(&mut host.master, replica.clone());
+            edits.push(Edit {
+                entry: PromotedEntry {
+                    fleet: fleet.clone(),
+                    first,
+                    last,
+                    master: old_master,
+                    replica,
+                },
+                index,
+            });
+        }
+    }
+    if edits.is_empty() {
+        let mut masters: Vec<String> = config
+            .fleets
+            .values()
+            .flat_map(|fc| fc.hosts.iter().map(|h| h.master.clone()))
+            .collect();
+        masters.sort();
+        masters.dedup();
+        return Err(RewriteError::NotAMaster {
+            master: master.trim().to_owned(),
+            masters,
+        });
+    }
+    Ok((intended, edits))
 }
 
 /// Parses `text` and checks it is exactly `intended`.
@@ -206,7 +222,6 @@ fn describe_difference(got: &Config, intended: &Config) -> String {
 struct Edit {
     entry: PromotedEntry,
     index: usize,
-    old_master: String,
 }
 
 impl Edit {
@@ -288,7 +303,7 @@ fn apply(file: &mut TextLines, at: &Located, edit: &Edit) -> Result<(), RewriteE
         at.item,
         format!(
             "{indent}# PROMOTE REPLICA {}: its replica {} became the master of shards {}-{} (written by shardgate)",
-            edit.old_master, edit.entry.replica, edit.entry.first, edit.entry.last
+            edit.entry.master, edit.entry.replica, edit.entry.first, edit.entry.last
         ),
     );
     Ok(())

@@ -53,6 +53,7 @@ fn flow_entry_keeps_comments_and_layout() {
             fleet: "main".into(),
             first: 0,
             last: 3,
+            master: "10.0.0.1:3306".into(),
             replica: "10.0.0.2:3306".into(),
         }]
     );
