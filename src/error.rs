@@ -74,6 +74,30 @@ pub enum ClientError {
     /// No backend host is usable for a statement that may run anywhere.
     #[error("shardgate: no healthy master is available: {0}")]
     NoHealthyHost(String),
+    /// The statement's shard stayed paused for a cutover longer than
+    /// `pause.timeout_ms`; it never ran (1205).
+    #[error("shardgate: shard {shard} of fleet {fleet} is paused for a cutover; waited {waited_ms} ms; the statement did not run, retry it")]
+    ShardPaused {
+        /// Fleet name.
+        fleet: String,
+        /// The paused shard.
+        shard: u32,
+        /// How long the statement waited.
+        waited_ms: u128,
+    },
+    /// The shard of the session's open transaction moved to another master
+    /// (a reload); the transaction was rolled back on the old one (1213).
+    #[error("shardgate: shard {shard} of fleet {fleet} moved from {from} to {to} while this transaction was open; it was rolled back on {from}; try restarting transaction")]
+    ShardMoved {
+        /// Fleet name.
+        fleet: String,
+        /// The transaction's shard.
+        shard: u32,
+        /// The master the transaction ran on.
+        from: String,
+        /// The shard's master now (or why there is none).
+        to: String,
+    },
 }
 
 impl ClientError {
@@ -89,6 +113,8 @@ impl ClientError {
             ClientError::UnknownStatement(_) => 1243,
             ClientError::BadExecute(_) => 1210,
             ClientError::TooManyPrepared(_) => 1461,
+            ClientError::ShardPaused { .. } => 1205,
+            ClientError::ShardMoved { .. } => 1213,
             _ => 1105,
         }
     }
@@ -101,6 +127,7 @@ impl ClientError {
             ClientError::AccessDenied { .. } => "28000",
             ClientError::NoDatabaseSelected => "3D000",
             ClientError::UnsupportedCommand(_) | ClientError::PacketTooLarge(_) => "08S01",
+            ClientError::ShardMoved { .. } => "40001",
             _ => "HY000",
         }
     }

@@ -4,11 +4,13 @@
 
 use std::io;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use mysql_common::constants::StatusFlags;
 use tokio::io::AsyncWrite;
 
 use super::answer::{write_local_result, write_single_value};
+use super::pause::{Blocked, ShardGuard};
 use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions, RelayOutcome};
 use super::session_state::{BoundTransaction, SessionSettings, SessionState};
 use super::Engine;
@@ -17,7 +19,7 @@ use crate::backend::{HostPool, PooledConn};
 use crate::error::ClientError;
 use crate::protocol::packets::{err_packet, ok_packet, parse_err, LocalColumnType, ERR_HEADER};
 use crate::protocol::FrameWriter;
-use crate::router::{Plan, SessionAction, ShardQuery, StatementKind, Target};
+use crate::router::{route, Placement, Plan, SessionAction, ShardQuery, StatementKind, Target};
 use crate::topology::Topology;
 
 /// Where a statement runs.
@@ -60,8 +62,10 @@ impl<'a> Statement<'a> {
 }
 
 impl Engine {
-    /// Executes one plan and writes the complete answer to `client`
-    /// (flushed). An `Err` means the client connection is unusable.
+    /// Executes one plan that touches no shard's data (`USE`, a routing
+    /// error) and writes the complete answer to `client` (flushed). An
+    /// `Err` means the client connection is unusable. Statements for
+    /// shards go through [`Engine::run_statement`] (the pause gate).
     pub async fn execute<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
@@ -69,21 +73,121 @@ impl Engine {
         plan: Plan,
         client: &mut FrameWriter<W>,
     ) -> io::Result<()> {
-        self.execute_in_batch(topology, state, plan, client).await?;
+        self.execute_admitted(topology, state, plan, ShardGuard::default(), client)
+            .await?;
         client.flush().await
     }
 
-    /// Executes one statement of a multi-statement: the answer is queued
-    /// but not flushed, the session's sequence id moves past it, and the
-    /// result says whether it succeeded (an error ends the batch).
-    pub async fn execute_in_batch<W: AsyncWrite + Unpin>(
+    /// Routes one statement (of a COM_QUERY, or a prepared statement's text
+    /// with its values) on the topology in force and executes it; the
+    /// answer is queued, not flushed, and the session's sequence id moves
+    /// past it. A statement for a paused shard waits for its RESUME (at
+    /// most `pause.timeout_ms`, then fails without having run) and is
+    /// routed again: the shard may have moved. `more` says whether more
+    /// statements of a multi-statement follow. Returns whether the batch
+    /// may go on (routed, and succeeded).
+    pub async fn run_statement<W: AsyncWrite + Unpin, P: Placement>(
+        &self,
+        state: &mut SessionState,
+        sql: &str,
+        placement: &mut P,
+        more: bool,
+        client: &mut FrameWriter<W>,
+    ) -> io::Result<bool> {
+        let mut waiting_since: Option<Instant> = None;
+        loop {
+            // The epoch is read before the topology (see PauseGate::enter).
+            let epoch = self.pauses.epoch();
+            let topology = self.topology.load();
+            let plan = route(sql, &topology, &state.route, placement);
+            match self.admit(&topology, state, &plan, epoch) {
+                Ok(guard) => {
+                    let rejected = matches!(plan, Plan::Reject(_));
+                    state.more_results = more && !rejected;
+                    let result = self
+                        .execute_admitted(&topology, state, plan, guard, client)
+                        .await;
+                    state.more_results = false;
+                    return Ok(result? && !rejected);
+                }
+                Err(Blocked::Stale) => {}
+                Err(Blocked::Paused(paused)) => {
+                    let since = *waiting_since.get_or_insert_with(Instant::now);
+                    let limit = Duration::from_millis(topology.config.pause.timeout_ms);
+                    if !self.pauses.wait(&paused, since + limit).await {
+                        let error = ClientError::ShardPaused {
+                            fleet: paused.fleet.clone(),
+                            shard: paused.shard,
+                            waited_ms: since.elapsed().as_millis(),
+                        };
+                        write_error(client, state.response_seq, &error).await?;
+                        state.response_seq = client.next_seq();
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Registers a plan's shards at the pause gate. A statement on the
+    /// session's bound transaction needs no registration (the transaction
+    /// holds one); a session whose bound shard is paused is let through,
+    /// since the pause is waiting for its transaction to end.
+    fn admit(
+        &self,
+        topology: &Topology,
+        state: &SessionState,
+        plan: &Plan,
+        epoch: u64,
+    ) -> Result<ShardGuard, Blocked> {
+        match self.enter_plan(topology, state, plan, Some(epoch)) {
+            Err(Blocked::Paused(_))
+                if state
+                    .bound
+                    .as_ref()
+                    .is_some_and(|b| self.pauses.is_paused(&b.fleet, b.target.shard)) =>
+            {
+                self.enter_plan(topology, state, plan, None)
+            }
+            result => result,
+        }
+    }
+
+    fn enter_plan(
+        &self,
+        topology: &Topology,
+        state: &SessionState,
+        plan: &Plan,
+        epoch: Option<u64>,
+    ) -> Result<ShardGuard, Blocked> {
+        match plan {
+            Plan::Shard(query) if !on_bound_shard(topology, state, query.target) => {
+                let target = query.target;
+                self.pauses
+                    .enter(topology, [(target.fleet, target.shard)], epoch)
+            }
+            Plan::MultiShard(query) => self.pauses.enter(
+                topology,
+                query
+                    .parts
+                    .iter()
+                    .map(|part| (part.target.fleet, part.target.shard)),
+                epoch,
+            ),
+            _ => Ok(ShardGuard::default()),
+        }
+    }
+
+    /// Executes an admitted plan, answer queued; whether it succeeded.
+    async fn execute_admitted<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
         state: &mut SessionState,
         plan: Plan,
+        guard: ShardGuard,
         client: &mut FrameWriter<W>,
     ) -> io::Result<bool> {
-        self.execute_unflushed(topology, state, plan, client)
+        self.execute_unflushed(topology, state, plan, guard, client)
             .await?;
         state.response_seq = client.next_seq();
         Ok(!client.last_was_error())
@@ -94,6 +198,7 @@ impl Engine {
         topology: &Topology,
         state: &mut SessionState,
         plan: Plan,
+        guard: ShardGuard,
         client: &mut FrameWriter<W>,
     ) -> io::Result<()> {
         let held = state.held.take();
@@ -106,7 +211,7 @@ impl Engine {
                 if let Some(conn) = held {
                     conn.release();
                 }
-                self.run_plan(topology, state, plan, client).await
+                self.run_plan(topology, state, plan, guard, client).await
             }
         };
         match result {
@@ -119,15 +224,19 @@ impl Engine {
         Ok(())
     }
 
+    /// Runs a plan; `guard` (its shards' registration at the pause gate)
+    /// lives until the statement is done, or moves into the transaction
+    /// the statement binds.
     async fn run_plan<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
         state: &mut SessionState,
         plan: Plan,
+        guard: ShardGuard,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
         match plan {
-            Plan::Shard(query) => self.run_shard(topology, state, query, client).await,
+            Plan::Shard(query) => self.run_shard(topology, state, query, guard, client).await,
             Plan::MultiShard(query) => self.run_multi_shard(topology, state, query, client).await,
             Plan::AnyHost { sql } => self.run_anywhere(topology, state, &sql, client).await,
             Plan::Session(action) => self.run_session(topology, state, action, client).await,
@@ -166,13 +275,14 @@ impl Engine {
         topology: &Topology,
         state: &mut SessionState,
         query: ShardQuery,
+        guard: ShardGuard,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
         let composer = query.compose_insert_id.map(|type_id| InsertIdComposer {
             shard: query.target.shard,
             type_id,
         });
-        let venue = self.venue_for(topology, state, &query).await?;
+        let (venue, _guard) = self.venue_for(topology, state, &query, guard).await?;
         let outcome = self
             .run_on(
                 topology,
@@ -194,36 +304,40 @@ impl Engine {
     }
 
     /// Decides where a shard statement runs, binding the transaction to its
-    /// shard on the first write or locking read.
+    /// shard on the first write or locking read (the statement's pause-gate
+    /// `guard` then moves into the transaction). Returns the venue and the
+    /// guard to hold while the statement runs.
     async fn venue_for(
         &self,
         topology: &Topology,
         state: &mut SessionState,
         query: &ShardQuery,
-    ) -> Result<Venue, Failure> {
+        guard: ShardGuard,
+    ) -> Result<(Venue, ShardGuard), Failure> {
         let target = query.target;
         let pool = self.backends.pool(host_addr(topology, target.host));
         if !state.in_transaction() {
-            return Ok(Venue::Pool(pool));
+            return Ok((Venue::Pool(pool), guard));
         }
         if let Some(bound) = &state.bound {
-            if same_shard(bound.target, target) {
-                return Ok(Venue::Bound);
+            if on_bound_shard(topology, state, target) {
+                self.check_not_moved(topology, state).await?;
+                return Ok((Venue::Bound, guard));
             }
             if query.kind == StatementKind::Read {
-                return Ok(Venue::Pool(pool));
+                return Ok((Venue::Pool(pool), guard));
             }
             return Err(Failure::Client(ClientError::Transaction(format!(
                 "this transaction is bound to shard {} of fleet {}; a write or locking read for shard {} of fleet {} cannot join it (transactions are single-shard). \
                  COMMIT or ROLLBACK first; plain reads of other shards are served outside the transaction",
                 bound.target.shard,
-                fleet_name(topology, bound.target),
+                bound.fleet,
                 target.shard,
                 fleet_name(topology, target),
             ))));
         }
         if query.kind == StatementKind::Read {
-            return Ok(Venue::Pool(pool));
+            return Ok((Venue::Pool(pool), guard));
         }
         let mut conn = self.checkout(topology, &pool, Some(target), state).await?;
         let opening = std::iter::once(state.begin_statement().to_owned())
@@ -246,8 +360,57 @@ impl Engine {
                 }
             }
         }
-        state.bound = Some(BoundTransaction { target, conn });
-        Ok(Venue::Bound)
+        state.bound = Some(BoundTransaction {
+            target,
+            fleet: fleet_name(topology, target).to_owned(),
+            conn,
+            guard,
+        });
+        Ok((Venue::Bound, ShardGuard::default()))
+    }
+
+    /// When the shard of the session's bound transaction has another master
+    /// in `topology` than the one the transaction runs on (a reload moved
+    /// it), rolls the transaction back there, ends it, and fails: it must
+    /// not commit on the old master.
+    async fn check_not_moved(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+    ) -> Result<(), Failure> {
+        let Some(bound) = &state.bound else {
+            return Ok(());
+        };
+        let master = topology
+            .fleet_by_name(&bound.fleet)
+            .and_then(|fleet| topology.master_of(fleet, bound.target.shard))
+            .map(|host| host_addr(topology, host));
+        let from = bound.conn.pool().addr.clone();
+        let to = match master {
+            Some(addr) if addr == from => return Ok(()),
+            Some(addr) => addr.to_owned(),
+            None => "no master (the shard is no longer in the config)".to_owned(),
+        };
+        let Some(mut bound) = state.bound.take() else {
+            return Ok(());
+        };
+        state.explicit_transaction = false;
+        state.pending_savepoints.clear();
+        match bound
+            .conn
+            .conn()
+            .simple_command(COM_QUERY, b"ROLLBACK")
+            .await
+        {
+            Ok(answer) if answer.first() != Some(&ERR_HEADER) => bound.conn.release(),
+            _ => bound.conn.discard_broken(),
+        }
+        Err(Failure::Client(ClientError::ShardMoved {
+            fleet: bound.fleet.clone(),
+            shard: bound.target.shard,
+            from,
+            to,
+        }))
     }
 
     /// A pooled connection with the session's settings applied.
@@ -305,7 +468,7 @@ impl Engine {
                         "no transaction is bound".to_owned(),
                     )));
                 };
-                match send_and_relay(bound.conn.conn(), sql, client, options).await {
+                match send_and_relay(&mut bound.conn, sql, client, options).await {
                     Ok(outcome) => {
                         stamp_connection(&mut bound.conn, stamp, &outcome);
                         Ok(outcome)
@@ -322,7 +485,7 @@ impl Engine {
             }
             Venue::Held(mut conn) => {
                 state.last_on_bound = false;
-                match send_and_relay(conn.conn(), sql, client, options).await {
+                match send_and_relay(&mut conn, sql, client, options).await {
                     Ok(outcome) => {
                         // Diagnostics leave the diagnostics area as it was.
                         state.held = Some(conn);
@@ -334,13 +497,13 @@ impl Engine {
             Venue::Pool(pool) => {
                 state.last_on_bound = false;
                 let mut conn = self.checkout(topology, &pool, target, state).await?;
-                let result = match send_and_relay(conn.conn(), sql, client, options).await {
+                let result = match send_and_relay(&mut conn, sql, client, options).await {
                     Err(RelayFailure::Backend {
                         forwarded: false, ..
                     }) if conn.reused => {
                         conn.discard_broken();
                         conn = self.checkout(topology, &pool, target, state).await?;
-                        send_and_relay(conn.conn(), sql, client, options).await
+                        send_and_relay(&mut conn, sql, client, options).await
                     }
                     result => result,
                 };
@@ -413,17 +576,25 @@ impl Engine {
             SessionAction::Begin { sql } => {
                 state.pending_savepoints.clear();
                 if state.bound.is_some() {
-                    self.end_transaction(state, "COMMIT", client, false).await?;
+                    self.end_transaction(topology, state, "COMMIT", client, false)
+                        .await?;
                 }
                 state.explicit_transaction = true;
                 state.begin_sql = sql;
                 write_ok(client, state).await
             }
-            SessionAction::Commit => self.end_transaction(state, "COMMIT", client, true).await,
-            SessionAction::Rollback => self.end_transaction(state, "ROLLBACK", client, true).await,
+            SessionAction::Commit => {
+                self.end_transaction(topology, state, "COMMIT", client, true)
+                    .await
+            }
+            SessionAction::Rollback => {
+                self.end_transaction(topology, state, "ROLLBACK", client, true)
+                    .await
+            }
             SessionAction::SetAutocommit(on) => {
                 if on && state.bound.is_some() {
-                    self.end_transaction(state, "COMMIT", client, false).await?;
+                    self.end_transaction(topology, state, "COMMIT", client, false)
+                        .await?;
                 }
                 if on {
                     state.explicit_transaction = false;
@@ -481,14 +652,19 @@ impl Engine {
     }
 
     /// Sends COMMIT or ROLLBACK to the bound connection (answering with its
-    /// response when `answer` is set) and unbinds it.
+    /// response when `answer` is set) and unbinds it. A COMMIT whose shard
+    /// moved to another master meanwhile is a rollback and an error.
     async fn end_transaction<W: AsyncWrite + Unpin>(
         &self,
+        topology: &Topology,
         state: &mut SessionState,
         sql: &str,
         client: &mut FrameWriter<W>,
         answer: bool,
     ) -> Result<(), Failure> {
+        if sql == "COMMIT" {
+            self.check_not_moved(topology, state).await?;
+        }
         if answer {
             state.explicit_transaction = false;
         }
@@ -503,7 +679,7 @@ impl Engine {
         let addr = bound.conn.pool().addr.clone();
         let result = if answer {
             send_and_relay(
-                bound.conn.conn(),
+                &mut bound.conn,
                 sql,
                 client,
                 RelayOptions {
@@ -585,20 +761,26 @@ impl From<io::Error> for Failure {
     }
 }
 
+/// Sends `sql` and relays the answer, counting it in the host's statistics.
 async fn send_and_relay<W: AsyncWrite + Unpin>(
-    conn: &mut crate::backend::BackendConn,
+    pooled: &mut PooledConn,
     sql: &str,
     client: &mut FrameWriter<W>,
     options: RelayOptions,
 ) -> Result<RelayOutcome, RelayFailure> {
-    if let Err(error) = conn.send_command(COM_QUERY, sql.as_bytes()).await {
-        return Err(RelayFailure::Backend {
+    let started = Instant::now();
+    let conn = pooled.conn();
+    let result = match conn.send_command(COM_QUERY, sql.as_bytes()).await {
+        Err(error) => Err(RelayFailure::Backend {
             error,
             forwarded: false,
             next_seq: options.first_seq,
-        });
-    }
-    relay_response(conn, client, options).await
+        }),
+        Ok(()) => relay_response(conn, client, options).await,
+    };
+    let failed = result.as_ref().map_or(true, |outcome| outcome.failed);
+    pooled.pool().statements.record(started.elapsed(), failed);
+    result
 }
 
 /// Settles a pooled connection after its statement: one the server left
@@ -740,8 +922,12 @@ pub(crate) fn backend_error(payload: &[u8]) -> ClientError {
     }
 }
 
-fn same_shard(a: Target, b: Target) -> bool {
-    a.fleet == b.fleet && a.shard == b.shard
+/// Whether `target` is the shard of the session's bound transaction
+/// (compared by fleet name: fleet ids may change across reloads).
+fn on_bound_shard(topology: &Topology, state: &SessionState, target: Target) -> bool {
+    state.bound.as_ref().is_some_and(|bound| {
+        bound.target.shard == target.shard && bound.fleet == fleet_name(topology, target)
+    })
 }
 
 fn fleet_name(topology: &Topology, target: Target) -> &str {

@@ -23,7 +23,7 @@ use crate::error::ClientError;
 use crate::protocol::binary::{parse_execute, render_literal};
 use crate::protocol::packets::{ERR_HEADER, OK_HEADER};
 use crate::protocol::FrameWriter;
-use crate::router::{placeholders, route, route_prepare, Placement, Plan};
+use crate::router::{placeholders, route_prepare, Placement, Plan};
 use crate::topology::Topology;
 
 /// COM_STMT_PREPARE command byte.
@@ -206,7 +206,6 @@ impl Engine {
     /// binary-protocol rows.
     pub async fn execute_prepared<W: AsyncWrite + Unpin, P: Placement + Send>(
         &self,
-        topology: &Topology,
         state: &mut SessionState,
         payload: &[u8],
         placement: &mut P,
@@ -219,11 +218,13 @@ impl Engine {
                 return client.flush().await;
             }
         };
-        let plan = route(&text, topology, &state.route, placement);
         state.binary_rows = true;
-        let result = self.execute(topology, state, plan, client).await;
+        let result = self
+            .run_statement(state, &text, placement, false, client)
+            .await;
         state.binary_rows = false;
-        result
+        result?;
+        client.flush().await
     }
 }
 

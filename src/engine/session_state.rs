@@ -5,6 +5,7 @@ use std::hash::{Hash, Hasher};
 
 use mysql_common::constants::StatusFlags;
 
+use super::pause::ShardGuard;
 use crate::backend::{ConnKey, PooledConn};
 use crate::router::{RouteContext, Target};
 
@@ -57,10 +58,16 @@ impl SessionSettings {
 
 /// The backend connection a transaction is bound to.
 pub struct BoundTransaction {
-    /// The shard the transaction's first write or locking read went to.
+    /// The shard the transaction's first write or locking read went to
+    /// (ids of the topology it bound on).
     pub target: Target,
+    /// Name of the shard's fleet (ids may change across reloads).
+    pub fleet: String,
     /// The connection holding the open transaction.
     pub conn: PooledConn,
+    /// The transaction's registration on its shard at the pause gate:
+    /// `PAUSE SHARDS` waits for the transaction to end.
+    pub guard: ShardGuard,
 }
 
 /// Per-client state.
