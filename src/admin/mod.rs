@@ -15,6 +15,9 @@ use opensrv_mysql::{AsyncMysqlIntermediary, ErrorKind};
 use tokio::net::TcpListener;
 use tracing::{debug, info, warn};
 
+use crate::engine::failover::FailoverError;
+use crate::engine::pause::PauseError;
+use crate::engine::reload::ReloadError;
 use crate::engine::Engine;
 use crate::fleet::FleetError;
 use crate::id::IdError;
@@ -71,6 +74,15 @@ pub enum AdminError {
     /// `VERIFY FLEET` could not run (1105).
     #[error("VERIFY FLEET could not run: {0}")]
     Fleet(#[from] FleetError),
+    /// `RELOAD CONFIG` refused the file; the config in force stays (1105).
+    #[error("RELOAD CONFIG: {0}")]
+    Reload(#[from] ReloadError),
+    /// `PROMOTE REPLICA` refused or failed (1105).
+    #[error("PROMOTE REPLICA: {0}")]
+    Failover(#[from] FailoverError),
+    /// `PAUSE SHARDS` / `RESUME SHARDS` refused or failed (1105).
+    #[error("{0}")]
+    Pause(#[from] PauseError),
 }
 
 impl AdminError {
@@ -80,7 +92,10 @@ impl AdminError {
             AdminError::Parse(_) => ErrorKind::ER_PARSE_ERROR,
             AdminError::Argument(_) | AdminError::Id(_) => ErrorKind::ER_WRONG_ARGUMENTS,
             AdminError::Route(error) => ErrorKind::from(error.code()),
-            AdminError::Fleet(_) => ErrorKind::ER_UNKNOWN_ERROR,
+            AdminError::Fleet(_)
+            | AdminError::Reload(_)
+            | AdminError::Failover(_)
+            | AdminError::Pause(_) => ErrorKind::ER_UNKNOWN_ERROR,
         }
     }
 }

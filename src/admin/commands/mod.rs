@@ -5,14 +5,18 @@ mod decode_id;
 mod encode_id;
 mod explain_route;
 mod help;
+mod pause_shards;
+mod promote_replica;
+mod reload_config;
 mod show_config;
 mod show_hosts;
 mod show_shards;
+mod show_stats;
 mod verify_fleet;
 
-use tracing::info;
+use tracing::{info, warn};
 
-use super::parse::Command;
+use super::parse::{Command, ShardRange};
 use super::{AdminError, Answer};
 use crate::engine::Engine;
 
@@ -28,7 +32,8 @@ pub struct Context<'a> {
     pub connection_id: u32,
 }
 
-/// Runs one command and returns its answer.
+/// Runs one command and returns its answer. Commands that change the
+/// proxy are logged with the account that ran them.
 pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, AdminError> {
     let engine = context.engine;
     match command {
@@ -36,7 +41,9 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
         Command::ShowShards { like } => Ok(show_shards::all(engine, like.as_deref())),
         Command::ShowShard { shard, fleet } => show_shards::one(engine, shard, fleet.as_deref()),
         Command::ShowHosts => Ok(show_hosts::answer(engine)),
+        Command::ShowStats => Ok(show_stats::answer(engine)),
         Command::ShowConfig => Ok(show_config::answer(engine)),
+        Command::ReloadConfig => logged(context, "RELOAD CONFIG", reload_config::answer(engine)),
         Command::ExplainRoute { statement } => explain_route::answer(engine, &statement),
         Command::DecodeId { id } => decode_id::answer(engine, id),
         Command::EncodeId {
@@ -44,18 +51,52 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
             object_type,
             local_id,
         } => encode_id::answer(engine, shard, &object_type, local_id),
-        Command::VerifyFleet => {
-            info!(user = context.user, "VERIFY FLEET");
-            verify_fleet::answer(engine).await
+        Command::PromoteReplica {
+            master,
+            stop_replication,
+        } => {
+            let what = format!(
+                "PROMOTE REPLICA {master}{}",
+                if stop_replication {
+                    " STOP REPLICATION"
+                } else {
+                    ""
+                }
+            );
+            info!(user = context.user, "{what}: starting");
+            let result = promote_replica::answer(engine, &master, stop_replication).await;
+            logged(context, &what, result)
         }
+        Command::PauseShards(range) => {
+            let what = format!("PAUSE SHARDS {}", describe(&range));
+            info!(user = context.user, "{what}: draining");
+            logged(context, &what, pause_shards::pause(engine, &range).await)
+        }
+        Command::ResumeShards(range) => {
+            let what = format!("RESUME SHARDS {}", describe(&range));
+            logged(context, &what, pause_shards::resume(engine, &range))
+        }
+        Command::VerifyFleet => verify_fleet::answer(engine).await,
         Command::Select(items) => client::select(context, &items),
         Command::Set => Ok(Answer::default()),
-        Command::ShowStats
-        | Command::ReloadConfig
-        | Command::PromoteReplica { .. }
-        | Command::PauseShards(_)
-        | Command::ResumeShards(_) => Err(AdminError::Argument(
-            "this command is not available yet".to_owned(),
-        )),
     }
+}
+
+fn describe(range: &ShardRange) -> String {
+    match &range.fleet {
+        Some(fleet) => format!("{}-{} IN {fleet}", range.first, range.last),
+        None => format!("{}-{}", range.first, range.last),
+    }
+}
+
+fn logged(
+    context: &Context<'_>,
+    what: &str,
+    result: Result<Answer, AdminError>,
+) -> Result<Answer, AdminError> {
+    match &result {
+        Ok(_) => info!(user = context.user, "{what}: done"),
+        Err(error) => warn!(user = context.user, %error, "{what}: failed"),
+    }
+    result
 }

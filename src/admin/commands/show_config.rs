@@ -1,5 +1,6 @@
 //! `SHOW CONFIG`: the config file in force, its version, when it was
-//! loaded, the last reload attempt, and the paused shard ranges.
+//! loaded, the last reload attempt, and the paused shard ranges (a
+//! `paused` row each).
 
 use crate::admin::answer::format_time;
 use crate::admin::Answer;
@@ -32,6 +33,19 @@ pub fn answer(engine: &Engine) -> Answer {
                 },
             );
         }
+    }
+    for paused in engine.pauses.paused() {
+        put(
+            "paused",
+            format!(
+                "{} {}-{} since {} ({} statements waiting)",
+                paused.fleet,
+                paused.first,
+                paused.last,
+                format_time(paused.since),
+                paused.waiting
+            ),
+        );
     }
     answer
 }

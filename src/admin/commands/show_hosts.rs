@@ -1,11 +1,12 @@
 //! `SHOW HOSTS`: every backend host with its role in the topology in
-//! force, pool use and counters. Hosts whose pools outlive their place in
+//! force, what the health checker last found, pool use and counters. Hosts whose pools outlive their place in
 //! the topology (a reload or promotion removed them) show as `retired`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::admin::answer::{format_time, millis};
 use crate::admin::{Answer, Cell};
 use crate::backend::HostPool;
 use crate::engine::Engine;
@@ -71,12 +72,19 @@ fn roles(topology: &Topology) -> BTreeMap<&str, Vec<String>> {
 }
 
 fn row(pool: &HostPool, role: String) -> Vec<Cell> {
+    let health = pool.health();
     vec![
         pool.addr.as_str().into(),
         role.into(),
+        health.state.to_string().into(),
+        health.last_latency.map(millis).into(),
+        health.last_check.map(format_time).into(),
+        health.checks.into(),
+        health.failures.into(),
         pool.in_use().into(),
         pool.idle_count().into(),
         pool.queries.load(Ordering::Relaxed).into(),
         pool.errors.load(Ordering::Relaxed).into(),
+        health.last_error.into(),
     ]
 }

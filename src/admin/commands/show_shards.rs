@@ -3,16 +3,27 @@
 //! and whether it is paused.
 
 use crate::admin::{AdminError, Answer, Cell};
+use crate::engine::pause::PausedRange;
 use crate::engine::Engine;
 use crate::topology::{Fleet, Topology};
 
-const COLUMNS: &[&str] = &["fleet", "shard", "database", "range", "master", "replica"];
+const COLUMNS: &[&str] = &[
+    "fleet",
+    "shard",
+    "database",
+    "range",
+    "master",
+    "replica",
+    "master_health",
+    "paused",
+];
 
 /// Every shard of every fleet, or those whose number or database name
 /// matches the SQL `LIKE` pattern (case-insensitive).
 pub fn all(engine: &Engine, like: Option<&str>) -> Answer {
     let topology = engine.topology.load();
     let pattern = like.map(LikePattern::new);
+    let state = State::new(engine, &topology);
     let mut answer = Answer::new(COLUMNS);
     for fleet in &topology.fleets {
         for shard in 0..fleet.shard_count {
@@ -22,7 +33,7 @@ pub fn all(engine: &Engine, like: Option<&str>) -> Answer {
                     continue;
                 }
             }
-            answer.push(row(&topology, fleet, shard, database));
+            answer.push(state.row(fleet, shard, database));
         }
     }
     answer
@@ -36,17 +47,13 @@ pub fn one(engine: &Engine, shard: u32, fleet: Option<&str>) -> Result<Answer, A
             return Err(unknown_fleet(&topology, name));
         }
     }
+    let state = State::new(engine, &topology);
     let mut answer = Answer::new(COLUMNS);
     for candidate in &topology.fleets {
         if fleet.is_some_and(|name| name != candidate.name) || shard >= candidate.shard_count {
             continue;
         }
-        answer.push(row(
-            &topology,
-            candidate,
-            shard,
-            candidate.database_name(shard),
-        ));
+        answer.push(state.row(candidate, shard, candidate.database_name(shard)));
     }
     if answer.rows.is_empty() {
         let counts: Vec<String> = topology
@@ -78,17 +85,54 @@ pub fn unknown_fleet(topology: &Topology, name: &str) -> AdminError {
     ))
 }
 
-fn row(topology: &Topology, fleet: &Fleet, shard: u32, database: String) -> Vec<Cell> {
-    let range = fleet.range_of(shard);
-    let addr = |host| topology.host(host).map(|h| h.addr.clone());
-    vec![
-        fleet.name.as_str().into(),
-        shard.into(),
-        database.into(),
-        range.map(|r| format!("{}-{}", r.first, r.last)).into(),
-        range.and_then(|r| addr(r.master)).into(),
-        range.and_then(|r| r.replica).and_then(addr).into(),
-    ]
+/// What the rows need besides the topology: each host's health and the
+/// paused ranges, read once per command.
+struct State<'t> {
+    topology: &'t Topology,
+    health: Vec<String>,
+    paused: Vec<PausedRange>,
+}
+
+impl<'t> State<'t> {
+    fn new(engine: &Engine, topology: &'t Topology) -> Self {
+        let health = topology
+            .hosts
+            .iter()
+            .map(|host| engine.backends.pool(&host.addr).health().state.to_string())
+            .collect();
+        Self {
+            topology,
+            health,
+            paused: engine.pauses.paused(),
+        }
+    }
+
+    fn row(&self, fleet: &Fleet, shard: u32, database: String) -> Vec<Cell> {
+        let topology = self.topology;
+        let range = fleet.range_of(shard);
+        let addr = |host| topology.host(host).map(|h| h.addr.clone());
+        let paused = self
+            .paused
+            .iter()
+            .find(|p| p.fleet == fleet.name && p.first <= shard && shard <= p.last)
+            .map_or_else(
+                || "no".to_owned(),
+                |p| format!("yes ({} waiting)", p.waiting),
+            );
+        vec![
+            fleet.name.as_str().into(),
+            shard.into(),
+            database.into(),
+            range.map(|r| format!("{}-{}", r.first, r.last)).into(),
+            range.and_then(|r| addr(r.master)).into(),
+            range.and_then(|r| r.replica).and_then(addr).into(),
+            range
+                .and_then(|r| self.health.get(r.master))
+                .map(String::as_str)
+                .into(),
+            paused.into(),
+        ]
+    }
 }
 
 /// A SQL `LIKE` pattern: `%` any run, `_` one character, `\` escapes;

@@ -1,0 +1,44 @@
+//! `PROMOTE REPLICA <master> [STOP REPLICATION]`: the master's shard
+//! ranges point at its replica, in memory and in the config file.
+
+use crate::admin::{AdminError, Answer};
+use crate::engine::failover::PromoteOptions;
+use crate::engine::Engine;
+
+const COLUMNS: &[&str] = &[
+    "master",
+    "replica",
+    "ranges",
+    "replication_stopped",
+    "config_written",
+    "notes",
+];
+
+/// One row from the promotion's report.
+pub async fn answer(
+    engine: &Engine,
+    master: &str,
+    stop_replication: bool,
+) -> Result<Answer, AdminError> {
+    let report = engine
+        .promote_replica(master, PromoteOptions { stop_replication })
+        .await?;
+    let mut answer = Answer::new(COLUMNS);
+    answer.push(vec![
+        report.master.into(),
+        report.replica.into(),
+        report.ranges.join(", ").into(),
+        if report.replication_stopped {
+            "yes"
+        } else {
+            "no"
+        }
+        .into(),
+        report
+            .config_written
+            .map(|path| path.display().to_string())
+            .into(),
+        report.notes.join("\n").into(),
+    ]);
+    Ok(answer)
+}

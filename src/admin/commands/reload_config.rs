@@ -1,0 +1,25 @@
+//! `RELOAD CONFIG`: re-read the config file and swap it in if it is valid.
+//! A refused file leaves the config in force serving; the error lists
+//! every problem with its line (and `SHOW CONFIG` keeps it).
+
+use crate::admin::{AdminError, Answer};
+use crate::engine::reload::ReloadTrigger;
+use crate::engine::Engine;
+
+/// A row with the outcome: `reloaded` or `unchanged`, the version in
+/// force, and what changed.
+pub fn answer(engine: &Engine) -> Result<Answer, AdminError> {
+    let summary = engine.reload(ReloadTrigger::Admin)?;
+    let mut answer = Answer::new(&["result", "version", "changes"]);
+    answer.push(vec![
+        if summary.changed {
+            "reloaded"
+        } else {
+            "unchanged"
+        }
+        .into(),
+        summary.version.into(),
+        summary.description.into(),
+    ]);
+    Ok(answer)
+}
