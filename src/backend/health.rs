@@ -20,6 +20,7 @@ use mysql_async::{Conn, OptsBuilder};
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
+use crate::engine::failover::PromoteOptions;
 use crate::engine::Engine;
 use crate::topology::Topology;
 
@@ -341,9 +342,21 @@ fn replica_up(engine: &Engine, topology: &Topology, master: &str) -> Option<Stri
 /// Runs on its own task, so a reload that stops the master's checker does
 /// not cut it short.
 async fn fail_over(engine: Arc<Engine>, master: String, replica: String) {
-    // TEMPORARY until engine::failover::promote_replica lands.
-    let _ = engine;
-    error!(%master, %replica, "auto_failover: promotion is not available yet");
+    warn!(%master, %replica, "auto_failover: promoting the replica of a master marked down");
+    let options = PromoteOptions {
+        stop_replication: false,
+    };
+    match engine.promote_replica(&master, options).await {
+        Ok(report) => warn!(
+            %master,
+            replica = %report.replica,
+            ranges = %report.ranges.join(", "),
+            config = ?report.config_written,
+            notes = %report.notes.join("; "),
+            "auto_failover: replica promoted"
+        ),
+        Err(e) => error!(%master, %replica, error = %e, "auto_failover: promotion failed"),
+    }
 }
 
 #[cfg(test)]

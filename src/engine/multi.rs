@@ -11,7 +11,7 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mysql_common::constants::{ColumnFlags, ColumnType};
 use tokio::io::AsyncWrite;
@@ -150,7 +150,9 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
                 Failure::Client(error) => error,
                 Failure::Io(error) => unavailable(error.to_string()),
             })?;
+        let started = Instant::now();
         let result = read_part(conn.conn(), &job.sql).await;
+        job.pool.statements.record(started.elapsed(), !matches!(result, Ok(Ok(_))));
         match result {
             Ok(Ok(part)) => {
                 conn.release();
