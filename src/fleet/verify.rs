@@ -244,8 +244,18 @@ struct ExpectedTable {
     columns: Vec<String>,
 }
 
-/// Tables of each fleet, in schema order (a fleet without any is absent).
-type ExpectedSchema = HashMap<FleetId, Vec<ExpectedTable>>;
+/// What the schema says about one fleet's shard databases.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct FleetTables {
+    /// The schema's tables of the fleet, in schema order.
+    tables: Vec<ExpectedTable>,
+    /// Tables the config gives the fleet that the schema does not create
+    /// (lower case): neither expected nor unexpected.
+    unchecked: Vec<String>,
+}
+
+/// The expected tables of every fleet (fleets with nothing to expect are absent).
+type ExpectedSchema = HashMap<FleetId, FleetTables>;
 
 /// The schema's tables and columns per fleet, and the config's tables the
 /// schema does not create.
@@ -266,7 +276,16 @@ fn expected_schema(
                 })
             })
             .collect::<Result<Vec<_>, FleetError>>()?;
-        schema.insert(*fleet, tables);
+        schema.entry(*fleet).or_default().tables = tables;
+    }
+    for name in &plan.missing_from_schema {
+        if let Some(rule) = topology.table(name) {
+            schema
+                .entry(rule.fleet)
+                .or_default()
+                .unchecked
+                .push(name.clone());
+        }
     }
     Ok((schema, plan.missing_from_schema))
 }
@@ -392,7 +411,8 @@ fn compare(
         .collect();
 
     for (fid, fleet) in topology.fleets.iter().enumerate() {
-        let tables = schema.map(|s| s.get(&fid).map(Vec::as_slice).unwrap_or_default());
+        let no_tables = FleetTables::default();
+        let tables = schema.map(|s| s.get(&fid).unwrap_or(&no_tables));
         for range in &fleet.ranges {
             let (Some(catalog), Some(dbs)) =
                 (catalogs.get(&range.master), present.get(&range.master))
@@ -416,7 +436,7 @@ fn compare(
                 }
                 if let Some(expected) = tables {
                     let found = catalog.tables.as_ref().and_then(|t| t.get(&database));
-                    for (kind, detail) in table_problems(expected, found) {
+                    for (kind, detail) in table_problems(topology, fid, expected, found) {
                         problems.push(Problem {
                             host: addr(range.master),
                             database: database.clone(),
@@ -488,16 +508,19 @@ fn compare(
     problems
 }
 
-/// The table problems of one shard database: `found` is its tables'
-/// columns (`None`: no table at all). Names compare case-insensitively.
+/// The table problems of one shard database of `fleet`: `found` is its
+/// tables' columns (`None`: no table at all). Names compare
+/// case-insensitively.
 fn table_problems(
-    expected: &[ExpectedTable],
+    topology: &Topology,
+    fleet: FleetId,
+    expected: &FleetTables,
     found: Option<&BTreeMap<String, Vec<String>>>,
 ) -> Vec<(&'static str, String)> {
     let empty = BTreeMap::new();
     let found = found.unwrap_or(&empty);
     let mut problems = Vec::new();
-    for table in expected {
+    for table in &expected.tables {
         let here = found
             .iter()
             .find(|(name, _)| name.eq_ignore_ascii_case(&table.name));
@@ -514,12 +537,27 @@ fn table_problems(
         }
     }
     for name in found.keys() {
-        if !expected.iter().any(|t| t.name.eq_ignore_ascii_case(name)) {
-            problems.push((
-                kind::UNEXPECTED_TABLE,
-                format!("`{name}` is not in the schema"),
-            ));
+        let known = expected
+            .tables
+            .iter()
+            .map(|t| t.name.as_str())
+            .chain(expected.unchecked.iter().map(String::as_str))
+            .any(|t| t.eq_ignore_ascii_case(name));
+        if known {
+            continue;
         }
+        let owner = topology
+            .table(&name.to_ascii_lowercase())
+            .filter(|rule| rule.fleet != fleet)
+            .and_then(|rule| topology.fleet(rule.fleet));
+        let detail = match owner {
+            Some(owner) => format!(
+                "`{name}` is a table of fleet {}, not of fleet {}",
+                owner.name, topology.fleets[fleet].name
+            ),
+            None => format!("`{name}` is not in the schema"),
+        };
+        problems.push((kind::UNEXPECTED_TABLE, detail));
     }
     problems
 }
@@ -596,6 +634,7 @@ mod tests {
                 for shard in range.first..=range.last {
                     let db = fleet.database_name(shard);
                     let tables: BTreeMap<String, Vec<String>> = schema[&fid]
+                        .tables
                         .iter()
                         .map(|t| (t.name.clone(), t.columns.clone()))
                         .collect();
@@ -640,6 +679,7 @@ mod tests {
         let modf = t.fleet_by_name("mod").unwrap();
         let names = |f| {
             schema[&f]
+                .tables
                 .iter()
                 .map(|t| t.name.as_str())
                 .collect::<Vec<_>>()
@@ -655,7 +695,7 @@ mod tests {
             ]
         );
         assert_eq!(names(modf), ["user_by_email"]);
-        assert_eq!(schema[&modf][0].columns, ["email", "user_id"]);
+        assert_eq!(schema[&modf].tables[0].columns, ["email", "user_id"]);
     }
 
     #[test]
@@ -774,6 +814,43 @@ mod tests {
             c.tables = None;
         }
         assert_eq!(run(&t, None, hosts), []);
+    }
+
+    #[test]
+    fn tables_the_schema_leaves_out_are_not_compared_on_their_fleet() {
+        let t = topology();
+        let (full, _) = expected_schema(&t, SCHEMA).unwrap();
+        let partial_sql = &SCHEMA[..SCHEMA.find("CREATE TABLE IF NOT EXISTS users").unwrap()];
+        let (partial, missing) = expected_schema(&t, partial_sql).unwrap();
+        assert_eq!(
+            missing,
+            [
+                "board_has_pins",
+                "user_by_email",
+                "user_likes_pins",
+                "users"
+            ]
+        );
+        let mut hosts = clean(&t, &full);
+        // A table of the mod fleet in a main shard database is still unexpected.
+        hosts
+            .get_mut(&host(&t, "127.0.0.1:3308"))
+            .unwrap()
+            .tables
+            .as_mut()
+            .unwrap()
+            .get_mut("db04090")
+            .unwrap()
+            .insert("user_by_email".into(), vec!["email".into()]);
+        let p = run(&t, Some(&partial), hosts);
+        assert_eq!(
+            rows(&p),
+            [("127.0.0.1:3308", "db04090", kind::UNEXPECTED_TABLE)]
+        );
+        assert_eq!(
+            p[0].detail,
+            "`user_by_email` is a table of fleet mod, not of fleet main"
+        );
     }
 
     #[test]
