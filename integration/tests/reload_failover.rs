@@ -1,3 +1,671 @@
-//! Integration tests (issue 5): see the module docs once written.
+//! Hot reload and failover against the real fleet: a client keeps querying
+//! through three reloads (file rewrite, SIGHUP, RELOAD CONFIG) and a
+//! promotion of 3307's replica and sees no error; an invalid config is
+//! refused while the old table keeps routing; a host that leaves has its
+//! pool retired once its last statement finishes; refused promotions
+//! change nothing.
+//!
+//! Fleet hygiene: nothing is written through a proxy to a shard served by
+//! 3309; rows written on 3307 (they replicate) are deleted on 3307, rows on
+//! 3308 on 3308. Replication on 3309 is never touched.
+//!
+//! The tests share one lock: a SIGHUP reloads every proxy of the process.
 
 mod common;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+use shardgate::engine::failover::{FailoverError, PromoteOptions};
+use shardgate::engine::reload::{version_of, ReloadError, ReloadTrigger};
+use shardgate::engine::Engine;
+use shardgate::topology::Topology;
+
+const MAIN_A_LINE: &str =
+    "      - { range: [0, 2047],    master: 127.0.0.1:3307, replica: 127.0.0.1:3309 }\n";
+const MAIN_B_LINE: &str = "      - { range: [2048, 4095], master: 127.0.0.1:3308 }\n";
+const OPEN_LINE: &str = "    open: [0, 4095]";
+
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn base_yaml() -> String {
+    let yaml = test_config_yaml();
+    for line in [MAIN_A_LINE, MAIN_B_LINE, OPEN_LINE] {
+        assert!(yaml.contains(line), "config/shardgate.yaml changed: {line}");
+    }
+    yaml
+}
+
+/// Writes `text` the way editors do: a temporary file, renamed over it.
+fn write_like_an_editor(path: &Path, text: &str) {
+    let temp = path.with_file_name(".shardgate.yaml.swp");
+    std::fs::write(&temp, text).unwrap();
+    std::fs::rename(&temp, path).unwrap();
+}
+
+async fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn app(proxy: &RunningProxy) -> Conn {
+    connect_to(proxy.listening.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("connect to the proxy")
+}
+
+/// Inserts a pin on `shard` through `conn` and returns its 64-bit ID.
+async fn insert_pin(conn: &mut Conn, shard: u32, data: &str) -> u64 {
+    conn.query_drop(format!(
+        "INSERT /*+ SHARD({shard}) */ INTO pins (data) VALUES ('{data}')"
+    ))
+    .await
+    .unwrap_or_else(|e| panic!("insert on shard {shard}: {e}"));
+    conn.last_insert_id().expect("insert id")
+}
+
+/// Shards of `n` hint-less inserts (placed in the fleet's open range).
+async fn placed_shards(conn: &mut Conn, n: usize, data: &str) -> Vec<u32> {
+    let mut shards = Vec::new();
+    for _ in 0..n {
+        conn.query_drop(format!("INSERT INTO pins (data) VALUES ('{data}')"))
+            .await
+            .expect("hint-less insert");
+        shards.push(decode(conn.last_insert_id().unwrap()).shard);
+    }
+    shards
+}
+
+async fn read_pin(conn: &mut Conn, id: u64) -> mysql_async::Result<Option<String>> {
+    conn.query_first(format!("SELECT data FROM pins WHERE id = {id}"))
+        .await
+}
+
+/// Statements the pool of `addr` has run, if it has a pool.
+fn queries_on(engine: &Engine, addr: &str) -> Option<u64> {
+    engine
+        .backends
+        .all()
+        .iter()
+        .find(|p| p.addr == addr)
+        .map(|p| p.queries.load(Ordering::Relaxed))
+}
+
+/// Deletes this test's pins (data starting with `tag`) on `shards` of the
+/// host at `port`, straight on the host.
+async fn delete_pins(port: u16, shards: &[u32], tag: &str) {
+    let mut conn = direct(port).await;
+    for shard in shards {
+        conn.query_drop(format!(
+            "DELETE FROM db{shard:05}.pins WHERE data LIKE '{tag}%'"
+        ))
+        .await
+        .unwrap();
+    }
+    conn.disconnect().await.ok();
+}
+
+/// What the client loop saw.
+struct Load {
+    stop: Arc<AtomicBool>,
+    rounds: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<Vec<String>>,
+}
+
+/// A client that reads `reads` (id, expected data) and inserts a pin on a
+/// master-B shard, in a loop, until stopped; returns every error it saw.
+async fn start_load(proxy: &RunningProxy, reads: Vec<(u64, String)>, tag: String) -> Load {
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicU64::new(0));
+    let mut conn = app(proxy).await;
+    let (stop_flag, counter) = (stop.clone(), rounds.clone());
+    let task = tokio::spawn(async move {
+        let mut errors = Vec::new();
+        while !stop_flag.load(Ordering::Relaxed) {
+            for (id, expected) in &reads {
+                match read_pin(&mut conn, *id).await {
+                    Ok(Some(data)) if data == *expected => {}
+                    other => errors.push(format!("read {id}: {other:?}")),
+                }
+            }
+            let insert =
+                format!("INSERT /*+ SHARD(2600) */ INTO pins (data) VALUES ('{tag}-load')");
+            if let Err(e) = conn.query_drop(insert).await {
+                errors.push(format!("insert: {e}"));
+            }
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        conn.disconnect().await.ok();
+        errors
+    });
+    Load { stop, rounds, task }
+}
+
+impl Load {
+    async fn wait_rounds(&self, more: u64) {
+        let target = self.rounds.load(Ordering::Relaxed) + more;
+        let rounds = self.rounds.clone();
+        wait_until("the client loop to go on", Duration::from_secs(10), || {
+            rounds.load(Ordering::Relaxed) >= target
+        })
+        .await;
+    }
+
+    async fn finish(self) -> (u64, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let errors = self.task.await.unwrap();
+        (self.rounds.load(Ordering::Relaxed), errors)
+    }
+}
+
+#[tokio::test]
+async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
+    let _serial = serial();
+    let tag = format!("reload-a-{}", std::process::id());
+    let yaml = base_yaml();
+    let proxy = start_server("reload-a", &yaml);
+    let engine = proxy.engine.clone();
+    let mut conn = app(&proxy).await;
+
+    let a_shards = [10u32, 700, 1500];
+    let b_shards = [2500u32, 3900];
+    let mut reads = Vec::new();
+    for shard in a_shards.iter().chain(&b_shards) {
+        let data = format!("{tag}-{shard}");
+        reads.push((insert_pin(&mut conn, *shard, &data).await, data));
+    }
+    let mut placed = Vec::new();
+    let load = start_load(&proxy, reads.clone(), tag.clone()).await;
+    load.wait_rounds(3).await;
+
+    // 1. The file is replaced like an editor does; the watcher reloads it.
+    let yaml1 = yaml.replace(OPEN_LINE, "    open: [3000, 3999]");
+    let before = engine.config_status();
+    write_like_an_editor(&proxy.config_path, &yaml1);
+    wait_until("the watcher's reload", Duration::from_secs(5), || {
+        engine.config_status().version == version_of(yaml1.as_bytes())
+    })
+    .await;
+    let status = engine.config_status();
+    assert!(status.loaded_at > before.loaded_at);
+    let attempt = status.last_reload.expect("a reload was recorded");
+    assert_eq!(attempt.trigger, ReloadTrigger::FileChange);
+    let summary = attempt.result.expect("the reload succeeded");
+    assert!(
+        summary.contains("fleet main: open shards 0-4095 -> 3000-3999"),
+        "{summary}"
+    );
+    for shard in placed_shards(&mut conn, 6, &format!("{tag}-placed")).await {
+        assert!((3000..=3999).contains(&shard), "placed on shard {shard}");
+        placed.push(shard);
+    }
+    load.wait_rounds(3).await;
+
+    // 2. SIGHUP. The file is changed through a hard link in another
+    // directory, so the directory watch sees nothing and only the signal
+    // can load it.
+    let yaml2 = yaml1.replace("    open: [3000, 3999]", "    open: [4000, 4095]");
+    let link_dir = proxy.config_path.parent().unwrap().with_extension("link");
+    std::fs::create_dir_all(&link_dir).unwrap();
+    let link = link_dir.join("shardgate.yaml");
+    let _ = std::fs::remove_file(&link);
+    std::fs::hard_link(&proxy.config_path, &link).unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    std::fs::write(&link, &yaml2).unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        engine.config_status().version,
+        version_of(yaml1.as_bytes()),
+        "the watcher must not have seen the write through the link"
+    );
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &std::process::id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    wait_until("the SIGHUP reload", Duration::from_secs(5), || {
+        engine.config_status().version == version_of(yaml2.as_bytes())
+    })
+    .await;
+    let attempt = engine.config_status().last_reload.unwrap();
+    assert_eq!(attempt.trigger, ReloadTrigger::Signal);
+    assert!(attempt
+        .result
+        .unwrap()
+        .contains("open shards 3000-3999 -> 4000-4095"));
+    for shard in placed_shards(&mut conn, 6, &format!("{tag}-placed")).await {
+        assert!((4000..=4095).contains(&shard), "placed on shard {shard}");
+        placed.push(shard);
+    }
+    std::fs::remove_dir_all(&link_dir).unwrap();
+    load.wait_rounds(3).await;
+
+    // 3. RELOAD CONFIG on the admin port, right after the file changed
+    // (before the watcher's debounce ends).
+    let yaml3 = yaml2.replace(
+        "  users:           { fleet: main, object: user }\n",
+        "  users:           { fleet: main, object: user }\n  reload_probe:    { fleet: main, object: pin }\n",
+    );
+    assert_ne!(yaml3, yaml2);
+    let mut admin = connect_to(proxy.listening.admin.expect("admin port"), "admin", "admin")
+        .await
+        .expect("connect to the admin port");
+    write_like_an_editor(&proxy.config_path, &yaml3);
+    let row: Option<(String, String, String)> = admin.query_first("RELOAD CONFIG").await.unwrap();
+    let (result, version, changes) = row.expect("a row");
+    assert_eq!(result, "reloaded", "{changes}");
+    assert_eq!(version, version_of(yaml3.as_bytes()));
+    assert!(changes.contains("tables added: reload_probe"), "{changes}");
+    assert!(engine.topology.load().table("reload_probe").is_some());
+    let (code, message) = server_error(
+        conn.query_drop(format!(
+            "SELECT data FROM reload_probe WHERE id = {}",
+            (1u64 << 36) | 1
+        ))
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(code, 1146, "routed to the shard database now: {message}");
+    assert!(message.contains("db00000.reload_probe"), "{message}");
+    load.wait_rounds(3).await;
+
+    // 4. PROMOTE REPLICA 127.0.0.1:3307 while the reads go on.
+    let report = engine
+        .promote_replica(
+            "127.0.0.1:3307",
+            PromoteOptions {
+                stop_replication: false,
+            },
+        )
+        .await
+        .expect("promotion");
+    eprintln!("promotion: {report:#?}");
+    assert_eq!(report.master, "127.0.0.1:3307");
+    assert_eq!(report.replica, "127.0.0.1:3309");
+    assert_eq!(report.ranges, ["main 0-2047"]);
+    assert!(!report.replication_stopped);
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("had applied all of its transactions")),
+        "{:?}",
+        report.notes
+    );
+    let written = report.config_written.expect("the config file was written");
+    assert_eq!(written, std::fs::canonicalize(&proxy.config_path).unwrap());
+
+    let on_disk = std::fs::read_to_string(&proxy.config_path).unwrap();
+    assert!(
+        on_disk.contains("      - { range: [0, 2047],    master: 127.0.0.1:3309 }\n"),
+        "{on_disk}"
+    );
+    assert!(on_disk
+        .contains("# master-a holds the lower half; 3309 is its GTID replica (failover target)."));
+    assert!(on_disk.contains("# PROMOTE REPLICA 127.0.0.1:3307: its replica 127.0.0.1:3309"));
+    assert!(
+        on_disk.contains("reload_probe"),
+        "the promotion kept the loaded edits"
+    );
+    let reloaded = Topology::load(&proxy.config_path).unwrap();
+    let fleet = reloaded.fleet_by_name("main").unwrap();
+    assert_eq!(
+        reloaded.hosts[reloaded.master_of(fleet, 0).unwrap()].addr,
+        "127.0.0.1:3309"
+    );
+    assert_eq!(reloaded.fleets[fleet].ranges[0].replica, None);
+
+    let promoted = engine.topology.load();
+    assert_eq!(
+        promoted.hosts[promoted.master_of(fleet, 1500).unwrap()].addr,
+        "127.0.0.1:3309"
+    );
+    let status = engine.config_status();
+    assert_eq!(status.version, version_of(on_disk.as_bytes()));
+    assert_eq!(
+        status.last_reload.as_ref().unwrap().trigger,
+        ReloadTrigger::Promotion
+    );
+
+    // Reads of shards 0-2047 are now served by 3309 (no writes go there).
+    let on_3309 = queries_on(&engine, "127.0.0.1:3309").unwrap_or(0);
+    for (id, data) in &reads[..a_shards.len()] {
+        assert_eq!(
+            read_pin(&mut conn, *id).await.unwrap().as_deref(),
+            Some(data.as_str())
+        );
+    }
+    assert!(queries_on(&engine, "127.0.0.1:3309").unwrap() >= on_3309 + a_shards.len() as u64);
+    load.wait_rounds(3).await;
+    assert!(
+        engine
+            .backends
+            .all()
+            .iter()
+            .all(|p| p.addr != "127.0.0.1:3307"),
+        "3307 left the topology: its pool is retired"
+    );
+    // The watcher's echo of our own rename changed nothing.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        engine.config_status().last_reload.unwrap().trigger,
+        ReloadTrigger::Promotion
+    );
+
+    let (rounds, errors) = load.finish().await;
+    eprintln!(
+        "client loop: {rounds} rounds, last config change: {:?}",
+        engine.config_status()
+    );
+    assert!(errors.is_empty(), "the client saw errors: {errors:?}");
+    assert!(rounds >= 15, "only {rounds} rounds");
+    conn.disconnect().await.ok();
+    admin.disconnect().await.ok();
+
+    delete_pins(MASTER_A, &a_shards, &tag).await;
+    let mut b_used: Vec<u32> = b_shards.to_vec();
+    b_used.push(2600);
+    b_used.extend(placed);
+    delete_pins(MASTER_B, &b_used, &tag).await;
+}
+
+#[tokio::test]
+async fn an_invalid_config_is_refused_and_the_old_one_keeps_routing() {
+    let _serial = serial();
+    let tag = format!("reload-b-{}", std::process::id());
+    let yaml = base_yaml();
+    let proxy = start_server("reload-b", &yaml);
+    let engine = proxy.engine.clone();
+    let mut conn = app(&proxy).await;
+    let id = insert_pin(&mut conn, 3001, &tag).await;
+    let version = engine.config_status().version;
+
+    // Overlapping ranges, picked up by the watcher.
+    let overlapping = yaml.replace(
+        MAIN_B_LINE,
+        "      - { range: [2000, 4095], master: 127.0.0.1:3308 }\n",
+    );
+    let bad_line = overlapping
+        .lines()
+        .position(|l| l.contains("range: [2000, 4095]"))
+        .unwrap()
+        + 1;
+    let good_line = overlapping
+        .lines()
+        .position(|l| l.contains("range: [0, 2047]"))
+        .unwrap()
+        + 1;
+    write_like_an_editor(&proxy.config_path, &overlapping);
+    wait_until("the refused reload", Duration::from_secs(5), || {
+        engine
+            .config_status()
+            .last_reload
+            .is_some_and(|a| a.result.is_err())
+    })
+    .await;
+    let attempt = engine.config_status().last_reload.unwrap();
+    assert_eq!(attempt.trigger, ReloadTrigger::FileChange);
+    let reason = attempt.result.unwrap_err();
+    let expected = format!(
+        "shardgate.yaml:{bad_line}: fleet main: range [2000, 4095] overlaps range [0, 2047] on line {good_line}"
+    );
+    assert!(reason.contains(&expected), "{reason}\nexpected: {expected}");
+    assert!(
+        reason.contains(&format!("version {version}) keeps serving")),
+        "{reason}"
+    );
+    assert_eq!(engine.config_status().version, version);
+    assert_eq!(engine.topology.load().fleets[0].ranges[1].first, 2048);
+    assert_eq!(
+        read_pin(&mut conn, id).await.unwrap().as_deref(),
+        Some(tag.as_str())
+    );
+
+    // Broken YAML, through RELOAD CONFIG on the admin port.
+    let broken = yaml.replace(
+        "types: { pin: 1, board: 2, user: 3 }",
+        "types: { pin: 1, board: 2, user: 3",
+    );
+    std::fs::write(&proxy.config_path, &broken).unwrap();
+    match engine.reload(ReloadTrigger::Admin) {
+        Err(ReloadError::Invalid {
+            errors,
+            version: in_force,
+        }) => {
+            assert_eq!(in_force, version);
+            assert!(errors.0.iter().all(|e| e.line > 0), "{errors}");
+        }
+        other => panic!("expected the broken file to be refused, got {other:?}"),
+    }
+    let mut admin = connect_to(proxy.listening.admin.unwrap(), "admin", "admin")
+        .await
+        .unwrap();
+    let (code, message) = server_error(admin.query_drop("RELOAD CONFIG").await.unwrap_err());
+    assert!(message.contains("shardgate.yaml:"), "{code}: {message}");
+    assert_eq!(
+        read_pin(&mut conn, id).await.unwrap().as_deref(),
+        Some(tag.as_str())
+    );
+    assert_eq!(engine.config_status().version, version);
+
+    // A valid file is accepted again.
+    let fixed = yaml.replace(OPEN_LINE, "    open: [3001, 3001]");
+    write_like_an_editor(&proxy.config_path, &fixed);
+    wait_until("the accepted reload", Duration::from_secs(5), || {
+        engine.config_status().version == version_of(fixed.as_bytes())
+    })
+    .await;
+    assert!(engine.config_status().last_reload.unwrap().result.is_ok());
+    assert_eq!(placed_shards(&mut conn, 2, &tag).await, [3001, 3001]);
+    assert_eq!(
+        read_pin(&mut conn, id).await.unwrap().as_deref(),
+        Some(tag.as_str())
+    );
+
+    conn.disconnect().await.ok();
+    admin.disconnect().await.ok();
+    delete_pins(MASTER_B, &[3001], &tag).await;
+}
+
+#[tokio::test]
+async fn a_host_that_leaves_has_its_pool_retired_after_its_last_statement() {
+    let _serial = serial();
+    let tag = format!("reload-c-{}", std::process::id());
+    // A row on shard 10, written on 3307 (it replicates to 3309).
+    let mut a = direct(MASTER_A).await;
+    a.query_drop(format!("INSERT INTO db00010.pins (data) VALUES ('{tag}')"))
+        .await
+        .unwrap();
+    let local: u64 = a.last_insert_id().unwrap();
+    let id = (10u64 << 46) | (1 << 36) | local;
+    let mut replica = direct(3309).await;
+    let sql = format!("SELECT data FROM db00010.pins WHERE local_id = {local}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while replica
+        .query_first::<String, _>(&sql)
+        .await
+        .unwrap()
+        .is_none()
+    {
+        assert!(Instant::now() < deadline, "3309 did not replicate the row");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // 3309 serves shards 0-2047 (reads only), then a reload drops it.
+    let yaml = base_yaml();
+    let on_3309 = yaml.replace(
+        MAIN_A_LINE,
+        "      - { range: [0, 2047], master: 127.0.0.1:3309 }\n",
+    );
+    let proxy = start_server("reload-c", &on_3309);
+    let engine = proxy.engine.clone();
+    let mut conn = app(&proxy).await;
+    assert_eq!(
+        read_pin(&mut conn, id).await.unwrap().as_deref(),
+        Some(tag.as_str())
+    );
+    let pool = engine
+        .backends
+        .all()
+        .into_iter()
+        .find(|p| p.addr == "127.0.0.1:3309")
+        .expect("a pool for 3309");
+    assert_eq!(pool.idle_count(), 1);
+    let weak = Arc::downgrade(&pool);
+    drop(pool);
+
+    let mut slow = app(&proxy).await;
+    let long_read = tokio::spawn(async move {
+        let row: Option<(String, i64)> = slow
+            .query_first(format!("SELECT data, SLEEP(1.5) FROM pins WHERE id = {id}"))
+            .await
+            .expect("the running statement finishes on the old table");
+        slow.disconnect().await.ok();
+        row
+    });
+    wait_until("the long read to start", Duration::from_secs(5), || {
+        weak.upgrade().is_some_and(|p| p.in_use() == 1)
+    })
+    .await;
+
+    let without_3309 = yaml.replace(
+        MAIN_A_LINE,
+        "      - { range: [0, 2047], master: 127.0.0.1:3307 }\n",
+    );
+    std::fs::write(&proxy.config_path, &without_3309).unwrap();
+    let summary = engine.reload(ReloadTrigger::Admin).expect("reload");
+    assert!(summary.changed);
+    assert!(
+        summary.description.contains("hosts added: 127.0.0.1:3307"),
+        "{}",
+        summary.description
+    );
+    assert!(
+        summary
+            .description
+            .contains("hosts removed: 127.0.0.1:3309"),
+        "{}",
+        summary.description
+    );
+    assert!(
+        summary
+            .description
+            .contains("pools closed (once their last statement finishes): 127.0.0.1:3309"),
+        "{}",
+        summary.description
+    );
+    assert!(engine
+        .backends
+        .all()
+        .iter()
+        .all(|p| p.addr != "127.0.0.1:3309"));
+    let retired = weak.upgrade().expect("still in use by the long read");
+    assert!(retired.is_retired());
+    assert_eq!(
+        retired.idle_count(),
+        0,
+        "idle connections are closed at once"
+    );
+    assert_eq!(retired.in_use(), 1);
+    drop(retired);
+
+    let row = long_read.await.unwrap().expect("the row");
+    assert_eq!(row, (tag.clone(), 0));
+    wait_until(
+        "the retired pool to be freed",
+        Duration::from_secs(5),
+        || weak.upgrade().is_none(),
+    )
+    .await;
+
+    // New statements go to 3307 now.
+    let before = queries_on(&engine, "127.0.0.1:3307").unwrap_or(0);
+    assert_eq!(
+        read_pin(&mut conn, id).await.unwrap().as_deref(),
+        Some(tag.as_str())
+    );
+    assert_eq!(queries_on(&engine, "127.0.0.1:3307"), Some(before + 1));
+
+    conn.disconnect().await.ok();
+    replica.disconnect().await.ok();
+    a.query_drop(format!("DELETE FROM db00010.pins WHERE data = '{tag}'"))
+        .await
+        .unwrap();
+    a.disconnect().await.ok();
+}
+
+#[tokio::test]
+async fn refused_promotions_change_nothing() {
+    let _serial = serial();
+    let yaml = base_yaml().replace(
+        "      - { range: [0, 4095], master: 127.0.0.1:3310 }\n",
+        "      - { range: [0, 4095], master: 127.0.0.1:3310, replica: 127.0.0.1:1 }\n",
+    );
+    let proxy = start_server("reload-d", &yaml);
+    let engine = proxy.engine.clone();
+    let version = engine.config_status().version;
+    let options = PromoteOptions {
+        stop_replication: false,
+    };
+
+    let error = engine
+        .promote_replica("127.0.0.1:9999", options)
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, FailoverError::NotPromotable(_)),
+        "{message}"
+    );
+    assert!(
+        message.contains("127.0.0.1:9999 is not the master of any shard range (masters: 127.0.0.1:3307, 127.0.0.1:3308, 127.0.0.1:3310)"),
+        "{message}"
+    );
+
+    let message = engine
+        .promote_replica("127.0.0.1:3308", options)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("fleet main: shards 2048-4095 on master 127.0.0.1:3308 have no replica"),
+        "{message}"
+    );
+
+    let started = Instant::now();
+    let error = engine
+        .promote_replica("127.0.0.1:3310", options)
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, FailoverError::ReplicaDown { .. }),
+        "{message}"
+    );
+    assert!(
+        message.contains("replica 127.0.0.1:1 does not answer"),
+        "{message}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+
+    assert_eq!(std::fs::read_to_string(&proxy.config_path).unwrap(), yaml);
+    assert_eq!(engine.config_status().version, version);
+    assert!(engine.config_status().last_reload.is_none());
+    let topology = engine.topology.load();
+    let main = topology.fleet_by_name("main").unwrap();
+    assert_eq!(
+        topology.hosts[topology.master_of(main, 0).unwrap()].addr,
+        "127.0.0.1:3307"
+    );
+}
