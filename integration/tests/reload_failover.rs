@@ -15,7 +15,7 @@ mod common;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -31,9 +31,9 @@ const MAIN_A_LINE: &str =
 const MAIN_B_LINE: &str = "      - { range: [2048, 4095], master: 127.0.0.1:3308 }\n";
 const OPEN_LINE: &str = "    open: [0, 4095]";
 
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
 }
 
 fn base_yaml() -> String {
@@ -171,7 +171,7 @@ impl Load {
 
 #[tokio::test]
 async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
-    let _serial = serial();
+    let _serial = serial().await;
     let tag = format!("reload-a-{}", std::process::id());
     let yaml = base_yaml();
     let proxy = start_server("reload-a", &yaml);
@@ -382,7 +382,7 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
 
 #[tokio::test]
 async fn an_invalid_config_is_refused_and_the_old_one_keeps_routing() {
-    let _serial = serial();
+    let _serial = serial().await;
     let tag = format!("reload-b-{}", std::process::id());
     let yaml = base_yaml();
     let proxy = start_server("reload-b", &yaml);
@@ -480,7 +480,7 @@ async fn an_invalid_config_is_refused_and_the_old_one_keeps_routing() {
 
 #[tokio::test]
 async fn a_host_that_leaves_has_its_pool_retired_after_its_last_statement() {
-    let _serial = serial();
+    let _serial = serial().await;
     let tag = format!("reload-c-{}", std::process::id());
     // A row on shard 10, written on 3307 (it replicates to 3309).
     let mut a = direct(MASTER_A).await;
@@ -607,7 +607,7 @@ async fn a_host_that_leaves_has_its_pool_retired_after_its_last_statement() {
 
 #[tokio::test]
 async fn refused_promotions_change_nothing() {
-    let _serial = serial();
+    let _serial = serial().await;
     let yaml = base_yaml().replace(
         "      - { range: [0, 4095], master: 127.0.0.1:3310 }\n",
         "      - { range: [0, 4095], master: 127.0.0.1:3310, replica: 127.0.0.1:1 }\n",
