@@ -33,6 +33,9 @@ pub(super) struct AdminShim {
     peer: SocketAddr,
     salt: [u8; 20],
     user: OnceLock<String>,
+    /// The name given with `USE` (the admin port has no databases; kept
+    /// only so `SELECT DATABASE()` agrees with the client's prompt).
+    database: Option<String>,
 }
 
 impl AdminShim {
@@ -44,6 +47,7 @@ impl AdminShim {
             peer,
             salt: new_nonce(),
             user: OnceLock::new(),
+            database: None,
         }
     }
 
@@ -82,6 +86,7 @@ impl AdminShim {
             user,
             client: format!("{user}@{}", self.peer.ip()),
             connection_id: self.connection_id,
+            database: self.database.as_deref(),
         };
         commands::run(&context, command).await
     }
@@ -187,17 +192,18 @@ where
         })
     }
 
-    /// `USE` / COM_INIT_DB: the admin port has no databases; accepted so
-    /// clients that name one can connect.
+    /// `USE` / COM_INIT_DB: the admin port has no databases; any name is
+    /// accepted so clients that give one can connect.
     fn on_init<'a, 'async_trait>(
         &'a mut self,
-        _database: &'a str,
+        database: &'a str,
         writer: InitWriter<'a, W>,
     ) -> ShimFuture<'async_trait, io::Result<()>>
     where
         'a: 'async_trait,
         Self: 'async_trait,
     {
+        self.database = Some(database.to_owned());
         Box::pin(async move { writer.ok().await })
     }
 }

@@ -50,7 +50,7 @@ fn variable(name: &str) -> Cell {
 
 fn function(context: &Context<'_>, name: &str, column: &str) -> Result<Cell, AdminError> {
     Ok(match name {
-        "database" | "schema" => Cell::Null,
+        "database" | "schema" => context.database.into(),
         "user" | "current_user" | "session_user" | "system_user" => context.client.as_str().into(),
         "version" => version().into(),
         "connection_id" => context.connection_id.into(),

@@ -85,7 +85,7 @@ fn shard_row(topology: &Topology, query: &ShardQuery, note: String) -> Vec<Cell>
         topology.host(target.host).map(|h| h.addr.as_str()).into(),
         kind_name(query.kind).into(),
         query.sql.as_str().into(),
-        note.into(),
+        Some(note).filter(|n| !n.is_empty()).into(),
     ]
 }
 

@@ -30,6 +30,8 @@ pub struct Context<'a> {
     pub client: String,
     /// The session's connection id.
     pub connection_id: u32,
+    /// The name the client gave with `USE`, if any.
+    pub database: Option<&'a str>,
 }
 
 /// Runs one command and returns its answer. Commands that change the

@@ -1,6 +1,7 @@
 //! `SHOW HOSTS`: every backend host with its role in the topology in
-//! force, what the health checker last found, pool use and counters. Hosts whose pools outlive their place in
-//! the topology (a reload or promotion removed them) show as `retired`.
+//! force, what the health checker last found, pool use and counters.
+//! Hosts whose pools outlive their place in the topology (a reload or
+//! promotion removed them) show as `retired`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -15,10 +16,16 @@ use crate::topology::Topology;
 const COLUMNS: &[&str] = &[
     "host",
     "role",
+    "health",
+    "latency_ms",
+    "last_check",
+    "checks",
+    "check_failures",
     "pool_in_use",
     "pool_idle",
     "queries",
     "errors",
+    "last_error",
 ];
 
 /// The host list: topology order, then retired hosts by address.
