@@ -669,3 +669,115 @@ async fn refused_promotions_change_nothing() {
         "127.0.0.1:3307"
     );
 }
+
+/// Puts 3309 back as the GTID replica of 3307, however the test ends.
+struct RestoreReplication;
+
+impl Drop for RestoreReplication {
+    fn drop(&mut self) {
+        let output = std::process::Command::new("mariadb")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-P",
+                "3309",
+                "-u",
+                "shard",
+                "-pshardpw",
+                "-e",
+            ])
+            .arg(
+                "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=3307, \
+                 MASTER_USER='repl', MASTER_PASSWORD='replpw', MASTER_CONNECT_RETRY=1, \
+                 MASTER_USE_GTID=slave_pos; START SLAVE",
+            )
+            .output()
+            .expect("run the mariadb CLI");
+        assert!(
+            output.status.success(),
+            "restoring replication on 3309 failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+async fn slave_status(conn: &mut Conn) -> Option<(String, String)> {
+    let row: Option<mysql_async::Row> = conn.query_first("SHOW SLAVE STATUS").await.unwrap();
+    row.map(|row| {
+        let field = |name: &str| {
+            row.get_opt::<String, _>(name)
+                .and_then(Result::ok)
+                .unwrap_or_default()
+        };
+        (field("Slave_IO_Running"), field("Slave_SQL_Running"))
+    })
+}
+
+/// `stop_replication` really stops and forgets replication on the replica;
+/// then 3309 is put back exactly as `fleet.sh` sets it up. Ignored by
+/// default: it stops 3309's replication for a moment, which other tests
+/// on the fleet (the cutover) depend on. Run it alone:
+/// `cargo test --test reload_failover -- --ignored`.
+#[tokio::test]
+#[ignore = "stops replication on 3309 for a moment; run it alone"]
+async fn promotion_can_stop_replication_on_the_replica() {
+    let _serial = serial().await;
+    let mut replica = direct(3309).await;
+    assert_eq!(
+        slave_status(&mut replica).await,
+        Some(("Yes".into(), "Yes".into())),
+        "3309 must replicate before the test"
+    );
+    let proxy = start_server("reload-e", &base_yaml());
+    let restore = RestoreReplication;
+    let report = proxy
+        .engine
+        .promote_replica(
+            "127.0.0.1:3307",
+            PromoteOptions {
+                stop_replication: true,
+            },
+        )
+        .await
+        .expect("promotion");
+    assert!(report.replication_stopped);
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("replication stopped and forgotten")),
+        "{:?}",
+        report.notes
+    );
+    assert_eq!(
+        slave_status(&mut replica).await,
+        None,
+        "RESET SLAVE ALL forgot the master"
+    );
+    let read_only: Option<u8> = replica.query_first("SELECT @@read_only").await.unwrap();
+    assert_eq!(read_only, Some(0));
+
+    tokio::task::spawn_blocking(move || drop(restore))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while slave_status(&mut replica).await != Some(("Yes".into(), "Yes".into())) {
+        assert!(Instant::now() < deadline, "3309 did not resume replicating");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut master = direct(MASTER_A).await;
+    let position: Option<String> = master
+        .query_first("SELECT @@gtid_binlog_pos")
+        .await
+        .unwrap();
+    let caught_up: Option<i64> = replica
+        .exec_first(
+            "SELECT MASTER_GTID_WAIT(?, 10)",
+            (position.unwrap_or_default(),),
+        )
+        .await
+        .unwrap();
+    assert_eq!(caught_up, Some(0), "3309 caught up with 3307 again");
+    master.disconnect().await.ok();
+    replica.disconnect().await.ok();
+}
