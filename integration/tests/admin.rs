@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Row};
+use mysql_async::{ChangeUserOpts, Conn, Row};
 use shardgate::id::ObjectId;
 
 use common::{RunningProxy, MASTER_A, MASTER_B, MOD_HOST};
@@ -400,6 +400,27 @@ async fn each_port_refuses_the_other_ports_accounts() {
         .expect("app logs in on the client port");
     let one: Option<u64> = app.query_first("SELECT 1").await.unwrap();
     assert_eq!(one, Some(1));
+    app.change_user(
+        ChangeUserOpts::default()
+            .with_user(Some("app".to_owned()))
+            .with_pass(Some("app".to_owned())),
+    )
+    .await
+    .expect("COM_CHANGE_USER to a client account");
+    let error = app
+        .change_user(
+            ChangeUserOpts::default()
+                .with_user(Some("admin".to_owned()))
+                .with_pass(Some("admin".to_owned())),
+        )
+        .await
+        .unwrap_err();
+    let (code, message) = common::server_error(error);
+    assert_eq!(code, 1045);
+    assert!(
+        message.contains("admin accounts log in on the admin port"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
