@@ -538,3 +538,6 @@ async fn reload_in_background(engine: Arc<Engine>, trigger: ReloadTrigger) {
         error!(trigger = ?trigger, "config reload task failed: {e}");
     }
 }
+
+#[cfg(test)]
+mod tests;
