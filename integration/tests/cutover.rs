@@ -475,6 +475,20 @@ async fn shard_move_under_load_loses_no_write() {
             );
         }
     }
+    let rows_written = |hosts: &BTreeMap<u32, BTreeMap<u64, String>>, shards: &[u32]| -> usize {
+        shards.iter().map(|shard| hosts[shard].len()).sum()
+    };
+    let acked_on = |shards: &[u32]| acked.iter().filter(|(s, ..)| shards.contains(s)).count();
+    assert_eq!(
+        rows_written(&on_new, &MOVING),
+        acked_on(&MOVING),
+        "each write once"
+    );
+    assert_eq!(
+        rows_written(&on_old, &CONTROL),
+        acked_on(&CONTROL),
+        "each write once"
+    );
     println!(
         "moving shards: {moved_before_pause} writes before PAUSE, {moved_after_resume} after RESUME"
     );
