@@ -80,6 +80,27 @@ async fn admin_command(conn: &mut Conn, sql: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The test config with shards 1024-2047 moved from 3307 to 3309.
+fn moved_yaml() -> String {
+    let yaml = common::test_config_yaml();
+    let moved = yaml.replace(
+        "      - { range: [0, 2047],    master: 127.0.0.1:3307, replica: 127.0.0.1:3309 }\n",
+        "      - { range: [0, 1023],    master: 127.0.0.1:3307 }\n      - { range: [1024, 2047], master: 127.0.0.1:3309 }\n",
+    );
+    assert_ne!(
+        moved, yaml,
+        "the host lines of config/shardgate.yaml changed"
+    );
+    moved
+}
+
+/// Replaces the proxy's config file atomically (temporary file + rename).
+fn write_config(proxy: &RunningProxy, yaml: &str) {
+    let temp = proxy.config_path.with_extension("yaml.new");
+    std::fs::write(&temp, yaml).unwrap();
+    std::fs::rename(&temp, &proxy.config_path).unwrap();
+}
+
 /// `INSERT` of one pin on `shard`; its 64-bit ID.
 async fn insert_pin(conn: &mut Conn, shard: u32, data: &str) -> mysql_async::Result<u64> {
     conn.query_drop(format!(
@@ -365,11 +386,7 @@ async fn shard_move_under_load_loses_no_write() {
     let mut ops = admin(&proxy).await;
     let mut master = common::direct(MASTER_A).await;
     let mut replica = common::direct(NEW_MASTER).await;
-    let new_yaml = common::test_config_yaml().replace(
-        "      - { range: [0, 2047],    master: 127.0.0.1:3307, replica: 127.0.0.1:3309 }\n",
-        "      - { range: [0, 1023],    master: 127.0.0.1:3307 }\n      - { range: [1024, 2047], master: 127.0.0.1:3309 }\n",
-    );
-    assert_ne!(new_yaml, common::test_config_yaml(), "the host lines moved");
+    let new_yaml = moved_yaml();
 
     let pause_sent = Instant::now();
     let paused = admin_command(&mut ops, "PAUSE SHARDS 1024-2047").await;
@@ -383,9 +400,7 @@ async fn shard_move_under_load_loses_no_write() {
         .query_first(format!("SELECT MASTER_GTID_WAIT('{position}', 5)"))
         .await
         .unwrap();
-    let temp = proxy.config_path.with_extension("yaml.new");
-    std::fs::write(&temp, &new_yaml).unwrap();
-    std::fs::rename(&temp, &proxy.config_path).unwrap();
+    write_config(&proxy, &new_yaml);
     let reloaded = admin_command(&mut ops, "RELOAD CONFIG").await;
     let resume_sent = Instant::now();
     let resumed = admin_command(&mut ops, "RESUME SHARDS 1024-2047").await;
@@ -553,11 +568,7 @@ async fn commit_after_the_shard_moved_is_rolled_back() {
     insert_pin(&mut tx, 1100, &format!("{mark}-1"))
         .await
         .unwrap();
-    let new_yaml = common::test_config_yaml().replace(
-        "      - { range: [0, 2047],    master: 127.0.0.1:3307, replica: 127.0.0.1:3309 }\n",
-        "      - { range: [0, 1023],    master: 127.0.0.1:3307 }\n      - { range: [1024, 2047], master: 127.0.0.1:3309 }\n",
-    );
-    std::fs::write(&proxy.config_path, new_yaml).unwrap();
+    write_config(&proxy, &moved_yaml());
     let mut ops = admin(&proxy).await;
     admin_command(&mut ops, "RELOAD CONFIG").await;
     let error = tx.query_drop("COMMIT").await.unwrap_err();
