@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, OptsBuilder};
+use mysql_async::Conn;
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
@@ -301,16 +301,7 @@ async fn ping(
 }
 
 async fn connect(addr: &str, user: &str, password: &str) -> Result<Conn, String> {
-    let (host, port) = addr
-        .rsplit_once(':')
-        .and_then(|(host, port)| Some((host, port.parse::<u16>().ok()?)))
-        .ok_or_else(|| format!("bad host address `{addr}` (expected host:port)"))?;
-    let opts = OptsBuilder::default()
-        .ip_or_hostname(host.trim_start_matches('[').trim_end_matches(']'))
-        .tcp_port(port)
-        .user(Some(user))
-        .pass(Some(password))
-        .prefer_socket(false);
+    let opts = crate::fleet::connection_opts(addr, user, password).map_err(|e| e.to_string())?;
     Conn::new(opts)
         .await
         .map_err(|e| format!("cannot connect: {e}"))

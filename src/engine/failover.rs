@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, OptsBuilder};
+use mysql_async::Conn;
 use tracing::{info, warn};
 
 use super::reload::{version_of, ReloadTrigger};
@@ -358,13 +358,8 @@ impl Access {
 
     /// A connection to `addr` that answered a ping.
     async fn open(&self, addr: &str) -> Result<Conn, String> {
-        let (host, port) = split_address(addr)?;
-        let opts = OptsBuilder::default()
-            .ip_or_hostname(host)
-            .tcp_port(port)
-            .user(Some(&self.user))
-            .pass(Some(&self.password))
-            .prefer_socket(false);
+        let opts = crate::fleet::connection_opts(addr, &self.user, &self.password)
+            .map_err(|e| e.to_string())?;
         let answered = tokio::time::timeout(self.timeout, async {
             let mut conn = Conn::new(opts).await?;
             conn.ping().await?;
@@ -377,18 +372,6 @@ impl Access {
             Err(_) => Err(format!("no answer within {} ms", self.timeout.as_millis())),
         }
     }
-}
-
-/// `host` and `port` of a validated `host:port` / `[v6]:port` address.
-fn split_address(addr: &str) -> Result<(String, u16), String> {
-    let (host, port) = addr
-        .rsplit_once(':')
-        .ok_or_else(|| format!("address `{addr}` has no port"))?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let port = port
-        .parse()
-        .map_err(|_| format!("address `{addr}`: bad port"))?;
-    Ok((host.to_owned(), port))
 }
 
 /// A GTID position variable of the server.
@@ -468,16 +451,6 @@ pub fn write_atomically(path: &Path, text: &str) -> io::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn addresses_split() {
-        assert_eq!(
-            split_address("127.0.0.1:3309").unwrap(),
-            ("127.0.0.1".into(), 3309)
-        );
-        assert_eq!(split_address("[::1]:3307").unwrap(), ("::1".into(), 3307));
-        assert!(split_address("db1").is_err());
-    }
 
     #[test]
     fn atomic_write_replaces_the_file_and_keeps_its_mode() {

@@ -19,7 +19,6 @@ use crate::backend::pool::BackendSettings;
 use crate::backend::Backends;
 use crate::stats::Stats;
 use crate::topology::{SharedTopology, Topology};
-use md5::Digest;
 use pause::PauseGate;
 use reload::ConfigStatus;
 
@@ -45,21 +44,14 @@ pub struct Engine {
 impl Engine {
     /// An engine for `topology`, with pools sized from its backend config.
     pub fn new(topology: Topology, config_path: Option<PathBuf>) -> Self {
-        let backend = &topology.config.backend;
-        let settings = BackendSettings {
-            user: backend.user.clone(),
-            password: backend.password.clone(),
-            max_per_host: backend.pool_max_per_host as usize,
-            connect_timeout: Duration::from_millis(backend.connect_timeout_ms),
-            checkout_timeout: Duration::from_millis(backend.checkout_timeout_ms),
-        };
+        let settings = BackendSettings::from_config(&topology.config.backend);
         let source = config_path
             .as_ref()
             .map_or_else(|| "<none>".to_owned(), |p| p.display().to_string());
         let version = config_path
             .as_ref()
             .and_then(|p| std::fs::read(p).ok())
-            .map_or_else(String::new, |text| format!("{:x}", md5::Md5::digest(&text)));
+            .map_or_else(String::new, |text| reload::version_of(&text));
         let pauses = PauseGate::new(Duration::from_millis(topology.config.pause.timeout_ms));
         Self {
             topology: SharedTopology::new(topology),

@@ -398,6 +398,23 @@ fn split_addr(addr: &str) -> Result<(String, u16), FleetError> {
     Ok((host.to_string(), port))
 }
 
+/// `mysql_async` options for a TCP connection to `host` (`host:port` or
+/// `[v6]:port`) as `user`: the one place the control plane (fleet tooling,
+/// health checks, failover) builds them.
+pub(crate) fn connection_opts(
+    host: &str,
+    user: &str,
+    password: &str,
+) -> Result<OptsBuilder, FleetError> {
+    let (name, port) = split_addr(host)?;
+    Ok(OptsBuilder::default()
+        .ip_or_hostname(name)
+        .tcp_port(port)
+        .user(Some(user))
+        .pass(Some(password))
+        .prefer_socket(false))
+}
+
 /// Opens one connection to `host` as the backend account, bounded by `timeout`.
 async fn connect(
     host: &str,
@@ -405,13 +422,7 @@ async fn connect(
     password: &str,
     timeout: Duration,
 ) -> Result<Conn, FleetError> {
-    let (name, port) = split_addr(host)?;
-    let opts = OptsBuilder::default()
-        .ip_or_hostname(name)
-        .tcp_port(port)
-        .user(Some(user))
-        .pass(Some(password))
-        .prefer_socket(false);
+    let opts = connection_opts(host, user, password)?;
     match tokio::time::timeout(timeout, Conn::new(opts)).await {
         Ok(Ok(conn)) => Ok(conn),
         Ok(Err(source)) => Err(FleetError::Connect {
