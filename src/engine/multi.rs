@@ -152,7 +152,9 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
             })?;
         let started = Instant::now();
         let result = read_part(conn.conn(), &job.sql).await;
-        job.pool.statements.record(started.elapsed(), !matches!(result, Ok(Ok(_))));
+        job.pool
+            .statements
+            .record(started.elapsed(), !matches!(result, Ok(Ok(_))));
         match result {
             Ok(Ok(part)) => {
                 conn.release();
