@@ -52,7 +52,10 @@ pub async fn start(engine: Arc<Engine>) -> io::Result<Listening> {
         );
     }
     if let Some(listener) = metrics {
-        spawn_logged("metrics endpoint", crate::stats::http::serve(engine.clone(), listener));
+        spawn_logged(
+            "metrics endpoint",
+            crate::stats::http::serve(engine.clone(), listener),
+        );
     }
     crate::backend::health::spawn(engine.clone());
     crate::engine::reload::spawn_watchers(engine.clone());
