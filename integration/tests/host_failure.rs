@@ -81,3 +81,42 @@ async fn a_stopped_host_fails_only_its_shards_and_recovers() {
         }
     }
 }
+
+/// A master that never answered (nothing listens on 3399) must not cost
+/// more than its shards, even before the health checker has marked it down:
+/// logins and statements any master can answer (drivers send several at
+/// connect) go to a master that answers, every time.
+#[tokio::test]
+async fn statements_for_any_master_skip_one_that_refuses() {
+    let yaml = test_config_yaml().replace(
+        "{ range: [2048, 4095], master: 127.0.0.1:3308 }",
+        "{ range: [2048, 4095], master: 127.0.0.1:3399 }",
+    );
+    assert!(
+        yaml.contains("127.0.0.1:3399"),
+        "the config names the dead master"
+    );
+    let proxy = start_server("dead-master", &yaml);
+    for attempt in 0..8 {
+        let mut conn = connect_to(proxy.listening.client, APP_USER, APP_PASSWORD)
+            .await
+            .unwrap_or_else(|e| panic!("login {attempt} through a proxy with a dead master: {e}"));
+        let one: Option<i64> = conn.query_first("SELECT 1").await.unwrap();
+        assert_eq!(one, Some(1));
+        let port: Option<u16> = conn.query_first("SELECT @@port").await.unwrap();
+        assert!(
+            port == Some(MASTER_A) || port == Some(MOD_HOST),
+            "answered by a master that is up, not {port:?}"
+        );
+        let error = conn
+            .query_drop("SELECT data FROM pins WHERE id = 241294492511762325")
+            .await
+            .expect_err("shard 3429 lives on the dead master");
+        let message = error.to_string();
+        assert!(
+            message.contains("3429") && message.contains("127.0.0.1:3399"),
+            "the error names shard and host: {message}"
+        );
+        conn.disconnect().await.unwrap();
+    }
+}

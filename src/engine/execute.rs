@@ -26,6 +26,10 @@ use crate::topology::Topology;
 enum Venue {
     /// A connection from the host's pool, returned afterwards.
     Pool(Arc<HostPool>),
+    /// A connection from the first of these pools that gives one (a
+    /// statement any master can answer: a host that refuses costs a retry
+    /// on the next, not an error).
+    AnyOf(Vec<Arc<HostPool>>),
     /// The connection the session's transaction is bound to.
     Bound,
     /// The pooled connection that ran the previous statement.
@@ -496,20 +500,59 @@ impl Engine {
             }
             Venue::Pool(pool) => {
                 state.last_on_bound = false;
-                let mut conn = self.checkout(topology, &pool, target, state).await?;
-                let result = match send_and_relay(&mut conn, sql, client, options).await {
-                    Err(RelayFailure::Backend {
-                        forwarded: false, ..
-                    }) if conn.reused => {
-                        conn.discard_broken();
-                        conn = self.checkout(topology, &pool, target, state).await?;
-                        send_and_relay(&mut conn, sql, client, options).await
+                let conn = self.checkout(topology, &pool, target, state).await?;
+                self.run_pooled(topology, state, conn, (target, sql, stamp), options, client)
+                    .await
+            }
+            Venue::AnyOf(pools) => {
+                state.last_on_bound = false;
+                let mut refused = None;
+                for pool in &pools {
+                    match self.checkout(topology, pool, target, state).await {
+                        Ok(conn) => {
+                            return self
+                                .run_pooled(
+                                    topology,
+                                    state,
+                                    conn,
+                                    (target, sql, stamp),
+                                    options,
+                                    client,
+                                )
+                                .await
+                        }
+                        Err(failure) => refused = Some(failure),
                     }
-                    result => result,
-                };
-                finish_pooled(state, conn, result, stamp)
+                }
+                Err(refused.unwrap_or_else(no_masters))
             }
         }
+    }
+
+    /// Sends `sql` on a checked-out connection, relays the answer and puts
+    /// the connection back; a reused connection that turns out stale before
+    /// answering anything is replaced once.
+    async fn run_pooled<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        mut conn: PooledConn,
+        (target, sql, stamp): (Option<Target>, &str, Option<u64>),
+        options: RelayOptions,
+        client: &mut FrameWriter<W>,
+    ) -> Result<RelayOutcome, Failure> {
+        let result = match send_and_relay(&mut conn, sql, client, options).await {
+            Err(RelayFailure::Backend {
+                forwarded: false, ..
+            }) if conn.reused => {
+                let pool = conn.pool().clone();
+                conn.discard_broken();
+                conn = self.checkout(topology, &pool, target, state).await?;
+                send_and_relay(&mut conn, sql, client, options).await
+            }
+            result => result,
+        };
+        finish_pooled(state, conn, result, stamp)
     }
 
     /// Runs a statement that names no sharded table on the bound connection
@@ -535,7 +578,27 @@ impl Engine {
         if state.bound.is_some() {
             return Ok(Venue::Bound);
         }
-        self.any_pool(topology, state).map(Venue::Pool)
+        Ok(Venue::AnyOf(self.any_pools(topology, state)?))
+    }
+
+    /// Every master's pool, in the order a statement that any master can
+    /// answer tries them: hosts not known to be down first, starting at one
+    /// chosen by the session so sessions spread over the masters.
+    fn any_pools(
+        &self,
+        topology: &Topology,
+        state: &SessionState,
+    ) -> Result<Vec<Arc<HostPool>>, Failure> {
+        let masters = topology_masters(topology);
+        if masters.is_empty() {
+            return Err(no_masters());
+        }
+        let start = state.connection_id as usize % masters.len();
+        let mut pools: Vec<_> = (0..masters.len())
+            .map(|i| self.backends.pool(&masters[(start + i) % masters.len()]))
+            .collect();
+        pools.sort_by_key(|pool| pool.is_down());
+        Ok(pools)
     }
 
     /// A healthy master's pool, spreading sessions over the masters.
@@ -544,21 +607,10 @@ impl Engine {
         topology: &Topology,
         state: &SessionState,
     ) -> Result<Arc<HostPool>, Failure> {
-        let masters = topology_masters(topology);
-        if masters.is_empty() {
-            return Err(Failure::Client(ClientError::NoHealthyHost(
-                "the config has no hosts".to_owned(),
-            )));
-        }
-        let start = state.connection_id as usize % masters.len();
-        let pools: Vec<_> = (0..masters.len())
-            .map(|i| self.backends.pool(&masters[(start + i) % masters.len()]))
-            .collect();
-        Ok(pools
-            .iter()
-            .find(|pool| !pool.is_down())
-            .unwrap_or(&pools[0])
-            .clone())
+        self.any_pools(topology, state)?
+            .into_iter()
+            .next()
+            .ok_or_else(no_masters)
     }
 
     async fn run_session<W: AsyncWrite + Unpin>(
@@ -946,14 +998,20 @@ fn host_addr(topology: &Topology, host: usize) -> &str {
         .unwrap_or("")
 }
 
+fn no_masters() -> Failure {
+    Failure::Client(ClientError::NoHealthyHost(
+        "the config has no hosts".to_owned(),
+    ))
+}
+
 fn topology_masters(topology: &Topology) -> Vec<String> {
-    let mut masters: Vec<String> = topology
-        .fleets
-        .iter()
-        .flat_map(|fleet| fleet.ranges.iter())
-        .map(|range| host_addr(topology, range.master).to_owned())
-        .collect();
-    masters.dedup();
+    let mut masters: Vec<String> = Vec::new();
+    for range in topology.fleets.iter().flat_map(|fleet| fleet.ranges.iter()) {
+        let addr = host_addr(topology, range.master);
+        if !masters.iter().any(|known| known == addr) {
+            masters.push(addr.to_owned());
+        }
+    }
     masters
 }
 
