@@ -781,3 +781,44 @@ async fn promotion_can_stop_replication_on_the_replica() {
     master.disconnect().await.ok();
     replica.disconnect().await.ok();
 }
+
+/// A session's `USE` names a database, not a fleet number: a reload that
+/// puts a new fleet before `main` (renumbering the fleets) leaves the
+/// session on the same database.
+#[tokio::test]
+async fn a_use_selection_survives_a_reload_that_renumbers_the_fleets() {
+    let _serial = serial().await;
+    let tag = format!("reload-use-{}", std::process::id());
+    let yaml = base_yaml();
+    let proxy = start_server("reload-use", &yaml);
+    let mut conn = app(&proxy).await;
+    conn.query_drop("USE db00077").await.unwrap();
+    conn.query_drop(format!("INSERT INTO pins (data) VALUES ('{tag}')"))
+        .await
+        .unwrap();
+    let local = decode(conn.last_insert_id().unwrap()).local_id;
+
+    let renumbered = yaml.replacen(
+        "fleets:\n",
+        "fleets:\n  extra:\n    shards: 16\n    database: \"xdb{:05}\"\n    hosts:\n      - { range: [0, 15], master: 127.0.0.1:3310 }\n",
+        1,
+    );
+    assert_ne!(renumbered, yaml, "the config has a `fleets:` line");
+    write_like_an_editor(&proxy.config_path, &renumbered);
+    proxy.engine.reload(ReloadTrigger::Admin).expect("reload");
+    let topology = proxy.engine.topology.load();
+    assert_eq!(
+        topology.fleet_by_name("extra"),
+        Some(0),
+        "main is renumbered"
+    );
+
+    let database: Option<String> = conn.query_first("SELECT DATABASE()").await.unwrap();
+    assert_eq!(database.as_deref(), Some("db00077"));
+    let data: Option<String> = conn
+        .query_first(format!("SELECT data FROM pins WHERE local_id = {local}"))
+        .await
+        .expect("the session still reads db00077");
+    assert_eq!(data.as_deref(), Some(tag.as_str()));
+    delete_pins(MASTER_A, &[77], &tag).await;
+}

@@ -102,7 +102,7 @@ impl Engine {
         loop {
             // The epoch is read before the topology (see PauseGate::enter).
             let epoch = self.pauses.epoch();
-            let topology = self.topology.load();
+            let topology = self.topology_for(state);
             let plan = route(sql, &topology, &state.route, placement);
             match self.admit(&topology, state, &plan, epoch) {
                 Ok(guard) => {
@@ -131,6 +131,14 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// The topology in force, with the session's `USE` selection resolved
+    /// in it.
+    pub fn topology_for(&self, state: &mut SessionState) -> Arc<Topology> {
+        let topology = self.topology.load();
+        state.follow_topology(&topology);
+        topology
     }
 
     /// Registers a plan's shards at the pause gate. A statement on the
@@ -622,7 +630,7 @@ impl Engine {
     ) -> Result<(), Failure> {
         match action {
             SessionAction::Use { fleet, shard } => {
-                state.route.current_db = Some((fleet, shard));
+                state.select_database(topology, fleet, shard);
                 write_ok(client, state).await
             }
             SessionAction::Begin { sql } => {

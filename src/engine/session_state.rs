@@ -8,6 +8,7 @@ use mysql_common::constants::StatusFlags;
 use super::pause::ShardGuard;
 use crate::backend::{ConnKey, PooledConn};
 use crate::router::{RouteContext, Target};
+use crate::topology::{FleetId, Topology};
 
 /// Session settings (`SET NAMES`, `SET sql_mode` ...) in the order the
 /// client gave them, replayed on every backend connection the session uses.
@@ -114,6 +115,11 @@ pub struct SessionState {
     pub binary_rows: bool,
     /// The session's prepared statements.
     pub prepared: super::prepared::PreparedStatements,
+    /// The name of the database selected with `USE` (or at login), so the
+    /// selection is resolved again when a reload renumbers the fleets.
+    current_db_name: Option<String>,
+    /// [`Topology::generation`] that `route.current_db` was resolved in.
+    route_generation: u64,
 }
 
 impl SessionState {
@@ -138,6 +144,30 @@ impl SessionState {
             multi_statements: false,
             binary_rows: false,
             prepared: Default::default(),
+            current_db_name: None,
+            route_generation: 0,
+        }
+    }
+
+    /// Selects shard database `shard` of `fleet` (`USE`, COM_INIT_DB, the
+    /// database named at login).
+    pub fn select_database(&mut self, topology: &Topology, fleet: FleetId, shard: u32) {
+        self.route.current_db = Some((fleet, shard));
+        self.current_db_name = topology.fleet(fleet).map(|f| f.database_name(shard));
+        self.route_generation = topology.generation;
+    }
+
+    /// Re-resolves the selected database in `topology` if it is not the
+    /// table the selection was made in (a reload may add, drop or reorder
+    /// fleets, which renumbers them); a database no fleet has any more is
+    /// deselected.
+    pub fn follow_topology(&mut self, topology: &Topology) {
+        if self.route_generation == topology.generation {
+            return;
+        }
+        self.route_generation = topology.generation;
+        if let Some(name) = &self.current_db_name {
+            self.route.current_db = topology.parse_database(name);
         }
     }
 

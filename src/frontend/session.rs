@@ -174,8 +174,8 @@ where
         };
         let topology = self.engine.topology.load();
         match topology.parse_database(database) {
-            Some(current) => {
-                self.state.route.current_db = Some(current);
+            Some((fleet, shard)) => {
+                self.state.select_database(&topology, fleet, shard);
                 Ok(())
             }
             None => Err(ClientError::Route(RouteError::UnknownDatabase(
@@ -209,7 +209,7 @@ where
                 COM_QUERY => self.query(&String::from_utf8_lossy(body)).await?,
                 COM_INIT_DB => {
                     let name = String::from_utf8_lossy(body);
-                    let topology = self.engine.topology.load();
+                    let topology = self.engine.topology_for(&mut self.state);
                     let plan = match topology.parse_database(&name) {
                         Some((fleet, shard)) => Plan::Session(SessionAction::Use { fleet, shard }),
                         None => Plan::Reject(RouteError::UnknownDatabase(name.into_owned())),
@@ -230,7 +230,7 @@ where
                     }
                 }
                 COM_STMT_PREPARE => {
-                    let topology = self.engine.topology.load();
+                    let topology = self.engine.topology_for(&mut self.state);
                     let sql = String::from_utf8_lossy(body);
                     self.engine
                         .prepare(&topology, &mut self.state, &sql, &mut self.writer)
@@ -262,7 +262,7 @@ where
                 COM_SET_OPTION => self.set_option(body).await?,
                 COM_STATISTICS => self.statistics().await?,
                 COM_FIELD_LIST => {
-                    let topology = self.engine.topology.load();
+                    let topology = self.engine.topology_for(&mut self.state);
                     self.engine
                         .field_list(&topology, &mut self.state, body, &mut self.writer)
                         .await?;

@@ -108,6 +108,10 @@ pub struct Topology {
     pub hosts: Vec<Host>,
     /// Logical tables by lower-case name.
     pub tables: HashMap<String, TableRule>,
+    /// Which table this is among those [`SharedTopology`] has held (1 for
+    /// the first, +1 per swap); 0 for one never stored. Sessions compare it
+    /// to notice a reload.
+    pub generation: u64,
 }
 
 /// The routing table currently in force, swapped atomically on reload.
@@ -115,13 +119,16 @@ pub struct Topology {
 /// keeps its snapshot until it finishes.
 pub struct SharedTopology {
     current: ArcSwap<Topology>,
+    generations: std::sync::atomic::AtomicU64,
 }
 
 impl SharedTopology {
     /// Wraps a first topology.
-    pub fn new(topology: Topology) -> Self {
+    pub fn new(mut topology: Topology) -> Self {
+        topology.generation = 1;
         Self {
             current: ArcSwap::from_pointee(topology),
+            generations: std::sync::atomic::AtomicU64::new(1),
         }
     }
 
@@ -131,7 +138,9 @@ impl SharedTopology {
     }
 
     /// Replaces the topology; statements holding the old snapshot finish on it.
-    pub fn store(&self, topology: Topology) {
+    pub fn store(&self, mut topology: Topology) {
+        use std::sync::atomic::Ordering;
+        topology.generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
         self.current.store(Arc::new(topology));
     }
 }

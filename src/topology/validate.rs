@@ -243,6 +243,7 @@ pub(super) fn build(
             fleets,
             hosts,
             tables,
+            generation: 0,
         })
     } else {
         Err(errors.finish())
