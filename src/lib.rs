@@ -18,4 +18,5 @@ pub mod protocol;
 pub mod router;
 pub mod server;
 pub mod stats;
+pub mod sync;
 pub mod topology;

@@ -1013,14 +1013,11 @@ fn no_masters() -> Failure {
 }
 
 fn topology_masters(topology: &Topology) -> Vec<String> {
-    let mut masters: Vec<String> = Vec::new();
-    for range in topology.fleets.iter().flat_map(|fleet| fleet.ranges.iter()) {
-        let addr = host_addr(topology, range.master);
-        if !masters.iter().any(|known| known == addr) {
-            masters.push(addr.to_owned());
-        }
-    }
-    masters
+    topology
+        .masters()
+        .into_iter()
+        .map(|host| host_addr(topology, host).to_owned())
+        .collect()
 }
 
 /// Writes an ERR packet for `error`.

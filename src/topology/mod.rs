@@ -192,6 +192,24 @@ impl Topology {
         self.fleets.get(fleet)
     }
 
+    /// Every distinct master, in config order (fleets, then ranges).
+    pub fn masters(&self) -> Vec<HostId> {
+        let mut masters = Vec::new();
+        for range in self.fleets.iter().flat_map(|fleet| &fleet.ranges) {
+            if !masters.contains(&range.master) {
+                masters.push(range.master);
+            }
+        }
+        masters
+    }
+
+    /// Whether `addr` is the master of some range.
+    pub fn is_master(&self, addr: &str) -> bool {
+        self.masters()
+            .into_iter()
+            .any(|host| self.hosts.get(host).is_some_and(|h| h.addr == addr))
+    }
+
     /// The host with this id.
     pub fn host(&self, host: HostId) -> Option<&Host> {
         self.hosts.get(host)
