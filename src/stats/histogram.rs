@@ -4,7 +4,8 @@
 //! above, each power of two is split into 8 buckets, so a bucket is at most
 //! 12.5 % wide and a quantile read from the buckets (the bucket's middle) is
 //! within 6.25 % of the true value. The last bucket holds everything from
-//! about 100 s up.
+//! about 100 s up. Prometheus gets cumulative counts at a few of the
+//! bucket boundaries ([`EXPORT_BOUNDS_US`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -19,16 +20,29 @@ const MAX_POWER: u32 = 26;
 /// Number of buckets.
 pub const BUCKETS: usize = (MAX_POWER as usize - SUB_BITS as usize + 2) * SUB_BUCKETS;
 
-/// Counts, errors, a sum and latency buckets, updated with relaxed atomic
-/// increments only.
+/// Upper bounds, in microseconds, of the cumulative buckets exported to
+/// Prometheus: the powers of two from 64 µs to 2^25 µs ≈ 33.6 s. Each is
+/// a bucket boundary, so the count of values below it is exact.
+pub const EXPORT_BOUNDS_US: [u64; 20] = {
+    let mut bounds = [0; 20];
+    let mut i = 0;
+    while i < bounds.len() {
+        bounds[i] = 1 << (i + 6);
+        i += 1;
+    }
+    bounds
+};
+
+/// Errors, a sum and latency buckets, updated with relaxed atomic
+/// increments only; the count is the buckets' total.
 pub struct Histogram {
-    count: AtomicU64,
     errors: AtomicU64,
     sum_us: AtomicU64,
     buckets: [AtomicU64; BUCKETS],
 }
 
-/// A point-in-time reading of a [`Histogram`].
+/// A point-in-time reading of a [`Histogram`]'s count, errors, sum and
+/// quantiles, all since the histogram was created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HistogramSummary {
     /// Values recorded.
@@ -41,6 +55,16 @@ pub struct HistogramSummary {
     pub p50_us: u64,
     /// 99th percentile, in microseconds (0 when empty).
     pub p99_us: u64,
+}
+
+/// A copy of a [`Histogram`]'s counters, read in one pass over the
+/// buckets, so the count, the quantiles and the cumulative counts agree
+/// with each other even while recording goes on.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    counts: [u64; BUCKETS],
+    errors: u64,
+    sum_us: u64,
 }
 
 impl Default for Histogram {
@@ -59,7 +83,6 @@ impl Histogram {
     /// An empty histogram.
     pub fn new() -> Self {
         Self {
-            count: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             sum_us: AtomicU64::new(0),
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -79,7 +102,6 @@ impl Histogram {
     pub fn record_us(&self, micros: u64, error: bool) {
         self.buckets[bucket_of(micros)].fetch_add(1, Ordering::Relaxed);
         self.sum_us.fetch_add(micros, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
         if error {
             self.errors.fetch_add(1, Ordering::Relaxed);
         }
@@ -87,25 +109,54 @@ impl Histogram {
 
     /// Values recorded so far.
     pub fn count(&self) -> u64 {
-        self.count.load(Ordering::Relaxed)
+        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
     }
 
-    /// Count, errors, sum and the 50th and 99th percentiles. Recording may
-    /// go on meanwhile; the quantiles come from one pass over the buckets,
-    /// so they are consistent with each other.
-    pub fn summary(&self) -> HistogramSummary {
-        let counts: Vec<u64> = self
-            .buckets
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed))
-            .collect();
-        HistogramSummary {
-            count: self.count.load(Ordering::Relaxed),
+    /// A copy of the counters.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            counts: std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed)),
             errors: self.errors.load(Ordering::Relaxed),
             sum_us: self.sum_us.load(Ordering::Relaxed),
-            p50_us: quantile(&counts, 0.5),
-            p99_us: quantile(&counts, 0.99),
         }
+    }
+
+    /// Count, errors, sum and the 50th and 99th percentiles.
+    pub fn summary(&self) -> HistogramSummary {
+        self.snapshot().summary()
+    }
+}
+
+impl Snapshot {
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Values recorded as errors.
+    pub fn errors(&self) -> u64 {
+        self.errors
+    }
+
+    /// Sum of every value, in microseconds.
+    pub fn sum_us(&self) -> u64 {
+        self.sum_us
+    }
+
+    /// Count, errors, sum and the 50th and 99th percentiles.
+    pub fn summary(&self) -> HistogramSummary {
+        HistogramSummary {
+            count: self.count(),
+            errors: self.errors,
+            sum_us: self.sum_us,
+            p50_us: quantile(&self.counts, 0.5),
+            p99_us: quantile(&self.counts, 0.99),
+        }
+    }
+
+    /// For each of [`EXPORT_BOUNDS_US`], the values below it.
+    pub fn cumulative(&self) -> [u64; EXPORT_BOUNDS_US.len()] {
+        EXPORT_BOUNDS_US.map(|bound| self.counts[..bucket_of(bound)].iter().sum())
     }
 }
 
@@ -215,6 +266,29 @@ mod tests {
     }
 
     #[test]
+    fn export_bounds_are_bucket_boundaries_and_count_what_lies_below() {
+        for bound in EXPORT_BOUNDS_US {
+            assert_eq!(bucket_bounds(bucket_of(bound)).0, bound, "{bound}");
+        }
+        assert_eq!(EXPORT_BOUNDS_US[0], 64);
+        assert!(EXPORT_BOUNDS_US[19] > 30_000_000);
+        let histogram = Histogram::new();
+        for micros in [0, 63, 64, 65, 1000, 40_000_000] {
+            histogram.record_us(micros, false);
+        }
+        let snapshot = histogram.snapshot();
+        let cumulative = snapshot.cumulative();
+        assert_eq!(cumulative[0], 2, "below 64 µs");
+        assert_eq!(cumulative[1], 4, "below 128 µs");
+        assert_eq!(cumulative[4], 4, "below 1024 µs");
+        assert_eq!(cumulative[5], 5, "below 2048 µs");
+        assert_eq!(cumulative[19], 5, "40 s is above every bound");
+        assert_eq!(snapshot.count(), 6);
+        assert_eq!(histogram.count(), 6);
+        assert_eq!(snapshot.sum_us(), 40_001_192);
+    }
+
+    #[test]
     fn an_empty_histogram_reads_zero() {
         assert_eq!(Histogram::new().summary(), HistogramSummary::default());
     }
@@ -237,9 +311,24 @@ mod tests {
             histogram.record(t.elapsed(), i % 64 == 0);
         }
         let per_clock = with_clock.elapsed().as_nanos() as f64 / rounds as f64;
+        let shared = Histogram::new();
+        let contended = std::time::Instant::now();
+        std::thread::scope(|scope| {
+            for thread in 0..2u64 {
+                let shared = &shared;
+                scope.spawn(move || {
+                    for i in 0..rounds {
+                        shared.record(Duration::from_nanos((i + thread) * 37 % 50_000_000), false);
+                    }
+                });
+            }
+        });
+        let per_contended = contended.elapsed().as_nanos() as f64 / rounds as f64;
         println!(
-            "record: {per:.1} ns; with Instant::now() + elapsed(): {per_clock:.1} ns (count {})",
-            histogram.count()
+            "record: {per:.1} ns; with Instant::now() + elapsed(): {per_clock:.1} ns; \
+             two threads on one histogram: {per_contended:.1} ns per record per thread (counts {} {})",
+            histogram.count(),
+            shared.count()
         );
     }
 }

@@ -3,18 +3,19 @@
 use std::fmt::{Display, Write};
 use std::sync::atomic::Ordering;
 
-use super::{HistogramSummary, StatementKind};
+use super::histogram::{Snapshot, EXPORT_BOUNDS_US};
+use super::StatementKind;
 use crate::backend::health::HealthState;
 use crate::engine::Engine;
 
 /// Every statement kind and every host with a pool, as Prometheus text.
 pub fn prometheus(engine: &Engine) -> String {
     let mut out = Text::default();
-    let kinds: Vec<(String, HistogramSummary)> = StatementKind::ALL
+    let kinds: Vec<(String, Snapshot)> = StatementKind::ALL
         .into_iter()
         .map(|kind| {
             let label = format!("kind=\"{}\"", kind.name());
-            (label, engine.stats.statement(kind).summary())
+            (label, engine.stats.statement(kind).snapshot())
         })
         .collect();
     out.histograms(
@@ -25,9 +26,9 @@ pub fn prometheus(engine: &Engine) -> String {
     );
 
     let pools = engine.backends.all();
-    let hosts: Vec<(String, HistogramSummary)> = pools
+    let hosts: Vec<(String, Snapshot)> = pools
         .iter()
-        .map(|pool| (host_label(&pool.addr), pool.statements.summary()))
+        .map(|pool| (host_label(&pool.addr), pool.statements.snapshot()))
         .collect();
     out.histograms(
         "shardgate_host_statements",
@@ -148,42 +149,38 @@ impl Text {
     }
 
     /// For histograms labelled by `rows`' label sets: `<counter>_total`,
-    /// `<prefix>_errors_total` and the summary `<prefix>_duration_seconds`
-    /// (quantiles 0.5 and 0.99, `_sum`, `_count`).
-    fn histograms(
-        &mut self,
-        counter: &str,
-        prefix: &str,
-        what: &str,
-        rows: &[(String, HistogramSummary)],
-    ) {
+    /// `<prefix>_errors_total` and the histogram `<prefix>_duration_seconds`
+    /// (`_bucket` cumulative at [`EXPORT_BOUNDS_US`] and `+Inf`, `_sum`,
+    /// `_count`).
+    fn histograms(&mut self, counter: &str, prefix: &str, what: &str, rows: &[(String, Snapshot)]) {
         let labels: Vec<&str> = rows.iter().map(|(label, _)| label.as_str()).collect();
         self.family(
             &format!("{counter}_total"),
             "counter",
             &format!("Count of {what}."),
             &labels,
-            rows.iter().map(|(_, s)| s.count),
+            rows.iter().map(|(_, s)| s.count()),
         );
         self.family(
             &format!("{prefix}_errors_total"),
             "counter",
             &format!("Count of {what} answered with an error."),
             &labels,
-            rows.iter().map(|(_, s)| s.errors),
+            rows.iter().map(|(_, s)| s.errors()),
         );
         let name = format!("{prefix}_duration_seconds");
-        self.header(&name, "summary", &format!("Latency of {what}."));
+        self.header(&name, "histogram", &format!("Latency of {what}."));
         for (labels, s) in rows {
-            for (quantile, micros) in [("0.5", s.p50_us), ("0.99", s.p99_us)] {
-                let _ = writeln!(
-                    self.text,
-                    "{name}{{{labels},quantile=\"{quantile}\"}} {}",
-                    seconds(micros)
-                );
+            let count = s.count();
+            let bounds = EXPORT_BOUNDS_US.iter().map(|&us| seconds(us).to_string());
+            let below = bounds
+                .zip(s.cumulative())
+                .chain([("+Inf".to_owned(), count)]);
+            for (le, values) in below {
+                let _ = writeln!(self.text, "{name}_bucket{{{labels},le=\"{le}\"}} {values}");
             }
-            let _ = writeln!(self.text, "{name}_sum{{{labels}}} {}", seconds(s.sum_us));
-            let _ = writeln!(self.text, "{name}_count{{{labels}}} {}", s.count);
+            let _ = writeln!(self.text, "{name}_sum{{{labels}}} {}", seconds(s.sum_us()));
+            let _ = writeln!(self.text, "{name}_count{{{labels}}} {count}");
         }
     }
 }
@@ -235,16 +232,39 @@ mod tests {
         assert!(text.contains("shardgate_statement_errors_total{kind=\"insert\"} 1\n"));
         assert!(text.contains("shardgate_statement_duration_seconds_count{kind=\"insert\"} 2\n"));
         assert!(text.contains("shardgate_statement_duration_seconds_sum{kind=\"insert\"} 0.003\n"));
-        let p50 = text
+        let buckets: Vec<(f64, u64)> = text
             .lines()
-            .find_map(|l| {
-                l.strip_prefix(
-                    "shardgate_statement_duration_seconds{kind=\"insert\",quantile=\"0.5\"} ",
-                )
+            .filter_map(|l| {
+                let rest = l.strip_prefix(
+                    "shardgate_statement_duration_seconds_bucket{kind=\"insert\",le=\"",
+                )?;
+                let (le, value) = rest.split_once("\"} ")?;
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().unwrap()
+                };
+                Some((le, value.parse().unwrap()))
             })
-            .expect("insert p50");
-        let p50: f64 = p50.parse().unwrap();
-        assert!((p50 - 0.0015).abs() < 0.0015 / 16.0, "{p50}");
+            .collect();
+        assert_eq!(buckets.len(), EXPORT_BOUNDS_US.len() + 1, "{text}");
+        assert!(buckets
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+        assert_eq!(buckets[0], (0.000064, 0));
+        // 1500 µs: counted from the 2048 µs bound up.
+        let at = |le: f64| buckets.iter().find(|b| b.0 == le).map(|b| b.1);
+        assert_eq!(at(0.001024), Some(0));
+        assert_eq!(at(0.002048), Some(2));
+        assert_eq!(at(f64::INFINITY), Some(2));
+        assert!(buckets.last().is_some_and(|b| b.0.is_infinite()));
+        assert!(text.contains(
+            "shardgate_statement_duration_seconds_bucket{kind=\"select\",le=\"+Inf\"} 0\n"
+        ));
+        assert!(text.contains("shardgate_statement_duration_seconds_count{kind=\"select\"} 0\n"));
+        assert!(text.contains(
+            "shardgate_host_statement_duration_seconds_bucket{host=\"127.0.0.1:3307\",le=\"0.004096\"} 1\n"
+        ));
 
         let host = "{host=\"127.0.0.1:3307\"}";
         for line in [
@@ -275,7 +295,7 @@ mod tests {
                 assert_eq!(Some(name), announced.last().map(String::as_str));
                 assert!(matches!(
                     parts.next(),
-                    Some("counter" | "gauge" | "summary")
+                    Some("counter" | "gauge" | "histogram")
                 ));
                 typed.insert(name.to_owned());
             } else {
@@ -283,6 +303,7 @@ mod tests {
                 let family = announced.last().expect("a sample before any HELP");
                 assert!(
                     name == family
+                        || name == format!("{family}_bucket")
                         || name == format!("{family}_sum")
                         || name == format!("{family}_count"),
                     "{line} after {family}"
