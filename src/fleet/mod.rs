@@ -527,11 +527,11 @@ async fn init_host(work: HostWork) -> Result<HostReport, FleetError> {
     }
     bar.inc(complete_before as u64);
 
+    let workers = connections.min(batches.len()).max(1);
     let queue = Arc::new(Mutex::new(batches.into_iter()));
     let abort = Arc::new(AtomicBool::new(false));
     let dbs_created = Arc::new(AtomicUsize::new(0));
     let tables_created = Arc::new(AtomicUsize::new(0));
-    let workers = connections.min(queue.lock().expect("queue").len()).max(1);
 
     let mut handles = Vec::new();
     let mut first = Some(first);
@@ -549,7 +549,7 @@ async fn init_host(work: HostWork) -> Result<HostReport, FleetError> {
                 if abort.load(Ordering::Relaxed) {
                     break Ok(());
                 }
-                let Some(batch) = queue.lock().expect("queue").next() else {
+                let Some(batch) = crate::sync::lock(&queue).next() else {
                     break Ok(());
                 };
                 if let Err(source) = conn.query_drop(&batch.sql).await {

@@ -166,11 +166,7 @@ pub async fn verify_with_schema(
         }
         None => (None, Vec::new()),
     };
-    let masters: HashSet<HostId> = topology
-        .fleets
-        .iter()
-        .flat_map(|f| f.ranges.iter().map(|r| r.master))
-        .collect();
+    let masters = topology.masters();
     let patterns = Arc::new(like_patterns(topology));
     let timeout = admin_connect_timeout(topology);
     let mut tasks = Vec::new();

@@ -9,7 +9,7 @@ use crate::router::{
     route, Merge, MergeColumn, Placement, Plan, RandomPlacement, RouteContext, SessionAction,
     ShardQuery, StatementKind,
 };
-use crate::topology::Topology;
+use crate::topology::{FleetId, HostId, Topology};
 
 const COLUMNS: &[&str] = &["fleet", "shard", "database", "host", "kind", "sql", "note"];
 
@@ -47,12 +47,12 @@ pub fn answer(engine: &Engine, statement: &str) -> Result<Answer, AdminError> {
         }
         Plan::AnyHost { sql } => answer.push(other_row(
             "any healthy master",
-            sql,
+            &sql,
             "names no sharded table: runs unchanged on any healthy master",
         )),
         Plan::Diagnostics { sql } => answer.push(other_row(
             "the connection that ran the previous statement",
-            sql,
+            &sql,
             "about the previous statement: runs on its connection, or answered by the proxy if it left nothing",
         )),
         Plan::Session(action) => answer.push(session_row(&topology, action, statement)),
@@ -77,19 +77,43 @@ impl Placement for WatchedPlacement {
 
 fn shard_row(topology: &Topology, query: &ShardQuery, note: String) -> Vec<Cell> {
     let target = query.target;
-    let fleet = topology.fleet(target.fleet);
-    vec![
-        fleet.map(|f| f.name.as_str()).into(),
-        target.shard.into(),
-        fleet.map(|f| f.database_name(target.shard)).into(),
-        topology.host(target.host).map(|h| h.addr.as_str()).into(),
-        kind_name(query.kind).into(),
-        query.sql.as_str().into(),
-        Some(note).filter(|n| !n.is_empty()).into(),
-    ]
+    located_row(
+        topology,
+        target.fleet,
+        target.shard,
+        Some(target.host),
+        [
+            kind_name(query.kind).into(),
+            query.sql.as_str().into(),
+            Some(note).filter(|n| !n.is_empty()).into(),
+        ],
+    )
 }
 
-fn other_row(host: &str, sql: String, note: &str) -> Vec<Cell> {
+/// A row about shard `shard` of `fleet`: the fleet's name, the shard, its
+/// database and `host`'s address, then `rest` (kind, sql, note).
+fn located_row(
+    topology: &Topology,
+    fleet: FleetId,
+    shard: u32,
+    host: Option<HostId>,
+    rest: [Cell; 3],
+) -> Vec<Cell> {
+    let fleet = topology.fleet(fleet);
+    let mut row = vec![
+        fleet.map(|f| f.name.as_str()).into(),
+        shard.into(),
+        fleet.map(|f| f.database_name(shard)).into(),
+        host.and_then(|h| topology.host(h))
+            .map(|h| h.addr.as_str())
+            .into(),
+    ];
+    row.extend(rest);
+    row
+}
+
+/// A row about no particular shard: only where it runs, the SQL and a note.
+fn other_row(host: &str, sql: &str, note: &str) -> Vec<Cell> {
     vec![
         Cell::Null,
         Cell::Null,
@@ -105,20 +129,14 @@ fn session_row(topology: &Topology, action: SessionAction, statement: &str) -> V
     let by_proxy = "answered by the proxy";
     let (host, sql, note): (&str, &str, String) = match &action {
         SessionAction::Use { fleet, shard } => {
-            let fleet_row = topology.fleet(*fleet);
-            let master = topology
-                .master_of(*fleet, *shard)
-                .and_then(|h| topology.host(h))
-                .map_or("", |h| h.addr.as_str());
-            return vec![
-                fleet_row.map(|f| f.name.as_str()).into(),
-                (*shard).into(),
-                fleet_row.map(|f| f.database_name(*shard)).into(),
-                master.into(),
-                Cell::Null,
-                Cell::Null,
-                format!("{by_proxy}: later statements without a database go to this shard").into(),
-            ];
+            let note = format!("{by_proxy}: later statements without a database go to this shard");
+            return located_row(
+                topology,
+                *fleet,
+                *shard,
+                topology.master_of(*fleet, *shard),
+                [Cell::Null, Cell::Null, note.into()],
+            );
         }
         SessionAction::Begin { sql } => (
             by_proxy,
@@ -159,15 +177,7 @@ fn session_row(topology: &Topology, action: SessionAction, statement: &str) -> V
             "sent to the transaction's connection (kept until the transaction binds)".into(),
         ),
     };
-    vec![
-        Cell::Null,
-        Cell::Null,
-        Cell::Null,
-        host.into(),
-        Cell::Null,
-        sql.into(),
-        note.into(),
-    ]
+    other_row(host, sql, &note)
 }
 
 fn kind_name(kind: StatementKind) -> &'static str {
