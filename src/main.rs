@@ -109,8 +109,8 @@ fn main() -> ExitCode {
 fn run(command: Command) -> Result<(), String> {
     match command {
         Command::Serve { config } => {
-            let topology = load(&config)?;
-            runtime()?.block_on(serve(topology, config))
+            let engine = Engine::from_file(config).map_err(|errors| format!("{errors}"))?;
+            runtime()?.block_on(serve(engine))
         }
         Command::CheckConfig { file } => {
             let topology = load(&file)?;
@@ -212,17 +212,20 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the async runtime: {e}"))
 }
 
-async fn serve(topology: Topology, config: PathBuf) -> Result<(), String> {
-    let engine = Arc::new(Engine::new(topology, Some(config)));
-    let listening = shardgate::server::start(engine)
+/// Runs the proxy until its client listener ends (only on a failure).
+async fn serve(engine: Engine) -> Result<(), String> {
+    let running = shardgate::server::run(Arc::new(engine))
         .await
         .map_err(|e| e.to_string())?;
+    let listening = running.listening;
     tracing::info!(
         client = %listening.client,
         admin = ?listening.admin,
         metrics = ?listening.metrics,
         "shardgate started"
     );
-    std::future::pending::<()>().await;
-    Ok(())
+    Err(format!(
+        "{}; shardgate stops",
+        running.client_listener_ended().await
+    ))
 }

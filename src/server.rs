@@ -6,9 +6,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 use tracing::error;
 
 use crate::engine::Engine;
+use crate::frontend::listener;
 
 /// The addresses a started proxy listens on (useful when the config asks
 /// for port 0).
@@ -22,11 +24,32 @@ pub struct Listening {
     pub metrics: Option<SocketAddr>,
 }
 
-/// Binds every listener the config in force names and spawns their tasks
-/// and the background ones on the current runtime. Listen addresses are
-/// read once: changing them takes a restart.
-pub async fn start(engine: Arc<Engine>) -> io::Result<Listening> {
+/// A started proxy: where it listens, and its client listener's task.
+pub struct Running {
+    /// The addresses it listens on.
+    pub listening: Listening,
+    client: JoinHandle<io::Result<()>>,
+}
+
+impl Running {
+    /// Waits for the client listener to end, which it does only on a
+    /// failure, and says why: a proxy without it serves no client.
+    pub async fn client_listener_ended(self) -> String {
+        match self.client.await {
+            Ok(Ok(())) => "the client listener stopped".to_owned(),
+            Ok(Err(e)) => format!("the client listener failed: {e}"),
+            Err(e) => format!("the client listener task failed: {e}"),
+        }
+    }
+}
+
+/// Binds every listener the config in force names and loads the TLS
+/// certificate and key (any failure is returned before a task starts),
+/// then spawns the listeners and the background tasks on the current
+/// runtime. Listen addresses are read once: changing them takes a restart.
+pub async fn run(engine: Arc<Engine>) -> io::Result<Running> {
     let config = engine.topology.load().config.clone();
+    let tls = listener::load_tls(&engine)?;
     let client = bind(&config.listen, "client").await?;
     let admin = match &config.admin {
         Some(admin) => Some(bind(&admin.listen, "admin").await?),
@@ -41,9 +64,9 @@ pub async fn start(engine: Arc<Engine>) -> io::Result<Listening> {
         admin: admin.as_ref().map(TcpListener::local_addr).transpose()?,
         metrics: metrics.as_ref().map(TcpListener::local_addr).transpose()?,
     };
-    spawn_logged(
+    let client = spawn_logged(
         "client listener",
-        crate::frontend::serve(engine.clone(), client),
+        listener::serve_with(engine.clone(), client, tls),
     );
     if let Some(listener) = admin {
         spawn_logged(
@@ -59,7 +82,12 @@ pub async fn start(engine: Arc<Engine>) -> io::Result<Listening> {
     }
     crate::backend::health::spawn(engine.clone());
     crate::engine::reload::spawn_watchers(engine.clone());
-    Ok(listening)
+    Ok(Running { listening, client })
+}
+
+/// [`run`], for callers that only need the addresses.
+pub async fn start(engine: Arc<Engine>) -> io::Result<Listening> {
+    Ok(run(engine).await?.listening)
 }
 
 async fn bind(addr: &str, what: &str) -> io::Result<TcpListener> {
@@ -68,13 +96,15 @@ async fn bind(addr: &str, what: &str) -> io::Result<TcpListener> {
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr} ({what}): {e}")))
 }
 
-fn spawn_logged<F>(what: &'static str, task: F)
+fn spawn_logged<F>(what: &'static str, task: F) -> JoinHandle<io::Result<()>>
 where
     F: std::future::Future<Output = io::Result<()>> + Send + 'static,
 {
     tokio::spawn(async move {
-        if let Err(e) = task.await {
+        let result = task.await;
+        if let Err(e) = &result {
             error!(%e, "{what} stopped");
         }
-    });
+        result
+    })
 }

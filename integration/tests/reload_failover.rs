@@ -438,7 +438,7 @@ async fn an_invalid_config_is_refused_and_the_old_one_keeps_routing() {
         "types: { pin: 1, board: 2, user: 3",
     );
     std::fs::write(&proxy.config_path, &broken).unwrap();
-    match engine.reload(ReloadTrigger::Admin) {
+    match engine.reload(ReloadTrigger::Admin).await {
         Err(ReloadError::Invalid {
             errors,
             version: in_force,
@@ -544,7 +544,7 @@ async fn a_host_that_leaves_has_its_pool_retired_after_its_last_statement() {
         "      - { range: [0, 2047], master: 127.0.0.1:3307 }\n",
     );
     std::fs::write(&proxy.config_path, &without_3309).unwrap();
-    let summary = engine.reload(ReloadTrigger::Admin).expect("reload");
+    let summary = engine.reload(ReloadTrigger::Admin).await.expect("reload");
     assert!(summary.changed);
     assert!(
         summary.description.contains("hosts added: 127.0.0.1:3307"),
@@ -805,7 +805,11 @@ async fn a_use_selection_survives_a_reload_that_renumbers_the_fleets() {
     );
     assert_ne!(renumbered, yaml, "the config has a `fleets:` line");
     write_like_an_editor(&proxy.config_path, &renumbered);
-    proxy.engine.reload(ReloadTrigger::Admin).expect("reload");
+    proxy
+        .engine
+        .reload(ReloadTrigger::Admin)
+        .await
+        .expect("reload");
     let topology = proxy.engine.topology.load();
     assert_eq!(
         topology.fleet_by_name("extra"),

@@ -1,5 +1,6 @@
 //! The health checker: pings every master and replica on an interval (with
-//! `mysql_async`) and marks hosts up or down in their pools.
+//! `mysql_async`) and marks hosts up or down in their state
+//! (`backend::pool::HostState`, which outlives the host's pools).
 //!
 //! One task per host of the topology in force; a supervisor re-reads the
 //! topology every interval, starting tasks for hosts a reload added and
@@ -7,7 +8,9 @@
 //! `health.failures_before_down` failed checks in a row and up again after
 //! one good check. While a host is down, statements for it fail at once
 //! (`HostPool::checkout`). With `health.auto_failover`, a master that goes
-//! down is replaced by its replica once that replica is up.
+//! down is replaced by its replica once that replica is up. A checker
+//! reconnects when a reload changes the backend account, so it checks what
+//! the data path would meet.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -22,6 +25,7 @@ use tracing::{error, info, warn};
 
 use crate::engine::failover::PromoteOptions;
 use crate::engine::Engine;
+use crate::sync::lock;
 use crate::topology::Topology;
 
 /// What the checks say about a host.
@@ -65,7 +69,7 @@ pub struct HealthSnapshot {
     pub consecutive_failures: u32,
 }
 
-/// A host's health, kept in its pool: the state in an atomic (read on
+/// A host's health, kept in its state (which outlives its pools): the state in an atomic (read on
 /// every checkout), the rest behind a lock only the checker and readers of
 /// `SHOW HOSTS` take.
 #[derive(Debug)]
@@ -188,9 +192,7 @@ impl HostHealth {
     }
 
     fn details(&self) -> std::sync::MutexGuard<'_, HealthSnapshot> {
-        self.details
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.details)
     }
 }
 
@@ -228,11 +230,22 @@ async fn supervise(engine: Weak<Engine>) {
     }
 }
 
-/// Checks one host every `health.interval_ms` until the engine is gone.
+/// The checker's connection to its host, and the account it logged in with.
+struct CheckConn {
+    conn: Conn,
+    user: String,
+    password: String,
+}
+
+/// Checks one host every `health.interval_ms` until the engine is gone or
+/// the host leaves the topology.
 async fn check_host(engine: Weak<Engine>, addr: String) {
-    let mut conn: Option<Conn> = None;
+    let mut conn: Option<CheckConn> = None;
     let mut failover_pending = false;
     while let Some(strong) = engine.upgrade() {
+        let Some(host) = strong.backends.host(&addr) else {
+            break;
+        };
         let topology = strong.topology.load();
         let settings = &topology.config.health;
         let interval = Duration::from_millis(settings.interval_ms.max(1));
@@ -241,17 +254,16 @@ async fn check_host(engine: Weak<Engine>, addr: String) {
         let started = Instant::now();
         let outcome = tokio::time::timeout(
             timeout,
-            ping(&mut conn, &addr, &backend.user, &backend.password),
+            ping(&mut conn, &addr, &backend.user, &backend.password, timeout),
         )
         .await
         .unwrap_or_else(|_| Err(format!("no answer within {} ms", timeout.as_millis())));
         let elapsed = started.elapsed();
-        let pool = strong.backends.pool(&addr);
         let transition = match outcome {
-            Ok(()) => pool.host_health.record_success(elapsed),
+            Ok(()) => host.host_health.record_success(elapsed),
             Err(error) => {
                 conn = None;
-                pool.host_health
+                host.host_health
                     .record_failure(error, settings.failures_before_down)
             }
         };
@@ -262,58 +274,76 @@ async fn check_host(engine: Weak<Engine>, addr: String) {
                 failover_pending = false;
             }
             Transition::Down => {
-                let health = pool.health();
+                let health = host.health();
                 warn!(
                     host = %addr,
                     failures = health.consecutive_failures,
                     error = health.last_error.as_deref().unwrap_or(""),
                     "host marked down: its statements fail at once until a check succeeds"
                 );
-                pool.clear_idle();
-                failover_pending = settings.auto_failover && is_master(&topology, &addr);
+                strong.backends.pool(&addr).clear_idle();
+                failover_pending = settings.auto_failover && topology.is_master(&addr);
             }
         }
-        if failover_pending && pool.host_health.is_down() {
+        if failover_pending && host.host_health.is_down() {
             if let Some(replica) = replica_up(&strong, &topology, &addr) {
                 failover_pending = false;
                 tokio::spawn(fail_over(strong.clone(), addr.clone(), replica));
             }
         }
-        drop((strong, topology, pool));
+        drop((strong, topology, host));
         tokio::time::sleep(interval.saturating_sub(elapsed)).await;
     }
 }
 
-/// One check: connects if there is no connection, then pings.
+/// One check: connects if there is no connection (or the backend account
+/// changed since it was made), then pings.
 async fn ping(
-    conn: &mut Option<Conn>,
+    conn: &mut Option<CheckConn>,
     addr: &str,
     user: &str,
     password: &str,
+    timeout: Duration,
 ) -> Result<(), String> {
-    if conn.is_none() {
-        *conn = Some(connect(addr, user, password).await?);
+    if conn
+        .as_ref()
+        .is_some_and(|c| c.user != user || c.password != password)
+    {
+        if let Some(stale) = conn.take() {
+            let _ = stale.conn.disconnect().await;
+        }
     }
-    match conn.as_mut() {
-        Some(conn) => conn.ping().await.map_err(|e| format!("ping failed: {e}")),
-        None => Err("no connection".to_owned()),
-    }
-}
-
-async fn connect(addr: &str, user: &str, password: &str) -> Result<Conn, String> {
-    let opts = crate::fleet::connection_opts(addr, user, password).map_err(|e| e.to_string())?;
-    Conn::new(opts)
+    let checked = match conn {
+        Some(checked) => checked,
+        None => conn.insert(CheckConn {
+            conn: connect(addr, user, password, timeout).await?,
+            user: user.to_owned(),
+            password: password.to_owned(),
+        }),
+    };
+    checked
+        .conn
+        .ping()
         .await
-        .map_err(|e| format!("cannot connect: {e}"))
+        .map_err(|e| format!("ping failed: {e}"))
 }
 
-/// Whether `addr` is the master of a range in `topology`.
-fn is_master(topology: &Topology, addr: &str) -> bool {
-    topology
-        .fleets
-        .iter()
-        .flat_map(|fleet| &fleet.ranges)
-        .any(|range| topology.hosts[range.master].addr == addr)
+/// A control-plane connection to `addr` as `user`, bounded by `timeout`.
+pub(crate) async fn connect(
+    addr: &str,
+    user: &str,
+    password: &str,
+    timeout: Duration,
+) -> Result<Conn, String> {
+    let opts = crate::fleet::connection_opts(addr, user, password).map_err(|e| e.to_string())?;
+    match tokio::time::timeout(timeout, Conn::new(opts)).await {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(e)) => Err(format!("cannot connect: {e}")),
+        Err(_) => Err(format!(
+            "cannot connect: no answer within {} ms",
+            timeout.as_millis()
+        )),
+    }
 }
 
 /// The replica of one of `master`'s ranges that the checker found up.
@@ -325,7 +355,12 @@ fn replica_up(engine: &Engine, topology: &Topology, master: &str) -> Option<Stri
         .filter(|range| topology.hosts[range.master].addr == master)
         .filter_map(|range| range.replica)
         .map(|replica| &topology.hosts[replica].addr)
-        .find(|replica| engine.backends.pool(replica).health().state == HealthState::Up)
+        .find(|replica| {
+            engine
+                .backends
+                .host(replica)
+                .is_some_and(|host| host.host_health.state() == HealthState::Up)
+        })
         .cloned()
 }
 

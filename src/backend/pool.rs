@@ -1,9 +1,15 @@
 //! Per-host pools of backend connections, with a size limit, a checkout
 //! timeout, and fast failure for a host that just refused us.
+//!
+//! What is known about a host (health, counters, latencies) lives in its
+//! [`HostState`], which outlives the host's pools: a reload that changes
+//! the backend settings replaces every pool, not what was learnt about the
+//! hosts. A host's state is dropped when the host leaves the topology.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -11,6 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::conn::{BackendConn, BackendError, ConnKey};
 use super::health::{HealthSnapshot, HostHealth};
 use crate::stats::Histogram;
+use crate::sync::{lock, read, write};
 use crate::topology::config::BackendConfig;
 
 /// How long after a failed connect a host is reported down without trying
@@ -45,25 +52,90 @@ impl BackendSettings {
     }
 }
 
-/// The connections to one host.
-pub struct HostPool {
+/// What is known about one backend host: kept while the host is in the
+/// topology, whatever happens to its pools.
+#[derive(Debug)]
+pub struct HostState {
     /// `host:port`.
     pub addr: String,
-    settings: BackendSettings,
-    idle: Mutex<Vec<BackendConn>>,
-    permits: Arc<Semaphore>,
-    down: Mutex<Option<(Instant, String)>>,
-    /// Statements sent to this host.
-    pub queries: AtomicU64,
-    /// Connect failures and broken connections on this host.
-    pub errors: AtomicU64,
-    /// Set when the host left the topology (or the backend settings
-    /// changed): connections are closed on release instead of kept.
-    retired: AtomicBool,
     /// What the health checker found (`backend::health`).
     pub host_health: HostHealth,
     /// Statements sent to this host: count, errors, latency.
     pub statements: Histogram,
+    /// Connections checked out to run a statement on this host.
+    pub queries: AtomicU64,
+    /// Connect failures and broken connections on this host.
+    pub errors: AtomicU64,
+    /// The last failed connect, while it is recent.
+    connect_failure: Mutex<Option<(Instant, String)>>,
+}
+
+impl HostState {
+    /// A host nothing is known about yet.
+    pub fn new(addr: String) -> Self {
+        Self {
+            addr,
+            host_health: HostHealth::new(),
+            statements: Histogram::new(),
+            queries: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            connect_failure: Mutex::new(None),
+        }
+    }
+
+    /// What the health checker found.
+    pub fn health(&self) -> HealthSnapshot {
+        self.host_health.snapshot()
+    }
+
+    /// Whether the health checker marked the host down or the last
+    /// connect attempt failed.
+    pub fn is_down(&self) -> bool {
+        self.host_health.is_down() || lock(&self.connect_failure).is_some()
+    }
+
+    /// Why statements for the host fail at once now, if they do.
+    fn unavailable(&self) -> Option<String> {
+        if let Some(reason) = self.host_health.down_reason() {
+            return Some(reason);
+        }
+        match &*lock(&self.connect_failure) {
+            Some((at, reason)) if at.elapsed() < RETRY_DOWN_HOST_AFTER => {
+                Some(format!("{reason} ({} ms ago)", at.elapsed().as_millis()))
+            }
+            _ => None,
+        }
+    }
+
+    fn connect_failed(&self, reason: &str) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        *lock(&self.connect_failure) = Some((Instant::now(), reason.to_owned()));
+    }
+
+    fn connected(&self) {
+        *lock(&self.connect_failure) = None;
+    }
+}
+
+/// The connections to one host, made with one set of backend settings.
+/// It derefs to its host's [`HostState`] (health and counters), which is
+/// shared with the host's later pools.
+pub struct HostPool {
+    host: Arc<HostState>,
+    settings: BackendSettings,
+    idle: Mutex<Vec<BackendConn>>,
+    permits: Arc<Semaphore>,
+    /// Set when the host left the topology or the backend settings
+    /// changed: connections are closed on release instead of kept.
+    retired: AtomicBool,
+}
+
+impl Deref for HostPool {
+    type Target = HostState;
+
+    fn deref(&self) -> &HostState {
+        &self.host
+    }
 }
 
 /// A connection checked out of a pool. Dropping it closes the connection;
@@ -94,10 +166,9 @@ impl PooledConn {
     /// Puts a clean connection back in its pool.
     pub fn release(mut self) {
         if let Some(conn) = self.conn.take() {
-            if let Ok(mut idle) = self.pool.idle.lock() {
-                if !self.pool.retired.load(Ordering::Acquire) {
-                    idle.push(conn);
-                }
+            let mut idle = lock(&self.pool.idle);
+            if !self.pool.retired.load(Ordering::Acquire) {
+                idle.push(conn);
             }
         }
     }
@@ -111,33 +182,31 @@ impl PooledConn {
 }
 
 impl HostPool {
-    fn new(addr: String, settings: BackendSettings) -> Self {
+    fn new(host: Arc<HostState>, settings: BackendSettings) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(settings.max_per_host.max(1))),
-            addr,
+            host,
             settings,
             idle: Mutex::new(Vec::new()),
-            down: Mutex::new(None),
-            queries: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
             retired: AtomicBool::new(false),
-            host_health: HostHealth::new(),
-            statements: Histogram::new(),
         }
+    }
+
+    /// The host's state, shared with its other pools.
+    pub fn host(&self) -> &Arc<HostState> {
+        &self.host
     }
 
     /// Closes the idle connections and makes every connection still checked
     /// out close when released; the pool is freed with its last user.
     fn retire(&self) {
-        let mut idle = match self.idle.lock() {
-            Ok(idle) => idle,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut idle = lock(&self.idle);
         self.retired.store(true, Ordering::Release);
         idle.clear();
     }
 
-    /// Whether the pool was retired (its host left the topology).
+    /// Whether the pool was retired (its host left the topology, or the
+    /// backend settings changed).
     pub fn is_retired(&self) -> bool {
         self.retired.load(Ordering::Acquire)
     }
@@ -145,10 +214,7 @@ impl HostPool {
     /// A connection with the given key: an idle one if there is one, else a
     /// new one. Fails at once while the host is known to be down.
     pub async fn checkout(self: &Arc<Self>, key: ConnKey) -> Result<PooledConn, String> {
-        if let Some(reason) = self.host_health.down_reason() {
-            return Err(reason);
-        }
-        if let Some(reason) = self.recent_failure() {
+        if let Some(reason) = self.host.unavailable() {
             return Err(reason);
         }
         let permit = tokio::time::timeout(
@@ -182,7 +248,7 @@ impl HostPool {
         .await
         {
             Ok(conn) => {
-                self.mark_up();
+                self.host.connected();
                 Ok(PooledConn {
                     conn: Some(conn),
                     pool: self.clone(),
@@ -192,68 +258,32 @@ impl HostPool {
             }
             Err(error) => {
                 let reason = describe_connect_error(&error);
-                self.mark_down(&reason);
+                self.clear_idle();
+                self.host.connect_failed(&reason);
                 Err(reason)
             }
         }
     }
 
     fn take_idle(&self, key: ConnKey) -> Option<BackendConn> {
-        let mut idle = self.idle.lock().ok()?;
+        let mut idle = lock(&self.idle);
         let index = idle.iter().rposition(|conn| conn.key == key)?;
         Some(idle.swap_remove(index))
     }
 
     /// Closes every idle connection.
     pub fn clear_idle(&self) {
-        if let Ok(mut idle) = self.idle.lock() {
-            idle.clear();
-        }
+        lock(&self.idle).clear();
     }
 
     /// Connections idle in the pool.
     pub fn idle_count(&self) -> usize {
-        self.idle.lock().map(|idle| idle.len()).unwrap_or(0)
+        lock(&self.idle).len()
     }
 
     /// Connections checked out now.
     pub fn in_use(&self) -> usize {
         self.settings.max_per_host.max(1) - self.permits.available_permits()
-    }
-
-    fn recent_failure(&self) -> Option<String> {
-        let down = self.down.lock().ok()?;
-        match &*down {
-            Some((at, reason)) if at.elapsed() < RETRY_DOWN_HOST_AFTER => {
-                Some(format!("{reason} ({} ms ago)", at.elapsed().as_millis()))
-            }
-            _ => None,
-        }
-    }
-
-    fn mark_down(&self, reason: &str) {
-        self.errors.fetch_add(1, Ordering::Relaxed);
-        self.clear_idle();
-        if let Ok(mut down) = self.down.lock() {
-            *down = Some((Instant::now(), reason.to_owned()));
-        }
-    }
-
-    fn mark_up(&self) {
-        if let Ok(mut down) = self.down.lock() {
-            *down = None;
-        }
-    }
-
-    /// Whether the health checker marked the host down or the last
-    /// connect attempt failed.
-    pub fn is_down(&self) -> bool {
-        self.host_health.is_down() || self.down.lock().map(|d| d.is_some()).unwrap_or(false)
-    }
-
-    /// What the health checker found.
-    pub fn health(&self) -> HealthSnapshot {
-        self.host_health.snapshot()
     }
 }
 
@@ -264,101 +294,145 @@ fn describe_connect_error(error: &BackendError) -> String {
     }
 }
 
-/// Every host pool, by address. Pools outlive topology versions, so a
-/// reload that keeps a host keeps its connections; a host that leaves has
-/// its pool retired ([`Backends::retain_hosts`]).
+/// Every host's pool, by address. A reload that keeps a host keeps its
+/// pool (and connections); one that changes the backend settings gives
+/// each host a new pool sharing its [`HostState`]; a host that leaves has
+/// its pool retired. Retired pools are kept weakly: they are listed while
+/// a statement still uses them, and one of a host that left is handed out
+/// again to statements still running on an older topology.
 pub struct Backends {
     settings: RwLock<BackendSettings>,
+    /// The pools of the hosts of the topology in force (and of the one
+    /// being installed).
     pools: RwLock<HashMap<String, Arc<HostPool>>>,
-    /// The hosts of the topology in force once a reload has told us (None
-    /// before): a statement still running on an older snapshot gets a
-    /// one-off pool for a host that left, which is not kept.
-    hosts: RwLock<Option<HashSet<String>>>,
+    /// Pools retired, oldest first, while something still uses them.
+    retired: Mutex<Vec<Weak<HostPool>>>,
 }
 
 impl Backends {
-    /// No pools yet; they are made on first use.
+    /// No hosts yet ([`Backends::add_hosts`] adds them).
     pub fn new(settings: BackendSettings) -> Self {
         Self {
             settings: RwLock::new(settings),
             pools: RwLock::new(HashMap::new()),
-            hosts: RwLock::new(None),
+            retired: Mutex::new(Vec::new()),
         }
     }
 
-    /// The pool for `addr`, made if needed.
+    /// The pool for `addr`. For a host that is not in the topology in
+    /// force (a statement still running on an older one), the host's
+    /// retired pool while it lives, else a new retired pool that later
+    /// statements for that host share: such connections close on release.
     pub fn pool(&self, addr: &str) -> Arc<HostPool> {
-        if let Some(pool) = self.pools.read().ok().and_then(|p| p.get(addr).cloned()) {
+        if let Some(pool) = read(&self.pools).get(addr) {
+            return pool.clone();
+        }
+        let mut retired = lock(&self.retired);
+        if let Some(pool) = retired
+            .iter()
+            .rev()
+            .filter_map(Weak::upgrade)
+            .find(|pool| pool.addr == addr)
+        {
             return pool;
         }
-        let mut pools = write_lock(&self.pools);
-        let settings = read_lock(&self.settings).clone();
-        let known = read_lock(&self.hosts)
-            .as_ref()
-            .is_none_or(|hosts| hosts.contains(addr));
-        if !known {
-            let pool = HostPool::new(addr.to_owned(), settings);
-            pool.retire();
-            return Arc::new(pool);
-        }
-        pools
-            .entry(addr.to_owned())
-            .or_insert_with(|| Arc::new(HostPool::new(addr.to_owned(), settings)))
-            .clone()
+        let settings = read(&self.settings).clone();
+        let pool = Arc::new(HostPool::new(
+            Arc::new(HostState::new(addr.to_owned())),
+            settings,
+        ));
+        pool.retire();
+        retired.retain(|weak| weak.strong_count() > 0);
+        retired.push(Arc::downgrade(&pool));
+        pool
     }
 
-    /// Every pool made so far, sorted by address.
+    /// The state of `addr`, if it is a host of the topology in force.
+    pub fn host(&self, addr: &str) -> Option<Arc<HostState>> {
+        read(&self.pools).get(addr).map(|pool| pool.host.clone())
+    }
+
+    /// The pools of the hosts of the topology in force, sorted by address.
     pub fn all(&self) -> Vec<Arc<HostPool>> {
-        let mut pools: Vec<_> = self
-            .pools
-            .read()
-            .map(|p| p.values().cloned().collect())
-            .unwrap_or_default();
+        let mut pools: Vec<_> = read(&self.pools).values().cloned().collect();
         pools.sort_by(|a, b| a.addr.cmp(&b.addr));
         pools
     }
 
-    /// Keeps the pools of `hosts` (the topology now in force) and retires
-    /// every other one; returns the addresses retired.
-    pub fn retain_hosts(&self, hosts: &[&str]) -> Vec<String> {
-        let keep: HashSet<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
-        let mut pools = write_lock(&self.pools);
-        let mut retired: Vec<String> = pools
-            .keys()
-            .filter(|addr| !keep.contains(*addr))
-            .cloned()
-            .collect();
-        for addr in &retired {
-            if let Some(pool) = pools.remove(addr) {
-                pool.retire();
-            }
-        }
-        *write_lock(&self.hosts) = Some(keep);
-        retired.sort();
-        retired
+    /// Retired pools still in use, sorted by address.
+    pub fn retired(&self) -> Vec<Arc<HostPool>> {
+        let mut retired = lock(&self.retired);
+        retired.retain(|weak| weak.strong_count() > 0);
+        let mut pools: Vec<_> = retired.iter().filter_map(Weak::upgrade).collect();
+        drop(retired);
+        pools.sort_by(|a, b| a.addr.cmp(&b.addr));
+        pools
     }
 
-    /// Uses `settings` for every connection made from now on: every pool is
-    /// retired and made again on first use. Returns whether they changed.
+    /// Gives each of `hosts` a pool (with a new state) if it has none:
+    /// called before a topology with these hosts is swapped in, so its
+    /// statements find their pools.
+    pub fn add_hosts(&self, hosts: &[&str]) {
+        let settings = read(&self.settings).clone();
+        let mut pools = write(&self.pools);
+        for addr in hosts {
+            if !pools.contains_key(*addr) {
+                let host = Arc::new(HostState::new((*addr).to_owned()));
+                pools.insert(
+                    (*addr).to_owned(),
+                    Arc::new(HostPool::new(host, settings.clone())),
+                );
+            }
+        }
+    }
+
+    /// Keeps the pools of `hosts` (the topology now in force) and retires
+    /// every other one, forgetting what was known about those hosts;
+    /// returns the addresses retired.
+    pub fn retain_hosts(&self, hosts: &[&str]) -> Vec<String> {
+        let mut pools = write(&self.pools);
+        let mut departed: Vec<String> = pools
+            .keys()
+            .filter(|addr| !hosts.contains(&addr.as_str()))
+            .cloned()
+            .collect();
+        let removed: Vec<Arc<HostPool>> = departed
+            .iter()
+            .filter_map(|addr| pools.remove(addr))
+            .collect();
+        drop(pools);
+        self.retire_all(removed);
+        departed.sort();
+        departed
+    }
+
+    /// Uses `settings` for every connection made from now on: every host
+    /// gets a new pool (keeping its state) and the old pools are retired.
+    /// Returns whether they changed.
     pub fn reconfigure(&self, settings: BackendSettings) -> bool {
-        let mut pools = write_lock(&self.pools);
-        let mut current = write_lock(&self.settings);
+        let mut pools = write(&self.pools);
+        let mut current = write(&self.settings);
         if *current == settings {
             return false;
         }
-        *current = settings;
-        for (_, pool) in pools.drain() {
-            pool.retire();
+        *current = settings.clone();
+        drop(current);
+        let mut old = Vec::with_capacity(pools.len());
+        for pool in pools.values_mut() {
+            let fresh = Arc::new(HostPool::new(pool.host.clone(), settings.clone()));
+            old.push(std::mem::replace(pool, fresh));
         }
+        drop(pools);
+        self.retire_all(old);
         true
     }
-}
 
-fn read_lock<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn write_lock<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn retire_all(&self, pools: Vec<Arc<HostPool>>) {
+        let mut retired = lock(&self.retired);
+        retired.retain(|weak| weak.strong_count() > 0);
+        for pool in pools {
+            pool.retire();
+            retired.push(Arc::downgrade(&pool));
+        }
+    }
 }

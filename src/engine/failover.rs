@@ -1,25 +1,32 @@
 //! Failover: `PROMOTE REPLICA <master>` points the master's ranges at its
 //! replica, in memory and in the config file (written atomically).
 //!
-//! Before anything changes, the replica must answer, and if the old master
-//! still answers, the replica must have applied everything the master has
-//! (`MASTER_GTID_WAIT` on the master's `@@gtid_binlog_pos`), so no
-//! acknowledged write is left behind. The file is edited as text
+//! Before anything changes, the replica must answer. If the old master
+//! still answers, the master's shards are paused first (the cutover gate:
+//! new statements wait, running ones drain), so no write through the proxy
+//! lands on the old master after its GTID position is read; then the
+//! replica must apply everything up to that position (`MASTER_GTID_WAIT`),
+//! so no acknowledged write is left behind; the pause ends once the new
+//! routing table is in force (or the promotion failed), and the waiting
+//! statements go to the new master. The file is edited as text
 //! ([`crate::topology::rewrite`]) so the operator's comments stay, written
 //! to a temporary file in the same directory, synced and renamed over the
-//! old one; only then is the new routing table swapped in.
+//! old one (on the blocking pool); only then is the new routing table
+//! swapped in.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 use tracing::{info, warn};
 
+use super::pause::{PauseError, PauseGate, PausedRange};
 use super::reload::{version_of, ReloadTrigger};
 use super::Engine;
+use crate::backend::health::connect;
 use crate::topology::rewrite::{self, PromotedEntry, RewriteError};
 use crate::topology::{ConfigErrors, Topology};
 
@@ -64,6 +71,19 @@ pub enum FailoverError {
     /// The address is not a master, or one of its ranges has no replica.
     #[error("{0}")]
     NotPromotable(RewriteError),
+    /// The master's shards could not be paused (or stay paused) while the
+    /// replica caught up.
+    #[error("cannot pause shards {first}-{last} of fleet {fleet} to hold writes during the promotion: {reason}; nothing was changed")]
+    Pause {
+        /// Fleet name.
+        fleet: String,
+        /// First shard of the range.
+        first: u32,
+        /// Last shard of the range.
+        last: u32,
+        /// Why.
+        reason: String,
+    },
     /// The replica does not answer.
     #[error("replica {replica} does not answer ({reason}); nothing was changed")]
     ReplicaDown {
@@ -76,8 +96,8 @@ pub enum FailoverError {
     /// transactions.
     #[error(
         "replica {replica} has not caught up with master {master}: the master is at GTID {master_pos}, \
-         the replica at {replica_pos} after waiting {}s; nothing was changed. Stop the writes \
-         (PAUSE SHARDS) or fix replication, then promote again",
+         the replica at {replica_pos} after waiting {}s (writes through the proxy were paused meanwhile); \
+         nothing was changed. Fix replication, or stop other writers of the master, then promote again",
         waited.as_secs()
     )]
     ReplicaBehind {
@@ -176,8 +196,17 @@ impl Engine {
                 })?;
             replica_conns.push((replica.clone(), conn));
         }
+        let mut paused = None;
         match access.open(&master).await {
             Ok(mut conn) => {
+                let drain = Duration::from_millis(seen.config.pause.drain_timeout_ms);
+                match PromotionPause::hold(&self.pauses, &seen, &entries, drain).await {
+                    Ok(pause) => paused = Some(pause),
+                    Err(e) => {
+                        let _ = conn.disconnect().await;
+                        return Err(e);
+                    }
+                }
                 let position = gtid(&mut conn, "@@gtid_binlog_pos").await;
                 let _ = conn.disconnect().await;
                 let position = position.map_err(|reason| FailoverError::Replica {
@@ -240,12 +269,28 @@ impl Engine {
             let _ = conn.disconnect().await;
         }
 
-        let config_written =
-            self.commit_promotion(&seen, &master, &entries, &mut notes, replication_stopped)?;
+        let config_written = self
+            .commit_promotion(&seen, &master, &entries, &mut notes, replication_stopped)
+            .await?;
         let ranges: Vec<String> = entries
             .iter()
             .map(|e| format!("{} {}-{}", e.fleet, e.first, e.last))
             .collect();
+        if let Some(pause) = paused {
+            let (held, operator) = pause.release();
+            notes.push(format!(
+                "shards {} were paused for {} ms: statements for them waited while {} caught up, then went to it",
+                ranges.join(", "),
+                held.as_millis(),
+                replicas.join(", ")
+            ));
+            if !operator.is_empty() {
+                notes.push(format!(
+                    "shards {} were paused already and stay paused: RESUME SHARDS them when ready",
+                    operator.join(", ")
+                ));
+            }
+        }
         info!(%master, replica = %replicas.join(", "), ranges = %ranges.join(", "), "replica promoted");
         Ok(PromoteReport {
             master,
@@ -258,8 +303,9 @@ impl Engine {
     }
 
     /// Writes the promotion to the config file and swaps in its routing
-    /// table, unless a reload ran since `seen` was loaded.
-    fn commit_promotion(
+    /// table, unless a reload ran since `seen` was loaded. The file work
+    /// (read, rewrite, build, write and sync) runs on the blocking pool.
+    async fn commit_promotion(
         &self,
         seen: &Arc<Topology>,
         master: &str,
@@ -267,7 +313,7 @@ impl Engine {
         notes: &mut Vec<String>,
         replication_stopped: bool,
     ) -> Result<Option<PathBuf>, FailoverError> {
-        let _serial = self.config_status.serialize();
+        let _serial = self.config_status.serialize().await;
         if !Arc::ptr_eq(&self.topology.load(), seen) {
             return Err(FailoverError::Raced {
                 replication_stopped,
@@ -282,61 +328,274 @@ impl Engine {
                 )
             })
             .collect::<Vec<_>>();
-        let Some(path) = self.config_path.as_deref() else {
-            let (config, _) = rewrite::promote_in_config(&seen.config, master)
-                .map_err(FailoverError::NotPromotable)?;
-            let topology = Topology::from_config(config, "<promotion>").map_err(|errors| {
-                FailoverError::ConfigFile {
-                    path: PathBuf::from("<none>"),
-                    reason: format!("the promoted config is invalid: {errors}"),
-                    replication_stopped,
-                }
-            })?;
+        let in_force = self.config_status.snapshot().version;
+        let master = master.to_owned();
+        let Some(path) = self.config_path.clone() else {
+            let config = seen.config.clone();
+            let topology = off_runtime(PathBuf::from("<none>"), replication_stopped, move || {
+                promote_in_memory(config, &master, replication_stopped)
+            })
+            .await?;
             notes.push(
                 "this proxy has no config file: promoted in memory only, a restart undoes it"
                     .to_owned(),
             );
-            let version = self.config_status.snapshot().version;
-            self.install(topology, version, ReloadTrigger::Promotion, moved);
+            self.install(topology, in_force, ReloadTrigger::Promotion, moved);
             return Ok(None);
         };
-        let file_error = |reason: String| FailoverError::ConfigFile {
-            path: path.to_owned(),
-            reason,
-            replication_stopped,
-        };
-        let bytes = std::fs::read(path).map_err(|e| file_error(format!("cannot read it: {e}")))?;
-        let on_disk = version_of(&bytes);
-        let in_force = self.config_status.snapshot().version;
-        if on_disk != in_force {
-            return Err(FailoverError::FileChanged {
-                path: path.to_owned(),
-                on_disk,
-                in_force,
-                replication_stopped,
-            });
-        }
-        let source = path.display().to_string();
-        let text =
-            String::from_utf8(bytes).map_err(|e| file_error(format!("not UTF-8 text: {e}")))?;
-        let promoted = rewrite::promote_replica(&text, &source, master)
-            .map_err(|e| file_error(e.to_string()))?;
-        let topology =
-            Topology::from_yaml_str(&promoted.text, &source).map_err(|errors: ConfigErrors| {
-                file_error(format!(
-                    "the promoted config would be invalid, so it was not written:\n{errors}"
-                ))
-            })?;
-        let written = write_atomically(path, &promoted.text)
-            .map_err(|e| file_error(format!("cannot write it: {e}")))?;
-        self.install(
-            topology,
-            version_of(promoted.text.as_bytes()),
-            ReloadTrigger::Promotion,
-            moved,
-        );
+        let (topology, version, written) =
+            off_runtime(path.clone(), replication_stopped, move || {
+                rewrite_file(&path, &master, &in_force, replication_stopped)
+            })
+            .await?;
+        self.install(topology, version, ReloadTrigger::Promotion, moved);
         Ok(Some(written))
     }
+}
+
+/// Runs `work` on the blocking pool; a task that failed is reported
+/// against the config file `path`.
+async fn off_runtime<T: Send + 'static>(
+    path: PathBuf,
+    replication_stopped: bool,
+    work: impl FnOnce() -> Result<T, FailoverError> + Send + 'static,
+) -> Result<T, FailoverError> {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
+        Err(FailoverError::ConfigFile {
+            path,
+            reason: format!("the task editing it failed: {e}"),
+            replication_stopped,
+        })
+    })
+}
+
+/// The routing table of `config` with `master`'s ranges promoted.
+fn promote_in_memory(
+    config: crate::topology::Config,
+    master: &str,
+    replication_stopped: bool,
+) -> Result<Topology, FailoverError> {
+    let (config, _) =
+        rewrite::promote_in_config(&config, master).map_err(FailoverError::NotPromotable)?;
+    Topology::from_config(config, "<promotion>").map_err(|errors| FailoverError::ConfigFile {
+        path: PathBuf::from("<none>"),
+        reason: format!("the promoted config is invalid: {errors}"),
+        replication_stopped,
+    })
+}
+
+/// Rewrites the config file at `path` (which must still be version
+/// `in_force`) with `master`'s ranges promoted, after checking the new
+/// text builds; returns its routing table, its version and the file
+/// written. Blocking.
+fn rewrite_file(
+    path: &Path,
+    master: &str,
+    in_force: &str,
+    replication_stopped: bool,
+) -> Result<(Topology, String, PathBuf), FailoverError> {
+    let file_error = |reason: String| FailoverError::ConfigFile {
+        path: path.to_owned(),
+        reason,
+        replication_stopped,
+    };
+    let bytes = std::fs::read(path).map_err(|e| file_error(format!("cannot read it: {e}")))?;
+    let on_disk = version_of(&bytes);
+    if on_disk != in_force {
+        return Err(FailoverError::FileChanged {
+            path: path.to_owned(),
+            on_disk,
+            in_force: in_force.to_owned(),
+            replication_stopped,
+        });
+    }
+    let source = path.display().to_string();
+    let text = String::from_utf8(bytes).map_err(|e| file_error(format!("not UTF-8 text: {e}")))?;
+    let promoted =
+        rewrite::promote_replica(&text, &source, master).map_err(|e| file_error(e.to_string()))?;
+    let topology =
+        Topology::from_yaml_str(&promoted.text, &source).map_err(|errors: ConfigErrors| {
+            file_error(format!(
+                "the promoted config would be invalid, so it was not written:\n{errors}"
+            ))
+        })?;
+    let written = write_atomically(path, &promoted.text)
+        .map_err(|e| file_error(format!("cannot write it: {e}")))?;
+    Ok((topology, version_of(promoted.text.as_bytes()), written))
+}
+
+/// The shards a promotion holds paused while the replica catches up: every
+/// range of the old master. Ranges it paused itself are resumed when it is
+/// dropped, on every path; ranges an operator had paused already are used
+/// as they are and left paused.
+struct PromotionPause<'a> {
+    gate: &'a PauseGate,
+    /// Ranges paused by the promotion: (fleet, first, last).
+    ours: Vec<(String, u32, u32)>,
+    /// Parts of the master's ranges that were paused already, as `main 0-99`.
+    operator: Vec<String>,
+    started: Instant,
+}
+
+/// How often [`PromotionPause::hold`] looks again at shards it waits for.
+const PAUSE_POLL: Duration = Duration::from_millis(10);
+
+/// Attempts at pausing what is not paused yet, when operators pause parts
+/// of the same range meanwhile.
+const PAUSE_ATTEMPTS: usize = 5;
+
+impl<'a> PromotionPause<'a> {
+    /// Pauses every range of `entries` not paused yet, then waits (within
+    /// `drain_timeout` in all) until every shard of them is paused and
+    /// nothing runs on them (a range an operator is still draining).
+    async fn hold(
+        gate: &'a PauseGate,
+        topology: &Topology,
+        entries: &[PromotedEntry],
+        drain_timeout: Duration,
+    ) -> Result<PromotionPause<'a>, FailoverError> {
+        let started = Instant::now();
+        let deadline = started + drain_timeout;
+        let mut held = PromotionPause {
+            gate,
+            ours: Vec::new(),
+            operator: Vec::new(),
+            started,
+        };
+        for entry in entries {
+            let refused = |reason: String| FailoverError::Pause {
+                fleet: entry.fleet.clone(),
+                first: entry.first,
+                last: entry.last,
+                reason,
+            };
+            let before = unpaused(&gate.paused(), &entry.fleet, entry.first, entry.last);
+            let mut attempts = 0;
+            'pausing: loop {
+                let gaps = unpaused(&gate.paused(), &entry.fleet, entry.first, entry.last);
+                if gaps.is_empty() {
+                    break;
+                }
+                attempts += 1;
+                if attempts > PAUSE_ATTEMPTS {
+                    return Err(refused(
+                        "other pauses of these shards kept starting and ending meanwhile".into(),
+                    ));
+                }
+                for (first, last) in gaps {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match gate
+                        .pause(topology, Some(&entry.fleet), first, last, left)
+                        .await
+                    {
+                        Ok(_) => held.ours.push((entry.fleet.clone(), first, last)),
+                        Err(PauseError::AlreadyPaused { .. }) => continue 'pausing,
+                        Err(e) => return Err(refused(e.to_string())),
+                    }
+                }
+            }
+            held.operator.extend(
+                paused_parts(&before, entry.first, entry.last)
+                    .into_iter()
+                    .map(|(first, last)| format!("{} {first}-{last}", entry.fleet)),
+            );
+        }
+        for entry in entries {
+            held.wait_drained(entry, deadline).await?;
+        }
+        Ok(held)
+    }
+
+    /// Waits until every shard of `entry` is paused and nothing runs on it.
+    async fn wait_drained(
+        &self,
+        entry: &PromotedEntry,
+        deadline: Instant,
+    ) -> Result<(), FailoverError> {
+        loop {
+            let gaps = unpaused(&self.gate.paused(), &entry.fleet, entry.first, entry.last);
+            let busy = (entry.first..=entry.last)
+                .find(|shard| self.gate.running_on(&entry.fleet, *shard) > 0);
+            let reason = match (gaps.first(), busy) {
+                (None, None) => return Ok(()),
+                (Some((first, last)), _) => {
+                    format!("shards {first}-{last} were resumed by someone else meanwhile")
+                }
+                (None, Some(shard)) => format!(
+                    "statements still run on shard {shard}, paused by an operator whose PAUSE is still draining"
+                ),
+            };
+            if Instant::now() >= deadline {
+                return Err(FailoverError::Pause {
+                    fleet: entry.fleet.clone(),
+                    first: entry.first,
+                    last: entry.last,
+                    reason,
+                });
+            }
+            tokio::time::sleep(PAUSE_POLL).await;
+        }
+    }
+
+    /// Ends the promotion's own pauses; returns how long they were held
+    /// and the ranges left paused for their operator.
+    fn release(self) -> (Duration, Vec<String>) {
+        let held = self.started.elapsed();
+        let operator = self.operator.clone();
+        drop(self);
+        (held, operator)
+    }
+}
+
+impl Drop for PromotionPause<'_> {
+    fn drop(&mut self) {
+        for (fleet, first, last) in self.ours.drain(..) {
+            if let Err(e) = self.gate.resume(Some(&fleet), first, last) {
+                warn!(%fleet, first, last, error = %e, "the promotion could not resume the shards it paused");
+            }
+        }
+    }
+}
+
+/// The parts of `first..=last` of `fleet` that no range of `paused` covers.
+fn unpaused(paused: &[PausedRange], fleet: &str, first: u32, last: u32) -> Vec<(u32, u32)> {
+    let mut covered: Vec<(u32, u32)> = paused
+        .iter()
+        .filter(|p| p.fleet == fleet)
+        .map(|p| (p.first, p.last))
+        .collect();
+    covered.sort_unstable();
+    let mut gaps = Vec::new();
+    let mut next = u64::from(first);
+    for (a, b) in covered {
+        if u64::from(b) < next || a > last {
+            continue;
+        }
+        if u64::from(a) > next {
+            gaps.push((next as u32, a - 1));
+        }
+        next = u64::from(b) + 1;
+    }
+    if next <= u64::from(last) {
+        gaps.push((next as u32, last));
+    }
+    gaps
+}
+
+/// The parts of `first..=last` that are not in `gaps` (its paused parts).
+fn paused_parts(gaps: &[(u32, u32)], first: u32, last: u32) -> Vec<(u32, u32)> {
+    let mut parts = Vec::new();
+    let mut next = u64::from(first);
+    for (a, b) in gaps {
+        if u64::from(*a) > next {
+            parts.push((next as u32, a - 1));
+        }
+        next = u64::from(*b) + 1;
+    }
+    if next <= u64::from(last) {
+        parts.push((next as u32, last));
+    }
+    parts
 }
 
 /// How the promotion reaches the hosts: the backend account, bounded by
@@ -358,17 +617,10 @@ impl Access {
 
     /// A connection to `addr` that answered a ping.
     async fn open(&self, addr: &str) -> Result<Conn, String> {
-        let opts = crate::fleet::connection_opts(addr, &self.user, &self.password)
-            .map_err(|e| e.to_string())?;
-        let answered = tokio::time::timeout(self.timeout, async {
-            let mut conn = Conn::new(opts).await?;
-            conn.ping().await?;
-            Ok::<_, mysql_async::Error>(conn)
-        })
-        .await;
-        match answered {
-            Ok(Ok(conn)) => Ok(conn),
-            Ok(Err(e)) => Err(e.to_string()),
+        let mut conn = connect(addr, &self.user, &self.password, self.timeout).await?;
+        match tokio::time::timeout(self.timeout, conn.ping()).await {
+            Ok(Ok(())) => Ok(conn),
+            Ok(Err(e)) => Err(format!("ping failed: {e}")),
             Err(_) => Err(format!("no answer within {} ms", self.timeout.as_millis())),
         }
     }
@@ -451,6 +703,113 @@ pub fn write_atomically(path: &Path, text: &str) -> io::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::topology::tests::{load, SPEC_YAML};
+    use std::time::SystemTime;
+
+    fn paused(fleet: &str, first: u32, last: u32) -> PausedRange {
+        PausedRange {
+            fleet: fleet.to_owned(),
+            first,
+            last,
+            since: SystemTime::now(),
+            waiting: 0,
+        }
+    }
+
+    #[test]
+    fn the_unpaused_parts_of_a_range() {
+        assert_eq!(unpaused(&[], "main", 0, 2047), [(0, 2047)]);
+        let list = [
+            paused("main", 100, 199),
+            paused("mod", 0, 4095),
+            paused("main", 0, 9),
+            paused("main", 2000, 3000),
+        ];
+        assert_eq!(unpaused(&list, "main", 0, 2047), [(10, 99), (200, 1999)]);
+        assert_eq!(unpaused(&list, "main", 150, 160), []);
+        assert_eq!(unpaused(&list, "mod", 7, 8), []);
+        assert_eq!(
+            unpaused(&[paused("main", 0, u32::MAX)], "main", 5, u32::MAX),
+            []
+        );
+        assert_eq!(
+            paused_parts(&[(10, 99), (200, 1999)], 0, 2047),
+            [(0, 9), (100, 199), (2000, 2047)]
+        );
+        assert_eq!(paused_parts(&[(0, 2047)], 0, 2047), []);
+    }
+
+    fn entry(first: u32, last: u32) -> PromotedEntry {
+        PromotedEntry {
+            fleet: "main".into(),
+            first,
+            last,
+            master: "127.0.0.1:3307".into(),
+            replica: "127.0.0.1:3309".into(),
+        }
+    }
+
+    fn ranges(gate: &PauseGate) -> Vec<(String, u32, u32)> {
+        let mut list: Vec<_> = gate
+            .paused()
+            .into_iter()
+            .map(|p| (p.fleet, p.first, p.last))
+            .collect();
+        list.sort();
+        list
+    }
+
+    #[tokio::test]
+    async fn a_promotion_pauses_the_masters_shards_and_resumes_only_its_own() {
+        let engine = Engine::new(load(SPEC_YAML), None);
+        let topology = engine.topology.load();
+        let gate = &engine.pauses;
+        let drain = Duration::from_secs(5);
+        gate.pause(&topology, Some("main"), 100, 199, drain)
+            .await
+            .unwrap();
+
+        let held = PromotionPause::hold(gate, &topology, &[entry(0, 2047)], drain)
+            .await
+            .unwrap();
+        let main = |first, last| ("main".to_owned(), first, last);
+        assert_eq!(ranges(gate), [main(0, 99), main(100, 199), main(200, 2047)]);
+        assert!((0..=2047).all(|shard| gate.is_paused("main", shard)));
+        assert!(!gate.is_paused("main", 2048));
+        let (_, operator) = held.release();
+        assert_eq!(operator, ["main 100-199"]);
+        assert_eq!(ranges(gate), [main(100, 199)], "the operator's pause stays");
+
+        // An error after the pause (here: dropping the guard) resumes too.
+        let held = PromotionPause::hold(gate, &topology, &[entry(0, 2047)], drain)
+            .await
+            .unwrap();
+        assert_eq!(ranges(gate).len(), 3);
+        drop(held);
+        assert_eq!(ranges(gate), [main(100, 199)]);
+    }
+
+    #[tokio::test]
+    async fn a_promotion_refuses_when_its_shards_cannot_be_paused() {
+        let engine = Engine::new(load(SPEC_YAML), None);
+        let topology = engine.topology.load();
+        let error = PromotionPause::hold(
+            &engine.pauses,
+            &topology,
+            &[entry(0, 9000)],
+            Duration::from_secs(1),
+        )
+        .await
+        .err()
+        .unwrap();
+        let message = error.to_string();
+        assert!(
+            message.starts_with("cannot pause shards 0-9000 of fleet main"),
+            "{message}"
+        );
+        assert!(message.ends_with("nothing was changed"), "{message}");
+        assert!(engine.pauses.paused().is_empty());
+    }
 
     #[test]
     fn atomic_write_replaces_the_file_and_keeps_its_mode() {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::backend::pool::BackendSettings;
 use crate::backend::Backends;
 use crate::stats::Stats;
-use crate::topology::{SharedTopology, Topology};
+use crate::topology::{ConfigErrors, SharedTopology, Topology};
 use pause::PauseGate;
 use reload::ConfigStatus;
 
@@ -29,7 +29,7 @@ pub use session_state::{SessionSettings, SessionState};
 pub struct Engine {
     /// The routing table in force.
     pub topology: SharedTopology,
-    /// Connection pools, one per backend host.
+    /// Connection pools and what is known about each backend host.
     pub backends: Backends,
     /// The config file the topology came from, if any.
     pub config_path: Option<PathBuf>,
@@ -43,19 +43,43 @@ pub struct Engine {
 
 impl Engine {
     /// An engine for `topology`, with pools sized from its backend config.
+    /// The version shown for `config_path` is the hash of the file as it
+    /// is now; [`Engine::from_file`] hashes the very bytes it parses.
     pub fn new(topology: Topology, config_path: Option<PathBuf>) -> Self {
-        let settings = BackendSettings::from_config(&topology.config.backend);
-        let source = config_path
-            .as_ref()
-            .map_or_else(|| "<none>".to_owned(), |p| p.display().to_string());
         let version = config_path
             .as_ref()
             .and_then(|p| std::fs::read(p).ok())
             .map_or_else(String::new, |text| reload::version_of(&text));
+        Self::with_version(topology, config_path, version)
+    }
+
+    /// An engine for the config file at `path`, read once: the routing
+    /// table and the version in force come from the same bytes.
+    pub fn from_file(path: PathBuf) -> Result<Self, ConfigErrors> {
+        let source = path.display().to_string();
+        let bytes = std::fs::read(&path).map_err(|e| {
+            ConfigErrors::single(&source, 0, format!("cannot read the config file: {e}"))
+        })?;
+        let topology = reload::parse_config(&bytes, &source)?;
+        Ok(Self::with_version(
+            topology,
+            Some(path),
+            reload::version_of(&bytes),
+        ))
+    }
+
+    fn with_version(topology: Topology, config_path: Option<PathBuf>, version: String) -> Self {
+        let settings = BackendSettings::from_config(&topology.config.backend);
+        let source = config_path
+            .as_ref()
+            .map_or_else(|| "<none>".to_owned(), |p| p.display().to_string());
         let pauses = PauseGate::new(Duration::from_millis(topology.config.pause.timeout_ms));
+        let backends = Backends::new(settings);
+        let hosts: Vec<&str> = topology.hosts.iter().map(|h| h.addr.as_str()).collect();
+        backends.add_hosts(&hosts);
         Self {
             topology: SharedTopology::new(topology),
-            backends: Backends::new(settings),
+            backends,
             config_path,
             config_status: ConfigStatus::new(source, version),
             pauses,

@@ -1,7 +1,10 @@
 //! Hot reload of the config file: parse, validate, build the new routing
 //! table, swap it in atomically; remember what happened for `SHOW CONFIG`.
-//! Triggers: a change of the file (its directory is watched), SIGHUP, and
-//! the admin command `RELOAD CONFIG`.
+//! Triggers: any change in the file's directory (and, when the path is a
+//! symlink, in its target's directory: a Kubernetes ConfigMap swaps a
+//! `..data` symlink), SIGHUP, and the admin command `RELOAD CONFIG`. The
+//! file is read and the table built on the blocking pool; an unchanged
+//! file costs a read and a hash.
 //!
 //! A statement keeps the topology snapshot it started with, so statements
 //! already running finish on the old table; client connections are never
@@ -12,7 +15,7 @@
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
 use md5::Digest;
@@ -21,6 +24,7 @@ use tracing::{debug, error, info, warn};
 
 use super::Engine;
 use crate::backend::pool::BackendSettings;
+use crate::sync::lock;
 use crate::topology::{ConfigErrors, Topology};
 
 /// How long the file must stay quiet after a change before it is read
@@ -65,11 +69,12 @@ pub struct ConfigStatusSnapshot {
 }
 
 /// Shared, lock-protected [`ConfigStatusSnapshot`]. Also serialises
-/// reloads and promotions, so two of them never interleave.
+/// reloads and promotions, so two of them never interleave (an async lock:
+/// a reload waiting for another does not hold a runtime worker).
 #[derive(Debug)]
 pub struct ConfigStatus {
     inner: Mutex<ConfigStatusSnapshot>,
-    serial: Mutex<()>,
+    serial: tokio::sync::Mutex<()>,
 }
 
 impl ConfigStatus {
@@ -82,30 +87,22 @@ impl ConfigStatus {
                 loaded_at: SystemTime::now(),
                 last_reload: None,
             }),
-            serial: Mutex::new(()),
+            serial: tokio::sync::Mutex::new(()),
         }
     }
 
     /// A copy of the current status.
     pub fn snapshot(&self) -> ConfigStatusSnapshot {
-        self.lock().clone()
-    }
-
-    fn lock(&self) -> MutexGuard<'_, ConfigStatusSnapshot> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.inner).clone()
     }
 
     /// Held while a reload or promotion reads the file and swaps the table.
-    pub(crate) fn serialize(&self) -> MutexGuard<'_, ()> {
-        self.serial
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    pub(crate) async fn serialize(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.serial.lock().await
     }
 
     fn record(&self, trigger: ReloadTrigger, result: Result<String, String>) {
-        self.lock().last_reload = Some(ReloadAttempt {
+        lock(&self.inner).last_reload = Some(ReloadAttempt {
             at: SystemTime::now(),
             trigger,
             result,
@@ -114,7 +111,7 @@ impl ConfigStatus {
 
     fn loaded(&self, version: String, trigger: ReloadTrigger, description: String) {
         let now = SystemTime::now();
-        let mut inner = self.lock();
+        let mut inner = lock(&self.inner);
         inner.version = version;
         inner.loaded_at = now;
         inner.last_reload = Some(ReloadAttempt {
@@ -170,6 +167,40 @@ pub fn version_of(text: &[u8]) -> String {
     format!("{:x}", md5::Md5::digest(text))
 }
 
+/// Parses and validates the bytes of a config file (`source` names it in
+/// error messages) and builds its routing table.
+pub(crate) fn parse_config(bytes: &[u8], source: &str) -> Result<Topology, ConfigErrors> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| ConfigErrors::single(source, 0, format!("the file is not UTF-8 text: {e}")))?;
+    Topology::from_yaml_str(text, source)
+}
+
+/// A config file read once: its version and, if that is not the version in
+/// force, the routing table built from the same bytes.
+enum FileRead {
+    Unchanged(String),
+    Changed(String, Box<Topology>),
+}
+
+/// Reads and builds the file at `path` (blocking: run it off the runtime).
+fn read_file(path: &Path, in_force: &str) -> Result<FileRead, ReloadError> {
+    let bytes = std::fs::read(path).map_err(|source| ReloadError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let version = version_of(&bytes);
+    if version == in_force {
+        return Ok(FileRead::Unchanged(version));
+    }
+    let topology = parse_config(&bytes, &path.display().to_string()).map_err(|errors| {
+        ReloadError::Invalid {
+            version: in_force.to_owned(),
+            errors,
+        }
+    })?;
+    Ok(FileRead::Changed(version, Box::new(topology)))
+}
+
 impl Engine {
     /// The config in force and the last reload attempt.
     pub fn config_status(&self) -> ConfigStatusSnapshot {
@@ -180,13 +211,44 @@ impl Engine {
     /// version in force, swaps in its routing table. An invalid file is
     /// refused (and logged) and the table in force keeps serving. A file
     /// equal to the version in force changes nothing; a file change that
-    /// only echoes it is not even recorded.
-    pub fn reload(&self, trigger: ReloadTrigger) -> Result<ReloadSummary, ReloadError> {
-        let Some(path) = self.config_path.as_deref() else {
+    /// only echoes it is not even recorded. The file is read and built on
+    /// the blocking pool.
+    pub async fn reload(&self, trigger: ReloadTrigger) -> Result<ReloadSummary, ReloadError> {
+        let Some(path) = self.config_path.clone() else {
             return Err(ReloadError::NoConfigFile);
         };
-        let _serial = self.config_status.serialize();
-        let result = self.reload_file(path, trigger);
+        let _serial = self.config_status.serialize().await;
+        let status = self.config_status.snapshot();
+        let in_force = status.version.clone();
+        let read_path = path.clone();
+        let read = tokio::task::spawn_blocking(move || read_file(&read_path, &in_force))
+            .await
+            .unwrap_or_else(|e| {
+                Err(ReloadError::Read {
+                    path,
+                    source: io::Error::other(format!("the reading task failed: {e}")),
+                })
+            });
+        let result = match read {
+            Ok(FileRead::Unchanged(version)) => {
+                let description =
+                    format!("no change: the file is version {version}, already in force");
+                let last_failed = matches!(&status.last_reload, Some(a) if a.result.is_err());
+                if trigger != ReloadTrigger::FileChange || last_failed {
+                    self.config_status.record(trigger, Ok(description.clone()));
+                }
+                debug!(trigger = ?trigger, %version, "config reload: no change");
+                Ok(ReloadSummary {
+                    version,
+                    changed: false,
+                    description,
+                })
+            }
+            Ok(FileRead::Changed(version, topology)) => {
+                Ok(self.install(*topology, version, trigger, Vec::new()))
+            }
+            Err(e) => Err(e),
+        };
         if let Err(e) = &result {
             warn!(trigger = ?trigger, "config reload refused: {e}");
             self.config_status.record(trigger, Err(e.to_string()));
@@ -194,46 +256,11 @@ impl Engine {
         result
     }
 
-    fn reload_file(
-        &self,
-        path: &Path,
-        trigger: ReloadTrigger,
-    ) -> Result<ReloadSummary, ReloadError> {
-        let bytes = std::fs::read(path).map_err(|source| ReloadError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let version = version_of(&bytes);
-        let status = self.config_status.snapshot();
-        if version == status.version {
-            let description = format!("no change: the file is version {version}, already in force");
-            let last_failed = matches!(&status.last_reload, Some(a) if a.result.is_err());
-            if trigger != ReloadTrigger::FileChange || last_failed {
-                self.config_status.record(trigger, Ok(description.clone()));
-            }
-            debug!(trigger = ?trigger, %version, "config reload: no change");
-            return Ok(ReloadSummary {
-                version,
-                changed: false,
-                description,
-            });
-        }
-        let source = path.display().to_string();
-        let topology = std::str::from_utf8(&bytes)
-            .map_err(|e| {
-                ConfigErrors::single(&source, 0, format!("the file is not UTF-8 text: {e}"))
-            })
-            .and_then(|text| Topology::from_yaml_str(text, &source))
-            .map_err(|errors| ReloadError::Invalid {
-                version: status.version.clone(),
-                errors,
-            })?;
-        Ok(self.install(topology, version, trigger, Vec::new()))
-    }
-
-    /// Swaps in `topology` (version `version`), retires the pools of hosts
-    /// that left, applies changed backend settings to new connections, and
-    /// records the change. Call with [`ConfigStatus::serialize`] held.
+    /// Swaps in `topology` (version `version`), applies changed backend
+    /// settings to new connections, and records the change. Hosts it adds
+    /// get their pools before the swap; hosts that left have theirs retired
+    /// (and their state forgotten) after it. Call with
+    /// [`ConfigStatus::serialize`] held.
     pub(crate) fn install(
         &self,
         topology: Topology,
@@ -245,15 +272,16 @@ impl Engine {
         let mut changes = describe_changes(&old, &topology);
         let settings = BackendSettings::from_config(&topology.config.backend);
         let hosts: Vec<String> = topology.hosts.iter().map(|h| h.addr.clone()).collect();
-        self.topology.store(topology);
-        drop(old);
+        let host_refs: Vec<&str> = hosts.iter().map(String::as_str).collect();
         if self.backends.reconfigure(settings) {
             changes.push(
                 "backend settings changed: every pool reopens with them (connections in use finish first)"
                     .to_owned(),
             );
         }
-        let host_refs: Vec<&str> = hosts.iter().map(String::as_str).collect();
+        self.backends.add_hosts(&host_refs);
+        self.topology.store(topology);
+        drop(old);
         let retired = self.backends.retain_hosts(&host_refs);
         if !retired.is_empty() {
             changes.push(format!(
@@ -426,9 +454,10 @@ fn ranges(topology: &Topology, fleet: &crate::topology::Fleet) -> Vec<String> {
 }
 
 /// Starts the config watchers of `engine`: SIGHUP, and a watch on the
-/// directory of its config file (if it has one). Both reload on the
-/// blocking pool, log what happened, and never stop on an error. The
-/// SIGHUP handler is installed before this returns.
+/// directory of its config file (if it has one). Both log what happened
+/// and never stop on an error. The SIGHUP handler is installed before this
+/// returns; once the directory watch is in place, the file is reloaded
+/// once, for a change made between the first load and the watch.
 pub fn spawn_watchers(engine: Arc<Engine>) {
     spawn_signal_handler(Arc::downgrade(&engine));
     if let Some(path) = engine.config_path.clone() {
@@ -453,41 +482,93 @@ fn spawn_signal_handler(engine: Weak<Engine>) {
                 break;
             };
             info!("SIGHUP: reloading the config");
-            reload_in_background(engine, ReloadTrigger::Signal).await;
+            let _ = engine.reload(ReloadTrigger::Signal).await;
         }
     });
 }
 
+/// The directories watched for one config path: the one that names it, and
+/// the one holding the file it resolves to, when that is elsewhere (a
+/// symlink). The target is resolved again after every reload, since a
+/// ConfigMap update points the link at a new directory.
+struct WatchedDirs {
+    path: PathBuf,
+    dir: PathBuf,
+    target_dir: Option<PathBuf>,
+}
+
+impl WatchedDirs {
+    fn new(path: PathBuf) -> Self {
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        Self {
+            path,
+            dir,
+            target_dir: None,
+        }
+    }
+
+    /// Watches the target's directory if the path now resolves elsewhere
+    /// (and stops watching the previous one).
+    fn follow_target(&mut self, watcher: &mut impl notify::Watcher) {
+        let resolved = resolved_dir(&self.path);
+        let own = std::fs::canonicalize(&self.dir).ok();
+        let wanted = resolved.filter(|target| Some(target) != own.as_ref());
+        if wanted == self.target_dir {
+            return;
+        }
+        if let Some(old) = self.target_dir.take() {
+            let _ = watcher.unwatch(&old);
+        }
+        if let Some(target) = wanted {
+            match watcher.watch(&target, notify::RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    info!(dir = %target.display(), "watching the config file's target directory too");
+                    self.target_dir = Some(target);
+                }
+                Err(e) => {
+                    warn!(dir = %target.display(), "cannot watch the config file's target directory ({e}); edits made there need SIGHUP or RELOAD CONFIG")
+                }
+            }
+        }
+    }
+}
+
+/// The directory of the file `path` resolves to, following symlinks.
+fn resolved_dir(path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path)
+        .ok()
+        .and_then(|target| target.parent().map(Path::to_path_buf))
+}
+
 fn spawn_file_watcher(engine: Weak<Engine>, path: PathBuf) {
     use notify::{RecursiveMode, Watcher};
-    let Some(name) = path.file_name().map(|n| n.to_owned()) else {
-        error!(path = %path.display(), "the config path names no file; file changes are not watched");
-        return;
-    };
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
-        _ => PathBuf::from("."),
-    };
+    let mut dirs = WatchedDirs::new(path);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let watcher = notify::recommended_watcher(move |event| {
         let _ = tx.send(event);
     })
     .and_then(|mut watcher| {
-        watcher.watch(&dir, RecursiveMode::NonRecursive)?;
+        watcher.watch(&dirs.dir, RecursiveMode::NonRecursive)?;
         Ok(watcher)
     });
-    let watcher = match watcher {
+    let mut watcher = match watcher {
         Ok(watcher) => watcher,
         Err(e) => {
-            error!(dir = %dir.display(), "cannot watch the config directory ({e}); reload with SIGHUP or RELOAD CONFIG");
+            error!(dir = %dirs.dir.display(), "cannot watch the config directory ({e}); reload with SIGHUP or RELOAD CONFIG");
             return;
         }
     };
-    info!(dir = %dir.display(), "watching the config directory for changes");
+    info!(dir = %dirs.dir.display(), "watching the config directory for changes");
+    dirs.follow_target(&mut watcher);
     tokio::spawn(async move {
-        let _watcher = watcher;
+        if !reload_on_file_change(&engine).await {
+            return;
+        }
         let is_change = |event: notify::Result<notify::Event>| match event {
-            Ok(event) => changes_file(&event, &name),
+            Ok(event) => changes_something(&event),
             Err(e) => {
                 warn!("config directory watch: {e}");
                 false
@@ -509,33 +590,35 @@ fn spawn_file_watcher(engine: Weak<Engine>, path: PathBuf) {
                     Err(_) => break,
                 }
             }
-            let Some(engine) = engine.upgrade() else {
+            if !reload_on_file_change(&engine).await {
                 return;
-            };
-            reload_in_background(engine, ReloadTrigger::FileChange).await;
+            }
+            dirs.follow_target(&mut watcher);
         }
     });
 }
 
-/// Whether `event` may have changed the file called `name` (reads of the
-/// file, ours included, are not changes).
-fn changes_file(event: &notify::Event, name: &std::ffi::OsStr) -> bool {
-    use notify::EventKind;
-    matches!(
-        event.kind,
-        EventKind::Any
-            | EventKind::Create(_)
-            | EventKind::Modify(_)
-            | EventKind::Remove(_)
-            | EventKind::Other
-    ) && event.paths.iter().any(|p| p.file_name() == Some(name))
+/// Reloads for a file change (the outcome is logged and recorded by
+/// [`Engine::reload`]); false once the engine is gone.
+async fn reload_on_file_change(engine: &Weak<Engine>) -> bool {
+    let Some(engine) = engine.upgrade() else {
+        return false;
+    };
+    let _ = engine.reload(ReloadTrigger::FileChange).await;
+    true
 }
 
-/// Runs a reload on the blocking pool; its outcome is logged by
-/// [`Engine::reload`].
-async fn reload_in_background(engine: Arc<Engine>, trigger: ReloadTrigger) {
-    if let Err(e) = tokio::task::spawn_blocking(move || engine.reload(trigger)).await {
-        error!(trigger = ?trigger, "config reload task failed: {e}");
+/// Whether `event` may have changed something in a watched directory.
+/// Every change counts, whatever file it names (a ConfigMap update renames
+/// a `..data` symlink, not the file); opening and reading files, ours
+/// included, does not.
+fn changes_something(event: &notify::Event) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    use notify::EventKind;
+    match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
     }
 }
 

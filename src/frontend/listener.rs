@@ -11,16 +11,32 @@ use super::session;
 use super::tls::TlsSettings;
 use crate::engine::Engine;
 
-/// Accepts clients on `listener` forever, each served by its own task.
-/// The config's `tls` section (certificate and key) is loaded here, once;
-/// an unusable one is an `InvalidInput` error before any client is served.
+/// The TLS settings of the config's `tls` section (certificate and key
+/// loaded), or `None` without one; an unusable section is an
+/// `InvalidInput` error.
+pub fn load_tls(engine: &Engine) -> io::Result<Option<Arc<TlsSettings>>> {
+    match &engine.topology.load().config.tls {
+        Some(config) => TlsSettings::load(config)
+            .map(|settings| Some(Arc::new(settings)))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("tls: {e}"))),
+        None => Ok(None),
+    }
+}
+
+/// Loads the TLS settings ([`load_tls`]) and accepts clients on `listener`
+/// forever ([`serve_with`]).
 pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()> {
-    let tls = match &engine.topology.load().config.tls {
-        Some(config) => Some(Arc::new(TlsSettings::load(config).map_err(|e| {
-            io::Error::new(io::ErrorKind::InvalidInput, format!("tls: {e}"))
-        })?)),
-        None => None,
-    };
+    let tls = load_tls(&engine)?;
+    serve_with(engine, listener, tls).await
+}
+
+/// Accepts clients on `listener` forever, each served by its own task,
+/// offering (or requiring) `tls`.
+pub async fn serve_with(
+    engine: Arc<Engine>,
+    listener: TcpListener,
+    tls: Option<Arc<TlsSettings>>,
+) -> io::Result<()> {
     let next_id = AtomicU32::new(1);
     info!(
         addr = %listener.local_addr()?,

@@ -45,7 +45,11 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
         Command::ShowHosts => Ok(show_hosts::answer(engine)),
         Command::ShowStats => Ok(show_stats::answer(engine)),
         Command::ShowConfig => Ok(show_config::answer(engine)),
-        Command::ReloadConfig => logged(context, "RELOAD CONFIG", reload_config::answer(engine)),
+        Command::ReloadConfig => logged(
+            context,
+            "RELOAD CONFIG",
+            reload_config::answer(engine).await,
+        ),
         Command::ExplainRoute { statement } => explain_route::answer(engine, &statement),
         Command::DecodeId { id } => decode_id::answer(engine, id),
         Command::EncodeId {

@@ -1,6 +1,7 @@
 //! `RELOAD CONFIG`: re-read the config file and swap it in if it is valid.
 //! A refused file leaves the config in force serving; the error lists
-//! every problem with its line (and `SHOW CONFIG` keeps it).
+//! every problem with its line (and `SHOW CONFIG` keeps it). The file is
+//! read and built on the blocking pool, not on the admin session's worker.
 
 use crate::admin::{AdminError, Answer};
 use crate::engine::reload::ReloadTrigger;
@@ -8,8 +9,8 @@ use crate::engine::Engine;
 
 /// A row with the outcome: `reloaded` or `unchanged`, the version in
 /// force, and what changed.
-pub fn answer(engine: &Engine) -> Result<Answer, AdminError> {
-    let summary = engine.reload(ReloadTrigger::Admin)?;
+pub async fn answer(engine: &Engine) -> Result<Answer, AdminError> {
+    let summary = engine.reload(ReloadTrigger::Admin).await?;
     let mut answer = Answer::new(&["result", "version", "changes"]);
     answer.push(vec![
         if summary.changed {

@@ -1,11 +1,10 @@
 //! `SHOW HOSTS`: every backend host with its role in the topology in
 //! force, what the health checker last found, pool use and counters.
-//! Hosts whose pools outlive their place in the topology (a reload or
-//! promotion removed them) show as `retired`.
+//! Hosts that left the topology (a reload or promotion removed them) show
+//! as `retired` while a statement still uses their retired pool.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use crate::admin::answer::{format_time, millis};
 use crate::admin::{Answer, Cell};
@@ -40,13 +39,11 @@ pub fn answer(engine: &Engine) -> Answer {
             role.unwrap_or_default(),
         ));
     }
-    let mut retired: Vec<Arc<HostPool>> = engine
+    let retired = engine
         .backends
-        .all()
+        .retired()
         .into_iter()
-        .filter(|pool| !roles.contains_key(pool.addr.as_str()))
-        .collect();
-    retired.sort_by(|a, b| a.addr.cmp(&b.addr));
+        .filter(|pool| !roles.contains_key(pool.addr.as_str()));
     for pool in retired {
         answer.push(row(&pool, "retired".to_owned()));
     }

@@ -42,34 +42,34 @@ fn changes_are_described_one_by_one() {
     assert!(describe_changes(&old, &load(SPEC_YAML)).is_empty());
 }
 
-#[test]
-fn a_proxy_without_a_file_has_nothing_to_reload() {
+#[tokio::test]
+async fn a_proxy_without_a_file_has_nothing_to_reload() {
     let engine = Engine::new(load(SPEC_YAML), None);
     assert!(matches!(
-        engine.reload(ReloadTrigger::Admin),
+        engine.reload(ReloadTrigger::Admin).await,
         Err(ReloadError::NoConfigFile)
     ));
 }
 
-#[test]
-fn reload_swaps_refuses_and_records() {
+#[tokio::test]
+async fn reload_swaps_refuses_and_records() {
     let path = temp_config("swap", SPEC_YAML);
     let engine = Engine::new(load(SPEC_YAML), Some(path.clone()));
     let first = engine.topology.load();
 
     // The version in force: a file event is not even recorded, an operator's
     // reload is.
-    let summary = engine.reload(ReloadTrigger::FileChange).unwrap();
+    let summary = engine.reload(ReloadTrigger::FileChange).await.unwrap();
     assert!(!summary.changed);
     assert!(engine.config_status().last_reload.is_none());
-    engine.reload(ReloadTrigger::Admin).unwrap();
+    engine.reload(ReloadTrigger::Admin).await.unwrap();
     let attempt = engine.config_status().last_reload.unwrap();
     assert!(attempt.result.unwrap().starts_with("no change"));
 
     // Overlapping ranges: refused with the line, the old table stays.
     let bad = SPEC_YAML.replace("range: [2048, 4095]", "range: [2000, 4095]");
     std::fs::write(&path, &bad).unwrap();
-    let error = engine.reload(ReloadTrigger::Signal).unwrap_err();
+    let error = engine.reload(ReloadTrigger::Signal).await.unwrap_err();
     let message = error.to_string();
     assert!(
         message.contains(
@@ -87,13 +87,19 @@ fn reload_swaps_refuses_and_records() {
     // Back to the version in force: recorded, so the failure is not shown
     // as the last word.
     std::fs::write(&path, SPEC_YAML).unwrap();
-    assert!(!engine.reload(ReloadTrigger::FileChange).unwrap().changed);
+    assert!(
+        !engine
+            .reload(ReloadTrigger::FileChange)
+            .await
+            .unwrap()
+            .changed
+    );
     assert!(engine.config_status().last_reload.unwrap().result.is_ok());
 
     // A valid change is swapped in.
     let next = SPEC_YAML.replace("open: [0, 4095]", "open: [5, 6]");
     std::fs::write(&path, &next).unwrap();
-    let summary = engine.reload(ReloadTrigger::FileChange).unwrap();
+    let summary = engine.reload(ReloadTrigger::FileChange).await.unwrap();
     assert!(summary.changed);
     assert_eq!(summary.version, version_of(next.as_bytes()));
     assert_eq!(summary.description, "fleet main: open shards 0-4095 -> 5-6");
@@ -102,10 +108,23 @@ fn reload_swaps_refuses_and_records() {
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
 
-#[test]
-fn pools_of_hosts_that_left_are_retired() {
+#[tokio::test]
+async fn pools_of_hosts_that_left_are_retired() {
     let path = temp_config("retire", SPEC_YAML);
     let engine = Engine::new(load(SPEC_YAML), Some(path.clone()));
+    let addrs = |pools: Vec<Arc<crate::backend::HostPool>>| -> Vec<String> {
+        pools.iter().map(|p| p.addr.clone()).collect()
+    };
+    assert_eq!(
+        addrs(engine.backends.all()),
+        [
+            "127.0.0.1:3307",
+            "127.0.0.1:3308",
+            "127.0.0.1:3309",
+            "127.0.0.1:3310"
+        ],
+        "every host of the first topology has its pool"
+    );
     let kept = engine.backends.pool("127.0.0.1:3307");
     let leaving = engine.backends.pool("127.0.0.1:3309");
 
@@ -114,7 +133,7 @@ fn pools_of_hosts_that_left_are_retired() {
         "      - { range: [0, 2047],    master: 127.0.0.1:3307 }",
     );
     std::fs::write(&path, &text).unwrap();
-    let summary = engine.reload(ReloadTrigger::Admin).unwrap();
+    let summary = engine.reload(ReloadTrigger::Admin).await.unwrap();
     assert!(
         summary
             .description
@@ -125,29 +144,104 @@ fn pools_of_hosts_that_left_are_retired() {
     assert!(leaving.is_retired());
     assert!(!kept.is_retired());
     assert!(Arc::ptr_eq(&engine.backends.pool("127.0.0.1:3307"), &kept));
-    let addrs: Vec<String> = engine
-        .backends
-        .all()
-        .iter()
-        .map(|p| p.addr.clone())
-        .collect();
-    assert_eq!(addrs, ["127.0.0.1:3307"]);
-    // A statement still on the old table gets a one-off pool, not kept.
-    let one_off = engine.backends.pool("127.0.0.1:3309");
-    assert!(one_off.is_retired());
-    assert_eq!(engine.backends.all().len(), 1);
+    assert_eq!(
+        addrs(engine.backends.all()),
+        ["127.0.0.1:3307", "127.0.0.1:3308", "127.0.0.1:3310"]
+    );
+    assert!(engine.backends.host("127.0.0.1:3309").is_none());
+    assert_eq!(addrs(engine.backends.retired()), ["127.0.0.1:3309"]);
+    // A statement still on the old table gets the retired pool while it
+    // lives, then one new retired pool that later ones share.
+    assert!(Arc::ptr_eq(
+        &engine.backends.pool("127.0.0.1:3309"),
+        &leaving
+    ));
+    drop(leaving);
+    assert!(engine.backends.retired().is_empty());
+    let late = engine.backends.pool("127.0.0.1:3309");
+    assert!(late.is_retired());
+    assert!(Arc::ptr_eq(&engine.backends.pool("127.0.0.1:3309"), &late));
+    assert_eq!(engine.backends.all().len(), 3);
+    drop(late);
 
-    // New backend settings: every pool is made again with them.
+    // New backend settings: every host gets a new pool, but keeps what was
+    // learnt about it (health, counters).
+    kept.statements
+        .record(std::time::Duration::from_millis(1), false);
+    kept.host_health.record_failure("refused".into(), 1);
     let text = text.replace("pool_max_per_host: 64", "pool_max_per_host: 8");
     std::fs::write(&path, &text).unwrap();
-    let summary = engine.reload(ReloadTrigger::Admin).unwrap();
+    let summary = engine.reload(ReloadTrigger::Admin).await.unwrap();
     assert!(
         summary.description.contains("backend settings changed"),
         "{}",
         summary.description
     );
     assert!(kept.is_retired());
-    assert!(engine.backends.all().is_empty());
-    assert!(!engine.backends.pool("127.0.0.1:3307").is_retired());
+    let fresh = engine.backends.pool("127.0.0.1:3307");
+    assert!(!fresh.is_retired());
+    assert!(!Arc::ptr_eq(&fresh, &kept));
+    assert!(Arc::ptr_eq(fresh.host(), kept.host()));
+    assert!(fresh.host_health.is_down(), "a down host stays down");
+    assert_eq!(fresh.statements.summary().count, 1);
+    assert_eq!(engine.backends.all().len(), 3);
+    // Retired for new settings, not departed: SHOW HOSTS' retired rows
+    // filter these out by role; the list still has them while used.
+    assert_eq!(addrs(engine.backends.retired()), ["127.0.0.1:3307"]);
+
+    // A host the next reload adds has its pool before the swap.
+    let text = text.replace(
+        "      - { range: [0, 2047],    master: 127.0.0.1:3307 }",
+        "      - { range: [0, 2047],    master: 127.0.0.1:3307, replica: 127.0.0.1:3311 }",
+    );
+    std::fs::write(&path, &text).unwrap();
+    engine.reload(ReloadTrigger::Admin).await.unwrap();
+    let added = engine.backends.pool("127.0.0.1:3311");
+    assert!(!added.is_retired());
+    assert!(engine.backends.host("127.0.0.1:3311").is_some());
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn any_change_in_the_directory_counts_but_reads_do_not() {
+    use notify::event::{
+        AccessKind, AccessMode, CreateKind, EventKind, ModifyKind, RemoveKind, RenameMode,
+    };
+    let event = |kind| notify::Event::new(kind).add_path(PathBuf::from("/etc/cfg/..data_tmp"));
+    for kind in [
+        EventKind::Create(CreateKind::Any),
+        EventKind::Modify(ModifyKind::Name(RenameMode::Both)),
+        EventKind::Remove(RemoveKind::Any),
+        EventKind::Access(AccessKind::Close(AccessMode::Write)),
+        EventKind::Any,
+    ] {
+        assert!(changes_something(&event(kind)), "{kind:?}");
+    }
+    for kind in [
+        EventKind::Access(AccessKind::Open(AccessMode::Any)),
+        EventKind::Access(AccessKind::Close(AccessMode::Read)),
+        EventKind::Access(AccessKind::Read),
+    ] {
+        assert!(!changes_something(&event(kind)), "{kind:?}");
+    }
+}
+
+#[test]
+fn an_engine_from_a_file_has_the_version_of_the_bytes_it_parsed() {
+    let path = temp_config("from-file", SPEC_YAML);
+    let engine = Engine::from_file(path.clone()).unwrap();
+    assert_eq!(
+        engine.config_status().version,
+        version_of(SPEC_YAML.as_bytes())
+    );
+    assert_eq!(engine.topology.load().config, load(SPEC_YAML).config);
+    std::fs::write(&path, "listen: [").unwrap();
+    let errors = Engine::from_file(path.clone()).err().unwrap();
+    assert!(errors.to_string().contains("shardgate.yaml"), "{errors}");
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    let missing = Engine::from_file(path).err().unwrap();
+    assert!(
+        missing.to_string().contains("cannot read the config file"),
+        "{missing}"
+    );
 }
