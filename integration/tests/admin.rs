@@ -9,27 +9,15 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{ChangeUserOpts, Conn, Row};
-use shardgate::id::ObjectId;
 
-use common::{RunningProxy, MASTER_A, MASTER_B, MOD_HOST};
+use common::{
+    admin, admin_addr, app, pin_id, Deadline, RunningProxy, MASTER_A, MASTER_B, MOD_HOST,
+};
 
 /// The proxy most tests share (started once per test binary).
 fn proxy() -> &'static RunningProxy {
     static PROXY: OnceLock<RunningProxy> = OnceLock::new();
     PROXY.get_or_init(|| common::start_server("admin", &common::test_config_yaml()))
-}
-
-fn admin_addr(proxy: &RunningProxy) -> std::net::SocketAddr {
-    proxy
-        .listening
-        .admin
-        .expect("the test config has an admin section")
-}
-
-async fn admin(proxy: &RunningProxy) -> Conn {
-    common::connect_to(admin_addr(proxy), "admin", "admin")
-        .await
-        .expect("admin login")
 }
 
 async fn rows(conn: &mut Conn, sql: &str) -> Vec<Row> {
@@ -64,16 +52,6 @@ fn number(row: &Row, column: &str) -> u64 {
 
 fn host(port: u16) -> String {
     format!("127.0.0.1:{port}")
-}
-
-fn pin_id(shard: u32, local_id: u64) -> u64 {
-    ObjectId {
-        shard,
-        type_id: 1,
-        local_id,
-    }
-    .encode()
-    .unwrap()
 }
 
 #[tokio::test]
@@ -154,7 +132,8 @@ async fn show_shards_like_matches_number_or_database() {
 async fn show_hosts_lists_the_four_hosts_with_roles_and_health() {
     let proxy = proxy();
     let mut conn = admin(proxy).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Deadline::new("the mod host to show up", Duration::from_secs(10))
+        .every(Duration::from_millis(200));
     loop {
         let hosts = rows(&mut conn, "SHOW HOSTS").await;
         assert_eq!(
@@ -192,12 +171,7 @@ async fn show_hosts_lists_the_four_hosts_with_roles_and_health() {
             assert!(number(mod_host, "checks") >= 1);
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "the mod host never showed up: {:?}",
-            text(mod_host, "health")
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        deadline.retry(text(mod_host, "health")).await;
     }
 }
 
@@ -395,9 +369,7 @@ async fn each_port_refuses_the_other_ports_accounts() {
         let (code, _) = common::server_error(error);
         assert_eq!(code, 1698, "{user} on the admin port");
     }
-    let mut app = common::connect_to(proxy.listening.client, "app", "app")
-        .await
-        .expect("app logs in on the client port");
+    let mut app = app(proxy).await;
     let one: Option<u64> = app.query_first("SELECT 1").await.unwrap();
     assert_eq!(one, Some(1));
     app.change_user(
@@ -465,9 +437,7 @@ async fn the_mariadb_cli_works_on_the_admin_port() {
 #[tokio::test]
 async fn show_stats_counts_statements_per_kind_and_host() {
     let proxy = proxy();
-    let mut app = common::connect_to(proxy.listening.client, "app", "app")
-        .await
-        .unwrap();
+    let mut app = app(proxy).await;
     let id = pin_id(3429, 1);
     app.query_drop(format!("SELECT data FROM pins WHERE id = {id}"))
         .await
@@ -506,9 +476,8 @@ async fn pause_holds_a_statement_until_resume() {
     assert_eq!(number(&paused[0], "first"), 7);
     assert_eq!(number(&paused[0], "last"), 7);
 
-    let client = proxy.listening.client;
     let waiting = tokio::spawn(async move {
-        let mut app = common::connect_to(client, "app", "app").await.unwrap();
+        let mut app = app(proxy).await;
         let started = Instant::now();
         let count: Option<u64> = app
             .query_first(format!(
@@ -519,7 +488,10 @@ async fn pause_holds_a_statement_until_resume() {
             .unwrap();
         (count, started.elapsed())
     });
-    let deadline = Instant::now() + Duration::from_secs(4);
+    let deadline = Deadline::new(
+        "the statement to wait (pause timeout 5 s)",
+        Duration::from_secs(4),
+    );
     loop {
         let shard = rows(&mut conn, "SHOW SHARD 7 IN main").await;
         let state = text(&shard[0], "paused").unwrap();
@@ -527,11 +499,7 @@ async fn pause_holds_a_statement_until_resume() {
             break;
         }
         assert!(state.starts_with("yes"), "{state}");
-        assert!(
-            Instant::now() < deadline,
-            "the statement never waited: {state}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        deadline.retry(state).await;
     }
     let config = rows(&mut conn, "SHOW CONFIG").await;
     let paused_row = config
@@ -628,7 +596,7 @@ async fn reload_config_reports_ok_or_every_error_and_show_config_keeps_it() {
     let good = std::fs::read_to_string(&proxy.config_path).unwrap();
     let bad = good.replace("master: 127.0.0.1:3308", "master: 127.0.0.1:notaport");
     assert_ne!(bad, good);
-    std::fs::write(&proxy.config_path, &bad).unwrap();
+    common::write_config(&proxy.config_path, &bad);
     let (code, message) = error_of(&mut conn, "RELOAD CONFIG").await;
     assert_eq!(code, 1105);
     assert!(message.starts_with("RELOAD CONFIG: "), "{message}");
@@ -642,7 +610,7 @@ async fn reload_config_reports_ok_or_every_error_and_show_config_keeps_it() {
     let shard = rows(&mut conn, "SHOW SHARD 3429 IN main").await;
     assert_eq!(text(&shard[0], "master"), Some(host(MASTER_B)));
 
-    std::fs::write(&proxy.config_path, &good).unwrap();
+    common::write_config(&proxy.config_path, &good);
     let restored = rows(&mut conn, "RELOAD CONFIG").await;
     assert_eq!(text(&restored[0], "version"), Some(version));
     let after = rows(&mut conn, "SHOW CONFIG").await;

@@ -13,9 +13,9 @@
 mod common;
 
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{config_path, database_exists, repo_root, topology};
+use common::{config_path, database_exists, repo_root, topology, Deadline};
 use shardgate::fleet::{kind, verify_with_schema, Problem, VerifyReport};
 use shardgate::topology::Topology;
 
@@ -38,7 +38,8 @@ fn schema() -> String {
 /// (the health tests stop 3308 for a few seconds).
 async fn verify_settled(topology: &Topology) -> VerifyReport {
     let schema = schema();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Deadline::new("the fleet's hosts to be reachable", Duration::from_secs(30))
+        .every(Duration::from_millis(500));
     loop {
         let report = verify_with_schema(topology, Some(&schema))
             .await
@@ -47,11 +48,11 @@ async fn verify_settled(topology: &Topology) -> VerifyReport {
             .problems()
             .iter()
             .any(|p| p.kind == kind::UNREACHABLE_HOST && FLEET_HOSTS.contains(&p.host.as_str()));
-        if !unreachable_fleet_host || Instant::now() > deadline {
+        if !unreachable_fleet_host || deadline.passed() {
             eprintln!("{report}");
             return report;
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        deadline.pause().await;
     }
 }
 
@@ -89,14 +90,18 @@ fn backend_ok(host: &str, sql: &str) {
 
 /// Waits until `database` is (or is not) on the host at `port`.
 async fn wait_database(port: u16, database: &str, present: bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let [state, other] = if present {
+        ["present", "absent"]
+    } else {
+        ["absent", "present"]
+    };
+    let deadline = Deadline::new(
+        format!("{database} {state} on {port}"),
+        Duration::from_secs(20),
+    )
+    .every(Duration::from_millis(100));
     while database_exists(port, database).await != present {
-        assert!(
-            Instant::now() < deadline,
-            "{database} on {port}: still {}",
-            if present { "absent" } else { "present" }
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        deadline.retry(other).await;
     }
 }
 

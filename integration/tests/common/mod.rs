@@ -244,3 +244,172 @@ pub fn fleet_script(args: &[&str]) {
         .expect("run fleet.sh");
     assert!(status.success(), "fleet.sh {args:?} failed");
 }
+
+/// `proxy`'s admin port.
+pub fn admin_addr(proxy: &RunningProxy) -> SocketAddr {
+    proxy
+        .listening
+        .admin
+        .expect("the test config has an admin section")
+}
+
+/// A mysql_async connection to `proxy`'s admin port as admin/admin.
+pub async fn admin(proxy: &RunningProxy) -> Conn {
+    connect_to(admin_addr(proxy), "admin", "admin")
+        .await
+        .expect("admin login")
+}
+
+/// A mysql_async connection to `proxy`'s client port as the app account.
+pub async fn app(proxy: &RunningProxy) -> Conn {
+    connect_to(proxy.listening.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("client login")
+}
+
+/// The 64-bit ID of pin `local_id` on `shard` (type 1).
+pub fn pin_id(shard: u32, local_id: u64) -> u64 {
+    ObjectId {
+        shard,
+        type_id: 1,
+        local_id,
+    }
+    .encode()
+    .expect("valid id")
+}
+
+/// Inserts a pin on `shard` (a `SHARD` hint) through `conn`; its 64-bit ID.
+pub async fn try_insert_pin(conn: &mut Conn, shard: u32, data: &str) -> mysql_async::Result<u64> {
+    conn.query_drop(format!(
+        "INSERT /*+ SHARD({shard}) */ INTO pins (data) VALUES ('{data}')"
+    ))
+    .await?;
+    Ok(conn.last_insert_id().expect("an INSERT reports its ID"))
+}
+
+/// [`try_insert_pin`], panicking on an error.
+pub async fn insert_pin(conn: &mut Conn, shard: u32, data: &str) -> u64 {
+    try_insert_pin(conn, shard, data)
+        .await
+        .unwrap_or_else(|e| panic!("insert a pin on shard {shard}: {e}"))
+}
+
+/// Replaces the file at `path` the way editors do: a temporary file beside
+/// it, renamed over it, so a watcher never reads half a file.
+pub fn write_config(path: &std::path::Path, text: &str) {
+    let name = path.file_name().expect("a file path").to_string_lossy();
+    let temp = path.with_file_name(format!(".{name}.swp"));
+    std::fs::write(&temp, text).unwrap_or_else(|e| panic!("write {}: {e}", temp.display()));
+    std::fs::rename(&temp, path).unwrap_or_else(|e| panic!("rename to {}: {e}", path.display()));
+}
+
+/// The end of a poll loop: `retry` at the end of each attempt that did not
+/// see the condition yet; it fails the test once `limit` has passed.
+pub struct Deadline {
+    what: String,
+    limit: std::time::Duration,
+    started: std::time::Instant,
+    interval: std::time::Duration,
+}
+
+impl Deadline {
+    /// Waiting for `what` (said in the failure) for at most `limit`,
+    /// polling every 20 ms.
+    pub fn new(what: impl Into<String>, limit: std::time::Duration) -> Self {
+        Self {
+            what: what.into(),
+            limit,
+            started: std::time::Instant::now(),
+            interval: std::time::Duration::from_millis(20),
+        }
+    }
+
+    /// Polls every `interval` instead.
+    pub fn every(self, interval: std::time::Duration) -> Self {
+        Self { interval, ..self }
+    }
+
+    /// Whether `limit` has passed.
+    pub fn passed(&self) -> bool {
+        self.started.elapsed() >= self.limit
+    }
+
+    /// Time since the wait began.
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.started.elapsed()
+    }
+
+    /// Fails the test (showing `last`, what the attempt saw) if `limit`
+    /// has passed; else sleeps one interval.
+    pub async fn retry(&self, last: impl std::fmt::Debug) {
+        assert!(
+            !self.passed(),
+            "{}: not within {:?} (last seen: {last:?})",
+            self.what,
+            self.limit
+        );
+        self.pause().await;
+    }
+
+    /// Sleeps one interval.
+    pub async fn pause(&self) {
+        tokio::time::sleep(self.interval).await;
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds, failing the test after
+/// `limit`; how long it took.
+pub async fn wait_until(
+    what: &str,
+    limit: std::time::Duration,
+    mut condition: impl FnMut() -> bool,
+) -> std::time::Duration {
+    let deadline = Deadline::new(what, limit);
+    while !condition() {
+        deadline.retry("false").await;
+    }
+    deadline.elapsed()
+}
+
+/// A replica's `SHOW SLAVE STATUS`, the fields the tests look at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlaveStatus {
+    /// `Slave_IO_Running` (`Yes`, `No`, `Connecting`).
+    pub io_running: String,
+    /// `Slave_SQL_Running`.
+    pub sql_running: String,
+    /// `Last_Error`.
+    pub last_error: String,
+}
+
+/// `SHOW SLAVE STATUS` on `conn`; `None` when the server is no replica.
+pub async fn slave_status(conn: &mut Conn) -> Option<SlaveStatus> {
+    let row: Option<mysql_async::Row> = conn
+        .query_first("SHOW SLAVE STATUS")
+        .await
+        .expect("SHOW SLAVE STATUS");
+    row.map(|row| {
+        let field = |name: &str| {
+            row.get_opt::<String, _>(name)
+                .and_then(Result::ok)
+                .unwrap_or_default()
+        };
+        SlaveStatus {
+            io_running: field("Slave_IO_Running"),
+            sql_running: field("Slave_SQL_Running"),
+            last_error: field("Last_Error"),
+        }
+    })
+}
+
+/// Whether both replication threads of the replica at `port` run, and its
+/// last error.
+pub async fn replication_running(port: u16) -> (bool, String) {
+    let mut conn = direct(port).await;
+    let status = slave_status(&mut conn)
+        .await
+        .unwrap_or_else(|| panic!("{port} is not a replica"));
+    conn.disconnect().await.ok();
+    let running = status.io_running == "Yes" && status.sql_running == "Yes";
+    (running, status.last_error)
+}
