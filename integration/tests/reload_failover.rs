@@ -303,6 +303,15 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
         "{:?}",
         report.notes
     );
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.starts_with("shards main 0-2047 were paused for ")),
+        "{:?}",
+        report.notes
+    );
+    assert!(proxy.engine.pauses.paused().is_empty(), "the pause ended");
     let written = report.config_written.expect("the config file was written");
     assert_eq!(written, std::fs::canonicalize(&proxy.config_path).unwrap());
 
@@ -572,6 +581,17 @@ async fn a_host_that_leaves_has_its_pool_retired_after_its_last_statement() {
         .all(|p| p.addr != "127.0.0.1:3309"));
     let retired = weak.upgrade().expect("still in use by the long read");
     assert!(retired.is_retired());
+    let mut admin = connect_to(proxy.listening.admin.expect("admin port"), "admin", "admin")
+        .await
+        .expect("connect to the admin port");
+    let hosts: Vec<mysql_async::Row> = admin.query("SHOW HOSTS").await.unwrap();
+    let row = hosts
+        .iter()
+        .find(|row| row.get::<String, _>("host").as_deref() == Some("127.0.0.1:3309"))
+        .expect("SHOW HOSTS lists the host that left while its pool is in use");
+    assert_eq!(row.get::<String, _>("role").as_deref(), Some("retired"));
+    assert_eq!(row.get::<u64, _>("pool_in_use"), Some(1));
+    admin.disconnect().await.ok();
     assert_eq!(
         retired.idle_count(),
         0,
@@ -825,4 +845,191 @@ async fn a_use_selection_survives_a_reload_that_renumbers_the_fleets() {
         .expect("the session still reads db00077");
     assert_eq!(data.as_deref(), Some(tag.as_str()));
     delete_pins(MASTER_A, &[77], &tag).await;
+}
+
+/// `PROMOTE REPLICA` of a live master pauses the master's shards before it
+/// reads the master's GTID position, so nothing written through the proxy
+/// after that lands on the old master: a transaction open on one of its
+/// shards holds the promotion (the pause drains it), and statements for
+/// its shards wait, then go to the new master. Writes go to 3308 only
+/// (after the promotion, shards 0-2047 are on 3309, which must not get
+/// rows written through a proxy).
+#[tokio::test]
+async fn a_promotion_holds_the_masters_shards_paused_until_the_swap() {
+    let _serial = serial().await;
+    let tag = format!("reload-pause-{}", std::process::id());
+    let a_shards = [11u32, 1200];
+    let _cleanup = DeletePins(vec![
+        (MASTER_A, a_shards.to_vec(), tag.clone()),
+        (MASTER_B, vec![2600], tag.clone()),
+    ]);
+    let proxy = start_server("reload-pause", &base_yaml());
+    let engine = proxy.engine.clone();
+    let mut conn = app(&proxy).await;
+    let mut reads = Vec::new();
+    for shard in a_shards {
+        let data = format!("{tag}-{shard}");
+        reads.push((insert_pin(&mut conn, shard, &data).await, data));
+    }
+    let load = start_load(&proxy, reads.clone(), tag.clone()).await;
+    load.wait_rounds(3).await;
+
+    // A transaction bound to 3307 (a locking read on shard 11).
+    let mut bound = app(&proxy).await;
+    bound.query_drop("BEGIN").await.unwrap();
+    let locked: Option<String> = bound
+        .query_first(format!(
+            "SELECT data FROM pins WHERE id = {} FOR UPDATE",
+            reads[0].0
+        ))
+        .await
+        .unwrap();
+    assert_eq!(locked.as_deref(), Some(reads[0].1.as_str()));
+
+    let promoting = engine.clone();
+    let promotion = tokio::spawn(async move {
+        promoting
+            .promote_replica(
+                "127.0.0.1:3307",
+                PromoteOptions {
+                    stop_replication: false,
+                },
+            )
+            .await
+    });
+    let paused = engine.clone();
+    wait_until(
+        "the promotion to pause 0-2047",
+        Duration::from_secs(5),
+        || {
+            paused
+                .pauses
+                .paused()
+                .iter()
+                .any(|p| p.fleet == "main" && p.first == 0 && p.last == 2047)
+        },
+    )
+    .await;
+    // The pause waits for the open transaction: nothing is swapped yet.
+    assert!(!promotion.is_finished());
+    let topology = engine.topology.load();
+    let main = topology.fleet_by_name("main").unwrap();
+    assert_eq!(
+        topology.hosts[topology.master_of(main, 11).unwrap()].addr,
+        "127.0.0.1:3307"
+    );
+    drop(topology);
+    bound
+        .query_drop("COMMIT")
+        .await
+        .expect("the bound transaction commits on 3307");
+
+    let report = promotion.await.unwrap().expect("promotion");
+    eprintln!("promotion: {report:#?}");
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.starts_with("shards main 0-2047 were paused for ")),
+        "{:?}",
+        report.notes
+    );
+    assert!(engine.pauses.paused().is_empty(), "the pause ended");
+    let topology = engine.topology.load();
+    assert_eq!(
+        topology.hosts[topology.master_of(main, 11).unwrap()].addr,
+        "127.0.0.1:3309"
+    );
+    drop(topology);
+    load.wait_rounds(3).await;
+    let (rounds, errors) = load.finish().await;
+    assert!(errors.is_empty(), "the client saw errors: {errors:?}");
+    eprintln!("client loop: {rounds} rounds");
+
+    conn.disconnect().await.ok();
+    bound.disconnect().await.ok();
+}
+
+/// Deletes a test's pins (port, shards, tag prefix) straight on their
+/// hosts when dropped, so a failed assertion leaves no row behind (rows on
+/// 3307 would stay on its replica 3309 too).
+struct DeletePins(Vec<(u16, Vec<u32>, String)>);
+
+impl Drop for DeletePins {
+    fn drop(&mut self) {
+        for (port, shards, tag) in &self.0 {
+            let sql: String = shards
+                .iter()
+                .map(|shard| format!("DELETE FROM db{shard:05}.pins WHERE data LIKE '{tag}%';"))
+                .collect();
+            let output = std::process::Command::new("mariadb")
+                .args(["-h", "127.0.0.1", "-P", &port.to_string()])
+                .args(["-u", "shard", "-pshardpw", "-e", &sql])
+                .output()
+                .expect("run the mariadb CLI");
+            assert!(
+                output.status.success(),
+                "deleting the test's rows on {port} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+}
+
+/// A Kubernetes ConfigMap mount: the config path is a symlink through a
+/// `..data` symlink to a timestamped directory, and an update swaps
+/// `..data` (no event names the file). Both that swap and an edit in the
+/// target directory are picked up by the watcher.
+#[tokio::test]
+async fn a_configmap_style_symlink_swap_is_reloaded() {
+    let _serial = serial().await;
+    let yaml = base_yaml();
+    let proxy = start_server("reload-configmap", &yaml);
+    let engine = proxy.engine.clone();
+    let dir = proxy.config_path.parent().unwrap().to_owned();
+    let name = proxy.config_path.file_name().unwrap().to_owned();
+    let symlink = |target: &str, link: &Path| std::os::unix::fs::symlink(target, link).unwrap();
+
+    // Turn the file into a ConfigMap layout with the same text.
+    let first = dir.join("..2024_01");
+    std::fs::create_dir(&first).unwrap();
+    std::fs::write(first.join(&name), &yaml).unwrap();
+    symlink("..2024_01", &dir.join("..data"));
+    let temp_link = dir.join(".link.tmp");
+    symlink("..data/shardgate.yaml", &temp_link);
+    std::fs::rename(&temp_link, &proxy.config_path).unwrap();
+    let resolved = std::fs::canonicalize(&proxy.config_path).unwrap();
+    assert_eq!(
+        resolved.parent(),
+        Some(std::fs::canonicalize(&first).unwrap().as_path())
+    );
+
+    // The update: a new directory, then `..data` renamed over.
+    let yaml1 = yaml.replace(OPEN_LINE, "    open: [3000, 3099]");
+    let second = dir.join("..2024_02");
+    std::fs::create_dir(&second).unwrap();
+    std::fs::write(second.join(&name), &yaml1).unwrap();
+    symlink("..2024_02", &dir.join("..data_tmp"));
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    std::fs::remove_dir_all(&first).unwrap();
+    wait_until(
+        "the reload of the swapped ConfigMap",
+        Duration::from_secs(5),
+        || engine.config_status().version == version_of(yaml1.as_bytes()),
+    )
+    .await;
+    assert_eq!(engine.topology.load().fleets[0].open, Some((3000, 3099)));
+
+    // An edit inside the target directory (the watcher follows the link).
+    let yaml2 = yaml.replace(OPEN_LINE, "    open: [3100, 3199]");
+    write_like_an_editor(&second.join(&name), &yaml2);
+    wait_until(
+        "the reload of the edited target",
+        Duration::from_secs(5),
+        || engine.config_status().version == version_of(yaml2.as_bytes()),
+    )
+    .await;
+    assert_eq!(engine.topology.load().fleets[0].open, Some((3100, 3199)));
+    let attempt = engine.config_status().last_reload.unwrap();
+    assert_eq!(attempt.trigger, ReloadTrigger::FileChange);
 }
