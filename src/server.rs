@@ -108,3 +108,33 @@ where
         result
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::config::TlsConfig;
+    use crate::topology::tests::{load, SPEC_YAML};
+
+    #[tokio::test]
+    async fn an_unusable_tls_section_fails_the_start_before_any_listener_runs() {
+        let yaml = SPEC_YAML
+            .replace("listen: 127.0.0.1:6033", "listen: 127.0.0.1:0")
+            .replace("  listen: 127.0.0.1:6032\n", "  listen: 127.0.0.1:0\n");
+        let mut topology = load(&yaml);
+        // Valid when the config was loaded, gone by the start.
+        topology.config.tls = Some(TlsConfig {
+            cert: "/nonexistent/shardgate/cert.pem".into(),
+            key: "/nonexistent/shardgate/key.pem".into(),
+            require: false,
+        });
+        let engine = Arc::new(Engine::new(topology, None));
+        let error = run(engine.clone()).await.err().expect("the start fails");
+        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+        assert!(error.to_string().starts_with("tls: "), "{error}");
+        assert_eq!(
+            Arc::strong_count(&engine),
+            1,
+            "no listener or background task was started"
+        );
+    }
+}

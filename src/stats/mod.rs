@@ -164,7 +164,8 @@ fn skip_blanks_and_comments(mut sql: &[u8]) -> &[u8] {
 }
 
 /// Counters for the whole proxy: one histogram per statement kind. Per-host
-/// histograms live in the hosts' pools.
+/// histograms live in each host's state (`backend::pool::HostState`), which
+/// outlives the host's pools.
 #[derive(Debug, Default)]
 pub struct Stats {
     statements: [Histogram; StatementKind::ALL.len()],
