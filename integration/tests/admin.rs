@@ -618,3 +618,53 @@ async fn reload_config_reports_ok_or_every_error_and_show_config_keeps_it() {
         .unwrap()
         .starts_with("ok"));
 }
+
+/// Logs in on the admin port the way a client whose default plugin is
+/// `caching_sha2_password` does (MySQL 8's `mysql`, Connector/Python with
+/// `auth_plugin`): its first answer to the native challenge is the 32-byte
+/// SHA-256 scramble. Returns the server's reply packet.
+async fn caching_sha2_login(password: &[u8]) -> Vec<u8> {
+    use mysql_common::constants::CapabilityFlags;
+    use mysql_common::io::ParseBuf;
+    use mysql_common::packets::{AuthPlugin, HandshakePacket, HandshakeResponse};
+    use mysql_common::proto::{MyDeserialize, MySerialize};
+    use shardgate::protocol::{FrameReader, FrameWriter};
+
+    let stream = tokio::net::TcpStream::connect(admin_addr(proxy()))
+        .await
+        .unwrap();
+    let (r, w) = stream.into_split();
+    let mut reader = FrameReader::new(r);
+    let mut writer = FrameWriter::new(w);
+    let (seq, payload) = reader.next_packet().await.unwrap();
+    let handshake = HandshakePacket::deserialize((), &mut ParseBuf(&payload)).unwrap();
+    let scramble = mysql_common::scramble::scramble_sha256(&handshake.nonce(), password)
+        .expect("a non-empty password");
+    let response = HandshakeResponse::new(
+        Some(scramble.to_vec()),
+        (8, 0, 36),
+        Some(&b"admin"[..]),
+        None::<&[u8]>,
+        Some(AuthPlugin::CachingSha2Password),
+        CapabilityFlags::CLIENT_PROTOCOL_41
+            | CapabilityFlags::CLIENT_SECURE_CONNECTION
+            | CapabilityFlags::CLIENT_PLUGIN_AUTH
+            | CapabilityFlags::CLIENT_DEPRECATE_EOF,
+        None,
+        16 * 1024 * 1024,
+    );
+    let mut body = Vec::new();
+    response.serialize(&mut body);
+    writer.write_packet(seq + 1, &body).await.unwrap();
+    writer.flush().await.unwrap();
+    reader.next_packet().await.unwrap().1
+}
+
+#[tokio::test]
+async fn a_caching_sha2_first_answer_logs_in_with_the_right_password_only() {
+    let accepted = caching_sha2_login(b"admin").await;
+    assert_eq!(accepted[0], 0x00, "OK expected: {accepted:?}");
+    let refused = caching_sha2_login(b"wrong").await;
+    assert_eq!(refused[0], 0xFF, "ERR expected: {refused:?}");
+    assert_eq!(u16::from_le_bytes([refused[1], refused[2]]), 1698);
+}

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
+use mysql_common::scramble::scramble_sha256;
 use opensrv_mysql::{
     AsyncMysqlShim, ErrorKind, InitWriter, ParamParser, QueryResultWriter, StatementMetaWriter,
 };
@@ -52,16 +53,24 @@ impl AdminShim {
     }
 
     /// Whether `username` is an admin account of the config in force and
-    /// `auth_data` answers this session's scramble with its password.
+    /// `auth_data` answers this session's scramble with its password, as
+    /// `mysql_native_password` or as a `caching_sha2_password` fast-auth
+    /// scramble. opensrv offers an auth switch only when the first answer
+    /// is empty, so a client whose default plugin is `caching_sha2_password`
+    /// (MySQL 8 clients, Connector/Python with `auth_plugin`) answers the
+    /// native challenge with its 32-byte SHA-256 scramble; the clear-text
+    /// password in the config verifies that as well.
     fn check_login(&self, plugin: &str, username: &[u8], auth_data: &[u8]) -> bool {
         let user = String::from_utf8_lossy(username);
         let topology = self.engine.topology.load();
         let accepted = plugin == NATIVE_PASSWORD
-            && topology
-                .config
-                .admin
-                .as_ref()
-                .is_some_and(|admin| check_account(&admin.users, &user, &self.salt, auth_data));
+            && topology.config.admin.as_ref().is_some_and(|admin| {
+                check_account(&admin.users, &user, &self.salt, auth_data)
+                    || admin.users.iter().any(|account| {
+                        account.name == user
+                            && sha2_scramble_matches(&self.salt, &account.password, auth_data)
+                    })
+            });
         if accepted {
             debug!(connection_id = self.connection_id, peer = %self.peer, %user, "admin logged in");
             let _ = self.user.set(user.into_owned());
@@ -90,6 +99,13 @@ impl AdminShim {
         };
         commands::run(&context, command).await
     }
+}
+
+/// Whether `auth_data` is the `caching_sha2_password` scramble of
+/// `password` for `nonce`.
+fn sha2_scramble_matches(nonce: &[u8], password: &str, auth_data: &[u8]) -> bool {
+    auth_data.len() == 32
+        && scramble_sha256(nonce, password.as_bytes()).is_some_and(|expected| expected == auth_data)
 }
 
 impl<W> AsyncMysqlShim<W> for AdminShim
