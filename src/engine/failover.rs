@@ -167,9 +167,11 @@ fn replication_note(stopped: bool) -> &'static str {
 
 impl Engine {
     /// Points every range whose master is `master` at its replica: checks
-    /// the replica answers and, if the master still answers, that the
-    /// replica has caught up; optionally stops replication on it; rewrites
-    /// the config file; swaps in the new routing table.
+    /// the replica answers and, if the master still answers, pauses the
+    /// master's shards, then waits until the replica has applied the
+    /// master's position; optionally stops replication on it; rewrites the
+    /// config file; swaps in the new routing table; ends its pause (on
+    /// every path, errors included).
     pub async fn promote_replica(
         &self,
         master: &str,
