@@ -143,8 +143,9 @@ impl Engine {
 
     /// Registers a plan's shards at the pause gate. A statement on the
     /// session's bound transaction needs no registration (the transaction
-    /// holds one); a session whose bound shard is paused is let through,
-    /// since the pause is waiting for its transaction to end.
+    /// holds one); the range that pauses the bound shard does not hold the
+    /// session's other statements either, since that pause is waiting for
+    /// the session's transaction to end.
     fn admit(
         &self,
         topology: &Topology,
@@ -152,31 +153,15 @@ impl Engine {
         plan: &Plan,
         epoch: u64,
     ) -> Result<ShardGuard, Blocked> {
-        match self.enter_plan(topology, state, plan, Some(epoch)) {
-            Err(Blocked::Paused(_))
-                if state
-                    .bound
-                    .as_ref()
-                    .is_some_and(|b| self.pauses.is_paused(&b.fleet, b.target.shard)) =>
-            {
-                self.enter_plan(topology, state, plan, None)
-            }
-            result => result,
-        }
-    }
-
-    fn enter_plan(
-        &self,
-        topology: &Topology,
-        state: &SessionState,
-        plan: &Plan,
-        epoch: Option<u64>,
-    ) -> Result<ShardGuard, Blocked> {
+        let exempt = state
+            .bound
+            .as_ref()
+            .map(|bound| (bound.fleet.as_str(), bound.target.shard));
         match plan {
             Plan::Shard(query) if !on_bound_shard(topology, state, query.target) => {
                 let target = query.target;
                 self.pauses
-                    .enter(topology, [(target.fleet, target.shard)], epoch)
+                    .enter(topology, [(target.fleet, target.shard)], epoch, exempt)
             }
             Plan::MultiShard(query) => self.pauses.enter(
                 topology,
@@ -185,6 +170,7 @@ impl Engine {
                     .iter()
                     .map(|part| (part.target.fleet, part.target.shard)),
                 epoch,
+                exempt,
             ),
             _ => Ok(ShardGuard::default()),
         }

@@ -13,7 +13,6 @@ pub mod reload;
 pub mod session_state;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use crate::backend::pool::BackendSettings;
 use crate::backend::Backends;
@@ -73,7 +72,7 @@ impl Engine {
         let source = config_path
             .as_ref()
             .map_or_else(|| "<none>".to_owned(), |p| p.display().to_string());
-        let pauses = PauseGate::new(Duration::from_millis(topology.config.pause.timeout_ms));
+        let pauses = PauseGate::new();
         let backends = Backends::new(settings);
         let hosts: Vec<&str> = topology.hosts.iter().map(|h| h.addr.as_str()).collect();
         backends.add_hosts(&hosts);

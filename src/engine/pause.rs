@@ -6,23 +6,32 @@
 //! Every statement for a shard registers itself in that shard's in-flight
 //! counter before it runs ([`PauseGate::enter`]) and unregisters when its
 //! [`ShardGuard`] drops; a transaction bound to a shard keeps its guard until
-//! COMMIT/ROLLBACK. `pause` marks the range paused, then waits for those
-//! counters to reach zero. The two sides order their writes and reads the
-//! Dekker way (increment, then check the pause marks; mark, then read the
-//! counters, all `SeqCst`), so a statement either sees the pause and waits,
-//! or the pause sees the statement and waits for it.
+//! COMMIT/ROLLBACK. `pause` publishes the range as paused, then waits for
+//! those counters to reach zero. The two sides order their writes and reads
+//! the Dekker way, all `SeqCst` (the paused-range list is an [`ArcSwap`],
+//! whose loads and stores are `SeqCst` too): a statement increments its
+//! counters, then reads `active` and, if non-zero, the paused ranges; a pause
+//! stores the new range list, increments `active`, then reads the counters.
+//! So a statement either sees the pause and waits, or the pause sees the
+//! statement and waits for it. Ending a pause moves the epoch before it
+//! stores the shorter list, so a statement that no longer sees a range it
+//! was routed under sees the new epoch and routes again.
 //!
-//! Counters are kept per fleet *name* (fleet indexes may change across
-//! reloads) and grow when a reload raises a fleet's shard count; the old
-//! counters stay chained behind the new ones until their last guard goes.
+//! Statements read only atomics and the current range list (no lock, no
+//! reference count). Counters are kept per fleet *name* (fleet indexes may
+//! change across reloads) and grow when a reload raises a fleet's shard count
+//! or adds a fleet; a table is never freed (guards refer to it without
+//! counting), the replaced one stays chained behind its successor, so a
+//! gate's counters cost four bytes per shard per growth.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
 use tokio::sync::Notify;
 
+use crate::sync::lock;
 use crate::topology::{FleetId, Topology};
 
 /// How often `pause` looks at the in-flight counters while draining.
@@ -34,19 +43,20 @@ const SHARDS_NAMED: usize = 10;
 /// The shards paused now, and the statements running on each shard.
 #[derive(Debug)]
 pub struct PauseGate {
-    wait_timeout: Duration,
     /// In-flight counters, one table per fleet (by name).
-    counters: ArcSwap<Vec<Arc<FleetCounters>>>,
+    counters: ArcSwap<Vec<&'static FleetCounters>>,
     /// Serialises growing `counters`.
     grow: Mutex<()>,
-    /// The paused ranges.
-    paused: Mutex<Vec<PausedEntry>>,
+    /// The paused ranges, read by statements without a lock.
+    paused: ArcSwap<Vec<Arc<PausedEntry>>>,
+    /// Serialises changes to `paused`; holds the next entry id.
+    changing: Mutex<u64>,
     /// Number of entries in `paused`; read on every statement, so a
     /// statement looks at `paused` only while something is paused.
     active: AtomicU32,
     /// Bumped each time a pause ends (resume, or a pause undone), before
-    /// `active` drops: a statement that routed on a topology loaded before
-    /// the end of a pause sees the change and routes again.
+    /// the range leaves `paused`: a statement that routed on a topology
+    /// loaded before the end of a pause sees the change and routes again.
     epoch: AtomicU64,
     /// Wakes waiting statements when a pause ends.
     resumed: Notify,
@@ -58,16 +68,17 @@ struct FleetCounters {
     name: String,
     running: Box<[AtomicU32]>,
     /// The smaller table this one replaced (guards taken on it still count).
-    older: Option<Arc<FleetCounters>>,
+    older: Option<&'static FleetCounters>,
 }
 
 impl FleetCounters {
-    fn new(name: &str, shards: usize, older: Option<Arc<FleetCounters>>) -> Self {
-        Self {
+    /// A new table, never freed (see the module docs).
+    fn leak(name: &str, shards: usize, older: Option<&'static FleetCounters>) -> &'static Self {
+        Box::leak(Box::new(Self {
             name: name.to_owned(),
             running: (0..shards).map(|_| AtomicU32::new(0)).collect(),
             older,
-        }
+        }))
     }
 
     fn running(&self, shard: u32) -> u32 {
@@ -75,7 +86,7 @@ impl FleetCounters {
             .running
             .get(shard as usize)
             .map_or(0, |count| count.load(Ordering::SeqCst));
-        here + self.older.as_ref().map_or(0, |older| older.running(shard))
+        here + self.older.map_or(0, |older| older.running(shard))
     }
 
     fn covers(&self, name: &str, shards: u32) -> bool {
@@ -86,13 +97,17 @@ impl FleetCounters {
 /// One paused range of one fleet.
 #[derive(Debug)]
 struct PausedEntry {
+    /// Tells this pause from a later one of the same range.
+    id: u64,
     fleet: String,
     first: u32,
     last: u32,
     since: SystemTime,
     started: Instant,
     /// Statements waiting for this range now.
-    waiting: Arc<AtomicUsize>,
+    waiting: AtomicUsize,
+    /// The `PAUSE` that made it still waits for running statements.
+    draining: AtomicBool,
 }
 
 impl PausedEntry {
@@ -222,6 +237,16 @@ pub enum PauseError {
         /// Last shard of the paused range.
         paused_last: u32,
     },
+    /// `RESUME` of a range whose `PAUSE` has not answered yet.
+    #[error("shards {paused_first}-{paused_last} of fleet {fleet} are still draining: their PAUSE SHARDS is waiting for the statements running on them and has not answered yet; wait for it to answer (at most pause.drain_timeout_ms; a drain that times out undoes the pause by itself), then RESUME SHARDS {paused_first}-{paused_last}")]
+    StillDraining {
+        /// Fleet name.
+        fleet: String,
+        /// First shard of the draining range.
+        paused_first: u32,
+        /// Last shard of the draining range.
+        paused_last: u32,
+    },
     /// Statements or transactions still ran when the drain timeout passed;
     /// the pause was undone.
     #[error("shards {first}-{last} of {fleets}: {running} statement(s) or transaction(s) were still running after {waited_ms} ms ({shards}); the pause was undone and statements flow again. Retry once the long transactions have finished, or raise pause.drain_timeout_ms")]
@@ -239,6 +264,16 @@ pub enum PauseError {
         /// How long the pause waited.
         waited_ms: u128,
     },
+    /// The pause's ranges were gone when its drain finished.
+    #[error("shards {first}-{last} of {fleets}: the pause ended while it was draining; nothing is paused. PAUSE SHARDS {first}-{last} again")]
+    Ended {
+        /// `fleet main` or `fleets main, mod`.
+        fleets: String,
+        /// First shard of the range.
+        first: u32,
+        /// Last shard of the range.
+        last: u32,
+    },
 }
 
 /// Registration of a statement (or a bound transaction) on its shards;
@@ -252,28 +287,24 @@ pub struct ShardGuard {
 enum Held {
     #[default]
     Nothing,
-    One(Arc<FleetCounters>, u32),
-    Many(Vec<(Arc<FleetCounters>, u32)>),
+    One((&'static FleetCounters, u32)),
+    Many(Vec<(&'static FleetCounters, u32)>),
 }
 
 impl ShardGuard {
-    fn shards(&self) -> impl Iterator<Item = (&FleetCounters, u32)> {
-        let (one, many) = match &self.held {
-            Held::Nothing => (None, &[][..]),
-            Held::One(counters, shard) => (Some((counters.as_ref(), *shard)), &[][..]),
-            Held::Many(list) => (None, list.as_slice()),
-        };
-        one.into_iter().chain(
-            many.iter()
-                .map(|(counters, shard)| (counters.as_ref(), *shard)),
-        )
+    fn shards(&self) -> &[(&'static FleetCounters, u32)] {
+        match &self.held {
+            Held::Nothing => &[],
+            Held::One(one) => std::slice::from_ref(one),
+            Held::Many(list) => list,
+        }
     }
 }
 
 impl Drop for ShardGuard {
     fn drop(&mut self) {
         for (counters, shard) in self.shards() {
-            if let Some(count) = counters.running.get(shard as usize) {
+            if let Some(count) = counters.running.get(*shard as usize) {
                 count.fetch_sub(1, Ordering::SeqCst);
             }
         }
@@ -299,60 +330,47 @@ pub struct PausedShard {
     pub fleet: String,
     /// The paused shard.
     pub shard: u32,
-    waiting: Arc<AtomicUsize>,
+    entry: Arc<PausedEntry>,
 }
 
 impl Drop for PausedShard {
     fn drop(&mut self) {
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.entry.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-/// Undoes a pause that did not complete (drain timeout, or the admin
-/// session went away mid-drain) when dropped armed.
+/// Undoes, when dropped armed, the entries of a pause that did not
+/// complete: its drain timed out, or its future was dropped mid-drain (the
+/// admin port runs every command to completion, so there only the timeout
+/// does this; the guard keeps entries that nobody finishes from staying
+/// paused, and unresumable, since RESUME refuses a draining range).
 struct PendingPause<'a> {
     gate: &'a PauseGate,
-    fleets: &'a [String],
-    first: u32,
-    last: u32,
+    ids: Vec<u64>,
     armed: bool,
 }
 
 impl Drop for PendingPause<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let mut paused = self.gate.lock_paused();
-            let removed = self.gate.remove(&mut paused, |e| {
-                e.first == self.first && e.last == self.last && self.fleets.contains(&e.fleet)
-            });
-            drop(paused);
-            if !removed.is_empty() {
-                self.gate.resumed.notify_waiters();
-            }
+            let changing = lock(&self.gate.changing);
+            self.gate.end(&changing, |e| self.ids.contains(&e.id));
         }
     }
 }
 
 impl PauseGate {
-    /// A gate with nothing paused; waiting statements give up after
-    /// `wait_timeout`.
-    pub fn new(wait_timeout: Duration) -> Self {
+    /// A gate with nothing paused.
+    pub fn new() -> Self {
         Self {
-            wait_timeout,
             counters: ArcSwap::from_pointee(Vec::new()),
             grow: Mutex::new(()),
-            paused: Mutex::new(Vec::new()),
+            paused: ArcSwap::from_pointee(Vec::new()),
+            changing: Mutex::new(0),
             active: AtomicU32::new(0),
             epoch: AtomicU64::new(0),
             resumed: Notify::new(),
         }
-    }
-
-    /// How long a statement for a paused shard waits (the value the gate
-    /// was built with; the engine uses `pause.timeout_ms` of the config in
-    /// force, so a reload changes it).
-    pub fn wait_timeout(&self) -> Duration {
-        self.wait_timeout
     }
 
     /// Changes once per ended pause. Read it *before* loading the topology
@@ -361,28 +379,26 @@ impl PauseGate {
         self.epoch.load(Ordering::SeqCst)
     }
 
-    /// Registers a statement on `shards` (fleet ids of `topology`). With
-    /// `epoch` (from [`PauseGate::epoch`] before `topology` was loaded), a
+    /// Registers a statement on `shards` (fleet ids of `topology`). A
     /// statement for a paused shard is refused with [`Blocked::Paused`],
-    /// and one whose topology may predate the end of a pause with
-    /// [`Blocked::Stale`]; without it, the statement is registered
-    /// unconditionally (a session whose own transaction the pause is
-    /// waiting for).
+    /// unless the range pausing it also covers `exempt` (the shard of the
+    /// session's bound transaction: that pause is waiting for the session
+    /// itself). One whose topology may predate the end of a pause (`epoch`,
+    /// from [`PauseGate::epoch`] before `topology` was loaded, moved) is
+    /// refused with [`Blocked::Stale`].
     pub fn enter<I>(
         &self,
         topology: &Topology,
         shards: I,
-        epoch: Option<u64>,
+        epoch: u64,
+        exempt: Option<(&str, u32)>,
     ) -> Result<ShardGuard, Blocked>
     where
         I: IntoIterator<Item = (FleetId, u32)>,
     {
         let guard = self.register(topology, shards);
-        let Some(epoch) = epoch else {
-            return Ok(guard);
-        };
         if self.active.load(Ordering::SeqCst) != 0 {
-            if let Some(paused) = self.first_paused(&guard) {
+            if let Some(paused) = self.first_paused(&guard, exempt) {
                 return Err(Blocked::Paused(paused));
             }
         }
@@ -413,14 +429,15 @@ impl PauseGate {
     /// Whether `shard` of fleet `fleet` is paused now.
     pub fn is_paused(&self, fleet: &str, shard: u32) -> bool {
         self.active.load(Ordering::SeqCst) != 0
-            && self.lock_paused().iter().any(|e| e.covers(fleet, shard))
+            && self.paused.load().iter().any(|e| e.covers(fleet, shard))
     }
 
     /// Pauses shards `first..=last` of `fleet` (every fleet that has them
     /// when `None`): new statements for them wait from now on. Returns once
     /// the statements and transactions already running on them have
     /// finished; if some still run after `drain_timeout`, the pause is
-    /// undone and the error says where they run.
+    /// undone and the error says where they run. Dropping the future before
+    /// it answers undoes the pause too.
     pub async fn pause(
         &self,
         topology: &Topology,
@@ -430,40 +447,12 @@ impl PauseGate {
         drain_timeout: Duration,
     ) -> Result<PauseReport, PauseError> {
         let fleets = pausable_fleets(topology, fleet, first, last)?;
-        {
-            let mut paused = self.lock_paused();
-            for name in &fleets {
-                if let Some(entry) = paused.iter().find(|e| e.overlaps(name, first, last)) {
-                    return Err(PauseError::AlreadyPaused {
-                        fleet: name.clone(),
-                        first,
-                        last,
-                        paused_first: entry.first,
-                        paused_last: entry.last,
-                    });
-                }
-            }
-            let (since, started) = (SystemTime::now(), Instant::now());
-            for name in &fleets {
-                paused.push(PausedEntry {
-                    fleet: name.clone(),
-                    first,
-                    last,
-                    since,
-                    started,
-                    waiting: Arc::new(AtomicUsize::new(0)),
-                });
-            }
-            self.active.fetch_add(fleets.len() as u32, Ordering::SeqCst);
-        }
+        let started = Instant::now();
         let mut pending = PendingPause {
             gate: self,
-            fleets: &fleets,
-            first,
-            last,
+            ids: self.begin(&fleets, first, last, started)?,
             armed: true,
         };
-        let started = Instant::now();
         let deadline = started + drain_timeout;
         let mut drained = None;
         let drained = loop {
@@ -471,7 +460,6 @@ impl PauseGate {
             let total: u32 = running.iter().map(|(_, _, n)| n).sum();
             let drained = *drained.get_or_insert(total as usize);
             if total == 0 {
-                pending.armed = false;
                 break drained;
             }
             if Instant::now() >= deadline {
@@ -487,7 +475,29 @@ impl PauseGate {
             }
             tokio::time::sleep(DRAIN_POLL).await;
         };
-        drop(pending);
+        let complete = {
+            let _changing = lock(&self.changing);
+            let paused = self.paused.load();
+            let mine: Vec<_> = paused
+                .iter()
+                .filter(|e| pending.ids.contains(&e.id))
+                .collect();
+            let complete = mine.len() == pending.ids.len();
+            if complete {
+                for entry in mine {
+                    entry.draining.store(false, Ordering::SeqCst);
+                }
+                pending.armed = false;
+            }
+            complete
+        };
+        if !complete {
+            return Err(PauseError::Ended {
+                fleets: fleet_list(&fleets),
+                first,
+                last,
+            });
+        }
         Ok(PauseReport {
             fleets,
             first,
@@ -497,10 +507,56 @@ impl PauseGate {
         })
     }
 
+    /// Publishes `first..=last` of `fleets` as paused (draining); the ids
+    /// of the new entries.
+    fn begin(
+        &self,
+        fleets: &[String],
+        first: u32,
+        last: u32,
+        started: Instant,
+    ) -> Result<Vec<u64>, PauseError> {
+        let mut next_id = lock(&self.changing);
+        let current = self.paused.load_full();
+        for name in fleets {
+            if let Some(entry) = current.iter().find(|e| e.overlaps(name, first, last)) {
+                return Err(PauseError::AlreadyPaused {
+                    fleet: name.clone(),
+                    first,
+                    last,
+                    paused_first: entry.first,
+                    paused_last: entry.last,
+                });
+            }
+        }
+        let since = SystemTime::now();
+        let mut next = current.as_ref().clone();
+        let mut ids = Vec::with_capacity(fleets.len());
+        for name in fleets {
+            *next_id += 1;
+            ids.push(*next_id);
+            next.push(Arc::new(PausedEntry {
+                id: *next_id,
+                fleet: name.clone(),
+                first,
+                last,
+                since,
+                started,
+                waiting: AtomicUsize::new(0),
+                draining: AtomicBool::new(true),
+            }));
+        }
+        self.paused.store(Arc::new(next));
+        self.active.fetch_add(fleets.len() as u32, Ordering::SeqCst);
+        Ok(ids)
+    }
+
     /// Ends the pauses of `first..=last` (of `fleet`, or of every fleet
     /// when `None`): waiting statements go on, routed on the topology in
     /// force now. Every paused range inside `first..=last` is resumed; one
-    /// that is only partly inside is refused.
+    /// that is only partly inside is refused, and so is the whole resume
+    /// while one of those ranges is still draining (its PAUSE has not
+    /// answered).
     pub fn resume(
         &self,
         fleet: Option<&str>,
@@ -511,13 +567,13 @@ impl PauseGate {
             return Err(PauseError::BadRange { first, last });
         }
         let fleet_matches = |e: &PausedEntry| fleet.is_none_or(|name| e.fleet == name);
-        let mut paused = self.lock_paused();
-        if let Some(partial) = paused.iter().find(|e| {
-            fleet_matches(e)
-                && e.first <= last
-                && first <= e.last
-                && !(first <= e.first && e.last <= last)
-        }) {
+        let inside = |e: &PausedEntry| fleet_matches(e) && first <= e.first && e.last <= last;
+        let changing = lock(&self.changing);
+        let paused = self.paused.load_full();
+        if let Some(partial) = paused
+            .iter()
+            .find(|e| fleet_matches(e) && e.first <= last && first <= e.last && !inside(e))
+        {
             return Err(PauseError::PartialResume {
                 fleet: partial.fleet.clone(),
                 first,
@@ -526,9 +582,17 @@ impl PauseGate {
                 paused_last: partial.last,
             });
         }
-        let removed = self.remove(&mut paused, |e| {
-            fleet_matches(e) && first <= e.first && e.last <= last
-        });
+        if let Some(draining) = paused
+            .iter()
+            .find(|e| inside(e) && e.draining.load(Ordering::SeqCst))
+        {
+            return Err(PauseError::StillDraining {
+                fleet: draining.fleet.clone(),
+                paused_first: draining.first,
+                paused_last: draining.last,
+            });
+        }
+        let removed = self.end(&changing, |e| inside(e));
         if removed.is_empty() {
             return Err(PauseError::NotPaused {
                 first,
@@ -537,8 +601,7 @@ impl PauseGate {
                 paused: describe_paused(&paused),
             });
         }
-        drop(paused);
-        self.resumed.notify_waiters();
+        drop(changing);
         let mut fleets: Vec<String> = Vec::new();
         for entry in &removed {
             if !fleets.contains(&entry.fleet) {
@@ -563,7 +626,8 @@ impl PauseGate {
 
     /// The paused ranges now.
     pub fn paused(&self) -> Vec<PausedRange> {
-        self.lock_paused()
+        self.paused
+            .load()
             .iter()
             .map(|e| PausedRange {
                 fleet: e.fleet.clone(),
@@ -584,27 +648,23 @@ impl PauseGate {
             .map_or(0, |c| c.running(shard))
     }
 
-    fn lock_paused(&self) -> MutexGuard<'_, Vec<PausedEntry>> {
-        match self.paused.lock() {
-            Ok(paused) => paused,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
-    /// Removes the entries `which` selects (lock held), ending their pause:
-    /// the epoch moves before `active` drops (see [`PauseGate::enter`]).
-    fn remove(
+    /// Removes the entries `which` selects (`changing` held), ending their
+    /// pause, and wakes the waiting statements: the epoch moves before the
+    /// shorter list is published and `active` drops (see
+    /// [`PauseGate::enter`]).
+    fn end(
         &self,
-        paused: &mut Vec<PausedEntry>,
+        _changing: &MutexGuard<'_, u64>,
         which: impl Fn(&PausedEntry) -> bool,
-    ) -> Vec<PausedEntry> {
-        let (removed, kept) = std::mem::take(paused).into_iter().partition(which);
-        *paused = kept;
-        let removed: Vec<PausedEntry> = removed;
+    ) -> Vec<Arc<PausedEntry>> {
+        let current = self.paused.load_full();
+        let (removed, kept): (Vec<_>, Vec<_>) = current.iter().cloned().partition(|e| which(e));
         if !removed.is_empty() {
             self.epoch.fetch_add(1, Ordering::SeqCst);
+            self.paused.store(Arc::new(kept));
             self.active
                 .fetch_sub(removed.len() as u32, Ordering::SeqCst);
+            self.resumed.notify_waiters();
         }
         removed
     }
@@ -622,8 +682,8 @@ impl PauseGate {
                 count.fetch_add(1, Ordering::SeqCst);
             }
             held = match held {
-                Held::Nothing => Held::One(counters, shard),
-                Held::One(a, s) => Held::Many(vec![(a, s), (counters, shard)]),
+                Held::Nothing => Held::One((counters, shard)),
+                Held::One(one) => Held::Many(vec![one, (counters, shard)]),
                 Held::Many(mut list) => {
                     list.push((counters, shard));
                     Held::Many(list)
@@ -639,44 +699,48 @@ impl PauseGate {
         topology: &Topology,
         fleet: FleetId,
         shard: u32,
-    ) -> Option<Arc<FleetCounters>> {
+    ) -> Option<&'static FleetCounters> {
         let fleet = topology.fleet(fleet)?;
         let needed = fleet.shard_count.max(shard + 1);
-        {
-            let table = self.counters.load();
-            if let Some(counters) = table.iter().find(|c| c.covers(&fleet.name, needed)) {
-                return Some(counters.clone());
-            }
-        }
-        let _growing = match self.grow.lock() {
-            Ok(lock) => lock,
-            Err(poisoned) => poisoned.into_inner(),
+        let found = |table: &[&'static FleetCounters]| {
+            table
+                .iter()
+                .find(|c| c.covers(&fleet.name, needed))
+                .copied()
         };
-        let table = self.counters.load_full();
-        if let Some(counters) = table.iter().find(|c| c.covers(&fleet.name, needed)) {
-            return Some(counters.clone());
+        if let Some(counters) = found(&self.counters.load()) {
+            return Some(counters);
         }
-        let mut next: Vec<Arc<FleetCounters>> = table.as_ref().clone();
+        let _growing = lock(&self.grow);
+        let table = self.counters.load_full();
+        if let Some(counters) = found(&table) {
+            return Some(counters);
+        }
+        let mut next: Vec<&'static FleetCounters> = table.as_ref().clone();
         let older = next
             .iter()
             .position(|c| c.name == fleet.name)
             .map(|at| next.remove(at));
-        let counters = Arc::new(FleetCounters::new(&fleet.name, needed as usize, older));
-        next.push(counters.clone());
+        let counters = FleetCounters::leak(&fleet.name, needed as usize, older);
+        next.push(counters);
         self.counters.store(Arc::new(next));
         Some(counters)
     }
 
-    /// The first shard of `guard` that is paused, counted as waiting.
-    fn first_paused(&self, guard: &ShardGuard) -> Option<PausedShard> {
-        let paused = self.lock_paused();
-        guard.shards().find_map(|(counters, shard)| {
-            let entry = paused.iter().find(|e| e.covers(&counters.name, shard))?;
+    /// The first shard of `guard` that a range not covering `exempt`
+    /// pauses, counted as waiting.
+    fn first_paused(&self, guard: &ShardGuard, exempt: Option<(&str, u32)>) -> Option<PausedShard> {
+        let paused = self.paused.load();
+        guard.shards().iter().find_map(|&(counters, shard)| {
+            let entry = paused.iter().find(|e| {
+                e.covers(&counters.name, shard)
+                    && !exempt.is_some_and(|(fleet, bound)| e.covers(fleet, bound))
+            })?;
             entry.waiting.fetch_add(1, Ordering::SeqCst);
             Some(PausedShard {
                 fleet: counters.name.clone(),
                 shard,
-                waiting: entry.waiting.clone(),
+                entry: entry.clone(),
             })
         })
     }
@@ -698,6 +762,12 @@ impl PauseGate {
             }
         }
         running
+    }
+}
+
+impl Default for PauseGate {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -792,7 +862,7 @@ fn describe_running(fleets: &[String], running: &[(String, u32, u32)]) -> String
     parts.join(", ")
 }
 
-fn describe_paused(paused: &[PausedEntry]) -> String {
+fn describe_paused(paused: &[Arc<PausedEntry>]) -> String {
     if paused.is_empty() {
         return "nothing".to_owned();
     }
@@ -812,11 +882,11 @@ mod tests {
     const MOD: FleetId = 1;
 
     fn gate() -> (PauseGate, Topology) {
-        (PauseGate::new(Duration::from_secs(5)), load(SPEC_YAML))
+        (PauseGate::new(), load(SPEC_YAML))
     }
 
     fn enter(gate: &PauseGate, topology: &Topology, shard: u32) -> Result<ShardGuard, Blocked> {
-        gate.enter(topology, [(MAIN, shard)], Some(gate.epoch()))
+        gate.enter(topology, [(MAIN, shard)], gate.epoch(), None)
     }
 
     #[tokio::test]
@@ -849,10 +919,19 @@ mod tests {
         assert!(enter(&gate, &topology, 1023).is_ok());
         assert!(enter(&gate, &topology, 2048).is_ok());
         assert!(gate
-            .enter(&topology, [(MOD, 1500)], Some(gate.epoch()))
+            .enter(&topology, [(MOD, 1500)], gate.epoch(), None)
             .is_ok());
         // A refused statement is not left registered.
         assert_eq!(gate.running_on("main", 1500), 0);
+    }
+
+    /// Polls until `gate` lists `count` paused ranges.
+    async fn until_paused(gate: &PauseGate, count: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while gate.paused().len() != count {
+            assert!(Instant::now() < deadline, "{:?}", gate.paused());
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 
     #[tokio::test]
@@ -868,17 +947,20 @@ mod tests {
                     .await
             })
         };
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        until_paused(&gate, 2).await;
+        let marked = Instant::now();
+        tokio::time::sleep(Duration::from_millis(30)).await;
         assert!(!pausing.is_finished(), "the pause waits for the statement");
         // Meanwhile new statements for the range wait.
         assert!(matches!(
             enter(&gate, &topology, 2000),
             Err(Blocked::Paused(_))
         ));
+        let held = marked.elapsed();
         drop(running);
         let report = pausing.await.unwrap().unwrap();
         assert_eq!(report.drained, 1);
-        assert!(report.waited >= Duration::from_millis(50));
+        assert!(report.waited >= held, "{:?} < {held:?}", report.waited);
         assert_eq!(report.fleets, vec!["main".to_owned(), "mod".to_owned()]);
     }
 
@@ -887,8 +969,12 @@ mod tests {
     #[test]
     fn racing_statements_either_wait_or_are_drained() {
         let topology = Arc::new(load(SPEC_YAML));
+        let gate = Arc::new(PauseGate::new());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         for _ in 0..200 {
-            let gate = Arc::new(PauseGate::new(Duration::from_secs(5)));
             let drained = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let violations = Arc::new(AtomicUsize::new(0));
             let workers: Vec<_> = (0..2)
@@ -907,10 +993,6 @@ mod tests {
                     })
                 })
                 .collect();
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
             runtime.block_on(async {
                 gate.pause(&topology, Some("main"), 0, 15, Duration::from_secs(5))
                     .await
@@ -921,6 +1003,7 @@ mod tests {
                 worker.join().unwrap();
             }
             assert_eq!(violations.load(Ordering::SeqCst), 0);
+            gate.resume(Some("main"), 0, 15).unwrap();
         }
     }
 
@@ -974,7 +1057,7 @@ mod tests {
         assert!(report.paused_for >= Duration::from_millis(50));
         let (resumed, waited) = waiter.await.unwrap();
         assert!(resumed);
-        assert!(waited < Duration::from_secs(1));
+        assert!(waited < Duration::from_secs(3), "woken after {waited:?}");
         assert_ne!(gate.epoch(), before);
         assert!(gate.paused().is_empty());
         assert!(enter(&gate, &topology, 1500).is_ok());
@@ -1009,17 +1092,42 @@ mod tests {
         let epoch = gate.epoch();
         gate.resume(Some("main"), 0, 9).unwrap();
         assert!(matches!(
-            gate.enter(&topology, [(MAIN, 5)], Some(epoch)),
+            gate.enter(&topology, [(MAIN, 5)], epoch, None),
             Err(Blocked::Stale)
         ));
         assert_eq!(gate.running_on("main", 5), 0);
-        // Unconditional registration ignores pauses and epochs.
+        // The range that pauses a session's bound shard does not hold that
+        // session's statements; another paused range does.
         gate.pause(&topology, Some("main"), 0, 9, Duration::from_secs(1))
             .await
             .unwrap();
-        let forced = gate.enter(&topology, [(MAIN, 5)], None).unwrap();
+        gate.pause(&topology, Some("main"), 20, 29, Duration::from_secs(1))
+            .await
+            .unwrap();
+        let exempt = Some(("main", 3));
+        let epoch = gate.epoch();
+        let same_range = gate.enter(&topology, [(MAIN, 5)], epoch, exempt).unwrap();
         assert_eq!(gate.running_on("main", 5), 1);
-        drop(forced);
+        drop(same_range);
+        assert!(matches!(
+            gate.enter(&topology, [(MAIN, 25)], epoch, exempt),
+            Err(Blocked::Paused(PausedShard { shard: 25, .. }))
+        ));
+        assert!(matches!(
+            gate.enter(&topology, [(MAIN, 5), (MAIN, 25)], epoch, exempt),
+            Err(Blocked::Paused(PausedShard { shard: 25, .. }))
+        ));
+        assert!(matches!(
+            gate.enter(&topology, [(MAIN, 5)], epoch, Some(("mod", 3))),
+            Err(Blocked::Paused(_))
+        ));
+        // The epoch is still checked.
+        gate.resume(Some("main"), 20, 29).unwrap();
+        assert!(matches!(
+            gate.enter(&topology, [(MAIN, 5)], epoch, exempt),
+            Err(Blocked::Stale)
+        ));
+        assert_eq!(gate.running_on("main", 5), 0);
     }
 
     #[tokio::test]
@@ -1086,7 +1194,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_abandoned_pause_is_undone() {
+    async fn a_dropped_pause_future_is_undone() {
         let (gate, topology) = gate();
         let _running = enter(&gate, &topology, 3).unwrap();
         let pausing = gate.pause(&topology, Some("main"), 0, 9, Duration::from_secs(5));
@@ -1097,11 +1205,98 @@ mod tests {
         assert!(enter(&gate, &topology, 4).is_ok());
     }
 
+    /// Spawns a pause of main 0-9 with `drain` as its drain timeout.
+    fn spawn_pause(
+        gate: &Arc<PauseGate>,
+        topology: &Topology,
+        drain: Duration,
+    ) -> tokio::task::JoinHandle<Result<PauseReport, PauseError>> {
+        let (gate, topology) = (gate.clone(), topology.clone());
+        tokio::spawn(async move { gate.pause(&topology, Some("main"), 0, 9, drain).await })
+    }
+
+    #[tokio::test]
+    async fn resume_is_refused_while_the_pause_drains() {
+        let (gate, topology) = gate();
+        let gate = Arc::new(gate);
+        let running = enter(&gate, &topology, 3).unwrap();
+        let pausing = spawn_pause(&gate, &topology, Duration::from_secs(10));
+        until_paused(&gate, 1).await;
+        let refused = gate.resume(Some("main"), 0, 9).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                PauseError::StillDraining {
+                    paused_first: 0,
+                    paused_last: 9,
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("still draining"), "{refused}");
+        // A wider RESUME is refused as a whole too.
+        assert!(matches!(
+            gate.resume(None, 0, 4095),
+            Err(PauseError::StillDraining { .. })
+        ));
+        assert_eq!(gate.paused().len(), 1);
+        drop(running);
+        pausing.await.unwrap().unwrap();
+        assert!(matches!(
+            enter(&gate, &topology, 3),
+            Err(Blocked::Paused(_))
+        ));
+        gate.resume(Some("main"), 0, 9).unwrap();
+        assert!(gate.paused().is_empty());
+    }
+
+    /// A pause's entries are its own: one whose drain times out removes
+    /// only them, not a later pause of the same range; one whose entries
+    /// were ended meanwhile reports that instead of success.
+    #[tokio::test]
+    async fn a_pause_undoes_and_confirms_only_its_own_entries() {
+        let (gate, topology) = gate();
+        let gate = Arc::new(gate);
+        let running = enter(&gate, &topology, 3).unwrap();
+        let early = spawn_pause(&gate, &topology, Duration::from_millis(300));
+        until_paused(&gate, 1).await;
+        // Something ends the early pause's range (the old RESUME did), and a
+        // later PAUSE of the same range begins.
+        {
+            let changing = lock(&gate.changing);
+            assert_eq!(gate.end(&changing, |_| true).len(), 1);
+        }
+        let later = spawn_pause(&gate, &topology, Duration::from_secs(10));
+        until_paused(&gate, 1).await;
+        let later_id = gate.paused.load()[0].id;
+        let timed_out = early.await.unwrap().unwrap_err();
+        assert!(
+            matches!(timed_out, PauseError::DrainTimeout { .. }),
+            "{timed_out}"
+        );
+        let paused = gate.paused.load();
+        assert_eq!(paused.len(), 1, "the later pause stays");
+        assert_eq!(paused[0].id, later_id);
+        drop(paused);
+        // The later pause's entry ends before its drain finishes.
+        {
+            let changing = lock(&gate.changing);
+            gate.end(&changing, |_| true);
+        }
+        drop(running);
+        let ended = later.await.unwrap().unwrap_err();
+        assert!(matches!(ended, PauseError::Ended { .. }), "{ended}");
+        assert!(ended.to_string().contains("nothing is paused"), "{ended}");
+        assert!(gate.paused().is_empty());
+        assert!(enter(&gate, &topology, 3).is_ok());
+    }
+
     #[tokio::test]
     async fn multi_shard_statements_register_every_shard_and_counters_grow() {
         let (gate, topology) = gate();
         let guard = gate
-            .enter(&topology, [(MAIN, 1), (MAIN, 4000), (MOD, 1)], Some(0))
+            .enter(&topology, [(MAIN, 1), (MAIN, 4000), (MOD, 1)], 0, None)
             .unwrap();
         assert_eq!(gate.running_on("main", 4000), 1);
         assert_eq!(gate.running_on("mod", 1), 1);
@@ -1117,7 +1312,7 @@ mod tests {
         );
         assert_eq!(bigger.fleets[0].shard_count, 8192);
         let more = gate
-            .enter(&bigger, [(MAIN, 6000), (MAIN, 4000)], Some(0))
+            .enter(&bigger, [(MAIN, 6000), (MAIN, 4000)], 0, None)
             .unwrap();
         assert_eq!(gate.running_on("main", 4000), 2);
         assert_eq!(gate.running_on("main", 6000), 1);
