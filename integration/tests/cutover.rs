@@ -4,9 +4,15 @@
 //! (Pinterest's third way: shards 1024-2047 of 3307 move to its GTID
 //! replica 3309) under a steady write load loses no acknowledged write.
 //!
+//! A statement whose backend connection breaks after it was sent is not
+//! sent again (it may have run), while a pooled connection the server
+//! closed while idle is replaced before anything is sent on it.
+//!
 //! Fleet hygiene: rows written through the proxy onto 3309 are deleted
 //! straight on 3309 (not binlogged), and every test row on 3307 is deleted
-//! there (the delete replicates), so 3309 keeps replicating.
+//! there (the delete replicates), so 3309 keeps replicating; a guard does
+//! this when the shard move test fails half-way too. The tests run one at
+//! a time, so the shard move's pause is timed alone.
 
 mod common;
 
@@ -18,8 +24,11 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
 
-use common::{RunningProxy, MASTER_A};
+use common::{RunningProxy, MASTER_A, MASTER_B};
 
 /// The new master: 3307's GTID replica.
 const NEW_MASTER: u16 = 3309;
@@ -31,6 +40,35 @@ const CONTROL: [u32; 2] = [211, 977];
 /// proxy writes there cannot collide with rows another test writes on 3307
 /// meanwhile (a duplicate key would stop replication).
 const HIGH_LOCAL_ID: u64 = 1 << 34;
+
+/// Bound for what should be immediate, generous for a loaded machine.
+const PROMPT: Duration = Duration::from_secs(2);
+
+/// One cutover test at a time.
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
+/// Polls `condition` until it holds; panics with `what` after 10 s.
+async fn until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Whether `proxy` has shards `first-last` of main paused, with at least
+/// `waiting` statements waiting for them.
+fn paused_with(proxy: &RunningProxy, first: u32, last: u32, waiting: usize) -> bool {
+    proxy.engine.pauses.paused().iter().any(|range| {
+        range.fleet == "main"
+            && range.first == first
+            && range.last == last
+            && range.waiting >= waiting
+    })
+}
 
 /// A marker unique to this run, put in every row's `data`.
 fn marker(what: &str) -> String {
@@ -132,6 +170,7 @@ async fn paused_statements_wait_for_resume_or_time_out() {
     let yaml = common::test_config_yaml()
         .replace("pause: { timeout_ms: 5000,", "pause: { timeout_ms: 700,");
     assert!(yaml.contains("timeout_ms: 700,"), "the pause section moved");
+    let _serial = serial().await;
     let proxy = common::start_server("cutover-wait", &yaml);
     let mark = marker("wait");
     let mut ops = admin(&proxy).await;
@@ -141,9 +180,8 @@ async fn paused_statements_wait_for_resume_or_time_out() {
     let mut waiting = app(&proxy).await;
     let data = format!("{mark}-waited");
     let waiter = tokio::spawn(async move {
-        let started = Instant::now();
         let id = insert_pin(&mut waiting, 600, &data).await;
-        (id, started.elapsed(), waiting)
+        (id, Instant::now(), waiting)
     });
     // Another shard of the same host is not delayed.
     let mut other = app(&proxy).await;
@@ -152,17 +190,24 @@ async fn paused_statements_wait_for_resume_or_time_out() {
         .await
         .expect("unpaused shard");
     assert!(
-        started.elapsed() < Duration::from_millis(300),
+        started.elapsed() < PROMPT,
         "an unpaused shard took {:?}",
         started.elapsed()
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until("the statement for shard 600 waits", || {
+        paused_with(&proxy, 600, 601, 1)
+    })
+    .await;
     assert!(!waiter.is_finished(), "the statement for shard 600 waits");
     assert!(rows_on(MASTER_A, 600, &mark).await.is_empty());
+    let resume_sent = Instant::now();
     let resumed = admin_command(&mut ops, "RESUME SHARDS 600-601 IN main").await;
-    let (id, waited, _conn) = waiter.await.unwrap();
+    let (id, finished_at, _conn) = waiter.await.unwrap();
     let id = id.expect("the waiting statement succeeds after RESUME");
-    assert!(waited >= Duration::from_millis(300), "waited {waited:?}");
+    assert!(
+        finished_at >= resume_sent,
+        "the statement finished before RESUME was sent"
+    );
     assert_eq!(common::decode(id).shard, 600);
     let rows = rows_on(MASTER_A, 600, &mark).await;
     assert_eq!(rows.len(), 1, "the waiting statement ran once: {rows:?}");
@@ -182,7 +227,7 @@ async fn paused_statements_wait_for_resume_or_time_out() {
         "{message}"
     );
     assert!(
-        waited >= Duration::from_millis(650) && waited < Duration::from_millis(2000),
+        waited >= Duration::from_millis(650) && waited < Duration::from_secs(5),
         "waited {waited:?}"
     );
     // A statement that touches no shard is not held either.
@@ -217,6 +262,7 @@ async fn pause_drains_open_transactions() {
         yaml.contains("drain_timeout_ms: 1500"),
         "the pause section moved"
     );
+    let _serial = serial().await;
     let proxy = common::start_server("cutover-drain", &yaml);
     let mark = marker("drain");
     let mut ops = admin(&proxy).await;
@@ -227,16 +273,15 @@ async fn pause_drains_open_transactions() {
         .unwrap();
 
     // PAUSE waits for the transaction; its statements go on meanwhile.
-    let admin_addr = proxy.listening.admin.unwrap();
+    let mut pausing_ops = admin(&proxy).await;
     let pausing = tokio::spawn(async move {
-        let mut ops = common::connect_to(admin_addr, "admin", "admin")
-            .await
-            .unwrap();
-        let started = Instant::now();
-        let answer = ops.query_drop("PAUSE SHARDS 605-606 IN main").await;
-        (answer, started.elapsed())
+        let answer = pausing_ops.query_drop("PAUSE SHARDS 605-606 IN main").await;
+        (answer, Instant::now())
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until("PAUSE SHARDS 605-606 drains", || {
+        paused_with(&proxy, 605, 606, 0)
+    })
+    .await;
     assert!(
         !pausing.is_finished(),
         "PAUSE waits for the open transaction"
@@ -245,11 +290,26 @@ async fn pause_drains_open_transactions() {
     insert_pin(&mut tx, 605, &format!("{mark}-2"))
         .await
         .unwrap();
-    assert!(started.elapsed() < Duration::from_millis(300));
+    assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
+    assert!(
+        !pausing.is_finished(),
+        "PAUSE waits for the open transaction"
+    );
+    // RESUME of a range whose PAUSE has not answered is refused.
+    let refused = ops
+        .query_drop("RESUME SHARDS 605-606 IN main")
+        .await
+        .unwrap_err();
+    let (_, message) = common::server_error(refused);
+    assert!(message.contains("still draining"), "{message}");
+    let commit_sent = Instant::now();
     tx.query_drop("COMMIT").await.unwrap();
-    let (answer, waited) = pausing.await.unwrap();
+    let (answer, answered_at) = pausing.await.unwrap();
     answer.expect("PAUSE succeeds once the transaction committed");
-    assert!(waited >= Duration::from_millis(200), "{waited:?}");
+    assert!(
+        answered_at >= commit_sent,
+        "PAUSE answered before the COMMIT was sent"
+    );
     assert_eq!(rows_on(MASTER_A, 605, &mark).await.len(), 2);
     admin_command(&mut ops, "RESUME SHARDS 605-606 IN main").await;
 
@@ -273,7 +333,7 @@ async fn pause_drains_open_transactions() {
     insert_pin(&mut other, 605, &format!("{mark}-4"))
         .await
         .unwrap();
-    assert!(started.elapsed() < Duration::from_millis(300));
+    assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
     tx.query_drop("ROLLBACK").await.unwrap();
 
     let mut direct = common::direct(MASTER_A).await;
@@ -361,6 +421,7 @@ async fn replication_running() -> (bool, String) {
 /// the config with 1024-2047 on 3309, RELOAD CONFIG, RESUME SHARDS.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shard_move_under_load_loses_no_write() {
+    let _serial = serial().await;
     let proxy = common::start_server("cutover", &common::test_config_yaml());
     let mark = marker("move");
     let (running, error) = replication_running().await;
@@ -368,16 +429,21 @@ async fn shard_move_under_load_loses_no_write() {
         running,
         "3309 must replicate from 3307 before the test: {error}"
     );
+    let mut traces = MoveCleanup {
+        mark: mark.clone(),
+        stop: Arc::new(AtomicBool::new(false)),
+        tasks: Vec::new(),
+        done: false,
+    };
     set_new_master_auto_increment(HIGH_LOCAL_ID).await;
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let tasks: Vec<_> = (0..8)
+    traces.tasks = (0..8)
         .map(|task| {
             tokio::spawn(load_task(
                 proxy.listening.client,
                 task,
                 mark.clone(),
-                stop.clone(),
+                traces.stop.clone(),
             ))
         })
         .collect();
@@ -408,11 +474,7 @@ async fn shard_move_under_load_loses_no_write() {
     let pause_took = resumed_at - pause_sent;
 
     tokio::time::sleep(Duration::from_millis(700)).await;
-    stop.store(true, Ordering::SeqCst);
-    let mut logs = Vec::new();
-    for task in tasks {
-        logs.push(task.await.unwrap());
-    }
+    let logs = traces.stop_load().await;
 
     // Collect what is where, then clean up, then judge.
     let mut on_new = BTreeMap::new();
@@ -421,7 +483,7 @@ async fn shard_move_under_load_loses_no_write() {
         on_new.insert(shard, rows_on(NEW_MASTER, shard, &mark).await);
         on_old.insert(shard, rows_on(MASTER_A, shard, &mark).await);
     }
-    cleanup(&mark, &on_old).await;
+    traces.run().await;
     let (still_replicating, replication_error) = replication_running().await;
 
     println!(
@@ -509,18 +571,76 @@ async fn shard_move_under_load_loses_no_write() {
     );
 }
 
+/// Undoes the shard move test's traces on the fleet however the test ends:
+/// stops the load, deletes its rows and resets 3309's AUTO_INCREMENT. The
+/// test calls [`MoveCleanup::run`]; if it fails before that, `drop` does
+/// the same on a runtime of its own.
+struct MoveCleanup {
+    mark: String,
+    stop: Arc<AtomicBool>,
+    tasks: Vec<JoinHandle<LoadLog>>,
+    done: bool,
+}
+
+impl MoveCleanup {
+    /// Stops the load; what each task saw.
+    async fn stop_load(&mut self) -> Vec<LoadLog> {
+        self.stop.store(true, Ordering::SeqCst);
+        let mut logs = Vec::new();
+        for task in self.tasks.drain(..) {
+            logs.push(task.await.expect("load task"));
+        }
+        logs
+    }
+
+    async fn run(&mut self) {
+        cleanup(&self.mark).await;
+        self.done = true;
+    }
+}
+
+impl Drop for MoveCleanup {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        let tasks = std::mem::take(&mut self.tasks);
+        let mark = self.mark.clone();
+        let undo = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("cleanup runtime");
+            runtime.block_on(async move {
+                for task in tasks {
+                    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+                }
+                cleanup(&mark).await;
+            });
+        });
+        if undo.join().is_err() {
+            eprintln!(
+                "cleaning up after the shard move test failed: delete the rows with data LIKE '{}%' on 3309 (sql_log_bin=0) and 3307, and reset 3309's AUTO_INCREMENT of the moving shards",
+                self.mark
+            );
+        }
+    }
+}
+
 /// Deletes the test's rows: first those only on 3309 (written through the
 /// proxy after the move), straight on 3309 and not binlogged; then every
 /// test row on 3307 (the deletes replicate to 3309). Resets 3309's
 /// AUTO_INCREMENT of the moving shards and waits for 3309 to catch up.
-async fn cleanup(mark: &str, on_old: &BTreeMap<u32, BTreeMap<u64, String>>) {
+async fn cleanup(mark: &str) {
     let mut replica = common::direct(NEW_MASTER).await;
     replica
         .query_drop("SET SESSION sql_log_bin = 0")
         .await
         .unwrap();
     for shard in MOVING {
-        let keep: Vec<String> = on_old[&shard].keys().map(u64::to_string).collect();
+        let on_old = rows_on(MASTER_A, shard, mark).await;
+        let keep: Vec<String> = on_old.keys().map(u64::to_string).collect();
         let not_from_3307 = if keep.is_empty() {
             String::new()
         } else {
@@ -561,6 +681,7 @@ async fn cleanup(mark: &str, on_old: &BTreeMap<u32, BTreeMap<u64, String>>) {
 /// there and fails with 1213.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commit_after_the_shard_moved_is_rolled_back() {
+    let _serial = serial().await;
     let proxy = common::start_server("cutover-moved", &common::test_config_yaml());
     let mark = marker("moved");
     let mut tx = app(&proxy).await;
@@ -584,4 +705,212 @@ async fn commit_after_the_shard_moved_is_rolled_back() {
     // The session is out of the transaction and usable.
     let one: Option<u32> = tx.query_first("SELECT 1").await.unwrap();
     assert_eq!(one, Some(1));
+}
+
+/// A TCP forwarder in front of a backend port, to break the proxy's
+/// backend connections the way a network or a restarted server does.
+struct Forwarder {
+    addr: SocketAddr,
+    state: Arc<ForwarderState>,
+}
+
+struct ForwarderState {
+    port: u16,
+    /// The first statement containing these bytes reaches the server, but
+    /// its answer is lost with the connection.
+    lose_answer_to: std::sync::Mutex<Option<Vec<u8>>>,
+    /// The connections being forwarded.
+    connections: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Forwarder {
+    async fn start(port: u16) -> Forwarder {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(ForwarderState {
+            port,
+            lose_answer_to: std::sync::Mutex::new(None),
+            connections: std::sync::Mutex::new(Vec::new()),
+        });
+        let accepting = state.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let connection = tokio::spawn(forward(client, accepting.clone()));
+                accepting.connections.lock().unwrap().push(connection);
+            }
+        });
+        Forwarder { addr, state }
+    }
+
+    /// Loses the answer to the next statement containing `marker`.
+    fn lose_answer_to(&self, marker: &str) {
+        *self.state.lose_answer_to.lock().unwrap() = Some(marker.as_bytes().to_vec());
+    }
+
+    /// Closes every connection it forwards (both sides) and returns once
+    /// they are closed.
+    async fn close_all(&self) {
+        let connections = std::mem::take(&mut *self.state.connections.lock().unwrap());
+        for connection in connections {
+            connection.abort();
+            let _ = connection.await;
+        }
+    }
+}
+
+impl ForwarderState {
+    /// Whether `sent` carries the statement whose answer is to be lost
+    /// (once).
+    fn take_lost(&self, sent: &[u8]) -> bool {
+        let mut lose = self.lose_answer_to.lock().unwrap();
+        let hit = lose
+            .as_deref()
+            .is_some_and(|marker| sent.windows(marker.len()).any(|w| w == marker));
+        if hit {
+            *lose = None;
+        }
+        hit
+    }
+}
+
+/// Forwards one connection both ways until either side closes, or until
+/// the server answers a statement whose answer is to be lost.
+async fn forward(client: TcpStream, state: Arc<ForwarderState>) {
+    let Ok(server) = TcpStream::connect(("127.0.0.1", state.port)).await else {
+        return;
+    };
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let doomed = AtomicBool::new(false);
+    let up = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match client_read.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if state.take_lost(&buf[..n]) {
+                doomed.store(true, Ordering::SeqCst);
+            }
+            if server_write.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    let down = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match server_read.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if doomed.load(Ordering::SeqCst) {
+                return;
+            }
+            if client_write.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        () = up => {}
+        () = down => {}
+    }
+}
+
+/// A proxy whose master B (shards 2048-4095 of main) is reached through
+/// `forwarder`.
+fn proxy_through(name: &str, forwarder: &Forwarder) -> RunningProxy {
+    let yaml = common::test_config_yaml();
+    let through = yaml.replace(
+        "      - { range: [2048, 4095], master: 127.0.0.1:3308 }\n",
+        &format!(
+            "      - {{ range: [2048, 4095], master: {} }}\n",
+            forwarder.addr
+        ),
+    );
+    assert_ne!(
+        through, yaml,
+        "the host lines of config/shardgate.yaml changed"
+    );
+    common::start_server(name, &through)
+}
+
+/// Deletes the rows of `db03000.pins` on 3308 marked `mark`; those left.
+async fn take_rows_on_b(mark: &str) -> BTreeMap<u64, String> {
+    let rows = rows_on(MASTER_B, 3000, mark).await;
+    let mut direct = common::direct(MASTER_B).await;
+    direct
+        .query_drop(format!(
+            "DELETE FROM db03000.pins WHERE data LIKE '{mark}%'"
+        ))
+        .await
+        .unwrap();
+    rows
+}
+
+/// An autocommit INSERT the server ran, whose answer was then lost with the
+/// connection, is not sent again on another connection (it would be
+/// written twice): the client gets the lost connection, told the statement
+/// may have run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_whose_answer_is_lost_is_not_sent_again() {
+    let _serial = serial().await;
+    let forwarder = Forwarder::start(MASTER_B).await;
+    let proxy = proxy_through("cutover-lost", &forwarder);
+    let mark = marker("lost");
+    let mut conn = app(&proxy).await;
+    // Leaves a pooled connection to B, which the next statement reuses.
+    insert_pin(&mut conn, 3000, &format!("{mark}-warm"))
+        .await
+        .unwrap();
+    let lost = format!("{mark}-lost");
+    forwarder.lose_answer_to(&lost);
+    let result = insert_pin(&mut conn, 3000, &lost).await;
+    let after = insert_pin(&mut conn, 3000, &format!("{mark}-after")).await;
+    let rows = take_rows_on_b(&lost).await;
+    take_rows_on_b(&mark).await;
+
+    let (code, message) = common::server_error(result.expect_err("the answer was lost"));
+    assert_eq!(code, 1105, "{message}");
+    assert!(
+        message.contains("127.0.0.1:") && message.contains("may have run"),
+        "{message}"
+    );
+    assert_eq!(rows.len(), 1, "the INSERT ran exactly once: {rows:?}");
+    after.expect("the session goes on");
+}
+
+/// A pooled connection that the server closed while it sat idle is replaced
+/// before the statement is sent: the statement succeeds, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_connection_closed_while_idle_is_replaced() {
+    let _serial = serial().await;
+    let forwarder = Forwarder::start(MASTER_B).await;
+    let proxy = proxy_through("cutover-stale", &forwarder);
+    let mark = marker("stale");
+    let mut conn = app(&proxy).await;
+    insert_pin(&mut conn, 3000, &format!("{mark}-warm"))
+        .await
+        .unwrap();
+    forwarder.close_all().await;
+    // A round trip through the proxy (on host A): by its end the proxy has
+    // seen B's connection close.
+    insert_pin(&mut conn, 10, &format!("{mark}-a"))
+        .await
+        .unwrap();
+    let after = format!("{mark}-after");
+    let result = insert_pin(&mut conn, 3000, &after).await;
+    let rows = take_rows_on_b(&after).await;
+    take_rows_on_b(&mark).await;
+    let mut direct = common::direct(MASTER_A).await;
+    direct
+        .query_drop(format!(
+            "DELETE FROM db00010.pins WHERE data LIKE '{mark}%'"
+        ))
+        .await
+        .unwrap();
+
+    result.expect("a stale pooled connection is replaced before anything is sent on it");
+    assert_eq!(rows.len(), 1, "{rows:?}");
 }

@@ -2,8 +2,10 @@
 //! (pooled, or the one a transaction is bound to), replays session settings,
 //! sends the statement, relays the answer.
 
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use mysql_common::constants::StatusFlags;
@@ -15,7 +17,7 @@ use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions,
 use super::session_state::{BoundTransaction, SessionSettings, SessionState};
 use super::Engine;
 use crate::backend::conn::{COM_QUERY, COM_RESET_CONNECTION};
-use crate::backend::{HostPool, PooledConn};
+use crate::backend::{ConnKey, HostPool, PooledConn};
 use crate::error::ClientError;
 use crate::protocol::packets::{err_packet, ok_packet, parse_err, LocalColumnType, ERR_HEADER};
 use crate::protocol::FrameWriter;
@@ -419,23 +421,25 @@ impl Engine {
         target: Option<Target>,
         state: &SessionState,
     ) -> Result<PooledConn, Failure> {
-        let mut conn = pool.checkout(state.conn_key).await.map_err(|reason| {
-            Failure::Client(match target {
-                Some(target) => ClientError::HostUnavailable {
-                    fleet: fleet_name(topology, target).to_owned(),
-                    shard: target.shard,
-                    host: pool.addr.clone(),
-                    reason,
-                },
-                None => ClientError::NoHealthyHost(format!("{}: {reason}", pool.addr)),
-            })
-        })?;
+        let mut conn = checkout_open(pool, state.conn_key)
+            .await
+            .map_err(|reason| {
+                Failure::Client(match target {
+                    Some(target) => ClientError::HostUnavailable {
+                        fleet: fleet_name(topology, target).to_owned(),
+                        shard: target.shard,
+                        host: pool.addr.clone(),
+                        reason,
+                    },
+                    None => ClientError::NoHealthyHost(format!("{}: {reason}", pool.addr)),
+                })
+            })?;
         apply_settings(&mut conn, &state.settings).await?;
         Ok(conn)
     }
 
     /// Sends `sql` at the venue and relays the answer. A pooled connection
-    /// that turns out stale before answering anything is replaced once.
+    /// that fails while the statement is sent is replaced once.
     #[allow(clippy::too_many_arguments)]
     async fn run_on<W: AsyncWrite + Unpin>(
         &self,
@@ -477,7 +481,12 @@ impl Engine {
                             .take()
                             .map(|bound| close_after_failure(bound.conn, &failure))
                             .unwrap_or_default();
-                        Err(relay_failure_to_client(state, failure, host, true))
+                        Err(relay_failure_to_client(
+                            state,
+                            failure,
+                            host,
+                            Scope::Transaction,
+                        ))
                     }
                 }
             }
@@ -524,8 +533,10 @@ impl Engine {
     }
 
     /// Sends `sql` on a checked-out connection, relays the answer and puts
-    /// the connection back; a reused connection that turns out stale before
-    /// answering anything is replaced once.
+    /// the connection back. When sending fails on a reused connection (it
+    /// went stale in the pool), the statement did not run and is sent once
+    /// more on another connection; once it was sent, a lost connection is
+    /// the client's error (the statement may have run).
     async fn run_pooled<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
@@ -536,9 +547,7 @@ impl Engine {
         client: &mut FrameWriter<W>,
     ) -> Result<RelayOutcome, Failure> {
         let result = match send_and_relay(&mut conn, sql, client, options).await {
-            Err(RelayFailure::Backend {
-                forwarded: false, ..
-            }) if conn.reused => {
+            Err(RelayFailure::NotSent(_)) if conn.reused => {
                 let pool = conn.pool().clone();
                 conn.discard_broken();
                 conn = self.checkout(topology, &pool, target, state).await?;
@@ -739,22 +748,21 @@ impl Engine {
             .await
             .map(|outcome| !outcome.failed)
         } else {
-            match bound
-                .conn
-                .conn()
-                .simple_command(COM_QUERY, sql.as_bytes())
-                .await
-            {
-                Ok(payload) if payload.first() == Some(&ERR_HEADER) => {
-                    bound.conn.release();
-                    return Err(Failure::Client(backend_error(&payload)));
-                }
-                Ok(_) => Ok(true),
-                Err(error) => Err(RelayFailure::Backend {
-                    error,
-                    forwarded: false,
-                    next_seq: 1,
-                }),
+            let backend = bound.conn.conn();
+            match backend.send_command(COM_QUERY, sql.as_bytes()).await {
+                Err(error) => Err(RelayFailure::NotSent(error)),
+                Ok(()) => match backend.reader.next_packet().await {
+                    Ok((_, payload)) if payload.first() == Some(&ERR_HEADER) => {
+                        bound.conn.release();
+                        return Err(Failure::Client(backend_error(&payload)));
+                    }
+                    Ok(_) => Ok(true),
+                    Err(error) => Err(RelayFailure::Backend {
+                        error,
+                        forwarded: false,
+                        next_seq: 1,
+                    }),
+                },
             }
         };
         match result {
@@ -764,7 +772,12 @@ impl Engine {
             }
             Err(failure) => {
                 close_after_failure(bound.conn, &failure);
-                Err(relay_failure_to_client(state, failure, addr, true))
+                let scope = if sql == "COMMIT" {
+                    Scope::Commit
+                } else {
+                    Scope::Transaction
+                };
+                Err(relay_failure_to_client(state, failure, addr, scope))
             }
         }
     }
@@ -817,11 +830,7 @@ async fn send_and_relay<W: AsyncWrite + Unpin>(
     let started = Instant::now();
     let conn = pooled.conn();
     let result = match conn.send_command(COM_QUERY, sql.as_bytes()).await {
-        Err(error) => Err(RelayFailure::Backend {
-            error,
-            forwarded: false,
-            next_seq: options.first_seq,
-        }),
+        Err(error) => Err(RelayFailure::NotSent(error)),
         Ok(()) => relay_response(conn, client, options).await,
     };
     let failed = result.as_ref().map_or(true, |outcome| outcome.failed);
@@ -852,9 +861,45 @@ fn finish_pooled(
         }
         Err(failure) => {
             let host = close_after_failure(conn, &failure);
-            Err(relay_failure_to_client(state, failure, host, false))
+            Err(relay_failure_to_client(
+                state,
+                failure,
+                host,
+                Scope::Statement,
+            ))
         }
     }
+}
+
+/// Most stale idle connections [`checkout_open`] replaces in a row.
+const STALE_REPLACED: usize = 3;
+
+/// A connection from `pool`. A reused one that the server closed while it
+/// sat idle (a restarted server) is discarded before anything is sent on it
+/// and another one taken.
+pub(crate) async fn checkout_open(
+    pool: &Arc<HostPool>,
+    key: ConnKey,
+) -> Result<PooledConn, String> {
+    let mut conn = pool.checkout(key).await?;
+    for _ in 0..STALE_REPLACED {
+        if !(conn.reused && closed_while_idle(&mut conn)) {
+            break;
+        }
+        conn.discard_broken();
+        conn = pool.checkout(key).await?;
+    }
+    Ok(conn)
+}
+
+/// Whether the server ended an idle connection: reading it without waiting
+/// finds the end of the stream, an error, or a packet nobody asked for.
+fn closed_while_idle(conn: &mut PooledConn) -> bool {
+    let read = conn.conn().reader.next_frame();
+    let mut read = std::pin::pin!(read);
+    read.as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+        .is_ready()
 }
 
 /// Brings a backend connection's session settings to the client's.
@@ -917,22 +962,35 @@ fn stamp_connection(conn: &mut PooledConn, stamp: Option<u64>, outcome: &RelayOu
 fn close_after_failure(conn: PooledConn, failure: &RelayFailure) -> String {
     let addr = conn.pool().addr.clone();
     match failure {
-        RelayFailure::Backend { .. } => conn.discard_broken(),
+        RelayFailure::NotSent(_) | RelayFailure::Backend { .. } => conn.discard_broken(),
         RelayFailure::Client(_) => drop(conn),
     }
     addr
 }
 
-/// The error for a failed relay. When part of the answer already reached
-/// the client, the ERR packet continues its sequence numbering.
+/// What a lost backend connection took with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// A statement outside a transaction.
+    Statement,
+    /// A statement of an open transaction (or its ROLLBACK).
+    Transaction,
+    /// The COMMIT of an open transaction.
+    Commit,
+}
+
+/// The error for a failed relay: says whether the statement may have run.
+/// When part of the answer already reached the client, the ERR packet
+/// continues its sequence numbering.
 fn relay_failure_to_client(
     state: &mut SessionState,
     failure: RelayFailure,
     host: String,
-    in_transaction: bool,
+    scope: Scope,
 ) -> Failure {
-    match failure {
-        RelayFailure::Client(error) => Failure::Io(error),
+    let (error, sent) = match failure {
+        RelayFailure::Client(error) => return Failure::Io(error),
+        RelayFailure::NotSent(error) => (error, false),
         RelayFailure::Backend {
             error,
             forwarded,
@@ -941,16 +999,25 @@ fn relay_failure_to_client(
             if forwarded {
                 state.response_seq = next_seq;
             }
-            Failure::Client(ClientError::BackendLost {
-                host,
-                reason: if in_transaction {
-                    format!("{error}; the open transaction was rolled back by the server")
-                } else {
-                    error.to_string()
-                },
-            })
+            (error, true)
         }
-    }
+    };
+    let outcome = match (scope, sent) {
+        (Scope::Statement, false) => "the statement was not sent, so it did not run",
+        (Scope::Statement, true) => {
+            "the statement was sent before the connection broke, so it may have run: check before running it again"
+        }
+        (Scope::Commit, true) => {
+            "the COMMIT was sent before the connection broke, so the transaction may or may not have committed: check before running it again"
+        }
+        (Scope::Transaction, _) | (Scope::Commit, false) => {
+            "the open transaction was rolled back by the server"
+        }
+    };
+    Failure::Client(ClientError::BackendLost {
+        host,
+        reason: format!("{error}; {outcome}"),
+    })
 }
 
 pub(crate) fn backend_error(payload: &[u8]) -> ClientError {

@@ -143,7 +143,9 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
         reason,
     };
     let work = async {
-        let mut conn = job.pool.checkout(job.key).await.map_err(&unavailable)?;
+        let mut conn = super::execute::checkout_open(&job.pool, job.key)
+            .await
+            .map_err(&unavailable)?;
         super::execute::apply_settings(&mut conn, &job.settings)
             .await
             .map_err(|failure| match failure {

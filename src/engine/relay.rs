@@ -34,8 +34,12 @@ pub struct RelayOutcome {
 /// Why a relay stopped before the response was complete.
 #[derive(Debug)]
 pub enum RelayFailure {
-    /// The backend connection failed. `forwarded` tells whether part of the
-    /// response already reached the client.
+    /// Sending the statement failed: the server did not get all of it, so
+    /// it did not run, and it may be sent again on another connection.
+    NotSent(io::Error),
+    /// The backend connection failed after the statement was sent: it may
+    /// have run. `forwarded` tells whether part of the response already
+    /// reached the client.
     Backend {
         /// The I/O error.
         error: io::Error,
