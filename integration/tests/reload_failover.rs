@@ -734,12 +734,12 @@ async fn slave_status(conn: &mut Conn) -> Option<(String, String)> {
 }
 
 /// `stop_replication` really stops and forgets replication on the replica;
-/// then 3309 is put back exactly as `fleet.sh` sets it up. Ignored by
-/// default: it stops 3309's replication for a moment, which other tests
-/// on the fleet (the cutover) depend on. Run it alone:
-/// `cargo test --test reload_failover -- --ignored`.
+/// then 3309 is put back exactly as `fleet.sh` sets it up, and must catch up
+/// with 3307 again. It stops 3309's replication for a moment: the other tests
+/// of this binary wait on `serial()`, and cargo runs test binaries one after
+/// another, so the cutover test (which needs 3309 replicating) never overlaps
+/// it. Do not run it while another checkout's tests use the same fleet.
 #[tokio::test]
-#[ignore = "stops replication on 3309 for a moment; run it alone"]
 async fn promotion_can_stop_replication_on_the_replica() {
     let _serial = serial().await;
     let mut replica = direct(3309).await;
