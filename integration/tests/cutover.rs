@@ -28,7 +28,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use common::{RunningProxy, MASTER_A, MASTER_B};
+use common::{
+    admin, app, delete_pins, insert_pin, replication_running, try_insert_pin, write_config,
+    Deadline, RunningProxy, MASTER_A, MASTER_B,
+};
 
 /// The new master: 3307's GTID replica.
 const NEW_MASTER: u16 = 3309;
@@ -50,12 +53,13 @@ async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     LOCK.lock().await
 }
 
-/// Polls `condition` until it holds; panics with `what` after 10 s.
+/// Polls `condition` every 2 ms until it holds; fails after 10 s. Not
+/// [`common::wait_until`] (every 20 ms): a statement seen waiting must be
+/// checked on and resumed well within a 700 ms `pause.timeout_ms`.
 async fn until(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Deadline::new(what, Duration::from_secs(10)).every(Duration::from_millis(2));
     while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        deadline.retry(false).await;
     }
 }
 
@@ -77,26 +81,6 @@ fn marker(what: &str) -> String {
         .unwrap()
         .as_nanos();
     format!("cutover-{what}-{}-{nanos}", std::process::id())
-}
-
-async fn admin(proxy: &RunningProxy) -> Conn {
-    let addr: SocketAddr = proxy
-        .listening
-        .admin
-        .expect("the test config has an admin port");
-    common::connect_to(addr, "admin", "admin")
-        .await
-        .expect("admin login")
-}
-
-async fn app(proxy: &RunningProxy) -> Conn {
-    common::connect_to(
-        proxy.listening.client,
-        common::APP_USER,
-        common::APP_PASSWORD,
-    )
-    .await
-    .expect("client login")
 }
 
 /// Runs an admin command; its answer rows, each cell as text.
@@ -132,22 +116,6 @@ fn moved_yaml() -> String {
     moved
 }
 
-/// Replaces the proxy's config file atomically (temporary file + rename).
-fn write_config(proxy: &RunningProxy, yaml: &str) {
-    let temp = proxy.config_path.with_extension("yaml.new");
-    std::fs::write(&temp, yaml).unwrap();
-    std::fs::rename(&temp, &proxy.config_path).unwrap();
-}
-
-/// `INSERT` of one pin on `shard`; its 64-bit ID.
-async fn insert_pin(conn: &mut Conn, shard: u32, data: &str) -> mysql_async::Result<u64> {
-    conn.query_drop(format!(
-        "INSERT /*+ SHARD({shard}) */ INTO pins (data) VALUES ('{data}')"
-    ))
-    .await?;
-    Ok(conn.last_insert_id().unwrap_or(0))
-}
-
 /// `local_id`s of the rows of `db<shard>.pins` on `port` whose data starts
 /// with `prefix`, with their data.
 async fn rows_on(port: u16, shard: u32, prefix: &str) -> BTreeMap<u64, String> {
@@ -180,15 +148,13 @@ async fn paused_statements_wait_for_resume_or_time_out() {
     let mut waiting = app(&proxy).await;
     let data = format!("{mark}-waited");
     let waiter = tokio::spawn(async move {
-        let id = insert_pin(&mut waiting, 600, &data).await;
+        let id = try_insert_pin(&mut waiting, 600, &data).await;
         (id, Instant::now(), waiting)
     });
     // Another shard of the same host is not delayed.
     let mut other = app(&proxy).await;
     let started = Instant::now();
-    insert_pin(&mut other, 602, &format!("{mark}-free"))
-        .await
-        .expect("unpaused shard");
+    insert_pin(&mut other, 602, &format!("{mark}-free")).await;
     assert!(
         started.elapsed() < PROMPT,
         "an unpaused shard took {:?}",
@@ -216,7 +182,7 @@ async fn paused_statements_wait_for_resume_or_time_out() {
     // Paused longer than pause.timeout_ms: a clear error, nothing written.
     admin_command(&mut ops, "PAUSE SHARDS 600-601 IN main").await;
     let started = Instant::now();
-    let error = insert_pin(&mut other, 601, &format!("{mark}-timed-out"))
+    let error = try_insert_pin(&mut other, 601, &format!("{mark}-timed-out"))
         .await
         .unwrap_err();
     let waited = started.elapsed();
@@ -236,19 +202,9 @@ async fn paused_statements_wait_for_resume_or_time_out() {
     admin_command(&mut ops, "RESUME SHARDS 600-601 IN main").await;
     assert!(rows_on(MASTER_A, 601, &mark).await.is_empty());
     // The session is usable afterwards.
-    insert_pin(&mut other, 601, &format!("{mark}-after"))
-        .await
-        .unwrap();
+    insert_pin(&mut other, 601, &format!("{mark}-after")).await;
 
-    let mut direct = common::direct(MASTER_A).await;
-    for shard in [600, 601, 602] {
-        direct
-            .query_drop(format!(
-                "DELETE FROM db{shard:05}.pins WHERE data LIKE '{mark}%'"
-            ))
-            .await
-            .unwrap();
-    }
+    delete_pins(MASTER_A, &[600, 601, 602], &mark).await;
 }
 
 /// PAUSE waits for an open transaction on a paused shard to end; the
@@ -268,9 +224,7 @@ async fn pause_drains_open_transactions() {
     let mut ops = admin(&proxy).await;
     let mut tx = app(&proxy).await;
     tx.query_drop("BEGIN").await.unwrap();
-    insert_pin(&mut tx, 605, &format!("{mark}-1"))
-        .await
-        .unwrap();
+    insert_pin(&mut tx, 605, &format!("{mark}-1")).await;
 
     // PAUSE waits for the transaction; its statements go on meanwhile.
     let mut pausing_ops = admin(&proxy).await;
@@ -287,9 +241,7 @@ async fn pause_drains_open_transactions() {
         "PAUSE waits for the open transaction"
     );
     let started = Instant::now();
-    insert_pin(&mut tx, 605, &format!("{mark}-2"))
-        .await
-        .unwrap();
+    insert_pin(&mut tx, 605, &format!("{mark}-2")).await;
     assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
     assert!(
         !pausing.is_finished(),
@@ -315,9 +267,7 @@ async fn pause_drains_open_transactions() {
 
     // A transaction that outlives drain_timeout_ms: PAUSE fails, is undone.
     tx.query_drop("BEGIN").await.unwrap();
-    insert_pin(&mut tx, 606, &format!("{mark}-3"))
-        .await
-        .unwrap();
+    insert_pin(&mut tx, 606, &format!("{mark}-3")).await;
     let error = ops
         .query_drop("PAUSE SHARDS 605-606 IN main")
         .await
@@ -330,23 +280,13 @@ async fn pause_drains_open_transactions() {
     // Nothing is paused: other sessions' statements run at once.
     let mut other = app(&proxy).await;
     let started = Instant::now();
-    insert_pin(&mut other, 605, &format!("{mark}-4"))
-        .await
-        .unwrap();
+    insert_pin(&mut other, 605, &format!("{mark}-4")).await;
     assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
     tx.query_drop("ROLLBACK").await.unwrap();
 
-    let mut direct = common::direct(MASTER_A).await;
     let rows = rows_on(MASTER_A, 606, &mark).await;
     assert!(rows.is_empty(), "the rolled back row is gone: {rows:?}");
-    for shard in [605, 606] {
-        direct
-            .query_drop(format!(
-                "DELETE FROM db{shard:05}.pins WHERE data LIKE '{mark}%'"
-            ))
-            .await
-            .unwrap();
-    }
+    delete_pins(MASTER_A, &[605, 606], &mark).await;
 }
 
 /// What one load task saw.
@@ -374,7 +314,7 @@ async fn load_task(
     while !stop.load(Ordering::SeqCst) {
         let shard = shards[(task + n) % shards.len()];
         let data = format!("{mark}-{task}-{n}");
-        match insert_pin(&mut conn, shard, &data).await {
+        match try_insert_pin(&mut conn, shard, &data).await {
             Ok(id) => log.acked.push((shard, id, data, Instant::now())),
             Err(error) => log.errors.push((shard, data, error.to_string())),
         }
@@ -402,20 +342,6 @@ async fn set_new_master_auto_increment(value: u64) {
     conn.disconnect().await.ok();
 }
 
-/// Whether 3309's replication threads both run.
-async fn replication_running() -> (bool, String) {
-    let mut conn = common::direct(NEW_MASTER).await;
-    let row: Option<Row> = conn.query_first("SHOW SLAVE STATUS").await.unwrap();
-    let row = row.expect("3309 is a replica");
-    let field = |name: &str| -> String {
-        row.get_opt::<String, _>(name)
-            .and_then(Result::ok)
-            .unwrap_or_default()
-    };
-    let running = field("Slave_IO_Running") == "Yes" && field("Slave_SQL_Running") == "Yes";
-    (running, field("Last_Error"))
-}
-
 /// Pinterest's move of half a host's shards, under a steady write load:
 /// PAUSE SHARDS 1024-2047, wait for 3309 to have every GTID of 3307, write
 /// the config with 1024-2047 on 3309, RELOAD CONFIG, RESUME SHARDS.
@@ -424,7 +350,7 @@ async fn shard_move_under_load_loses_no_write() {
     let _serial = serial().await;
     let proxy = common::start_server("cutover", &common::test_config_yaml());
     let mark = marker("move");
-    let (running, error) = replication_running().await;
+    let (running, error) = replication_running(NEW_MASTER).await;
     assert!(
         running,
         "3309 must replicate from 3307 before the test: {error}"
@@ -466,7 +392,7 @@ async fn shard_move_under_load_loses_no_write() {
         .query_first(format!("SELECT MASTER_GTID_WAIT('{position}', 5)"))
         .await
         .unwrap();
-    write_config(&proxy, &new_yaml);
+    write_config(&proxy.config_path, &new_yaml);
     let reloaded = admin_command(&mut ops, "RELOAD CONFIG").await;
     let resume_sent = Instant::now();
     let resumed = admin_command(&mut ops, "RESUME SHARDS 1024-2047").await;
@@ -484,7 +410,7 @@ async fn shard_move_under_load_loses_no_write() {
         on_old.insert(shard, rows_on(MASTER_A, shard, &mark).await);
     }
     traces.run().await;
-    let (still_replicating, replication_error) = replication_running().await;
+    let (still_replicating, replication_error) = replication_running(NEW_MASTER).await;
 
     println!(
         "PAUSE answered in {:?} ({paused:?}), GTID wait {:?}, RELOAD {reloaded:?}, RESUME {resumed:?}; pause to resume {pause_took:?}",
@@ -655,15 +581,9 @@ async fn cleanup(mark: &str) {
     }
     replica.disconnect().await.ok();
     set_new_master_auto_increment(1).await;
+    let written_on: Vec<u32> = MOVING.iter().chain(CONTROL.iter()).copied().collect();
+    delete_pins(MASTER_A, &written_on, mark).await;
     let mut master = common::direct(MASTER_A).await;
-    for shard in MOVING.iter().chain(CONTROL.iter()) {
-        master
-            .query_drop(format!(
-                "DELETE FROM db{shard:05}.pins WHERE data LIKE '{mark}%'"
-            ))
-            .await
-            .unwrap();
-    }
     let position: String = master
         .query_first("SELECT @@gtid_binlog_pos")
         .await
@@ -686,10 +606,8 @@ async fn commit_after_the_shard_moved_is_rolled_back() {
     let mark = marker("moved");
     let mut tx = app(&proxy).await;
     tx.query_drop("BEGIN").await.unwrap();
-    insert_pin(&mut tx, 1100, &format!("{mark}-1"))
-        .await
-        .unwrap();
-    write_config(&proxy, &moved_yaml());
+    insert_pin(&mut tx, 1100, &format!("{mark}-1")).await;
+    write_config(&proxy.config_path, &moved_yaml());
     let mut ops = admin(&proxy).await;
     admin_command(&mut ops, "RELOAD CONFIG").await;
     let error = tx.query_drop("COMMIT").await.unwrap_err();
@@ -839,13 +757,7 @@ fn proxy_through(name: &str, forwarder: &Forwarder) -> RunningProxy {
 /// Deletes the rows of `db03000.pins` on 3308 marked `mark`; those left.
 async fn take_rows_on_b(mark: &str) -> BTreeMap<u64, String> {
     let rows = rows_on(MASTER_B, 3000, mark).await;
-    let mut direct = common::direct(MASTER_B).await;
-    direct
-        .query_drop(format!(
-            "DELETE FROM db03000.pins WHERE data LIKE '{mark}%'"
-        ))
-        .await
-        .unwrap();
+    delete_pins(MASTER_B, &[3000], mark).await;
     rows
 }
 
@@ -861,13 +773,11 @@ async fn a_statement_whose_answer_is_lost_is_not_sent_again() {
     let mark = marker("lost");
     let mut conn = app(&proxy).await;
     // Leaves a pooled connection to B, which the next statement reuses.
-    insert_pin(&mut conn, 3000, &format!("{mark}-warm"))
-        .await
-        .unwrap();
+    insert_pin(&mut conn, 3000, &format!("{mark}-warm")).await;
     let lost = format!("{mark}-lost");
     forwarder.lose_answer_to(&lost);
-    let result = insert_pin(&mut conn, 3000, &lost).await;
-    let after = insert_pin(&mut conn, 3000, &format!("{mark}-after")).await;
+    let result = try_insert_pin(&mut conn, 3000, &lost).await;
+    let after = try_insert_pin(&mut conn, 3000, &format!("{mark}-after")).await;
     let rows = take_rows_on_b(&lost).await;
     take_rows_on_b(&mark).await;
 
@@ -890,26 +800,16 @@ async fn a_pooled_connection_closed_while_idle_is_replaced() {
     let proxy = proxy_through("cutover-stale", &forwarder);
     let mark = marker("stale");
     let mut conn = app(&proxy).await;
-    insert_pin(&mut conn, 3000, &format!("{mark}-warm"))
-        .await
-        .unwrap();
+    insert_pin(&mut conn, 3000, &format!("{mark}-warm")).await;
     forwarder.close_all().await;
     // A round trip through the proxy (on host A): by its end the proxy has
     // seen B's connection close.
-    insert_pin(&mut conn, 10, &format!("{mark}-a"))
-        .await
-        .unwrap();
+    insert_pin(&mut conn, 10, &format!("{mark}-a")).await;
     let after = format!("{mark}-after");
-    let result = insert_pin(&mut conn, 3000, &after).await;
+    let result = try_insert_pin(&mut conn, 3000, &after).await;
     let rows = take_rows_on_b(&after).await;
     take_rows_on_b(&mark).await;
-    let mut direct = common::direct(MASTER_A).await;
-    direct
-        .query_drop(format!(
-            "DELETE FROM db00010.pins WHERE data LIKE '{mark}%'"
-        ))
-        .await
-        .unwrap();
+    delete_pins(MASTER_A, &[10], &mark).await;
 
     result.expect("a stale pooled connection is replaced before anything is sent on it");
     assert_eq!(rows.len(), 1, "{rows:?}");

@@ -11,7 +11,6 @@ use common::*;
 use mysql_async::prelude::Queryable;
 use shardgate::backend::health::HealthState;
 use shardgate::engine::reload::ReloadTrigger;
-use shardgate::id::ObjectId;
 use shardgate::stats::{self, StatsRow};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -33,24 +32,14 @@ fn yaml_with_fast_checks(auto_failover: bool) -> String {
     )
 }
 
-/// Polls `condition` every 20 ms until it holds or `limit` passes.
-async fn wait_for(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    while !condition() {
-        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    started.elapsed()
-}
-
-fn pin_id(shard: u32, local_id: u64) -> u64 {
-    ObjectId {
-        shard,
-        type_id: 1,
-        local_id,
-    }
-    .encode()
-    .unwrap()
+/// Replaces `proxy`'s config file with `yaml` and reloads it.
+async fn reload_with(proxy: &RunningProxy, yaml: &str) {
+    write_config(&proxy.config_path, yaml);
+    proxy
+        .engine
+        .reload(ReloadTrigger::Admin)
+        .await
+        .expect("reload");
 }
 
 /// Held by each test: the first one stops master B, which the others'
@@ -73,18 +62,10 @@ async fn a_stopped_host_is_marked_down_fails_fast_and_comes_back_by_itself() {
     let _fleet = FLEET.lock().await;
     let proxy = start_server("health-restart", &yaml_with_fast_checks(false));
     let pool_b = proxy.engine.backends.pool("127.0.0.1:3308");
-    let mut conn = connect_to(proxy.listening.client, APP_USER, APP_PASSWORD)
-        .await
-        .unwrap();
-    conn.query_drop("INSERT /*+ SHARD(3001) */ INTO pins (data) VALUES ('health b')")
-        .await
-        .unwrap();
-    let on_b = conn.last_insert_id().unwrap();
-    conn.query_drop("INSERT /*+ SHARD(12) */ INTO pins (data) VALUES ('health a')")
-        .await
-        .unwrap();
-    let on_a = conn.last_insert_id().unwrap();
-    wait_for("3308 checked up", Duration::from_secs(5), || {
+    let mut conn = app(&proxy).await;
+    let on_b = insert_pin(&mut conn, 3001, "health b").await;
+    let on_a = insert_pin(&mut conn, 12, "health a").await;
+    wait_until("3308 checked up", Duration::from_secs(5), || {
         pool_b.health().state == HealthState::Up
     })
     .await;
@@ -93,7 +74,7 @@ async fn a_stopped_host_is_marked_down_fails_fast_and_comes_back_by_itself() {
         .await
         .unwrap();
     let restart = RestartHostB;
-    let took = wait_for("3308 marked down", Duration::from_secs(5), || {
+    let took = wait_until("3308 marked down", Duration::from_secs(5), || {
         pool_b.health().state == HealthState::Down
     })
     .await;
@@ -112,12 +93,7 @@ async fn a_stopped_host_is_marked_down_fails_fast_and_comes_back_by_itself() {
     let resized = std::fs::read_to_string(&proxy.config_path)
         .unwrap()
         .replace("pool_max_per_host: 64", "pool_max_per_host: 32");
-    std::fs::write(&proxy.config_path, &resized).unwrap();
-    proxy
-        .engine
-        .reload(ReloadTrigger::Admin)
-        .await
-        .expect("reload");
+    reload_with(&proxy, &resized).await;
     let new_pool = proxy.engine.backends.pool("127.0.0.1:3308");
     assert!(!std::sync::Arc::ptr_eq(&new_pool, &pool_b), "a new pool");
     assert_eq!(new_pool.health().state, HealthState::Down);
@@ -156,7 +132,7 @@ async fn a_stopped_host_is_marked_down_fails_fast_and_comes_back_by_itself() {
     tokio::task::spawn_blocking(move || drop(restart))
         .await
         .unwrap();
-    let took = wait_for("3308 back up", Duration::from_secs(10), || {
+    let took = wait_until("3308 back up", Duration::from_secs(10), || {
         pool_b.health().state == HealthState::Up
     })
     .await;
@@ -190,33 +166,23 @@ async fn the_checker_logs_in_again_when_the_backend_account_changes() {
             .expect("3310 is in the topology")
             .health()
     };
-    wait_for("3310 checked up", Duration::from_secs(5), || {
+    wait_until("3310 checked up", Duration::from_secs(5), || {
         health().state == HealthState::Up
     })
     .await;
 
     let wrong = yaml.replace("password: shardpw", "password: not-the-password");
     assert_ne!(wrong, yaml);
-    std::fs::write(&proxy.config_path, &wrong).unwrap();
-    proxy
-        .engine
-        .reload(ReloadTrigger::Admin)
-        .await
-        .expect("reload");
-    wait_for("3310 marked down", Duration::from_secs(10), || {
+    reload_with(&proxy, &wrong).await;
+    wait_until("3310 marked down", Duration::from_secs(10), || {
         health().state == HealthState::Down
     })
     .await;
     let error = health().last_error.unwrap_or_default();
     assert!(error.contains("Access denied"), "{error}");
 
-    std::fs::write(&proxy.config_path, &yaml).unwrap();
-    proxy
-        .engine
-        .reload(ReloadTrigger::Admin)
-        .await
-        .expect("reload");
-    wait_for("3310 up again", Duration::from_secs(10), || {
+    reload_with(&proxy, &yaml).await;
+    wait_until("3310 up again", Duration::from_secs(10), || {
         health().state == HealthState::Up
     })
     .await;
@@ -233,24 +199,7 @@ async fn auto_failover_points_a_dead_masters_range_at_its_replica() {
         .await
         .unwrap();
     let local_id = master.last_insert_id().unwrap();
-    let mut replica = direct(3309).await;
-    let started = Instant::now();
-    loop {
-        let found: Option<String> = replica
-            .query_first(format!(
-                "SELECT data FROM db00013.pins WHERE local_id = {local_id}"
-            ))
-            .await
-            .unwrap();
-        if found.as_deref() == Some(marker.as_str()) {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the row did not replicate to 3309"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_pin_on(3309, 13, local_id, &marker).await;
 
     let yaml = yaml_with_fast_checks(true).replace(
         "master: 127.0.0.1:3307, replica: 127.0.0.1:3309",
@@ -265,7 +214,7 @@ async fn auto_failover_points_a_dead_masters_range_at_its_replica() {
         topology.hosts[host].addr.clone()
     };
     assert_eq!(master_of_13(), "127.0.0.1:3399");
-    let took = wait_for(
+    let took = wait_until(
         "the range fails over to 3309",
         Duration::from_secs(10),
         || master_of_13() == "127.0.0.1:3309",
@@ -279,9 +228,7 @@ async fn auto_failover_points_a_dead_masters_range_at_its_replica() {
         "the replica was up when promoted"
     );
 
-    let mut conn = connect_to(proxy.listening.client, APP_USER, APP_PASSWORD)
-        .await
-        .unwrap();
+    let mut conn = app(&proxy).await;
     let data: Option<String> = conn
         .query_first(format!(
             "SELECT data FROM pins WHERE id = {}",
@@ -324,9 +271,7 @@ async fn http(addr: std::net::SocketAddr, request: &[u8]) -> String {
 async fn statements_are_counted_per_kind_and_host_and_served_on_metrics() {
     let _fleet = FLEET.lock().await;
     let proxy = start_server("stats", &yaml_with_fast_checks(false));
-    let mut conn = connect_to(proxy.listening.client, APP_USER, APP_PASSWORD)
-        .await
-        .unwrap();
+    let mut conn = app(&proxy).await;
     let host_a = |rows: &[StatsRow]| row(rows, "host", "127.0.0.1:3307").cloned();
     let before = stats::snapshot(&proxy.engine);
     assert!(row(&before, "statement", "update").is_none(), "{before:?}");
@@ -375,7 +320,7 @@ async fn statements_are_counted_per_kind_and_host_and_served_on_metrics() {
 
     let metrics = proxy.listening.metrics.expect("metrics endpoint");
     let pool_a = proxy.engine.backends.pool("127.0.0.1:3307");
-    wait_for("3307 checked up", Duration::from_secs(5), || {
+    wait_until("3307 checked up", Duration::from_secs(5), || {
         pool_a.health().state == HealthState::Up
     })
     .await;

@@ -44,35 +44,33 @@ fn base_yaml() -> String {
     yaml
 }
 
-/// Writes `text` the way editors do: a temporary file, renamed over it.
-fn write_like_an_editor(path: &Path, text: &str) {
-    let temp = path.with_file_name(".shardgate.yaml.swp");
-    std::fs::write(&temp, text).unwrap();
-    std::fs::rename(&temp, path).unwrap();
+/// A promotion that leaves replication on the replica alone.
+const KEEP_REPLICATION: PromoteOptions = PromoteOptions {
+    stop_replication: false,
+};
+
+/// Waits (5 s at most) until `engine` has loaded `yaml`.
+async fn wait_for_version(engine: &Engine, what: &str, yaml: &str) {
+    let version = version_of(yaml.as_bytes());
+    wait_until(what, Duration::from_secs(5), || {
+        engine.config_status().version == version
+    })
+    .await;
 }
 
-async fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// The master of shard `shard` of fleet main in `engine`'s current table.
+fn main_master(engine: &Engine, shard: u32) -> String {
+    let topology = engine.topology.load();
+    let main = topology.fleet_by_name("main").expect("fleet main");
+    topology.hosts[topology.master_of(main, shard).expect("a master")]
+        .addr
+        .clone()
 }
 
-async fn app(proxy: &RunningProxy) -> Conn {
-    connect_to(proxy.listening.client, APP_USER, APP_PASSWORD)
-        .await
-        .expect("connect to the proxy")
-}
-
-/// Inserts a pin on `shard` through `conn` and returns its 64-bit ID.
-async fn insert_pin(conn: &mut Conn, shard: u32, data: &str) -> u64 {
-    conn.query_drop(format!(
-        "INSERT /*+ SHARD({shard}) */ INTO pins (data) VALUES ('{data}')"
-    ))
-    .await
-    .unwrap_or_else(|e| panic!("insert on shard {shard}: {e}"));
-    conn.last_insert_id().expect("insert id")
+/// Fails unless one of a promotion's `notes` matches.
+#[track_caller]
+fn assert_noted(notes: &[String], matches: impl Fn(&str) -> bool) {
+    assert!(notes.iter().any(|n| matches(n)), "{notes:?}");
 }
 
 /// Shards of `n` hint-less inserts (placed in the fleet's open range).
@@ -100,20 +98,6 @@ fn queries_on(engine: &Engine, addr: &str) -> Option<u64> {
         .iter()
         .find(|p| p.addr == addr)
         .map(|p| p.queries.load(Ordering::Relaxed))
-}
-
-/// Deletes this test's pins (data starting with `tag`) on `shards` of the
-/// host at `port`, straight on the host.
-async fn delete_pins(port: u16, shards: &[u32], tag: &str) {
-    let mut conn = direct(port).await;
-    for shard in shards {
-        conn.query_drop(format!(
-            "DELETE FROM db{shard:05}.pins WHERE data LIKE '{tag}%'"
-        ))
-        .await
-        .unwrap();
-    }
-    conn.disconnect().await.ok();
 }
 
 /// What the client loop saw.
@@ -192,11 +176,8 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
     // 1. The file is replaced like an editor does; the watcher reloads it.
     let yaml1 = yaml.replace(OPEN_LINE, "    open: [3000, 3999]");
     let before = engine.config_status();
-    write_like_an_editor(&proxy.config_path, &yaml1);
-    wait_until("the watcher's reload", Duration::from_secs(5), || {
-        engine.config_status().version == version_of(yaml1.as_bytes())
-    })
-    .await;
+    write_config(&proxy.config_path, &yaml1);
+    wait_for_version(&engine, "the watcher's reload", &yaml1).await;
     let status = engine.config_status();
     assert!(status.loaded_at > before.loaded_at);
     let attempt = status.last_reload.expect("a reload was recorded");
@@ -234,10 +215,7 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
         .status()
         .unwrap();
     assert!(status.success());
-    wait_until("the SIGHUP reload", Duration::from_secs(5), || {
-        engine.config_status().version == version_of(yaml2.as_bytes())
-    })
-    .await;
+    wait_for_version(&engine, "the SIGHUP reload", &yaml2).await;
     let attempt = engine.config_status().last_reload.unwrap();
     assert_eq!(attempt.trigger, ReloadTrigger::Signal);
     assert!(attempt
@@ -258,10 +236,8 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
         "  users:           { fleet: main, object: user }\n  reload_probe:    { fleet: main, object: pin }\n",
     );
     assert_ne!(yaml3, yaml2);
-    let mut admin = connect_to(proxy.listening.admin.expect("admin port"), "admin", "admin")
-        .await
-        .expect("connect to the admin port");
-    write_like_an_editor(&proxy.config_path, &yaml3);
+    let mut admin = admin(&proxy).await;
+    write_config(&proxy.config_path, &yaml3);
     let row: Option<(String, String, String)> = admin.query_first("RELOAD CONFIG").await.unwrap();
     let (result, version, changes) = row.expect("a row");
     assert_eq!(result, "reloaded", "{changes}");
@@ -282,12 +258,7 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
 
     // 4. PROMOTE REPLICA 127.0.0.1:3307 while the reads go on.
     let report = engine
-        .promote_replica(
-            "127.0.0.1:3307",
-            PromoteOptions {
-                stop_replication: false,
-            },
-        )
+        .promote_replica("127.0.0.1:3307", KEEP_REPLICATION)
         .await
         .expect("promotion");
     eprintln!("promotion: {report:#?}");
@@ -295,22 +266,12 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
     assert_eq!(report.replica, "127.0.0.1:3309");
     assert_eq!(report.ranges, ["main 0-2047"]);
     assert!(!report.replication_stopped);
-    assert!(
-        report
-            .notes
-            .iter()
-            .any(|n| n.contains("had applied all of its transactions")),
-        "{:?}",
-        report.notes
-    );
-    assert!(
-        report
-            .notes
-            .iter()
-            .any(|n| n.starts_with("shards main 0-2047 were paused for ")),
-        "{:?}",
-        report.notes
-    );
+    assert_noted(&report.notes, |n| {
+        n.contains("had applied all of its transactions")
+    });
+    assert_noted(&report.notes, |n| {
+        n.starts_with("shards main 0-2047 were paused for ")
+    });
     assert!(proxy.engine.pauses.paused().is_empty(), "the pause ended");
     let written = report.config_written.expect("the config file was written");
     assert_eq!(written, std::fs::canonicalize(&proxy.config_path).unwrap());
@@ -335,11 +296,7 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
     );
     assert_eq!(reloaded.fleets[fleet].ranges[0].replica, None);
 
-    let promoted = engine.topology.load();
-    assert_eq!(
-        promoted.hosts[promoted.master_of(fleet, 1500).unwrap()].addr,
-        "127.0.0.1:3309"
-    );
+    assert_eq!(main_master(&engine, 1500), "127.0.0.1:3309");
     let status = engine.config_status();
     assert_eq!(status.version, version_of(on_disk.as_bytes()));
     assert_eq!(
@@ -415,7 +372,7 @@ async fn an_invalid_config_is_refused_and_the_old_one_keeps_routing() {
         .position(|l| l.contains("range: [0, 2047]"))
         .unwrap()
         + 1;
-    write_like_an_editor(&proxy.config_path, &overlapping);
+    write_config(&proxy.config_path, &overlapping);
     wait_until("the refused reload", Duration::from_secs(5), || {
         engine
             .config_status()
@@ -457,9 +414,7 @@ async fn an_invalid_config_is_refused_and_the_old_one_keeps_routing() {
         }
         other => panic!("expected the broken file to be refused, got {other:?}"),
     }
-    let mut admin = connect_to(proxy.listening.admin.unwrap(), "admin", "admin")
-        .await
-        .unwrap();
+    let mut admin = admin(&proxy).await;
     let (code, message) = server_error(admin.query_drop("RELOAD CONFIG").await.unwrap_err());
     assert!(message.contains("shardgate.yaml:"), "{code}: {message}");
     assert_eq!(
@@ -470,11 +425,8 @@ async fn an_invalid_config_is_refused_and_the_old_one_keeps_routing() {
 
     // A valid file is accepted again.
     let fixed = yaml.replace(OPEN_LINE, "    open: [3001, 3001]");
-    write_like_an_editor(&proxy.config_path, &fixed);
-    wait_until("the accepted reload", Duration::from_secs(5), || {
-        engine.config_status().version == version_of(fixed.as_bytes())
-    })
-    .await;
+    write_config(&proxy.config_path, &fixed);
+    wait_for_version(&engine, "the accepted reload", &fixed).await;
     assert!(engine.config_status().last_reload.unwrap().result.is_ok());
     assert_eq!(placed_shards(&mut conn, 2, &tag).await, [3001, 3001]);
     assert_eq!(
@@ -498,18 +450,7 @@ async fn a_host_that_leaves_has_its_pool_retired_after_its_last_statement() {
         .unwrap();
     let local: u64 = a.last_insert_id().unwrap();
     let id = (10u64 << 46) | (1 << 36) | local;
-    let mut replica = direct(3309).await;
-    let sql = format!("SELECT data FROM db00010.pins WHERE local_id = {local}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while replica
-        .query_first::<String, _>(&sql)
-        .await
-        .unwrap()
-        .is_none()
-    {
-        assert!(Instant::now() < deadline, "3309 did not replicate the row");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_pin_on(3309, 10, local, &tag).await;
 
     // 3309 serves shards 0-2047 (reads only), then a reload drops it.
     let yaml = base_yaml();
@@ -581,9 +522,7 @@ async fn a_host_that_leaves_has_its_pool_retired_after_its_last_statement() {
         .all(|p| p.addr != "127.0.0.1:3309"));
     let retired = weak.upgrade().expect("still in use by the long read");
     assert!(retired.is_retired());
-    let mut admin = connect_to(proxy.listening.admin.expect("admin port"), "admin", "admin")
-        .await
-        .expect("connect to the admin port");
+    let mut admin = admin(&proxy).await;
     let hosts: Vec<mysql_async::Row> = admin.query("SHOW HOSTS").await.unwrap();
     let row = hosts
         .iter()
@@ -618,7 +557,6 @@ async fn a_host_that_leaves_has_its_pool_retired_after_its_last_statement() {
     assert_eq!(queries_on(&engine, "127.0.0.1:3307"), Some(before + 1));
 
     conn.disconnect().await.ok();
-    replica.disconnect().await.ok();
     a.query_drop(format!("DELETE FROM db00010.pins WHERE data = '{tag}'"))
         .await
         .unwrap();
@@ -635,9 +573,7 @@ async fn refused_promotions_change_nothing() {
     let proxy = start_server("reload-d", &yaml);
     let engine = proxy.engine.clone();
     let version = engine.config_status().version;
-    let options = PromoteOptions {
-        stop_replication: false,
-    };
+    let options = KEEP_REPLICATION;
 
     let error = engine
         .promote_replica("127.0.0.1:9999", options)
@@ -682,12 +618,7 @@ async fn refused_promotions_change_nothing() {
     assert_eq!(std::fs::read_to_string(&proxy.config_path).unwrap(), yaml);
     assert_eq!(engine.config_status().version, version);
     assert!(engine.config_status().last_reload.is_none());
-    let topology = engine.topology.load();
-    let main = topology.fleet_by_name("main").unwrap();
-    assert_eq!(
-        topology.hosts[topology.master_of(main, 0).unwrap()].addr,
-        "127.0.0.1:3307"
-    );
+    assert_eq!(main_master(&engine, 0), "127.0.0.1:3307");
 }
 
 /// Puts 3309 back as the GTID replica of 3307, however the test ends.
@@ -721,18 +652,6 @@ impl Drop for RestoreReplication {
     }
 }
 
-async fn slave_status(conn: &mut Conn) -> Option<(String, String)> {
-    let row: Option<mysql_async::Row> = conn.query_first("SHOW SLAVE STATUS").await.unwrap();
-    row.map(|row| {
-        let field = |name: &str| {
-            row.get_opt::<String, _>(name)
-                .and_then(Result::ok)
-                .unwrap_or_default()
-        };
-        (field("Slave_IO_Running"), field("Slave_SQL_Running"))
-    })
-}
-
 /// `stop_replication` really stops and forgets replication on the replica;
 /// then 3309 is put back exactly as `fleet.sh` sets it up, and must catch up
 /// with 3307 again. It stops 3309's replication for a moment: the other tests
@@ -743,10 +662,10 @@ async fn slave_status(conn: &mut Conn) -> Option<(String, String)> {
 async fn promotion_can_stop_replication_on_the_replica() {
     let _serial = serial().await;
     let mut replica = direct(3309).await;
-    assert_eq!(
-        slave_status(&mut replica).await,
-        Some(("Yes".into(), "Yes".into())),
-        "3309 must replicate before the test"
+    let before = slave_status(&mut replica).await;
+    assert!(
+        before.as_ref().is_some_and(SlaveStatus::running),
+        "3309 must replicate before the test: {before:?}"
     );
     let proxy = start_server("reload-e", &base_yaml());
     let restore = RestoreReplication;
@@ -761,14 +680,9 @@ async fn promotion_can_stop_replication_on_the_replica() {
         .await
         .expect("promotion");
     assert!(report.replication_stopped);
-    assert!(
-        report
-            .notes
-            .iter()
-            .any(|n| n.contains("replication stopped and forgotten")),
-        "{:?}",
-        report.notes
-    );
+    assert_noted(&report.notes, |n| {
+        n.contains("replication stopped and forgotten")
+    });
     assert_eq!(
         slave_status(&mut replica).await,
         None,
@@ -780,10 +694,14 @@ async fn promotion_can_stop_replication_on_the_replica() {
     tokio::task::spawn_blocking(move || drop(restore))
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while slave_status(&mut replica).await != Some(("Yes".into(), "Yes".into())) {
-        assert!(Instant::now() < deadline, "3309 did not resume replicating");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let deadline = Deadline::new("3309 to resume replicating", Duration::from_secs(10))
+        .every(Duration::from_millis(100));
+    loop {
+        let status = slave_status(&mut replica).await;
+        if status.as_ref().is_some_and(SlaveStatus::running) {
+            break;
+        }
+        deadline.retry(status).await;
     }
     let mut master = direct(MASTER_A).await;
     let position: Option<String> = master
@@ -824,7 +742,7 @@ async fn a_use_selection_survives_a_reload_that_renumbers_the_fleets() {
         1,
     );
     assert_ne!(renumbered, yaml, "the config has a `fleets:` line");
-    write_like_an_editor(&proxy.config_path, &renumbered);
+    write_config(&proxy.config_path, &renumbered);
     proxy
         .engine
         .reload(ReloadTrigger::Admin)
@@ -889,12 +807,7 @@ async fn a_promotion_holds_the_masters_shards_paused_until_the_swap() {
     let promoting = engine.clone();
     let promotion = tokio::spawn(async move {
         promoting
-            .promote_replica(
-                "127.0.0.1:3307",
-                PromoteOptions {
-                    stop_replication: false,
-                },
-            )
+            .promote_replica("127.0.0.1:3307", KEEP_REPLICATION)
             .await
     });
     let paused = engine.clone();
@@ -912,13 +825,7 @@ async fn a_promotion_holds_the_masters_shards_paused_until_the_swap() {
     .await;
     // The pause waits for the open transaction: nothing is swapped yet.
     assert!(!promotion.is_finished());
-    let topology = engine.topology.load();
-    let main = topology.fleet_by_name("main").unwrap();
-    assert_eq!(
-        topology.hosts[topology.master_of(main, 11).unwrap()].addr,
-        "127.0.0.1:3307"
-    );
-    drop(topology);
+    assert_eq!(main_master(&engine, 11), "127.0.0.1:3307");
     bound
         .query_drop("COMMIT")
         .await
@@ -926,21 +833,11 @@ async fn a_promotion_holds_the_masters_shards_paused_until_the_swap() {
 
     let report = promotion.await.unwrap().expect("promotion");
     eprintln!("promotion: {report:#?}");
-    assert!(
-        report
-            .notes
-            .iter()
-            .any(|n| n.starts_with("shards main 0-2047 were paused for ")),
-        "{:?}",
-        report.notes
-    );
+    assert_noted(&report.notes, |n| {
+        n.starts_with("shards main 0-2047 were paused for ")
+    });
     assert!(engine.pauses.paused().is_empty(), "the pause ended");
-    let topology = engine.topology.load();
-    assert_eq!(
-        topology.hosts[topology.master_of(main, 11).unwrap()].addr,
-        "127.0.0.1:3309"
-    );
-    drop(topology);
+    assert_eq!(main_master(&engine, 11), "127.0.0.1:3309");
     load.wait_rounds(3).await;
     let (rounds, errors) = load.finish().await;
     assert!(errors.is_empty(), "the client saw errors: {errors:?}");
@@ -1012,23 +909,13 @@ async fn a_configmap_style_symlink_swap_is_reloaded() {
     symlink("..2024_02", &dir.join("..data_tmp"));
     std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
     std::fs::remove_dir_all(&first).unwrap();
-    wait_until(
-        "the reload of the swapped ConfigMap",
-        Duration::from_secs(5),
-        || engine.config_status().version == version_of(yaml1.as_bytes()),
-    )
-    .await;
+    wait_for_version(&engine, "the reload of the swapped ConfigMap", &yaml1).await;
     assert_eq!(engine.topology.load().fleets[0].open, Some((3000, 3099)));
 
     // An edit inside the target directory (the watcher follows the link).
     let yaml2 = yaml.replace(OPEN_LINE, "    open: [3100, 3199]");
-    write_like_an_editor(&second.join(&name), &yaml2);
-    wait_until(
-        "the reload of the edited target",
-        Duration::from_secs(5),
-        || engine.config_status().version == version_of(yaml2.as_bytes()),
-    )
-    .await;
+    write_config(&second.join(&name), &yaml2);
+    wait_for_version(&engine, "the reload of the edited target", &yaml2).await;
     assert_eq!(engine.topology.load().fleets[0].open, Some((3100, 3199)));
     let attempt = engine.config_status().last_reload.unwrap();
     assert_eq!(attempt.trigger, ReloadTrigger::FileChange);

@@ -413,3 +413,42 @@ pub async fn replication_running(port: u16) -> (bool, String) {
     let running = status.io_running == "Yes" && status.sql_running == "Yes";
     (running, status.last_error)
 }
+
+impl SlaveStatus {
+    /// Whether both replication threads run.
+    pub fn running(&self) -> bool {
+        self.io_running == "Yes" && self.sql_running == "Yes"
+    }
+}
+
+/// Deletes the pins whose data starts with `tag` on `shards` of the host at
+/// `port`, straight on the host (on a master the deletes replicate).
+pub async fn delete_pins(port: u16, shards: &[u32], tag: &str) {
+    let mut conn = direct(port).await;
+    for shard in shards {
+        conn.query_drop(format!(
+            "DELETE FROM db{shard:05}.pins WHERE data LIKE '{tag}%'"
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("delete the test's pins on {port}, shard {shard}: {e}"));
+    }
+    conn.disconnect().await.ok();
+}
+
+/// Waits (10 s at most) until pin `local_id` of `shard` reads `data`
+/// straight on the host at `port`: a row written on a master has reached
+/// its replica.
+pub async fn wait_for_pin_on(port: u16, shard: u32, local_id: u64, data: &str) {
+    let deadline = Deadline::new(
+        format!("pin {local_id} of shard {shard} to reach {port}"),
+        std::time::Duration::from_secs(10),
+    )
+    .every(std::time::Duration::from_millis(50));
+    loop {
+        let found = row_on_host(port, "pins", shard, local_id).await;
+        if found.as_deref() == Some(data) {
+            return;
+        }
+        deadline.retry(found).await;
+    }
+}
