@@ -5,9 +5,9 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
-use tracing::error;
+use tracing::{error, warn};
 
 use crate::engine::Engine;
 use crate::frontend::listener;
@@ -94,6 +94,31 @@ async fn bind(addr: &str, what: &str) -> io::Result<TcpListener> {
     TcpListener::bind(addr)
         .await
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr} ({what}): {e}")))
+}
+
+/// Accepts connections on `listener` forever and serves each on its own
+/// task with `serve(stream, peer, connection_id)` (ids count from 1). A
+/// failed accept (out of file descriptors and the like) is logged and
+/// retried after a short pause, so the port keeps serving.
+pub async fn accept_forever<F, Fut>(listener: TcpListener, what: &'static str, mut serve: F)
+where
+    F: FnMut(TcpStream, SocketAddr, u32) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let mut next_id: u32 = 1;
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let connection_id = next_id;
+                next_id = next_id.wrapping_add(1).max(1);
+                tokio::spawn(serve(stream, peer, connection_id));
+            }
+            Err(error) => {
+                warn!(%error, "{what}: accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
 }
 
 fn spawn_logged<F>(what: &'static str, task: F) -> JoinHandle<io::Result<()>>

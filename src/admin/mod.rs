@@ -8,12 +8,11 @@ pub mod parse;
 mod shim;
 
 use std::io;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use opensrv_mysql::{AsyncMysqlIntermediary, ErrorKind};
 use tokio::net::TcpListener;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::engine::failover::FailoverError;
 use crate::engine::pause::PauseError;
@@ -31,27 +30,19 @@ pub use parse::{parse, Command, ParseError};
 /// own task.
 pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()> {
     info!(addr = %listener.local_addr()?, "serving the admin port");
-    let next_id = AtomicU32::new(1);
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                warn!(%error, "admin accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let connection_id = next_id.fetch_add(1, Ordering::Relaxed);
+    crate::server::accept_forever(listener, "admin port", |stream, peer, connection_id| {
         let engine = engine.clone();
-        tokio::spawn(async move {
+        async move {
             let _ = stream.set_nodelay(true);
             let (reader, writer) = stream.into_split();
             let shim = shim::AdminShim::new(engine, connection_id, peer);
             if let Err(error) = AsyncMysqlIntermediary::run_on(shim, reader, writer).await {
                 debug!(connection_id, %peer, %error, "admin session ended with an error");
             }
-        });
-    }
+        }
+    })
+    .await;
+    Ok(())
 }
 
 /// Why an admin command failed; sent to the operator as a MySQL error.

@@ -1,11 +1,10 @@
 //! The client listener: one task per connection.
 
 use std::io;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::session;
 use super::tls::TlsSettings;
@@ -37,28 +36,24 @@ pub async fn serve_with(
     listener: TcpListener,
     tls: Option<Arc<TlsSettings>>,
 ) -> io::Result<()> {
-    let next_id = AtomicU32::new(1);
     info!(
         addr = %listener.local_addr()?,
         tls = tls.as_ref().map_or("off", |t| if t.require { "required" } else { "offered" }),
         "serving clients"
     );
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                warn!(%error, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
+    crate::server::accept_forever(
+        listener,
+        "client listener",
+        |stream, peer, connection_id| {
+            let engine = engine.clone();
+            let tls = tls.clone();
+            async move {
+                if let Err(error) = session::run(engine, stream, connection_id, tls).await {
+                    tracing::debug!(connection_id, %peer, %error, "session ended with an error");
+                }
             }
-        };
-        let connection_id = next_id.fetch_add(1, Ordering::Relaxed);
-        let engine = engine.clone();
-        let tls = tls.clone();
-        tokio::spawn(async move {
-            if let Err(error) = session::run(engine, stream, connection_id, tls).await {
-                tracing::debug!(connection_id, %peer, %error, "session ended with an error");
-            }
-        });
-    }
+        },
+    )
+    .await;
+    Ok(())
 }

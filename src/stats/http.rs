@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use crate::engine::Engine;
 
@@ -20,23 +20,16 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Serves `/metrics` on `listener` until the process ends.
 pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()> {
-    loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
-                let engine = engine.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = answer(&engine, stream).await {
-                        debug!(%peer, error = %e, "metrics request failed");
-                    }
-                });
-            }
-            Err(e) => {
-                // Out of file descriptors and the like: wait, keep serving.
-                warn!(error = %e, "metrics listener: accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+    crate::server::accept_forever(listener, "metrics listener", |stream, peer, _| {
+        let engine = engine.clone();
+        async move {
+            if let Err(e) = answer(&engine, stream).await {
+                debug!(%peer, error = %e, "metrics request failed");
             }
         }
-    }
+    })
+    .await;
+    Ok(())
 }
 
 /// Reads one request head and writes the answer, then closes.
