@@ -251,4 +251,88 @@ pub trait Placement {
 pub struct RouteContext {
     /// The shard database selected with `USE`, if any.
     pub current_db: Option<(FleetId, u32)>,
+    /// How the server will read the statement's text.
+    pub lex: LexMode,
+}
+
+/// The session state that decides how MariaDB's lexer reads a statement:
+/// the server's real `sql_mode` flags (as the server reports them, never as
+/// guessed from `SET` text), the connection's character set and the
+/// server's version (for `/*!NNNNN ... */` comments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LexMode {
+    /// `sql_mode` has NO_BACKSLASH_ESCAPES: `\` is an ordinary character
+    /// inside string literals.
+    pub no_backslash_escapes: bool,
+    /// `sql_mode` has ANSI_QUOTES: `"..."` is an identifier, not a string.
+    pub ansi_quotes: bool,
+    /// `character_set_client`.
+    pub charset: ClientCharset,
+    /// The backends' version as MariaDB compares it in `/*!NNNNN` and
+    /// `/*M!NNNNNN` comments (10.11.19 is 101119).
+    pub server_version: u32,
+}
+
+impl Default for LexMode {
+    fn default() -> Self {
+        Self {
+            no_backslash_escapes: false,
+            ansi_quotes: false,
+            charset: ClientCharset::Utf8,
+            server_version: DEFAULT_SERVER_VERSION,
+        }
+    }
+}
+
+/// The version assumed for `/*!NNNNN` comments until the backends' real
+/// version is known (MariaDB 10.11.0).
+pub const DEFAULT_SERVER_VERSION: u32 = 101100;
+
+/// `character_set_client`, as far as the lexer cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientCharset {
+    /// utf8mb3 / utf8mb4: text is read as UTF-8.
+    #[default]
+    Utf8,
+    /// Any other character set in which no byte of a multibyte character
+    /// is below 0x80 (latin1, binary, ascii, ujis, euckr, ...): every
+    /// ASCII byte is that character.
+    AsciiSafe,
+    /// A character set whose multibyte characters may have a trail byte in
+    /// the ASCII range, `\` (0x5C) and `` ` `` among them: the lexer must
+    /// step over whole characters.
+    AsciiTrail(TrailCharset),
+}
+
+/// The character sets whose trail bytes may be ASCII.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrailCharset {
+    /// big5: lead 0xA1-0xF9, trail 0x40-0x7E or 0xA1-0xFE.
+    Big5,
+    /// gbk: lead 0x81-0xFE, trail 0x40-0x7E or 0x80-0xFE.
+    Gbk,
+    /// sjis and cp932: lead 0x81-0x9F or 0xE0-0xFC, trail 0x40-0x7E or 0x80-0xFC.
+    Sjis,
+}
+
+impl ClientCharset {
+    /// The lexer class of a MariaDB character set name (`utf8mb4`, `gbk`,
+    /// ...); `None` for one a client cannot use as `character_set_client`
+    /// (ucs2, utf16, utf32) or that shardgate does not know.
+    pub fn from_name(name: &str) -> Option<ClientCharset> {
+        let name = name.to_ascii_lowercase();
+        Some(match name.as_str() {
+            "utf8" | "utf8mb3" | "utf8mb4" => ClientCharset::Utf8,
+            "big5" => ClientCharset::AsciiTrail(TrailCharset::Big5),
+            "gbk" => ClientCharset::AsciiTrail(TrailCharset::Gbk),
+            "sjis" | "cp932" => ClientCharset::AsciiTrail(TrailCharset::Sjis),
+            "latin1" | "latin2" | "latin5" | "latin7" | "binary" | "ascii" | "cp1250"
+            | "cp1251" | "cp1256" | "cp1257" | "cp850" | "cp852" | "cp866" | "dec8" | "greek"
+            | "hebrew" | "hp8" | "keybcs2" | "koi8r" | "koi8u" | "macce" | "macroman" | "swe7"
+            | "tis620" | "armscii8" | "geostd8" | "ujis" | "eucjpms" | "euckr" | "gb2312" => {
+                ClientCharset::AsciiSafe
+            }
+            _ => return None,
+        })
+    }
 }

@@ -110,6 +110,7 @@ fn check_plan(
 ) -> Option<String> {
     let ctx = RouteContext {
         current_db: use_db.map(|db| t.parse_database(db).expect("test USE database")),
+        ..RouteContext::default()
     };
     let plan = if prepare {
         route_prepare(sql, t, &ctx)
@@ -1101,6 +1102,7 @@ fn never_panics_on_odd_input() {
     let t = topo();
     let ctx = RouteContext {
         current_db: Some((0, 1)),
+        ..RouteContext::default()
     };
     for sql in [
         "\u{0}",

@@ -14,6 +14,30 @@ pub const DEFAULT_POOL_MAX_PER_HOST: u32 = 64;
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 1000;
 /// Default `backend.checkout_timeout_ms`.
 pub const DEFAULT_CHECKOUT_TIMEOUT_MS: u64 = 5000;
+/// Default `limits.handshake_timeout_ms`.
+pub const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// Default `limits.max_client_connections`.
+pub const DEFAULT_MAX_CLIENT_CONNECTIONS: u32 = 10_000;
+/// Default `limits.max_login_packet`.
+pub const DEFAULT_MAX_LOGIN_PACKET: u32 = 64 * 1024;
+/// Default `limits.max_allowed_packet` (what MariaDB 10.11 defaults to).
+pub const DEFAULT_MAX_ALLOWED_PACKET: u64 = 16 * 1024 * 1024;
+/// Default `limits.max_statement_analysis_bytes`.
+pub const DEFAULT_MAX_STATEMENT_ANALYSIS_BYTES: u64 = 64 * 1024 * 1024;
+/// Default `limits.max_statement_tokens`.
+pub const DEFAULT_MAX_STATEMENT_TOKENS: u64 = 500_000;
+/// Default `limits.blocking_analysis_bytes`.
+pub const DEFAULT_BLOCKING_ANALYSIS_BYTES: u64 = 64 * 1024;
+/// Default `limits.max_prepared_statements`.
+pub const DEFAULT_MAX_PREPARED_STATEMENTS: u32 = 1_000;
+/// Default `limits.max_session_settings`.
+pub const DEFAULT_MAX_SESSION_SETTINGS: u32 = 64;
+/// Default `limits.max_session_settings_bytes`.
+pub const DEFAULT_MAX_SESSION_SETTINGS_BYTES: u64 = 64 * 1024;
+/// Default `limits.max_merge_bytes`.
+pub const DEFAULT_MAX_MERGE_BYTES: u64 = 256 * 1024 * 1024;
+/// Default `limits.max_host_share_percent`.
+pub const DEFAULT_MAX_HOST_SHARE_PERCENT: u32 = 50;
 /// Default `fleets.<name>.shards`.
 pub const DEFAULT_SHARDS: u32 = 4096;
 /// Default database format of a fleet.
@@ -62,6 +86,14 @@ pub struct Config {
     /// `metrics` section.
     #[serde(default)]
     pub metrics: Option<MetricsConfig>,
+    /// The operations account (fleet init, VERIFY FLEET, PROMOTE REPLICA):
+    /// more privileges than the data path's `backend` account, used only by
+    /// the control plane. When absent, the `backend` account is used.
+    #[serde(default)]
+    pub operations: Option<AccountConfig>,
+    /// Bounds on what one client can make the proxy hold (section `limits`).
+    #[serde(default)]
+    pub limits: LimitsConfig,
     /// The per-shard schema (`schema.sql`) that `VERIFY FLEET` compares every
     /// shard database with; a relative path is taken from the directory of
     /// the config file.
@@ -213,6 +245,82 @@ impl Default for BackendConfig {
             pool_max_per_host: DEFAULT_POOL_MAX_PER_HOST,
             connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
             checkout_timeout_ms: DEFAULT_CHECKOUT_TIMEOUT_MS,
+        }
+    }
+}
+
+/// An account on the backends (`operations`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountConfig {
+    /// Account name.
+    #[serde(default, deserialize_with = "scalar_string")]
+    pub user: String,
+    /// Its password.
+    #[serde(default, deserialize_with = "scalar_string")]
+    pub password: String,
+}
+
+/// The `limits` section: every resource a client can make the proxy hold,
+/// bounded. Sizes are bytes, times milliseconds; a timeout of 0 is off.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Longest a client may take from TCP accept to the end of its login
+    /// (TLS handshake included).
+    pub handshake_timeout_ms: u64,
+    /// Most client connections at once (logged in or not); past it a new
+    /// connection is answered 1040 Too many connections and closed.
+    pub max_client_connections: u32,
+    /// Largest login packet (handshake response) accepted.
+    pub max_login_packet: u32,
+    /// Largest client packet (a statement, long data of one parameter,
+    /// a prepared statement's text); past it 1153.
+    pub max_allowed_packet: u64,
+    /// Largest statement the router analyses; larger ones are refused (1105).
+    pub max_statement_analysis_bytes: u64,
+    /// Most tokens the router analyses in one statement (1105 past it).
+    pub max_statement_tokens: u64,
+    /// Statements at least this long are analysed on the blocking pool,
+    /// not on a runtime worker.
+    pub blocking_analysis_bytes: u64,
+    /// Most prepared statements one session may hold.
+    pub max_prepared_statements: u32,
+    /// Most recorded session `SET`s.
+    pub max_session_settings: u32,
+    /// Most bytes of recorded session `SET` text.
+    pub max_session_settings_bytes: u64,
+    /// Most bytes a multi-shard read may buffer (rows, column definitions
+    /// and per-part overhead).
+    pub max_merge_bytes: u64,
+    /// Most of one host's pool a single session may hold at once, in
+    /// percent of `backend.pool_max_per_host` (at least one connection).
+    pub max_host_share_percent: u32,
+    /// Statement timeout on the backends (MariaDB's `max_statement_time`);
+    /// 0 is off.
+    pub statement_timeout_ms: u64,
+    /// A session idle inside an open transaction longer than this is
+    /// closed (its transaction rolled back); 0 is off.
+    pub idle_in_transaction_timeout_ms: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            handshake_timeout_ms: DEFAULT_HANDSHAKE_TIMEOUT_MS,
+            max_client_connections: DEFAULT_MAX_CLIENT_CONNECTIONS,
+            max_login_packet: DEFAULT_MAX_LOGIN_PACKET,
+            max_allowed_packet: DEFAULT_MAX_ALLOWED_PACKET,
+            max_statement_analysis_bytes: DEFAULT_MAX_STATEMENT_ANALYSIS_BYTES,
+            max_statement_tokens: DEFAULT_MAX_STATEMENT_TOKENS,
+            blocking_analysis_bytes: DEFAULT_BLOCKING_ANALYSIS_BYTES,
+            max_prepared_statements: DEFAULT_MAX_PREPARED_STATEMENTS,
+            max_session_settings: DEFAULT_MAX_SESSION_SETTINGS,
+            max_session_settings_bytes: DEFAULT_MAX_SESSION_SETTINGS_BYTES,
+            max_merge_bytes: DEFAULT_MAX_MERGE_BYTES,
+            max_host_share_percent: DEFAULT_MAX_HOST_SHARE_PERCENT,
+            statement_timeout_ms: 0,
+            idle_in_transaction_timeout_ms: 0,
         }
     }
 }
