@@ -66,8 +66,12 @@ pub enum ClientError {
     #[error("Incorrect arguments to mysqld_stmt_execute: {0}")]
     BadExecute(String),
     /// The session's prepared-statement limit (1461).
-    #[error("shardgate: can't create more than {0} prepared statements in one session; close some (COM_STMT_CLOSE)")]
+    #[error("Can't create more than max_prepared_stmt_count statements (shardgate: limits.max_prepared_statements is {0} per session; close some with COM_STMT_CLOSE)")]
     TooManyPrepared(usize),
+    /// A per-session bound of the `limits` section (recorded SETs, prepared
+    /// statement text held) (1105); the message names the limit.
+    #[error("shardgate: {0}")]
+    SessionLimit(String),
     /// A multi-shard merge that would hold too many rows (1105).
     #[error("shardgate: a multi-shard read returned more than {0} bytes of rows to merge; add a LIMIT or narrow the IN list")]
     MergeTooLarge(usize),

@@ -2,9 +2,10 @@
 //! handshake, then frames in and out.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use mysql_common::constants::CapabilityFlags;
+use mysql_common::constants::{CapabilityFlags, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, HandshakePacket, HandshakeResponse};
 use mysql_common::proto::{MyDeserialize, MySerialize};
@@ -12,7 +13,7 @@ use mysql_common::scramble::scramble_native;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
-use crate::protocol::packets::{parse_err, ERR_HEADER, OK_HEADER};
+use crate::protocol::packets::{parse_err, parse_ok, ERR_HEADER, OK_HEADER};
 use crate::protocol::{FrameReader, FrameWriter};
 
 /// Capability flags every backend connection uses.
@@ -73,6 +74,50 @@ pub enum BackendError {
     Protocol(String),
 }
 
+/// The lowest version a backend reported in its handshake, as MariaDB
+/// compares versions in `/*!NNNNN` comments (10.11.19 is 101119); 0 until a
+/// backend connection was made.
+static LOWEST_BACKEND_VERSION: AtomicU32 = AtomicU32::new(0);
+
+/// The lowest version the backends reported (10.11.19 is 101119), once a
+/// backend connection was made.
+pub fn backend_version() -> Option<u32> {
+    match LOWEST_BACKEND_VERSION.load(Ordering::Relaxed) {
+        0 => None,
+        version => Some(version),
+    }
+}
+
+/// Whether the last backend login's OK had SERVER_STATUS_NO_BACKSLASH_ESCAPES:
+/// the servers' default `sql_mode` has NO_BACKSLASH_ESCAPES.
+static DEFAULT_NO_BACKSLASH_ESCAPES: AtomicBool = AtomicBool::new(false);
+
+/// Whether a fresh session on the backends has NO_BACKSLASH_ESCAPES in its
+/// `sql_mode` (as the last backend login reported it).
+pub fn backend_default_no_backslash_escapes() -> bool {
+    DEFAULT_NO_BACKSLASH_ESCAPES.load(Ordering::Relaxed)
+}
+
+/// The version number of a handshake's server version string:
+/// `10.11.19-MariaDB-log` and `5.5.5-10.11.19-MariaDB` (the prefix MariaDB
+/// sends for old clients) are both 101119.
+pub fn version_number(text: &str) -> Option<u32> {
+    let text = match text.strip_prefix("5.5.5-") {
+        Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit()) => rest,
+        _ => text,
+    };
+    let mut parts = text.splitn(3, '.');
+    let mut number = |max: u32| -> Option<u32> {
+        let part = parts.next()?;
+        let end = part
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(part.len());
+        part.get(..end)?.parse().ok().filter(|n| *n <= max)
+    };
+    let (major, minor, patch) = (number(99)?, number(99)?, number(99)?);
+    Some(major * 10_000 + minor * 100 + patch)
+}
+
 /// A logged-in connection to one backend server.
 pub struct BackendConn {
     /// Frames from the server.
@@ -117,6 +162,13 @@ impl BackendConn {
         }
         let handshake = HandshakePacket::deserialize((), &mut ParseBuf(&payload))
             .map_err(|e| BackendError::Protocol(format!("bad handshake: {e}")))?;
+        let version = String::from_utf8_lossy(handshake.server_version_ref());
+        if let Some(version) = version_number(&version) {
+            let _ =
+                LOWEST_BACKEND_VERSION.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                    (v == 0 || version < v).then_some(version)
+                });
+        }
         let capabilities = (BASE_CAPABILITIES | key.framing) & handshake.capabilities();
         let nonce = handshake.nonce();
         let scramble = scramble_native(&nonce, password.as_bytes());
@@ -143,7 +195,16 @@ impl BackendConn {
         loop {
             let (seq, payload) = reader.next_packet().await?;
             match payload.first() {
-                Some(&OK_HEADER) => break,
+                Some(&OK_HEADER) => {
+                    if let Some(ok) = parse_ok(&payload) {
+                        DEFAULT_NO_BACKSLASH_ESCAPES.store(
+                            ok.status
+                                .contains(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES),
+                            Ordering::Relaxed,
+                        );
+                    }
+                    break;
+                }
                 Some(&ERR_HEADER) => return Err(refusal(&payload)),
                 Some(0xFE) => {
                     let rest = &payload[1..];
@@ -200,5 +261,20 @@ fn refusal(payload: &[u8]) -> BackendError {
     match parse_err(payload) {
         Some((code, _, message)) => BackendError::Auth { code, message },
         None => BackendError::Protocol("malformed error packet".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_numbers() {
+        assert_eq!(version_number("10.11.19-MariaDB-log"), Some(101119));
+        assert_eq!(version_number("5.5.5-10.11.19-MariaDB"), Some(101119));
+        assert_eq!(version_number("8.0.36"), Some(80036));
+        assert_eq!(version_number("5.5.5"), Some(50505));
+        assert_eq!(version_number("junk"), None);
+        assert_eq!(version_number("10.11"), None);
     }
 }

@@ -12,9 +12,10 @@ use mysql_common::constants::StatusFlags;
 use tokio::io::AsyncWrite;
 
 use super::answer::{write_local_result, write_single_value};
+use super::lex_state;
 use super::pause::{Blocked, ShardGuard};
 use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions, RelayOutcome};
-use super::session_state::{BoundTransaction, SessionSettings, SessionState};
+use super::session_state::{BoundTransaction, SessionSettings, SessionState, SettingsLimits};
 use super::Engine;
 use crate::backend::conn::{COM_QUERY, COM_RESET_CONNECTION};
 use crate::backend::{ConnKey, HostPool, PooledConn};
@@ -473,6 +474,9 @@ impl Engine {
                 match send_and_relay(&mut bound.conn, sql, client, options).await {
                     Ok(outcome) => {
                         stamp_connection(&mut bound.conn, stamp, &outcome);
+                        if !outcome.failed {
+                            state.note_status(outcome.status);
+                        }
                         Ok(outcome)
                     }
                     Err(failure) => {
@@ -496,6 +500,9 @@ impl Engine {
                     Ok(outcome) => {
                         // Diagnostics leave the diagnostics area as it was.
                         state.held = Some(conn);
+                        if !outcome.failed {
+                            state.note_status(outcome.status);
+                        }
                         Ok(outcome)
                     }
                     result => finish_pooled(state, conn, result, stamp),
@@ -783,7 +790,11 @@ impl Engine {
     }
 
     /// Runs a SET on a backend (so the server validates it), then records it
-    /// for replay on the session's later connections.
+    /// for replay on the session's later connections, and reads back how
+    /// the server will now read the session's statements (`sql_mode`,
+    /// `character_set_client`: [`Engine::learn_lex_state`]). A SET that
+    /// would take the recorded list past `limits.max_session_settings` or
+    /// `limits.max_session_settings_bytes` is refused before it runs.
     async fn set_session<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
@@ -792,7 +803,11 @@ impl Engine {
         sql: String,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
-        let next = state.settings.with(variables, sql.clone());
+        let limits = SettingsLimits::from_config(&topology.config.limits);
+        let next = state
+            .settings
+            .with(variables, sql.clone(), limits)
+            .map_err(Failure::Client)?;
         let venue = self.any_venue(topology, state)?;
         let statement = Statement {
             stamp: Some(next.fingerprint()),
@@ -803,8 +818,64 @@ impl Engine {
             .await?;
         if !outcome.failed {
             state.settings = next;
+            self.learn_lex_state(topology, state, outcome.warnings)
+                .await?;
         }
         Ok(())
+    }
+
+    /// Asks the server for the session's `sql_mode` and
+    /// `character_set_client` and takes them as the session's lexical
+    /// state: on the bound connection, or on a pooled one with the
+    /// session's settings (the one the SET just ran on, unless it is held
+    /// for `SHOW WARNINGS`). Without an answer the proxy cannot know how
+    /// the server reads the session's text, so the session ends.
+    async fn learn_lex_state(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        warnings: u16,
+    ) -> Result<(), Failure> {
+        let unknown = |reason: String| {
+            Failure::Io(io::Error::other(format!(
+                "shardgate could not read the session's sql_mode and character set after a SET: {reason}"
+            )))
+        };
+        if warnings == 0 {
+            if let Some(bound) = state.bound.as_mut() {
+                let lex = lex_state::read_lex_state(bound.conn.conn())
+                    .await
+                    .map_err(unknown)?;
+                state.set_server_lex_state(&lex.sql_mode, &lex.character_set_client);
+                return Ok(());
+            }
+        }
+        let mut refused = None;
+        for pool in self.any_pools(topology, state)? {
+            let mut conn = match self.checkout(topology, &pool, None, state).await {
+                Ok(conn) => conn,
+                Err(failure) => {
+                    refused = Some(failure);
+                    continue;
+                }
+            };
+            match lex_state::read_lex_state(conn.conn()).await {
+                Ok(lex) => {
+                    conn.release();
+                    state.set_server_lex_state(&lex.sql_mode, &lex.character_set_client);
+                    return Ok(());
+                }
+                Err(reason) => {
+                    conn.discard_broken();
+                    return Err(unknown(reason));
+                }
+            }
+        }
+        Err(match refused {
+            Some(Failure::Client(error)) => unknown(error.to_string()),
+            Some(failure) => failure,
+            None => no_masters(),
+        })
     }
 }
 
@@ -850,6 +921,9 @@ fn finish_pooled(
     match result {
         Ok(outcome) => {
             stamp_connection(&mut conn, stamp, &outcome);
+            if !outcome.failed {
+                state.note_status(outcome.status);
+            }
             if outcome.status.contains(StatusFlags::SERVER_STATUS_IN_TRANS) {
                 drop(conn);
             } else if outcome.failed || outcome.warnings > 0 {

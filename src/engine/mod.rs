@@ -5,6 +5,7 @@ mod answer;
 pub mod execute;
 pub mod failover;
 pub mod field_list;
+mod lex_state;
 pub mod multi;
 pub mod pause;
 pub mod prepared;

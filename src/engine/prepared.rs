@@ -20,10 +20,14 @@ use super::execute::{backend_error, lost_connection, write_error, Failure};
 use super::{Engine, SessionState};
 use crate::backend::PooledConn;
 use crate::error::ClientError;
-use crate::protocol::binary::{parse_execute, render_literal};
+use crate::protocol::binary::{
+    bind_separator, parse_execute, render_literal, BinaryError, ParamValue,
+};
+use crate::protocol::charset::Charset;
 use crate::protocol::packets::{ERR_HEADER, OK_HEADER};
 use crate::protocol::FrameWriter;
 use crate::router::{placeholders, route_prepare, Placement, Plan};
+use crate::topology::config::LimitsConfig;
 use crate::topology::Topology;
 
 /// COM_STMT_PREPARE command byte.
@@ -31,9 +35,9 @@ const COM_STMT_PREPARE: u8 = 0x16;
 /// COM_STMT_CLOSE command byte.
 const COM_STMT_CLOSE: u8 = 0x19;
 
-/// Most statements one session may keep prepared (MySQL's default
-/// `max_prepared_stmt_count` is 16,382 for a whole server).
-const MAX_STATEMENTS_PER_SESSION: usize = 4096;
+/// Most parameter markers a statement may have (MariaDB's own limit: the
+/// count is 16 bits in the PREPARE answer).
+const MAX_PLACEHOLDERS: usize = u16::MAX as usize;
 
 /// One statement prepared by a client.
 #[derive(Debug, Clone)]
@@ -44,6 +48,15 @@ pub struct PreparedStatement {
     types: Vec<(ColumnType, bool)>,
     /// Values sent with COM_STMT_SEND_LONG_DATA since the last execute.
     long_data: HashMap<u16, Vec<u8>>,
+    /// Long data went past `limits.max_allowed_packet` since the last
+    /// execute: it was dropped, and the next execute fails (1153).
+    long_data_overflow: bool,
+}
+
+impl PreparedStatement {
+    fn long_data_bytes(&self) -> usize {
+        self.long_data.values().map(Vec::len).sum()
+    }
 }
 
 /// A session's prepared statements, by the id the proxy gave them.
@@ -51,6 +64,10 @@ pub struct PreparedStatement {
 pub struct PreparedStatements {
     next_id: u32,
     statements: HashMap<u32, PreparedStatement>,
+    /// Bytes of statement text held.
+    text_bytes: usize,
+    /// Bytes of long data held, all statements together.
+    long_data_bytes: usize,
 }
 
 impl PreparedStatements {
@@ -64,45 +81,113 @@ impl PreparedStatements {
         self.statements.is_empty()
     }
 
+    /// Total bytes of long data held by the session's statements.
+    pub fn long_data_bytes(&self) -> usize {
+        self.long_data_bytes
+    }
+
     fn add(&mut self, statement: PreparedStatement) -> u32 {
         self.next_id = self.next_id.wrapping_add(1).max(1);
+        while self.statements.contains_key(&self.next_id) {
+            self.next_id = self.next_id.wrapping_add(1).max(1);
+        }
+        self.text_bytes += statement.sql.len();
         self.statements.insert(self.next_id, statement);
         self.next_id
     }
 
+    fn remove(&mut self, id: u32) {
+        if let Some(statement) = self.statements.remove(&id) {
+            self.text_bytes -= statement.sql.len();
+            self.long_data_bytes -= statement.long_data_bytes();
+        }
+    }
+
+    /// Drops a statement's long data (after an execute, COM_STMT_RESET).
+    fn clear_long_data(&mut self, id: u32) {
+        if let Some(statement) = self.statements.get_mut(&id) {
+            self.long_data_bytes -= statement.long_data_bytes();
+            statement.long_data = HashMap::new();
+            statement.long_data_overflow = false;
+        }
+    }
+
     /// COM_STMT_SEND_LONG_DATA (`payload` without the command byte):
-    /// appends a chunk to a parameter's value. No answer is sent.
-    pub fn send_long_data(&mut self, payload: &[u8]) {
-        let (Some(id), Some(param)) = (read_u32(payload), payload.get(4..6)) else {
+    /// appends a chunk to a parameter's value. No answer is sent. Long
+    /// data past `limit` bytes (all parameters of all the session's
+    /// statements together) is dropped with the rest of its statement's,
+    /// and the statement's next execute fails with 1153, as MariaDB does
+    /// past `max_long_data_size`. Chunks for a parameter the statement
+    /// does not have are ignored.
+    pub fn send_long_data(&mut self, payload: &[u8], limit: usize) {
+        let (Some(id), Some(&[low, high])) = (read_u32(payload), payload.get(4..6)) else {
             return;
         };
-        if let Some(statement) = self.statements.get_mut(&id) {
-            statement
-                .long_data
-                .entry(u16::from_le_bytes([param[0], param[1]]))
-                .or_default()
-                .extend_from_slice(&payload[6..]);
+        let chunk = payload.get(6..).unwrap_or_default();
+        let held = self.long_data_bytes;
+        let Some(statement) = self.statements.get_mut(&id) else {
+            return;
+        };
+        let param = u16::from_le_bytes([low, high]);
+        if statement.long_data_overflow || usize::from(param) >= statement.placeholders.len() {
+            return;
         }
+        if held.saturating_add(chunk.len()) > limit {
+            self.long_data_bytes -= statement.long_data_bytes();
+            statement.long_data = HashMap::new();
+            statement.long_data_overflow = true;
+            return;
+        }
+        statement
+            .long_data
+            .entry(param)
+            .or_default()
+            .extend_from_slice(chunk);
+        self.long_data_bytes += chunk.len();
     }
 
     /// COM_STMT_CLOSE: forgets a statement. No answer is sent.
     pub fn close(&mut self, payload: &[u8]) {
         if let Some(id) = read_u32(payload) {
-            self.statements.remove(&id);
+            self.remove(id);
         }
     }
 
     /// COM_STMT_RESET: drops long data sent so far. Whether the statement
     /// exists.
     pub fn reset(&mut self, payload: &[u8]) -> bool {
-        let statement = read_u32(payload).and_then(|id| self.statements.get_mut(&id));
-        match statement {
-            Some(statement) => {
-                statement.long_data.clear();
+        match read_u32(payload).filter(|id| self.statements.contains_key(id)) {
+            Some(id) => {
+                self.clear_long_data(id);
                 true
             }
             None => false,
         }
+    }
+
+    /// Whether a statement of `text_len` bytes may be prepared under
+    /// `limits`: a statement longer than `max_allowed_packet` is refused
+    /// with 1153, one more than `max_prepared_statements` with 1461, and
+    /// one that would make the session hold more than `max_allowed_packet`
+    /// bytes of statement text in all with 1105.
+    fn admit(&self, text_len: usize, limits: &LimitsConfig) -> Result<(), ClientError> {
+        let max_packet = usize::try_from(limits.max_allowed_packet).unwrap_or(usize::MAX);
+        if text_len > max_packet {
+            return Err(ClientError::PacketTooLarge(format!(
+                "the statement to prepare has {text_len} bytes; limits.max_allowed_packet is {max_packet}"
+            )));
+        }
+        let max_statements = usize::try_from(limits.max_prepared_statements).unwrap_or(usize::MAX);
+        if self.statements.len() >= max_statements {
+            return Err(ClientError::TooManyPrepared(max_statements));
+        }
+        if self.text_bytes.saturating_add(text_len) > max_packet {
+            return Err(ClientError::SessionLimit(format!(
+                "the session's prepared statements would hold {} bytes of text, more than limits.max_allowed_packet ({max_packet}) in all; close some with COM_STMT_CLOSE",
+                self.text_bytes.saturating_add(text_len)
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -131,12 +216,18 @@ impl Engine {
         sql: &str,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
-        if state.prepared.len() >= MAX_STATEMENTS_PER_SESSION {
-            return Err(Failure::Client(ClientError::TooManyPrepared(
-                MAX_STATEMENTS_PER_SESSION,
-            )));
-        }
+        state
+            .prepared
+            .admit(sql.len(), &topology.config.limits)
+            .map_err(Failure::Client)?;
         let markers = placeholders(sql).map_err(|e| Failure::Client(e.into()))?;
+        if markers.len() > MAX_PLACEHOLDERS {
+            return Err(Failure::Client(ClientError::Backend {
+                code: 1390,
+                sql_state: "HY000".to_owned(),
+                message: format!("Prepared statement contains too many placeholders (at most {MAX_PLACEHOLDERS})"),
+            }));
+        }
         let mut hidden_columns = 0;
         let (pool, target, text) = match route_prepare(sql, topology, &state.route) {
             Plan::Shard(query) => (
@@ -168,6 +259,7 @@ impl Engine {
             placeholders: markers,
             types: Vec::new(),
             long_data: HashMap::new(),
+            long_data_overflow: false,
         });
         let shape = PrepareShape {
             id,
@@ -176,7 +268,7 @@ impl Engine {
         };
         let result = relay_prepare(&mut conn, shape, &text, state, client).await;
         if result.is_err() {
-            state.prepared.statements.remove(&id);
+            state.prepared.remove(id);
         }
         match result {
             Ok(backend_id) => {
@@ -199,6 +291,15 @@ impl Engine {
                 Err(failure)
             }
         }
+    }
+
+    /// COM_STMT_SEND_LONG_DATA (`payload` without the command byte), held
+    /// within `limits.max_allowed_packet`.
+    pub fn send_long_data(&self, state: &mut SessionState, payload: &[u8]) {
+        let limit = self.topology.load().config.limits.max_allowed_packet;
+        state
+            .prepared
+            .send_long_data(payload, usize::try_from(limit).unwrap_or(usize::MAX));
     }
 
     /// COM_STMT_EXECUTE (`payload` without the command byte): binds the
@@ -228,9 +329,12 @@ impl Engine {
     }
 }
 
-/// The statement text with the bound values in place of its `?` markers.
+/// The statement text with the bound values in place of its `?` markers,
+/// written as literals in the session's character set
+/// ([`render_literal`]). Long data is dropped whatever the outcome; long
+/// data that went past the limit fails the execute with 1153.
 fn bind(state: &mut SessionState, payload: &[u8]) -> Result<String, ClientError> {
-    let no_backslash_escapes = state.settings.no_backslash_escapes();
+    let charset = state.charset;
     let id = read_u32(payload).ok_or_else(|| {
         ClientError::BadExecute("COM_STMT_EXECUTE shorter than a statement id".to_owned())
     })?;
@@ -239,22 +343,63 @@ fn bind(state: &mut SessionState, payload: &[u8]) -> Result<String, ClientError>
         .statements
         .get_mut(&id)
         .ok_or(ClientError::UnknownStatement(id))?;
+    if statement.long_data_overflow {
+        state.prepared.clear_long_data(id);
+        return Err(ClientError::PacketTooLarge(
+            "the long data (COM_STMT_SEND_LONG_DATA) of this statement's parameters went past limits.max_allowed_packet and was dropped".to_owned(),
+        ));
+    }
     let request = parse_execute(
         payload,
         statement.placeholders.len(),
         &mut statement.types,
         &statement.long_data,
-    )
-    .map_err(|error| ClientError::BadExecute(error.to_string()))?;
-    statement.long_data.clear();
-    let mut text = String::with_capacity(statement.sql.len() + 16 * request.params.len());
+    );
+    let request = match request {
+        Ok(request) => request,
+        Err(error) => {
+            state.prepared.clear_long_data(id);
+            return Err(ClientError::BadExecute(error.to_string()));
+        }
+    };
+    let rendered = render_statement(
+        &statement.sql,
+        &statement.placeholders,
+        &request.params,
+        charset,
+    );
+    state.prepared.clear_long_data(id);
+    rendered.map_err(|error| ClientError::BadExecute(error.to_string()))
+}
+
+/// `sql` with each placeholder range replaced by the literal of its value.
+fn render_statement(
+    sql: &str,
+    placeholders: &[Range<usize>],
+    params: &[ParamValue],
+    charset: Charset,
+) -> Result<String, BinaryError> {
+    let mut text = String::with_capacity(sql.len() + 16 * params.len());
+    let mut literal = String::new();
     let mut copied = 0;
-    for (range, value) in statement.placeholders.iter().zip(&request.params) {
-        text.push_str(&statement.sql[copied..range.start]);
-        render_literal(value, no_backslash_escapes, &mut text);
+    for (range, value) in placeholders.iter().zip(params) {
+        let before = sql.get(copied..range.start).unwrap_or_default();
+        text.push_str(before);
+        literal.clear();
+        render_literal(value, charset, &mut literal)?;
+        text.push_str(bind_separator(
+            sql.get(..range.start)
+                .and_then(|head| head.chars().next_back()),
+            literal.chars().next(),
+        ));
+        text.push_str(&literal);
+        let after = sql.get(range.end..).and_then(|tail| tail.chars().next());
+        if bind_separator(literal.chars().next_back(), after) == " " {
+            text.push(' ');
+        }
         copied = range.end;
     }
-    text.push_str(&statement.sql[copied..]);
+    text.push_str(sql.get(copied..).unwrap_or_default());
     Ok(text)
 }
 

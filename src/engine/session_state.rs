@@ -2,30 +2,61 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use mysql_common::constants::StatusFlags;
 
 use super::pause::ShardGuard;
 use crate::backend::{ConnKey, PooledConn};
-use crate::router::{RouteContext, Target};
+use crate::error::ClientError;
+use crate::protocol::charset::Charset;
+use crate::router::{ClientCharset, LexMode, RouteContext, Target};
+use crate::topology::config::LimitsConfig;
 use crate::topology::{FleetId, Topology};
+
+/// The collation a session whose handshake names one MariaDB does not have
+/// (or one of ucs2/utf16/utf32, which MariaDB refuses) is served with:
+/// utf8mb4_general_ci.
+const FALLBACK_COLLATION: u8 = 45;
 
 /// Session settings (`SET NAMES`, `SET sql_mode` ...) in the order the
 /// client gave them, replayed on every backend connection the session uses.
+/// Cloning shares the list (each multi-shard part holds a clone).
 #[derive(Debug, Clone, Default)]
 pub struct SessionSettings {
-    entries: Vec<(Vec<String>, String)>,
+    entries: Arc<Vec<(Vec<String>, String)>>,
     fingerprint: u64,
+}
+
+/// How many recorded `SET`s a session may hold, and how many bytes of
+/// their text (`limits.max_session_settings`, `limits.max_session_settings_bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingsLimits {
+    /// Most statements.
+    pub count: usize,
+    /// Most bytes of statement text.
+    pub bytes: usize,
+}
+
+impl SettingsLimits {
+    /// The limits of the `limits` config section.
+    pub fn from_config(limits: &LimitsConfig) -> Self {
+        Self {
+            count: usize::try_from(limits.max_session_settings).unwrap_or(usize::MAX),
+            bytes: usize::try_from(limits.max_session_settings_bytes).unwrap_or(usize::MAX),
+        }
+    }
 }
 
 impl SessionSettings {
     /// Records a SET statement; an earlier SET of the same variables is
     /// replaced.
     pub fn record(&mut self, variables: Vec<String>, sql: String) {
-        self.entries.retain(|(vars, _)| vars != &variables);
-        self.entries.push((variables, sql));
+        let entries = Arc::make_mut(&mut self.entries);
+        entries.retain(|(vars, _)| vars != &variables);
+        entries.push((variables, sql));
         let mut hasher = DefaultHasher::new();
-        self.entries.hash(&mut hasher);
+        entries.hash(&mut hasher);
         self.fingerprint = hasher.finish().clamp(1, u64::MAX - 1);
     }
 
@@ -40,20 +71,35 @@ impl SessionSettings {
         self.fingerprint
     }
 
-    /// Whether a recorded `sql_mode` includes NO_BACKSLASH_ESCAPES (string
-    /// literals the proxy writes must then not escape with backslashes).
-    pub fn no_backslash_escapes(&self) -> bool {
-        self.entries
-            .iter()
-            .rfind(|(vars, _)| vars.iter().any(|v| v.ends_with("sql_mode")))
-            .is_some_and(|(_, sql)| sql.to_ascii_uppercase().contains("NO_BACKSLASH_ESCAPES"))
+    /// Bytes of statement text recorded.
+    pub fn text_bytes(&self) -> usize {
+        self.entries.iter().map(|(_, sql)| sql.len()).sum()
     }
 
-    /// A copy with one more SET recorded.
-    pub fn with(&self, variables: Vec<String>, sql: String) -> SessionSettings {
+    /// A copy with one more SET recorded, or the error for a list past
+    /// `limits` (nothing is recorded then).
+    pub fn with(
+        &self,
+        variables: Vec<String>,
+        sql: String,
+        limits: SettingsLimits,
+    ) -> Result<SessionSettings, ClientError> {
         let mut next = self.clone();
         next.record(variables, sql);
-        next
+        if next.entries.len() > limits.count {
+            return Err(ClientError::SessionLimit(format!(
+                "the session already has {} recorded SET statements (limits.max_session_settings); SET variables already set again instead of new ones, or use COM_RESET_CONNECTION",
+                limits.count
+            )));
+        }
+        let bytes = next.text_bytes();
+        if bytes > limits.bytes {
+            return Err(ClientError::SessionLimit(format!(
+                "recording this SET would hold {bytes} bytes of SET statements, more than limits.max_session_settings_bytes ({})",
+                limits.bytes
+            )));
+        }
+        Ok(next)
     }
 }
 
@@ -115,6 +161,10 @@ pub struct SessionState {
     pub binary_rows: bool,
     /// The session's prepared statements.
     pub prepared: super::prepared::PreparedStatements,
+    /// `character_set_client` as the server has it: from the handshake
+    /// collation, then as the server reports it after each `SET`. String
+    /// values bound to prepared statements are written in it.
+    pub charset: Charset,
     /// The name of the database selected with `USE` (or at login), so the
     /// selection is resolved again when a reload renumbers the fleets.
     current_db_name: Option<String>,
@@ -123,13 +173,35 @@ pub struct SessionState {
 }
 
 impl SessionState {
-    /// A fresh session: autocommit on, no database, no settings.
-    pub fn new(connection_id: u32, conn_key: ConnKey, deprecate_eof: bool) -> Self {
+    /// A fresh session: autocommit on, no database, no settings; the
+    /// character set of the handshake collation (a collation MariaDB does
+    /// not have becomes utf8mb4_general_ci, for the client's side and the
+    /// backend connections alike), the server's default `sql_mode` flags
+    /// as far as the lexer cares (neither NO_BACKSLASH_ESCAPES nor
+    /// ANSI_QUOTES), the backends' version if one was seen.
+    pub fn new(connection_id: u32, mut conn_key: ConnKey, deprecate_eof: bool) -> Self {
+        let charset = match Charset::from_collation_id(conn_key.collation) {
+            Some(charset) => charset,
+            None => {
+                conn_key.collation = FALLBACK_COLLATION;
+                Charset::UTF8MB4
+            }
+        };
+        let lex = LexMode {
+            no_backslash_escapes: crate::backend::conn::backend_default_no_backslash_escapes(),
+            charset: lexer_charset(charset),
+            server_version: crate::backend::conn::backend_version()
+                .unwrap_or(crate::router::DEFAULT_SERVER_VERSION),
+            ..LexMode::default()
+        };
         Self {
             connection_id,
             conn_key,
             deprecate_eof,
-            route: RouteContext::default(),
+            route: RouteContext {
+                current_db: None,
+                lex,
+            },
             settings: SessionSettings::default(),
             autocommit: true,
             explicit_transaction: false,
@@ -144,6 +216,7 @@ impl SessionState {
             multi_statements: false,
             binary_rows: false,
             prepared: Default::default(),
+            charset,
             current_db_name: None,
             route_generation: 0,
         }
@@ -162,6 +235,9 @@ impl SessionState {
     /// fleets, which renumbers them); a database no fleet has any more is
     /// deselected.
     pub fn follow_topology(&mut self, topology: &Topology) {
+        if let Some(version) = crate::backend::conn::backend_version() {
+            self.route.lex.server_version = version;
+        }
         if self.route_generation == topology.generation {
             return;
         }
@@ -179,6 +255,40 @@ impl SessionState {
         let multi_statements = self.multi_statements;
         *self = fresh;
         self.multi_statements = multi_statements;
+    }
+
+    /// Takes the lexical state the server reports for the session
+    /// (`@@session.sql_mode`, `@@session.character_set_client`).
+    pub fn set_server_lex_state(&mut self, sql_mode: &str, character_set_client: &str) {
+        let has = |flag: &str| {
+            sql_mode
+                .split(',')
+                .any(|mode| mode.trim().eq_ignore_ascii_case(flag))
+        };
+        self.route.lex.no_backslash_escapes = has("NO_BACKSLASH_ESCAPES");
+        self.route.lex.ansi_quotes = has("ANSI_QUOTES");
+        // The server refuses character sets a client cannot use, so an
+        // unknown name is one shardgate does not know: its bound strings are
+        // then written as `_binary` literals, and the lexer reads the text
+        // the most cautious way.
+        match Charset::from_name(character_set_client) {
+            Some(charset) => {
+                self.charset = charset;
+                self.route.lex.charset = lexer_charset(charset);
+            }
+            None => {
+                self.charset = Charset::BINARY;
+                self.route.lex.charset =
+                    ClientCharset::AsciiTrail(crate::router::TrailCharset::Gbk);
+            }
+        }
+    }
+
+    /// Takes NO_BACKSLASH_ESCAPES from the status flags of an answer the
+    /// server gave on one of the session's connections.
+    pub fn note_status(&mut self, status: StatusFlags) {
+        self.route.lex.no_backslash_escapes =
+            status.contains(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES);
     }
 
     /// Whether statements are inside a transaction (explicit, or implicit
@@ -212,6 +322,11 @@ impl SessionState {
     }
 }
 
+/// How the router's lexer reads text in `charset`.
+fn lexer_charset(charset: Charset) -> ClientCharset {
+    ClientCharset::from_name(charset.name()).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,5 +342,68 @@ mod tests {
         let statements: Vec<_> = settings.statements().collect();
         assert_eq!(statements, vec!["SET sql_mode=''", "SET NAMES latin1"]);
         assert_ne!(settings.fingerprint(), first);
+    }
+
+    #[test]
+    fn settings_past_their_limits_are_refused() {
+        let limits = SettingsLimits {
+            count: 2,
+            bytes: 40,
+        };
+        let one = SessionSettings::default()
+            .with(vec!["a".into()], "SET @a=1".into(), limits)
+            .unwrap();
+        let two = one
+            .with(vec!["b".into()], "SET @b=1".into(), limits)
+            .unwrap();
+        // Setting a recorded variable again replaces it.
+        let again = two
+            .with(vec!["b".into()], "SET @b=2".into(), limits)
+            .unwrap();
+        assert_eq!(again.statements().count(), 2);
+        let refused = two.with(vec!["c".into()], "SET @c=1".into(), limits);
+        assert!(
+            matches!(refused, Err(ClientError::SessionLimit(m)) if m.contains("max_session_settings"))
+        );
+        let long = format!("SET @a='{}'", "x".repeat(40));
+        let refused = two.with(vec!["a".into()], long, limits);
+        assert!(
+            matches!(refused, Err(ClientError::SessionLimit(m)) if m.contains("max_session_settings_bytes"))
+        );
+        // A clone shares the list.
+        let shared = two.clone();
+        assert!(Arc::ptr_eq(&shared.entries, &two.entries));
+    }
+
+    #[test]
+    fn lexical_state_from_the_server() {
+        let key = |collation| ConnKey {
+            framing: mysql_common::constants::CapabilityFlags::empty(),
+            collation,
+        };
+        let mut state = SessionState::new(1, key(28), false);
+        assert_eq!(state.charset.name(), "gbk");
+        assert_eq!(
+            state.route.lex.charset,
+            ClientCharset::AsciiTrail(crate::router::TrailCharset::Gbk)
+        );
+        state.set_server_lex_state(
+            "STRICT_TRANS_TABLES,NO_BACKSLASH_ESCAPES,ANSI_QUOTES",
+            "latin1",
+        );
+        assert!(state.route.lex.no_backslash_escapes && state.route.lex.ansi_quotes);
+        assert_eq!(state.charset.name(), "latin1");
+        assert_eq!(state.route.lex.charset, ClientCharset::AsciiSafe);
+        state.note_status(StatusFlags::SERVER_STATUS_AUTOCOMMIT);
+        assert!(!state.route.lex.no_backslash_escapes);
+        state.reset();
+        assert_eq!(state.charset.name(), "gbk");
+        assert!(!state.route.lex.ansi_quotes);
+        // Collations MariaDB does not have are served as utf8mb4_general_ci.
+        let state = SessionState::new(1, key(255), false);
+        assert_eq!(
+            (state.charset, state.conn_key.collation),
+            (Charset::UTF8MB4, 45)
+        );
     }
 }

@@ -246,7 +246,7 @@ where
                         )
                         .await?;
                 }
-                COM_STMT_SEND_LONG_DATA => self.state.prepared.send_long_data(body),
+                COM_STMT_SEND_LONG_DATA => self.engine.send_long_data(&mut self.state, body),
                 COM_STMT_CLOSE => self.state.prepared.close(body),
                 COM_STMT_RESET => {
                     if self.state.prepared.reset(body) {

@@ -16,6 +16,7 @@ use std::fmt::Write as _;
 use mysql_common::constants::{ColumnFlags, ColumnType};
 use thiserror::Error;
 
+use super::charset::Charset;
 use super::frame::{read_lenenc_int, write_lenenc_bytes};
 
 /// The NULL marker of a text-protocol row value.
@@ -127,6 +128,10 @@ pub enum BinaryError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A value that has no SQL literal (a NaN or infinite float, a DECIMAL
+    /// whose text is not a number).
+    #[error("a {0} value has no SQL literal")]
+    Unrepresentable(&'static str),
     /// COM_STMT_EXECUTE has bytes after the last parameter value.
     #[error("COM_STMT_EXECUTE has {extra} bytes after its parameter values")]
     TrailingBytes {
@@ -578,11 +583,11 @@ pub enum ParamValue {
     UInt(u64),
     /// FLOAT (widened exactly to f64, as the server does) or DOUBLE.
     Float(f64),
-    /// A DECIMAL/NEWDECIMAL parameter whose text is a plain decimal number
-    /// (`[+-]digits[.digits]`); rendered unquoted so it stays exact. A
-    /// decimal parameter with any other text arrives as [`ParamValue::Bytes`].
+    /// A DECIMAL/NEWDECIMAL parameter, its text checked by
+    /// [`is_decimal_text`] (any other text is refused); rendered unquoted so
+    /// it stays exact.
     Decimal(String),
-    /// Strings, decimals with unusual text, blobs, and any long data.
+    /// Strings, blobs, and any long data.
     Bytes {
         /// The bytes as sent.
         data: Vec<u8>,
@@ -832,17 +837,18 @@ fn read_param(
             let len = usize::try_from(len).map_err(|_| truncated.clone())?;
             let data = reader.take(len).ok_or(truncated)?;
             match wire {
-                ParamWire::Decimal if is_plain_decimal(data) => {
-                    ParamValue::Decimal(String::from_utf8_lossy(data).into_owned())
-                }
                 ParamWire::Bytes { binary } => ParamValue::Bytes {
                     data: data.to_vec(),
                     binary,
                 },
-                _ => ParamValue::Bytes {
-                    data: data.to_vec(),
-                    binary: false,
-                },
+                _ if is_decimal_text(data) => {
+                    ParamValue::Decimal(String::from_utf8_lossy(data).into_owned())
+                }
+                _ => {
+                    return Err(bad(
+                        "a DECIMAL value is not a number ([+-]digits[.digits][e[+-]digits])",
+                    ))
+                }
             }
         }
         ParamWire::DateTime => {
@@ -910,46 +916,73 @@ fn read_param(
     })
 }
 
-/// `[+-]digits[.digits]` or `[+-].digits`: text safe and exact as an
-/// unquoted MySQL DECIMAL literal.
-fn is_plain_decimal(text: &[u8]) -> bool {
-    let unsigned = match text.first() {
-        Some(b'+' | b'-') => &text[1..],
+/// Whether `text` is a number MariaDB reads as exactly that number and
+/// nothing else: `[+-]digits[.digits][e[+-]digits]` (the integer or the
+/// fraction part may be empty, not both).
+pub fn is_decimal_text(text: &[u8]) -> bool {
+    let unsigned = match text.split_first() {
+        Some((b'+' | b'-', rest)) => rest,
         _ => text,
     };
-    let (int, frac) = match unsigned.iter().position(|&b| b == b'.') {
-        Some(dot) => (&unsigned[..dot], &unsigned[dot + 1..]),
-        None => (unsigned, &[][..]),
+    let (mantissa, exponent) = match unsigned.iter().position(|&b| b == b'e' || b == b'E') {
+        Some(e) => (&unsigned[..e], Some(&unsigned[e + 1..])),
+        None => (unsigned, None),
     };
-    (!int.is_empty() || !frac.is_empty()) && int.iter().chain(frac).all(u8::is_ascii_digit)
+    let (int, frac) = match mantissa.iter().position(|&b| b == b'.') {
+        Some(dot) => (&mantissa[..dot], &mantissa[dot + 1..]),
+        None => (mantissa, &[][..]),
+    };
+    let mantissa_ok =
+        (!int.is_empty() || !frac.is_empty()) && int.iter().chain(frac).all(u8::is_ascii_digit);
+    let exponent_ok = match exponent {
+        None => true,
+        Some(exponent) => {
+            let digits = match exponent.split_first() {
+                Some((b'+' | b'-', rest)) => rest,
+                _ => exponent,
+            };
+            !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)
+        }
+    };
+    mantissa_ok && exponent_ok
 }
 
 // ---------------------------------------------------------------------------
 // SQL literals
 // ---------------------------------------------------------------------------
 
-/// Appends `value` to `out` as a MySQL SQL literal:
+/// Appends `value` to `out` as a MySQL SQL literal that no character set
+/// and no `sql_mode` can read as anything but that one value: the text
+/// written is ASCII, and holds no backslash and no quote a value's bytes
+/// could pair with.
 ///
-/// - `NULL`; integers in decimal; decimals as their plain text (a DECIMAL
-///   literal);
+/// - `NULL`; integers in decimal; DECIMAL values as their text, which
+///   [`is_decimal_text`] has checked (`[+-]digits[.digits][e[+-]digits]`);
 /// - floats in shortest round-trip scientific notation (`1.5e0`, `1e300`),
-///   so MySQL reads them as exactly the same DOUBLE; NaN and infinities,
-///   which MySQL cannot hold, become `NULL`;
-/// - text (valid UTF-8, not binary) single-quoted with `'` doubled and,
-///   unless `no_backslash_escapes`, `\` as `\\` and NUL as `\0`; other bytes
-///   unchanged;
-/// - binary values and invalid UTF-8 as `X'hex'` (a binary string);
+///   so MariaDB reads them as exactly the same DOUBLE; NaN and infinities,
+///   which MariaDB cannot hold, are refused;
+/// - strings as a hex literal with the connection's character set as
+///   introducer (`_gbk X'C4E3'`), so the server takes the same bytes as
+///   text of the same character set; blobs (`binary`), values sent in the
+///   binary character set, and bytes that are not well-formed text of
+///   `charset` (which the server would refuse in an introduced literal)
+///   as `_binary X'..'`. The introduced literal has the character set's
+///   default collation (not `collation_connection`) with the coercibility
+///   of any literal, so comparing it with a column uses the column's
+///   collation as a plain literal would;
 /// - dates as `'YYYY-MM-DD'` or `'YYYY-MM-DD HH:MM:SS[.f]'`, times as
 ///   `'[-]HH:MM:SS[.f]'` with the days folded into the hours (e.g.
-///   `'-26:03:04.000005'`); fractions without trailing zeros, microseconds
-///   above 999 999 clamped.
+///   `'-26:03:04.000005'`), written from their numeric fields; fractions
+///   without trailing zeros, microseconds above 999 999 clamped.
 ///
-/// A negative number right after a `-` gives `--5`, which MySQL (and the
-/// router's tokenizer) read as minus minus 5: a comment needs a space after
-/// `--`. Escaping assumes a connection charset in which `\` and `'` never occur
-/// inside a multi-byte character (UTF-8, latin1, ascii, binary...; not GBK,
-/// Big5, SJIS, CP932, GB18030); with those, pass text as `binary: true`.
-pub fn render_literal(value: &ParamValue, no_backslash_escapes: bool, out: &mut String) {
+/// A negative number right after a `-` gives `--5`, which MariaDB reads as
+/// minus minus 5 (a comment needs a space after `--`); the caller keeps
+/// words from running into the literal ([`bind_separator`]).
+pub fn render_literal(
+    value: &ParamValue,
+    charset: Charset,
+    out: &mut String,
+) -> Result<(), BinaryError> {
     match value {
         ParamValue::Null => out.push_str("NULL"),
         ParamValue::Int(v) => {
@@ -961,17 +994,22 @@ pub fn render_literal(value: &ParamValue, no_backslash_escapes: bool, out: &mut 
         ParamValue::Float(v) if v.is_finite() => {
             let _ = write!(out, "{v:e}");
         }
-        ParamValue::Float(_) => out.push_str("NULL"),
-        ParamValue::Decimal(text) if is_plain_decimal(text.as_bytes()) => out.push_str(text),
-        ParamValue::Decimal(text) => quote_text(text, no_backslash_escapes, out),
-        ParamValue::Bytes {
-            data,
-            binary: false,
-        } => match std::str::from_utf8(data) {
-            Ok(text) => quote_text(text, no_backslash_escapes, out),
-            Err(_) => push_hex(data, out),
-        },
-        ParamValue::Bytes { data, binary: true } => push_hex(data, out),
+        ParamValue::Float(_) => return Err(BinaryError::Unrepresentable("NaN or infinity")),
+        ParamValue::Decimal(text) if is_decimal_text(text.as_bytes()) => out.push_str(text),
+        ParamValue::Decimal(_) => return Err(BinaryError::Unrepresentable("DECIMAL text")),
+        ParamValue::Bytes { data, binary } => {
+            let text_charset = !binary && !charset.is_binary() && charset.is_well_formed(data);
+            let introducer = if text_charset {
+                charset.name()
+            } else {
+                Charset::BINARY.name()
+            };
+            out.reserve(data.len() * 2 + introducer.len() + 5);
+            out.push('_');
+            out.push_str(introducer);
+            out.push(' ');
+            push_hex(data, out);
+        }
         ParamValue::Date {
             year,
             month,
@@ -1007,20 +1045,20 @@ pub fn render_literal(value: &ParamValue, no_backslash_escapes: bool, out: &mut 
             out.push('\'');
         }
     }
+    Ok(())
 }
 
-fn quote_text(text: &str, no_backslash_escapes: bool, out: &mut String) {
-    out.reserve(text.len() + 2);
-    out.push('\'');
-    for c in text.chars() {
-        match c {
-            '\'' => out.push_str("''"),
-            '\\' if !no_backslash_escapes => out.push_str("\\\\"),
-            '\0' if !no_backslash_escapes => out.push_str("\\0"),
-            c => out.push(c),
-        }
+/// What goes between the statement text before a `?` marker (ending in
+/// `before`) and the literal that replaces it: a space when the two would
+/// otherwise run together (`SELECT?` would become the word
+/// `SELECT_utf8mb4`; `1-?` with -5 would start a `--`).
+pub fn bind_separator(before: Option<char>, literal_start: Option<char>) -> &'static str {
+    let word = |c: char| c.is_alphanumeric() || c == '_' || c == '$' || !c.is_ascii();
+    match (before, literal_start) {
+        (Some(b), Some(l)) if word(b) && (word(l) || l == '\'') => " ",
+        (Some('-'), Some('-' | '+')) => " ",
+        _ => "",
     }
-    out.push('\'');
 }
 
 fn push_hex(data: &[u8], out: &mut String) {
@@ -1094,9 +1132,10 @@ mod tests {
         Ok(out[2..].to_vec())
     }
 
-    fn lit(value: &ParamValue, nbe: bool) -> String {
+    fn lit(value: &ParamValue, charset: &str) -> String {
         let mut out = String::new();
-        render_literal(value, nbe, &mut out);
+        let charset = Charset::from_name(charset).expect("known charset");
+        render_literal(value, charset, &mut out).expect("renders");
         out
     }
 
@@ -1895,8 +1934,18 @@ mod tests {
         );
         assert_eq!(
             parse_one(T::MYSQL_TYPE_DECIMAL, false, b"\x041e10"),
-            Ok(bytes(b"1e10"))
+            Ok(P::Decimal("1e10".into()))
         );
+        // DECIMAL text that is not a number is refused, never spliced.
+        for junk in [&b"\x081); DROP"[..], b"\x00", b"\x030x1", b"\x02\\'"] {
+            assert!(
+                matches!(
+                    parse_one(T::MYSQL_TYPE_NEWDECIMAL, false, junk),
+                    Err(BinaryError::BadParam { index: 0, .. })
+                ),
+                "{junk:?}"
+            );
+        }
         assert_eq!(
             parse_one(T::MYSQL_TYPE_BLOB, false, b"\x02\x00\xFF"),
             Ok(P::Bytes {
@@ -1926,21 +1975,32 @@ mod tests {
             parse_one(T::MYSQL_TYPE_VARCHAR, false, b"\x05abc"),
             Err(BinaryError::ParamTruncated { index: 0 })
         );
-        // Plain decimal text only.
+        // Decimal text: [+-]digits[.digits][e[+-]digits] only.
         for (text, plain) in [
             ("1", true),
             ("-1.5", true),
             ("+.5", true),
             ("5.", true),
+            ("1e5", true),
+            ("-1.5E-7", true),
+            ("2e+10", true),
             ("", false),
             (".", false),
             ("-", false),
-            ("1e5", false),
+            ("e5", false),
+            ("1e", false),
+            ("1e+", false),
+            ("1e5.5", false),
             ("1.2.3", false),
             ("1 ", false),
+            (" 1", false),
             ("0x10", false),
+            ("--1", false),
+            ("1'", false),
+            ("1\\", false),
+            ("\u{661}", false),
         ] {
-            assert_eq!(is_plain_decimal(text.as_bytes()), plain, "{text:?}");
+            assert_eq!(is_decimal_text(text.as_bytes()), plain, "{text:?}");
         }
     }
 
@@ -2238,22 +2298,18 @@ mod tests {
 
     #[test]
     fn numbers_render() {
-        assert_eq!(lit(&ParamValue::Null, false), "NULL");
-        assert_eq!(
-            lit(&ParamValue::Int(i64::MIN), false),
-            "-9223372036854775808"
-        );
-        assert_eq!(lit(&ParamValue::Int(0), false), "0");
-        assert_eq!(
-            lit(&ParamValue::UInt(u64::MAX), false),
-            "18446744073709551615"
-        );
-        assert_eq!(lit(&ParamValue::Float(1.5), false), "1.5e0");
-        assert_eq!(lit(&ParamValue::Float(1e300), false), "1e300");
-        assert_eq!(lit(&ParamValue::Float(-0.25), false), "-2.5e-1");
-        assert_eq!(lit(&ParamValue::Float(0.0), false), "0e0");
+        let u = "utf8mb4";
+        assert_eq!(lit(&ParamValue::Null, u), "NULL");
+        assert_eq!(lit(&ParamValue::Int(i64::MIN), u), "-9223372036854775808");
+        assert_eq!(lit(&ParamValue::Int(0), u), "0");
+        assert_eq!(lit(&ParamValue::UInt(u64::MAX), u), "18446744073709551615");
+        assert_eq!(lit(&ParamValue::Float(1.5), u), "1.5e0");
+        assert_eq!(lit(&ParamValue::Float(1e300), u), "1e300");
+        assert_eq!(lit(&ParamValue::Float(-0.25), u), "-2.5e-1");
+        assert_eq!(lit(&ParamValue::Float(0.0), u), "0e0");
         for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
-            assert_eq!(lit(&ParamValue::Float(v), false), "NULL");
+            let mut out = String::new();
+            assert!(render_literal(&ParamValue::Float(v), Charset::UTF8MB4, &mut out).is_err());
         }
         for v in [
             0.1,
@@ -2267,7 +2323,7 @@ mod tests {
             f64::from(f32::MAX),
             9_007_199_254_740_993.0,
         ] {
-            let text = lit(&ParamValue::Float(v), false);
+            let text = lit(&ParamValue::Float(v), u);
             assert!(text.contains('e'), "{text} is an approximate-value literal");
             assert_eq!(
                 text.parse::<f64>().unwrap().to_bits(),
@@ -2275,59 +2331,84 @@ mod tests {
                 "{text}"
             );
         }
-        assert_eq!(lit(&ParamValue::Decimal("-12.50".into()), false), "-12.50");
-        assert_eq!(lit(&ParamValue::Decimal(".5".into()), false), ".5");
-        // Text that is not a plain decimal is quoted, never spliced raw.
-        assert_eq!(
-            lit(&ParamValue::Decimal("1); DROP".into()), false),
-            "'1); DROP'"
-        );
-        assert_eq!(lit(&ParamValue::Decimal(String::new()), false), "''");
+        assert_eq!(lit(&ParamValue::Decimal("-12.50".into()), u), "-12.50");
+        assert_eq!(lit(&ParamValue::Decimal(".5".into()), u), ".5");
+        assert_eq!(lit(&ParamValue::Decimal("1e-5".into()), u), "1e-5");
+        // Text that is not a number is refused, never spliced raw.
+        for junk in ["1); DROP", "", "1 OR 1", "0x1"] {
+            let mut out = String::new();
+            assert!(
+                render_literal(
+                    &ParamValue::Decimal(junk.into()),
+                    Charset::UTF8MB4,
+                    &mut out
+                )
+                .is_err(),
+                "{junk:?}"
+            );
+            assert!(out.is_empty());
+        }
     }
 
     #[test]
-    fn strings_render() {
-        // (text, rendered, rendered under NO_BACKSLASH_ESCAPES)
-        let cases: &[(&str, &str, &str)] = &[
-            ("", "''", "''"),
-            ("plain", "'plain'", "'plain'"),
-            ("it's", "'it''s'", "'it''s'"),
-            ("a\\b", "'a\\\\b'", "'a\\b'"),
-            ("\\'", "'\\\\'''", "'\\'''"),
-            ("nul\0byte", "'nul\\0byte'", "'nul\0byte'"),
-            (
-                "line\nbreak\r\t\x1a\"",
-                "'line\nbreak\r\t\x1a\"'",
-                "'line\nbreak\r\t\x1a\"'",
-            ),
-            (
-                "\u{1F600} \u{e9}t\u{e9}",
-                "'\u{1F600} \u{e9}t\u{e9}'",
-                "'\u{1F600} \u{e9}t\u{e9}'",
-            ),
+    fn strings_render_as_introduced_hex() {
+        // (charset, bytes, rendered)
+        let cases: &[(&str, &[u8], &str)] = &[
+            ("utf8mb4", b"", "_utf8mb4 X''"),
+            ("utf8mb4", b"it's", "_utf8mb4 X'69742773'"),
+            ("utf8mb4", b"a\\b\0\"", "_utf8mb4 X'615C620022'"),
+            ("utf8mb4", "\u{1F600}".as_bytes(), "_utf8mb4 X'F09F9880'"),
+            // Not UTF-8: the server would refuse `_utf8mb4 X'FF'`.
+            ("utf8mb4", &[0xFF, 0x00, b'\''], "_binary X'FF0027'"),
+            ("utf8mb3", "\u{1F600}".as_bytes(), "_binary X'F09F9880'"),
+            ("utf8mb3", b"ok", "_utf8mb3 X'6F6B'"),
+            ("latin1", &[0xE9, b'\\', b'\''], "_latin1 X'E95C27'"),
+            ("binary", b"ab", "_binary X'6162'"),
+            // 0x5C trail bytes stay inside their character.
+            ("gbk", &[0xC4, 0xE3, b'\\', b'\''], "_gbk X'C4E35C27'"),
+            ("gbk", &[0x81, 0x5C], "_gbk X'815C'"),
+            ("gbk", &[0x81], "_binary X'81'"),
+            ("big5", &[0xA4, 0x5C], "_big5 X'A45C'"),
+            ("sjis", &[0x83, 0x5C], "_sjis X'835C'"),
+            ("cp932", &[0x83, 0x5C, 0xB1], "_cp932 X'835CB1'"),
+            ("cp932", &[0xFF], "_binary X'FF'"),
         ];
-        for (text, escaped, nbe) in cases {
-            assert_eq!(lit(&bytes(text.as_bytes()), false), *escaped, "{text:?}");
-            assert_eq!(
-                lit(&bytes(text.as_bytes()), true),
-                *nbe,
-                "{text:?} (NO_BACKSLASH_ESCAPES)"
-            );
+        for (charset, data, rendered) in cases {
+            assert_eq!(lit(&bytes(data), charset), *rendered, "{charset} {data:?}");
         }
-        // Invalid UTF-8 and binary values become hex.
-        assert_eq!(lit(&bytes(&[0xFF, 0x00, b'\'']), false), "X'FF0027'");
-        assert_eq!(lit(&bytes(&[0xC3]), true), "X'C3'");
-        assert_eq!(lit(&bytes(&[0xF0, 0x9F, 0x98]), false), "X'F09F98'");
         let blob = |d: &[u8]| ParamValue::Bytes {
             data: d.to_vec(),
             binary: true,
         };
-        assert_eq!(lit(&blob(b"abc"), false), "X'616263'");
-        assert_eq!(lit(&blob(b""), false), "X''");
+        assert_eq!(lit(&blob(b"abc"), "gbk"), "_binary X'616263'");
+        assert_eq!(lit(&blob(b""), "utf8mb4"), "_binary X''");
         // Appends to what is there.
         let mut out = String::from("SELECT ");
-        render_literal(&bytes(b"x"), false, &mut out);
-        assert_eq!(out, "SELECT 'x'");
+        render_literal(&bytes(b"x"), Charset::UTF8MB4, &mut out).unwrap();
+        assert_eq!(out, "SELECT _utf8mb4 X'78'");
+        // Whatever the value, the literal is ASCII without a backslash and
+        // with exactly the two quotes of its hex digits.
+        let mut rng = Lcg(7);
+        for len in 0..200 {
+            let data: Vec<u8> = (0..len).map(|_| rng.next()).collect();
+            for charset in ["utf8mb4", "gbk", "big5", "sjis", "latin1", "binary"] {
+                let text = lit(&bytes(&data), charset);
+                assert!(text.is_ascii() && !text.contains('\\') && !text.contains('"'));
+                assert_eq!(text.matches('\'').count(), 2, "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn separators_keep_tokens_apart() {
+        assert_eq!(bind_separator(Some('T'), Some('_')), " ");
+        assert_eq!(bind_separator(Some('X'), Some('\'')), " ");
+        assert_eq!(bind_separator(Some('1'), Some('5')), " ");
+        assert_eq!(bind_separator(Some('-'), Some('-')), " ");
+        assert_eq!(bind_separator(Some('='), Some('_')), "");
+        assert_eq!(bind_separator(Some(' '), Some('-')), "");
+        assert_eq!(bind_separator(None, Some('_')), "");
+        assert_eq!(bind_separator(Some('('), Some('\'')), "");
     }
 
     #[test]
@@ -2341,26 +2422,29 @@ mod tests {
             second: s,
             micros: us,
         };
-        assert_eq!(lit(&date(0, 0, 0, 0, 0, 0, 0), false), "'0000-00-00'");
-        assert_eq!(lit(&date(2024, 2, 9, 0, 0, 0, 0), false), "'2024-02-09'");
+        assert_eq!(lit(&date(0, 0, 0, 0, 0, 0, 0), "utf8mb4"), "'0000-00-00'");
         assert_eq!(
-            lit(&date(2024, 2, 9, 1, 2, 3, 0), false),
+            lit(&date(2024, 2, 9, 0, 0, 0, 0), "utf8mb4"),
+            "'2024-02-09'"
+        );
+        assert_eq!(
+            lit(&date(2024, 2, 9, 1, 2, 3, 0), "utf8mb4"),
             "'2024-02-09 01:02:03'"
         );
         assert_eq!(
-            lit(&date(2024, 2, 9, 0, 0, 0, 5), false),
+            lit(&date(2024, 2, 9, 0, 0, 0, 5), "utf8mb4"),
             "'2024-02-09 00:00:00.000005'"
         );
         assert_eq!(
-            lit(&date(2024, 2, 9, 1, 2, 3, 500_000), false),
+            lit(&date(2024, 2, 9, 1, 2, 3, 500_000), "utf8mb4"),
             "'2024-02-09 01:02:03.5'"
         );
         assert_eq!(
-            lit(&date(999, 1, 1, 0, 0, 0, 120_000), false),
+            lit(&date(999, 1, 1, 0, 0, 0, 120_000), "utf8mb4"),
             "'0999-01-01 00:00:00.12'"
         );
         assert_eq!(
-            lit(&date(1, 1, 1, 0, 0, 0, 5_000_000), false),
+            lit(&date(1, 1, 1, 0, 0, 0, 5_000_000), "utf8mb4"),
             "'0001-01-01 00:00:00.999999'"
         );
         let time = |n, d, h, m, s, us| ParamValue::Time {
@@ -2371,61 +2455,60 @@ mod tests {
             seconds: s,
             micros: us,
         };
-        assert_eq!(lit(&time(false, 0, 0, 0, 0, 0), false), "'00:00:00'");
-        assert_eq!(lit(&time(true, 0, 0, 0, 0, 0), false), "'00:00:00'");
-        assert_eq!(lit(&time(true, 1, 2, 3, 4, 5), false), "'-26:03:04.000005'");
-        assert_eq!(lit(&time(false, 34, 22, 59, 59, 0), false), "'838:59:59'");
+        assert_eq!(lit(&time(false, 0, 0, 0, 0, 0), "utf8mb4"), "'00:00:00'");
+        assert_eq!(lit(&time(true, 0, 0, 0, 0, 0), "utf8mb4"), "'00:00:00'");
         assert_eq!(
-            lit(&time(true, 0, 0, 0, 0, 500_000), false),
+            lit(&time(true, 1, 2, 3, 4, 5), "utf8mb4"),
+            "'-26:03:04.000005'"
+        );
+        assert_eq!(
+            lit(&time(false, 34, 22, 59, 59, 0), "utf8mb4"),
+            "'838:59:59'"
+        );
+        assert_eq!(
+            lit(&time(true, 0, 0, 0, 0, 500_000), "utf8mb4"),
             "'-00:00:00.5'"
         );
         assert_eq!(
-            lit(&time(false, u32::MAX, 23, 0, 0, 0), false),
+            lit(&time(false, u32::MAX, 23, 0, 0, 0), "utf8mb4"),
             format!("'{}:00:00'", u64::from(u32::MAX) * 24 + 23)
         );
     }
 
-    /// Rendered literals are single, valid tokens for the router's tokenizer
-    /// (MySQL dialect, backslash escapes on), which reads back the same value.
+    /// Rendered literals parse as one value for the router's parser, and
+    /// an introduced string reads back the same hex digits.
     #[test]
-    fn literals_tokenize_as_mysql() {
+    fn literals_parse_as_one_expression() {
+        use sqlparser::ast::{Expr, SelectItem, SetExpr, Statement, Value};
         use sqlparser::dialect::MySqlDialect;
-        use sqlparser::tokenizer::{Token, Tokenizer};
+        use sqlparser::parser::Parser;
 
-        let tokens = |sql: &str| -> Vec<Token> {
-            Tokenizer::new(&MySqlDialect {}, sql)
-                .tokenize()
-                .expect("tokenizes")
-                .into_iter()
-                .filter(|t| !matches!(t, Token::Whitespace(_)))
-                .collect()
+        let item = |sql: &str| -> Expr {
+            let mut statements = Parser::parse_sql(&MySqlDialect {}, sql).expect("parses");
+            let Some(Statement::Query(query)) = statements.pop() else {
+                panic!("{sql}: not a query")
+            };
+            let SetExpr::Select(select) = *query.body else {
+                panic!("{sql}: not a select")
+            };
+            match select.projection.into_iter().next() {
+                Some(SelectItem::UnnamedExpr(e)) => e,
+                other => panic!("{sql}: {other:?}"),
+            }
         };
-        for text in ["it's", "a\\b", "\\'", "nul\0byte", "\u{1F600}\n", "'", "\\"] {
-            let sql = format!("SELECT {} FROM t", lit(&bytes(text.as_bytes()), false));
-            let toks = tokens(&sql);
-            assert_eq!(toks.len(), 4, "{sql:?}: {toks:?}");
-            assert_eq!(
-                toks[1],
-                Token::SingleQuotedString(text.to_string()),
-                "{sql:?}"
-            );
-        }
-        let sql = format!("SELECT {} FROM t", lit(&bytes(&[0xFF, 0x01]), false));
-        assert_eq!(tokens(&sql)[1], Token::HexStringLiteral("FF01".into()));
-        for v in [1.5, 1e300, 2.5e-7, 0.0] {
-            let sql = format!("SELECT {} FROM t", lit(&ParamValue::Float(v), false));
-            let toks = tokens(&sql);
-            assert_eq!(toks.len(), 4, "{sql:?}: {toks:?}");
-            match &toks[1] {
-                Token::Number(n, _) => assert_eq!(n.parse::<f64>().unwrap(), v),
-                other => panic!("{sql:?}: {other:?}"),
+        for data in [&b"it's"[..], b"\\'", b"\xC4\xE3\\'", b"\xFF"] {
+            let sql = format!("SELECT {} FROM t", lit(&bytes(data), "gbk"));
+            match item(&sql) {
+                Expr::Prefixed { value, .. } => match *value {
+                    Expr::Value(v) => assert!(matches!(v.value, Value::HexStringLiteral(_))),
+                    other => panic!("{sql}: {other:?}"),
+                },
+                other => panic!("{sql}: {other:?}"),
             }
         }
-        // A negative value right after a minus stays arithmetic, not a comment.
-        let sql = format!("SELECT 1 -{}", lit(&ParamValue::Int(-5), false));
-        assert!(
-            tokens(&sql).contains(&Token::Number("5".into(), false)),
-            "{sql:?}"
-        );
+        for v in [1.5, 1e300, 2.5e-7, 0.0] {
+            let sql = format!("SELECT {} FROM t", lit(&ParamValue::Float(v), "utf8mb4"));
+            assert!(matches!(item(&sql), Expr::Value(_)), "{sql}");
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! framing ([`frame`]) and the packets the proxy writes itself ([`packets`]).
 
 pub mod binary;
+pub mod charset;
 pub mod frame;
 pub mod packets;
 

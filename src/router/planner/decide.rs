@@ -14,7 +14,7 @@
 //! Then the text is edited: tables qualified with the shard database, `id`
 //! of object tables turned into the expression composing it.
 
-use sqlparser::ast::ValueWithSpan;
+use super::keys::KeyValue;
 
 use sqlparser::ast::Spanned;
 
@@ -182,7 +182,7 @@ impl<'a> Planner<'a> {
             let Some(rule) = self.resolve_key(pred.scope, pred.qualifier, pred.column)? else {
                 continue;
             };
-            let mut first: Option<(u32, &ValueWithSpan)> = None;
+            let mut first: Option<(u32, KeyValue<'_>)> = None;
             let mut spread = None;
             let mut markers = false;
             for value in pred.all_values().filter_map(|e| env.key_value(e)) {
@@ -289,7 +289,7 @@ impl<'a> Planner<'a> {
         marker_fleets: &mut Vec<FleetId>,
     ) -> Result<Option<Constraint<'a>>, RouteError> {
         let env = self.env;
-        let mut first: Option<(u32, &ValueWithSpan)> = None;
+        let mut first: Option<(u32, KeyValue<'_>)> = None;
         let mut markers = false;
         for &value in &self.insert_keys.values {
             let Some(s) = env.key_shard_edit(rule, value, edits)? else {

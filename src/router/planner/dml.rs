@@ -7,7 +7,7 @@
 //! Here: what is collected, the walk's entry per statement, and how a
 //! column resolves to a table's shard key through the statement's scopes.
 
-use sqlparser::ast::{Expr, Ident, ObjectName, Query, Statement, ValueWithSpan};
+use sqlparser::ast::{Expr, Ident, ObjectName, Query, Statement};
 
 use super::keys::key_column;
 use super::{idents, is_system_schema, object_name_text, unsupported, Env};
@@ -89,7 +89,7 @@ impl<'a> Pred<'a> {
 /// shard-key column.
 #[derive(Default)]
 pub(super) struct InsertKeys<'a> {
-    pub(super) values: Vec<&'a ValueWithSpan>,
+    pub(super) values: Vec<super::keys::KeyValue<'a>>,
     /// A row whose key is not a literal, or no key column at all.
     pub(super) missing: bool,
 }

@@ -6,10 +6,11 @@
 use std::borrow::Cow;
 
 use sqlparser::ast::{Expr, Value, ValueWithSpan};
+use sqlparser::tokenizer::Span;
 
-use super::Env;
+use super::{unsupported, Env};
 use crate::id::{mod_shard, ObjectId};
-use crate::router::plan::RouteError;
+use crate::router::plan::{ClientCharset, RouteError};
 use crate::router::text::Edits;
 use crate::topology::{Fleet, TableKind, TableRule};
 
@@ -31,21 +32,56 @@ pub(super) struct KeyShard {
     pub(super) local_id: Option<u64>,
 }
 
+/// A key value as written: a literal or a `?` marker, possibly after a
+/// character-set introducer (`_utf8mb4 X'3132'`, as bound string
+/// parameters are written).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct KeyValue<'e> {
+    /// The literal (after the introducer, if any).
+    pub(super) value: &'e ValueWithSpan,
+    /// The introducer's character set (`utf8mb4` for `_utf8mb4`).
+    introducer: Option<&'e str>,
+    /// The whole expression, introducer included (what an ID rewrite
+    /// replaces).
+    pub(super) span: Span,
+}
+
 /// A key literal as written.
 enum KeyLiteral<'v> {
     /// A number, or a quoted string (IDs may be quoted decimal strings).
     Text(&'v str),
-    /// `X'..'` or `0x..`: the hex digits of a binary string.
+    /// `X'..'` or `0x..` without an introducer, or with `_binary`: the
+    /// hex digits of a binary string.
     Hex(&'v str),
+    /// `_cs X'..'` with a text character set: the hex digits of a string
+    /// (an ID bound as a string parameter).
+    IntroducedHex {
+        /// The character set.
+        charset: &'v str,
+        /// The hex digits.
+        digits: &'v str,
+    },
 }
 
-fn key_literal(value: &ValueWithSpan) -> Option<KeyLiteral<'_>> {
-    match &value.value {
-        Value::Number(n, _) => Some(KeyLiteral::Text(n)),
-        Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Some(KeyLiteral::Text(s)),
-        Value::HexStringLiteral(h) => Some(KeyLiteral::Hex(h)),
+fn key_literal<'v>(key: &KeyValue<'v>) -> Option<KeyLiteral<'v>> {
+    match (&key.value.value, key.introducer) {
+        (Value::Number(n, _), None) => Some(KeyLiteral::Text(n)),
+        (Value::SingleQuotedString(s) | Value::DoubleQuotedString(s), _) => {
+            Some(KeyLiteral::Text(s))
+        }
+        (Value::HexStringLiteral(h), Some(charset)) if !charset.eq_ignore_ascii_case("binary") => {
+            Some(KeyLiteral::IntroducedHex { charset, digits: h })
+        }
+        (Value::HexStringLiteral(h), _) => Some(KeyLiteral::Hex(h)),
         _ => None,
     }
+}
+
+/// Whether a character set name is UTF-8 (`utf8`, `utf8mb3`, `utf8mb4`).
+fn is_utf8(charset: &str) -> bool {
+    ["utf8", "utf8mb3", "utf8mb4"]
+        .iter()
+        .any(|name| charset.eq_ignore_ascii_case(name))
 }
 
 /// Whether a value is a `?` parameter marker.
@@ -90,14 +126,64 @@ pub(super) fn decode_id(raw: u64, fleet: &Fleet) -> Result<ObjectId, String> {
 
 impl Env<'_> {
     /// The value of a key restriction or of an INSERT's key column, if it
-    /// can route: a number or string literal (a hex string for mod-shard
-    /// keys; for IDs it is refused with a reason), or, when preparing, a
-    /// `?` marker (any shard).
-    pub(super) fn key_value<'e>(&self, expr: &'e Expr) -> Option<&'e ValueWithSpan> {
-        match expr {
-            Expr::Value(v) if key_literal(v).is_some() || (self.prepare && is_marker(v)) => Some(v),
-            _ => None,
+    /// can route: a number or string literal, possibly after a
+    /// character-set introducer (a hex string for mod-shard keys; for IDs
+    /// it is refused with a reason), or, when preparing, a `?` marker (any
+    /// shard). With ANSI_QUOTES a double-quoted "value" is an identifier.
+    pub(super) fn key_value<'e>(&self, expr: &'e Expr) -> Option<KeyValue<'e>> {
+        let key = match expr {
+            Expr::Value(value) => KeyValue {
+                value,
+                introducer: None,
+                span: value.span,
+            },
+            Expr::Prefixed { prefix, value } => match value.as_ref() {
+                Expr::Value(inner) => KeyValue {
+                    value: inner,
+                    introducer: Some(prefix.value.strip_prefix('_').unwrap_or(&prefix.value)),
+                    span: prefix.span.union(&inner.span),
+                },
+                _ => return None,
+            },
+            _ => return None,
+        };
+        if self.ctx.lex.ansi_quotes && matches!(key.value.value, Value::DoubleQuotedString(_)) {
+            return None;
         }
+        let usable = key_literal(&key).is_some()
+            || (self.prepare && key.introducer.is_none() && is_marker(key.value));
+        usable.then_some(key)
+    }
+
+    /// The bytes of a string key as the server compares them with a
+    /// utf8mb4 key column, or the reason it cannot be known: text holding
+    /// 0x1A (the lexer's stand-in for bytes it could not read as text), or
+    /// non-ASCII text in a character set other than UTF-8 (the server would
+    /// convert it before comparing).
+    fn key_text_bytes<'k>(
+        &self,
+        key: &KeyValue<'_>,
+        bytes: &'k [u8],
+        charset: Option<&str>,
+    ) -> Result<&'k [u8], RouteError> {
+        let written = || self.src.text(key.span).to_owned();
+        if bytes.contains(&0x1A) {
+            return Err(unsupported(format!(
+                "the shard key value {} holds bytes shardgate cannot read as text of the connection's character set; send the key in ASCII",
+                written()
+            )));
+        }
+        let utf8 = match charset {
+            Some(charset) => is_utf8(charset),
+            None => self.ctx.lex.charset == ClientCharset::Utf8,
+        };
+        if !utf8 && !bytes.is_ascii() {
+            return Err(unsupported(format!(
+                "the shard key value {} has non-ASCII characters in a character set other than UTF-8; use a utf8mb4 connection (SET NAMES utf8mb4) for such keys",
+                written()
+            )));
+        }
+        Ok(bytes)
     }
 
     /// The shard a key value selects on a table (and, for an object table,
@@ -106,9 +192,9 @@ impl Env<'_> {
     pub(super) fn key_shard(
         &self,
         rule: &TableRule,
-        value: &ValueWithSpan,
+        value: KeyValue<'_>,
     ) -> Result<Option<KeyShard>, RouteError> {
-        if is_marker(value) {
+        if is_marker(value.value) {
             return Ok(None);
         }
         let fleet = self.fleet(rule.fleet)?;
@@ -125,16 +211,29 @@ impl Env<'_> {
                 local_id: None,
             },
             TableKind::ModShard { .. } => {
-                let shard = match key_literal(value) {
-                    Some(KeyLiteral::Text(key)) => mod_shard(key.as_bytes(), fleet.shard_count),
+                let bad_hex = || {
+                    RouteError::Syntax(format!(
+                        "bad hexadecimal literal {}",
+                        self.src.text(value.span)
+                    ))
+                };
+                let shard = match key_literal(&value) {
+                    Some(KeyLiteral::Text(key)) => {
+                        let charset = value.introducer;
+                        mod_shard(
+                            self.key_text_bytes(&value, key.as_bytes(), charset)?,
+                            fleet.shard_count,
+                        )
+                    }
                     Some(KeyLiteral::Hex(digits)) => {
-                        let key = hex_bytes(digits).ok_or_else(|| {
-                            RouteError::Syntax(format!(
-                                "bad hexadecimal literal {}",
-                                self.src.text(value.span)
-                            ))
-                        })?;
-                        mod_shard(&key, fleet.shard_count)
+                        mod_shard(&hex_bytes(digits).ok_or_else(bad_hex)?, fleet.shard_count)
+                    }
+                    Some(KeyLiteral::IntroducedHex { charset, digits }) => {
+                        let key = hex_bytes(digits).ok_or_else(bad_hex)?;
+                        mod_shard(
+                            self.key_text_bytes(&value, &key, Some(charset))?,
+                            fleet.shard_count,
+                        )
                     }
                     None => mod_shard(b"", fleet.shard_count),
                 };
@@ -151,7 +250,7 @@ impl Env<'_> {
     pub(super) fn key_shard_edit(
         &self,
         rule: &TableRule,
-        value: &ValueWithSpan,
+        value: KeyValue<'_>,
         edits: &mut Edits,
     ) -> Result<Option<u32>, RouteError> {
         let Some(key) = self.key_shard(rule, value)? else {
@@ -168,7 +267,7 @@ impl Env<'_> {
     /// type.
     fn check_id(
         &self,
-        value: &ValueWithSpan,
+        value: KeyValue<'_>,
         fleet: &Fleet,
         object: Option<(&TableRule, u16)>,
     ) -> Result<ObjectId, RouteError> {
@@ -177,8 +276,15 @@ impl Env<'_> {
             id: written.to_owned(),
             reason,
         };
-        let digits = match key_literal(value) {
+        let decoded;
+        let digits = match key_literal(&value) {
             Some(KeyLiteral::Text(digits)) => digits,
+            Some(KeyLiteral::IntroducedHex { digits, .. }) => {
+                decoded = hex_bytes(digits)
+                    .and_then(|bytes| String::from_utf8(bytes).ok())
+                    .unwrap_or_default();
+                decoded.as_str()
+            }
             Some(KeyLiteral::Hex(_)) => {
                 return Err(bad(
                     "an ID is a 64-bit unsigned integer written in decimal (or as a quoted decimal string), not a hexadecimal string".to_owned()
