@@ -50,11 +50,11 @@ pub(super) struct KeyValue<'e> {
 enum KeyLiteral<'v> {
     /// A number, or a quoted string (IDs may be quoted decimal strings).
     Text(&'v str),
-    /// `X'..'` or `0x..` without an introducer, or with `_binary`: the
-    /// hex digits of a binary string.
+    /// `X'..'` or `0x..` without an introducer: the hex digits of a binary
+    /// string (MariaDB may read it as a number).
     Hex(&'v str),
-    /// `_cs X'..'` with a text character set: the hex digits of a string
-    /// (an ID bound as a string parameter).
+    /// `_cs X'..'`: the hex digits of a string in `charset` (a string
+    /// parameter as the proxy binds it; an ID bound as a string).
     IntroducedHex {
         /// The character set.
         charset: &'v str,
@@ -69,7 +69,7 @@ fn key_literal<'v>(key: &KeyValue<'v>) -> Option<KeyLiteral<'v>> {
         (Value::SingleQuotedString(s) | Value::DoubleQuotedString(s), _) => {
             Some(KeyLiteral::Text(s))
         }
-        (Value::HexStringLiteral(h), Some(charset)) if !charset.eq_ignore_ascii_case("binary") => {
+        (Value::HexStringLiteral(h), Some(charset)) => {
             Some(KeyLiteral::IntroducedHex { charset, digits: h })
         }
         (Value::HexStringLiteral(h), _) => Some(KeyLiteral::Hex(h)),
@@ -77,9 +77,10 @@ fn key_literal<'v>(key: &KeyValue<'v>) -> Option<KeyLiteral<'v>> {
     }
 }
 
-/// Whether a character set name is UTF-8 (`utf8`, `utf8mb3`, `utf8mb4`).
-fn is_utf8(charset: &str) -> bool {
-    ["utf8", "utf8mb3", "utf8mb4"]
+/// Whether a string in a character set is compared with a utf8mb4 key
+/// column byte for byte: UTF-8 (`utf8`, `utf8mb3`, `utf8mb4`) and `binary`.
+fn compares_bytewise(charset: &str) -> bool {
+    ["utf8", "utf8mb3", "utf8mb4", "binary"]
         .iter()
         .any(|name| charset.eq_ignore_ascii_case(name))
 }
@@ -156,28 +157,30 @@ impl Env<'_> {
     }
 
     /// The bytes of a string key as the server compares them with a
-    /// utf8mb4 key column, or the reason it cannot be known: text holding
-    /// 0x1A (the lexer's stand-in for bytes it could not read as text), or
-    /// non-ASCII text in a character set other than UTF-8 (the server would
-    /// convert it before comparing).
+    /// utf8mb4 key column, or the reason they cannot be known: non-ASCII
+    /// text in a character set the server would convert before comparing,
+    /// or (`decoded_by_lexer`: the text of a quoted literal) text holding
+    /// 0x1A, the lexer's stand-in for bytes it could not read as text.
+    /// `charset` is the literal's introducer, if any, else the session's.
     fn key_text_bytes<'k>(
         &self,
         key: &KeyValue<'_>,
         bytes: &'k [u8],
         charset: Option<&str>,
+        decoded_by_lexer: bool,
     ) -> Result<&'k [u8], RouteError> {
         let written = || self.src.text(key.span).to_owned();
-        if bytes.contains(&0x1A) {
+        if decoded_by_lexer && bytes.contains(&0x1A) {
             return Err(unsupported(format!(
                 "the shard key value {} holds bytes shardgate cannot read as text of the connection's character set; send the key in ASCII",
                 written()
             )));
         }
-        let utf8 = match charset {
-            Some(charset) => is_utf8(charset),
+        let bytewise = match charset {
+            Some(charset) => compares_bytewise(charset),
             None => self.ctx.lex.charset == ClientCharset::Utf8,
         };
-        if !utf8 && !bytes.is_ascii() {
+        if !bytewise && !bytes.is_ascii() {
             return Err(unsupported(format!(
                 "the shard key value {} has non-ASCII characters in a character set other than UTF-8; use a utf8mb4 connection (SET NAMES utf8mb4) for such keys",
                 written()
@@ -221,7 +224,7 @@ impl Env<'_> {
                     Some(KeyLiteral::Text(key)) => {
                         let charset = value.introducer;
                         mod_shard(
-                            self.key_text_bytes(&value, key.as_bytes(), charset)?,
+                            self.key_text_bytes(&value, key.as_bytes(), charset, true)?,
                             fleet.shard_count,
                         )
                     }
@@ -231,7 +234,7 @@ impl Env<'_> {
                     Some(KeyLiteral::IntroducedHex { charset, digits }) => {
                         let key = hex_bytes(digits).ok_or_else(bad_hex)?;
                         mod_shard(
-                            self.key_text_bytes(&value, &key, Some(charset))?,
+                            self.key_text_bytes(&value, &key, Some(charset), false)?,
                             fleet.shard_count,
                         )
                     }
