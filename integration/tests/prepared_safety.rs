@@ -29,9 +29,14 @@ fn injection(lead: &[u8]) -> Vec<u8> {
     payload
 }
 
-/// The charsets tested, each with a lead byte that can swallow a `\`, and
+/// A charset tested: its name, a character that is valid UTF-8 and whose
+/// last byte, read in the charset, is a lead byte that swallows a
+/// following `\` (what broke out of a backslash-escaped literal), and
 /// values (beyond the common ones) that are well-formed in it.
-fn charsets() -> Vec<(&'static str, Vec<u8>, Vec<Vec<u8>>)> {
+type CharsetCase = (&'static str, Vec<u8>, Vec<Vec<u8>>);
+
+/// Every charset tested.
+fn charsets() -> Vec<CharsetCase> {
     vec![
         (
             "utf8mb4",
@@ -40,28 +45,28 @@ fn charsets() -> Vec<(&'static str, Vec<u8>, Vec<Vec<u8>>)> {
         ),
         (
             "latin1",
-            vec![0xE9],
+            "é".as_bytes().to_vec(),
             vec![vec![0xE9, 0x5C], vec![0xFF, 0x27]],
         ),
-        ("binary", vec![0xBF], vec![]),
+        ("binary", "你".as_bytes().to_vec(), vec![]),
         (
             "gbk",
-            vec![0xBF],
+            "你".as_bytes().to_vec(),
             vec![vec![0x81, 0x5C], vec![0xBF, 0x5C, 0x27], vec![0xC4, 0xE3]],
         ),
         (
             "big5",
-            vec![0xA4],
+            "佡".as_bytes().to_vec(),
             vec![vec![0xA4, 0x5C], vec![0xA4, 0x5C, 0x27]],
         ),
         (
             "sjis",
-            vec![0x83],
+            "佁".as_bytes().to_vec(),
             vec![vec![0x83, 0x5C], vec![0x83, 0x5C, 0x27]],
         ),
         (
             "cp932",
-            vec![0x83],
+            "佁".as_bytes().to_vec(),
             vec![vec![0x83, 0x5C], vec![0x83, 0x5C, 0x27]],
         ),
     ]
