@@ -53,7 +53,8 @@ pub enum ClientError {
     /// A command the proxy does not implement (1047).
     #[error("shardgate: {0}")]
     UnsupportedCommand(String),
-    /// A client packet over the proxy's limit (1153); the connection closes.
+    /// A client packet over the proxy's limit, or long data or a prepared
+    /// statement past `limits.max_allowed_packet` (1153).
     #[error("Got a packet bigger than 'max_allowed_packet' bytes: {0}")]
     PacketTooLarge(String),
     /// A command that needs `USE dbNNNNN` first (1046).

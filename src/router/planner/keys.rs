@@ -332,3 +332,114 @@ impl Env<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::id::{mod_shard, ObjectId};
+    use crate::router::{
+        route, ClientCharset, LexMode, Plan, RandomPlacement, RouteContext, TrailCharset,
+    };
+    use crate::topology::tests::{load, SPEC_YAML};
+
+    fn route_with(sql: &str, lex: LexMode) -> Plan {
+        let ctx = RouteContext {
+            current_db: None,
+            lex,
+        };
+        route(sql, &load(SPEC_YAML), &ctx, &mut RandomPlacement::new())
+    }
+
+    fn shard_sql(plan: Plan) -> (u32, String) {
+        match plan {
+            Plan::Shard(query) => (query.target.shard, query.sql),
+            other => panic!("expected one shard, got {other:?}"),
+        }
+    }
+
+    fn refusal(plan: Plan) -> String {
+        match plan {
+            Plan::Reject(error) => error.to_string(),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    const GBK: LexMode = LexMode {
+        no_backslash_escapes: false,
+        ansi_quotes: false,
+        charset: ClientCharset::AsciiTrail(TrailCharset::Gbk),
+        server_version: 101119,
+    };
+
+    #[test]
+    fn introduced_hex_ids_route_and_are_rewritten_whole() {
+        let id = ObjectId {
+            shard: 2077,
+            type_id: 1,
+            local_id: 42,
+        }
+        .encode()
+        .unwrap();
+        let hex: String = id.to_string().bytes().map(|b| format!("{b:02X}")).collect();
+        for introducer in ["_utf8mb4", "_gbk", "_binary", "_latin1"] {
+            let sql = format!("SELECT data FROM pins WHERE id = {introducer} X'{hex}'");
+            let (shard, text) = shard_sql(route_with(&sql, LexMode::default()));
+            assert_eq!(shard, 2077, "{sql}");
+            assert_eq!(text, "SELECT data FROM db02077.pins WHERE local_id = 42");
+        }
+        // A plain hex literal is still no ID.
+        let sql = format!("SELECT data FROM pins WHERE id = X'{hex}'");
+        assert!(refusal(route_with(&sql, LexMode::default())).contains("hexadecimal"));
+    }
+
+    #[test]
+    fn string_keys_route_only_when_their_bytes_are_known() {
+        let email = "a@b.c";
+        let hex: String = email.bytes().map(|b| format!("{b:02X}")).collect();
+        let expected = mod_shard(email.as_bytes(), 4096);
+        for sql in [
+            format!("SELECT user_id FROM user_by_email WHERE email = '{email}'"),
+            format!("SELECT user_id FROM user_by_email WHERE email = _gbk X'{hex}'"),
+            format!("SELECT user_id FROM user_by_email WHERE email = _utf8mb4 X'{hex}'"),
+        ] {
+            assert_eq!(shard_sql(route_with(&sql, GBK)).0, expected, "{sql}");
+        }
+        // Non-ASCII: the same bytes on a utf8 connection, refused otherwise.
+        let utf8 = "é@b.c";
+        let utf8_hex: String = utf8.bytes().map(|b| format!("{b:02X}")).collect();
+        let by_utf8 =
+            format!("SELECT user_id FROM user_by_email WHERE email = _utf8mb4 X'{utf8_hex}'");
+        assert_eq!(
+            shard_sql(route_with(&by_utf8, GBK)).0,
+            mod_shard(utf8.as_bytes(), 4096)
+        );
+        let quoted = format!("SELECT user_id FROM user_by_email WHERE email = '{utf8}'");
+        assert_eq!(
+            shard_sql(route_with(&quoted, LexMode::default())).0,
+            mod_shard(utf8.as_bytes(), 4096)
+        );
+        assert!(refusal(route_with(&quoted, GBK)).contains("non-ASCII"));
+        let by_gbk = "SELECT user_id FROM user_by_email WHERE email = _gbk X'C4E3'";
+        assert!(refusal(route_with(by_gbk, LexMode::default())).contains("non-ASCII"));
+        // 0x1A in text: a byte the lexer could not read.
+        let sub = "SELECT user_id FROM user_by_email WHERE email = 'a\u{1A}b'";
+        assert!(refusal(route_with(sub, LexMode::default())).contains("cannot read"));
+    }
+
+    #[test]
+    fn double_quotes_are_no_key_under_ansi_quotes() {
+        let id = ObjectId {
+            shard: 5,
+            type_id: 1,
+            local_id: 1,
+        }
+        .encode()
+        .unwrap();
+        let sql = format!("SELECT data FROM pins WHERE id = \"{id}\"");
+        assert_eq!(shard_sql(route_with(&sql, LexMode::default())).0, 5);
+        let ansi = LexMode {
+            ansi_quotes: true,
+            ..LexMode::default()
+        };
+        assert!(refusal(route_with(&sql, ansi)).contains("no shard key"));
+    }
+}
