@@ -113,6 +113,9 @@ async fn session(charset: &str, no_backslash_escapes: bool) -> Conn {
         .unwrap()
         .unwrap();
     assert_eq!(mode.contains("NO_BACKSLASH_ESCAPES"), no_backslash_escapes);
+    // Bound strings are written in the charset the server now has.
+    let bound: Option<String> = conn.exec_first("SELECT CHARSET(?)", ("x",)).await.unwrap();
+    assert_eq!(bound.as_deref(), Some(charset));
     conn
 }
 
@@ -350,9 +353,9 @@ async fn ids_bound_as_strings_route_in_any_charset() {
 const LIMIT_PACKET: usize = 4 << 20;
 
 fn limited_proxy() -> RunningProxy {
-    let yaml = format!(
-        "{}\nlimits:\n  max_allowed_packet: {LIMIT_PACKET}\n  max_prepared_statements: 5\n  max_session_settings: 4\n  max_session_settings_bytes: 512\n",
-        test_config_yaml()
+    let yaml = with_limits(
+        &test_config_yaml(),
+        &format!("  max_allowed_packet: {LIMIT_PACKET}\n  max_prepared_statements: 5\n  max_session_settings: 4\n  max_session_settings_bytes: 512\n"),
     );
     start_server("prepared-safety-limits", &yaml)
 }

@@ -279,7 +279,11 @@ async fn a_two_megabyte_utf8_value_is_byte_exact_as_text_and_as_a_parameter() {
 
 #[tokio::test]
 async fn packets_over_sixteen_megabytes_are_split_and_joined() {
-    let mut conn = client().await;
+    // Past the default limits.max_allowed_packet (16 MiB, as MariaDB's):
+    // a proxy allowing what the fleet allows (64 MiB).
+    let yaml = with_limits(&test_config_yaml(), "  max_allowed_packet: 67108864\n");
+    let proxy = start_server("protocol-big-packets", &yaml);
+    let mut conn = app(&proxy).await;
     let value = "0123456789abcdef".repeat(17 * 1024 * 1024 / 16 + 3);
     assert!(value.len() > 0xFF_FFFF);
     assert_eq!(echo_through_a_shard(&mut conn, &value, false).await, value);

@@ -452,3 +452,13 @@ pub async fn wait_for_pin_on(port: u16, shard: u32, local_id: u64, data: &str) {
         deadline.retry(found).await;
     }
 }
+
+/// `yaml` with `entries` (indented `key: value` lines) in its `limits`
+/// section, which is added if the config has none.
+pub fn with_limits(yaml: &str, entries: &str) -> String {
+    if yaml.contains("\nlimits:\n") {
+        yaml.replacen("\nlimits:\n", &format!("\nlimits:\n{entries}"), 1)
+    } else {
+        format!("{yaml}\nlimits:\n{entries}")
+    }
+}
