@@ -300,6 +300,54 @@ async fn handshake_collation_sets_the_charset() {
     assert_eq!(rows, vec![vec![Some(b"gbk".to_vec())]]);
 }
 
+/// Numbers are checked before they are written into the text: DECIMAL text
+/// that is not a number is refused (1210) and nothing runs.
+#[tokio::test]
+async fn malformed_numbers_are_refused() {
+    let mut raw = raw_client(proxy_addr(), 45).await;
+    let id = raw_prepare(&mut raw, "SELECT CONCAT(?)").await.unwrap();
+    for junk in [&b"1); DROP TABLE x; --"[..], b"1 OR 1=1", b"0x41", b""] {
+        let (code, message) = raw_execute(&mut raw, id, &[(0xF6, Some(junk.to_vec()))])
+            .await
+            .unwrap_err();
+        assert_eq!(code, 1210, "{junk:?}: {message}");
+    }
+    let rows = raw_execute(&mut raw, id, &[(0xF6, Some(b"-12.50e-1".to_vec()))])
+        .await
+        .unwrap();
+    assert_eq!(rows, vec![vec![Some(b"-1.25".to_vec())]]);
+    // A NaN double has no literal either.
+    let (code, _) = raw_execute(
+        &mut raw,
+        id,
+        &[(0x05, Some(f64::NAN.to_le_bytes().to_vec()))],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(code, 1210);
+}
+
+/// Inside a bound transaction the SET runs, and the state is read, on the
+/// transaction's connection.
+#[tokio::test]
+async fn charset_followed_inside_a_transaction() {
+    let tag = format!("{TAG} transaction");
+    let mut conn = client().await;
+    conn.query_drop("BEGIN").await.unwrap();
+    own_pin(&mut conn, &tag).await;
+    conn.query_drop("SET NAMES gbk").await.unwrap();
+    let bound: Option<String> = conn.exec_first("SELECT CHARSET(?)", ("x",)).await.unwrap();
+    assert_eq!(bound.as_deref(), Some("gbk"));
+    let value = vec![0x81, 0x5C, 0x27];
+    let echoed: Option<Vec<u8>> = conn
+        .exec_first("SELECT ?", (Value::Bytes(value.clone()),))
+        .await
+        .unwrap();
+    assert_eq!(echoed, Some(value));
+    conn.query_drop("ROLLBACK").await.unwrap();
+    conn.disconnect().await.ok();
+}
+
 /// The proxy takes ANSI_QUOTES (and NO_BACKSLASH_ESCAPES) from the server,
 /// however the SET wrote it: with ANSI_QUOTES, `id = "<id>"` compares with
 /// a column, so it is no shard key.
