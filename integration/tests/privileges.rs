@@ -40,7 +40,10 @@ async fn refused(conn: &mut Conn, sql: &str) -> (u16, String) {
 async fn the_config_names_the_two_accounts_the_fleet_creates() {
     let config = topology().config;
     assert_eq!(
-        (config.backend.user.as_str(), config.backend.password.as_str()),
+        (
+            config.backend.user.as_str(),
+            config.backend.password.as_str()
+        ),
         (BACKEND_USER, BACKEND_PASSWORD)
     );
     let ops = config.operations.expect("an operations section");
@@ -89,7 +92,10 @@ async fn the_server_denies_the_backend_account_everything_outside_the_shards() {
         .query_first("SELECT COUNT(*) FROM mysql.help_keyword")
         .await
         .unwrap();
-    assert!(!database_exists(MASTER_A, "zz").await, "zz exists before the test");
+    assert!(
+        !database_exists(MASTER_A, "zz").await,
+        "zz exists before the test"
+    );
 
     let mut conn = direct(MASTER_A).await;
     let cases = [
@@ -179,7 +185,10 @@ async fn the_server_denies_the_backend_account_everything_outside_the_shards() {
         .await
         .expect("insert into a mod-shard table");
     modhost
-        .exec_drop("DELETE FROM msdb00001.user_by_email WHERE email = ?", (&email,))
+        .exec_drop(
+            "DELETE FROM msdb00001.user_by_email WHERE email = ?",
+            (&email,),
+        )
         .await
         .expect("delete from a mod-shard table");
     modhost.disconnect().await.ok();

@@ -15,9 +15,7 @@ mod common;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{
-    config_path, database_exists, repo_root, topology, Deadline, OPS_PASSWORD, OPS_USER,
-};
+use common::{config_path, database_exists, repo_root, topology, Deadline, OPS_PASSWORD, OPS_USER};
 use shardgate::fleet::{kind, verify_with_schema, Problem, VerifyReport};
 use shardgate::topology::Topology;
 

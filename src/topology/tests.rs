@@ -461,9 +461,14 @@ fn operations_account_needs_a_user_when_present() {
     let e = errors(&with("operations: { password: x }"));
     has(&e, 28, "operations: `user` is missing");
     assert_eq!(e.len(), 1, "{e:#?}");
-    let t = load(&with("operations: { user: shardops, password: shardopspw }"));
+    let t = load(&with(
+        "operations: { user: shardops, password: shardopspw }",
+    ));
     let ops = t.config.operations.as_ref().expect("operations section");
-    assert_eq!((ops.user.as_str(), ops.password.as_str()), ("shardops", "shardopspw"));
+    assert_eq!(
+        (ops.user.as_str(), ops.password.as_str()),
+        ("shardops", "shardopspw")
+    );
     assert_eq!(load(SPEC_YAML).config.operations, None);
 }
 
