@@ -469,7 +469,15 @@ fn operations_account_needs_a_user_when_present() {
         (ops.user.as_str(), ops.password.as_str()),
         ("shardops", "shardopspw")
     );
-    assert_eq!(load(SPEC_YAML).config.operations, None);
+    assert_eq!(ops, &t.config.operations_account());
+    let without = load(SPEC_YAML).config;
+    assert_eq!(without.operations, None);
+    let fallback = without.operations_account();
+    assert_eq!(
+        (fallback.user.as_str(), fallback.password.as_str()),
+        ("shard", "shardpw"),
+        "without the section the control plane uses the backend account"
+    );
 }
 
 #[test]
