@@ -97,8 +97,33 @@ async fn local_ids_above_36_bits_are_refused_never_composed() {
         "an ordinary insert is composed"
     );
 
-    // The row an ID cannot carry, written straight on the host.
+    // A multi-row INSERT whose last row passes 2^36 (a client may derive
+    // the other rows' IDs by adding 1 to the first): refused, naming the
+    // first local_id an ID cannot carry.
     let mut ops = operations(MASTER_B).await;
+    ops.query_drop(format!(
+        "ALTER TABLE {DATABASE}.users AUTO_INCREMENT = {}",
+        (1u64 << 36) - 2
+    ))
+    .await
+    .unwrap();
+    assert_refused(
+        "multi-row insert past 2^36",
+        conn.query_drop(format!(
+            "INSERT /*+ SHARD({SHARD}) */ INTO users (data) \
+             VALUES ('{tag}-m1'), ('{tag}-m2'), ('{tag}-m3')"
+        ))
+        .await,
+        "users",
+        1 << 36,
+    );
+    ops.query_drop(format!(
+        "DELETE FROM {DATABASE}.users WHERE data LIKE '{tag}-m%'"
+    ))
+    .await
+    .unwrap();
+
+    // The row an ID cannot carry, written straight on the host.
     ops.query_drop(format!(
         "INSERT INTO {DATABASE}.users (local_id, data) VALUES ({BIG}, '{tag}-big')"
     ))

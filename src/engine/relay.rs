@@ -67,14 +67,18 @@ pub struct InsertIdComposer<'a> {
 }
 
 impl InsertIdComposer<'_> {
-    /// The 64-bit ID of `local_id`, or the refusal when it does not fit the
-    /// ID's 36-bit local field (OR-ing it in would name another row).
-    fn compose(&self, local_id: u64) -> Result<u64, LocalIdOverflow> {
-        if local_id > MAX_LOCAL {
+    /// The 64-bit ID of `local_id`, the first of `rows` consecutive rows an
+    /// INSERT created, or the refusal when one of them does not fit the
+    /// ID's 36-bit local field (OR-ing it in would name another row; a
+    /// client may derive the IDs of a multi-row INSERT's other rows by
+    /// adding 1).
+    fn compose(&self, local_id: u64, rows: u64) -> Result<u64, LocalIdOverflow> {
+        let last_row = local_id.saturating_add(rows.saturating_sub(1));
+        if last_row > MAX_LOCAL {
             return Err(LocalIdOverflow {
                 table: self.table.to_owned(),
                 shard: Some(self.shard),
-                local_id: Some(local_id),
+                local_id: Some(local_id.max(MAX_LOCAL + 1)),
                 inserted: true,
             });
         }
@@ -90,12 +94,12 @@ impl InsertIdComposer<'_> {
     "shardgate: table {table}{} {}local_id {}, above the 36 bits of an ID's local part \
      (at most {MAX_LOCAL}), so no 64-bit ID can name {}; {}",
     shard.map(|s| format!(" on shard {s}")).unwrap_or_default(),
-    if *inserted { "gave the new row " } else { "holds a row with " },
+    if *inserted { "gave a new row " } else { "holds a row with " },
     local_id.map_or_else(|| "(value not found)".to_owned(), |v| v.to_string()),
     if *inserted { "it" } else { "that row" },
     if *inserted {
-        "the row was inserted but its ID is refused (roll back, or delete it by local_id on the shard) \
-         and the table's AUTO_INCREMENT must be brought back below 2^36"
+        "the INSERT ran but its ID is refused (roll back, or delete the row by local_id on \
+         the shard), and the table's AUTO_INCREMENT must be brought back below 2^36"
     } else {
         "the statement was refused"
     }
@@ -323,7 +327,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                         .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
                     let composed = match composer
                         .filter(|_| info.last_insert_id != 0)
-                        .map(|composer| composer.compose(info.last_insert_id))
+                        .map(|composer| composer.compose(info.last_insert_id, info.affected_rows))
                         .transpose()
                     {
                         Ok(composed) => composed,
@@ -567,20 +571,28 @@ mod tests {
             type_id: 3,
             table: "users",
         };
-        assert_eq!(composer.compose(7), Ok((3777 << 46) | (3 << 36) | 7));
+        assert_eq!(composer.compose(7, 1), Ok((3777 << 46) | (3 << 36) | 7));
         assert_eq!(
-            composer.compose(MAX_LOCAL),
+            composer.compose(MAX_LOCAL, 1),
             Ok((3777 << 46) | (3 << 36) | MAX_LOCAL)
         );
-        let refusal = composer.compose((1 << 36) + 5).unwrap_err();
+        assert_eq!(
+            composer.compose(MAX_LOCAL - 2, 3),
+            Ok((3777 << 46) | (3 << 36) | (MAX_LOCAL - 2))
+        );
+        let refusal = composer.compose((1 << 36) + 5, 1).unwrap_err();
         let message = refusal.to_client_error().to_string();
         assert!(
             message.starts_with(
-                "shardgate: table users on shard 3777 gave the new row local_id 68719476741, \
+                "shardgate: table users on shard 3777 gave a new row local_id 68719476741, \
                  above the 36 bits"
             ),
             "{message}"
         );
+        // A multi-row INSERT whose later rows pass 2^36: the first of those
+        // is named.
+        let refusal = composer.compose(MAX_LOCAL - 1, 3).unwrap_err();
+        assert_eq!(refusal.local_id, Some(MAX_LOCAL + 1));
         assert_eq!(refusal.to_client_error().code(), 1105);
         let read = LocalIdOverflow {
             table: "db03777.users".to_owned(),
