@@ -329,7 +329,7 @@ ALTER USER '$user'@'$host' IDENTIFIED BY '$password';"
     log "$port: setting the grants of $user@$host"
     { printf 'SET SESSION sql_log_bin = 0;\n'
       printf "REVOKE ALL PRIVILEGES, GRANT OPTION FROM '%s'@'%s';\n" "$user" "$host"
-      printf '%s\n' "$want" | grep -v '^GRANT USAGE ON' | sed 's/$/;/'
+      printf '%s\n' "$want" | { grep -v '^GRANT USAGE ON' || true; } | sed 's/$/;/'
     } | sql "$port"
 }
 
