@@ -23,9 +23,15 @@
 #
 # Every instance lives in $SHARDGATE_FLEET_DIR/<port>/ (default
 # integration/.fleet/<port>/): data/, my.cnf, mariadbd.pid, error.log and the
-# socket. Accounts on every instance: shard/shardpw (ALL PRIVILEGES, from
-# 127.0.0.1 and localhost; the proxy's backend account), root without password
-# over the socket, and repl/replpw for replication.
+# socket. Accounts on every instance (from 127.0.0.1 and localhost):
+#   shard/shardpw        the proxy's data path (`backend` in the config):
+#                        SELECT, INSERT, UPDATE, DELETE on the shard databases
+#                        (`db_____`.*, `msdb_____`.*) and nothing else;
+#   shardops/shardopspw  the control plane (`operations`: fleet init, VERIFY
+#                        FLEET, PROMOTE REPLICA, failover): ALL PRIVILEGES;
+#   repl/replpw          replication; root without password over the socket.
+# `start` converges existing accounts to these grants (an older fleet's
+# `shard` with ALL PRIVILEGES loses them).
 #
 # Environment: SHARDGATE_FLEET_DIR (data location), SHARDGATE_FLEET_WAIT
 # (seconds to wait for a server to answer, default 60),
@@ -40,6 +46,21 @@ STOP_WAIT_SECS=20
 
 BACKEND_USER=shard
 BACKEND_PASSWORD=shardpw
+OPS_USER=shardops
+OPS_PASSWORD=shardopspw
+# The data path's grants, one per line, as SHOW GRANTS prints them (minus the
+# password): DML on the shard databases of config/shardgate.yaml (db{:05},
+# msdb{:05}). `_` is the one-character wildcard of a grant, so `db_____`
+# matches db00000..db04095 (and nothing shorter or longer, e.g. not msdb00001
+# or mysql). No DDL, LOCK TABLES or CREATE TEMPORARY TABLES: the router refuses
+# those statements, so the account does not need them (SPEC section 8).
+BACKEND_GRANTS="GRANT USAGE ON *.* TO \`$BACKEND_USER\`@\`%HOST%\`
+GRANT SELECT, INSERT, UPDATE, DELETE ON \`db_____\`.* TO \`$BACKEND_USER\`@\`%HOST%\`
+GRANT SELECT, INSERT, UPDATE, DELETE ON \`msdb_____\`.* TO \`$BACKEND_USER\`@\`%HOST%\`"
+# The operations account: everything (in MariaDB 10.11 ALL PRIVILEGES includes
+# REPLICATION SLAVE ADMIN, READ_ONLY ADMIN, BINLOG ADMIN and SLAVE MONITOR,
+# which PROMOTE REPLICA needs), but not GRANT OPTION.
+OPS_GRANTS="GRANT ALL PRIVILEGES ON *.* TO \`$OPS_USER\`@\`%HOST%\`"
 REPL_USER=repl
 REPL_PASSWORD=replpw
 
@@ -291,16 +312,37 @@ wait_ready() {
     done
 }
 
+# Makes USER@HOST (created if missing, with PASSWORD) hold exactly GRANTS
+# (lines as SHOW GRANTS prints them, %HOST% for the host, no password
+# clause). When its grants differ, every privilege is revoked and GRANTS given
+# again, in one batch; when they match, nothing is sent, so a running fleet's
+# sessions are untouched. Not binlogged.
+converge_account() {
+    local port=$1 user=$2 host=$3 password=$4 grants=$5 want have
+    want="$(printf '%s\n' "${grants//%HOST%/$host}" | sort)"
+    sql "$port" -e "SET SESSION sql_log_bin = 0;
+CREATE USER IF NOT EXISTS '$user'@'$host' IDENTIFIED BY '$password';
+ALTER USER '$user'@'$host' IDENTIFIED BY '$password';"
+    have="$(sql "$port" -e "SHOW GRANTS FOR '$user'@'$host'" \
+        | sed "s/ IDENTIFIED BY PASSWORD '[^']*'//" | sort)"
+    [ "$have" = "$want" ] && return 0
+    log "$port: setting the grants of $user@$host"
+    { printf 'SET SESSION sql_log_bin = 0;\n'
+      printf "REVOKE ALL PRIVILEGES, GRANT OPTION FROM '%s'@'%s';\n" "$user" "$host"
+      printf '%s\n' "$want" | { grep -v '^GRANT USAGE ON' || true; } | sed 's/$/;/'
+    } | sql "$port"
+}
+
 # Creates the accounts (not written to the binlog, so each instance, replica
 # included, owns its own accounts) and, on a replica, starts replication.
 setup_instance() {
-    local port=$1
+    local port=$1 host
+    for host in 127.0.0.1 localhost; do
+        converge_account "$port" "$BACKEND_USER" "$host" "$BACKEND_PASSWORD" "$BACKEND_GRANTS"
+        converge_account "$port" "$OPS_USER" "$host" "$OPS_PASSWORD" "$OPS_GRANTS"
+    done
     sql "$port" <<EOF
 SET SESSION sql_log_bin = 0;
-CREATE USER IF NOT EXISTS '$BACKEND_USER'@'127.0.0.1' IDENTIFIED BY '$BACKEND_PASSWORD';
-CREATE USER IF NOT EXISTS '$BACKEND_USER'@'localhost' IDENTIFIED BY '$BACKEND_PASSWORD';
-GRANT ALL PRIVILEGES ON *.* TO '$BACKEND_USER'@'127.0.0.1';
-GRANT ALL PRIVILEGES ON *.* TO '$BACKEND_USER'@'localhost';
 CREATE USER IF NOT EXISTS '$REPL_USER'@'127.0.0.1' IDENTIFIED BY '$REPL_PASSWORD';
 CREATE USER IF NOT EXISTS '$REPL_USER'@'localhost' IDENTIFIED BY '$REPL_PASSWORD';
 GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '$REPL_USER'@'127.0.0.1';
@@ -447,7 +489,7 @@ case "$cmd" in
         rm -rf "$FLEET_DIR"
         ;;
     *)
-        sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
         [ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || [ "$cmd" = --help ] || exit 2
         ;;
 esac

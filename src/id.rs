@@ -17,6 +17,25 @@ const SHARD_SHIFT: u32 = 46;
 const TYPE_SHIFT: u32 = 36;
 const RESERVED_MASK: u64 = 0b11 << 62;
 
+/// The part of [`compose_sql`]'s text that a server prints in the error
+/// (1690, BIGINT UNSIGNED value is out of range) it raises for a `local_id`
+/// above [`MAX_LOCAL`]: how the relay recognises that error.
+pub const COMPOSE_OVERFLOW_MARK: &str = ">> 36) * 18446744073709551615";
+
+/// SQL that composes the 64-bit ID of a row of type `type_id` on `shard`
+/// from its `local_id` column (`local_id`, `p.local_id`):
+/// `((S<<46)|(T<<36)|(c + (c >> 36) * 18446744073709551615))`. For a
+/// `local_id` that fits 36 bits the added term is 0; for a larger one the
+/// server's unsigned arithmetic overflows and the statement fails (error
+/// 1690, whose message contains [`COMPOSE_OVERFLOW_MARK`]) instead of
+/// OR-ing the extra bits into the type and shard fields, which would name
+/// another row. The column's type and metadata are those of the plain OR.
+pub fn compose_sql(shard: u32, type_id: u16, local_id: &str) -> String {
+    format!(
+        "(({shard}<<{SHARD_SHIFT})|({type_id}<<{TYPE_SHIFT})|({local_id} + ({local_id} {COMPOSE_OVERFLOW_MARK}))"
+    )
+}
+
 /// The three fields of a 64-bit object ID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ObjectId {
@@ -211,5 +230,14 @@ mod tests {
             .encode(),
             Err(IdError::LocalTooLarge { local_id: 1 << 36 })
         );
+    }
+
+    #[test]
+    fn composed_sql_text() {
+        assert_eq!(
+            compose_sql(3429, 1, "p.local_id"),
+            "((3429<<46)|(1<<36)|(p.local_id + (p.local_id >> 36) * 18446744073709551615))"
+        );
+        assert!(compose_sql(0, 2, "local_id").contains(COMPOSE_OVERFLOW_MARK));
     }
 }

@@ -49,6 +49,13 @@ impl Running {
 /// runtime. Listen addresses are read once: changing them takes a restart.
 pub async fn run(engine: Arc<Engine>) -> io::Result<Running> {
     let config = engine.topology.load().config.clone();
+    if config.operations.is_none() {
+        warn!(
+            user = %config.backend.user,
+            "no `operations` section: VERIFY FLEET, PROMOTE REPLICA and failover use the backend \
+             account, which the data path should hold with DML privileges only"
+        );
+    }
     let tls = listener::load_tls(&engine)?;
     let client = bind(&config.listen, "client").await?;
     let admin = match &config.admin {

@@ -328,7 +328,7 @@ async fn load_task(
 /// Sets (or, with 1, resets to the smallest allowed) the AUTO_INCREMENT of
 /// the moving shards' pins on the new master, without binlogging it.
 async fn set_new_master_auto_increment(value: u64) {
-    let mut conn = common::direct(NEW_MASTER).await;
+    let mut conn = common::operations(NEW_MASTER).await;
     conn.query_drop("SET SESSION sql_log_bin = 0")
         .await
         .unwrap();
@@ -559,7 +559,7 @@ impl Drop for MoveCleanup {
 /// test row on 3307 (the deletes replicate to 3309). Resets 3309's
 /// AUTO_INCREMENT of the moving shards and waits for 3309 to catch up.
 async fn cleanup(mark: &str) {
-    let mut replica = common::direct(NEW_MASTER).await;
+    let mut replica = common::operations(NEW_MASTER).await;
     replica
         .query_drop("SET SESSION sql_log_bin = 0")
         .await

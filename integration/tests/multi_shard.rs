@@ -140,7 +140,7 @@ async fn fetch(conn: &mut Conn, sql: &str) -> Result<Table, mysql_async::Error> 
 /// A connection to the reference server (3310) with the reference tables,
 /// created if missing with the shard tables' column types and charset.
 async fn reference() -> Conn {
-    let mut conn = direct(MOD_HOST).await;
+    let mut conn = operations(MOD_HOST).await;
     for sql in [
         format!("CREATE DATABASE IF NOT EXISTS {REFERENCE_DB}"),
         format!(

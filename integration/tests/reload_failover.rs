@@ -633,8 +633,8 @@ impl Drop for RestoreReplication {
                 "-P",
                 "3309",
                 "-u",
-                "shard",
-                "-pshardpw",
+                OPS_USER,
+                &format!("-p{OPS_PASSWORD}"),
                 "-e",
             ])
             .arg(
@@ -661,7 +661,7 @@ impl Drop for RestoreReplication {
 #[tokio::test]
 async fn promotion_can_stop_replication_on_the_replica() {
     let _serial = serial().await;
-    let mut replica = direct(3309).await;
+    let mut replica = operations(3309).await;
     let before = slave_status(&mut replica).await;
     assert!(
         before.as_ref().is_some_and(SlaveStatus::running),

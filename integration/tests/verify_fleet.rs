@@ -15,7 +15,7 @@ mod common;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{config_path, database_exists, repo_root, topology, Deadline};
+use common::{config_path, database_exists, repo_root, topology, Deadline, OPS_PASSWORD, OPS_USER};
 use shardgate::fleet::{kind, verify_with_schema, Problem, VerifyReport};
 use shardgate::topology::Topology;
 
@@ -70,11 +70,13 @@ fn row(host: &str, database: &str, kind: &'static str) -> (String, String, &'sta
 }
 
 /// Runs SQL straight on a backend with the `mariadb` CLI (stops at the
-/// first error), as the backend account.
+/// first error), as the operations account (the damage is DDL).
 fn backend_sql(host: &str, sql: &str) -> Output {
     let port = host.rsplit_once(':').unwrap().1;
     Command::new("mariadb")
-        .args(["-h127.0.0.1", "-P", port, "-ushard", "-pshardpw", "-e", sql])
+        .args(["-h127.0.0.1", "-P", port, "-u", OPS_USER])
+        .arg(format!("-p{OPS_PASSWORD}"))
+        .args(["-e", sql])
         .output()
         .expect("run the mariadb CLI")
 }

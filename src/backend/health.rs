@@ -8,9 +8,11 @@
 //! `health.failures_before_down` failed checks in a row and up again after
 //! one good check. While a host is down, statements for it fail at once
 //! (`HostPool::checkout`). With `health.auto_failover`, a master that goes
-//! down is replaced by its replica once that replica is up. A checker
-//! reconnects when a reload changes the backend account, so it checks what
-//! the data path would meet.
+//! down is replaced by its replica once that replica is up (as the
+//! operations account, like `PROMOTE REPLICA`). Pings log in as the data
+//! path's `backend` account (a ping needs no privilege), and a checker
+//! reconnects when a reload changes that account, so it checks what the data
+//! path would meet.
 
 use std::collections::HashMap;
 use std::fmt;

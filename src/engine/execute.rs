@@ -23,7 +23,7 @@ use crate::error::ClientError;
 use crate::protocol::packets::{err_packet, ok_packet, parse_err, LocalColumnType, ERR_HEADER};
 use crate::protocol::FrameWriter;
 use crate::router::{route, Placement, Plan, SessionAction, ShardQuery, StatementKind, Target};
-use crate::topology::Topology;
+use crate::topology::{FleetId, TableKind, Topology};
 
 /// Where a statement runs.
 enum Venue {
@@ -51,7 +51,7 @@ struct Statement<'a> {
     /// The text to send.
     sql: &'a str,
     /// Rewrites an object INSERT's last-insert-id.
-    composer: Option<InsertIdComposer>,
+    composer: Option<InsertIdComposer<'a>>,
     /// Settings fingerprint the connection has after the statement succeeds
     /// (None: unchanged).
     stamp: Option<u64>,
@@ -282,6 +282,7 @@ impl Engine {
         let composer = query.compose_insert_id.map(|type_id| InsertIdComposer {
             shard: query.target.shard,
             type_id,
+            table: object_table_name(topology, query.target.fleet, type_id),
         });
         let (venue, _guard) = self.venue_for(topology, state, &query, guard).await?;
         let outcome = self
@@ -459,6 +460,7 @@ impl Engine {
         let options = RelayOptions {
             first_seq: state.response_seq,
             deprecate_eof: state.deprecate_eof,
+            shard: target.map(|t| t.shard),
             composer,
             more_results: state.more_results,
             binary_rows: state.binary_rows,
@@ -550,7 +552,7 @@ impl Engine {
         state: &mut SessionState,
         mut conn: PooledConn,
         (target, sql, stamp): (Option<Target>, &str, Option<u64>),
-        options: RelayOptions,
+        options: RelayOptions<'_>,
         client: &mut FrameWriter<W>,
     ) -> Result<RelayOutcome, Failure> {
         let result = match send_and_relay(&mut conn, sql, client, options).await {
@@ -747,6 +749,7 @@ impl Engine {
                 RelayOptions {
                     first_seq: state.response_seq,
                     deprecate_eof: state.deprecate_eof,
+                    shard: None,
                     composer: None,
                     more_results: state.more_results,
                     binary_rows: state.binary_rows,
@@ -896,7 +899,7 @@ async fn send_and_relay<W: AsyncWrite + Unpin>(
     pooled: &mut PooledConn,
     sql: &str,
     client: &mut FrameWriter<W>,
-    options: RelayOptions,
+    options: RelayOptions<'_>,
 ) -> Result<RelayOutcome, RelayFailure> {
     let started = Instant::now();
     let conn = pooled.conn();
@@ -1107,6 +1110,20 @@ pub(crate) fn backend_error(payload: &[u8]) -> ClientError {
             message: "shardgate: malformed error from backend".to_owned(),
         },
     }
+}
+
+/// The logical object table of `type_id` on `fleet` (the first by name if
+/// several share it), for messages.
+fn object_table_name(topology: &Topology, fleet: FleetId, type_id: u16) -> &str {
+    topology
+        .tables
+        .values()
+        .filter(|t| {
+            t.fleet == fleet && matches!(t.kind, TableKind::Object { type_id: id } if id == type_id)
+        })
+        .map(|t| t.name.as_str())
+        .min()
+        .unwrap_or("?")
 }
 
 /// Whether `target` is the shard of the session's bound transaction

@@ -600,7 +600,7 @@ fn paused_parts(gaps: &[(u32, u32)], first: u32, last: u32) -> Vec<(u32, u32)> {
     parts
 }
 
-/// How the promotion reaches the hosts: the backend account, bounded by
+/// How the promotion reaches the hosts: the operations account, bounded by
 /// the health check timeout.
 struct Access {
     user: String,
@@ -610,9 +610,10 @@ struct Access {
 
 impl Access {
     fn of(topology: &Topology) -> Self {
+        let account = topology.config.operations_account();
         Self {
-            user: topology.config.backend.user.clone(),
-            password: topology.config.backend.password.clone(),
+            user: account.user,
+            password: account.password,
             timeout: Duration::from_millis(topology.config.health.timeout_ms.max(1)),
         }
     }

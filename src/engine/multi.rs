@@ -163,6 +163,8 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
                 Ok(part)
             }
             Ok(Err(error)) => {
+                let error =
+                    super::relay::explain_backend_error(conn.conn(), error, job.shard).await;
                 conn.release();
                 Err(error)
             }

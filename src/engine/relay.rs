@@ -8,10 +8,13 @@ use mysql_common::constants::StatusFlags;
 use tokio::io::AsyncWrite;
 
 use crate::backend::BackendConn;
+use crate::error::ClientError;
+use crate::id::{COMPOSE_OVERFLOW_MARK, MAX_LOCAL};
 use crate::protocol::binary::{parse_column_definition, text_row_to_binary, ColumnInfo};
+use crate::protocol::frame::read_lenenc_int;
 use crate::protocol::packets::{
-    parse_eof_status, parse_ok, rewrite_ok_insert_id, EOF_HEADER, ERR_HEADER, LOCAL_INFILE_HEADER,
-    OK_HEADER,
+    err_packet, parse_eof_status, parse_err, parse_ok, rewrite_ok_insert_id, EOF_HEADER,
+    ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER,
 };
 use crate::protocol::{FrameWriter, MAX_FRAME_PAYLOAD};
 
@@ -54,16 +57,172 @@ pub enum RelayFailure {
 
 /// Composes the 64-bit ID for an object INSERT's OK packet.
 #[derive(Debug, Clone, Copy)]
-pub struct InsertIdComposer {
+pub struct InsertIdComposer<'a> {
     /// Shard the row went to.
     pub shard: u32,
     /// Type id of the object table.
     pub type_id: u16,
+    /// The logical table, named when the server's `local_id` does not fit.
+    pub table: &'a str,
 }
 
-impl InsertIdComposer {
-    fn compose(&self, local_id: u64) -> u64 {
-        (u64::from(self.shard) << 46) | (u64::from(self.type_id) << 36) | local_id
+impl InsertIdComposer<'_> {
+    /// The 64-bit ID of `local_id`, the first of `rows` consecutive rows an
+    /// INSERT created, or the refusal when one of them does not fit the
+    /// ID's 36-bit local field (OR-ing it in would name another row; a
+    /// client may derive the IDs of a multi-row INSERT's other rows by
+    /// adding 1).
+    fn compose(&self, local_id: u64, rows: u64) -> Result<u64, LocalIdOverflow> {
+        let last_row = local_id.saturating_add(rows.saturating_sub(1));
+        if last_row > MAX_LOCAL {
+            return Err(LocalIdOverflow {
+                table: self.table.to_owned(),
+                shard: Some(self.shard),
+                local_id: Some(local_id.max(MAX_LOCAL + 1)),
+                inserted: true,
+            });
+        }
+        Ok((u64::from(self.shard) << 46) | (u64::from(self.type_id) << 36) | local_id)
+    }
+}
+
+/// A row whose `local_id` does not fit the 36-bit local field of an ID: no
+/// 64-bit ID can name it, so the statement that would return one is refused
+/// (1105) rather than answered with the ID of another row.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "shardgate: table {table}{} {}local_id {}, above the 36 bits of an ID's local part \
+     (at most {MAX_LOCAL}), so no 64-bit ID can name {}; {}",
+    shard.map(|s| format!(" on shard {s}")).unwrap_or_default(),
+    if *inserted { "gave a new row " } else { "holds a row with " },
+    local_id.map_or_else(|| "(value not found)".to_owned(), |v| v.to_string()),
+    if *inserted { "it" } else { "that row" },
+    if *inserted {
+        "the INSERT ran but its ID is refused (roll back, or delete the row by local_id on \
+         the shard), and the table's AUTO_INCREMENT must be brought back below 2^36"
+    } else {
+        "the statement was refused"
+    }
+)]
+pub struct LocalIdOverflow {
+    /// The table (logical name for an INSERT, `database.table` as the
+    /// server named it for a read).
+    pub table: String,
+    /// The shard the statement ran on, when known.
+    pub shard: Option<u32>,
+    /// The offending `local_id`, when it could be read.
+    pub local_id: Option<u64>,
+    /// Whether an INSERT created the row (its OK packet carried the value).
+    pub inserted: bool,
+}
+
+impl LocalIdOverflow {
+    /// The error a client receives.
+    pub fn to_client_error(&self) -> ClientError {
+        ClientError::Backend {
+            code: 1105,
+            sql_state: "HY000".to_owned(),
+            message: self.to_string(),
+        }
+    }
+}
+
+/// If `code` and `message` are the server's overflow error raised by
+/// [`crate::id::compose_sql`] (a composed ID over a `local_id` above 36
+/// bits), the refusal naming the table and shard, with the smallest such
+/// `local_id` of that table read on `backend` (the connection that ran the
+/// statement; a primary-key range read, only on this error path).
+pub(crate) async fn local_id_overflow(
+    backend: &mut BackendConn,
+    code: u16,
+    message: &str,
+    shard: Option<u32>,
+) -> Option<LocalIdOverflow> {
+    if code != 1690 || !message.contains(COMPOSE_OVERFLOW_MARK) {
+        return None;
+    }
+    let table = overflowing_table(message);
+    let local_id = match &table {
+        Some((database, name)) => smallest_overflowing_local_id(backend, database, name)
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
+    Some(LocalIdOverflow {
+        table: table.map_or_else(|| "?".to_owned(), |(d, t)| format!("{d}.{t}")),
+        shard,
+        local_id,
+        inserted: false,
+    })
+}
+
+/// [`local_id_overflow`] for an error already read into a [`ClientError`]
+/// (a multi-shard part): the refusal, or the error unchanged.
+pub(crate) async fn explain_backend_error(
+    backend: &mut BackendConn,
+    error: ClientError,
+    shard: u32,
+) -> ClientError {
+    if let ClientError::Backend { code, message, .. } = &error {
+        if let Some(overflow) = local_id_overflow(backend, *code, message, Some(shard)).await {
+            return overflow.to_client_error();
+        }
+    }
+    error
+}
+
+/// The `(database, table)` of the first `` `db`.`table`.`local_id` `` the
+/// server printed in its overflow message.
+fn overflowing_table(message: &str) -> Option<(String, String)> {
+    let end = message.find("`.`local_id`")?;
+    let head = message.get(..end)?;
+    let (qualifier, table) = head.rsplit_once("`.`")?;
+    let database = qualifier.rsplit_once('`')?.1;
+    let plain = |name: &str| !name.is_empty() && !name.contains('`');
+    (plain(database) && plain(table)).then(|| (database.to_owned(), table.to_owned()))
+}
+
+/// `SELECT MIN(local_id) ... WHERE local_id > MAX_LOCAL` on `backend`.
+async fn smallest_overflowing_local_id(
+    backend: &mut BackendConn,
+    database: &str,
+    table: &str,
+) -> io::Result<Option<u64>> {
+    let sql =
+        format!("SELECT MIN(local_id) FROM `{database}`.`{table}` WHERE local_id > {MAX_LOCAL}");
+    backend
+        .send_command(crate::backend::conn::COM_QUERY, sql.as_bytes())
+        .await?;
+    let deprecate_eof = backend
+        .key
+        .framing
+        .contains(mysql_common::constants::CapabilityFlags::CLIENT_DEPRECATE_EOF);
+    let (_, first) = backend.reader.next_packet().await?;
+    if matches!(first.first(), Some(&ERR_HEADER) | Some(&OK_HEADER) | None) {
+        return Ok(None);
+    }
+    let columns = read_lenenc_int(&mut first.as_slice()).unwrap_or(0);
+    for _ in 0..columns {
+        backend.reader.next_packet().await?;
+    }
+    if !deprecate_eof {
+        backend.reader.next_packet().await?;
+    }
+    let mut value = None;
+    loop {
+        let (_, packet) = backend.reader.next_packet().await?;
+        match packet.first() {
+            Some(&ERR_HEADER) => return Ok(None),
+            Some(&EOF_HEADER) if packet.len() < MAX_FRAME_PAYLOAD => return Ok(value),
+            _ => {
+                let mut rest = packet.as_slice();
+                value = read_lenenc_int(&mut rest).and_then(|len| {
+                    let text = rest.get(..usize::try_from(len).ok()?)?;
+                    std::str::from_utf8(text).ok()?.parse().ok()
+                });
+            }
+        }
     }
 }
 
@@ -76,13 +235,15 @@ enum Stage {
 
 /// How to relay one response.
 #[derive(Debug, Clone, Copy)]
-pub struct RelayOptions {
+pub struct RelayOptions<'a> {
     /// Sequence id of the first frame to the client.
     pub first_seq: u8,
     /// Whether the client set `CLIENT_DEPRECATE_EOF`.
     pub deprecate_eof: bool,
+    /// The shard the statement runs on (None: no shard), for errors.
+    pub shard: Option<u32>,
     /// Rewrites an object INSERT's last-insert-id into the 64-bit ID.
-    pub composer: Option<InsertIdComposer>,
+    pub composer: Option<InsertIdComposer<'a>>,
     /// More results of a multi-statement follow this response: its final
     /// OK/EOF gets `SERVER_MORE_RESULTS_EXISTS`.
     pub more_results: bool,
@@ -96,11 +257,12 @@ pub struct RelayOptions {
 pub async fn relay_response<W: AsyncWrite + Unpin>(
     backend: &mut BackendConn,
     client: &mut FrameWriter<W>,
-    options: RelayOptions,
+    options: RelayOptions<'_>,
 ) -> Result<RelayOutcome, RelayFailure> {
     let RelayOptions {
         first_seq,
         deprecate_eof,
+        shard,
         composer,
         more_results,
         binary_rows,
@@ -160,12 +322,44 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
             match (&stage, header) {
                 (Stage::FirstPacket, Some(OK_HEADER)) => {
                     let info = parse_ok(payload).ok_or_else(|| malformed(forwarded, seq))?;
-                    let composed = composer
-                        .filter(|_| info.last_insert_id != 0)
-                        .map(|composer| composer.compose(info.last_insert_id));
                     let last = !info
                         .status
                         .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
+                    let composed = match composer
+                        .filter(|_| info.last_insert_id != 0)
+                        .map(|composer| composer.compose(info.last_insert_id, info.affected_rows))
+                        .transpose()
+                    {
+                        Ok(composed) => composed,
+                        Err(overflow) if last => {
+                            let refusal = overflow.to_client_error();
+                            let packet = err_packet(
+                                refusal.code(),
+                                refusal.sql_state(),
+                                &refusal.to_string(),
+                            );
+                            client
+                                .write_packet(frame.seq(), &packet)
+                                .await
+                                .map_err(RelayFailure::Client)?;
+                            return Ok(RelayOutcome {
+                                status: info.status,
+                                failed: true,
+                                last_insert_id,
+                                warnings: info.warnings,
+                                next_seq: seq,
+                            });
+                        }
+                        // More results follow on the backend: give up the
+                        // connection rather than relay them after an error.
+                        Err(overflow) => {
+                            return Err(RelayFailure::Backend {
+                                error: io::Error::new(io::ErrorKind::InvalidData, overflow),
+                                forwarded,
+                                next_seq: seq,
+                            })
+                        }
+                    };
                     if composed.is_some() || (last && more_results) {
                         let id = composed.unwrap_or(info.last_insert_id);
                         last_insert_id = composed.or(last_insert_id);
@@ -191,7 +385,32 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                     }
                     end = Some((info.status, info.warnings, false));
                 }
-                (_, Some(ERR_HEADER)) => end = Some((StatusFlags::empty(), 0, true)),
+                (_, Some(ERR_HEADER)) => {
+                    if let Some((code, _, message)) = parse_err(payload) {
+                        if let Some(overflow) =
+                            local_id_overflow(backend, code, &message, shard).await
+                        {
+                            let refusal = overflow.to_client_error();
+                            let packet = err_packet(
+                                refusal.code(),
+                                refusal.sql_state(),
+                                &refusal.to_string(),
+                            );
+                            client
+                                .write_packet(frame.seq(), &packet)
+                                .await
+                                .map_err(RelayFailure::Client)?;
+                            return Ok(RelayOutcome {
+                                status: StatusFlags::empty(),
+                                failed: true,
+                                last_insert_id,
+                                warnings: 0,
+                                next_seq: seq,
+                            });
+                        }
+                    }
+                    end = Some((StatusFlags::empty(), 0, true));
+                }
                 (Stage::FirstPacket, Some(LOCAL_INFILE_HEADER)) => {
                     return Err(RelayFailure::Backend {
                         error: io::Error::new(
@@ -321,5 +540,71 @@ fn malformed(forwarded: bool, next_seq: u8) -> RelayFailure {
         error: io::Error::new(io::ErrorKind::InvalidData, "malformed packet from backend"),
         forwarded,
         next_seq,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_read_from_the_servers_overflow_message() {
+        let mariadb = "BIGINT UNSIGNED value is out of range in '`db03777`.`users`.`local_id` + \
+                       (`db03777`.`users`.`local_id` >> 36) * 18446744073709551615'";
+        assert_eq!(
+            overflowing_table(mariadb),
+            Some(("db03777".to_owned(), "users".to_owned()))
+        );
+        let mysql = "BIGINT UNSIGNED value is out of range in '(`db00001`.`p`.`local_id` + \
+                     ((`db00001`.`p`.`local_id` >> 36) * 18446744073709551615))'";
+        assert_eq!(
+            overflowing_table(mysql),
+            Some(("db00001".to_owned(), "p".to_owned()))
+        );
+        assert_eq!(overflowing_table("out of range in '`local_id` + 1'"), None);
+    }
+
+    #[test]
+    fn an_insert_id_above_36_bits_is_refused_naming_table_shard_and_value() {
+        let composer = InsertIdComposer {
+            shard: 3777,
+            type_id: 3,
+            table: "users",
+        };
+        assert_eq!(composer.compose(7, 1), Ok((3777 << 46) | (3 << 36) | 7));
+        assert_eq!(
+            composer.compose(MAX_LOCAL, 1),
+            Ok((3777 << 46) | (3 << 36) | MAX_LOCAL)
+        );
+        assert_eq!(
+            composer.compose(MAX_LOCAL - 2, 3),
+            Ok((3777 << 46) | (3 << 36) | (MAX_LOCAL - 2))
+        );
+        let refusal = composer.compose((1 << 36) + 5, 1).unwrap_err();
+        let message = refusal.to_client_error().to_string();
+        assert!(
+            message.starts_with(
+                "shardgate: table users on shard 3777 gave a new row local_id 68719476741, \
+                 above the 36 bits"
+            ),
+            "{message}"
+        );
+        // A multi-row INSERT whose later rows pass 2^36: the first of those
+        // is named.
+        let refusal = composer.compose(MAX_LOCAL - 1, 3).unwrap_err();
+        assert_eq!(refusal.local_id, Some(MAX_LOCAL + 1));
+        assert_eq!(refusal.to_client_error().code(), 1105);
+        let read = LocalIdOverflow {
+            table: "db03777.users".to_owned(),
+            shard: Some(3777),
+            local_id: Some((1 << 36) + 5),
+            inserted: false,
+        };
+        assert_eq!(
+            read.to_string(),
+            "shardgate: table db03777.users on shard 3777 holds a row with local_id 68719476741, \
+             above the 36 bits of an ID's local part (at most 68719476735), so no 64-bit ID can \
+             name that row; the statement was refused"
+        );
     }
 }

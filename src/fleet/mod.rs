@@ -4,7 +4,8 @@
 //! that every shard database is where the config says, with the schema's
 //! tables.
 //!
-//! Both talk to the hosts with `mysql_async` as the config's backend account.
+//! Both talk to the hosts with `mysql_async` as the config's operations
+//! account ([`crate::topology::Config::operations_account`]).
 //! Only masters are written to; replicas get the databases through
 //! replication.
 
@@ -83,7 +84,7 @@ pub enum FleetError {
     Connect {
         /// The host address.
         host: String,
-        /// The backend account used.
+        /// The account used.
         user: String,
         /// The client error.
         #[source]
@@ -301,12 +302,13 @@ pub async fn init_with(
     let tables: Arc<HashMap<FleetId, Vec<TableDdl>>> =
         Arc::new(plan.by_fleet.clone().into_iter().collect());
     let timeout = admin_connect_timeout(topology);
+    let account = topology.config.operations_account();
     let mut tasks = Vec::new();
     for (host_id, host_jobs) in jobs {
         let work = HostWork {
             host: topology.hosts[host_id].addr.clone(),
-            user: topology.config.backend.user.clone(),
-            password: topology.config.backend.password.clone(),
+            user: account.user.clone(),
+            password: account.password.clone(),
             connect_timeout: timeout,
             connections: options.connections_per_host.max(1),
             jobs: host_jobs,
@@ -415,7 +417,7 @@ pub(crate) fn connection_opts(
         .prefer_socket(false))
 }
 
-/// Opens one connection to `host` as the backend account, bounded by `timeout`.
+/// Opens one connection to `host` as `user`, bounded by `timeout`.
 async fn connect(
     host: &str,
     user: &str,

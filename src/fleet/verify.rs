@@ -169,12 +169,13 @@ pub async fn verify_with_schema(
     let masters = topology.masters();
     let patterns = Arc::new(like_patterns(topology));
     let timeout = admin_connect_timeout(topology);
+    let account = topology.config.operations_account();
     let mut tasks = Vec::new();
     for (hid, host) in topology.hosts.iter().enumerate() {
         let read = ReadCatalog {
             addr: host.addr.clone(),
-            user: topology.config.backend.user.clone(),
-            password: topology.config.backend.password.clone(),
+            user: account.user.clone(),
+            password: account.password.clone(),
             timeout,
             patterns: patterns.clone(),
             columns: schema.is_some() && masters.contains(&hid),

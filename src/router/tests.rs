@@ -196,7 +196,7 @@ fn u(
     (sql.into(), Some(db), expect)
 }
 
-const COMPOSED: &str = "((3429<<46)|(1<<36)|local_id)";
+const COMPOSED: &str = "((3429<<46)|(1<<36)|(local_id + (local_id >> 36) * 18446744073709551615))";
 
 #[test]
 fn spec_table_examples() {
@@ -205,7 +205,7 @@ fn spec_table_examples() {
             "SELECT id, data FROM pins WHERE id = 241294492511762325",
             shard(
                 "db03429",
-                "SELECT ((3429<<46)|(1<<36)|local_id) AS id, data FROM db03429.pins WHERE local_id = 7075733",
+                "SELECT ((3429<<46)|(1<<36)|(local_id + (local_id >> 36) * 18446744073709551615)) AS id, data FROM db03429.pins WHERE local_id = 7075733",
             ),
         ),
         c(
@@ -293,11 +293,11 @@ fn object_tables_by_id() {
         // Qualified, aliased, backticks, case.
         c(
             format!("SELECT p.id, p.data FROM pins p WHERE p.id = {PIN} ORDER BY p.id"),
-            shard("db03429", "SELECT ((3429<<46)|(1<<36)|p.local_id) AS id, p.data FROM db03429.pins p WHERE p.local_id = 7075733 ORDER BY ((3429<<46)|(1<<36)|p.local_id)"),
+            shard("db03429", "SELECT ((3429<<46)|(1<<36)|(p.local_id + (p.local_id >> 36) * 18446744073709551615)) AS id, p.data FROM db03429.pins p WHERE p.local_id = 7075733 ORDER BY ((3429<<46)|(1<<36)|(p.local_id + (p.local_id >> 36) * 18446744073709551615))"),
         ),
         c(
             format!("SELECT pins.id FROM pins WHERE pins.id = {PIN}"),
-            shard("db03429", "SELECT ((3429<<46)|(1<<36)|pins.local_id) AS id FROM db03429.pins WHERE pins.local_id = 7075733"),
+            shard("db03429", "SELECT ((3429<<46)|(1<<36)|(pins.local_id + (pins.local_id >> 36) * 18446744073709551615)) AS id FROM db03429.pins WHERE pins.local_id = 7075733"),
         ),
         c(
             format!("select `id`, `data` from `PINS` where `id` = {PIN}"),
@@ -426,7 +426,7 @@ fn hints() {
             "SELECT /*+ SHARD(7) */ id, data FROM pins LIMIT 10",
             shard(
                 "db00007",
-                "SELECT ((7<<46)|(1<<36)|local_id) AS id, data FROM db00007.pins LIMIT 10",
+                "SELECT ((7<<46)|(1<<36)|(local_id + (local_id >> 36) * 18446744073709551615)) AS id, data FROM db00007.pins LIMIT 10",
             ),
         ),
         // Anywhere in the statement, and combined with other hints.
@@ -722,7 +722,7 @@ fn joins_and_subqueries() {
     run(vec![
         c(
             format!("SELECT p.id, p.data FROM board_has_pins b JOIN pins p ON p.local_id = b.pin_id WHERE b.board_id = {BOARD} ORDER BY b.sequence DESC LIMIT 10"),
-            shard("db03429", format!("SELECT ((3429<<46)|(1<<36)|p.local_id) AS id, p.data FROM db03429.board_has_pins b JOIN db03429.pins p ON p.local_id = b.pin_id WHERE b.board_id = {BOARD} ORDER BY b.sequence DESC LIMIT 10")),
+            shard("db03429", format!("SELECT ((3429<<46)|(1<<36)|(p.local_id + (p.local_id >> 36) * 18446744073709551615)) AS id, p.data FROM db03429.board_has_pins b JOIN db03429.pins p ON p.local_id = b.pin_id WHERE b.board_id = {BOARD} ORDER BY b.sequence DESC LIMIT 10")),
         ),
         c(
             format!("SELECT data FROM pins WHERE id = {PIN} AND EXISTS (SELECT 1 FROM board_has_pins WHERE board_id = {BOARD})"),
@@ -1395,7 +1395,7 @@ fn prepare_with_marker_keys() {
                 "SELECT id, data FROM pins WHERE id = ?",
                 shard(
                     "db00000",
-                    "SELECT ((0<<46)|(1<<36)|local_id) AS id, data FROM db00000.pins WHERE local_id = ?",
+                    "SELECT ((0<<46)|(1<<36)|(local_id + (local_id >> 36) * 18446744073709551615)) AS id, data FROM db00000.pins WHERE local_id = ?",
                 ),
             ),
             c(
@@ -1714,7 +1714,7 @@ fn desc(column: usize) -> SortKey {
 }
 
 fn composed(shard: u32) -> String {
-    format!("(({shard}<<46)|(1<<36)|local_id)")
+    format!("(({shard}<<46)|(1<<36)|(local_id + (local_id >> 36) * 18446744073709551615))")
 }
 
 const BOARD_B: u64 = id(3429, 2, 5);
@@ -1767,8 +1767,8 @@ fn in_list_split_per_table_kind() {
             format!("SELECT p.id FROM pins AS p WHERE p.id IN ({PIN}, {PIN_FAR})"),
             multi(
                 vec![
-                    ("db00012", "SELECT ((12<<46)|(1<<36)|p.local_id) AS id FROM db00012.pins AS p WHERE p.local_id = 9".to_owned()),
-                    ("db03429", "SELECT ((3429<<46)|(1<<36)|p.local_id) AS id FROM db03429.pins AS p WHERE p.local_id = 7075733".to_owned()),
+                    ("db00012", "SELECT ((12<<46)|(1<<36)|(p.local_id + (p.local_id >> 36) * 18446744073709551615)) AS id FROM db00012.pins AS p WHERE p.local_id = 9".to_owned()),
+                    ("db03429", "SELECT ((3429<<46)|(1<<36)|(p.local_id + (p.local_id >> 36) * 18446744073709551615)) AS id FROM db03429.pins AS p WHERE p.local_id = 7075733".to_owned()),
                 ],
                 concat(),
             ),
@@ -1986,11 +1986,11 @@ fn explicit_scatter() {
     let (first, last) = (&m.parts[0], &m.parts[4095]);
     assert_eq!(
         first.sql,
-        "SELECT ((0<<46)|(1<<36)|local_id) AS id, data FROM db00000.pins WHERE data LIKE 'a%'"
+        "SELECT ((0<<46)|(1<<36)|(local_id + (local_id >> 36) * 18446744073709551615)) AS id, data FROM db00000.pins WHERE data LIKE 'a%'"
     );
     assert_eq!(
         last.sql,
-        "SELECT ((4095<<46)|(1<<36)|local_id) AS id, data FROM db04095.pins WHERE data LIKE 'a%'"
+        "SELECT ((4095<<46)|(1<<36)|(local_id + (local_id >> 36) * 18446744073709551615)) AS id, data FROM db04095.pins WHERE data LIKE 'a%'"
     );
     for (i, part) in m.parts.iter().enumerate() {
         assert_eq!(part.target.shard as usize, i);
@@ -2417,7 +2417,7 @@ fn multi_shard_prepared() {
             // Markers only: one representative shard, as before.
             c(
                 "SELECT id, data FROM pins WHERE id IN (?, ?, ?)",
-                shard("db00000", "SELECT ((0<<46)|(1<<36)|local_id) AS id, data FROM db00000.pins WHERE local_id IN (?, ?, ?)"),
+                shard("db00000", "SELECT ((0<<46)|(1<<36)|(local_id + (local_id >> 36) * 18446744073709551615)) AS id, data FROM db00000.pins WHERE local_id IN (?, ?, ?)"),
             ),
             // Literals spanning shards: every part keeps the markers.
             c(

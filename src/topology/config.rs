@@ -101,6 +101,18 @@ pub struct Config {
     pub schema: Option<String>,
 }
 
+impl Config {
+    /// The account the control plane (fleet init, VERIFY FLEET, PROMOTE
+    /// REPLICA, failover) logs in to the hosts with: `operations`, or the
+    /// data path's `backend` account when the section is absent.
+    pub fn operations_account(&self) -> AccountConfig {
+        self.operations.clone().unwrap_or_else(|| AccountConfig {
+            user: self.backend.user.clone(),
+            password: self.backend.password.clone(),
+        })
+    }
+}
+
 /// Default `health.interval_ms`.
 pub const DEFAULT_HEALTH_INTERVAL_MS: u64 = 1000;
 /// Default `health.timeout_ms`.

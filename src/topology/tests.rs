@@ -456,6 +456,31 @@ fn missing_users_backend_and_fleets() {
 }
 
 #[test]
+fn operations_account_needs_a_user_when_present() {
+    let with = |section: &str| format!("{SPEC_YAML}{section}\n");
+    let e = errors(&with("operations: { password: x }"));
+    has(&e, 28, "operations: `user` is missing");
+    assert_eq!(e.len(), 1, "{e:#?}");
+    let t = load(&with(
+        "operations: { user: shardops, password: shardopspw }",
+    ));
+    let ops = t.config.operations.as_ref().expect("operations section");
+    assert_eq!(
+        (ops.user.as_str(), ops.password.as_str()),
+        ("shardops", "shardopspw")
+    );
+    assert_eq!(ops, &t.config.operations_account());
+    let without = load(SPEC_YAML).config;
+    assert_eq!(without.operations, None);
+    let fallback = without.operations_account();
+    assert_eq!(
+        (fallback.user.as_str(), fallback.password.as_str()),
+        ("shard", "shardpw"),
+        "without the section the control plane uses the backend account"
+    );
+}
+
+#[test]
 fn unknown_key_is_reported_with_its_line() {
     let y = format!(
         "{BASE}fleets:

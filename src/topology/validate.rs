@@ -291,6 +291,7 @@ fn check_general(config: &Config, lines: &LineIndex, errors: &mut Errors) {
             "backend: `user` is missing (the account shardgate logs in to the hosts with)",
         );
     }
+    check_operations_account(config, lines, errors);
     let limits = [
         ("pool_max_per_host", u64::from(backend.pool_max_per_host)),
         ("connect_timeout_ms", backend.connect_timeout_ms),
@@ -305,6 +306,20 @@ fn check_general(config: &Config, lines: &LineIndex, errors: &mut Errors) {
         }
     }
     check_operations(config, lines, errors);
+}
+
+/// The `operations` account, when the section is there.
+fn check_operations_account(config: &Config, lines: &LineIndex, errors: &mut Errors) {
+    if let Some(account) = &config.operations {
+        if account.user.is_empty() {
+            errors.push(
+                lines.line(&["operations"]),
+                "operations: `user` is missing (the account fleet init, VERIFY FLEET and \
+                 PROMOTE REPLICA log in to the hosts with); remove the section to use \
+                 the backend account",
+            );
+        }
+    }
 }
 
 /// The `health`, `pause` and `metrics` sections.

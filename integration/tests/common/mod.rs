@@ -24,6 +24,16 @@ pub const MASTER_A: u16 = 3307;
 pub const MASTER_B: u16 = 3308;
 /// Mod-shard host.
 pub const MOD_HOST: u16 = 3310;
+/// The data path's backend account (`backend` in config/shardgate.yaml):
+/// DML on the shard databases only.
+pub const BACKEND_USER: &str = "shard";
+/// Its password.
+pub const BACKEND_PASSWORD: &str = "shardpw";
+/// The operations account (`operations` in config/shardgate.yaml): all
+/// privileges, for setup and inspection beyond DML on the shard databases.
+pub const OPS_USER: &str = "shardops";
+/// Its password.
+pub const OPS_PASSWORD: &str = "shardopspw";
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -156,12 +166,22 @@ pub async fn client() -> Conn {
         .expect("connect to the proxy")
 }
 
-/// A mysql_async connection straight to a backend (bypassing the proxy),
-/// to check where rows landed.
+/// A mysql_async connection straight to a backend (bypassing the proxy) as
+/// the data path's account, to check where rows landed (DML on the shard
+/// databases only).
 pub async fn direct(port: u16) -> Conn {
-    Conn::new(opts(port, "shard", "shardpw"))
+    Conn::new(opts(port, BACKEND_USER, BACKEND_PASSWORD))
         .await
         .unwrap_or_else(|e| panic!("connect to backend {port}: {e}"))
+}
+
+/// A mysql_async connection straight to a backend as the operations
+/// account, for what the data path's account may not do: replication
+/// control and status, `sql_log_bin`, DDL, other schemas, the whole catalog.
+pub async fn operations(port: u16) -> Conn {
+    Conn::new(opts(port, OPS_USER, OPS_PASSWORD))
+        .await
+        .unwrap_or_else(|e| panic!("connect to backend {port} as {OPS_USER}: {e}"))
 }
 
 /// The master port serving main-fleet `shard`.
@@ -187,9 +207,10 @@ pub async fn row_on_host(port: u16, table: &str, shard: u32, local_id: u64) -> O
     row
 }
 
-/// Whether database `name` exists on the host at `port`.
+/// Whether database `name` exists on the host at `port` (asked as the
+/// operations account, which sees every database).
 pub async fn database_exists(port: u16, name: &str) -> bool {
-    let mut conn = direct(port).await;
+    let mut conn = operations(port).await;
     let found: Option<String> = conn
         .query_first(format!(
             "SELECT schema_name FROM information_schema.schemata WHERE schema_name = '{name}'"
@@ -405,7 +426,7 @@ pub async fn slave_status(conn: &mut Conn) -> Option<SlaveStatus> {
 /// Whether both replication threads of the replica at `port` run, and its
 /// last error.
 pub async fn replication_running(port: u16) -> (bool, String) {
-    let mut conn = direct(port).await;
+    let mut conn = operations(port).await;
     let status = slave_status(&mut conn)
         .await
         .unwrap_or_else(|| panic!("{port} is not a replica"));

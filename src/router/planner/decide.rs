@@ -497,7 +497,8 @@ impl<'a> Planner<'a> {
                 None => (column.start, ""),
             };
             let dot = if qualifier.is_empty() { "" } else { "." };
-            let mut text = format!("(({shard}<<46)|({type_id}<<36)|{qualifier}{dot}local_id)");
+            let mut text =
+                crate::id::compose_sql(shard, type_id, &format!("{qualifier}{dot}local_id"));
             if r.select_item {
                 text.push_str(" AS ");
                 text.push_str(env.src.sql.get(column.clone()).unwrap_or("id"));

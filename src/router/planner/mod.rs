@@ -99,7 +99,7 @@ pub fn route(
 /// shard, else shard 0. An object INSERT that names no shard goes to the
 /// first shard of the open range (no placement randomness). The text keeps
 /// its `?` markers: `SELECT id FROM pins WHERE id = ?` becomes
-/// `SELECT ((0<<46)|(1<<36)|local_id) AS id FROM db00000.pins WHERE local_id = ?`.
+/// `SELECT ((0<<46)|(1<<36)|(local_id + (local_id >> 36) * 18446744073709551615)) AS id FROM db00000.pins WHERE local_id = ?`.
 ///
 /// Literal keys spanning several shards give [`Plan::MultiShard`] as with
 /// [`route`], every part keeping the statement's `?` markers (a `LIMIT ?`

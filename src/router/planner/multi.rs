@@ -750,7 +750,11 @@ impl<'a> Planner<'a> {
         if is_id(column) {
             if let Some(rule) = self.resolve_key(scope, qualifier, column)? {
                 if let TableKind::Object { type_id } = rule.kind {
-                    return Ok(format!("(({shard}<<46)|({type_id}<<36)|{prefix}local_id)"));
+                    return Ok(crate::id::compose_sql(
+                        shard,
+                        type_id,
+                        &format!("{prefix}local_id"),
+                    ));
                 }
             }
         }
