@@ -404,7 +404,7 @@ async fn read_login_packet<R: AsyncRead + Unpin>(
         .await
         .map_err(|error| match PacketTooLarge::of(&error) {
             Some(too_large) => LoginFailure::Refused {
-                error: ClientError::PacketTooLarge(format!("login {too_large}")),
+                error: ClientError::PacketTooLarge(format!("in the login: {too_large}")),
                 seq: too_large.seq.wrapping_add(1),
             },
             None => LoginFailure::Io(error),
