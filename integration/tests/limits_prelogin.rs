@@ -285,13 +285,13 @@ async fn the_connection_past_the_cap_gets_1040_before_any_handshake() {
 }
 
 /// Sends a login packet declaring `declared` bytes and then up to `send`
-/// bytes of it; returns the proxy's answer, if any came before the close.
+/// bytes of it (less when the proxy cuts it), leaving the socket open.
 async fn oversized_login(
     addr: SocketAddr,
     declared: usize,
     send: usize,
-    chunk: &[u8],
-) -> Option<Vec<u8>> {
+    chunk: &'static [u8],
+) -> TcpStream {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let (seq, _) = read_packet(&mut stream).await.unwrap();
     let header = [
@@ -309,10 +309,16 @@ async fn oversized_login(
         }
         sent += n;
     }
-    let answer = tokio::time::timeout(Duration::from_secs(3), read_packet(&mut stream))
+    stream
+}
+
+/// The proxy's answer on `stream`, if one came before the close.
+async fn answer(mut stream: TcpStream) -> Option<Vec<u8>> {
+    tokio::time::timeout(Duration::from_secs(3), read_packet(&mut stream))
         .await
-        .expect("answered or closed at once");
-    answer.ok().map(|(_, payload)| payload)
+        .expect("answered or closed at once")
+        .ok()
+        .map(|(_, payload)| payload)
 }
 
 #[tokio::test]
@@ -330,19 +336,26 @@ async fn a_10_mib_login_packet_is_refused_without_growing_the_process() {
     let mut app = app(&proxy).await;
     select_one(&mut app).await;
     // Warm up (runtime, allocator arenas) before measuring.
-    oversized_login(addr, 10 << 20, 1 << 20, chunk).await;
+    answer(oversized_login(addr, 10 << 20, 1 << 20, chunk).await).await;
 
+    // Each client declares 10 MiB, sends all but the last byte and holds
+    // its socket open while RSS is read.
     const CLIENTS: usize = 10;
     let before = rss_kib();
-    let clients = (0..CLIENTS).map(|_| oversized_login(addr, 10 << 20, 10 << 20, chunk));
-    let answers = futures_join(clients).await;
+    let clients = (0..CLIENTS).map(|_| oversized_login(addr, 10 << 20, (10 << 20) - 1, chunk));
+    let held = futures_join(clients).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let after = rss_kib();
     let growth_per_client = after.saturating_sub(before) / CLIENTS as u64;
     println!(
-        "RSS {before} KiB -> {after} KiB with {CLIENTS} clients each declaring and sending a 10 MiB login packet: {growth_per_client} KiB per client"
+        "RSS {before} KiB -> {after} KiB with {CLIENTS} clients each holding a 10 MiB login packet: {growth_per_client} KiB per client"
+    );
+    let answers = futures_join(held.into_iter().map(answer)).await;
+    println!(
+        "{} of {CLIENTS} clients read the ERR before the reset",
+        answers.iter().flatten().count()
     );
     for answer in answers.into_iter().flatten() {
-        // When the answer beats the reset: 1153 naming the limit.
         assert_eq!(err_code(&answer), Some(1153), "{answer:?}");
         let message = String::from_utf8_lossy(&answer[9..]).into_owned();
         assert!(
@@ -355,13 +368,18 @@ async fn a_10_mib_login_packet_is_refused_without_growing_the_process() {
         "RSS grew {growth_per_client} KiB per abusive client"
     );
 
-    // A packet within the limit that is not a handshake response is still
-    // answered (the limit did not cut legitimate sizes).
-    let answer = oversized_login(addr, 4000, 4000, chunk)
+    // A refused packet is answered 1153 when the client waits for it.
+    let refused = answer(oversized_login(addr, 10 << 20, 0, chunk).await)
         .await
         .expect("an answer");
-    assert_eq!(answer[0], 0xFF);
-    assert_ne!(err_code(&answer), Some(1153));
+    assert_eq!(err_code(&refused), Some(1153), "{refused:?}");
+    // A packet within the limit that is not a handshake response is still
+    // read and answered (the limit did not cut legitimate sizes).
+    let malformed = answer(oversized_login(addr, 4000, 4000, chunk).await)
+        .await
+        .expect("an answer");
+    assert_eq!(malformed[0], 0xFF);
+    assert_ne!(err_code(&malformed), Some(1153));
     assert!(select_one(&mut app).await < Duration::from_secs(2));
 }
 
