@@ -25,11 +25,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// One test at a time: RSS is measured for the whole process.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SERIAL.lock().await
 }
 
 /// A proxy with the test fleet's config and `limits` (a YAML flow map).
@@ -103,7 +101,7 @@ async fn select_one(conn: &mut mysql_async::Conn) -> Duration {
 
 #[tokio::test]
 async fn an_idle_socket_is_closed_after_the_handshake_timeout() {
-    let _turn = serial();
+    let _turn = serial().await;
     let proxy = proxy_with(
         "idle-timeout",
         "{handshake_timeout_ms: 500, max_client_connections: 20, max_login_packet: 4096}",
@@ -192,7 +190,7 @@ fn ssl_request() -> Vec<u8> {
 
 #[tokio::test]
 async fn a_stalled_tls_start_is_closed_after_the_handshake_timeout() {
-    let _turn = serial();
+    let _turn = serial().await;
     let proxy = proxy_with(
         "tls-timeout",
         "{handshake_timeout_ms: 500, max_client_connections: 20, max_login_packet: 4096}",
@@ -235,7 +233,7 @@ async fn a_stalled_tls_start_is_closed_after_the_handshake_timeout() {
 
 #[tokio::test]
 async fn the_connection_past_the_cap_gets_1040_before_any_handshake() {
-    let _turn = serial();
+    let _turn = serial().await;
     let proxy = proxy_with(
         "connection-cap",
         "{handshake_timeout_ms: 10000, max_client_connections: 20, max_login_packet: 4096}",
@@ -323,7 +321,7 @@ async fn answer(mut stream: TcpStream) -> Option<Vec<u8>> {
 
 #[tokio::test]
 async fn a_10_mib_login_packet_is_refused_without_growing_the_process() {
-    let _turn = serial();
+    let _turn = serial().await;
     let proxy = proxy_with(
         "login-packet",
         "{handshake_timeout_ms: 5000, max_client_connections: 100, max_login_packet: 4096}",
@@ -399,7 +397,7 @@ where
 
 #[tokio::test]
 async fn a_statement_over_max_allowed_packet_gets_1153_and_the_connection_closes() {
-    let _turn = serial();
+    let _turn = serial().await;
     let proxy = proxy_with("max-allowed-packet", "{max_allowed_packet: 1048576}", "");
     let mut conn = app(&proxy).await;
     // Within the limit (in one frame): answered.
@@ -426,7 +424,7 @@ async fn a_statement_over_max_allowed_packet_gets_1153_and_the_connection_closes
 
 #[tokio::test]
 async fn idle_unauthenticated_sockets_do_not_stop_logged_in_clients() {
-    let _turn = serial();
+    let _turn = serial().await;
     let proxy = proxy_with(
         "idle-sockets",
         "{handshake_timeout_ms: 3000, max_client_connections: 250, max_login_packet: 4096}",
@@ -541,7 +539,7 @@ fn panics() -> &'static Mutex<Vec<String>> {
 
 #[tokio::test]
 async fn the_admin_port_refuses_huge_and_broken_packets_without_a_panic() {
-    let _turn = serial();
+    let _turn = serial().await;
     panics();
     // Each MiB starts with COM_QUERY, so a well-formed continued packet is
     // a (bad) query.
@@ -620,7 +618,7 @@ async fn the_admin_port_refuses_huge_and_broken_packets_without_a_panic() {
 
 #[tokio::test]
 async fn the_admin_port_refuses_a_broken_continuation_during_login() {
-    let _turn = serial();
+    let _turn = serial().await;
     panics();
     let chunk = vec![0x20u8; 1 << 20];
     // A login packet limit large enough for a continued login packet.
