@@ -279,7 +279,16 @@ async fn a_two_megabyte_utf8_value_is_byte_exact_as_text_and_as_a_parameter() {
 
 #[tokio::test]
 async fn packets_over_sixteen_megabytes_are_split_and_joined() {
-    let mut conn = client().await;
+    // Over the default limits.max_allowed_packet (16 MiB, MariaDB's); the
+    // local fleet's servers take 64 MiB.
+    let proxy = start_server(
+        "sixteen-megabytes",
+        &format!(
+            "{}\nlimits: {{ max_allowed_packet: 67108864 }}\n",
+            test_config_yaml()
+        ),
+    );
+    let mut conn = app(&proxy).await;
     let value = "0123456789abcdef".repeat(17 * 1024 * 1024 / 16 + 3);
     assert!(value.len() > 0xFF_FFFF);
     assert_eq!(echo_through_a_shard(&mut conn, &value, false).await, value);
