@@ -442,6 +442,14 @@ mod tests {
     #[tokio::test]
     async fn a_panic_in_one_connection_ends_that_connection_only() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let captured = Captured::default();
+        let logs = captured.0.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || captured.clone())
+            .finish();
+        // The test runtime has one thread: the connections' tasks log here.
+        let _logging = tracing::subscriber::set_default(subscriber);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let open = ConnectionCount::default();
@@ -483,6 +491,34 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(open.open(), 0);
+        // One log line per panic, with the connection, the place and the
+        // message.
+        let logs = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+        let panics: Vec<&str> = logs
+            .lines()
+            .filter(|line| line.contains("connection ended by a panic"))
+            .collect();
+        assert_eq!(panics.len(), 3, "{logs}");
+        for line in panics {
+            assert!(line.contains("test port"), "{line}");
+            assert!(line.contains("test panic in connection"), "{line}");
+            assert!(line.contains("src/server.rs:"), "{line}");
+        }
+    }
+
+    /// A `tracing` writer into a shared buffer.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
     }
 
     #[test]
