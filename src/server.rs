@@ -51,11 +51,12 @@ impl Running {
     }
 }
 
-/// Binds every listener the config in force names and loads the TLS
-/// certificate and key (any failure is returned before a task starts),
+/// Raises the open-file limit ([`open_file_limit`]), binds every listener
+/// the config in force names and loads the TLS certificate and key (any failure is returned before a task starts),
 /// then spawns the listeners and the background tasks on the current
 /// runtime. Listen addresses are read once: changing them takes a restart.
 pub async fn run(engine: Arc<Engine>) -> io::Result<Running> {
+    open_file_limit();
     let config = engine.topology.load().config.clone();
     let tls = listener::load_tls(&engine)?;
     let client = bind(&config.listen, "client").await?;

@@ -683,6 +683,12 @@ fn serve_under(name: &str, ulimit: &str, yaml: &str) -> ServeProcess {
         .spawn()
         .expect("start shardgate serve");
     let stderr = child.stderr.take().unwrap();
+    // Killed on drop from here on, also when it does not start.
+    let mut process = ServeProcess {
+        child,
+        client: SocketAddr::from(([0, 0, 0, 0], 0)),
+        log: String::new(),
+    };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stderr).lines() {
@@ -692,20 +698,24 @@ fn serve_under(name: &str, ulimit: &str, yaml: &str) -> ServeProcess {
             }
         }
     });
-    let mut log = String::new();
     loop {
         let line = rx
             .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|_| panic!("shardgate did not start:\n{log}"));
-        log.push_str(&line);
-        log.push('\n');
+            .unwrap_or_else(|_| panic!("shardgate did not start:\n{}", process.log));
+        process.log.push_str(&line);
+        process.log.push('\n');
         if line.contains("shardgate started") {
-            let client = line
+            process.client = line
                 .split_whitespace()
                 .find_map(|field| field.strip_prefix("client="))
                 .and_then(|addr| addr.parse().ok())
                 .unwrap_or_else(|| panic!("no client address in {line}"));
-            return ServeProcess { child, client, log };
+        }
+        // The client listener's task logs its cap, maybe after the start.
+        let cap_logged = process.log.contains("client connection cap")
+            || process.log.contains("does not fit the open file limit");
+        if cap_logged && process.client.port() != 0 {
+            return process;
         }
     }
 }

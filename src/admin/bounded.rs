@@ -30,7 +30,7 @@ pub(super) struct BoundedReader<R> {
     bounds: LoginBounds,
     /// Set by the shim once the login was accepted.
     logged_in: Arc<AtomicBool>,
-    deadline: Pin<Box<Sleep>>,
+    deadline: Option<Pin<Box<Sleep>>>,
     frames: FrameTracker,
 }
 
@@ -39,7 +39,9 @@ impl<R> BoundedReader<R> {
     pub(super) fn new(inner: R, bounds: LoginBounds, logged_in: Arc<AtomicBool>) -> Self {
         Self {
             inner,
-            deadline: Box::pin(tokio::time::sleep_until(bounds.deadline)),
+            deadline: bounds
+                .deadline
+                .map(|deadline| Box::pin(tokio::time::sleep_until(deadline))),
             bounds,
             logged_in,
             frames: FrameTracker::default(),
@@ -57,7 +59,8 @@ impl<R: AsyncRead + Unpin> AsyncRead for BoundedReader<R> {
         let logged_in = this.logged_in.load(Ordering::Acquire);
         // Checked on every read, not only while waiting: a client that
         // trickles bytes must not outlast the deadline either.
-        if !logged_in && this.deadline.as_mut().poll(cx).is_ready() {
+        let expired = |deadline: &mut Pin<Box<Sleep>>| deadline.as_mut().poll(cx).is_ready();
+        if !logged_in && this.deadline.as_mut().is_some_and(expired) {
             return Poll::Ready(Err(this.bounds.timed_out()));
         }
         let before = buf.filled().len();

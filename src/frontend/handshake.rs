@@ -64,11 +64,12 @@ const TOO_MANY_CONNECTIONS: u16 = 1040;
 /// The bounds on a connection that has not logged in yet (the config's
 /// `limits`): one deadline for the whole login, counted from the accept
 /// (TLS handshake, handshake response, auth switch and the final OK
-/// included), and the size of a login packet.
+/// included; none when `handshake_timeout_ms` is 0), and the size of a
+/// login packet.
 #[derive(Debug, Clone, Copy)]
 pub struct LoginBounds {
     /// When the login must be over.
-    pub deadline: Instant,
+    pub deadline: Option<Instant>,
     timeout: Duration,
     /// Largest login packet (handshake response, auth switch answer).
     pub max_login_packet: usize,
@@ -82,7 +83,7 @@ impl LoginBounds {
     pub fn new(limits: &LimitsConfig) -> Self {
         let timeout = Duration::from_millis(limits.handshake_timeout_ms);
         Self {
-            deadline: Instant::now() + timeout,
+            deadline: (limits.handshake_timeout_ms > 0).then(|| Instant::now() + timeout),
             timeout,
             max_login_packet: usize::try_from(limits.max_login_packet).unwrap_or(usize::MAX),
             max_packet: usize::try_from(limits.max_allowed_packet)
@@ -98,7 +99,10 @@ impl LoginBounds {
         F: Future<Output = Result<T, E>>,
         E: From<io::Error>,
     {
-        match tokio::time::timeout_at(self.deadline, step).await {
+        let Some(deadline) = self.deadline else {
+            return step.await;
+        };
+        match tokio::time::timeout_at(deadline, step).await {
             Ok(result) => result,
             Err(_) => Err(self.timed_out().into()),
         }
