@@ -420,6 +420,20 @@ async fn a_statement_over_max_allowed_packet_gets_1153_and_the_connection_closes
     // Others are not affected.
     let mut other = app(&proxy).await;
     select_one(&mut other).await;
+
+    // At the default (16 MiB, MariaDB's) a 17 MiB statement is refused on
+    // its second frame; the ERR follows the client's numbering.
+    let defaults = proxy_with("max-allowed-packet-default", "{}", "");
+    let mut conn = app(&defaults).await;
+    let over = format!("SELECT LENGTH('{}')", "x".repeat(17 << 20));
+    let (code, message) = server_error(conn.query_drop(over).await.unwrap_err());
+    assert_eq!(code, 1153, "{message}");
+    assert!(
+        message.contains("over the limit of 16778240 bytes"),
+        "{message}"
+    );
+    let mut other = app(&defaults).await;
+    select_one(&mut other).await;
 }
 
 #[tokio::test]

@@ -16,6 +16,7 @@ use crate::backend::conn::FRAMING_CAPABILITIES;
 use crate::backend::ConnKey;
 use crate::engine::{write_error, Engine, SessionState};
 use crate::error::ClientError;
+use crate::protocol::frame::PacketTooLarge;
 use crate::protocol::packets::{ok_packet, result_set_terminator};
 use crate::protocol::{FrameReader, FrameWriter};
 use crate::router::{split_statements, Plan, RandomPlacement, RouteError, SessionAction};
@@ -214,8 +215,9 @@ where
                 Ok(packet) => packet,
                 Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
                 Err(error) if error.kind() == io::ErrorKind::InvalidData => {
+                    let seq = PacketTooLarge::of(&error).map_or(1, |over| over.seq.wrapping_add(1));
                     let error = ClientError::PacketTooLarge(error.to_string());
-                    write_error(&mut self.writer, 1, &error).await?;
+                    write_error(&mut self.writer, seq, &error).await?;
                     return self.writer.shutdown().await;
                 }
                 Err(error) => return Err(error),
