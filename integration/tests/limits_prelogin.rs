@@ -447,6 +447,7 @@ async fn idle_unauthenticated_sockets_do_not_stop_logged_in_clients() {
     let addr = proxy.listening.client;
     let mut app = app(&proxy).await;
     let fds_before = open_fds();
+    let rss_before = rss_kib();
     let mut idle = Vec::new();
     for _ in 0..200 {
         idle.push(TcpStream::connect(addr).await.unwrap());
@@ -457,8 +458,9 @@ async fn idle_unauthenticated_sockets_do_not_stop_logged_in_clients() {
         read_packet(stream).await.unwrap();
     }
     println!(
-        "open fds of the test process (proxy and clients): {fds_before} -> {} with 200 idle sockets",
-        open_fds()
+        "open fds of the test process (proxy and clients): {fds_before} -> {} with 200 idle sockets; RSS {rss_before} KiB -> {} KiB",
+        open_fds(),
+        rss_kib()
     );
     let latency = select_one(&mut app).await;
     assert!(
