@@ -5,6 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+// A panic must end the one session it happened in, not the process: the
+// session tasks catch it (`server::isolate`), which `panic = "abort"` would
+// defeat.
+#[cfg(panic = "abort")]
+compile_error!("shardgate must be built with panic = \"unwind\" (see server::isolate)");
+
 use clap::{Parser, Subcommand};
 use shardgate::engine::Engine;
 use shardgate::id::ObjectId;

@@ -3,11 +3,13 @@
 //! command under [`commands`]. Every answer is a result set.
 
 mod answer;
+mod bounded;
 mod commands;
 pub mod parse;
 mod shim;
 
 use std::io;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use opensrv_mysql::{AsyncMysqlIntermediary, ErrorKind};
@@ -19,23 +21,42 @@ use crate::engine::pause::PauseError;
 use crate::engine::reload::ReloadError;
 use crate::engine::Engine;
 use crate::fleet::FleetError;
+use crate::frontend::handshake::{refuse_too_many_connections, LoginBounds};
 use crate::id::IdError;
 use crate::router::RouteError;
+use crate::server::ConnectionCount;
 
 pub use answer::{Answer, Cell};
 pub use commands::{run, Context};
 pub use parse::{parse, Command, ParseError};
 
+/// Most admin connections open at once (logged in or not); one more is
+/// answered 1040 in place of the greeting and closed.
+pub const MAX_CONNECTIONS: usize = 64;
+
 /// Serves admin sessions on `listener` until the process ends, each on its
-/// own task.
+/// own task, with the client port's login bounds (`limits`:
+/// `handshake_timeout_ms`, `max_login_packet`, then `max_allowed_packet`)
+/// applied in front of opensrv-mysql ([`bounded`]) and at most
+/// [`MAX_CONNECTIONS`] connections.
 pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()> {
     info!(addr = %listener.local_addr()?, "serving the admin port");
+    let open = ConnectionCount::default();
     crate::server::accept_forever(listener, "admin port", |stream, peer, connection_id| {
+        let slot = open.try_acquire(MAX_CONNECTIONS);
+        let bounds = LoginBounds::new(&engine.topology.load().config.limits);
         let engine = engine.clone();
         async move {
+            let Some(_slot) = slot else {
+                debug!(connection_id, %peer, "too many admin connections; answered 1040");
+                refuse_too_many_connections(stream, MAX_CONNECTIONS);
+                return;
+            };
             let _ = stream.set_nodelay(true);
             let (reader, writer) = stream.into_split();
-            let shim = shim::AdminShim::new(engine, connection_id, peer);
+            let logged_in = Arc::new(AtomicBool::new(false));
+            let reader = bounded::BoundedReader::new(reader, bounds, logged_in.clone());
+            let shim = shim::AdminShim::new(engine, connection_id, peer, logged_in);
             if let Err(error) = AsyncMysqlIntermediary::run_on(shim, reader, writer).await {
                 debug!(connection_id, %peer, %error, "admin session ended with an error");
             }

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use mysql_common::scramble::scramble_sha256;
@@ -34,20 +35,30 @@ pub(super) struct AdminShim {
     peer: SocketAddr,
     salt: [u8; 20],
     user: OnceLock<String>,
+    /// Set once the login is accepted (ends the login bounds of
+    /// [`super::bounded::BoundedReader`]).
+    logged_in: Arc<AtomicBool>,
     /// The name given with `USE` (the admin port has no databases; kept
     /// only so `SELECT DATABASE()` agrees with the client's prompt).
     database: Option<String>,
 }
 
 impl AdminShim {
-    /// A session for a connection from `peer`, with a fresh scramble.
-    pub(super) fn new(engine: Arc<Engine>, connection_id: u32, peer: SocketAddr) -> Self {
+    /// A session for a connection from `peer`, with a fresh scramble;
+    /// `logged_in` is set when its login is accepted.
+    pub(super) fn new(
+        engine: Arc<Engine>,
+        connection_id: u32,
+        peer: SocketAddr,
+        logged_in: Arc<AtomicBool>,
+    ) -> Self {
         Self {
             engine,
             connection_id,
             peer,
             salt: new_nonce(),
             user: OnceLock::new(),
+            logged_in,
             database: None,
         }
     }
@@ -74,6 +85,7 @@ impl AdminShim {
         if accepted {
             debug!(connection_id = self.connection_id, peer = %self.peer, %user, "admin logged in");
             let _ = self.user.set(user.into_owned());
+            self.logged_in.store(true, Ordering::Release);
         } else {
             let client_account = topology.config.users.iter().any(|u| u.name == user);
             info!(

@@ -4,7 +4,9 @@
 //! ([`login`]). With TLS configured the greeting offers CLIENT_SSL and the
 //! session runner upgrades the socket between the two (see [`super::tls`]).
 
+use std::future::Future;
 use std::io;
+use std::time::Duration;
 
 use mysql_common::constants::{CapabilityFlags, StatusFlags};
 use mysql_common::io::ParseBuf;
@@ -13,11 +15,14 @@ use mysql_common::proto::{MyDeserialize, MySerialize};
 use mysql_common::scramble::scramble_native;
 use rand::Rng;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 use crate::error::ClientError;
+use crate::protocol::frame::PacketTooLarge;
 use crate::protocol::packets::{err_packet, ok_packet, UTF8MB4_GENERAL_CI};
 use crate::protocol::{FrameReader, FrameWriter};
-use crate::topology::config::{Config, UserConfig};
+use crate::topology::config::{Config, LimitsConfig, UserConfig};
 
 /// Version string clients see. The `5.5.5-` prefix is how MariaDB servers
 /// tell MySQL clients they are MariaDB; drivers pick dialect quirks from it.
@@ -47,6 +52,90 @@ const SSL_REQUEST_LEN: usize = 32;
 
 /// MySQL's ER_SECURE_TRANSPORT_REQUIRED.
 const SECURE_TRANSPORT_REQUIRED: u16 = 3159;
+
+/// Room a client packet gets beyond `limits.max_allowed_packet`: the
+/// command byte and the fixed header of any command (statement id,
+/// parameter number ...), so that `max_allowed_packet` bytes of data fit.
+pub const COMMAND_HEADER_ALLOWANCE: usize = 1024;
+
+/// MySQL's ER_CON_COUNT_ERROR.
+const TOO_MANY_CONNECTIONS: u16 = 1040;
+
+/// The bounds on a connection that has not logged in yet (the config's
+/// `limits`): one deadline for the whole login, counted from the accept
+/// (TLS handshake, handshake response, auth switch and the final OK
+/// included; none when `handshake_timeout_ms` is 0), and the size of a
+/// login packet.
+#[derive(Debug, Clone, Copy)]
+pub struct LoginBounds {
+    /// When the login must be over.
+    pub deadline: Option<Instant>,
+    timeout: Duration,
+    /// Largest login packet (handshake response, auth switch answer).
+    pub max_login_packet: usize,
+    /// Largest client packet once logged in (`max_allowed_packet` and
+    /// [`COMMAND_HEADER_ALLOWANCE`]).
+    pub max_packet: usize,
+}
+
+impl LoginBounds {
+    /// The bounds of a connection accepted now.
+    pub fn new(limits: &LimitsConfig) -> Self {
+        let timeout = Duration::from_millis(limits.handshake_timeout_ms);
+        Self {
+            deadline: (limits.handshake_timeout_ms > 0).then(|| Instant::now() + timeout),
+            timeout,
+            max_login_packet: usize::try_from(limits.max_login_packet).unwrap_or(usize::MAX),
+            max_packet: usize::try_from(limits.max_allowed_packet)
+                .unwrap_or(usize::MAX)
+                .saturating_add(COMMAND_HEADER_ALLOWANCE),
+        }
+    }
+
+    /// Runs one step of the login; past the deadline it is dropped and the
+    /// result is a `TimedOut` error (the caller closes the connection).
+    pub async fn within<T, E, F>(&self, step: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<io::Error>,
+    {
+        let Some(deadline) = self.deadline else {
+            return step.await;
+        };
+        match tokio::time::timeout_at(deadline, step).await {
+            Ok(result) => result,
+            Err(_) => Err(self.timed_out().into()),
+        }
+    }
+
+    /// The error of a login that went past the deadline.
+    pub fn timed_out(&self) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "login not completed within {} ms (limits.handshake_timeout_ms)",
+                self.timeout.as_millis()
+            ),
+        )
+    }
+}
+
+/// Answers a connection over the `limit` of connections with MySQL's 1040
+/// in place of the greeting, without reading anything, and closes it. The
+/// packet is small enough for the socket's send buffer: a client that does
+/// not read cannot hold the caller.
+pub fn refuse_too_many_connections(stream: TcpStream, limit: usize) {
+    let payload = err_packet(
+        TOO_MANY_CONNECTIONS,
+        "08004",
+        &format!("Too many connections (shardgate serves at most {limit} at once)"),
+    );
+    let mut frame = Vec::with_capacity(4 + payload.len());
+    let len = payload.len() as u32;
+    frame.extend_from_slice(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, 0]);
+    frame.extend_from_slice(&payload);
+    let _ = stream.try_write(&frame);
+}
 
 /// The greeting a client was sent, and where its login stands.
 #[derive(Debug, Clone)]
@@ -240,7 +329,7 @@ where
     } = greeting;
     let (seq, payload) = match first_packet {
         Some(packet) => packet,
-        None => reader.next_packet().await?,
+        None => read_login_packet(reader).await?,
     };
     let refuse = |error: ClientError, seq: u8| LoginFailure::Refused { error, seq };
     if payload.len() <= SSL_REQUEST_LEN {
@@ -290,7 +379,7 @@ where
         switch.serialize(&mut body);
         writer.write_packet(seq.wrapping_add(1), &body).await?;
         writer.flush().await?;
-        let (next, answer) = reader.next_packet().await?;
+        let (next, answer) = read_login_packet(reader).await?;
         seq = next;
         answer
     };
@@ -307,6 +396,23 @@ where
         nonce,
         secure,
     })
+}
+
+/// The client's next login packet; one over the reader's limit is refused
+/// with 1153 (the connection then closes).
+async fn read_login_packet<R: AsyncRead + Unpin>(
+    reader: &mut FrameReader<R>,
+) -> Result<(u8, Vec<u8>), LoginFailure> {
+    reader
+        .next_packet()
+        .await
+        .map_err(|error| match PacketTooLarge::of(&error) {
+            Some(too_large) => LoginFailure::Refused {
+                error: ClientError::PacketTooLarge(format!("in the login: {too_large}")),
+                seq: too_large.seq.wrapping_add(1),
+            },
+            None => LoginFailure::Io(error),
+        })
 }
 
 /// Handles COM_CHANGE_USER (`payload` without the command byte): checks the
@@ -360,7 +466,7 @@ where
         AuthSwitchRequest::new(NATIVE_PLUGIN, data).serialize(&mut body);
         writer.write_packet(1, &body).await?;
         writer.flush().await?;
-        let (next, answer) = reader.next_packet().await?;
+        let (next, answer) = read_login_packet(reader).await?;
         seq = next;
         (nonce, answer)
     };

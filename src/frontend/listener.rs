@@ -4,11 +4,13 @@ use std::io;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tracing::info;
+use tracing::{debug, info};
 
+use super::handshake::{self, LoginBounds};
 use super::session;
 use super::tls::TlsSettings;
 use crate::engine::Engine;
+use crate::server::{open_file_limit, ClientCap, ConnectionCount};
 
 /// The TLS settings of the config's `tls` section (certificate and key
 /// loaded), or `None` without one; an unusable section is an
@@ -30,7 +32,12 @@ pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()>
 }
 
 /// Accepts clients on `listener` forever, each served by its own task,
-/// offering (or requiring) `tls`.
+/// offering (or requiring) `tls`. Every connection counts against the
+/// client cap ([`ClientCap`], from `limits.max_client_connections` and the
+/// open-file limit, read at each accept) from its accept to its close; one
+/// past it is answered 1040 in place of the greeting and closed. A
+/// connection's login is held to the `limits` in force at its accept
+/// ([`LoginBounds`]).
 pub async fn serve_with(
     engine: Arc<Engine>,
     listener: TcpListener,
@@ -41,15 +48,27 @@ pub async fn serve_with(
         tls = tls.as_ref().map_or("off", |t| if t.require { "required" } else { "offered" }),
         "serving clients"
     );
+    let files = open_file_limit();
+    ClientCap::new(&engine.topology.load(), files).log(files);
+    let open = ConnectionCount::default();
     crate::server::accept_forever(
         listener,
         "client listener",
         |stream, peer, connection_id| {
+            let topology = engine.topology.load();
+            let cap = ClientCap::new(&topology, files).effective;
+            let slot = open.try_acquire(cap);
+            let bounds = LoginBounds::new(&topology.config.limits);
             let engine = engine.clone();
             let tls = tls.clone();
             async move {
-                if let Err(error) = session::run(engine, stream, connection_id, tls).await {
-                    tracing::debug!(connection_id, %peer, %error, "session ended with an error");
+                let Some(_slot) = slot else {
+                    debug!(connection_id, %peer, cap, "too many client connections; answered 1040");
+                    handshake::refuse_too_many_connections(stream, cap);
+                    return;
+                };
+                if let Err(error) = session::run(engine, stream, connection_id, tls, bounds).await {
+                    debug!(connection_id, %peer, %error, "session ended with an error");
                 }
             }
         },

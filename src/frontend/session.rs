@@ -10,12 +10,13 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::debug;
 
-use super::handshake::{self, LoggedIn, LoginFailure};
+use super::handshake::{self, LoggedIn, LoginBounds, LoginFailure};
 use super::tls::{self, TlsSettings};
 use crate::backend::conn::FRAMING_CAPABILITIES;
 use crate::backend::ConnKey;
 use crate::engine::{write_error, Engine, SessionState};
 use crate::error::ClientError;
+use crate::protocol::frame::PacketTooLarge;
 use crate::protocol::packets::{ok_packet, result_set_terminator};
 use crate::protocol::{FrameReader, FrameWriter};
 use crate::router::{split_statements, Plan, RandomPlacement, RouteError, SessionAction};
@@ -39,24 +40,29 @@ const COM_RESET_CONNECTION: u8 = 0x1F;
 /// Serves one client connection until it quits or fails. With `tls`
 /// (the config's `tls` section) the greeting offers TLS and a client that
 /// asks for it is served over TLS; plain clients are served over the
-/// socket's owned halves either way.
+/// socket's owned halves either way. The login, TLS handshake included,
+/// is held to `bounds`.
 pub async fn run(
     engine: Arc<Engine>,
     mut stream: TcpStream,
     connection_id: u32,
     tls: Option<Arc<TlsSettings>>,
+    bounds: LoginBounds,
 ) -> io::Result<()> {
     stream.set_nodelay(true)?;
     let Some(tls) = tls else {
         let (read_half, write_half) = stream.into_split();
         let mut writer = FrameWriter::new(write_half);
-        let greeting = handshake::greet(&mut writer, connection_id, false).await?;
+        let greeting = bounds
+            .within(handshake::greet(&mut writer, connection_id, false))
+            .await?;
         return serve_stream(
             engine,
             FrameReader::new(read_half),
             writer,
             connection_id,
             greeting,
+            bounds,
         )
         .await;
     };
@@ -64,10 +70,14 @@ pub async fn run(
     // an SSLRequest the client's TLS handshake follows at once and must be
     // left to the TLS acceptor.
     let (mut greeting, body) = handshake::Greeting::new(connection_id, true);
-    tls::write_packet_raw(&mut stream, 0, &body).await?;
-    let (seq, first) = tls::read_packet_exact(&mut stream).await?;
+    bounds
+        .within(tls::write_packet_raw(&mut stream, 0, &body))
+        .await?;
+    let (seq, first) = bounds
+        .within(tls::read_packet_exact(&mut stream, bounds.max_login_packet))
+        .await?;
     if handshake::is_ssl_request(&first) {
-        let secured = tls.accept(stream).await?;
+        let secured = bounds.within(tls.accept(stream)).await?;
         let (read_half, write_half) = tokio::io::split(secured);
         greeting.secure = true;
         return serve_stream(
@@ -76,6 +86,7 @@ pub async fn run(
             FrameWriter::new(write_half),
             connection_id,
             greeting,
+            bounds,
         )
         .await;
     }
@@ -93,32 +104,39 @@ pub async fn run(
         FrameWriter::new(write_half),
         connection_id,
         greeting,
+        bounds,
     )
     .await
 }
 
-/// Logs the client in (its greeting already sent) and runs its command
-/// loop over any byte stream.
+/// Logs the client in (its greeting already sent) within `bounds` and
+/// runs its command loop over any byte stream.
 pub async fn serve_stream<R, W>(
     engine: Arc<Engine>,
     mut reader: FrameReader<R>,
     mut writer: FrameWriter<W>,
     connection_id: u32,
     greeting: handshake::Greeting,
+    bounds: LoginBounds,
 ) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    reader.set_max_packet(bounds.max_login_packet);
     let users = handshake::Accounts::client_port(&engine.topology.load().config);
-    let login = match handshake::login(&mut reader, &mut writer, greeting, &users).await {
+    let login = bounds.within(handshake::login(&mut reader, &mut writer, greeting, &users));
+    let login = match login.await {
         Ok(login) => login,
         Err(LoginFailure::Io(error)) => return Err(error),
         Err(LoginFailure::Refused { error, seq }) => {
             debug!(connection_id, %error, "login refused");
-            return handshake::reject(&mut writer, seq, &error).await;
+            return bounds
+                .within(handshake::reject(&mut writer, seq, &error))
+                .await;
         }
     };
+    reader.set_max_packet(bounds.max_packet);
     let mut session = Session {
         state: new_state(connection_id, &login),
         engine,
@@ -130,9 +148,16 @@ where
     };
     if let Err(error) = session.select_login_database() {
         let seq = session.login.next_seq;
-        return handshake::reject(&mut session.writer, seq, &error).await;
+        return bounds
+            .within(handshake::reject(&mut session.writer, seq, &error))
+            .await;
     }
-    handshake::accept(&mut session.writer, session.login.next_seq).await?;
+    bounds
+        .within(handshake::accept(
+            &mut session.writer,
+            session.login.next_seq,
+        ))
+        .await?;
     debug!(connection_id, user = %session.login.user, "logged in");
     session.command_loop().await
 }
@@ -190,8 +215,9 @@ where
                 Ok(packet) => packet,
                 Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
                 Err(error) if error.kind() == io::ErrorKind::InvalidData => {
+                    let seq = PacketTooLarge::of(&error).map_or(1, |over| over.seq.wrapping_add(1));
                     let error = ClientError::PacketTooLarge(error.to_string());
-                    write_error(&mut self.writer, 1, &error).await?;
+                    write_error(&mut self.writer, seq, &error).await?;
                     return self.writer.shutdown().await;
                 }
                 Err(error) => return Err(error),

@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
+use crate::protocol::frame::PacketTooLarge;
 use crate::topology::config::TlsConfig;
 
 /// TLS as the listener offers it: the acceptor built from the config's
@@ -116,11 +117,23 @@ fn read(path: &Path, what: &str) -> Result<Vec<u8>, String> {
 
 /// Reads exactly one packet (header and payload, nothing more) off the raw
 /// socket: after an SSLRequest the client's TLS handshake follows at once,
-/// and those bytes must stay in the socket for the TLS acceptor.
-pub async fn read_packet_exact(stream: &mut TcpStream) -> io::Result<(u8, Vec<u8>)> {
+/// and those bytes must stay in the socket for the TLS acceptor. A packet
+/// over `max_packet` bytes is refused on its header ([`PacketTooLarge`]).
+pub async fn read_packet_exact(
+    stream: &mut TcpStream,
+    max_packet: usize,
+) -> io::Result<(u8, Vec<u8>)> {
     let mut header = [0u8; 4];
     stream.read_exact(&mut header).await?;
     let len = usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
+    if len > max_packet {
+        return Err(PacketTooLarge {
+            seq: header[3],
+            declared: len,
+            limit: max_packet,
+        }
+        .into());
+    }
     if len == crate::protocol::frame::MAX_FRAME_PAYLOAD {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,

@@ -9,13 +9,42 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// Largest payload a single frame carries; a frame this long is continued.
 pub const MAX_FRAME_PAYLOAD: usize = 0xFF_FFFF;
 
-/// Largest logical packet accepted from a peer (MySQL's largest
-/// `max_allowed_packet` is 1 GiB; 64 MiB bounds what one client can pin).
+/// Largest logical packet a [`FrameReader`] accepts unless given another
+/// limit ([`FrameReader::set_max_packet`]): what the proxy reads from a
+/// backend. Client readers get the config's `limits` instead.
 pub const MAX_PACKET: usize = 64 * 1024 * 1024;
 
 const HEADER_LEN: usize = 4;
 const READ_CHUNK: usize = 16 * 1024;
 const WRITE_FLUSH_AT: usize = 64 * 1024;
+
+/// A peer declared a packet longer than the reader's limit. The reader
+/// refused it on the frame header: nothing of the payload was read or
+/// allocated, and the stream is no longer in step (the caller closes it).
+/// Carried inside an `InvalidData` [`io::Error`]; see [`PacketTooLarge::of`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a packet of {declared} bytes or more, over the limit of {limit} bytes")]
+pub struct PacketTooLarge {
+    /// Sequence id of the frame that went over the limit.
+    pub seq: u8,
+    /// The packet's length as declared so far (frames before included).
+    pub declared: usize,
+    /// The limit in force.
+    pub limit: usize,
+}
+
+impl PacketTooLarge {
+    /// The refusal inside `error`, when that is what `error` is.
+    pub fn of(error: &io::Error) -> Option<&PacketTooLarge> {
+        error.get_ref()?.downcast_ref()
+    }
+}
+
+impl From<PacketTooLarge> for io::Error {
+    fn from(too_large: PacketTooLarge) -> Self {
+        io::Error::new(io::ErrorKind::InvalidData, too_large)
+    }
+}
 
 /// One frame as read off the wire, header included, so it can be relayed
 /// verbatim.
@@ -58,19 +87,39 @@ impl Frame {
 }
 
 /// Reads frames from a byte stream through one growing buffer; frames are
-/// split off the buffer without copying.
+/// split off the buffer without copying. A packet longer than the reader's
+/// limit is refused on its frame header ([`PacketTooLarge`]), before any
+/// room is made for it.
 pub struct FrameReader<R> {
     inner: R,
     buf: BytesMut,
+    max_packet: usize,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
-    /// Wraps a stream.
+    /// Wraps a stream; packets up to [`MAX_PACKET`] bytes are accepted.
     pub fn new(inner: R) -> Self {
+        Self::with_max_packet(inner, MAX_PACKET)
+    }
+
+    /// Wraps a stream; packets up to `max_packet` bytes are accepted.
+    pub fn with_max_packet(inner: R, max_packet: usize) -> Self {
         Self {
             inner,
             buf: BytesMut::with_capacity(READ_CHUNK),
+            max_packet,
         }
+    }
+
+    /// Changes the largest packet accepted from now on (a client's limit
+    /// grows from the login packet's to `max_allowed_packet` once logged in).
+    pub fn set_max_packet(&mut self, max_packet: usize) {
+        self.max_packet = max_packet;
+    }
+
+    /// The largest packet accepted.
+    pub fn max_packet(&self) -> usize {
+        self.max_packet
     }
 
     /// Whether bytes are already buffered (a pipelining peer).
@@ -79,13 +128,28 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 
     /// The next frame. A clean end of stream before a header is
-    /// `UnexpectedEof`.
+    /// `UnexpectedEof`; a frame longer than the limit is [`PacketTooLarge`].
     pub async fn next_frame(&mut self) -> io::Result<Frame> {
+        self.next_frame_within(0).await
+    }
+
+    /// The next frame of a packet of which `before` bytes were read already:
+    /// refused on its header when the packet would go over the limit.
+    async fn next_frame_within(&mut self, before: usize) -> io::Result<Frame> {
         loop {
             if self.buf.len() >= HEADER_LEN {
                 let len = usize::from(self.buf[0])
                     | usize::from(self.buf[1]) << 8
                     | usize::from(self.buf[2]) << 16;
+                let declared = before.saturating_add(len);
+                if declared > self.max_packet {
+                    return Err(PacketTooLarge {
+                        seq: self.buf[3],
+                        declared,
+                        limit: self.max_packet,
+                    }
+                    .into());
+                }
                 let total = HEADER_LEN + len;
                 if self.buf.len() >= total {
                     return Ok(Frame {
@@ -106,21 +170,16 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 
     /// A whole logical packet (continuation frames joined): the sequence id
-    /// of its last frame and its payload. A packet longer than
-    /// [`MAX_PACKET`] is an `InvalidData` error.
+    /// of its last frame and its payload. A packet longer than the limit is
+    /// refused on the header of the frame that goes over it: an
+    /// `InvalidData` error holding a [`PacketTooLarge`].
     pub async fn next_packet(&mut self) -> io::Result<(u8, Vec<u8>)> {
         let first = self.next_frame().await?;
         let mut seq = first.seq();
         let mut payload = first.payload().to_vec();
         let mut continued = first.is_continued();
         while continued {
-            if payload.len() >= MAX_PACKET {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("packet larger than {MAX_PACKET} bytes"),
-                ));
-            }
-            let next = self.next_frame().await?;
+            let next = self.next_frame_within(payload.len()).await?;
             seq = next.seq();
             payload.extend_from_slice(next.payload());
             continued = next.is_continued();
@@ -298,6 +357,43 @@ mod tests {
         let (seq, joined) = reader.next_packet().await.unwrap();
         assert_eq!(seq, 2);
         assert_eq!(joined, payload);
+    }
+
+    #[tokio::test]
+    async fn a_declared_length_over_the_limit_is_refused_on_the_header() {
+        // 10 MiB declared, 3 bytes sent: refused without waiting for the
+        // body or making room for it.
+        let mut input = vec![0x00, 0x00, 0xA0, 1];
+        input.extend_from_slice(b"abc");
+        let mut reader = FrameReader::with_max_packet(input.as_slice(), 4096);
+        let error = reader.next_packet().await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(
+            PacketTooLarge::of(&error),
+            Some(&PacketTooLarge {
+                seq: 1,
+                declared: 10 * 1024 * 1024,
+                limit: 4096
+            })
+        );
+        assert!(reader.buf.capacity() <= 2 * READ_CHUNK);
+    }
+
+    #[tokio::test]
+    async fn continuation_frames_count_against_the_limit() {
+        let payload = vec![1u8; MAX_FRAME_PAYLOAD + 100];
+        let mut writer = FrameWriter::new(Vec::new());
+        writer.write_packet(0, &payload).await.unwrap();
+        writer.flush().await.unwrap();
+        let mut reader =
+            FrameReader::with_max_packet(writer.inner.as_slice(), MAX_FRAME_PAYLOAD + 99);
+        let error = reader.next_packet().await.unwrap_err();
+        let too_large = PacketTooLarge::of(&error).expect("refused by the limit");
+        assert_eq!((too_large.seq, too_large.declared), (1, payload.len()));
+
+        let mut reader =
+            FrameReader::with_max_packet(writer.inner.as_slice(), MAX_FRAME_PAYLOAD + 100);
+        assert_eq!(reader.next_packet().await.unwrap().1.len(), payload.len());
     }
 
     #[tokio::test]
