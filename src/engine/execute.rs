@@ -21,7 +21,10 @@ use crate::backend::{ConnKey, HostPool, PooledConn};
 use crate::error::ClientError;
 use crate::protocol::packets::{err_packet, ok_packet, parse_err, LocalColumnType, ERR_HEADER};
 use crate::protocol::FrameWriter;
-use crate::router::{route, Placement, Plan, SessionAction, ShardQuery, StatementKind, Target};
+use crate::router::{
+    route, Placement, Plan, RouteContext, RouteError, SessionAction, ShardQuery, StatementKind,
+    Target,
+};
 use crate::topology::Topology;
 
 /// Where a statement runs.
@@ -92,7 +95,12 @@ impl Engine {
     /// routed again: the shard may have moved. `more` says whether more
     /// statements of a multi-statement follow. Returns whether the batch
     /// may go on (routed, and succeeded).
-    pub async fn run_statement<W: AsyncWrite + Unpin, P: Placement>(
+    ///
+    /// A statement longer than `limits.max_statement_analysis_bytes` is
+    /// refused (1105) before it is analysed; one of at least
+    /// `limits.blocking_analysis_bytes` is routed on the blocking pool, so
+    /// its analysis never holds a runtime worker other sessions need.
+    pub async fn run_statement<W: AsyncWrite + Unpin, P: Placement + Clone + Send + 'static>(
         &self,
         state: &mut SessionState,
         sql: &str,
@@ -105,7 +113,22 @@ impl Engine {
             // The epoch is read before the topology (see PauseGate::enter).
             let epoch = self.pauses.epoch();
             let topology = self.topology_for(state);
-            let plan = route(sql, &topology, &state.route, placement);
+            let limits = &topology.config.limits;
+            let size = sql.len() as u64;
+            if size > limits.max_statement_analysis_bytes {
+                let error = ClientError::StatementTooLarge {
+                    bytes: size,
+                    limit: limits.max_statement_analysis_bytes,
+                };
+                write_error(client, state.response_seq, &error).await?;
+                state.response_seq = client.next_seq();
+                return Ok(false);
+            }
+            let plan = if size >= limits.blocking_analysis_bytes {
+                route_off_runtime(sql, &topology, state.route, placement).await
+            } else {
+                route(sql, &topology, &state.route, placement)
+            };
             match self.admit(&topology, state, &plan, epoch) {
                 Ok(guard) => {
                     let rejected = matches!(plan, Plan::Reject(_));
@@ -1071,6 +1094,33 @@ fn topology_masters(topology: &Topology) -> Vec<String> {
         .into_iter()
         .map(|host| host_addr(topology, host).to_owned())
         .collect()
+}
+
+/// Routes a large statement on the blocking pool (owned copies of the
+/// text and the placement policy, which comes back with its state).
+async fn route_off_runtime<P: Placement + Clone + Send + 'static>(
+    sql: &str,
+    topology: &Arc<Topology>,
+    context: RouteContext,
+    placement: &mut P,
+) -> Plan {
+    let sql = sql.to_owned();
+    let topology = Arc::clone(topology);
+    let mut policy = placement.clone();
+    let routed = tokio::task::spawn_blocking(move || {
+        let plan = route(&sql, &topology, &context, &mut policy);
+        (plan, policy)
+    })
+    .await;
+    match routed {
+        Ok((plan, policy)) => {
+            *placement = policy;
+            plan
+        }
+        Err(error) => Plan::Reject(RouteError::Unsupported(format!(
+            "shardgate could not analyse the statement: {error}"
+        ))),
+    }
 }
 
 /// Writes an ERR packet for `error`.
