@@ -17,7 +17,7 @@ use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions,
 use super::session_state::{BoundTransaction, SessionSettings, SessionState};
 use super::Engine;
 use crate::backend::conn::{COM_QUERY, COM_RESET_CONNECTION};
-use crate::backend::{ConnKey, HostPool, PooledConn};
+use crate::backend::{ConnKey, HostPool, PoolShare, PooledConn};
 use crate::error::ClientError;
 use crate::protocol::packets::{err_packet, ok_packet, parse_err, LocalColumnType, ERR_HEADER};
 use crate::protocol::FrameWriter;
@@ -362,7 +362,11 @@ impl Engine {
         if query.kind == StatementKind::Read {
             return Ok((Venue::Pool(pool), guard));
         }
-        let mut conn = self.checkout(topology, &pool, Some(target), state).await?;
+        // The transaction's own connection: outside the session's share, so
+        // its reads of other shards on the same host never wait for it.
+        let mut conn = self
+            .checkout_with(topology, &pool, Some(target), state, false)
+            .await?;
         let opening = std::iter::once(state.begin_statement().to_owned())
             .chain(state.pending_savepoints.drain(..))
             .collect::<Vec<_>>();
@@ -436,7 +440,8 @@ impl Engine {
         }))
     }
 
-    /// A pooled connection with the session's settings applied.
+    /// A pooled connection with the session's settings applied, within the
+    /// session's share of the pool.
     pub(crate) async fn checkout(
         &self,
         topology: &Topology,
@@ -444,7 +449,23 @@ impl Engine {
         target: Option<Target>,
         state: &SessionState,
     ) -> Result<PooledConn, Failure> {
-        let mut conn = checkout_open(pool, state.conn_key)
+        self.checkout_with(topology, pool, target, state, true)
+            .await
+    }
+
+    /// [`Engine::checkout`]; `shared` says whether the connection counts
+    /// against the session's share of the pool.
+    async fn checkout_with(
+        &self,
+        topology: &Topology,
+        pool: &Arc<HostPool>,
+        target: Option<Target>,
+        state: &SessionState,
+        shared: bool,
+    ) -> Result<PooledConn, Failure> {
+        let limits = &topology.config.limits;
+        let share = shared.then(|| (state.share.as_ref(), limits.max_host_share_percent));
+        let mut conn = checkout_open(pool, state.conn_key, share)
             .await
             .map_err(|reason| {
                 Failure::Client(match target {
@@ -457,7 +478,7 @@ impl Engine {
                     None => ClientError::NoHealthyHost(format!("{}: {reason}", pool.addr)),
                 })
             })?;
-        apply_settings(&mut conn, &state.settings).await?;
+        apply_settings(&mut conn, &state.settings, limits.statement_timeout_ms).await?;
         Ok(conn)
     }
 
@@ -903,14 +924,15 @@ const STALE_REPLACED: usize = 3;
 pub(crate) async fn checkout_open(
     pool: &Arc<HostPool>,
     key: ConnKey,
+    share: Option<(&PoolShare, u32)>,
 ) -> Result<PooledConn, String> {
-    let mut conn = pool.checkout(key).await?;
+    let mut conn = pool.checkout(key, share).await?;
     for _ in 0..STALE_REPLACED {
         if !(conn.reused && closed_while_idle(&mut conn)) {
             break;
         }
         conn.discard_broken();
-        conn = pool.checkout(key).await?;
+        conn = pool.checkout(key, share).await?;
     }
     Ok(conn)
 }
@@ -925,14 +947,43 @@ fn closed_while_idle(conn: &mut PooledConn) -> bool {
         .is_ready()
 }
 
-/// Brings a backend connection's session settings to the client's.
+/// Brings a backend connection's session settings to the client's, and
+/// its `max_statement_time` to `limits.statement_timeout_ms` (0: left at
+/// the server's default). The timeout is set after the client's own
+/// settings, so a recorded `SET max_statement_time` does not undo it.
 pub(crate) async fn apply_settings(
     conn: &mut PooledConn,
     settings: &SessionSettings,
+    statement_timeout_ms: u64,
 ) -> Result<(), Failure> {
-    if conn.conn().settings_fingerprint == settings.fingerprint() {
+    if conn.conn().settings_fingerprint != settings.fingerprint() {
+        replay_settings(conn, settings).await?;
+    }
+    if conn.conn().statement_timeout_ms == statement_timeout_ms {
         return Ok(());
     }
+    let host = conn.pool().addr.clone();
+    let lost = lost_connection(&host);
+    let sql = format!(
+        "SET SESSION max_statement_time = {}.{:03}",
+        statement_timeout_ms / 1000,
+        statement_timeout_ms % 1000
+    );
+    let backend = conn.conn();
+    let answer = backend
+        .simple_command(COM_QUERY, sql.as_bytes())
+        .await
+        .map_err(&lost)?;
+    if answer.first() == Some(&ERR_HEADER) {
+        return Err(Failure::Client(backend_error(&answer)));
+    }
+    backend.statement_timeout_ms = statement_timeout_ms;
+    Ok(())
+}
+
+/// Resets a connection that carries other settings and replays the
+/// session's.
+async fn replay_settings(conn: &mut PooledConn, settings: &SessionSettings) -> Result<(), Failure> {
     let host = conn.pool().addr.clone();
     let lost = lost_connection(&host);
     let backend = conn.conn();
@@ -944,6 +995,7 @@ pub(crate) async fn apply_settings(
         if answer.first() == Some(&ERR_HEADER) {
             return Err(Failure::Client(backend_error(&answer)));
         }
+        backend.statement_timeout_ms = 0;
     }
     for sql in settings.statements() {
         let answer = backend

@@ -29,7 +29,7 @@ use super::execute::{backend_error, Failure};
 use super::session_state::SessionSettings;
 use super::{Engine, SessionState};
 use crate::backend::conn::COM_QUERY;
-use crate::backend::{ConnKey, HostPool};
+use crate::backend::{ConnKey, HostPool, PoolShare};
 use crate::error::ClientError;
 use crate::protocol::binary::{parse_column_definition, ColumnInfo};
 use crate::protocol::frame::read_lenenc_int;
@@ -110,6 +110,11 @@ struct PartJob {
     settings: Arc<SessionSettings>,
     sql: String,
     budget: Arc<MergeBudget>,
+    /// The session's share of the pools, and `limits.max_host_share_percent`.
+    share: Arc<PoolShare>,
+    share_percent: u32,
+    /// `limits.statement_timeout_ms`.
+    statement_timeout_ms: u64,
 }
 
 impl Engine {
@@ -153,6 +158,9 @@ impl Engine {
                 settings: Arc::clone(&settings),
                 sql: part.sql,
                 budget: Arc::clone(&budget),
+                share: Arc::clone(&state.share),
+                share_percent: topology.config.limits.max_host_share_percent,
+                statement_timeout_ms: topology.config.limits.statement_timeout_ms,
             };
             let semaphore = semaphore.clone();
             tasks.spawn(async move {
@@ -211,10 +219,11 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
         reason,
     };
     let work = async {
-        let mut conn = super::execute::checkout_open(&job.pool, job.key)
+        let share = Some((job.share.as_ref(), job.share_percent));
+        let mut conn = super::execute::checkout_open(&job.pool, job.key, share)
             .await
             .map_err(&unavailable)?;
-        super::execute::apply_settings(&mut conn, job.settings.as_ref())
+        super::execute::apply_settings(&mut conn, job.settings.as_ref(), job.statement_timeout_ms)
             .await
             .map_err(|failure| match failure {
                 Failure::Client(error) => error,

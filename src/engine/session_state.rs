@@ -2,11 +2,12 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use mysql_common::constants::StatusFlags;
 
 use super::pause::ShardGuard;
-use crate::backend::{ConnKey, PooledConn};
+use crate::backend::{ConnKey, PoolShare, PooledConn};
 use crate::router::{RouteContext, Target};
 use crate::topology::{FleetId, Topology};
 
@@ -115,6 +116,8 @@ pub struct SessionState {
     pub binary_rows: bool,
     /// The session's prepared statements.
     pub prepared: super::prepared::PreparedStatements,
+    /// The session's share of each host's pool (`limits.max_host_share_percent`).
+    pub share: Arc<PoolShare>,
     /// The name of the database selected with `USE` (or at login), so the
     /// selection is resolved again when a reload renumbers the fleets.
     current_db_name: Option<String>,
@@ -144,6 +147,7 @@ impl SessionState {
             multi_statements: false,
             binary_rows: false,
             prepared: Default::default(),
+            share: Arc::default(),
             current_db_name: None,
             route_generation: 0,
         }
