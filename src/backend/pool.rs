@@ -8,8 +8,8 @@
 //! the backend settings replaces every pool, not what was learnt about the
 //! hosts. A host's state is dropped when the host leaves the topology.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};

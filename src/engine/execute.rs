@@ -1024,6 +1024,11 @@ pub(crate) fn lost_connection(host: &str) -> impl Fn(io::Error) -> Failure + '_ 
 /// successful SET gives it the session's new settings; a statement the
 /// proxy cannot see through marks it dirty even if it failed.
 fn stamp_connection(conn: &mut PooledConn, stamp: Option<u64>, outcome: &RelayOutcome) {
+    if stamp.is_some() {
+        // It may have changed max_statement_time: set it again before the
+        // next statement (`apply_settings`).
+        conn.conn().statement_timeout_ms = u64::MAX;
+    }
     match stamp {
         Some(DIRTY) => conn.conn().settings_fingerprint = DIRTY,
         Some(fingerprint) if !outcome.failed => conn.conn().settings_fingerprint = fingerprint,

@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 
 use mysql_common::constants::{ColumnFlags, ColumnType};
 use tokio::io::AsyncWrite;
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tracing::debug;
 
@@ -52,7 +51,8 @@ const ROW_OVERHEAD: u64 = 64;
 const VALUE_OVERHEAD: u64 = (std::mem::size_of::<Value>() + 16) as u64;
 /// What one column definition costs besides its bytes: its slot and its
 /// parsed form.
-const COLUMN_OVERHEAD: u64 = (std::mem::size_of::<Vec<u8>>() + std::mem::size_of::<ColumnInfo>()) as u64;
+const COLUMN_OVERHEAD: u64 =
+    (std::mem::size_of::<Vec<u8>>() + std::mem::size_of::<ColumnInfo>()) as u64;
 
 /// The bytes one multi-shard read may hold (`limits.max_merge_bytes`),
 /// shared by its parts and counted as they read.
@@ -135,10 +135,15 @@ impl Engine {
             .sum();
         budget.take(texts).map_err(Failure::Client)?;
         let settings = Arc::new(state.settings.clone());
-        let semaphore = Arc::new(Semaphore::new(FANOUT_CONCURRENCY));
-        let mut tasks = JoinSet::new();
         let count = parts.len();
-        for (index, part) in parts.into_iter().enumerate() {
+        // Parts start as others finish, at most FANOUT_CONCURRENCY at once:
+        // no task (and its future's state) exists for a part not running.
+        let mut waiting = parts.into_iter().enumerate();
+        let mut tasks = JoinSet::new();
+        let mut start_next = |tasks: &mut JoinSet<_>| -> Result<(), Failure> {
+            let Some((index, part)) = waiting.next() else {
+                return Ok(());
+            };
             debug!(shard = part.target.shard, sql = %part.sql, "multi-shard part");
             let Some(host) = topology.hosts.get(part.target.host) else {
                 return Err(Failure::Client(ClientError::UnsupportedCommand(format!(
@@ -162,11 +167,11 @@ impl Engine {
                 share_percent: topology.config.limits.max_host_share_percent,
                 statement_timeout_ms: topology.config.limits.statement_timeout_ms,
             };
-            let semaphore = semaphore.clone();
-            tasks.spawn(async move {
-                let _permit = semaphore.acquire_owned().await;
-                (index, run_part(job).await)
-            });
+            tasks.spawn(async move { (index, run_part(job).await) });
+            Ok(())
+        };
+        for _ in 0..FANOUT_CONCURRENCY {
+            start_next(&mut tasks)?;
         }
         let mut results: Vec<Option<PartResult>> = Vec::new();
         results.resize_with(count, || None);
@@ -178,6 +183,7 @@ impl Engine {
                 )))
             })?;
             let mut result = outcome.map_err(Failure::Client)?;
+            start_next(&mut tasks)?;
             // One part's column definitions describe them all.
             let definitions = std::mem::take(&mut result.definitions);
             let columns = std::mem::take(&mut result.columns);

@@ -187,8 +187,7 @@ where
     async fn command_loop(&mut self) -> io::Result<()> {
         loop {
             let read = match self.idle_in_transaction_limit() {
-                Some(limit) => match tokio::time::timeout(limit, self.reader.next_packet()).await
-                {
+                Some(limit) => match tokio::time::timeout(limit, self.reader.next_packet()).await {
                     Ok(read) => read,
                     Err(_) => return self.end_idle_transaction(limit).await,
                 },
@@ -318,7 +317,12 @@ where
             drop(bound);
         }
         let limit_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
-        write_error(&mut self.writer, 1, &ClientError::IdleInTransaction(limit_ms)).await?;
+        write_error(
+            &mut self.writer,
+            1,
+            &ClientError::IdleInTransaction(limit_ms),
+        )
+        .await?;
         self.writer.flush().await?;
         self.writer.shutdown().await
     }

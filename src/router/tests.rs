@@ -1238,27 +1238,50 @@ fn deep_statements_do_not_overflow_the_stack() {
         let shapes = vec![
             format!("SELECT 1{}", " IS NULL".repeat(n)),
             format!("SELECT 1{}", " IS NOT TRUE".repeat(n)),
-            format!("SELECT data FROM pins WHERE id = {PIN} AND 1{}", " IS NULL".repeat(n)),
+            format!(
+                "SELECT data FROM pins WHERE id = {PIN} AND 1{}",
+                " IS NULL".repeat(n)
+            ),
             format!("SELECT 'a'{}", " COLLATE utf8mb4_bin".repeat(n)),
             format!("SELECT {}1", "NOT ".repeat(n)),
             format!("SELECT {}1", "- ".repeat(n)),
             format!("SELECT {}1", "~".repeat(n)),
             format!("SELECT {}1", "!".repeat(n)),
             format!("SELECT {}1{}", "(".repeat(n), ")".repeat(n)),
-            format!("SELECT * FROM {}pins{} WHERE id = {PIN}", "(".repeat(n), ")".repeat(n)),
+            format!(
+                "SELECT * FROM {}pins{} WHERE id = {PIN}",
+                "(".repeat(n),
+                ")".repeat(n)
+            ),
             format!("SELECT {}1{}", "(SELECT ".repeat(n), ")".repeat(n)),
-            format!("SELECT {}1{}", "CASE WHEN 1 THEN ".repeat(n), " END".repeat(n)),
+            format!(
+                "SELECT {}1{}",
+                "CASE WHEN 1 THEN ".repeat(n),
+                " END".repeat(n)
+            ),
             format!("SELECT 1{}", " BETWEEN 0 AND 2".repeat(n)),
             format!("SELECT 1{}", " IN (1)".repeat(n)),
             format!("SELECT 1{}", " LIKE 'a'".repeat(n)),
             format!("SELECT 1{}", " = 1".repeat(n)),
             format!("SELECT 1{}", " + 1".repeat(n)),
             format!("SELECT 1{}", " UNION SELECT 1, 2".repeat(n)),
-            format!("SELECT data FROM pins WHERE id = {PIN}{}", " AND data <> 'x'".repeat(n)),
-            format!("SELECT data FROM pins WHERE id = {PIN} AND ({}1)", "data = 'y' OR ".repeat(n)),
+            format!(
+                "SELECT data FROM pins WHERE id = {PIN}{}",
+                " AND data <> 'x'".repeat(n)
+            ),
+            format!(
+                "SELECT data FROM pins WHERE id = {PIN} AND ({}1)",
+                "data = 'y' OR ".repeat(n)
+            ),
             format!("SELECT /*+ SCATTER */ 1{} FROM pins", " + 1".repeat(n)),
-            format!("UPDATE pins SET data = 1{} WHERE id = {PIN}", " IS NULL".repeat(n)),
-            format!("SELECT 1 FROM pins WHERE id = {PIN} ORDER BY 1{}", " + 1".repeat(n)),
+            format!(
+                "UPDATE pins SET data = 1{} WHERE id = {PIN}",
+                " IS NULL".repeat(n)
+            ),
+            format!(
+                "SELECT 1 FROM pins WHERE id = {PIN} ORDER BY 1{}",
+                " + 1".repeat(n)
+            ),
             // Unclosed: still refused before sqlparser recurses.
             format!("SELECT {}1", "(".repeat(n)),
         ];
@@ -1294,19 +1317,29 @@ fn statements_just_within_the_depth_limits_route_on_a_quarter_of_a_worker_stack(
                 "SELECT data FROM pins WHERE id = {PIN} AND (1{})",
                 " OR 1".repeat(depth - 10)
             ),
-            format!("SELECT data FROM pins WHERE id = {PIN}{}", " AND data <> 'x'".repeat(depth / 2 - 10)),
+            format!(
+                "SELECT data FROM pins WHERE id = {PIN}{}",
+                " AND data <> 'x'".repeat(depth / 2 - 10)
+            ),
             format!("SELECT 1{}", " UNION SELECT 2".repeat(depth - 10)),
             format!(
                 "SELECT data FROM pins WHERE id = {PIN} AND 1{}",
                 " IS NULL".repeat(walk - 10)
             ),
-            format!("SELECT /*+ SCATTER */ 1{} AS x FROM pins ORDER BY 1{}", " + 1".repeat(listed - 2), " + 1".repeat(listed - 2)),
+            format!(
+                "SELECT /*+ SCATTER */ 1{} AS x FROM pins ORDER BY 1{}",
+                " + 1".repeat(listed - 2),
+                " + 1".repeat(listed - 2)
+            ),
             format!(
                 "SELECT /*+ SCATTER */ id{}, COUNT(*) FROM pins GROUP BY id{}",
                 " + 0".repeat(listed - 2),
                 " + 0".repeat(listed - 2)
             ),
-            format!("SELECT id{} FROM pins WHERE id = {PIN}", " + 0".repeat(listed - 2)),
+            format!(
+                "SELECT id{} FROM pins WHERE id = {PIN}",
+                " + 0".repeat(listed - 2)
+            ),
             format!("SELECT CASE{} END", " WHEN 1 THEN 2".repeat(20_000)),
             format!("SELECT 1 IN ({}1)", "1, ".repeat(100_000)),
         ]
@@ -1323,9 +1356,15 @@ fn statements_just_within_the_depth_limits_route_on_a_quarter_of_a_worker_stack(
         " OR 1".repeat(depth + 1)
     );
     assert!(is_too_deep(&route(&over, &t, &ctx, &mut Fixed(0))));
-    let over = format!("SELECT 1{} FROM pins WHERE id = {PIN}", " + 1".repeat(listed + 1));
+    let over = format!(
+        "SELECT 1{} FROM pins WHERE id = {PIN}",
+        " + 1".repeat(listed + 1)
+    );
     assert!(is_too_deep(&route(&over, &t, &ctx, &mut Fixed(0))));
-    let over = format!("SELECT data FROM pins WHERE id = {PIN} AND 1{}", " IS NULL".repeat(walk + 1));
+    let over = format!(
+        "SELECT data FROM pins WHERE id = {PIN} AND 1{}",
+        " IS NULL".repeat(walk + 1)
+    );
     assert!(is_too_deep(&route(&over, &t, &ctx, &mut Fixed(0))));
 }
 
@@ -2544,10 +2583,14 @@ fn bench_multi_shard() {
     eprintln!("route(scatter over 4096 shards): {:?}", start.elapsed() / n);
 }
 
-
 #[test]
 fn system_schemas_are_out_of_reach() {
-    let denied = |schema: &str| reject("SystemSchema", format!("the {schema} schema is not reachable through the proxy"));
+    let denied = |schema: &str| {
+        reject(
+            "SystemSchema",
+            format!("the {schema} schema is not reachable through the proxy"),
+        )
+    };
     let read_only = || reject("SystemSchema", "information_schema is read-only");
     run(vec![
         c("SELECT * FROM mysql.user", denied("mysql")),
@@ -2591,8 +2634,15 @@ fn system_schemas_are_out_of_reach() {
         c("SELECT 'mysql.user'", any("SELECT 'mysql.user'")),
     ]);
     let t = topo();
-    let plan = route("SELECT * FROM mysql.user", &t, &RouteContext::default(), &mut Fixed(0));
-    let Plan::Reject(error) = plan else { panic!("{plan:?}") };
+    let plan = route(
+        "SELECT * FROM mysql.user",
+        &t,
+        &RouteContext::default(),
+        &mut Fixed(0),
+    );
+    let Plan::Reject(error) = plan else {
+        panic!("{plan:?}")
+    };
     assert_eq!((error.code(), error.sql_state()), (1142, "42000"));
     assert_eq!(
         error.to_string(),

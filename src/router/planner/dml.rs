@@ -298,7 +298,11 @@ impl<'a> Planner<'a> {
                 self.walk_query(query)
             }
             Statement::Insert(insert) => {
-                self.command = if insert.replace_into { "REPLACE" } else { "INSERT" };
+                self.command = if insert.replace_into {
+                    "REPLACE"
+                } else {
+                    "INSERT"
+                };
                 self.walk_insert(insert)
             }
             Statement::Update(update) => {

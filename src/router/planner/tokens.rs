@@ -214,7 +214,9 @@ pub(super) fn nesting_too_deep(tokens: &[TokenWithSpan]) -> Option<TooDeep> {
                     if !inner.end_segment() {
                         return Some(TooDeep::Listed);
                     }
-                    let Some(outer) = levels.last_mut() else { break };
+                    let Some(outer) = levels.last_mut() else {
+                        break;
+                    };
                     outer.operand = outer.operand.saturating_add(inner.depth() + 1);
                     if !inner.case {
                         break;
