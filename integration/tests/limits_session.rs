@@ -10,17 +10,17 @@
 
 mod common;
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::*;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder};
+use tokio::sync::{Mutex, MutexGuard};
 
 /// Serialises the tests of this binary.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+async fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::const_new(());
+    LOCK.lock().await
 }
 
 /// The test config with `backend` and `limits` settings of its own.
@@ -68,7 +68,7 @@ async fn alive(conn: &mut Conn) {
 
 #[tokio::test]
 async fn deeply_nested_statements_are_refused_and_nothing_else_is_affected() {
-    let _serial = serial();
+    let _serial = serial().await;
     let proxy = start_server("limits-deep", &config("", ""));
     let mut bystander = app(&proxy).await;
     alive(&mut bystander).await;
@@ -112,7 +112,7 @@ async fn deeply_nested_statements_are_refused_and_nothing_else_is_affected() {
 
 #[tokio::test]
 async fn system_schemas_are_out_of_reach() {
-    let _serial = serial();
+    let _serial = serial().await;
     let proxy = start_server("limits-system", &config("", ""));
     let mut direct = ops(MASTER_A).await;
     let keywords_before: u64 = direct
@@ -230,7 +230,7 @@ async fn pings_during_huge_statement(limits: &str) -> (Duration, Duration, usize
 
 #[tokio::test]
 async fn a_huge_statement_does_not_stall_other_sessions() {
-    let _serial = serial();
+    let _serial = serial().await;
     let (p99, max, count, outcome) = pings_during_huge_statement("").await;
     eprintln!("blocking pool: {count} pings during an 8 MiB statement: p99 {p99:?}, max {max:?} ({outcome})");
     let (p99_inline, max_inline, count_inline, _) =
@@ -263,7 +263,7 @@ async fn a_huge_statement_does_not_stall_other_sessions() {
 
 #[tokio::test]
 async fn a_16_mb_insert_still_works() {
-    let _serial = serial();
+    let _serial = serial().await;
     let proxy = start_server("limits-16mb", &config("", ""));
     let mut client = app(&proxy).await;
     let tag = format!("limits16mb-{}", std::process::id());
@@ -311,7 +311,7 @@ fn current_rss_kib() -> u64 {
 
 #[tokio::test]
 async fn a_wide_scatter_read_stays_within_the_merge_bound() {
-    let _serial = serial();
+    let _serial = serial().await;
     let proxy = start_server("limits-merge", &config("", ""));
     let mut client = app(&proxy).await;
     let columns = vec!["data"; 1000].join(", ");
@@ -355,7 +355,7 @@ async fn a_wide_scatter_read_stays_within_the_merge_bound() {
 
 #[tokio::test]
 async fn one_session_cannot_take_a_whole_pool() {
-    let _serial = serial();
+    let _serial = serial().await;
     let proxy = start_server(
         "limits-share",
         &config(
@@ -429,7 +429,7 @@ async fn one_session_cannot_take_a_whole_pool() {
 
 #[tokio::test]
 async fn statement_timeout_interrupts_a_long_statement() {
-    let _serial = serial();
+    let _serial = serial().await;
     let proxy = start_server("limits-timeout", &config("", "statement_timeout_ms: 1000"));
     let mut client = app(&proxy).await;
     // A client's own SET does not lift the limit.
@@ -460,7 +460,7 @@ async fn statement_timeout_interrupts_a_long_statement() {
 
 #[tokio::test]
 async fn a_session_idle_in_a_transaction_is_closed_and_rolled_back() {
-    let _serial = serial();
+    let _serial = serial().await;
     let proxy = start_server(
         "limits-idle",
         &config("", "idle_in_transaction_timeout_ms: 1000"),

@@ -196,9 +196,7 @@ fn deepens(keyword: Keyword) -> bool {
 pub(super) fn nesting_too_deep(tokens: &[TokenWithSpan]) -> Option<TooDeep> {
     let mut levels: Vec<Level> = vec![Level::default()];
     for t in tokens {
-        let Some(level) = levels.last_mut() else {
-            return None;
-        };
+        let level = levels.last_mut()?;
         match &t.token {
             Token::LParen => {
                 levels.push(Level::default());
@@ -257,9 +255,7 @@ pub(super) fn nesting_too_deep(tokens: &[TokenWithSpan]) -> Option<TooDeep> {
                     }
                 }
                 Keyword::END if level.case => {
-                    let Some(mut inner) = levels.pop() else {
-                        return None;
-                    };
+                    let mut inner = levels.pop()?;
                     if !inner.end_segment() {
                         return Some(TooDeep::Listed);
                     }
