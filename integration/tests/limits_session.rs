@@ -238,7 +238,10 @@ async fn a_huge_statement_does_not_stall_other_sessions() {
     eprintln!(
         "on the runtime workers: {count_inline} pings: p99 {p99_inline:?}, max {max_inline:?}"
     );
+    // Analysed on the runtime workers, one ping waited for the whole
+    // analysis (17-27 s in a debug build); off them, none waits long.
     assert!(p99 < Duration::from_millis(250), "p99 {p99:?}");
+    assert!(max < Duration::from_secs(1), "max {max:?}");
 
     // Past limits.max_statement_analysis_bytes: refused before analysis.
     let proxy = start_server(

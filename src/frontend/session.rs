@@ -334,7 +334,7 @@ where
         // Without a `;` there is one statement: skip the splitter's
         // tokenizing pass on the hot path.
         let pieces = if self.state.multi_statements && sql.contains(';') {
-            split_statements(sql)
+            self.split_off_runtime(sql).await
         } else {
             Vec::new()
         };
@@ -367,6 +367,25 @@ where
             }
         }
         self.writer.flush().await
+    }
+
+    /// [`split_statements`], on the blocking pool for a text of at least
+    /// `limits.blocking_analysis_bytes` (as routing is); a text longer than
+    /// `limits.max_statement_analysis_bytes` is left whole, for
+    /// `run_statement` to refuse.
+    async fn split_off_runtime(&self, sql: &str) -> Vec<std::ops::Range<usize>> {
+        let limits = self.engine.topology.load().config.limits.clone();
+        let size = sql.len() as u64;
+        if size > limits.max_statement_analysis_bytes {
+            return Vec::new();
+        }
+        if size < limits.blocking_analysis_bytes {
+            return split_statements(sql);
+        }
+        let text = sql.to_owned();
+        tokio::task::spawn_blocking(move || split_statements(&text))
+            .await
+            .unwrap_or_default()
     }
 
     /// COM_CHANGE_USER: a new login on the same connection. Returns false
