@@ -350,6 +350,28 @@ pub(super) fn private_schema(tokens: &[TokenWithSpan], first_word: &str) -> Opti
         .map(|t| &t.token)
         .filter(|t| !matches!(t, Token::Whitespace(_)))
         .peekable();
+    if is_show {
+        // SHOW GRANTS and SHOW CREATE USER print the backend account's
+        // password hash, read from mysql.global_priv.
+        let words: Vec<&str> = significant
+            .clone()
+            .skip(1)
+            .take(2)
+            .filter_map(|t| match t {
+                Token::Word(w) => Some(w.value.as_str()),
+                _ => None,
+            })
+            .collect();
+        let is = |i: usize, word: &str| words.get(i).is_some_and(|w| w.eq_ignore_ascii_case(word));
+        if is(0, "GRANTS") || (is(0, "CREATE") && is(1, "USER")) {
+            return Some(RouteError::SystemSchema {
+                command: "SHOW".to_owned(),
+                table: "mysql.global_priv".to_owned(),
+                reason: "the backend account's grants and password are not shown through the proxy"
+                    .to_owned(),
+            });
+        }
+    }
     while let Some(token) = significant.next() {
         let name = match token {
             Token::Word(w) => &w.value,
