@@ -73,9 +73,21 @@ pub enum ClientError {
     /// statement text held) (1105); the message names the limit.
     #[error("shardgate: {0}")]
     SessionLimit(String),
-    /// A multi-shard merge that would hold too many rows (1105).
-    #[error("shardgate: a multi-shard read returned more than {0} bytes of rows to merge; add a LIMIT or narrow the IN list")]
-    MergeTooLarge(usize),
+    /// A multi-shard merge that would hold too much (1105).
+    #[error("shardgate: a multi-shard read needs more than limits.max_merge_bytes ({0} bytes) to merge its parts (rows, column definitions, per-part overhead); add a LIMIT, select fewer columns or narrow the IN list")]
+    MergeTooLarge(u64),
+    /// A statement longer than the router analyses (1105).
+    #[error("shardgate: the statement is {bytes} bytes, more than limits.max_statement_analysis_bytes ({limit}); send it in smaller statements")]
+    StatementTooLarge {
+        /// Its length.
+        bytes: u64,
+        /// `limits.max_statement_analysis_bytes`.
+        limit: u64,
+    },
+    /// A session idle inside an open transaction for longer than
+    /// `limits.idle_in_transaction_timeout_ms` (1205); the connection closes.
+    #[error("shardgate: the session was idle in an open transaction for more than limits.idle_in_transaction_timeout_ms ({0} ms); the transaction was rolled back and the connection closed")]
+    IdleInTransaction(u64),
     /// No backend host is usable for a statement that may run anywhere.
     #[error("shardgate: no healthy master is available: {0}")]
     NoHealthyHost(String),
@@ -118,7 +130,7 @@ impl ClientError {
             ClientError::UnknownStatement(_) => 1243,
             ClientError::BadExecute(_) => 1210,
             ClientError::TooManyPrepared(_) => 1461,
-            ClientError::ShardPaused { .. } => 1205,
+            ClientError::ShardPaused { .. } | ClientError::IdleInTransaction(_) => 1205,
             ClientError::ShardMoved { .. } => 1213,
             _ => 1105,
         }

@@ -128,6 +128,9 @@ pub struct BackendConn {
     pub key: ConnKey,
     /// Fingerprint of the session settings applied to it (0 = none).
     pub settings_fingerprint: u64,
+    /// The `max_statement_time` the proxy set on it, in milliseconds
+    /// (0: the server's default, as after login or a reset).
+    pub statement_timeout_ms: u64,
 }
 
 impl BackendConn {
@@ -236,6 +239,7 @@ impl BackendConn {
             writer,
             key,
             settings_fingerprint: 0,
+            statement_timeout_ms: 0,
         })
     }
 

@@ -5,4 +5,4 @@ pub mod health;
 pub mod pool;
 
 pub use conn::{BackendConn, BackendError, ConnKey};
-pub use pool::{Backends, HostPool, PooledConn};
+pub use pool::{Backends, HostPool, PoolShare, PooledConn};

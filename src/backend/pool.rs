@@ -1,11 +1,14 @@
 //! Per-host pools of backend connections, with a size limit, a checkout
-//! timeout, and fast failure for a host that just refused us.
+//! timeout (waiters served first come, first served), a per-session share
+//! of each pool ([`PoolShare`]), and fast failure for a host that just
+//! refused us.
 //!
 //! What is known about a host (health, counters, latencies) lives in its
 //! [`HostState`], which outlives the host's pools: a reload that changes
 //! the backend settings replaces every pool, not what was learnt about the
 //! hosts. A host's state is dropped when the host leaves the topology.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -145,6 +148,8 @@ pub struct PooledConn {
     conn: Option<BackendConn>,
     pool: Arc<HostPool>,
     _permit: OwnedSemaphorePermit,
+    /// The session's share of the pool this connection counts against.
+    _share: Option<OwnedSemaphorePermit>,
     /// Whether the connection came from the idle list (it may have gone
     /// stale while it waited there).
     pub reused: bool,
@@ -212,29 +217,49 @@ impl HostPool {
     }
 
     /// A connection with the given key: an idle one if there is one, else a
-    /// new one. Fails at once while the host is known to be down.
-    pub async fn checkout(self: &Arc<Self>, key: ConnKey) -> Result<PooledConn, String> {
+    /// new one. Fails at once while the host is known to be down. With a
+    /// `share` (a session's, and the percentage of the pool it may hold),
+    /// the session first waits for a connection of its own share to be
+    /// free, then for the pool; both waits together last at most the
+    /// checkout timeout, and waiters are served in the order they came.
+    pub async fn checkout(
+        self: &Arc<Self>,
+        key: ConnKey,
+        share: Option<(&PoolShare, u32)>,
+    ) -> Result<PooledConn, String> {
         if let Some(reason) = self.host.unavailable() {
             return Err(reason);
         }
-        let permit = tokio::time::timeout(
-            self.settings.checkout_timeout,
-            self.permits.clone().acquire_owned(),
-        )
-        .await
-        .map_err(|_| {
-            format!(
-                "all {} connections to the host are busy (waited {:?})",
-                self.settings.max_per_host, self.settings.checkout_timeout
-            )
-        })?
-        .map_err(|_| "pool closed".to_owned())?;
+        let waited = self.settings.checkout_timeout;
+        let deadline = tokio::time::Instant::now() + waited;
+        let max = self.settings.max_per_host.max(1);
+        let share_permit = match share {
+            Some((share, percent)) if percent < 100 => {
+                let size = (max * percent as usize / 100).clamp(1, max);
+                let semaphore = share.semaphore(&self.addr, size);
+                let permit = tokio::time::timeout_at(deadline, semaphore.acquire_owned())
+                    .await
+                    .map_err(|_| {
+                        format!(
+                            "this session already holds {size} of the host's {max} connections, its share (limits.max_host_share_percent = {percent}); waited {waited:?}"
+                        )
+                    })?
+                    .map_err(|_| "pool closed".to_owned())?;
+                Some(permit)
+            }
+            _ => None,
+        };
+        let permit = tokio::time::timeout_at(deadline, self.permits.clone().acquire_owned())
+            .await
+            .map_err(|_| format!("all {max} connections to the host are busy (waited {waited:?})"))?
+            .map_err(|_| "pool closed".to_owned())?;
         self.queries.fetch_add(1, Ordering::Relaxed);
         if let Some(conn) = self.take_idle(key) {
             return Ok(PooledConn {
                 conn: Some(conn),
                 pool: self.clone(),
                 _permit: permit,
+                _share: share_permit,
                 reused: true,
             });
         }
@@ -253,6 +278,7 @@ impl HostPool {
                     conn: Some(conn),
                     pool: self.clone(),
                     _permit: permit,
+                    _share: share_permit,
                     reused: false,
                 })
             }
@@ -284,6 +310,34 @@ impl HostPool {
     /// Connections checked out now.
     pub fn in_use(&self) -> usize {
         self.settings.max_per_host.max(1) - self.permits.available_permits()
+    }
+}
+
+/// One client session's claim on the hosts' pools: per host, a semaphore
+/// of the connections the session may hold at once (its statements' and
+/// its multi-shard parts'), so one session cannot take a whole pool.
+#[derive(Debug, Default)]
+pub struct PoolShare {
+    hosts: Mutex<HashMap<String, (usize, Arc<Semaphore>)>>,
+}
+
+impl PoolShare {
+    /// A session's share of `size` connections of the host at `addr` (a
+    /// new one when the size changed: a reload resized the pools).
+    fn semaphore(&self, addr: &str, size: usize) -> Arc<Semaphore> {
+        let mut hosts = lock(&self.hosts);
+        match hosts.entry(addr.to_owned()) {
+            Entry::Occupied(mut entry) => {
+                if entry.get().0 != size {
+                    entry.insert((size, Arc::new(Semaphore::new(size))));
+                }
+                entry.get().1.clone()
+            }
+            Entry::Vacant(entry) => entry
+                .insert((size, Arc::new(Semaphore::new(size))))
+                .1
+                .clone(),
+        }
     }
 }
 

@@ -18,11 +18,14 @@ use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions,
 use super::session_state::{BoundTransaction, SessionSettings, SessionState, SettingsLimits};
 use super::Engine;
 use crate::backend::conn::{COM_QUERY, COM_RESET_CONNECTION};
-use crate::backend::{ConnKey, HostPool, PooledConn};
+use crate::backend::{ConnKey, HostPool, PoolShare, PooledConn};
 use crate::error::ClientError;
 use crate::protocol::packets::{err_packet, ok_packet, parse_err, LocalColumnType, ERR_HEADER};
 use crate::protocol::FrameWriter;
-use crate::router::{route, Placement, Plan, SessionAction, ShardQuery, StatementKind, Target};
+use crate::router::{
+    route, Placement, Plan, RouteContext, RouteError, SessionAction, ShardQuery, StatementKind,
+    Target,
+};
 use crate::topology::{FleetId, TableKind, Topology};
 
 /// Where a statement runs.
@@ -93,7 +96,12 @@ impl Engine {
     /// routed again: the shard may have moved. `more` says whether more
     /// statements of a multi-statement follow. Returns whether the batch
     /// may go on (routed, and succeeded).
-    pub async fn run_statement<W: AsyncWrite + Unpin, P: Placement>(
+    ///
+    /// A statement longer than `limits.max_statement_analysis_bytes` is
+    /// refused (1105) before it is analysed; one of at least
+    /// `limits.blocking_analysis_bytes` is routed on the blocking pool, so
+    /// its analysis never holds a runtime worker other sessions need.
+    pub async fn run_statement<W: AsyncWrite + Unpin, P: Placement + Clone + Send + 'static>(
         &self,
         state: &mut SessionState,
         sql: &str,
@@ -106,7 +114,22 @@ impl Engine {
             // The epoch is read before the topology (see PauseGate::enter).
             let epoch = self.pauses.epoch();
             let topology = self.topology_for(state);
-            let plan = route(sql, &topology, &state.route, placement);
+            let limits = &topology.config.limits;
+            let size = sql.len() as u64;
+            if size > limits.max_statement_analysis_bytes {
+                let error = ClientError::StatementTooLarge {
+                    bytes: size,
+                    limit: limits.max_statement_analysis_bytes,
+                };
+                write_error(client, state.response_seq, &error).await?;
+                state.response_seq = client.next_seq();
+                return Ok(false);
+            }
+            let plan = if size >= limits.blocking_analysis_bytes {
+                route_off_runtime(sql, &topology, state.route, placement).await
+            } else {
+                route(sql, &topology, &state.route, placement)
+            };
             match self.admit(&topology, state, &plan, epoch) {
                 Ok(guard) => {
                     let rejected = matches!(plan, Plan::Reject(_));
@@ -341,7 +364,11 @@ impl Engine {
         if query.kind == StatementKind::Read {
             return Ok((Venue::Pool(pool), guard));
         }
-        let mut conn = self.checkout(topology, &pool, Some(target), state).await?;
+        // The transaction's own connection: outside the session's share, so
+        // its reads of other shards on the same host never wait for it.
+        let mut conn = self
+            .checkout_with(topology, &pool, Some(target), state, false)
+            .await?;
         let opening = std::iter::once(state.begin_statement().to_owned())
             .chain(state.pending_savepoints.drain(..))
             .collect::<Vec<_>>();
@@ -415,7 +442,8 @@ impl Engine {
         }))
     }
 
-    /// A pooled connection with the session's settings applied.
+    /// A pooled connection with the session's settings applied, within the
+    /// session's share of the pool.
     pub(crate) async fn checkout(
         &self,
         topology: &Topology,
@@ -423,7 +451,23 @@ impl Engine {
         target: Option<Target>,
         state: &SessionState,
     ) -> Result<PooledConn, Failure> {
-        let mut conn = checkout_open(pool, state.conn_key)
+        self.checkout_with(topology, pool, target, state, true)
+            .await
+    }
+
+    /// [`Engine::checkout`]; `shared` says whether the connection counts
+    /// against the session's share of the pool.
+    async fn checkout_with(
+        &self,
+        topology: &Topology,
+        pool: &Arc<HostPool>,
+        target: Option<Target>,
+        state: &SessionState,
+        shared: bool,
+    ) -> Result<PooledConn, Failure> {
+        let limits = &topology.config.limits;
+        let share = shared.then(|| (state.share.as_ref(), limits.max_host_share_percent));
+        let mut conn = checkout_open(pool, state.conn_key, share)
             .await
             .map_err(|reason| {
                 Failure::Client(match target {
@@ -436,7 +480,7 @@ impl Engine {
                     None => ClientError::NoHealthyHost(format!("{}: {reason}", pool.addr)),
                 })
             })?;
-        apply_settings(&mut conn, &state.settings).await?;
+        apply_settings(&mut conn, &state.settings, limits.statement_timeout_ms).await?;
         Ok(conn)
     }
 
@@ -957,14 +1001,15 @@ const STALE_REPLACED: usize = 3;
 pub(crate) async fn checkout_open(
     pool: &Arc<HostPool>,
     key: ConnKey,
+    share: Option<(&PoolShare, u32)>,
 ) -> Result<PooledConn, String> {
-    let mut conn = pool.checkout(key).await?;
+    let mut conn = pool.checkout(key, share).await?;
     for _ in 0..STALE_REPLACED {
         if !(conn.reused && closed_while_idle(&mut conn)) {
             break;
         }
         conn.discard_broken();
-        conn = pool.checkout(key).await?;
+        conn = pool.checkout(key, share).await?;
     }
     Ok(conn)
 }
@@ -979,14 +1024,43 @@ fn closed_while_idle(conn: &mut PooledConn) -> bool {
         .is_ready()
 }
 
-/// Brings a backend connection's session settings to the client's.
+/// Brings a backend connection's session settings to the client's, and
+/// its `max_statement_time` to `limits.statement_timeout_ms` (0: left at
+/// the server's default). The timeout is set after the client's own
+/// settings, so a recorded `SET max_statement_time` does not undo it.
 pub(crate) async fn apply_settings(
     conn: &mut PooledConn,
     settings: &SessionSettings,
+    statement_timeout_ms: u64,
 ) -> Result<(), Failure> {
-    if conn.conn().settings_fingerprint == settings.fingerprint() {
+    if conn.conn().settings_fingerprint != settings.fingerprint() {
+        replay_settings(conn, settings).await?;
+    }
+    if conn.conn().statement_timeout_ms == statement_timeout_ms {
         return Ok(());
     }
+    let host = conn.pool().addr.clone();
+    let lost = lost_connection(&host);
+    let sql = format!(
+        "SET SESSION max_statement_time = {}.{:03}",
+        statement_timeout_ms / 1000,
+        statement_timeout_ms % 1000
+    );
+    let backend = conn.conn();
+    let answer = backend
+        .simple_command(COM_QUERY, sql.as_bytes())
+        .await
+        .map_err(&lost)?;
+    if answer.first() == Some(&ERR_HEADER) {
+        return Err(Failure::Client(backend_error(&answer)));
+    }
+    backend.statement_timeout_ms = statement_timeout_ms;
+    Ok(())
+}
+
+/// Resets a connection that carries other settings and replays the
+/// session's.
+async fn replay_settings(conn: &mut PooledConn, settings: &SessionSettings) -> Result<(), Failure> {
     let host = conn.pool().addr.clone();
     let lost = lost_connection(&host);
     let backend = conn.conn();
@@ -998,6 +1072,7 @@ pub(crate) async fn apply_settings(
         if answer.first() == Some(&ERR_HEADER) {
             return Err(Failure::Client(backend_error(&answer)));
         }
+        backend.statement_timeout_ms = 0;
     }
     for sql in settings.statements() {
         let answer = backend
@@ -1026,6 +1101,11 @@ pub(crate) fn lost_connection(host: &str) -> impl Fn(io::Error) -> Failure + '_ 
 /// successful SET gives it the session's new settings; a statement the
 /// proxy cannot see through marks it dirty even if it failed.
 fn stamp_connection(conn: &mut PooledConn, stamp: Option<u64>, outcome: &RelayOutcome) {
+    if stamp.is_some() {
+        // It may have changed max_statement_time: set it again before the
+        // next statement (`apply_settings`).
+        conn.conn().statement_timeout_ms = u64::MAX;
+    }
     match stamp {
         Some(DIRTY) => conn.conn().settings_fingerprint = DIRTY,
         Some(fingerprint) if !outcome.failed => conn.conn().settings_fingerprint = fingerprint,
@@ -1162,6 +1242,33 @@ fn topology_masters(topology: &Topology) -> Vec<String> {
         .into_iter()
         .map(|host| host_addr(topology, host).to_owned())
         .collect()
+}
+
+/// Routes a large statement on the blocking pool (owned copies of the
+/// text and the placement policy, which comes back with its state).
+async fn route_off_runtime<P: Placement + Clone + Send + 'static>(
+    sql: &str,
+    topology: &Arc<Topology>,
+    context: RouteContext,
+    placement: &mut P,
+) -> Plan {
+    let sql = sql.to_owned();
+    let topology = Arc::clone(topology);
+    let mut policy = placement.clone();
+    let routed = tokio::task::spawn_blocking(move || {
+        let plan = route(&sql, &topology, &context, &mut policy);
+        (plan, policy)
+    })
+    .await;
+    match routed {
+        Ok((plan, policy)) => {
+            *placement = policy;
+            plan
+        }
+        Err(error) => Plan::Reject(RouteError::Unsupported(format!(
+            "shardgate could not analyse the statement: {error}"
+        ))),
+    }
 }
 
 /// Writes an ERR packet for `error`.

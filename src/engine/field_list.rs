@@ -51,15 +51,18 @@ impl Engine {
         };
         let addr = topology.hosts[host].addr.clone();
         let pool = self.backends.pool(&addr);
-        let mut conn =
-            pool.checkout(state.conn_key)
-                .await
-                .map_err(|reason| ClientError::HostUnavailable {
-                    fleet: fleet_info.name.clone(),
-                    shard,
-                    host: addr.clone(),
-                    reason,
-                })?;
+        let mut conn = pool
+            .checkout(
+                state.conn_key,
+                Some((&state.share, topology.config.limits.max_host_share_percent)),
+            )
+            .await
+            .map_err(|reason| ClientError::HostUnavailable {
+                fleet: fleet_info.name.clone(),
+                shard,
+                host: addr.clone(),
+                reason,
+            })?;
         let lost = |error: io::Error| ClientError::BackendLost {
             host: addr.clone(),
             reason: error.to_string(),

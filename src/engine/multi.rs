@@ -5,17 +5,21 @@
 //! OFFSET/LIMIT and answers with one result set.
 //!
 //! Parts are buffered before merging (a LIMIT bounds each part to
-//! `offset + limit` rows); a merge holding more than [`MAX_MERGE_BYTES`]
-//! fails with an error that says so rather than exhausting memory.
+//! `offset + limit` rows). What a merge holds is counted as it arrives,
+//! packet by packet, against `limits.max_merge_bytes` ([`MergeBudget`]):
+//! each part's text and task, its column definitions (kept for one part
+//! only), and its decoded rows; past the limit the statement fails with an
+//! error that says so rather than exhausting memory. The session's
+//! settings are shared by the parts, not copied.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mysql_common::constants::{ColumnFlags, ColumnType};
 use tokio::io::AsyncWrite;
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tracing::debug;
 
@@ -24,7 +28,7 @@ use super::execute::{backend_error, Failure};
 use super::session_state::SessionSettings;
 use super::{Engine, SessionState};
 use crate::backend::conn::COM_QUERY;
-use crate::backend::{ConnKey, HostPool};
+use crate::backend::{ConnKey, HostPool, PoolShare};
 use crate::error::ClientError;
 use crate::protocol::binary::{parse_column_definition, ColumnInfo};
 use crate::protocol::frame::read_lenenc_int;
@@ -37,8 +41,53 @@ use crate::topology::Topology;
 pub const FANOUT_CONCURRENCY: usize = 32;
 /// Longest a part may take before the whole statement fails.
 pub const PART_TIMEOUT: Duration = Duration::from_secs(10);
-/// Most row bytes one merge may hold.
-pub const MAX_MERGE_BYTES: usize = 256 * 1024 * 1024;
+/// What one part costs before it holds anything: its task, its job and
+/// its slot in the results (its text is counted by length).
+const PART_OVERHEAD: u64 = 1024;
+/// What one buffered row costs besides its values' bytes: its vector.
+const ROW_OVERHEAD: u64 = 64;
+/// What one buffered value costs besides its bytes: its slot and its
+/// allocation.
+const VALUE_OVERHEAD: u64 = (std::mem::size_of::<Value>() + 16) as u64;
+/// What one column definition costs besides its bytes: its slot and its
+/// parsed form.
+const COLUMN_OVERHEAD: u64 =
+    (std::mem::size_of::<Vec<u8>>() + std::mem::size_of::<ColumnInfo>()) as u64;
+
+/// The bytes one multi-shard read may hold (`limits.max_merge_bytes`),
+/// shared by its parts and counted as they read.
+pub(crate) struct MergeBudget {
+    held: AtomicU64,
+    limit: u64,
+}
+
+impl MergeBudget {
+    fn new(limit: u64) -> Self {
+        Self {
+            held: AtomicU64::new(0),
+            limit,
+        }
+    }
+
+    /// Counts `bytes` more; fails past the limit.
+    fn take(&self, bytes: u64) -> Result<(), ClientError> {
+        let held = self.held.fetch_add(bytes, AtomicOrdering::Relaxed) + bytes;
+        if held > self.limit {
+            return Err(ClientError::MergeTooLarge(self.limit));
+        }
+        Ok(())
+    }
+
+    /// Counts `bytes` freed.
+    fn give_back(&self, bytes: u64) {
+        self.held.fetch_sub(bytes, AtomicOrdering::Relaxed);
+    }
+
+    /// Bytes held now.
+    fn held(&self) -> u64 {
+        self.held.load(AtomicOrdering::Relaxed)
+    }
+}
 
 /// What one shard answered.
 struct PartResult {
@@ -46,20 +95,26 @@ struct PartResult {
     definitions: Vec<Vec<u8>>,
     /// Their parsed types, for comparisons and binary rows.
     columns: Vec<ColumnInfo>,
+    /// What `definitions` and `columns` were counted as.
+    definition_bytes: u64,
     /// The rows, decoded into values.
     rows: Vec<Vec<Value>>,
-    /// Bytes the rows take.
-    bytes: usize,
 }
 
-/// Everything a part's task needs, owned.
+/// Everything a part's task needs, owned (the settings shared).
 struct PartJob {
     shard: u32,
     fleet: String,
     pool: Arc<HostPool>,
     key: ConnKey,
-    settings: SessionSettings,
+    settings: Arc<SessionSettings>,
     sql: String,
+    budget: Arc<MergeBudget>,
+    /// The session's share of the pools, and `limits.max_host_share_percent`.
+    share: Arc<PoolShare>,
+    share_percent: u32,
+    /// `limits.statement_timeout_ms`.
+    statement_timeout_ms: u64,
 }
 
 impl Engine {
@@ -73,10 +128,29 @@ impl Engine {
     ) -> Result<(), Failure> {
         let MultiShardQuery { parts, merge } = query;
         debug!(parts = parts.len(), ?merge, "multi-shard read");
-        let semaphore = Arc::new(Semaphore::new(FANOUT_CONCURRENCY));
+        let budget = Arc::new(MergeBudget::new(topology.config.limits.max_merge_bytes));
+        let texts: u64 = parts
+            .iter()
+            .map(|part| part.sql.len() as u64 + PART_OVERHEAD)
+            .sum();
+        budget.take(texts).map_err(Failure::Client)?;
+        let settings = Arc::new(state.settings.clone());
+        let count = parts.len();
+        // Parts start as others finish, at most FANOUT_CONCURRENCY at once:
+        // no task (and its future's state) exists for a part not running.
+        let mut waiting = parts.into_iter().enumerate();
         let mut tasks = JoinSet::new();
-        for (index, part) in parts.into_iter().enumerate() {
+        let mut start_next = |tasks: &mut JoinSet<_>| -> Result<(), Failure> {
+            let Some((index, part)) = waiting.next() else {
+                return Ok(());
+            };
             debug!(shard = part.target.shard, sql = %part.sql, "multi-shard part");
+            let Some(host) = topology.hosts.get(part.target.host) else {
+                return Err(Failure::Client(ClientError::UnsupportedCommand(format!(
+                    "shard {} has no host in the topology",
+                    part.target.shard
+                ))));
+            };
             let job = PartJob {
                 shard: part.target.shard,
                 fleet: topology
@@ -84,43 +158,51 @@ impl Engine {
                     .get(part.target.fleet)
                     .map(|f| f.name.clone())
                     .unwrap_or_default(),
-                pool: self.backends.pool(&topology.hosts[part.target.host].addr),
+                pool: self.backends.pool(&host.addr),
                 key: state.conn_key,
-                settings: state.settings.clone(),
+                settings: Arc::clone(&settings),
                 sql: part.sql,
+                budget: Arc::clone(&budget),
+                share: Arc::clone(&state.share),
+                share_percent: topology.config.limits.max_host_share_percent,
+                statement_timeout_ms: topology.config.limits.statement_timeout_ms,
             };
-            let semaphore = semaphore.clone();
-            tasks.spawn(async move {
-                let _permit = semaphore.acquire_owned().await;
-                (index, run_part(job).await)
-            });
+            tasks.spawn(async move { (index, run_part(job).await) });
+            Ok(())
+        };
+        for _ in 0..FANOUT_CONCURRENCY {
+            start_next(&mut tasks)?;
         }
         let mut results: Vec<Option<PartResult>> = Vec::new();
-        let mut held_bytes = 0usize;
+        results.resize_with(count, || None);
+        let mut shape: Option<(Vec<Vec<u8>>, Vec<ColumnInfo>)> = None;
         while let Some(joined) = tasks.join_next().await {
             let (index, outcome) = joined.map_err(|error| {
                 Failure::Client(ClientError::UnsupportedCommand(format!(
                     "a multi-shard part failed: {error}"
                 )))
             })?;
-            let result = outcome.map_err(Failure::Client)?;
-            held_bytes += result.bytes;
-            if held_bytes > MAX_MERGE_BYTES {
-                return Err(Failure::Client(ClientError::MergeTooLarge(MAX_MERGE_BYTES)));
+            let mut result = outcome.map_err(Failure::Client)?;
+            start_next(&mut tasks)?;
+            // One part's column definitions describe them all.
+            let definitions = std::mem::take(&mut result.definitions);
+            let columns = std::mem::take(&mut result.columns);
+            if shape.is_none() {
+                shape = Some((definitions, columns));
+            } else {
+                budget.give_back(result.definition_bytes);
             }
-            if results.len() <= index {
-                results.resize_with(index + 1, || None);
+            if let Some(slot) = results.get_mut(index) {
+                *slot = Some(result);
             }
-            results[index] = Some(result);
         }
+        debug!(held = budget.held(), "multi-shard parts read");
         let parts: Vec<PartResult> = results.into_iter().flatten().collect();
-        let Some(first) = parts.first() else {
+        let Some((definitions, columns)) = shape else {
             return Err(Failure::Client(ClientError::UnsupportedCommand(
                 "a multi-shard read with no parts".to_owned(),
             )));
         };
-        let definitions = first.definitions.clone();
-        let columns = first.columns.clone();
         let rows = merge_rows(parts, &columns, &merge);
         let visible = columns.len().saturating_sub(merge.hidden_columns);
         write_result_set(
@@ -143,17 +225,18 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
         reason,
     };
     let work = async {
-        let mut conn = super::execute::checkout_open(&job.pool, job.key)
+        let share = Some((job.share.as_ref(), job.share_percent));
+        let mut conn = super::execute::checkout_open(&job.pool, job.key, share)
             .await
             .map_err(&unavailable)?;
-        super::execute::apply_settings(&mut conn, &job.settings)
+        super::execute::apply_settings(&mut conn, job.settings.as_ref(), job.statement_timeout_ms)
             .await
             .map_err(|failure| match failure {
                 Failure::Client(error) => error,
                 Failure::Io(error) => unavailable(error.to_string()),
             })?;
         let started = Instant::now();
-        let result = read_part(conn.conn(), &job.sql).await;
+        let result = read_part(conn.conn(), &job.sql, &job.budget).await;
         job.pool
             .statements
             .record(started.elapsed(), !matches!(result, Ok(Ok(_))));
@@ -162,6 +245,9 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
                 conn.release();
                 Ok(part)
             }
+            // Over the merge budget: the rest of the result is unread, so
+            // the connection closes.
+            Ok(Err(error @ ClientError::MergeTooLarge(_))) => Err(error),
             Ok(Err(error)) => {
                 let error =
                     super::relay::explain_backend_error(conn.conn(), error, job.shard).await;
@@ -179,11 +265,14 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
         .unwrap_or_else(|_| Err(unavailable(format!("no answer within {PART_TIMEOUT:?}"))))
 }
 
-/// Sends `sql` and reads its result set. The outer error is the
-/// connection's; the inner one the server's answer.
+/// Sends `sql` and reads its result set, counting what it keeps against
+/// `budget`. The outer error is the connection's; the inner one the
+/// server's answer, or [`ClientError::MergeTooLarge`] (the rest of the
+/// result left unread).
 async fn read_part(
     conn: &mut crate::backend::BackendConn,
     sql: &str,
+    budget: &MergeBudget,
 ) -> std::io::Result<Result<PartResult, ClientError>> {
     conn.send_command(COM_QUERY, sql.as_bytes()).await?;
     let deprecate_eof = conn
@@ -201,10 +290,16 @@ async fn read_part(
         _ => {}
     }
     let count = read_lenenc_int(&mut first.as_slice()).unwrap_or(0) as usize;
-    let mut definitions = Vec::with_capacity(count);
-    let mut columns = Vec::with_capacity(count);
+    let mut definitions = Vec::new();
+    let mut columns = Vec::new();
+    let mut definition_bytes = 0u64;
     for _ in 0..count {
         let (_, definition) = conn.reader.next_packet().await?;
+        let bytes = definition.len() as u64 + COLUMN_OVERHEAD;
+        if let Err(error) = budget.take(bytes) {
+            return Ok(Err(error));
+        }
+        definition_bytes += bytes;
         columns.push(parse_column_definition(&definition).unwrap_or_else(|| {
             ColumnInfo::new(ColumnType::MYSQL_TYPE_VAR_STRING, ColumnFlags::empty())
         }));
@@ -213,15 +308,17 @@ async fn read_part(
     if !deprecate_eof {
         conn.reader.next_packet().await?;
     }
+    let row_overhead = ROW_OVERHEAD + VALUE_OVERHEAD * count as u64;
     let mut rows = Vec::new();
-    let mut bytes = 0;
     loop {
         let (_, packet) = conn.reader.next_packet().await?;
         match packet.first() {
             Some(&ERR_HEADER) => return Ok(Err(backend_error(&packet))),
             Some(&EOF_HEADER) if packet.len() < 0xFF_FFFF => break,
             _ => {
-                bytes += packet.len();
+                if let Err(error) = budget.take(packet.len() as u64 + row_overhead) {
+                    return Ok(Err(error));
+                }
                 rows.push(decode_text_row(&packet, count));
             }
         }
@@ -229,8 +326,8 @@ async fn read_part(
     Ok(Ok(PartResult {
         definitions,
         columns,
+        definition_bytes,
         rows,
-        bytes,
     }))
 }
 
@@ -593,8 +690,8 @@ mod tests {
         PartResult {
             definitions: Vec::new(),
             columns: Vec::new(),
+            definition_bytes: 0,
             rows,
-            bytes: 0,
         }
     }
 

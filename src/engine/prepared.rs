@@ -305,7 +305,7 @@ impl Engine {
     /// COM_STMT_EXECUTE (`payload` without the command byte): binds the
     /// values into the statement text, routes it, runs it, and answers with
     /// binary-protocol rows.
-    pub async fn execute_prepared<W: AsyncWrite + Unpin, P: Placement + Send>(
+    pub async fn execute_prepared<W: AsyncWrite + Unpin, P: Placement + Clone + Send + 'static>(
         &self,
         state: &mut SessionState,
         payload: &[u8],

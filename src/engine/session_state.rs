@@ -7,7 +7,7 @@ use std::sync::Arc;
 use mysql_common::constants::StatusFlags;
 
 use super::pause::ShardGuard;
-use crate::backend::{ConnKey, PooledConn};
+use crate::backend::{ConnKey, PoolShare, PooledConn};
 use crate::error::ClientError;
 use crate::protocol::charset::Charset;
 use crate::router::{ClientCharset, LexMode, RouteContext, Target};
@@ -165,6 +165,8 @@ pub struct SessionState {
     /// collation, then as the server reports it after each `SET`. String
     /// values bound to prepared statements are written in it.
     pub charset: Charset,
+    /// The session's share of each host's pool (`limits.max_host_share_percent`).
+    pub share: Arc<PoolShare>,
     /// The name of the database selected with `USE` (or at login), so the
     /// selection is resolved again when a reload renumbers the fleets.
     current_db_name: Option<String>,
@@ -217,6 +219,7 @@ impl SessionState {
             binary_rows: false,
             prepared: Default::default(),
             charset,
+            share: Arc::default(),
             current_db_name: None,
             route_generation: 0,
         }

@@ -3,7 +3,7 @@
 
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mysql_common::constants::CapabilityFlags;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -211,7 +211,14 @@ where
 
     async fn command_loop(&mut self) -> io::Result<()> {
         loop {
-            let (last_seq, packet) = match self.reader.next_packet().await {
+            let read = match self.idle_in_transaction_limit() {
+                Some(limit) => match tokio::time::timeout(limit, self.reader.next_packet()).await {
+                    Ok(read) => read,
+                    Err(_) => return self.end_idle_transaction(limit).await,
+                },
+                None => self.reader.next_packet().await,
+            };
+            let (last_seq, packet) = match read {
                 Ok(packet) => packet,
                 Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
                 Err(error) if error.kind() == io::ErrorKind::InvalidData => {
@@ -308,6 +315,44 @@ where
         }
     }
 
+    /// How long the client may stay silent now: `limits.idle_in_transaction_timeout_ms`
+    /// while a transaction is open on a backend (it holds a connection and
+    /// its locks), else unbounded.
+    fn idle_in_transaction_limit(&self) -> Option<Duration> {
+        self.state.bound.as_ref()?;
+        let limit = self
+            .engine
+            .topology
+            .load()
+            .config
+            .limits
+            .idle_in_transaction_timeout_ms;
+        (limit > 0).then(|| Duration::from_millis(limit))
+    }
+
+    /// Ends a session that stayed idle in its open transaction past the
+    /// limit: the backend connection is closed, so the server rolls the
+    /// transaction back; the client gets an error (1205, as the answer to
+    /// whatever it sends next) and the connection closes.
+    async fn end_idle_transaction(&mut self, limit: Duration) -> io::Result<()> {
+        if let Some(bound) = self.state.bound.take() {
+            debug!(
+                connection_id = self.state.connection_id,
+                "idle in transaction too long: closing"
+            );
+            drop(bound);
+        }
+        let limit_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
+        write_error(
+            &mut self.writer,
+            1,
+            &ClientError::IdleInTransaction(limit_ms),
+        )
+        .await?;
+        self.writer.flush().await?;
+        self.writer.shutdown().await
+    }
+
     /// COM_QUERY: one statement, or several when the client enabled
     /// multi-statements; each is routed and executed on its own, in order,
     /// and the first error ends the rest.
@@ -315,7 +360,7 @@ where
         // Without a `;` there is one statement: skip the splitter's
         // tokenizing pass on the hot path.
         let pieces = if self.state.multi_statements && sql.contains(';') {
-            split_statements(sql)
+            self.split_off_runtime(sql).await
         } else {
             Vec::new()
         };
@@ -348,6 +393,25 @@ where
             }
         }
         self.writer.flush().await
+    }
+
+    /// [`split_statements`], on the blocking pool for a text of at least
+    /// `limits.blocking_analysis_bytes` (as routing is); a text longer than
+    /// `limits.max_statement_analysis_bytes` is left whole, for
+    /// `run_statement` to refuse.
+    async fn split_off_runtime(&self, sql: &str) -> Vec<std::ops::Range<usize>> {
+        let limits = self.engine.topology.load().config.limits.clone();
+        let size = sql.len() as u64;
+        if size > limits.max_statement_analysis_bytes {
+            return Vec::new();
+        }
+        if size < limits.blocking_analysis_bytes {
+            return split_statements(sql);
+        }
+        let text = sql.to_owned();
+        tokio::task::spawn_blocking(move || split_statements(&text))
+            .await
+            .unwrap_or_default()
     }
 
     /// COM_CHANGE_USER: a new login on the same connection. Returns false

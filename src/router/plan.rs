@@ -216,6 +216,21 @@ pub enum RouteError {
     /// A statement shardgate understands but does not support (1105).
     #[error("shardgate: unsupported statement: {0}")]
     Unsupported(String),
+    /// A statement nested deeper than the router analyses (1105).
+    #[error("shardgate: statement nested too deeply: {0}")]
+    TooDeep(String),
+    /// A statement on a schema clients may not reach through the proxy
+    /// (`mysql`, `performance_schema`, `sys`; writes to
+    /// `information_schema`) (1142, as the server's table access error).
+    #[error("{command} command denied for table '{table}' (shardgate: {reason})")]
+    SystemSchema {
+        /// What the statement does (`SELECT`, `INSERT`, ...).
+        command: String,
+        /// The table as named (`mysql.user`).
+        table: String,
+        /// Why it is refused.
+        reason: String,
+    },
 }
 
 impl RouteError {
@@ -225,6 +240,7 @@ impl RouteError {
             RouteError::Syntax(_) => 1064,
             RouteError::UnknownTable(_) => 1146,
             RouteError::UnknownDatabase(_) => 1049,
+            RouteError::SystemSchema { .. } => 1142,
             _ => 1105,
         }
     }
@@ -234,7 +250,7 @@ impl RouteError {
         match self {
             RouteError::Syntax(_) => "42000",
             RouteError::UnknownTable(_) => "42S02",
-            RouteError::UnknownDatabase(_) => "42000",
+            RouteError::UnknownDatabase(_) | RouteError::SystemSchema { .. } => "42000",
             _ => "HY000",
         }
     }

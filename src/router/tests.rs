@@ -76,6 +76,8 @@ fn variant(e: &RouteError) -> &'static str {
         RouteError::BadHint { .. } => "BadHint",
         RouteError::CrossShard(_) => "CrossShard",
         RouteError::Unsupported(_) => "Unsupported",
+        RouteError::TooDeep(_) => "TooDeep",
+        RouteError::SystemSchema { .. } => "SystemSchema",
     }
 }
 
@@ -784,7 +786,7 @@ fn explicit_and_use_databases() {
         ),
         c(
             "SELECT user FROM mysql.user",
-            any("SELECT user FROM mysql.user"),
+            reject("SystemSchema", "mysql schema is not reachable"),
         ),
         c(
             "USE db03429",
@@ -965,7 +967,7 @@ fn table_less_and_show() {
         c("SHOW FULL PROCESSLIST", any("SHOW FULL PROCESSLIST")),
         c(
             "SHOW GRANTS FOR CURRENT_USER()",
-            any("SHOW GRANTS FOR CURRENT_USER()"),
+            reject("SystemSchema", "grants and password are not shown"),
         ),
         c("SHOW TABLES", any("SHOW TABLES")),
         u(
@@ -1210,58 +1212,160 @@ fn bench_parts() {
     eprintln!("tokenize+parse: {:?}", start.elapsed() / n);
 }
 
+/// Runs `f` on a thread with a `stack`-byte stack (a runtime worker has
+/// 2 MiB); a stack overflow aborts the test binary.
+fn on_small_stack<T: Send + 'static>(stack: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(stack)
+        .spawn(f)
+        .expect("thread starts")
+        .join()
+        .expect("no panic")
+}
+
+fn is_too_deep(plan: &Plan) -> bool {
+    matches!(plan, Plan::Reject(e @ RouteError::TooDeep(m)) if m.len() > 10 && e.to_string().contains("nested too deeply") && e.code() == 1105)
+}
+
 #[test]
 fn deep_statements_do_not_overflow_the_stack() {
-    // Run on a small stack, like a runtime worker thread.
-    let handle = std::thread::Builder::new()
-        .stack_size(2 << 20)
-        .spawn(|| {
-            let t = topo();
-            let ctx = RouteContext::default();
-            let mut sql = format!("SELECT data FROM pins WHERE id = {PIN}");
-            for i in 0..100_000 {
-                sql.push_str(&format!(" AND data <> 'x{i}'"));
-            }
-            let and_chain = route(&sql, &t, &ctx, &mut Fixed(0));
-            let mut sql = format!("SELECT data FROM pins WHERE id = {PIN} AND (");
-            for i in 0..100_000 {
-                sql.push_str(&format!("data = 'y{i}' OR "));
-            }
-            sql.push_str("1)");
-            let or_chain = route(&sql, &t, &ctx, &mut Fixed(0));
-            let nested = format!("SELECT {}1{}", "(".repeat(5000), ")".repeat(5000));
-            let nested = route(&nested, &t, &ctx, &mut Fixed(0));
-            let mut sql = format!("SELECT data FROM pins WHERE id = {PIN}");
-            for i in 0..4_000 {
-                sql.push_str(&format!(" AND data <> 'x{i}'"));
-            }
-            let fits = route(&sql, &t, &ctx, &mut Fixed(0));
-            let mut sql = String::from("INSERT INTO board_has_pins (board_id, pin_id) VALUES ");
-            for i in 0..20_000 {
-                sql.push_str(&format!("({BOARD}, -{i}),"));
-            }
-            sql.push_str(&format!("({BOARD}, 1)"));
-            let bulk = route(&sql, &t, &ctx, &mut Fixed(0));
-            // Just under the limit, every operator in one left-deep chain.
-            let sql = format!(
-                "SELECT data FROM pins WHERE id = {PIN} AND (1{})",
-                " OR 1".repeat(15_990)
-            );
-            let limit = route(&sql, &t, &ctx, &mut Fixed(0));
-            assert!(matches!(limit, Plan::Shard(_)), "a 15990-term chain routes");
-            assert!(matches!(fits, Plan::Shard(_)), "a 4000-term chain routes");
-            assert!(matches!(bulk, Plan::Shard(_)), "a 20000-row insert routes");
-            (and_chain, or_chain, nested)
-        })
-        .expect("thread starts");
-    let (and_chain, or_chain, nested) = handle.join().expect("no stack overflow");
-    for plan in [and_chain, or_chain] {
+    // Every shape an attacker can nest, 100,000 deep, on a runtime
+    // worker's stack: refused, never a crash.
+    let (plans, shapes) = on_small_stack(2 << 20, || {
+        let t = topo();
+        let ctx = RouteContext::default();
+        let n = 100_000;
+        let shapes = vec![
+            format!("SELECT 1{}", " IS NULL".repeat(n)),
+            format!("SELECT 1{}", " IS NOT TRUE".repeat(n)),
+            format!(
+                "SELECT data FROM pins WHERE id = {PIN} AND 1{}",
+                " IS NULL".repeat(n)
+            ),
+            format!("SELECT 'a'{}", " COLLATE utf8mb4_bin".repeat(n)),
+            format!("SELECT {}1", "NOT ".repeat(n)),
+            format!("SELECT {}1", "- ".repeat(n)),
+            format!("SELECT {}1", "~".repeat(n)),
+            format!("SELECT {}1", "!".repeat(n)),
+            format!("SELECT {}1{}", "(".repeat(n), ")".repeat(n)),
+            format!(
+                "SELECT * FROM {}pins{} WHERE id = {PIN}",
+                "(".repeat(n),
+                ")".repeat(n)
+            ),
+            format!("SELECT {}1{}", "(SELECT ".repeat(n), ")".repeat(n)),
+            format!(
+                "SELECT {}1{}",
+                "CASE WHEN 1 THEN ".repeat(n),
+                " END".repeat(n)
+            ),
+            format!("SELECT 1{}", " BETWEEN 0 AND 2".repeat(n)),
+            format!("SELECT 1{}", " IN (1)".repeat(n)),
+            format!("SELECT 1{}", " LIKE 'a'".repeat(n)),
+            format!("SELECT 1{}", " = 1".repeat(n)),
+            format!("SELECT 1{}", " + 1".repeat(n)),
+            format!("SELECT 1{}", " UNION SELECT 1, 2".repeat(n)),
+            format!(
+                "SELECT data FROM pins WHERE id = {PIN}{}",
+                " AND data <> 'x'".repeat(n)
+            ),
+            format!(
+                "SELECT data FROM pins WHERE id = {PIN} AND ({}1)",
+                "data = 'y' OR ".repeat(n)
+            ),
+            format!("SELECT /*+ SCATTER */ 1{} FROM pins", " + 1".repeat(n)),
+            format!(
+                "UPDATE pins SET data = 1{} WHERE id = {PIN}",
+                " IS NULL".repeat(n)
+            ),
+            format!(
+                "SELECT 1 FROM pins WHERE id = {PIN} ORDER BY 1{}",
+                " + 1".repeat(n)
+            ),
+            // Unclosed: still refused before sqlparser recurses.
+            format!("SELECT {}1", "(".repeat(n)),
+        ];
+        let plans: Vec<Plan> = shapes
+            .iter()
+            .map(|sql| route(sql, &t, &ctx, &mut Fixed(0)))
+            .collect();
+        (plans, shapes)
+    });
+    for (plan, sql) in plans.iter().zip(&shapes) {
         assert!(
-            matches!(&plan, Plan::Reject(RouteError::Unsupported(m)) if m.contains("chaining more than")),
-            "{plan:?}"
+            matches!(plan, Plan::Reject(_)),
+            "{}: {}",
+            &sql[..60],
+            short(plan)
         );
     }
-    assert!(matches!(nested, Plan::Reject(_)));
+    assert!(plans.iter().filter(|p| is_too_deep(p)).count() >= 15);
+}
+
+#[test]
+fn statements_just_within_the_depth_limits_route_on_a_quarter_of_a_worker_stack() {
+    // The limits leave a 4x margin on a runtime worker's 2 MiB stack in a
+    // debug build: the deepest statements they let through route on 512 KiB.
+    let depth = planner::MAX_DEPTH as usize;
+    let listed = planner::MAX_DEPTH_LISTED as usize;
+    let walk = planner::MAX_WALK_DEPTH as usize;
+    let plans = on_small_stack(512 << 10, move || {
+        let t = topo();
+        let ctx = RouteContext::default();
+        [
+            format!(
+                "SELECT data FROM pins WHERE id = {PIN} AND (1{})",
+                " OR 1".repeat(depth - 10)
+            ),
+            format!(
+                "SELECT data FROM pins WHERE id = {PIN}{}",
+                " AND data <> 'x'".repeat(depth / 2 - 10)
+            ),
+            format!("SELECT 1{}", " UNION SELECT 2".repeat(depth - 10)),
+            format!(
+                "SELECT data FROM pins WHERE id = {PIN} AND 1{}",
+                " IS NULL".repeat(walk - 10)
+            ),
+            format!(
+                "SELECT /*+ SCATTER */ 1{} AS x FROM pins ORDER BY 1{}",
+                " + 1".repeat(listed - 2),
+                " + 1".repeat(listed - 2)
+            ),
+            format!(
+                "SELECT /*+ SCATTER */ id{}, COUNT(*) FROM pins GROUP BY id{}",
+                " + 0".repeat(listed - 2),
+                " + 0".repeat(listed - 2)
+            ),
+            format!(
+                "SELECT id{} FROM pins WHERE id = {PIN}",
+                " + 0".repeat(listed - 2)
+            ),
+            format!("SELECT CASE{} END", " WHEN 1 THEN 2".repeat(20_000)),
+            format!("SELECT 1 IN ({}1)", "1, ".repeat(100_000)),
+        ]
+        .map(|sql| route(&sql, &t, &ctx, &mut Fixed(0)))
+    });
+    for plan in &plans {
+        assert!(!matches!(plan, Plan::Reject(_)), "{}", short(plan));
+    }
+    // One more level is refused.
+    let t = topo();
+    let ctx = RouteContext::default();
+    let over = format!(
+        "SELECT data FROM pins WHERE id = {PIN} AND (1{})",
+        " OR 1".repeat(depth + 1)
+    );
+    assert!(is_too_deep(&route(&over, &t, &ctx, &mut Fixed(0))));
+    let over = format!(
+        "SELECT 1{} FROM pins WHERE id = {PIN}",
+        " + 1".repeat(listed + 1)
+    );
+    assert!(is_too_deep(&route(&over, &t, &ctx, &mut Fixed(0))));
+    let over = format!(
+        "SELECT data FROM pins WHERE id = {PIN} AND 1{}",
+        " IS NULL".repeat(walk + 1)
+    );
+    assert!(is_too_deep(&route(&over, &t, &ctx, &mut Fixed(0))));
 }
 
 #[test]
@@ -2477,4 +2581,74 @@ fn bench_multi_shard() {
         std::hint::black_box(route(std::hint::black_box(sql), &t, &ctx, &mut Fixed(0)));
     }
     eprintln!("route(scatter over 4096 shards): {:?}", start.elapsed() / n);
+}
+
+#[test]
+fn system_schemas_are_out_of_reach() {
+    let denied = |schema: &str| {
+        reject(
+            "SystemSchema",
+            format!("the {schema} schema is not reachable through the proxy"),
+        )
+    };
+    let read_only = || reject("SystemSchema", "information_schema is read-only");
+    run(vec![
+        c("SELECT * FROM mysql.user", denied("mysql")),
+        c("select authentication_string from `mysql`.`user`", denied("mysql")),
+        c("SELECT * FROM MySQL . User", denied("mysql")),
+        c("SELECT * FROM mysql/* x */.user", denied("mysql")),
+        c("SELECT \"a\" FROM \"mysql\".\"user\"", denied("mysql")),
+        c(format!("SELECT data FROM pins WHERE id = {PIN} AND data IN (SELECT user FROM mysql.user)"), denied("mysql")),
+        c(format!("SELECT p.data FROM pins p JOIN mysql.user u ON 1 WHERE p.id = {PIN}"), denied("mysql")),
+        c(format!("SELECT (SELECT MAX(password) FROM mysql.user) FROM pins WHERE id = {PIN}"), denied("mysql")),
+        c("INSERT INTO mysql.help_keyword VALUES (9999, 'x')", denied("mysql")),
+        c("INSERT INTO /*+ SHARD(5) */ pins (data) SELECT authentication_string FROM mysql.user", denied("mysql")),
+        c("UPDATE mysql.global_priv SET priv = '{}' WHERE user = 'app'", denied("mysql")),
+        c("DELETE FROM mysql.help_keyword WHERE help_keyword_id = 1", denied("mysql")),
+        c("REPLACE INTO mysql.help_keyword VALUES (1, 'x')", denied("mysql")),
+        c("SET @x = (SELECT authentication_string FROM mysql.user LIMIT 1)", denied("mysql")),
+        c("SELECT * FROM JSON_TABLE((SELECT authentication_string FROM mysql.user LIMIT 1), '$' COLUMNS (a TEXT PATH '$')) t", denied("mysql")),
+        c("SELECT sys.format_bytes(1)", denied("sys")),
+        c("SELECT * FROM performance_schema.threads", denied("performance_schema")),
+        c("WITH u AS (SELECT * FROM mysql.user) SELECT * FROM u", denied("mysql")),
+        c("SHOW TABLES FROM mysql", denied("mysql")),
+        c("SHOW COLUMNS FROM user FROM mysql", denied("mysql")),
+        c("SHOW INDEX FROM mysql.user", denied("mysql")),
+        c("SHOW CREATE TABLE mysql.user", denied("mysql")),
+        c("SHOW TABLE STATUS IN sys", denied("sys")),
+        c("SHOW TRIGGERS FROM mysql", denied("mysql")),
+        c("DESCRIBE mysql.user", denied("mysql")),
+        c("EXPLAIN SELECT * FROM mysql.user", denied("mysql")),
+        c("USE mysql", reject("UnknownDatabase", "mysql")),
+        c("SHOW GRANTS", reject("SystemSchema", "grants and password are not shown")),
+        c("show grants for current_user()", reject("SystemSchema", "grants and password")),
+        c("SHOW CREATE USER shard", reject("SystemSchema", "grants and password")),
+        c("INSERT INTO information_schema.tables (table_name) VALUES ('x')", read_only()),
+        c("UPDATE information_schema.tables SET table_name = 'x'", read_only()),
+        c("DELETE FROM information_schema.processlist", read_only()),
+        // What drivers read at connect keeps working.
+        c("SELECT * FROM information_schema.tables", any("SELECT * FROM information_schema.tables")),
+        c("SHOW TABLES FROM information_schema", any("SHOW TABLES FROM information_schema")),
+        c(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'mysql'",
+            any("SELECT table_name FROM information_schema.tables WHERE table_schema = 'mysql'"),
+        ),
+        c("SHOW VARIABLES LIKE 'sys%'", any("SHOW VARIABLES LIKE 'sys%'")),
+        c("SELECT 'mysql.user'", any("SELECT 'mysql.user'")),
+    ]);
+    let t = topo();
+    let plan = route(
+        "SELECT * FROM mysql.user",
+        &t,
+        &RouteContext::default(),
+        &mut Fixed(0),
+    );
+    let Plan::Reject(error) = plan else {
+        panic!("{plan:?}")
+    };
+    assert_eq!((error.code(), error.sql_state()), (1142, "42000"));
+    assert_eq!(
+        error.to_string(),
+        "SELECT command denied for table 'mysql.user' (shardgate: the mysql schema is not reachable through the proxy)"
+    );
 }

@@ -10,6 +10,7 @@
 use sqlparser::ast::{Expr, Ident, ObjectName, Query, Statement};
 
 use super::keys::key_column;
+use super::tokens::{is_private_schema, private_schema_error};
 use super::{idents, is_system_schema, object_name_text, unsupported, Env};
 use crate::router::hints::Hints;
 use crate::router::plan::{Placement, Plan, RouteError, StatementKind};
@@ -120,7 +121,18 @@ pub(super) struct Planner<'a> {
     /// Planning the statement of an EXPLAIN.
     pub(super) explain: bool,
     pub(super) error: Option<RouteError>,
+    /// How deep the walk is in its recursion ([`Planner::nested`]).
+    depth: u32,
+    /// The statement's verb (`SELECT`, `INSERT`, `REPLACE`, `UPDATE`,
+    /// `DELETE`), for access errors.
+    command: &'static str,
 }
+
+/// Deepest the planner's walk recurses (expressions, conditions, queries,
+/// joins): a second fence behind the token scan's estimate
+/// (`tokens::nesting_too_deep`), at about 1 KiB of stack per level in a
+/// debug build.
+pub(crate) const MAX_WALK_DEPTH: u32 = 128;
 
 impl<'a> RefKind<'a> {
     /// The logical table, for [`RefKind::Logical`].
@@ -149,7 +161,23 @@ impl<'a> Planner<'a> {
             query: None,
             explain: false,
             error: None,
+            depth: 0,
+            command: "SELECT",
         }
+    }
+
+    /// Runs one recursive step of the walk, or fails the statement when
+    /// the walk is already [`MAX_WALK_DEPTH`] deep.
+    pub(super) fn nested(&mut self, walk: impl FnOnce(&mut Self)) {
+        if self.depth >= MAX_WALK_DEPTH {
+            self.fail(RouteError::TooDeep(format!(
+                "expressions, subqueries or joins nested more than {MAX_WALK_DEPTH} levels"
+            )));
+            return;
+        }
+        self.depth += 1;
+        walk(self);
+        self.depth -= 1;
     }
 
     pub(super) fn fail(&mut self, error: RouteError) {
@@ -191,6 +219,16 @@ impl<'a> Planner<'a> {
                 (*table, kind)
             }
             [db, table] => {
+                // Writes reach only the statement's own tables (scope 0),
+                // never information_schema; the private schemas are
+                // refused from the tokens already, and here again.
+                let written = self.command != "SELECT" && self.scope == 0;
+                if is_private_schema(&db.value)
+                    || (written && db.value.eq_ignore_ascii_case("information_schema"))
+                {
+                    self.fail(private_schema_error(self.command, &db.value, &table.value));
+                    return None;
+                }
                 let kind = if is_system_schema(&db.value) {
                     RefKind::System
                 } else if let Some((fleet, shard)) = self.env.topo.parse_database(&db.value) {
@@ -259,9 +297,22 @@ impl<'a> Planner<'a> {
                 self.query = Some(query);
                 self.walk_query(query)
             }
-            Statement::Insert(insert) => self.walk_insert(insert),
-            Statement::Update(update) => self.walk_update(update),
-            Statement::Delete(delete) => self.walk_delete(delete),
+            Statement::Insert(insert) => {
+                self.command = if insert.replace_into {
+                    "REPLACE"
+                } else {
+                    "INSERT"
+                };
+                self.walk_insert(insert)
+            }
+            Statement::Update(update) => {
+                self.command = "UPDATE";
+                self.walk_update(update)
+            }
+            Statement::Delete(delete) => {
+                self.command = "DELETE";
+                self.walk_delete(delete)
+            }
             _ => {}
         }
     }

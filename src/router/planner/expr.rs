@@ -165,6 +165,10 @@ impl<'a> Planner<'a> {
 
     /// An expression whose top-level ANDs each restrict the statement.
     pub(super) fn walk_cond(&mut self, expr: &'a Expr) {
+        self.nested(|planner| planner.walk_cond_node(expr));
+    }
+
+    fn walk_cond_node(&mut self, expr: &'a Expr) {
         match expr {
             Expr::BinaryOp {
                 op: BinaryOperator::And,
@@ -209,6 +213,10 @@ impl<'a> Planner<'a> {
     }
 
     pub(super) fn walk_expr(&mut self, expr: &'a Expr) {
+        self.nested(|planner| planner.walk_expr_node(expr));
+    }
+
+    fn walk_expr_node(&mut self, expr: &'a Expr) {
         match expr {
             Expr::Identifier(_) | Expr::CompoundIdentifier(_) => {
                 if let Some((qualifier, column)) = column_ref(expr) {

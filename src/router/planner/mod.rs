@@ -59,6 +59,10 @@ use super::set;
 use super::text::{Edits, Source};
 use crate::topology::{Fleet, FleetId, TableRule, Topology};
 use dml::Planner;
+#[cfg(test)]
+pub(crate) use dml::MAX_WALK_DEPTH;
+#[cfg(test)]
+pub(crate) use tokens::{MAX_DEPTH, MAX_DEPTH_LISTED};
 
 /// Routes one statement.
 ///
@@ -153,14 +157,15 @@ fn route_inner(
     };
     // Names the statement in messages about ones shardgate does not handle.
     let first_span = first.map(|t| t.span);
+    let first_word = first_span.map(|span| src.text(span)).unwrap_or_default();
+    if let Some(error) = tokens::private_schema(&tokens, first_word) {
+        return Err(error);
+    }
     if keyword == Keyword::SET {
         return set::plan(&tokens, sql);
     }
-    if tokens::chain_too_long(&tokens) {
-        return Err(unsupported(format!(
-            "an expression chaining more than {} operators; split the statement",
-            tokens::MAX_CHAIN
-        )));
+    if let Some(too_deep) = tokens::nesting_too_deep(&tokens) {
+        return Err(too_deep.error());
     }
     let is_show = keyword == Keyword::SHOW;
     let show_diagnostics = is_show && diagnostics::is_show_diagnostics(&tokens);
@@ -300,7 +305,8 @@ fn route_inner(
     }
 }
 
-/// Schemas every MySQL server has; tables in them may be read on any host.
+/// Schemas every MySQL server has: `information_schema` may be read on
+/// any host; the others are refused earlier ([`tokens::private_schema`]).
 const SYSTEM_SCHEMAS: [&str; 4] = ["information_schema", "mysql", "performance_schema", "sys"];
 
 fn is_system_schema(name: &str) -> bool {

@@ -439,6 +439,22 @@ impl<'a> Planner<'a> {
             }
         }
 
+        // The parts' texts are copies of the statement: bounded, with the
+        // merge, by limits.max_merge_bytes before any is made.
+        let limit = env.topo.config.limits.max_merge_bytes;
+        let common = env.src.sql.len() - key_range.as_ref().map_or(0, |r| r.len());
+        let mut text_bytes = 0u64;
+        for (_, key_text) in &shards {
+            let part = common + key_text.as_ref().map_or(0, String::len) + 64;
+            text_bytes = text_bytes.saturating_add(part as u64);
+            if text_bytes > limit {
+                return Err(unsupported(format!(
+                    "a read of {} shards whose statement texts alone (one per shard) exceed limits.max_merge_bytes ({limit} bytes); narrow it to fewer shards or shorten it",
+                    shards.len()
+                )));
+            }
+        }
+
         let mut parts = Vec::with_capacity(shards.len());
         for (shard, key_text) in shards {
             let mut e = edits.clone();

@@ -12,6 +12,10 @@ use super::unsupported;
 
 impl<'a> Planner<'a> {
     pub(super) fn walk_query(&mut self, query: &'a Query) {
+        self.nested(|planner| planner.walk_query_node(query));
+    }
+
+    fn walk_query_node(&mut self, query: &'a Query) {
         if let Some(with) = &query.with {
             for cte in &with.cte_tables {
                 self.ctes.push(&cte.alias.name.value);
@@ -124,6 +128,10 @@ impl<'a> Planner<'a> {
     }
 
     pub(super) fn walk_table_with_joins(&mut self, twj: &'a TableWithJoins) {
+        self.nested(|planner| planner.walk_joins_node(twj));
+    }
+
+    fn walk_joins_node(&mut self, twj: &'a TableWithJoins) {
         self.walk_table_factor(&twj.relation);
         for join in &twj.joins {
             self.walk_table_factor(&join.relation);

@@ -1,0 +1,502 @@
+//! Issue 9 limits, through the real proxy to the real fleet: no statement
+//! overflows the stack, the servers' own schemas are out of reach, large
+//! statements are analysed off the runtime workers, multi-shard merges are
+//! bounded, and no session takes a host's whole pool or holds a
+//! transaction open forever.
+//!
+//! Each test starts its own proxy (a config of its own); the tests of this
+//! binary run one at a time ([`serial`]) so RSS and latency figures are
+//! not disturbed by each other.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, OptsBuilder};
+use tokio::sync::{Mutex, MutexGuard};
+
+/// Serialises the tests of this binary.
+async fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::const_new(());
+    LOCK.lock().await
+}
+
+/// The test config with `backend` and `limits` settings of its own.
+fn config(backend: &str, limits: &str) -> String {
+    let yaml = test_config_yaml();
+    let yaml = if backend.is_empty() {
+        yaml
+    } else {
+        yaml.replace(
+            "backend: { user: shard, password: shardpw, pool_max_per_host: 64 }",
+            &format!("backend: {{ user: shard, password: shardpw, {backend} }}"),
+        )
+    };
+    assert!(backend.is_empty() || !yaml.contains("pool_max_per_host: 64 }"));
+    format!("{yaml}\nlimits: {{ {limits} }}\n")
+}
+
+/// A connection to a backend as the operations account (the data path's
+/// account cannot read the `mysql` schema).
+async fn ops(port: u16) -> Conn {
+    let opts = |user: &str, password: &str| {
+        OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(port)
+            .user(Some(user))
+            .pass(Some(password))
+            .prefer_socket(false)
+    };
+    match Conn::new(opts("shardops", "shardopspw")).await {
+        Ok(conn) => conn,
+        Err(_) => Conn::new(opts("shard", "shardpw"))
+            .await
+            .expect("connect to the backend"),
+    }
+}
+
+async fn alive(conn: &mut Conn) {
+    let one: Option<u8> =
+        tokio::time::timeout(Duration::from_secs(5), conn.query_first("SELECT 1"))
+            .await
+            .expect("SELECT 1 answered within 5 s")
+            .expect("SELECT 1");
+    assert_eq!(one, Some(1));
+}
+
+#[tokio::test]
+async fn deeply_nested_statements_are_refused_and_nothing_else_is_affected() {
+    let _serial = serial().await;
+    let proxy = start_server("limits-deep", &config("", ""));
+    let mut bystander = app(&proxy).await;
+    alive(&mut bystander).await;
+    let n = 100_000;
+    let shapes = [
+        format!("SELECT 1{}", " IS NULL".repeat(n)),
+        format!("SELECT {}1", "NOT ".repeat(n)),
+        format!("SELECT {}1", "- ".repeat(n)),
+        format!("SELECT {}1{}", "(".repeat(n), ")".repeat(n)),
+        format!("SELECT 'a'{}", " COLLATE utf8mb4_bin".repeat(n)),
+        format!("SELECT 1{}", " UNION SELECT 1".repeat(n)),
+        format!(
+            "SELECT data FROM pins WHERE id = {} AND ({}1)",
+            pin_id(5, 1),
+            "data = 'y' OR ".repeat(n)
+        ),
+    ];
+    let mut attacker = app(&proxy).await;
+    for sql in &shapes {
+        let started = Instant::now();
+        let result = attacker.query_drop(sql.as_str()).await;
+        let took = started.elapsed();
+        let (code, message) = server_error(result.expect_err("refused"));
+        assert!(
+            (code == 1105 && message.contains("nested too deeply")) || code == 1064,
+            "{}...: {code} {message}",
+            &sql[..40]
+        );
+        assert!(
+            took < Duration::from_secs(2),
+            "{}...: answered in {took:?}",
+            &sql[..40]
+        );
+        // The attacker's session and everyone else's go on.
+        alive(&mut attacker).await;
+        alive(&mut bystander).await;
+    }
+    let mut fresh = app(&proxy).await;
+    alive(&mut fresh).await;
+}
+
+#[tokio::test]
+async fn system_schemas_are_out_of_reach() {
+    let _serial = serial().await;
+    let proxy = start_server("limits-system", &config("", ""));
+    let mut direct = ops(MASTER_A).await;
+    let keywords_before: u64 = direct
+        .query_first("SELECT COUNT(*) FROM mysql.help_keyword")
+        .await
+        .expect("count help_keyword")
+        .unwrap_or(0);
+    let privileges_before: Vec<(String, String)> = direct
+        .query("SELECT User, Priv FROM mysql.global_priv ORDER BY User, Host")
+        .await
+        .expect("read global_priv");
+    let mut client = app(&proxy).await;
+    for sql in [
+        "UPDATE mysql.global_priv SET Priv = '{}' WHERE User = 'shard'",
+        "SELECT User, authentication_string FROM mysql.user",
+        "INSERT INTO mysql.help_keyword (help_keyword_id, name) VALUES (99999, 'shardgate')",
+        "DELETE FROM mysql.help_keyword WHERE help_keyword_id = 1",
+        "SELECT * FROM `mysql`.`user` u JOIN information_schema.tables t ON 1",
+        "SET @hash = (SELECT authentication_string FROM mysql.user LIMIT 1)",
+        "SELECT * FROM performance_schema.threads",
+        "SELECT sys.format_bytes(1)",
+        "SHOW TABLES FROM mysql",
+        "SHOW GRANTS",
+        "INSERT INTO information_schema.tables (table_name) VALUES ('x')",
+    ] {
+        let (code, message) = server_error(client.query_drop(sql).await.expect_err(sql));
+        assert_eq!(code, 1142, "{sql}: {message}");
+        assert!(
+            message.contains("shardgate:"),
+            "{sql}: refused by the proxy, not the server: {message}"
+        );
+    }
+    let hash: Option<Option<String>> = client
+        .query_first("SELECT @hash")
+        .await
+        .expect("SELECT @hash");
+    assert_eq!(hash, Some(None), "the SET never ran");
+    // What drivers read at connect still works.
+    let schemas: Option<u64> = client
+        .query_first("SELECT COUNT(*) FROM information_schema.schemata")
+        .await
+        .expect("information_schema read");
+    assert!(schemas.unwrap_or(0) > 0);
+    client
+        .query_drop("SHOW VARIABLES LIKE 'version%'")
+        .await
+        .expect("SHOW VARIABLES");
+    // Nothing changed on the server.
+    let keywords_after: u64 = direct
+        .query_first("SELECT COUNT(*) FROM mysql.help_keyword")
+        .await
+        .expect("count help_keyword")
+        .unwrap_or(0);
+    assert_eq!(keywords_after, keywords_before);
+    let privileges_after: Vec<(String, String)> = direct
+        .query("SELECT User, Priv FROM mysql.global_priv ORDER BY User, Host")
+        .await
+        .expect("read global_priv");
+    assert_eq!(privileges_after, privileges_before);
+}
+
+/// Latencies of `SELECT 1` on `conn` while `busy` is not finished (at
+/// least `min` of them), sorted.
+async fn ping_while(
+    conn: &mut Conn,
+    busy: &tokio::task::JoinHandle<String>,
+    min: usize,
+) -> Vec<Duration> {
+    let mut latencies = Vec::new();
+    while latencies.len() < min || !busy.is_finished() {
+        let started = Instant::now();
+        let one: Option<u8> = conn.query_first("SELECT 1").await.expect("SELECT 1");
+        assert_eq!(one, Some(1));
+        latencies.push(started.elapsed());
+        if latencies.len() >= 20 * min {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    latencies.sort();
+    latencies
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let at = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len());
+    sorted[at - 1]
+}
+
+/// Sends an 8 MiB `IN (1,1,...)` read on one session and pings on
+/// another meanwhile; the pings' p99 and max.
+async fn pings_during_huge_statement(limits: &str) -> (Duration, Duration, usize, String) {
+    let proxy = start_server("limits-analysis", &config("", limits));
+    let mut pinger = app(&proxy).await;
+    alive(&mut pinger).await;
+    let mut heavy = app(&proxy).await;
+    let sql = format!(
+        "SELECT data FROM pins WHERE id IN ({}1)",
+        "1,".repeat(4 * 1024 * 1024)
+    );
+    let busy = tokio::spawn(async move {
+        match heavy.query_drop(sql).await {
+            Ok(()) => "ok".to_owned(),
+            Err(error) => error.to_string(),
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let latencies = ping_while(&mut pinger, &busy, 200).await;
+    let outcome = busy.await.expect("the heavy session");
+    (
+        percentile(&latencies, 0.99),
+        percentile(&latencies, 1.0),
+        latencies.len(),
+        outcome,
+    )
+}
+
+#[tokio::test]
+async fn a_huge_statement_does_not_stall_other_sessions() {
+    let _serial = serial().await;
+    let (p99, max, count, outcome) = pings_during_huge_statement("").await;
+    eprintln!("blocking pool: {count} pings during an 8 MiB statement: p99 {p99:?}, max {max:?} ({outcome})");
+    let (p99_inline, max_inline, count_inline, _) =
+        pings_during_huge_statement("blocking_analysis_bytes: 1000000000").await;
+    eprintln!(
+        "on the runtime workers: {count_inline} pings: p99 {p99_inline:?}, max {max_inline:?}"
+    );
+    // Analysed on the runtime workers, one ping waited for the whole
+    // analysis (17-27 s in a debug build); off them, none waits long.
+    assert!(p99 < Duration::from_millis(250), "p99 {p99:?}");
+    assert!(max < Duration::from_secs(1), "max {max:?}");
+
+    // Past limits.max_statement_analysis_bytes: refused before analysis.
+    let proxy = start_server(
+        "limits-analysis-cap",
+        &config("", "max_statement_analysis_bytes: 1000000"),
+    );
+    let mut client = app(&proxy).await;
+    let sql = format!(
+        "SELECT data FROM pins WHERE id IN ({}1)",
+        "1,".repeat(600_000)
+    );
+    let started = Instant::now();
+    let (code, message) = server_error(client.query_drop(sql).await.expect_err("too large"));
+    assert_eq!(code, 1105);
+    assert!(
+        message.contains("max_statement_analysis_bytes"),
+        "{message}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    alive(&mut client).await;
+}
+
+#[tokio::test]
+async fn a_16_mb_insert_still_works() {
+    let _serial = serial().await;
+    let proxy = start_server("limits-16mb", &config("", ""));
+    let mut client = app(&proxy).await;
+    let tag = format!("limits16mb-{}", std::process::id());
+    // pins.data is TEXT (64 KiB): 16 MB of statement as 250 rows of 64,000 bytes.
+    let value = format!("{tag}-{}", "x".repeat(64_000 - tag.len() - 1));
+    let rows = vec![format!("('{value}')"); 250].join(",");
+    let sql = format!("INSERT /*+ SHARD(5) */ INTO pins (data) VALUES {rows}");
+    assert!(sql.len() >= 16_000_000);
+    client.query_drop(&sql).await.expect("16 MB INSERT");
+    assert_eq!(client.affected_rows(), 250);
+    let mut direct = ops(MASTER_A).await;
+    let stored: Option<u64> = direct
+        .query_first(format!(
+            "SELECT COUNT(*) FROM db00005.pins WHERE data LIKE '{tag}-%' AND LENGTH(data) = 64000"
+        ))
+        .await
+        .expect("count");
+    assert_eq!(stored, Some(250));
+    direct
+        .query_drop(format!(
+            "DELETE FROM db00005.pins WHERE data LIKE '{tag}-%'"
+        ))
+        .await
+        .expect("clean up");
+}
+
+/// The process's peak RSS since the last reset, in KiB.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn current_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_wide_scatter_read_stays_within_the_merge_bound() {
+    let _serial = serial().await;
+    let proxy = start_server("limits-merge", &config("", ""));
+    let mut client = app(&proxy).await;
+    let columns = vec!["data"; 1000].join(", ");
+    let sql = format!("SELECT /*+ SCATTER */ {columns} FROM pins WHERE 1 = 0");
+    let before = current_rss_kib();
+    // Resets VmHWM to the current RSS.
+    std::fs::write("/proc/self/clear_refs", "5").expect("reset the peak RSS");
+    let started = Instant::now();
+    let rows: Vec<mysql_async::Row> = client.query(&sql).await.expect("scatter read");
+    let took = started.elapsed();
+    let peak = peak_rss_kib();
+    eprintln!(
+        "SCATTER of 1000 columns, WHERE 1 = 0, over 4096 shards: {took:?}, RSS before {} MiB, peak {} MiB (+{} MiB)",
+        before / 1024,
+        peak / 1024,
+        peak.saturating_sub(before) / 1024
+    );
+    assert!(rows.is_empty());
+    assert!(
+        peak.saturating_sub(before) < 200 * 1024,
+        "peak RSS grew by {} MiB",
+        peak.saturating_sub(before) / 1024
+    );
+
+    // A merge limit the column definitions exceed: refused, naming it.
+    let proxy = start_server(
+        "limits-merge-small",
+        &config("", "max_merge_bytes: 2000000"),
+    );
+    let mut client = app(&proxy).await;
+    let (code, message) = server_error(
+        client
+            .query_drop(&sql)
+            .await
+            .expect_err("over the merge limit"),
+    );
+    assert_eq!(code, 1105);
+    assert!(message.contains("max_merge_bytes"), "{message}");
+    alive(&mut client).await;
+}
+
+#[tokio::test]
+async fn one_session_cannot_take_a_whole_pool() {
+    let _serial = serial().await;
+    let proxy = start_server(
+        "limits-share",
+        &config(
+            "pool_max_per_host: 4, checkout_timeout_ms: 6000",
+            "max_host_share_percent: 50",
+        ),
+    );
+    let tag = format!("limitsshare-{}", std::process::id());
+    let mut setup = app(&proxy).await;
+    // One pin on each of four shards of master A.
+    let mut ids = Vec::new();
+    for shard in 5..9 {
+        ids.push(insert_pin(&mut setup, shard, &tag).await);
+    }
+    drop(setup);
+    let list = ids
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    // Four parts of 2 s each on one host: the session may use 2 of its 4
+    // connections, so another session still gets one at once.
+    let mut greedy = app(&proxy).await;
+    let sql = format!("SELECT SLEEP(2) AS s, data FROM pins WHERE id IN ({list})");
+    let greedy_task = tokio::spawn(async move {
+        let started = Instant::now();
+        let rows: Vec<mysql_async::Row> = greedy.query(sql).await.expect("multi-shard read");
+        (rows.len(), started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut other = app(&proxy).await;
+    let started = Instant::now();
+    let data: Option<String> = other
+        .query_first(format!("SELECT data FROM pins WHERE id = {}", ids[0]))
+        .await
+        .expect("read while the greedy session runs");
+    let waited = started.elapsed();
+    assert_eq!(data.as_deref(), Some(tag.as_str()));
+    let (rows, greedy_took) = greedy_task.await.expect("greedy session");
+    eprintln!("other session waited {waited:?}; the 4-part read took {greedy_took:?}");
+    assert_eq!(rows, 4);
+    assert!(waited < Duration::from_millis(1000), "waited {waited:?}");
+    assert!(
+        greedy_took >= Duration::from_millis(3900),
+        "parts ran 2 at a time: {greedy_took:?}"
+    );
+
+    // Four sessions holding every connection: a fifth waits its turn (FIFO,
+    // up to checkout_timeout_ms), it is not refused.
+    let mut sleepers = Vec::new();
+    for _ in 0..4 {
+        let mut conn = app(&proxy).await;
+        let sql = format!("SELECT SLEEP(3) FROM pins WHERE id = {}", ids[0]);
+        sleepers.push(tokio::spawn(async move { conn.query_drop(sql).await }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let data: Option<String> = other
+        .query_first(format!("SELECT data FROM pins WHERE id = {}", ids[1]))
+        .await
+        .expect("served after waiting for a connection");
+    let waited = started.elapsed();
+    eprintln!("fifth session waited {waited:?} for one of 4 busy connections");
+    assert_eq!(data.as_deref(), Some(tag.as_str()));
+    assert!(waited < Duration::from_secs(6), "waited {waited:?}");
+    for sleeper in sleepers {
+        sleeper.await.expect("sleeper").expect("SLEEP(3)");
+    }
+    delete_pins(MASTER_A, &[5, 6, 7, 8], &tag).await;
+}
+
+#[tokio::test]
+async fn statement_timeout_interrupts_a_long_statement() {
+    let _serial = serial().await;
+    let proxy = start_server("limits-timeout", &config("", "statement_timeout_ms: 1000"));
+    let mut client = app(&proxy).await;
+    // A client's own SET does not lift the limit.
+    client
+        .query_drop("SET SESSION max_statement_time = 0")
+        .await
+        .expect("SET max_statement_time");
+    let started = Instant::now();
+    let error = client
+        .query_drop("SELECT SLEEP(10)")
+        .await
+        .expect_err("interrupted");
+    let took = started.elapsed();
+    let (code, message) = server_error(error);
+    eprintln!("statement timeout: {code} {message} after {took:?}");
+    assert_eq!(code, 1969, "{message}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    alive(&mut client).await;
+    // Off by default.
+    let proxy = start_server("limits-no-timeout", &config("", ""));
+    let mut client = app(&proxy).await;
+    let slept: Option<u8> = client
+        .query_first("SELECT SLEEP(1.5)")
+        .await
+        .expect("no timeout");
+    assert_eq!(slept, Some(0));
+}
+
+#[tokio::test]
+async fn a_session_idle_in_a_transaction_is_closed_and_rolled_back() {
+    let _serial = serial().await;
+    let proxy = start_server(
+        "limits-idle",
+        &config("", "idle_in_transaction_timeout_ms: 1000"),
+    );
+    let tag = format!("limitsidle-{}", std::process::id());
+    let mut client = app(&proxy).await;
+    client.query_drop("BEGIN").await.expect("BEGIN");
+    let id = insert_pin(&mut client, 5, &tag).await;
+    let local_id = decode(id).local_id;
+    // Idle outside a transaction is fine.
+    let mut outside = app(&proxy).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    alive(&mut outside).await;
+    let result = client.query_drop("COMMIT").await;
+    let error = result.expect_err("the idle transaction was ended");
+    eprintln!("idle in transaction: {error}");
+    if let mysql_async::Error::Server(e) = &error {
+        assert_eq!(e.code, 1205, "{}", e.message);
+        assert!(
+            e.message.contains("idle_in_transaction_timeout_ms"),
+            "{}",
+            e.message
+        );
+    }
+    let mut direct = ops(MASTER_A).await;
+    let row: Option<String> = direct
+        .query_first(format!(
+            "SELECT data FROM db00005.pins WHERE local_id = {local_id}"
+        ))
+        .await
+        .expect("direct read");
+    assert_eq!(row, None, "the transaction was rolled back");
+    let mut again = app(&proxy).await;
+    alive(&mut again).await;
+}
