@@ -211,8 +211,14 @@ fn load(path: &Path) -> Result<Topology, String> {
     Topology::load(path).map_err(|errors| format!("{errors}"))
 }
 
+/// Stack of the runtime's worker and blocking threads. The router keeps its
+/// recursion within a fraction of 2 MiB (the nesting limits); the rest is
+/// margin for the session futures, which are polled on these stacks.
+const THREAD_STACK_BYTES: usize = 8 * 1024 * 1024;
+
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(THREAD_STACK_BYTES)
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))
