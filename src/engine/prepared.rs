@@ -136,7 +136,7 @@ impl Engine {
                 MAX_STATEMENTS_PER_SESSION,
             )));
         }
-        let markers = placeholders(sql).map_err(|e| Failure::Client(e.into()))?;
+        let markers = placeholders(sql, &state.route.lex).map_err(|e| Failure::Client(e.into()))?;
         let mut hidden_columns = 0;
         let (pool, target, text) = match route_prepare(sql, topology, &state.route) {
             Plan::Shard(query) => (

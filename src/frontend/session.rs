@@ -289,7 +289,7 @@ where
         // Without a `;` there is one statement: skip the splitter's
         // tokenizing pass on the hot path.
         let pieces = if self.state.multi_statements && sql.contains(';') {
-            split_statements(sql)
+            split_statements(sql, &self.state.route.lex)
         } else {
             Vec::new()
         };

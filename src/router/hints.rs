@@ -186,7 +186,7 @@ pub(crate) fn scan(
             continue;
         };
         if ours == items.len() {
-            remove_comment(src.sql, range, edits);
+            remove_comment(src.original, range, edits);
         } else {
             let mut kept = String::from("/*+");
             for item in &items {
@@ -239,7 +239,7 @@ mod tests {
         let tokens = Tokenizer::new(&MySqlDialect {}, sql)
             .tokenize_with_location()
             .expect("tokenizes");
-        let src = Source::new(sql);
+        let src = Source::new(sql, sql);
         let mut edits = Edits::default();
         let hints = scan(&tokens, &src, &mut edits)?;
         Ok((hints.hints, edits.apply(sql).expect("no overlap")))

@@ -216,6 +216,10 @@ pub enum RouteError {
     /// A statement shardgate understands but does not support (1105).
     #[error("shardgate: unsupported statement: {0}")]
     Unsupported(String),
+    /// A construct whose reading by the server shardgate cannot be sure
+    /// of (1105): refused rather than guessed.
+    #[error("shardgate: {0}; refused because the server could read it differently than shardgate")]
+    Unreadable(String),
 }
 
 impl RouteError {
@@ -247,12 +251,26 @@ pub trait Placement {
 }
 
 /// What the router needs to know about the client session.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RouteContext {
     /// The shard database selected with `USE`, if any.
     pub current_db: Option<(FleetId, u32)>,
     /// How the server will read the statement's text.
     pub lex: LexMode,
+    /// Most tokens a statement may have (`limits.max_statement_tokens`):
+    /// past it the statement is refused before it is parsed, so analysis
+    /// time and memory stay linear in a bounded size.
+    pub max_tokens: u64,
+}
+
+impl Default for RouteContext {
+    fn default() -> Self {
+        Self {
+            current_db: None,
+            lex: LexMode::default(),
+            max_tokens: crate::topology::config::DEFAULT_MAX_STATEMENT_TOKENS,
+        }
+    }
 }
 
 /// The session state that decides how MariaDB's lexer reads a statement:

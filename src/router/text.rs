@@ -11,9 +11,15 @@ use std::ops::Range;
 
 use sqlparser::tokenizer::{Location, Span};
 
-/// The original statement text with a line index for position lookups.
+/// The statement: the client's text, the lexer's shadow of it (what
+/// sqlparser read, same byte offsets) and a line index of the shadow for
+/// position lookups.
 pub(crate) struct Source<'a> {
-    /// The statement as the client sent it.
+    /// The statement as the client sent it: edits apply to it, and text
+    /// copied into the statement sent comes from it.
+    pub original: &'a str,
+    /// The lexer's shadow (see [`crate::router::lex`]): positions, and
+    /// re-reading the tokens, are on it.
     pub sql: &'a str,
     /// Byte offset of the start of line 2, 3, ... (empty for one-line text,
     /// so the common case allocates nothing).
@@ -23,8 +29,8 @@ pub(crate) struct Source<'a> {
 }
 
 impl<'a> Source<'a> {
-    /// Indexes `sql`.
-    pub fn new(sql: &'a str) -> Self {
+    /// Indexes `sql`, the shadow of `original` (same length).
+    pub fn new(original: &'a str, sql: &'a str) -> Self {
         let later_lines = sql
             .bytes()
             .enumerate()
@@ -32,6 +38,7 @@ impl<'a> Source<'a> {
             .map(|(i, _)| i + 1)
             .collect();
         Source {
+            original,
             sql,
             later_lines,
             ascii: sql.is_ascii(),
@@ -67,11 +74,18 @@ impl<'a> Source<'a> {
         (start <= end).then_some(start..end)
     }
 
-    /// The original text of a span (empty if the span is unknown).
+    /// The shadow's text of a span (empty if the span is unknown), for
+    /// messages and reading.
     pub fn text(&self, span: Span) -> &'a str {
         self.range(span)
             .and_then(|r| self.sql.get(r))
             .unwrap_or_default()
+    }
+
+    /// The client's text of a byte range, to copy into the statement sent
+    /// (`None` if it is not whole characters).
+    pub fn original_text(&self, range: Range<usize>) -> Option<&'a str> {
+        self.original.get(range)
     }
 }
 
@@ -182,7 +196,7 @@ mod tests {
 
     #[test]
     fn offsets_ascii_and_multibyte() {
-        let src = Source::new("SELECT 'é'\n, x");
+        let src = Source::new("SELECT 'é'\n, x", "SELECT 'é'\n, x");
         assert_eq!(src.offset(Location::new(1, 1)), Some(0));
         // 'é' is two bytes: column 10 (the closing quote) is byte 10.
         assert_eq!(src.offset(Location::new(1, 10)), Some(10));
@@ -196,7 +210,7 @@ mod tests {
     #[test]
     fn cursor_matches_source() {
         let sql = "SELECT 'é'\n, x ✓\r\n;";
-        let src = Source::new(sql);
+        let src = Source::new(sql, sql);
         let mut cursor = Cursor::new(sql);
         for (line, column) in [
             (1, 1),

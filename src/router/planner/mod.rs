@@ -51,9 +51,10 @@ use sqlparser::ast::{
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
-use sqlparser::tokenizer::{Span, Token, Tokenizer};
+use sqlparser::tokenizer::{Span, Token, TokenWithSpan, Tokenizer};
 
 use super::hints;
+use super::lex;
 use super::plan::{Placement, Plan, RouteContext, RouteError, ShardQuery, StatementKind, Target};
 use super::set;
 use super::text::{Edits, Source};
@@ -137,25 +138,73 @@ fn route_inner(
     prepare: bool,
 ) -> Result<Plan, RouteError> {
     let dialect = MySqlDialect {};
-    let mut tokens = Tokenizer::new(&dialect, sql)
+    // MariaDB's reading first; sqlparser reads the lexer's shadow, and the
+    // two must agree on every literal and comment.
+    let lexed = lex::lex(sql.as_bytes(), &ctx.lex, ctx.max_tokens)?;
+    let mut tokens = Tokenizer::new(&dialect, &lexed.shadow)
         .tokenize_with_location()
         .map_err(syntax)?;
-    let src = Source::new(sql);
+    lex::check_tokens(&lexed, &tokens)?;
+    let src = Source::new(sql, &lexed.shadow);
     let mut edits = Edits::default();
     let hints = hints::scan(&tokens, &src, &mut edits)?;
-    let first = tokens::first_significant(&tokens);
     if tokens::is_empty(&tokens) {
         return Err(RouteError::Syntax("Query was empty".to_owned()));
     }
-    let keyword = match first.map(|t| &t.token) {
+    if first_keyword(&tokens) == Keyword::SET {
+        match set::statement_prefix(&tokens)? {
+            // `SET STATEMENT ... FOR <statement>`: planned as the statement
+            // it wraps, the whole text sent.
+            Some(wrapped_from) => {
+                tokens.drain(..wrapped_from);
+                if first_keyword(&tokens) == Keyword::SET {
+                    return Err(unsupported("SET STATEMENT ... FOR SET"));
+                }
+                let plan = plan_tokens(
+                    sql, tokens, src, edits, hints, topo, ctx, placement, prepare,
+                )?;
+                return match plan {
+                    Plan::Session(_) => Err(unsupported(
+                        "SET STATEMENT ... FOR a statement shardgate handles itself \
+                         (USE, transactions, savepoints, SELECT DATABASE()); send it without SET STATEMENT",
+                    )),
+                    plan => Ok(plan),
+                };
+            }
+            None => return set::plan(&tokens, sql),
+        }
+    }
+    plan_tokens(
+        sql, tokens, src, edits, hints, topo, ctx, placement, prepare,
+    )
+}
+
+/// The keyword of the first significant token.
+fn first_keyword(tokens: &[TokenWithSpan]) -> Keyword {
+    match tokens::first_significant(tokens).map(|t| &t.token) {
         Some(Token::Word(w)) => w.keyword,
         _ => Keyword::NoKeyword,
-    };
+    }
+}
+
+/// [`route_inner`] once the text is read: dispatch by statement kind.
+#[allow(clippy::too_many_arguments)]
+fn plan_tokens(
+    sql: &str,
+    mut tokens: Vec<TokenWithSpan>,
+    src: Source<'_>,
+    edits: Edits,
+    hints: hints::Hints,
+    topo: &Topology,
+    ctx: &RouteContext,
+    placement: &mut dyn Placement,
+    prepare: bool,
+) -> Result<Plan, RouteError> {
+    let dialect = MySqlDialect {};
+    let first = tokens::first_significant(&tokens);
+    let keyword = first_keyword(&tokens);
     // Names the statement in messages about ones shardgate does not handle.
     let first_span = first.map(|t| t.span);
-    if keyword == Keyword::SET {
-        return set::plan(&tokens, sql);
-    }
     if tokens::chain_too_long(&tokens) {
         return Err(unsupported(format!(
             "an expression chaining more than {} operators; split the statement",
@@ -465,7 +514,7 @@ impl<'a> Env<'a> {
 
     /// The statement's text, with `edits` applied, as a read on a shard.
     fn read_on(&self, fleet: FleetId, shard: u32, edits: Edits) -> Result<Plan, RouteError> {
-        let sql = apply(edits, self.src.sql)?;
+        let sql = apply(edits, self.src.original)?;
         self.shard_plan(fleet, shard, sql, StatementKind::Read, None)
     }
 }
