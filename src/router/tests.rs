@@ -2484,3 +2484,283 @@ fn bench_multi_shard() {
     }
     eprintln!("route(scatter over 4096 shards): {:?}", start.elapsed() / n);
 }
+
+/// Routes with the session's lexical state set directly.
+fn route_lex(sql: &str, lex: LexMode) -> Plan {
+    let ctx = RouteContext {
+        lex,
+        ..RouteContext::default()
+    };
+    route(sql, &topo(), &ctx, &mut Fixed(3429))
+}
+
+fn rejected_with(plan: &Plan, kind: &str, contains: &str) -> bool {
+    matches!(plan, Plan::Reject(e) if variant(e) == kind && e.to_string().contains(contains))
+}
+
+#[test]
+fn executable_comments_are_read_as_the_server_reads_them() {
+    let mariadb = LexMode {
+        server_version: 101119,
+        ..LexMode::default()
+    };
+    // Issue 9 item 2: content of /*M! */ is SQL.
+    let plan = route_lex(
+        "/*M!CREATE TABLE db00001.x (a int) */ SELECT local_id FROM db00001.pins LIMIT 0",
+        mariadb,
+    );
+    assert!(matches!(plan, Plan::Reject(_)), "{plan:?}");
+    let plan = route_lex("SET @a=1 /*M!, GLOBAL max_connect_errors=4242 */", mariadb);
+    assert!(rejected_with(&plan, "Unsupported", "GLOBAL"), "{plan:?}");
+    let plan = route_lex(
+        "SET @a=1 /*!100000 , GLOBAL max_connect_errors=4242 */",
+        mariadb,
+    );
+    assert!(rejected_with(&plan, "Unsupported", "GLOBAL"), "{plan:?}");
+    // Too new for the server: a comment, not SQL.
+    let plan = route_lex(
+        "SET @a=1 /*!999999 , GLOBAL max_connect_errors=4242 */",
+        mariadb,
+    );
+    assert!(
+        matches!(plan, Plan::Session(SessionAction::SetSession { .. })),
+        "{plan:?}"
+    );
+    // MySQL 5.7+ versions are skipped by MariaDB.
+    let plan = route_lex("SELECT 1 /*!50708 , (SELECT 1 FROM pins) */", mariadb);
+    assert_eq!(
+        plan,
+        Plan::AnyHost {
+            sql: "SELECT 1 /*!50708 , (SELECT 1 FROM pins) */".to_owned()
+        }
+    );
+    // Item 12: edits inside an executed comment land in place.
+    let sql = format!("SELECT data FROM pins WHERE /*!id = {PIN}*/");
+    match route_lex(&sql, mariadb) {
+        Plan::Shard(q) => assert_eq!(
+            q.sql,
+            "SELECT data FROM db03429.pins WHERE /*!local_id = 7075733*/"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let sql = format!("SELECT data FROM pins WHERE /*!40101 id = {PIN} */ /*!99999 OR 1=1 */");
+    match route_lex(&sql, mariadb) {
+        Plan::Shard(q) => assert_eq!(
+            q.sql,
+            "SELECT data FROM db03429.pins WHERE /*!40101 local_id = 7075733 */ /*!99999 OR 1=1 */"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // A hint inside an executable comment, a nested comment: refused.
+    for sql in [
+        "SELECT /*! /*+ SHARD(1) */ 1 */",
+        "SELECT 1 /*!99999 /* x */ OR 1=1 */",
+        "SELECT 1--1",
+    ] {
+        let plan = route_lex(sql, mariadb);
+        assert!(
+            matches!(plan, Plan::Reject(RouteError::Unreadable(_))),
+            "{sql}: {plan:?}"
+        );
+    }
+}
+
+#[test]
+fn no_backslash_escapes_and_ansi_quotes() {
+    let nbe = LexMode {
+        no_backslash_escapes: true,
+        ..LexMode::default()
+    };
+    // Issue 9 item 5.
+    let sql = "SET @x='\\', GLOBAL max_connect_errors=4243 -- '";
+    assert!(rejected_with(&route_lex(sql, nbe), "Unsupported", "GLOBAL"));
+    // Without the mode it is one string: a user variable.
+    assert!(matches!(
+        route_lex(sql, LexMode::default()),
+        Plan::Session(SessionAction::SetSession { .. })
+    ));
+    // A backslash in a string under the mode: read as a character.
+    let sql = format!("SELECT data FROM pins WHERE id = {PIN} AND data = 'a\\'");
+    match route_lex(&sql, nbe) {
+        Plan::Shard(q) => assert_eq!(
+            q.sql,
+            "SELECT data FROM db03429.pins WHERE local_id = 7075733 AND data = 'a\\'"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // ANSI_QUOTES: "pins" is a table.
+    let ansi = LexMode {
+        ansi_quotes: true,
+        ..LexMode::default()
+    };
+    let sql = format!("SELECT \"data\" FROM \"pins\" WHERE \"id\" = {PIN}");
+    match route_lex(&sql, ansi) {
+        Plan::Shard(q) => assert!(q.sql.contains("7075733"), "{}", q.sql),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn gbk_multibyte_characters_swallow_no_backslash() {
+    let gbk = LexMode {
+        charset: ClientCharset::AsciiTrail(TrailCharset::Gbk),
+        ..LexMode::default()
+    };
+    // 中 is E4 B8 AD; read as gbk, AD 5C is one character, and the quote
+    // after it ends the string: `OR 1=1` is SQL.
+    let sql = format!("SELECT data FROM pins WHERE id = {PIN} AND data = '中\\' OR 1=1 -- '");
+    let plan = route_lex(&sql, gbk);
+    assert!(matches!(plan, Plan::Reject(_)), "{plan:?}");
+    // Read as UTF-8 it is one string.
+    assert!(matches!(
+        route_lex(&sql, LexMode::default()),
+        Plan::Shard(_)
+    ));
+}
+
+#[test]
+fn set_statement_routes_the_wrapped_statement() {
+    let plan = route_lex(
+        "SET STATEMENT max_statement_time=1 FOR SELECT 1",
+        LexMode::default(),
+    );
+    assert_eq!(
+        plan,
+        Plan::AnyHost {
+            sql: "SET STATEMENT max_statement_time=1 FOR SELECT 1".to_owned()
+        }
+    );
+    let sql = format!(
+        "SET STATEMENT max_statement_time=1, join_cache_level=(1) FOR SELECT data FROM pins WHERE id = {PIN}"
+    );
+    match route_lex(&sql, LexMode::default()) {
+        Plan::Shard(q) => assert_eq!(
+            q.sql,
+            "SET STATEMENT max_statement_time=1, join_cache_level=(1) FOR SELECT data FROM db03429.pins WHERE local_id = 7075733"
+        ),
+        other => panic!("{other:?}"),
+    }
+    for (sql, kind) in [
+        (
+            "SET STATEMENT max_statement_time=1 FOR CREATE USER x IDENTIFIED BY 'y'",
+            "*",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR CREATE USER x",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR KILL 1",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR SET GLOBAL max_connections=1",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR USE db00001",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR BEGIN",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR SELECT data FROM pins",
+            "NoShardKey",
+        ),
+        (
+            "SET STATEMENT sql_mode='NO_BACKSLASH_ESCAPES' FOR SELECT 1",
+            "Unreadable",
+        ),
+        (
+            "SET STATEMENT character_set_client=gbk FOR SELECT 1",
+            "Unreadable",
+        ),
+        (
+            "SET STATEMENT collation_connection=gbk_bin FOR SELECT 1",
+            "Unreadable",
+        ),
+        (
+            "SET STATEMENT GLOBAL max_connections=1 FOR SELECT 1",
+            "Unsupported",
+        ),
+        ("SET STATEMENT max_statement_time=1", "Syntax"),
+        ("SET STATEMENT FOR SELECT 1", "Syntax"),
+    ] {
+        let plan = route_lex(sql, LexMode::default());
+        assert!(
+            matches!(&plan, Plan::Reject(e) if kind == "*" || variant(e) == kind),
+            "{sql}: {plan:?}"
+        );
+    }
+}
+
+#[test]
+fn literals_and_comments_cross_checked() {
+    // Prefixed literals, concatenated strings and kept hints agree.
+    let plan = route_lex(
+        "SELECT x'41', X'42', b'1', N'n', _utf8mb4'u' 'v', 0x41, `a``b` /*+ MAX_EXECUTION_TIME(1) */",
+        LexMode::default(),
+    );
+    assert!(matches!(plan, Plan::AnyHost { .. }), "{plan:?}");
+}
+
+#[test]
+fn token_cap_refuses_before_parsing() {
+    let sql = format!(
+        "SELECT 1 FROM pins WHERE id IN ({})",
+        vec!["1"; 2_000].join(",")
+    );
+    let ctx = RouteContext {
+        max_tokens: 1_000,
+        ..RouteContext::default()
+    };
+    let plan = route(&sql, &topo(), &ctx, &mut Fixed(0));
+    assert!(
+        rejected_with(&plan, "Unreadable", "max_statement_tokens"),
+        "{plan:?}"
+    );
+}
+
+/// Issue 9 item 8: an 8 MiB `IN (1,1,...)` is refused by the token cap in
+/// linear time; prints the figures (`cargo test --release -- --ignored
+/// --nocapture huge_in_list`).
+#[test]
+#[ignore]
+fn huge_in_list_cost() {
+    let mut sql = String::from("SELECT 1 FROM pins WHERE id IN (1");
+    while sql.len() < 8 << 20 {
+        sql.push_str(",1");
+    }
+    sql.push(')');
+    let t = topo();
+    for max_tokens in [
+        crate::topology::config::DEFAULT_MAX_STATEMENT_TOKENS,
+        u64::MAX,
+    ] {
+        let ctx = RouteContext {
+            max_tokens,
+            ..RouteContext::default()
+        };
+        let start = std::time::Instant::now();
+        let plan = route(&sql, &t, &ctx, &mut Fixed(0));
+        let rss = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmHWM"))
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default();
+        eprintln!(
+            "max_tokens {max_tokens}: {:?}, {} ({})",
+            start.elapsed(),
+            rss,
+            match &plan {
+                Plan::Reject(e) => e.to_string(),
+                _ => "routed".to_owned(),
+            }
+        );
+    }
+}
