@@ -206,7 +206,10 @@ where
             };
             let (kind, received) = (StatementKind::of(command, body), Instant::now());
             match command {
-                COM_QUERY => self.query(&String::from_utf8_lossy(body)).await?,
+                COM_QUERY => match statement_text(body) {
+                    Ok(sql) => self.query(sql).await?,
+                    Err(error) => self.refuse(error).await?,
+                },
                 COM_INIT_DB => {
                     let name = String::from_utf8_lossy(body);
                     let topology = self.engine.topology_for(&mut self.state);
@@ -231,10 +234,14 @@ where
                 }
                 COM_STMT_PREPARE => {
                     let topology = self.engine.topology_for(&mut self.state);
-                    let sql = String::from_utf8_lossy(body);
-                    self.engine
-                        .prepare(&topology, &mut self.state, &sql, &mut self.writer)
-                        .await?;
+                    match statement_text(body) {
+                        Ok(sql) => {
+                            self.engine
+                                .prepare(&topology, &mut self.state, sql, &mut self.writer)
+                                .await?
+                        }
+                        Err(error) => self.refuse(error).await?,
+                    }
                 }
                 COM_STMT_EXECUTE => {
                     self.engine
@@ -411,6 +418,19 @@ where
         write_error(&mut self.writer, self.state.response_seq, &error).await?;
         self.writer.flush().await
     }
+}
+
+/// A statement's text: the client's bytes are forwarded unchanged or the
+/// statement is refused, so bytes that are not UTF-8 are refused (1105)
+/// rather than replaced.
+fn statement_text(body: &[u8]) -> Result<&str, ClientError> {
+    std::str::from_utf8(body).map_err(|e| {
+        ClientError::Route(RouteError::Unreadable(format!(
+            "the statement is not valid UTF-8 (byte {}); shardgate forwards statement text byte for byte \
+             and reads it as UTF-8 only",
+            e.valid_up_to()
+        )))
+    })
 }
 
 fn command_name(command: u8) -> &'static str {

@@ -164,7 +164,7 @@ impl Scanner<'_> {
         self.out.tokens += 1;
         self.piece_has_token = true;
         if self.out.tokens > self.max_tokens {
-            return Err(unreadable(format!(
+            return Err(RouteError::Unsupported(format!(
                 "a statement of more than {} tokens (limits.max_statement_tokens); split it",
                 self.max_tokens
             )));
@@ -969,7 +969,7 @@ mod tests {
         let many = format!("SELECT 1 FROM t WHERE id IN ({})", vec!["1"; 600].join(","));
         assert!(matches!(
             lex(many.as_bytes(), &mode(), 1_000),
-            Err(RouteError::Unreadable(_))
+            Err(RouteError::Unsupported(_))
         ));
         assert!(lex(many.as_bytes(), &mode(), 2_000).is_ok());
     }
