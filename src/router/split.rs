@@ -23,7 +23,7 @@ pub fn split_statements(sql: &str, mode: &LexMode) -> Vec<Range<usize>> {
             let start = sql.len() - sql.trim_start_matches(is_blank).len();
             let end = sql.trim_end_matches(is_blank).len();
             if start < end {
-                vec![start..end]
+                std::iter::once(start..end).collect()
             } else {
                 Vec::new()
             }
