@@ -2718,7 +2718,7 @@ fn token_cap_refuses_before_parsing() {
     };
     let plan = route(&sql, &topo(), &ctx, &mut Fixed(0));
     assert!(
-        rejected_with(&plan, "Unreadable", "max_statement_tokens"),
+        rejected_with(&plan, "Unsupported", "max_statement_tokens"),
         "{plan:?}"
     );
 }
