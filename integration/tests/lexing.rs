@@ -255,14 +255,24 @@ async fn statement_bytes_are_never_altered() {
     conn.query_drop("SET NAMES latin1")
         .await
         .expect("SET NAMES latin1");
-    // 0xE9 is é in latin1 and not UTF-8: forwarded as is, or refused.
+    // 0xE9 is é in latin1 and not UTF-8: it reaches the server as sent.
     let sql: &[u8] = b"SELECT HEX('\xe9')";
-    match conn.query_first::<String, _>(sql).await {
-        Ok(hex) => assert_eq!(hex.as_deref(), Some("E9")),
-        Err(error) => {
-            let (code, message) = server_error(error);
-            assert_eq!(code, 1105, "{message}");
-            assert!(message.contains("UTF-8"), "{message}");
-        }
-    }
+    let hex: Option<String> = conn.query_first(sql).await.expect("forwarded");
+    assert_eq!(hex.as_deref(), Some("E9"));
+    // Also with a routed statement's edits around it.
+    let tag = "lexing-bytes";
+    let id = insert_pin(&mut conn, 78, &format!("{tag} a")).await;
+    let mut sql = b"SELECT HEX('".to_vec();
+    sql.push(0xE9);
+    sql.extend_from_slice(format!("'), data FROM pins WHERE id = {id}").as_bytes());
+    let row: Option<(String, String)> = conn.query_first(sql.as_slice()).await.expect("routed");
+    delete_pins(main_master_port(78), &[78], tag).await;
+    assert_eq!(row, Some(("E9".to_owned(), "lexing-bytes a".to_owned())));
+    // A SET the session records as text: refused, never altered.
+    let (code, message) = server_error(
+        conn.query_drop(b"SET @x = '\xe9'".as_slice())
+            .await
+            .expect_err("refused"),
+    );
+    assert_eq!(code, 1105, "{message}");
 }

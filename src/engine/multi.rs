@@ -59,7 +59,7 @@ struct PartJob {
     pool: Arc<HostPool>,
     key: ConnKey,
     settings: SessionSettings,
-    sql: String,
+    sql: crate::router::SqlText,
 }
 
 impl Engine {
@@ -181,9 +181,9 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
 /// connection's; the inner one the server's answer.
 async fn read_part(
     conn: &mut crate::backend::BackendConn,
-    sql: &str,
+    sql: &[u8],
 ) -> std::io::Result<Result<PartResult, ClientError>> {
-    conn.send_command(COM_QUERY, sql.as_bytes()).await?;
+    conn.send_command(COM_QUERY, sql).await?;
     let deprecate_eof = conn
         .key
         .framing

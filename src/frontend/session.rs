@@ -206,10 +206,7 @@ where
             };
             let (kind, received) = (StatementKind::of(command, body), Instant::now());
             match command {
-                COM_QUERY => match statement_text(body) {
-                    Ok(sql) => self.query(sql).await?,
-                    Err(error) => self.refuse(error).await?,
-                },
+                COM_QUERY => self.query(body).await?,
                 COM_INIT_DB => {
                     let name = String::from_utf8_lossy(body);
                     let topology = self.engine.topology_for(&mut self.state);
@@ -292,10 +289,10 @@ where
     /// COM_QUERY: one statement, or several when the client enabled
     /// multi-statements; each is routed and executed on its own, in order,
     /// and the first error ends the rest.
-    async fn query(&mut self, sql: &str) -> io::Result<()> {
+    async fn query(&mut self, sql: &[u8]) -> io::Result<()> {
         // Without a `;` there is one statement: skip the splitter's
         // tokenizing pass on the hot path.
-        let pieces = if self.state.multi_statements && sql.contains(';') {
+        let pieces = if self.state.multi_statements && sql.contains(&b';') {
             split_statements(sql, &self.state.route.lex)
         } else {
             Vec::new()

@@ -32,7 +32,7 @@ fn is_word(token: Option<&&Token>, text: &str) -> bool {
 
 /// Plans a SET statement. `tokens` are the statement's tokens; the first
 /// non-whitespace one is `SET`.
-pub(crate) fn plan(tokens: &[TokenWithSpan], sql: &str) -> Result<Plan, RouteError> {
+pub(crate) fn plan(tokens: &[TokenWithSpan], sql: &[u8]) -> Result<Plan, RouteError> {
     let significant: Vec<&Token> = tokens
         .iter()
         .map(|t| &t.token)
@@ -58,7 +58,7 @@ pub(crate) fn plan(tokens: &[TokenWithSpan], sql: &str) -> Result<Plan, RouteErr
     }
     Ok(Plan::Session(SessionAction::SetSession {
         variables: assignments.into_iter().map(|a| a.name).collect(),
-        sql: sql.to_owned(),
+        sql: sql.into(),
     }))
 }
 

@@ -16,12 +16,13 @@ use super::plan::{LexMode, RouteError};
 /// Compound statements (`BEGIN ... END`) are split naively at their `;`.
 /// A text the lexer refuses (an unterminated string, a `;` inside an
 /// executable comment, ...) is one piece, so that routing it reports why.
-pub fn split_statements(sql: &str, mode: &LexMode) -> Vec<Range<usize>> {
-    match lex::lex(sql.as_bytes(), mode, u64::MAX) {
+pub fn split_statements(sql: &(impl AsRef<[u8]> + ?Sized), mode: &LexMode) -> Vec<Range<usize>> {
+    let sql = sql.as_ref();
+    match lex::lex(sql, mode, u64::MAX) {
         Ok(lexed) => lexed.statements,
         Err(_) => {
-            let start = sql.len() - sql.trim_start_matches(is_blank).len();
-            let end = sql.trim_end_matches(is_blank).len();
+            let start = sql.iter().position(|&b| !is_blank(b)).unwrap_or(sql.len());
+            let end = sql.iter().rposition(|&b| !is_blank(b)).map_or(0, |i| i + 1);
             if start < end {
                 std::iter::once(start..end).collect()
             } else {
@@ -32,8 +33,8 @@ pub fn split_statements(sql: &str, mode: &LexMode) -> Vec<Range<usize>> {
 }
 
 /// Characters trimmed around a statement.
-fn is_blank(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\n' | '\r' | '\u{b}' | '\u{c}')
+fn is_blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C)
 }
 
 /// The byte ranges of the `?` parameter markers of a statement, in order
@@ -47,9 +48,12 @@ fn is_blank(c: char) -> bool {
 ///
 /// Errors: a text the lexer refuses (1064 or 1105), and `?` followed by a
 /// name or digits (`?1` is not MySQL; 1064).
-pub fn placeholders(sql: &str, mode: &LexMode) -> Result<Vec<Range<usize>>, RouteError> {
-    let lexed = lex::lex(sql.as_bytes(), mode, u64::MAX)?;
-    let bytes = sql.as_bytes();
+pub fn placeholders(
+    sql: &(impl AsRef<[u8]> + ?Sized),
+    mode: &LexMode,
+) -> Result<Vec<Range<usize>>, RouteError> {
+    let bytes = sql.as_ref();
+    let lexed = lex::lex(bytes, mode, u64::MAX)?;
     for marker in &lexed.markers {
         if let Some(&next) = bytes.get(marker.end) {
             if next.is_ascii_alphanumeric() || next == b'_' || next == b'$' || next >= 0x80 {

@@ -853,7 +853,7 @@ fn session_statements() {
             sql,
             Expect::Session(SessionAction::SetSession {
                 variables: vars.iter().map(|v| v.to_string()).collect(),
-                sql: sql.to_owned(),
+                sql: sql.into(),
             }),
         )
     };
@@ -1354,9 +1354,7 @@ fn savepoints() {
     let savepoint = |sql: &str| {
         c(
             sql,
-            Expect::Session(SessionAction::Savepoint {
-                sql: sql.to_owned(),
-            }),
+            Expect::Session(SessionAction::Savepoint { sql: sql.into() }),
         )
     };
     run(vec![
@@ -2531,7 +2529,7 @@ fn executable_comments_are_read_as_the_server_reads_them() {
     assert_eq!(
         plan,
         Plan::AnyHost {
-            sql: "SELECT 1 /*!50708 , (SELECT 1 FROM pins) */".to_owned()
+            sql: "SELECT 1 /*!50708 , (SELECT 1 FROM pins) */".into()
         }
     );
     // Item 12: edits inside an executed comment land in place.
@@ -2595,7 +2593,7 @@ fn no_backslash_escapes_and_ansi_quotes() {
     };
     let sql = format!("SELECT \"data\" FROM \"pins\" WHERE \"id\" = {PIN}");
     match route_lex(&sql, ansi) {
-        Plan::Shard(q) => assert!(q.sql.contains("7075733"), "{}", q.sql),
+        Plan::Shard(q) => assert!(q.sql.to_string().contains("7075733"), "{}", q.sql),
         other => panic!("{other:?}"),
     }
 }
@@ -2627,7 +2625,7 @@ fn set_statement_routes_the_wrapped_statement() {
     assert_eq!(
         plan,
         Plan::AnyHost {
-            sql: "SET STATEMENT max_statement_time=1 FOR SELECT 1".to_owned()
+            sql: "SET STATEMENT max_statement_time=1 FOR SELECT 1".into()
         }
     );
     let sql = format!(
@@ -2762,5 +2760,35 @@ fn huge_in_list_cost() {
                 _ => "routed".to_owned(),
             }
         );
+    }
+}
+
+#[test]
+fn bytes_in_bytes_out() {
+    let latin1 = RouteContext {
+        lex: LexMode {
+            charset: ClientCharset::AsciiSafe,
+            ..LexMode::default()
+        },
+        ..RouteContext::default()
+    };
+    let t = topo();
+    let sql: &[u8] = b"SELECT HEX('\xe9')";
+    assert_eq!(
+        route(sql, &t, &latin1, &mut Fixed(0)),
+        Plan::AnyHost { sql: sql.into() }
+    );
+    let mut sql = format!("SELECT data FROM pins WHERE id = {PIN} AND data = '").into_bytes();
+    sql.extend_from_slice(b"\xe9\xff'");
+    let mut want = b"SELECT data FROM db03429.pins WHERE local_id = 7075733 AND data = '".to_vec();
+    want.extend_from_slice(b"\xe9\xff'");
+    match route(sql.as_slice(), &t, &latin1, &mut Fixed(0)) {
+        Plan::Shard(q) => assert_eq!(q.sql.as_bytes(), want.as_slice()),
+        other => panic!("{other:?}"),
+    }
+    // Invalid UTF-8 on a utf8 connection: the same bytes, unchanged.
+    match route(sql.as_slice(), &t, &RouteContext::default(), &mut Fixed(0)) {
+        Plan::Shard(q) => assert_eq!(q.sql.as_bytes(), want.as_slice()),
+        other => panic!("{other:?}"),
     }
 }

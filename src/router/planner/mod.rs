@@ -55,7 +55,9 @@ use sqlparser::tokenizer::{Span, Token, TokenWithSpan, Tokenizer};
 
 use super::hints;
 use super::lex;
-use super::plan::{Placement, Plan, RouteContext, RouteError, ShardQuery, StatementKind, Target};
+use super::plan::{
+    Placement, Plan, RouteContext, RouteError, ShardQuery, SqlText, StatementKind, Target,
+};
 use super::set;
 use super::text::{Edits, Source};
 use crate::topology::{Fleet, FleetId, TableRule, Topology};
@@ -77,12 +79,12 @@ use dml::Planner;
 /// Never panics on any input: what cannot be routed becomes
 /// [`Plan::Reject`] with the error the client should see.
 pub fn route(
-    sql: &str,
+    sql: &(impl AsRef<[u8]> + ?Sized),
     topo: &Topology,
     ctx: &RouteContext,
     placement: &mut dyn Placement,
 ) -> Plan {
-    match route_inner(sql, topo, ctx, placement, false) {
+    match route_inner(sql.as_ref(), topo, ctx, placement, false) {
         Ok(plan) => plan,
         Err(error) => Plan::Reject(error),
     }
@@ -110,8 +112,12 @@ pub fn route(
 /// `id IN (?, ?, ?)` bound to IDs on several shards runs multi-shard.
 /// Statements that cannot be routed even so (no key at all, unknown
 /// table, bad syntax) are [`Plan::Reject`]ed as by [`route`].
-pub fn route_prepare(sql: &str, topo: &Topology, ctx: &RouteContext) -> Plan {
-    match route_inner(sql, topo, ctx, &mut FirstShard, true) {
+pub fn route_prepare(
+    sql: &(impl AsRef<[u8]> + ?Sized),
+    topo: &Topology,
+    ctx: &RouteContext,
+) -> Plan {
+    match route_inner(sql.as_ref(), topo, ctx, &mut FirstShard, true) {
         Ok(plan) => plan,
         Err(error) => Plan::Reject(error),
     }
@@ -131,7 +137,7 @@ const SCHEMA_CHANGE: &str =
 
 /// [`route`] (`prepare` false) and [`route_prepare`] (true).
 fn route_inner(
-    sql: &str,
+    sql: &[u8],
     topo: &Topology,
     ctx: &RouteContext,
     placement: &mut dyn Placement,
@@ -140,7 +146,7 @@ fn route_inner(
     let dialect = MySqlDialect {};
     // MariaDB's reading first; sqlparser reads the lexer's shadow, and the
     // two must agree on every literal and comment.
-    let lexed = lex::lex(sql.as_bytes(), &ctx.lex, ctx.max_tokens)?;
+    let lexed = lex::lex(sql, &ctx.lex, ctx.max_tokens)?;
     let mut tokens = Tokenizer::new(&dialect, &lexed.shadow)
         .tokenize_with_location()
         .map_err(syntax)?;
@@ -190,7 +196,7 @@ fn first_keyword(tokens: &[TokenWithSpan]) -> Keyword {
 /// [`route_inner`] once the text is read: dispatch by statement kind.
 #[allow(clippy::too_many_arguments)]
 fn plan_tokens(
-    sql: &str,
+    sql: &[u8],
     mut tokens: Vec<TokenWithSpan>,
     src: Source<'_>,
     edits: Edits,
@@ -370,15 +376,16 @@ fn syntax(error: impl fmt::Display) -> RouteError {
 }
 
 /// A table-less statement: run anywhere, text unchanged but for hints.
-fn any_host(sql: &str, edits: Edits) -> Result<Plan, RouteError> {
+fn any_host(sql: &[u8], edits: Edits) -> Result<Plan, RouteError> {
     Ok(Plan::AnyHost {
         sql: apply(edits, sql)?,
     })
 }
 
-fn apply(edits: Edits, sql: &str) -> Result<String, RouteError> {
+fn apply(edits: Edits, sql: &[u8]) -> Result<SqlText, RouteError> {
     edits
         .apply(sql)
+        .map(SqlText)
         .map_err(|_| unsupported("shardgate could not rewrite this statement (overlapping edits)"))
 }
 
@@ -478,7 +485,7 @@ impl<'a> Env<'a> {
         &self,
         fleet: FleetId,
         shard: u32,
-        sql: String,
+        sql: SqlText,
         kind: StatementKind,
         compose_insert_id: Option<u16>,
     ) -> Result<Plan, RouteError> {
