@@ -2733,6 +2733,22 @@ fn huge_in_list_cost() {
     }
     sql.push(')');
     let t = topo();
+    // Just under the default cap: parsed and planned in full.
+    let near = format!(
+        "SELECT 1 FROM pins WHERE id IN ({})",
+        vec!["1"; 240_000].join(",")
+    );
+    let start = std::time::Instant::now();
+    let plan = route(&near, &t, &RouteContext::default(), &mut Fixed(0));
+    eprintln!(
+        "{} bytes, 480k tokens: {:?} ({})",
+        near.len(),
+        start.elapsed(),
+        match &plan {
+            Plan::Reject(e) => e.to_string(),
+            _ => "routed".to_owned(),
+        }
+    );
     for max_tokens in [
         crate::topology::config::DEFAULT_MAX_STATEMENT_TOKENS,
         u64::MAX,
