@@ -2727,12 +2727,37 @@ fn token_cap_refuses_before_parsing() {
 #[test]
 #[ignore]
 fn huge_in_list_cost() {
-    let mut sql = String::from("SELECT 1 FROM pins WHERE id IN (1");
-    while sql.len() < 8 << 20 {
-        sql.push_str(",1");
+    fn peak_rss() -> String {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmHWM"))
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default()
     }
-    sql.push(')');
+    fn outcome(plan: &Plan) -> String {
+        match plan {
+            Plan::Reject(e) => e.to_string(),
+            _ => "routed".to_owned(),
+        }
+    }
     let t = topo();
+    let mut huge = String::from("SELECT 1 FROM pins WHERE id IN (1");
+    while huge.len() < 8 << 20 {
+        huge.push_str(",1");
+    }
+    huge.push(')');
+    // Refused by the default token cap (peak RSS of the process so far).
+    let start = std::time::Instant::now();
+    let plan = route(&huge, &t, &RouteContext::default(), &mut Fixed(0));
+    eprintln!(
+        "8 MiB, default cap: {:?}, {} ({})",
+        start.elapsed(),
+        peak_rss(),
+        outcome(&plan)
+    );
     // Just under the default cap: parsed and planned in full.
     let near = format!(
         "SELECT 1 FROM pins WHERE id IN ({})",
@@ -2741,42 +2766,25 @@ fn huge_in_list_cost() {
     let start = std::time::Instant::now();
     let plan = route(&near, &t, &RouteContext::default(), &mut Fixed(0));
     eprintln!(
-        "{} bytes, 480k tokens: {:?} ({})",
+        "{} bytes, 480k tokens: {:?}, {} ({})",
         near.len(),
         start.elapsed(),
-        match &plan {
-            Plan::Reject(e) => e.to_string(),
-            _ => "routed".to_owned(),
-        }
+        peak_rss(),
+        outcome(&plan)
     );
-    for max_tokens in [
-        crate::topology::config::DEFAULT_MAX_STATEMENT_TOKENS,
-        u64::MAX,
-    ] {
-        let ctx = RouteContext {
-            max_tokens,
-            ..RouteContext::default()
-        };
-        let start = std::time::Instant::now();
-        let plan = route(&sql, &t, &ctx, &mut Fixed(0));
-        let rss = std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("VmHWM"))
-                    .map(str::to_owned)
-            })
-            .unwrap_or_default();
-        eprintln!(
-            "max_tokens {max_tokens}: {:?}, {} ({})",
-            start.elapsed(),
-            rss,
-            match &plan {
-                Plan::Reject(e) => e.to_string(),
-                _ => "routed".to_owned(),
-            }
-        );
-    }
+    // Without the cap (the behaviour before it).
+    let ctx = RouteContext {
+        max_tokens: u64::MAX,
+        ..RouteContext::default()
+    };
+    let start = std::time::Instant::now();
+    let plan = route(&huge, &t, &ctx, &mut Fixed(0));
+    eprintln!(
+        "8 MiB, no cap: {:?}, {} ({})",
+        start.elapsed(),
+        peak_rss(),
+        outcome(&plan)
+    );
 }
 
 #[test]
