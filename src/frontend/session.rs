@@ -417,14 +417,14 @@ where
     }
 }
 
-/// A statement's text: the client's bytes are forwarded unchanged or the
-/// statement is refused, so bytes that are not UTF-8 are refused (1105)
-/// rather than replaced.
+/// A prepared statement's text (kept as text to bind values into it): the
+/// client's bytes are used unchanged or the statement is refused, so bytes
+/// that are not UTF-8 are refused (1105) rather than replaced.
 fn statement_text(body: &[u8]) -> Result<&str, ClientError> {
     std::str::from_utf8(body).map_err(|e| {
         ClientError::Route(RouteError::Unreadable(format!(
-            "the statement is not valid UTF-8 (byte {}); shardgate forwards statement text byte for byte \
-             and reads it as UTF-8 only",
+            "a prepared statement whose text is not valid UTF-8 (byte {}); \
+             send it as a plain query, whose bytes shardgate forwards unchanged",
             e.valid_up_to()
         )))
     })
