@@ -23,8 +23,8 @@ use crate::error::ClientError;
 use crate::protocol::packets::{err_packet, ok_packet, parse_err, LocalColumnType, ERR_HEADER};
 use crate::protocol::FrameWriter;
 use crate::router::{
-    route, Placement, Plan, RouteContext, RouteError, SessionAction, ShardQuery, StatementKind,
-    Target,
+    route, Placement, Plan, RouteContext, RouteError, SessionAction, ShardQuery, SqlText,
+    StatementKind, Target,
 };
 use crate::topology::{FleetId, TableKind, Topology};
 
@@ -52,7 +52,7 @@ struct Statement<'a> {
     /// The shard, for error messages and checkout (None: any host).
     target: Option<Target>,
     /// The text to send.
-    sql: &'a str,
+    sql: &'a [u8],
     /// Rewrites an object INSERT's last-insert-id.
     composer: Option<InsertIdComposer<'a>>,
     /// Settings fingerprint the connection has after the statement succeeds
@@ -61,7 +61,7 @@ struct Statement<'a> {
 }
 
 impl<'a> Statement<'a> {
-    fn plain(sql: &'a str) -> Self {
+    fn plain(sql: &'a [u8]) -> Self {
         Self {
             target: None,
             sql,
@@ -104,7 +104,7 @@ impl Engine {
     pub async fn run_statement<W: AsyncWrite + Unpin, P: Placement + Clone + Send + 'static>(
         &self,
         state: &mut SessionState,
-        sql: &str,
+        sql: &[u8],
         placement: &mut P,
         more: bool,
         client: &mut FrameWriter<W>,
@@ -125,6 +125,7 @@ impl Engine {
                 state.response_seq = client.next_seq();
                 return Ok(false);
             }
+            state.route.max_tokens = limits.max_statement_tokens;
             let plan = if size >= limits.blocking_analysis_bytes {
                 route_off_runtime(sql, &topology, state.route, placement).await
             } else {
@@ -281,7 +282,7 @@ impl Engine {
         topology: &Topology,
         state: &mut SessionState,
         held: Option<PooledConn>,
-        sql: &str,
+        sql: &[u8],
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
         let venue = match held {
@@ -595,7 +596,7 @@ impl Engine {
         topology: &Topology,
         state: &mut SessionState,
         mut conn: PooledConn,
-        (target, sql, stamp): (Option<Target>, &str, Option<u64>),
+        (target, sql, stamp): (Option<Target>, &[u8], Option<u64>),
         options: RelayOptions<'_>,
         client: &mut FrameWriter<W>,
     ) -> Result<RelayOutcome, Failure> {
@@ -617,7 +618,7 @@ impl Engine {
         &self,
         topology: &Topology,
         state: &mut SessionState,
-        sql: &str,
+        sql: &[u8],
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
         let venue = self.any_venue(topology, state)?;
@@ -688,7 +689,7 @@ impl Engine {
                         .await?;
                 }
                 state.explicit_transaction = true;
-                state.begin_sql = sql;
+                state.begin_sql = recorded_text(sql)?;
                 write_ok(client, state).await
             }
             SessionAction::Commit => {
@@ -711,6 +712,7 @@ impl Engine {
                 write_ok(client, state).await
             }
             SessionAction::SetSession { variables, sql } => {
+                let sql = recorded_text(sql)?;
                 self.set_session(topology, state, variables, sql, client)
                     .await
             }
@@ -739,7 +741,7 @@ impl Engine {
                     .await
                     .map(|_| ())
                 } else if state.in_transaction() {
-                    state.pending_savepoints.push(sql);
+                    state.pending_savepoints.push(recorded_text(sql)?);
                     write_ok(client, state).await
                 } else {
                     self.run_anywhere(topology, state, &sql, client).await
@@ -788,7 +790,7 @@ impl Engine {
         let result = if answer {
             send_and_relay(
                 &mut bound.conn,
-                sql,
+                sql.as_bytes(),
                 client,
                 RelayOptions {
                     first_seq: state.response_seq,
@@ -858,7 +860,7 @@ impl Engine {
         let venue = self.any_venue(topology, state)?;
         let statement = Statement {
             stamp: Some(next.fingerprint()),
-            ..Statement::plain(&sql)
+            ..Statement::plain(sql.as_bytes())
         };
         let outcome = self
             .run_on(topology, state, venue, statement, client)
@@ -926,6 +928,18 @@ impl Engine {
     }
 }
 
+/// The text of a statement the session records (SET, BEGIN, a pending
+/// SAVEPOINT): recorded as text, so bytes that are not UTF-8 are refused
+/// rather than altered.
+fn recorded_text(sql: SqlText) -> Result<String, Failure> {
+    String::from_utf8(sql.0).map_err(|_| {
+        Failure::Client(ClientError::Route(RouteError::Unreadable(
+            "a SET, BEGIN or SAVEPOINT that is not valid UTF-8 (the session records these as text)"
+                .to_owned(),
+        )))
+    })
+}
+
 /// A statement's failure: an error for the client, or a dead client.
 pub(crate) enum Failure {
     Client(ClientError),
@@ -941,13 +955,13 @@ impl From<io::Error> for Failure {
 /// Sends `sql` and relays the answer, counting it in the host's statistics.
 async fn send_and_relay<W: AsyncWrite + Unpin>(
     pooled: &mut PooledConn,
-    sql: &str,
+    sql: &[u8],
     client: &mut FrameWriter<W>,
     options: RelayOptions<'_>,
 ) -> Result<RelayOutcome, RelayFailure> {
     let started = Instant::now();
     let conn = pooled.conn();
-    let result = match conn.send_command(COM_QUERY, sql.as_bytes()).await {
+    let result = match conn.send_command(COM_QUERY, sql).await {
         Err(error) => Err(RelayFailure::NotSent(error)),
         Ok(()) => relay_response(conn, client, options).await,
     };
@@ -1247,7 +1261,7 @@ fn topology_masters(topology: &Topology) -> Vec<String> {
 /// Routes a large statement on the blocking pool (owned copies of the
 /// text and the placement policy, which comes back with its state).
 async fn route_off_runtime<P: Placement + Clone + Send + 'static>(
-    sql: &str,
+    sql: &[u8],
     topology: &Arc<Topology>,
     context: RouteContext,
     placement: &mut P,
@@ -1299,9 +1313,10 @@ async fn write_ok<W: AsyncWrite + Unpin>(
 async fn write_no_diagnostics<W: AsyncWrite + Unpin>(
     client: &mut FrameWriter<W>,
     state: &SessionState,
-    sql: &str,
+    sql: &[u8],
 ) -> Result<(), Failure> {
-    let text = sql.trim();
+    let text = String::from_utf8_lossy(sql);
+    let text = text.trim();
     let upper = text.to_ascii_uppercase();
     if upper.starts_with("SELECT") {
         let name = text[6..].trim();

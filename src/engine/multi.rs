@@ -108,7 +108,7 @@ struct PartJob {
     pool: Arc<HostPool>,
     key: ConnKey,
     settings: Arc<SessionSettings>,
-    sql: String,
+    sql: crate::router::SqlText,
     budget: Arc<MergeBudget>,
     /// The session's share of the pools, and `limits.max_host_share_percent`.
     share: Arc<PoolShare>,
@@ -271,10 +271,10 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
 /// result left unread).
 async fn read_part(
     conn: &mut crate::backend::BackendConn,
-    sql: &str,
+    sql: &[u8],
     budget: &MergeBudget,
 ) -> std::io::Result<Result<PartResult, ClientError>> {
-    conn.send_command(COM_QUERY, sql.as_bytes()).await?;
+    conn.send_command(COM_QUERY, sql).await?;
     let deprecate_eof = conn
         .key
         .framing

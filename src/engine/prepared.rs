@@ -220,7 +220,8 @@ impl Engine {
             .prepared
             .admit(sql.len(), &topology.config.limits)
             .map_err(Failure::Client)?;
-        let markers = placeholders(sql).map_err(|e| Failure::Client(e.into()))?;
+        state.route.max_tokens = topology.config.limits.max_statement_tokens;
+        let markers = placeholders(sql, &state.route.lex).map_err(|e| Failure::Client(e.into()))?;
         if markers.len() > MAX_PLACEHOLDERS {
             return Err(Failure::Client(ClientError::Backend {
                 code: 1390,
@@ -244,13 +245,13 @@ impl Engine {
                         part.sql,
                     )
                 }
-                None => (self.any_pool(topology, state)?, None, sql.to_owned()),
+                None => (self.any_pool(topology, state)?, None, sql.into()),
             },
             Plan::Reject(error) => return Err(Failure::Client(error.into())),
             Plan::AnyHost { sql } | Plan::Diagnostics { sql } => {
                 (self.any_pool(topology, state)?, None, sql)
             }
-            Plan::Session(_) => (self.any_pool(topology, state)?, None, sql.to_owned()),
+            Plan::Session(_) => (self.any_pool(topology, state)?, None, sql.into()),
         };
         let mut conn = self.checkout(topology, &pool, target, state).await?;
         let marker_count = markers.len();
@@ -321,7 +322,7 @@ impl Engine {
         };
         state.binary_rows = true;
         let result = self
-            .run_statement(state, &text, placement, false, client)
+            .run_statement(state, text.as_bytes(), placement, false, client)
             .await;
         state.binary_rows = false;
         result?;
@@ -419,7 +420,7 @@ struct PrepareShape {
 async fn relay_prepare<W: AsyncWrite + Unpin>(
     conn: &mut PooledConn,
     shape: PrepareShape,
-    text: &str,
+    text: &[u8],
     state: &SessionState,
     client: &mut FrameWriter<W>,
 ) -> Result<u32, Failure> {
@@ -427,7 +428,7 @@ async fn relay_prepare<W: AsyncWrite + Unpin>(
     let lost = lost_connection(&host);
     let backend = conn.conn();
     backend
-        .send_command(COM_STMT_PREPARE, text.as_bytes())
+        .send_command(COM_STMT_PREPARE, text)
         .await
         .map_err(&lost)?;
     let (_, first) = backend.reader.next_packet().await.map_err(&lost)?;

@@ -203,6 +203,7 @@ impl SessionState {
             route: RouteContext {
                 current_db: None,
                 lex,
+                ..RouteContext::default()
             },
             settings: SessionSettings::default(),
             autocommit: true,

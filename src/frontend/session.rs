@@ -239,7 +239,7 @@ where
             };
             let (kind, received) = (StatementKind::of(command, body), Instant::now());
             match command {
-                COM_QUERY => self.query(&String::from_utf8_lossy(body)).await?,
+                COM_QUERY => self.query(body).await?,
                 COM_INIT_DB => {
                     let name = String::from_utf8_lossy(body);
                     let topology = self.engine.topology_for(&mut self.state);
@@ -264,10 +264,14 @@ where
                 }
                 COM_STMT_PREPARE => {
                     let topology = self.engine.topology_for(&mut self.state);
-                    let sql = String::from_utf8_lossy(body);
-                    self.engine
-                        .prepare(&topology, &mut self.state, &sql, &mut self.writer)
-                        .await?;
+                    match statement_text(body) {
+                        Ok(sql) => {
+                            self.engine
+                                .prepare(&topology, &mut self.state, sql, &mut self.writer)
+                                .await?
+                        }
+                        Err(error) => self.refuse(error).await?,
+                    }
                 }
                 COM_STMT_EXECUTE => {
                     self.engine
@@ -356,10 +360,10 @@ where
     /// COM_QUERY: one statement, or several when the client enabled
     /// multi-statements; each is routed and executed on its own, in order,
     /// and the first error ends the rest.
-    async fn query(&mut self, sql: &str) -> io::Result<()> {
+    async fn query(&mut self, sql: &[u8]) -> io::Result<()> {
         // Without a `;` there is one statement: skip the splitter's
         // tokenizing pass on the hot path.
-        let pieces = if self.state.multi_statements && sql.contains(';') {
+        let pieces = if self.state.multi_statements && sql.contains(&b';') {
             self.split_off_runtime(sql).await
         } else {
             Vec::new()
@@ -399,17 +403,18 @@ where
     /// `limits.blocking_analysis_bytes` (as routing is); a text longer than
     /// `limits.max_statement_analysis_bytes` is left whole, for
     /// `run_statement` to refuse.
-    async fn split_off_runtime(&self, sql: &str) -> Vec<std::ops::Range<usize>> {
+    async fn split_off_runtime(&self, sql: &[u8]) -> Vec<std::ops::Range<usize>> {
         let limits = self.engine.topology.load().config.limits.clone();
         let size = sql.len() as u64;
         if size > limits.max_statement_analysis_bytes {
             return Vec::new();
         }
+        let lex = self.state.route.lex;
         if size < limits.blocking_analysis_bytes {
-            return split_statements(sql);
+            return split_statements(sql, &lex);
         }
         let text = sql.to_owned();
-        tokio::task::spawn_blocking(move || split_statements(&text))
+        tokio::task::spawn_blocking(move || split_statements(&text, &lex))
             .await
             .unwrap_or_default()
     }
@@ -501,6 +506,19 @@ where
         write_error(&mut self.writer, self.state.response_seq, &error).await?;
         self.writer.flush().await
     }
+}
+
+/// A prepared statement's text (kept as text to bind values into it): the
+/// client's bytes are used unchanged or the statement is refused, so bytes
+/// that are not UTF-8 are refused (1105) rather than replaced.
+fn statement_text(body: &[u8]) -> Result<&str, ClientError> {
+    std::str::from_utf8(body).map_err(|e| {
+        ClientError::Route(RouteError::Unreadable(format!(
+            "a prepared statement whose text is not valid UTF-8 (byte {}); \
+             send it as a plain query, whose bytes shardgate forwards unchanged",
+            e.valid_up_to()
+        )))
+    })
 }
 
 fn command_name(command: u8) -> &'static str {

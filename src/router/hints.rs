@@ -186,7 +186,7 @@ pub(crate) fn scan(
             continue;
         };
         if ours == items.len() {
-            remove_comment(src.sql, range, edits);
+            remove_comment(src.original, range, edits);
         } else {
             let mut kept = String::from("/*+");
             for item in &items {
@@ -205,8 +205,7 @@ pub(crate) fn scan(
 
 /// Removes a comment, with one side's spaces so no double space is left,
 /// or leaving one space where it separated two tokens.
-fn remove_comment(sql: &str, range: Range<usize>, edits: &mut Edits) {
-    let bytes = sql.as_bytes();
+fn remove_comment(bytes: &[u8], range: Range<usize>, edits: &mut Edits) {
     let blank = |b: u8| b == b' ' || b == b'\t';
     let space_before = range.start == 0 || bytes.get(range.start - 1).is_some_and(|&b| blank(b));
     let space_after = bytes.get(range.end).is_none_or(|&b| blank(b));
@@ -239,10 +238,11 @@ mod tests {
         let tokens = Tokenizer::new(&MySqlDialect {}, sql)
             .tokenize_with_location()
             .expect("tokenizes");
-        let src = Source::new(sql);
+        let src = Source::new(sql.as_bytes(), sql);
         let mut edits = Edits::default();
         let hints = scan(&tokens, &src, &mut edits)?;
-        Ok((hints.hints, edits.apply(sql).expect("no overlap")))
+        let text = edits.apply(sql.as_bytes()).expect("no overlap");
+        Ok((hints.hints, String::from_utf8(text).expect("UTF-8")))
     }
 
     #[test]

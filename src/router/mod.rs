@@ -9,6 +9,7 @@
 //! COM_QUERY into statements routed one by one.
 
 mod hints;
+mod lex;
 pub mod placement;
 pub mod plan;
 mod planner;

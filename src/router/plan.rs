@@ -1,6 +1,95 @@
 //! The plan: plain data saying where a statement goes and what text to send.
 
+use std::fmt;
+use std::ops::Deref;
+
 use crate::topology::{FleetId, HostId};
+
+/// Statement text as bytes: the client's bytes with only the router's
+/// edits, forwarded as they are (never re-encoded). `Display` shows it
+/// (lossily) for messages, logs and EXPLAIN ROUTE.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct SqlText(pub Vec<u8>);
+
+impl SqlText {
+    /// The bytes to send.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Deref for SqlText {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Display for SqlText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&self.0))
+    }
+}
+
+impl fmt::Debug for SqlText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&String::from_utf8_lossy(&self.0), f)
+    }
+}
+
+impl From<Vec<u8>> for SqlText {
+    fn from(bytes: Vec<u8>) -> Self {
+        SqlText(bytes)
+    }
+}
+
+impl From<&[u8]> for SqlText {
+    fn from(bytes: &[u8]) -> Self {
+        SqlText(bytes.to_vec())
+    }
+}
+
+impl From<&str> for SqlText {
+    fn from(text: &str) -> Self {
+        SqlText(text.as_bytes().to_vec())
+    }
+}
+
+impl From<String> for SqlText {
+    fn from(text: String) -> Self {
+        SqlText(text.into_bytes())
+    }
+}
+
+impl PartialEq<str> for SqlText {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other.as_bytes()
+    }
+}
+
+impl PartialEq<&str> for SqlText {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == other.as_bytes()
+    }
+}
+
+impl PartialEq<String> for SqlText {
+    fn eq(&self, other: &String) -> bool {
+        self.0 == other.as_bytes()
+    }
+}
+
+impl PartialEq<SqlText> for String {
+    fn eq(&self, other: &SqlText) -> bool {
+        self.as_bytes() == other.0
+    }
+}
+
+impl PartialEq<SqlText> for &str {
+    fn eq(&self, other: &SqlText) -> bool {
+        self.as_bytes() == other.0
+    }
+}
 
 /// Where a single-shard statement is executed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -30,7 +119,7 @@ pub struct ShardQuery {
     /// The shard it runs on.
     pub target: Target,
     /// The text to send to the shard's master.
-    pub sql: String,
+    pub sql: SqlText,
     /// Read, locking read or write.
     pub kind: StatementKind,
     /// For an INSERT into an object table: the type id used to compose the
@@ -111,7 +200,7 @@ pub enum SessionAction {
     /// `BEGIN` / `START TRANSACTION` (with its original text for the backend).
     Begin {
         /// The statement text, forwarded to the bound backend on first use.
-        sql: String,
+        sql: SqlText,
     },
     /// `COMMIT`.
     Commit,
@@ -126,7 +215,7 @@ pub enum SessionAction {
         /// so a later SET of the same variable replaces it.
         variables: Vec<String>,
         /// The original statement text.
-        sql: String,
+        sql: SqlText,
     },
     /// `SELECT DATABASE()` (and `SCHEMA()`).
     SelectDatabase {
@@ -142,7 +231,7 @@ pub enum SessionAction {
     /// sent to the transaction's bound connection (kept until it binds).
     Savepoint {
         /// The original statement text.
-        sql: String,
+        sql: SqlText,
     },
 }
 
@@ -158,7 +247,7 @@ pub enum Plan {
     /// @@version`, `SHOW VARIABLES`): run unchanged on any healthy master.
     AnyHost {
         /// Text to send (the original).
-        sql: String,
+        sql: SqlText,
     },
     /// Handled by the proxy itself.
     Session(SessionAction),
@@ -167,7 +256,7 @@ pub enum Plan {
     /// statement, so run on the connection that ran it.
     Diagnostics {
         /// Text to send (the original).
-        sql: String,
+        sql: SqlText,
     },
     /// Refused, with the error the client will see.
     Reject(RouteError),
@@ -231,6 +320,10 @@ pub enum RouteError {
         /// Why it is refused.
         reason: String,
     },
+    /// A construct whose reading by the server shardgate cannot be sure
+    /// of (1105): refused rather than guessed.
+    #[error("shardgate: {0}; refused because the server could read it differently than shardgate")]
+    Unreadable(String),
 }
 
 impl RouteError {
@@ -263,12 +356,26 @@ pub trait Placement {
 }
 
 /// What the router needs to know about the client session.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RouteContext {
     /// The shard database selected with `USE`, if any.
     pub current_db: Option<(FleetId, u32)>,
     /// How the server will read the statement's text.
     pub lex: LexMode,
+    /// Most tokens a statement may have (`limits.max_statement_tokens`):
+    /// past it the statement is refused before it is parsed, so analysis
+    /// time and memory stay linear in a bounded size.
+    pub max_tokens: u64,
+}
+
+impl Default for RouteContext {
+    fn default() -> Self {
+        Self {
+            current_db: None,
+            lex: LexMode::default(),
+            max_tokens: crate::topology::config::DEFAULT_MAX_STATEMENT_TOKENS,
+        }
+    }
 }
 
 /// The session state that decides how MariaDB's lexer reads a statement:

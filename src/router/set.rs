@@ -32,7 +32,7 @@ fn is_word(token: Option<&&Token>, text: &str) -> bool {
 
 /// Plans a SET statement. `tokens` are the statement's tokens; the first
 /// non-whitespace one is `SET`.
-pub(crate) fn plan(tokens: &[TokenWithSpan], sql: &str) -> Result<Plan, RouteError> {
+pub(crate) fn plan(tokens: &[TokenWithSpan], sql: &[u8]) -> Result<Plan, RouteError> {
     let significant: Vec<&Token> = tokens
         .iter()
         .map(|t| &t.token)
@@ -58,8 +58,67 @@ pub(crate) fn plan(tokens: &[TokenWithSpan], sql: &str) -> Result<Plan, RouteErr
     }
     Ok(Plan::Session(SessionAction::SetSession {
         variables: assignments.into_iter().map(|a| a.name).collect(),
-        sql: sql.to_owned(),
+        sql: sql.into(),
     }))
+}
+
+/// Variables whose change alters how the server reads the statement's
+/// text: refused in `SET STATEMENT ... FOR`, where shardgate would read the
+/// wrapped statement with the session's settings.
+fn changes_reading(name: &str) -> bool {
+    matches!(name, "sql_mode" | "names" | "charset")
+        || name.starts_with("character_set_")
+        || name.starts_with("collation_")
+}
+
+/// For `SET STATEMENT var = value [, ...] FOR <statement>`: the index in
+/// `tokens` of the first token after `FOR` (the wrapped statement starts
+/// there). `None` for any other SET. Refused: a variable that changes how
+/// the text is read (sql_mode, character sets, collations), and a
+/// `STATEMENT` with no `FOR`.
+pub(crate) fn statement_prefix(tokens: &[TokenWithSpan]) -> Result<Option<usize>, RouteError> {
+    let mut significant = tokens
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !matches!(t.token, Token::Whitespace(_) | Token::EOF));
+    // `SET`.
+    significant.next();
+    match significant.next() {
+        Some((_, t)) if is_word(Some(&&t.token), "STATEMENT") => {}
+        _ => return Ok(None),
+    }
+    let mut depth = 0usize;
+    let mut body = Vec::new();
+    for (i, t) in significant {
+        match &t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth = depth.saturating_sub(1),
+            Token::Word(w)
+                if depth == 0 && w.quote_style.is_none() && w.value.eq_ignore_ascii_case("FOR") =>
+            {
+                if body.is_empty() {
+                    return Err(RouteError::Syntax(
+                        "SET STATEMENT needs a variable to set before FOR".to_owned(),
+                    ));
+                }
+                for assignment in assignments(&body)? {
+                    if changes_reading(&assignment.name) {
+                        return Err(RouteError::Unreadable(format!(
+                            "SET STATEMENT {} ... FOR changes how the server reads the statement; \
+                             set it with its own SET first",
+                            assignment.name
+                        )));
+                    }
+                }
+                return Ok(Some(i + 1));
+            }
+            _ => {}
+        }
+        body.push(&t.token);
+    }
+    Err(RouteError::Syntax(
+        "SET STATEMENT needs FOR <statement>".to_owned(),
+    ))
 }
 
 /// Splits the SET body at top-level commas and names each assignment.

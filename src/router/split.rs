@@ -1,128 +1,70 @@
 //! Scanning a text for its statements (a multi-statement COM_QUERY) and its
-//! parameter markers (COM_STMT_PREPARE), with the same tokenizer as
-//! [`route`](super::route): a `;` or `?` inside a string, a quoted
-//! identifier or a comment is neither.
-//!
-//! sqlparser expands a MySQL executable comment (`/*! ... */`) into the
-//! tokens of its content but reports their positions shifted; the text is
-//! tokenized with those comments read as plain comments (same length, so
-//! positions hold), and a `?` inside one is refused.
+//! parameter markers (COM_STMT_PREPARE), with the lexer [`route`](super::route)
+//! uses (MariaDB's reading for the session's [`LexMode`]): a `;` or `?`
+//! inside a string, a quoted identifier or a comment is neither.
 
-use std::borrow::Cow;
 use std::ops::Range;
 
-use sqlparser::dialect::MySqlDialect;
-use sqlparser::tokenizer::{Token, Tokenizer, TokenizerError, Whitespace};
+use super::lex;
+use super::plan::{LexMode, RouteError};
 
-use super::plan::RouteError;
-use super::text::Cursor;
-
-/// The tokens of `sql` with their byte ranges, executable comments read as
-/// plain comments.
-fn tokens(sql: &str) -> Result<Vec<(Token, Range<usize>)>, TokenizerError> {
-    let masked: Cow<'_, str> = if sql.contains("/*!") {
-        // Same length and line structure: positions are the original's.
-        Cow::Owned(sql.replace("/*!", "/* "))
-    } else {
-        Cow::Borrowed(sql)
-    };
-    let tokens = Tokenizer::new(&MySqlDialect {}, &masked).tokenize_with_location()?;
-    let mut cursor = Cursor::new(sql);
-    Ok(tokens
-        .into_iter()
-        .filter_map(|t| {
-            let range = cursor.range(t.span)?;
-            Some((t.token, range))
-        })
-        .collect())
+/// The byte ranges of the statements of a multi-statement text, split at
+/// top-level `;` (not inside strings, comments or quoted identifiers, as
+/// MariaDB reads them in `mode`), without the `;` and trimmed of blanks;
+/// pieces with no statement in them (only blanks and comments) are dropped.
+///
+/// Compound statements (`BEGIN ... END`) are split naively at their `;`.
+/// A text the lexer refuses (an unterminated string, a `;` inside an
+/// executable comment, ...) is one piece, so that routing it reports why.
+pub fn split_statements(sql: &(impl AsRef<[u8]> + ?Sized), mode: &LexMode) -> Vec<Range<usize>> {
+    let sql = sql.as_ref();
+    match lex::lex(sql, mode, u64::MAX) {
+        Ok(lexed) => lexed.statements,
+        Err(_) => {
+            let start = sql.iter().position(|&b| !is_blank(b)).unwrap_or(sql.len());
+            let end = sql.iter().rposition(|&b| !is_blank(b)).map_or(0, |i| i + 1);
+            if start < end {
+                std::iter::once(start..end).collect()
+            } else {
+                Vec::new()
+            }
+        }
+    }
 }
 
 /// Characters trimmed around a statement.
-fn is_blank(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\n' | '\r' | '\u{b}' | '\u{c}')
-}
-
-/// `range` of `sql` without blanks around it.
-fn trimmed(sql: &str, range: Range<usize>) -> Range<usize> {
-    let text = sql.get(range.clone()).unwrap_or_default();
-    let start = range.start + (text.len() - text.trim_start_matches(is_blank).len());
-    let end = range.end - (text.len() - text.trim_end_matches(is_blank).len());
-    start..end.max(start)
-}
-
-/// The byte ranges of the statements of a multi-statement text, split at
-/// top-level `;` (not inside strings, comments or quoted identifiers),
-/// without the `;` and trimmed of blanks; pieces with no statement in them
-/// (only blanks and comments) are dropped.
-///
-/// Compound statements (`BEGIN ... END`) are split naively at their `;`.
-/// A text that does not tokenize (an unterminated string) is one piece, so
-/// that routing it reports the syntax error.
-pub fn split_statements(sql: &str) -> Vec<Range<usize>> {
-    let whole = trimmed(sql, 0..sql.len());
-    let Ok(tokens) = tokens(sql) else {
-        return if whole.is_empty() {
-            Vec::new()
-        } else {
-            vec![whole]
-        };
-    };
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut significant = false;
-    for (token, range) in tokens {
-        match token {
-            Token::SemiColon => {
-                if significant {
-                    out.push(trimmed(sql, start..range.start));
-                }
-                start = range.end;
-                significant = false;
-            }
-            Token::Whitespace(_) | Token::EOF => {}
-            _ => significant = true,
-        }
-    }
-    if significant {
-        out.push(trimmed(sql, start..sql.len()));
-    }
-    out
+fn is_blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C)
 }
 
 /// The byte ranges of the `?` parameter markers of a statement, in order
-/// (a `?` inside a string, a comment or a quoted identifier is not one).
+/// (a `?` inside a string, a comment or a quoted identifier is not one;
+/// one inside an executed `/*! ... */` comment is), as MariaDB reads the
+/// text in `mode`.
 ///
 /// At execute time the bound values, written as SQL literals (numbers,
 /// quoted strings, `X'..'`, `NULL`), replace these ranges and the text is
 /// routed with [`route`](super::route).
 ///
-/// Errors: a text that does not tokenize (1064), `?` followed by digits
-/// (`?1` is not MySQL; 1064), and a `?` inside a `/*! ... */` executable
-/// comment, which the server would count but shardgate cannot place.
-pub fn placeholders(sql: &str) -> Result<Vec<Range<usize>>, RouteError> {
-    let tokens = tokens(sql).map_err(|e| RouteError::Syntax(e.to_string()))?;
-    let mut out = Vec::new();
-    for (token, range) in tokens {
-        match token {
-            Token::Placeholder(p) if p == "?" => out.push(range),
-            Token::Placeholder(p) if p.starts_with('?') => {
+/// Errors: a text the lexer refuses (1064 or 1105), and `?` followed by a
+/// name or digits (`?1` is not MySQL; 1064).
+pub fn placeholders(
+    sql: &(impl AsRef<[u8]> + ?Sized),
+    mode: &LexMode,
+) -> Result<Vec<Range<usize>>, RouteError> {
+    let bytes = sql.as_ref();
+    let lexed = lex::lex(bytes, mode, u64::MAX)?;
+    for marker in &lexed.markers {
+        if let Some(&next) = bytes.get(marker.end) {
+            if next.is_ascii_alphanumeric() || next == b'_' || next == b'$' || next >= 0x80 {
                 return Err(RouteError::Syntax(format!(
-                    "parameter marker {p}: markers are a plain ?"
-                )))
+                    "parameter marker at byte {} followed by a name or digits: markers are a plain ?",
+                    marker.start
+                )));
             }
-            Token::Whitespace(Whitespace::MultiLineComment(_))
-                if sql
-                    .get(range)
-                    .is_some_and(|c| c.starts_with("/*!") && c.contains('?')) =>
-            {
-                return Err(RouteError::Unsupported(
-                    "a ? parameter marker inside a /*! ... */ executable comment".to_owned(),
-                ))
-            }
-            _ => {}
         }
     }
-    Ok(out)
+    Ok(lexed.markers)
 }
 
 #[cfg(test)]
@@ -154,17 +96,21 @@ mod tests {
                 &[28, 59],
             ),
             ("SELECT `日本?`\n, ?\n, '😀', ?", &[19, 31]),
-            // No space around markers.
-            ("SELECT a FROM t WHERE a=?AND b=?", &[24, 31]),
+            // No space around markers (but not before a name: see below).
+            ("SELECT a FROM t WHERE a=?)AND b=?", &[24, 32]),
             // LIMIT, functions, executable comments without markers.
             (
                 "SELECT /*!40001 SQL_NO_CACHE */ a FROM t LIMIT ?, ?",
                 &[47, 50],
             ),
             ("SELECT CONCAT(?, 'x?')", &[14]),
+            // Inside an executed executable comment: a marker, in place.
+            ("SELECT /*!50000 ? */ 1", &[16]),
+            ("SELECT 1 /*!99999 ? */", &[]),
         ];
         for (sql, starts) in cases {
-            let ranges = placeholders(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+            let ranges =
+                placeholders(sql, &LexMode::default()).unwrap_or_else(|e| panic!("{sql}: {e}"));
             let got: Vec<usize> = ranges.iter().map(|r| r.start).collect();
             assert_eq!(&got, starts, "{sql}");
             for r in &ranges {
@@ -174,13 +120,16 @@ mod tests {
         for (sql, kind) in [
             ("SELECT 'unterminated ?", "Syntax"),
             ("SELECT ?1", "Syntax"),
-            ("SELECT /*!50000 ? */ 1", "Unsupported"),
+            ("SELECT 1 -- ?\n, ?a", "Syntax"),
+            // MariaDB: a marker directly before a name is a syntax error.
+            ("SELECT a FROM t WHERE a=?AND b=?", "Syntax"),
+            ("SELECT /*! ? ; */ 1", "Unsupported"),
         ] {
-            let got = placeholders(sql);
+            let got = placeholders(sql, &LexMode::default());
             let ok = matches!(
                 (&got, kind),
                 (Err(RouteError::Syntax(_)), "Syntax")
-                    | (Err(RouteError::Unsupported(_)), "Unsupported")
+                    | (Err(RouteError::Unreadable(_)), "Unsupported")
             );
             assert!(ok, "{sql}: {got:?}");
         }
@@ -232,7 +181,7 @@ mod tests {
             (" SELECT 1; SELECT 'oops ", &["SELECT 1; SELECT 'oops"]),
         ];
         for (sql, pieces) in cases {
-            let ranges = split_statements(sql);
+            let ranges = split_statements(sql, &LexMode::default());
             assert_eq!(&texts(sql, &ranges), pieces, "{sql:?}");
         }
     }

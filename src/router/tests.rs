@@ -78,6 +78,7 @@ fn variant(e: &RouteError) -> &'static str {
         RouteError::Unsupported(_) => "Unsupported",
         RouteError::TooDeep(_) => "TooDeep",
         RouteError::SystemSchema { .. } => "SystemSchema",
+        RouteError::Unreadable(_) => "Unreadable",
     }
 }
 
@@ -854,7 +855,7 @@ fn session_statements() {
             sql,
             Expect::Session(SessionAction::SetSession {
                 variables: vars.iter().map(|v| v.to_string()).collect(),
-                sql: sql.to_owned(),
+                sql: sql.into(),
             }),
         )
     };
@@ -1233,7 +1234,12 @@ fn deep_statements_do_not_overflow_the_stack() {
     // worker's stack: refused, never a crash.
     let (plans, shapes) = on_small_stack(2 << 20, || {
         let t = topo();
-        let ctx = RouteContext::default();
+        // Past the token cap most would be refused before parsing; the
+        // nesting limit is what is tested here.
+        let ctx = RouteContext {
+            max_tokens: u64::MAX,
+            ..RouteContext::default()
+        };
         let n = 100_000;
         let shapes = vec![
             format!("SELECT 1{}", " IS NULL".repeat(n)),
@@ -1452,9 +1458,7 @@ fn savepoints() {
     let savepoint = |sql: &str| {
         c(
             sql,
-            Expect::Session(SessionAction::Savepoint {
-                sql: sql.to_owned(),
-            }),
+            Expect::Session(SessionAction::Savepoint { sql: sql.into() }),
         )
     };
     run(vec![
@@ -1668,7 +1672,7 @@ fn prepare_with_marker_keys() {
 
 /// Substitutes `values` (SQL literals) into the `?` markers of `sql`.
 fn bind(sql: &str, values: &[&str]) -> String {
-    let ranges = placeholders(sql).expect("markers found");
+    let ranges = placeholders(sql, &LexMode::default()).expect("markers found");
     assert_eq!(ranges.len(), values.len(), "{sql}: marker count");
     let mut out = String::new();
     let mut pos = 0;
@@ -2651,4 +2655,421 @@ fn system_schemas_are_out_of_reach() {
         error.to_string(),
         "SELECT command denied for table 'mysql.user' (shardgate: the mysql schema is not reachable through the proxy)"
     );
+}
+/// Routes with the session's lexical state set directly.
+fn route_lex(sql: &str, lex: LexMode) -> Plan {
+    let ctx = RouteContext {
+        lex,
+        ..RouteContext::default()
+    };
+    route(sql, &topo(), &ctx, &mut Fixed(3429))
+}
+
+fn rejected_with(plan: &Plan, kind: &str, contains: &str) -> bool {
+    matches!(plan, Plan::Reject(e) if variant(e) == kind && e.to_string().contains(contains))
+}
+
+#[test]
+fn executable_comments_are_read_as_the_server_reads_them() {
+    let mariadb = LexMode {
+        server_version: 101119,
+        ..LexMode::default()
+    };
+    // Issue 9 item 2: content of /*M! */ is SQL.
+    let plan = route_lex(
+        "/*M!CREATE TABLE db00001.x (a int) */ SELECT local_id FROM db00001.pins LIMIT 0",
+        mariadb,
+    );
+    assert!(matches!(plan, Plan::Reject(_)), "{plan:?}");
+    let plan = route_lex("SET @a=1 /*M!, GLOBAL max_connect_errors=4242 */", mariadb);
+    assert!(rejected_with(&plan, "Unsupported", "GLOBAL"), "{plan:?}");
+    let plan = route_lex(
+        "SET @a=1 /*!100000 , GLOBAL max_connect_errors=4242 */",
+        mariadb,
+    );
+    assert!(rejected_with(&plan, "Unsupported", "GLOBAL"), "{plan:?}");
+    // Too new for the server: a comment, not SQL.
+    let plan = route_lex(
+        "SET @a=1 /*!999999 , GLOBAL max_connect_errors=4242 */",
+        mariadb,
+    );
+    assert!(
+        matches!(plan, Plan::Session(SessionAction::SetSession { .. })),
+        "{plan:?}"
+    );
+    // MySQL 5.7+ versions are skipped by MariaDB.
+    let plan = route_lex("SELECT 1 /*!50708 , (SELECT 1 FROM pins) */", mariadb);
+    assert_eq!(
+        plan,
+        Plan::AnyHost {
+            sql: "SELECT 1 /*!50708 , (SELECT 1 FROM pins) */".into()
+        }
+    );
+    // Item 12: edits inside an executed comment land in place.
+    let sql = format!("SELECT data FROM pins WHERE /*!id = {PIN}*/");
+    match route_lex(&sql, mariadb) {
+        Plan::Shard(q) => assert_eq!(
+            q.sql,
+            "SELECT data FROM db03429.pins WHERE /*!local_id = 7075733*/"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let sql = format!("SELECT data FROM pins WHERE /*!40101 id = {PIN} */ /*!99999 OR 1=1 */");
+    match route_lex(&sql, mariadb) {
+        Plan::Shard(q) => assert_eq!(
+            q.sql,
+            "SELECT data FROM db03429.pins WHERE /*!40101 local_id = 7075733 */ /*!99999 OR 1=1 */"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // A hint inside an executable comment, a nested comment: refused.
+    for sql in [
+        "SELECT /*! /*+ SHARD(1) */ 1 */",
+        "SELECT 1 /*!99999 /* x */ OR 1=1 */",
+        "SELECT 1--1",
+    ] {
+        let plan = route_lex(sql, mariadb);
+        assert!(
+            matches!(plan, Plan::Reject(RouteError::Unreadable(_))),
+            "{sql}: {plan:?}"
+        );
+    }
+}
+
+#[test]
+fn no_backslash_escapes_and_ansi_quotes() {
+    let nbe = LexMode {
+        no_backslash_escapes: true,
+        ..LexMode::default()
+    };
+    // Issue 9 item 5.
+    let sql = "SET @x='\\', GLOBAL max_connect_errors=4243 -- '";
+    assert!(rejected_with(&route_lex(sql, nbe), "Unsupported", "GLOBAL"));
+    // Without the mode it is one string: a user variable.
+    assert!(matches!(
+        route_lex(sql, LexMode::default()),
+        Plan::Session(SessionAction::SetSession { .. })
+    ));
+    // A backslash in a string under the mode: read as a character.
+    let sql = format!("SELECT data FROM pins WHERE id = {PIN} AND data = 'a\\'");
+    match route_lex(&sql, nbe) {
+        Plan::Shard(q) => assert_eq!(
+            q.sql,
+            "SELECT data FROM db03429.pins WHERE local_id = 7075733 AND data = 'a\\'"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // ANSI_QUOTES: "pins" is a table.
+    let ansi = LexMode {
+        ansi_quotes: true,
+        ..LexMode::default()
+    };
+    let sql = format!("SELECT \"data\" FROM \"pins\" WHERE \"id\" = {PIN}");
+    match route_lex(&sql, ansi) {
+        Plan::Shard(q) => assert!(q.sql.to_string().contains("7075733"), "{}", q.sql),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn gbk_multibyte_characters_swallow_no_backslash() {
+    let gbk = LexMode {
+        charset: ClientCharset::AsciiTrail(TrailCharset::Gbk),
+        ..LexMode::default()
+    };
+    // 中 is E4 B8 AD; read as gbk, AD 5C is one character, and the quote
+    // after it ends the string: `OR 1=1` is SQL.
+    let sql = format!("SELECT data FROM pins WHERE id = {PIN} AND data = '中\\' OR 1=1 -- '");
+    let plan = route_lex(&sql, gbk);
+    assert!(matches!(plan, Plan::Reject(_)), "{plan:?}");
+    // Read as UTF-8 it is one string.
+    assert!(matches!(
+        route_lex(&sql, LexMode::default()),
+        Plan::Shard(_)
+    ));
+}
+
+#[test]
+fn set_statement_routes_the_wrapped_statement() {
+    let plan = route_lex(
+        "SET STATEMENT max_statement_time=1 FOR SELECT 1",
+        LexMode::default(),
+    );
+    assert_eq!(
+        plan,
+        Plan::AnyHost {
+            sql: "SET STATEMENT max_statement_time=1 FOR SELECT 1".into()
+        }
+    );
+    let sql = format!(
+        "SET STATEMENT max_statement_time=1, join_cache_level=(1) FOR SELECT data FROM pins WHERE id = {PIN}"
+    );
+    match route_lex(&sql, LexMode::default()) {
+        Plan::Shard(q) => assert_eq!(
+            q.sql,
+            "SET STATEMENT max_statement_time=1, join_cache_level=(1) FOR SELECT data FROM db03429.pins WHERE local_id = 7075733"
+        ),
+        other => panic!("{other:?}"),
+    }
+    for (sql, kind) in [
+        (
+            "SET STATEMENT max_statement_time=1 FOR CREATE USER x IDENTIFIED BY 'y'",
+            "*",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR CREATE USER x",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR KILL 1",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR SET GLOBAL max_connections=1",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR USE db00001",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR BEGIN",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR SELECT data FROM pins",
+            "NoShardKey",
+        ),
+        (
+            "SET STATEMENT sql_mode='NO_BACKSLASH_ESCAPES' FOR SELECT 1",
+            "Unreadable",
+        ),
+        (
+            "SET STATEMENT character_set_client=gbk FOR SELECT 1",
+            "Unreadable",
+        ),
+        (
+            "SET STATEMENT collation_connection=gbk_bin FOR SELECT 1",
+            "Unreadable",
+        ),
+        (
+            "SET STATEMENT GLOBAL max_connections=1 FOR SELECT 1",
+            "Unsupported",
+        ),
+        ("SET STATEMENT max_statement_time=1", "Syntax"),
+        ("SET STATEMENT FOR SELECT 1", "Syntax"),
+    ] {
+        let plan = route_lex(sql, LexMode::default());
+        assert!(
+            matches!(&plan, Plan::Reject(e) if kind == "*" || variant(e) == kind),
+            "{sql}: {plan:?}"
+        );
+    }
+}
+
+#[test]
+fn literals_and_comments_cross_checked() {
+    // Prefixed literals, concatenated strings and kept hints agree.
+    let plan = route_lex(
+        "SELECT x'41', X'42', b'1', N'n', _utf8mb4'u' 'v', 0x41, `a``b` /*+ MAX_EXECUTION_TIME(1) */",
+        LexMode::default(),
+    );
+    assert!(matches!(plan, Plan::AnyHost { .. }), "{plan:?}");
+}
+
+#[test]
+fn token_cap_refuses_before_parsing() {
+    let sql = format!(
+        "SELECT 1 FROM pins WHERE id IN ({})",
+        vec!["1"; 2_000].join(",")
+    );
+    let ctx = RouteContext {
+        max_tokens: 1_000,
+        ..RouteContext::default()
+    };
+    let plan = route(&sql, &topo(), &ctx, &mut Fixed(0));
+    assert!(
+        rejected_with(&plan, "Unsupported", "max_statement_tokens"),
+        "{plan:?}"
+    );
+}
+
+/// Issue 9 item 8: an 8 MiB `IN (1,1,...)` is refused by the token cap in
+/// linear time; prints the figures (`cargo test --release -- --ignored
+/// --nocapture huge_in_list`).
+#[test]
+#[ignore]
+fn huge_in_list_cost() {
+    fn peak_rss() -> String {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmHWM"))
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default()
+    }
+    fn outcome(plan: &Plan) -> String {
+        match plan {
+            Plan::Reject(e) => e.to_string(),
+            _ => "routed".to_owned(),
+        }
+    }
+    let t = topo();
+    let mut huge = String::from("SELECT 1 FROM pins WHERE id IN (1");
+    while huge.len() < 8 << 20 {
+        huge.push_str(",1");
+    }
+    huge.push(')');
+    // Refused by the default token cap (peak RSS of the process so far).
+    let start = std::time::Instant::now();
+    let plan = route(&huge, &t, &RouteContext::default(), &mut Fixed(0));
+    eprintln!(
+        "8 MiB, default cap: {:?}, {} ({})",
+        start.elapsed(),
+        peak_rss(),
+        outcome(&plan)
+    );
+    // Just under the default cap: parsed and planned in full.
+    let near = format!(
+        "SELECT 1 FROM pins WHERE id IN ({})",
+        vec!["1"; 240_000].join(",")
+    );
+    let start = std::time::Instant::now();
+    let plan = route(&near, &t, &RouteContext::default(), &mut Fixed(0));
+    eprintln!(
+        "{} bytes, 480k tokens: {:?}, {} ({})",
+        near.len(),
+        start.elapsed(),
+        peak_rss(),
+        outcome(&plan)
+    );
+    // Without the cap (the behaviour before it).
+    let ctx = RouteContext {
+        max_tokens: u64::MAX,
+        ..RouteContext::default()
+    };
+    let start = std::time::Instant::now();
+    let plan = route(&huge, &t, &ctx, &mut Fixed(0));
+    eprintln!(
+        "8 MiB, no cap: {:?}, {} ({})",
+        start.elapsed(),
+        peak_rss(),
+        outcome(&plan)
+    );
+}
+
+#[test]
+fn bytes_in_bytes_out() {
+    let latin1 = RouteContext {
+        lex: LexMode {
+            charset: ClientCharset::AsciiSafe,
+            ..LexMode::default()
+        },
+        ..RouteContext::default()
+    };
+    let t = topo();
+    let sql: &[u8] = b"SELECT HEX('\xe9')";
+    assert_eq!(
+        route(sql, &t, &latin1, &mut Fixed(0)),
+        Plan::AnyHost { sql: sql.into() }
+    );
+    let mut sql = format!("SELECT data FROM pins WHERE id = {PIN} AND data = '").into_bytes();
+    sql.extend_from_slice(b"\xe9\xff'");
+    let mut want = b"SELECT data FROM db03429.pins WHERE local_id = 7075733 AND data = '".to_vec();
+    want.extend_from_slice(b"\xe9\xff'");
+    match route(sql.as_slice(), &t, &latin1, &mut Fixed(0)) {
+        Plan::Shard(q) => assert_eq!(q.sql.as_bytes(), want.as_slice()),
+        other => panic!("{other:?}"),
+    }
+    // Invalid UTF-8 on a utf8 connection: the same bytes, unchanged.
+    match route(sql.as_slice(), &t, &RouteContext::default(), &mut Fixed(0)) {
+        Plan::Shard(q) => assert_eq!(q.sql.as_bytes(), want.as_slice()),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Random statements built from pieces that stress the lexer (quotes,
+/// comment markers, escapes, multibyte lead and trail bytes) never panic
+/// the router, in any lexical mode.
+#[test]
+fn random_statements_never_panic() {
+    const PIECES: &[&[u8]] = &[
+        b"SELECT ",
+        b"data ",
+        b"FROM pins ",
+        b"WHERE id = ",
+        b"241294492511762325",
+        b"'",
+        b"\"",
+        b"`",
+        b"\\",
+        b"/*",
+        b"*/",
+        b"/*!",
+        b"/*M!",
+        b"40101",
+        b"999999",
+        b"/*+ SHARD(1) */",
+        b"--",
+        b"-- ",
+        b"#",
+        b"\n",
+        b";",
+        b"?",
+        b".",
+        b"5e",
+        b"1.5e-",
+        b"x'",
+        b"N'",
+        b"\xbf",
+        b"\x5c",
+        b"\x81",
+        b"\xe4\xb8\xad",
+        b"\xff",
+        b"\0",
+        b" OR 1=1 ",
+        b"SET STATEMENT a=1 FOR ",
+        b"SET @a=1",
+        b", GLOBAL x=1",
+        b"(",
+        b")",
+        b",",
+    ];
+    let t = topo();
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..40_000 {
+        let mut sql = Vec::new();
+        for _ in 0..(next() % 12) {
+            sql.extend_from_slice(PIECES[(next() % PIECES.len() as u64) as usize]);
+        }
+        let charset = match next() % 5 {
+            0 => ClientCharset::Utf8,
+            1 => ClientCharset::AsciiSafe,
+            2 => ClientCharset::AsciiTrail(TrailCharset::Gbk),
+            3 => ClientCharset::AsciiTrail(TrailCharset::Big5),
+            _ => ClientCharset::AsciiTrail(TrailCharset::Sjis),
+        };
+        let flags = next();
+        let ctx = RouteContext {
+            lex: LexMode {
+                charset,
+                no_backslash_escapes: flags & 1 != 0,
+                ansi_quotes: flags & 2 != 0,
+                ..LexMode::default()
+            },
+            ..RouteContext::default()
+        };
+        let _ = route(sql.as_slice(), &t, &ctx, &mut Fixed(0));
+        let _ = route_prepare(sql.as_slice(), &t, &ctx);
+        let _ = split_statements(sql.as_slice(), &ctx.lex);
+        let _ = placeholders(sql.as_slice(), &ctx.lex);
+    }
 }

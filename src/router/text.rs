@@ -11,9 +11,15 @@ use std::ops::Range;
 
 use sqlparser::tokenizer::{Location, Span};
 
-/// The original statement text with a line index for position lookups.
+/// The statement: the client's text, the lexer's shadow of it (what
+/// sqlparser read, same byte offsets) and a line index of the shadow for
+/// position lookups.
 pub(crate) struct Source<'a> {
-    /// The statement as the client sent it.
+    /// The statement as the client sent it: edits apply to it, and text
+    /// copied into the statement sent comes from it.
+    pub original: &'a [u8],
+    /// The lexer's shadow (see [`crate::router::lex`]): positions, and
+    /// re-reading the tokens, are on it.
     pub sql: &'a str,
     /// Byte offset of the start of line 2, 3, ... (empty for one-line text,
     /// so the common case allocates nothing).
@@ -23,8 +29,8 @@ pub(crate) struct Source<'a> {
 }
 
 impl<'a> Source<'a> {
-    /// Indexes `sql`.
-    pub fn new(sql: &'a str) -> Self {
+    /// Indexes `sql`, the shadow of `original` (same length).
+    pub fn new(original: &'a [u8], sql: &'a str) -> Self {
         let later_lines = sql
             .bytes()
             .enumerate()
@@ -32,6 +38,7 @@ impl<'a> Source<'a> {
             .map(|(i, _)| i + 1)
             .collect();
         Source {
+            original,
             sql,
             later_lines,
             ascii: sql.is_ascii(),
@@ -67,11 +74,18 @@ impl<'a> Source<'a> {
         (start <= end).then_some(start..end)
     }
 
-    /// The original text of a span (empty if the span is unknown).
+    /// The shadow's text of a span (empty if the span is unknown), for
+    /// messages and reading.
     pub fn text(&self, span: Span) -> &'a str {
         self.range(span)
             .and_then(|r| self.sql.get(r))
             .unwrap_or_default()
+    }
+
+    /// The client's text of a byte range, to copy into the statement sent
+    /// (`None` if it is not whole characters).
+    pub fn original_text(&self, range: Range<usize>) -> Option<&'a str> {
+        std::str::from_utf8(self.original.get(range)?).ok()
     }
 }
 
@@ -154,24 +168,24 @@ impl Edits {
     }
 
     /// The edited text (the original, copied once, if there are no edits).
-    pub fn apply(mut self, sql: &str) -> Result<String, Overlap> {
+    pub fn apply(mut self, sql: &[u8]) -> Result<Vec<u8>, Overlap> {
         if self.edits.is_empty() {
-            return Ok(sql.to_owned());
+            return Ok(sql.to_vec());
         }
         // Stable: insertions at the same offset keep their order.
         self.edits.sort_by_key(|e| (e.range.start, e.range.end));
         let extra: usize = self.edits.iter().map(|e| e.text.len()).sum();
-        let mut out = String::with_capacity(sql.len() + extra);
+        let mut out = Vec::with_capacity(sql.len() + extra);
         let mut pos = 0;
         for edit in &self.edits {
             if edit.range.start < pos || edit.range.end > sql.len() {
                 return Err(Overlap);
             }
-            out.push_str(sql.get(pos..edit.range.start).ok_or(Overlap)?);
-            out.push_str(&edit.text);
+            out.extend_from_slice(sql.get(pos..edit.range.start).ok_or(Overlap)?);
+            out.extend_from_slice(edit.text.as_bytes());
             pos = edit.range.end;
         }
-        out.push_str(sql.get(pos..).ok_or(Overlap)?);
+        out.extend_from_slice(sql.get(pos..).ok_or(Overlap)?);
         Ok(out)
     }
 }
@@ -182,7 +196,7 @@ mod tests {
 
     #[test]
     fn offsets_ascii_and_multibyte() {
-        let src = Source::new("SELECT 'é'\n, x");
+        let src = Source::new("SELECT 'é'\n, x".as_bytes(), "SELECT 'é'\n, x");
         assert_eq!(src.offset(Location::new(1, 1)), Some(0));
         // 'é' is two bytes: column 10 (the closing quote) is byte 10.
         assert_eq!(src.offset(Location::new(1, 10)), Some(10));
@@ -196,7 +210,7 @@ mod tests {
     #[test]
     fn cursor_matches_source() {
         let sql = "SELECT 'é'\n, x ✓\r\n;";
-        let src = Source::new(sql);
+        let src = Source::new(sql.as_bytes(), sql);
         let mut cursor = Cursor::new(sql);
         for (line, column) in [
             (1, 1),
@@ -222,10 +236,10 @@ mod tests {
         e.replace(7..9, "local_id");
         e.insert(0, "<");
         e.insert(0, "!");
-        assert_eq!(e.apply("SELECT id").unwrap(), "<!SELECT local_id");
+        assert_eq!(e.apply(b"SELECT id").unwrap(), b"<!SELECT local_id");
         let mut e = Edits::default();
         e.replace(0..3, "a");
         e.replace(2..4, "b");
-        assert!(e.apply("abcdef").is_err());
+        assert!(e.apply(b"abcdef").is_err());
     }
 }

@@ -47,12 +47,12 @@ pub fn answer(engine: &Engine, statement: &str) -> Result<Answer, AdminError> {
         }
         Plan::AnyHost { sql } => answer.push(other_row(
             "any healthy master",
-            &sql,
+            &sql.to_string(),
             "names no sharded table: runs unchanged on any healthy master",
         )),
         Plan::Diagnostics { sql } => answer.push(other_row(
             "the connection that ran the previous statement",
-            &sql,
+            &sql.to_string(),
             "about the previous statement: runs on its connection, or answered by the proxy if it left nothing",
         )),
         Plan::Session(action) => answer.push(session_row(&topology, action, statement)),
@@ -84,7 +84,7 @@ fn shard_row(topology: &Topology, query: &ShardQuery, note: String) -> Vec<Cell>
         Some(target.host),
         [
             kind_name(query.kind).into(),
-            query.sql.as_str().into(),
+            query.sql.to_string().into(),
             Some(note).filter(|n| !n.is_empty()).into(),
         ],
     )
@@ -127,7 +127,7 @@ fn other_row(host: &str, sql: &str, note: &str) -> Vec<Cell> {
 
 fn session_row(topology: &Topology, action: SessionAction, statement: &str) -> Vec<Cell> {
     let by_proxy = "answered by the proxy";
-    let (host, sql, note): (&str, &str, String) = match &action {
+    let (host, sql, note): (&str, String, String) = match &action {
         SessionAction::Use { fleet, shard } => {
             let note = format!("{by_proxy}: later statements without a database go to this shard");
             return located_row(
@@ -140,22 +140,22 @@ fn session_row(topology: &Topology, action: SessionAction, statement: &str) -> V
         }
         SessionAction::Begin { sql } => (
             by_proxy,
-            sql,
+            sql.to_string(),
             "the transaction starts on a backend when its first write or locking read binds it to a shard".into(),
         ),
         SessionAction::Commit | SessionAction::Rollback => (
             "the transaction's bound connection",
-            statement,
+            statement.to_owned(),
             "sent to the connection the transaction is bound to; answered by the proxy if none is".into(),
         ),
         SessionAction::SetAutocommit(on) => (
             by_proxy,
-            statement,
+            statement.to_owned(),
             format!("{by_proxy}: autocommit {}", if *on { "on" } else { "off" }),
         ),
         SessionAction::SetSession { variables, sql } => (
             "any healthy master, then every backend connection of the session",
-            sql,
+            sql.to_string(),
             format!(
                 "checked on a master, then replayed on each connection the session uses (sets {})",
                 variables.join(", ")
@@ -163,21 +163,21 @@ fn session_row(topology: &Topology, action: SessionAction, statement: &str) -> V
         ),
         SessionAction::SelectDatabase { .. } => (
             by_proxy,
-            statement,
+            statement.to_owned(),
             format!("{by_proxy}: the session's current shard database"),
         ),
         SessionAction::SelectLastInsertId { .. } => (
             by_proxy,
-            statement,
+            statement.to_owned(),
             format!("{by_proxy}: the session's last 64-bit insert ID"),
         ),
         SessionAction::Savepoint { sql } => (
             "the transaction's bound connection",
-            sql,
+            sql.to_string(),
             "sent to the transaction's connection (kept until the transaction binds)".into(),
         ),
     };
-    other_row(host, sql, &note)
+    other_row(host, &sql, &note)
 }
 
 fn kind_name(kind: StatementKind) -> &'static str {

@@ -148,7 +148,7 @@ impl<'a> Planner<'a> {
                     expected: self.expected(rule),
                 });
             }
-            return any_host(env.src.sql, edits);
+            return any_host(env.src.original, edits);
         };
 
         // Every logical table must live on the target's fleet.
@@ -159,7 +159,7 @@ impl<'a> Planner<'a> {
         }
 
         self.rewrite(fleet, shard, &mut edits)?;
-        let sql = apply(edits, env.src.sql)?;
+        let sql = apply(edits, env.src.original)?;
         env.shard_plan(fleet, shard, sql, kind, compose_insert_id)
     }
 
@@ -492,7 +492,7 @@ impl<'a> Planner<'a> {
             let (start, qualifier) = match r.qualifier {
                 Some(q) => {
                     let q = env.range(q.span)?;
-                    (q.start, env.src.sql.get(q).unwrap_or_default())
+                    (q.start, env.src.original_text(q).unwrap_or_default())
                 }
                 None => (column.start, ""),
             };
@@ -501,7 +501,7 @@ impl<'a> Planner<'a> {
                 crate::id::compose_sql(shard, type_id, &format!("{qualifier}{dot}local_id"));
             if r.select_item {
                 text.push_str(" AS ");
-                text.push_str(env.src.sql.get(column.clone()).unwrap_or("id"));
+                text.push_str(env.src.original_text(column.clone()).unwrap_or("id"));
             }
             rewritten.push(start);
             edits.replace(start..column.end, text);
@@ -512,7 +512,7 @@ impl<'a> Planner<'a> {
             };
             let range = close_parentheses(env.src.sql, range);
             if rewritten.iter().any(|at| range.contains(at)) {
-                let name = env.src.sql.get(range.clone()).unwrap_or_default();
+                let name = env.src.original_text(range.clone()).unwrap_or_default();
                 edits.insert(range.end, format!(" AS `{}`", name.replace('`', "``")));
             }
         }

@@ -12,10 +12,8 @@ use sqlparser::tokenizer::{Token, TokenWithSpan};
 use crate::router::plan::Plan;
 
 /// The plan of a diagnostics statement: its original text.
-pub(super) fn plan(sql: &str) -> Plan {
-    Plan::Diagnostics {
-        sql: sql.to_owned(),
-    }
+pub(super) fn plan(sql: &[u8]) -> Plan {
+    Plan::Diagnostics { sql: sql.into() }
 }
 
 /// Whether a SHOW statement's tokens are `SHOW WARNINGS|ERRORS [LIMIT ..]`

@@ -345,13 +345,14 @@ mod tests {
         let ctx = RouteContext {
             current_db: None,
             lex,
+            ..RouteContext::default()
         };
         route(sql, &load(SPEC_YAML), &ctx, &mut RandomPlacement::new())
     }
 
     fn shard_sql(plan: Plan) -> (u32, String) {
         match plan {
-            Plan::Shard(query) => (query.target.shard, query.sql),
+            Plan::Shard(query) => (query.target.shard, query.sql.to_string()),
             other => panic!("expected one shard, got {other:?}"),
         }
     }

@@ -51,10 +51,13 @@ use sqlparser::ast::{
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
-use sqlparser::tokenizer::{Span, Token, Tokenizer};
+use sqlparser::tokenizer::{Span, Token, TokenWithSpan, Tokenizer};
 
 use super::hints;
-use super::plan::{Placement, Plan, RouteContext, RouteError, ShardQuery, StatementKind, Target};
+use super::lex;
+use super::plan::{
+    Placement, Plan, RouteContext, RouteError, ShardQuery, SqlText, StatementKind, Target,
+};
 use super::set;
 use super::text::{Edits, Source};
 use crate::topology::{Fleet, FleetId, TableRule, Topology};
@@ -80,12 +83,12 @@ pub(crate) use tokens::{MAX_DEPTH, MAX_DEPTH_LISTED};
 /// Never panics on any input: what cannot be routed becomes
 /// [`Plan::Reject`] with the error the client should see.
 pub fn route(
-    sql: &str,
+    sql: &(impl AsRef<[u8]> + ?Sized),
     topo: &Topology,
     ctx: &RouteContext,
     placement: &mut dyn Placement,
 ) -> Plan {
-    match route_inner(sql, topo, ctx, placement, false) {
+    match route_inner(sql.as_ref(), topo, ctx, placement, false) {
         Ok(plan) => plan,
         Err(error) => Plan::Reject(error),
     }
@@ -113,8 +116,12 @@ pub fn route(
 /// `id IN (?, ?, ?)` bound to IDs on several shards runs multi-shard.
 /// Statements that cannot be routed even so (no key at all, unknown
 /// table, bad syntax) are [`Plan::Reject`]ed as by [`route`].
-pub fn route_prepare(sql: &str, topo: &Topology, ctx: &RouteContext) -> Plan {
-    match route_inner(sql, topo, ctx, &mut FirstShard, true) {
+pub fn route_prepare(
+    sql: &(impl AsRef<[u8]> + ?Sized),
+    topo: &Topology,
+    ctx: &RouteContext,
+) -> Plan {
+    match route_inner(sql.as_ref(), topo, ctx, &mut FirstShard, true) {
         Ok(plan) => plan,
         Err(error) => Plan::Reject(error),
     }
@@ -134,36 +141,86 @@ const SCHEMA_CHANGE: &str =
 
 /// [`route`] (`prepare` false) and [`route_prepare`] (true).
 fn route_inner(
-    sql: &str,
+    sql: &[u8],
     topo: &Topology,
     ctx: &RouteContext,
     placement: &mut dyn Placement,
     prepare: bool,
 ) -> Result<Plan, RouteError> {
     let dialect = MySqlDialect {};
-    let mut tokens = Tokenizer::new(&dialect, sql)
+    // MariaDB's reading first; sqlparser reads the lexer's shadow, and the
+    // two must agree on every literal and comment.
+    let lexed = lex::lex(sql, &ctx.lex, ctx.max_tokens)?;
+    let mut tokens = Tokenizer::new(&dialect, &lexed.shadow)
         .tokenize_with_location()
         .map_err(syntax)?;
-    let src = Source::new(sql);
+    lex::check_tokens(&lexed, &tokens)?;
+    let src = Source::new(sql, &lexed.shadow);
     let mut edits = Edits::default();
     let hints = hints::scan(&tokens, &src, &mut edits)?;
-    let first = tokens::first_significant(&tokens);
     if tokens::is_empty(&tokens) {
         return Err(RouteError::Syntax("Query was empty".to_owned()));
     }
-    let keyword = match first.map(|t| &t.token) {
-        Some(Token::Word(w)) => w.keyword,
-        _ => Keyword::NoKeyword,
-    };
-    // Names the statement in messages about ones shardgate does not handle.
-    let first_span = first.map(|t| t.span);
-    let first_word = first_span.map(|span| src.text(span)).unwrap_or_default();
+    let first_word = tokens::first_significant(&tokens)
+        .map(|t| src.text(t.span))
+        .unwrap_or_default();
     if let Some(error) = tokens::private_schema(&tokens, first_word) {
         return Err(error);
     }
-    if keyword == Keyword::SET {
-        return set::plan(&tokens, sql);
+    if first_keyword(&tokens) == Keyword::SET {
+        match set::statement_prefix(&tokens)? {
+            // `SET STATEMENT ... FOR <statement>`: planned as the statement
+            // it wraps, the whole text sent.
+            Some(wrapped_from) => {
+                tokens.drain(..wrapped_from);
+                if first_keyword(&tokens) == Keyword::SET {
+                    return Err(unsupported("SET STATEMENT ... FOR SET"));
+                }
+                let plan = plan_tokens(
+                    sql, tokens, src, edits, hints, topo, ctx, placement, prepare,
+                )?;
+                return match plan {
+                    Plan::Session(_) => Err(unsupported(
+                        "SET STATEMENT ... FOR a statement shardgate handles itself \
+                         (USE, transactions, savepoints, SELECT DATABASE()); send it without SET STATEMENT",
+                    )),
+                    plan => Ok(plan),
+                };
+            }
+            None => return set::plan(&tokens, sql),
+        }
     }
+    plan_tokens(
+        sql, tokens, src, edits, hints, topo, ctx, placement, prepare,
+    )
+}
+
+/// The keyword of the first significant token.
+fn first_keyword(tokens: &[TokenWithSpan]) -> Keyword {
+    match tokens::first_significant(tokens).map(|t| &t.token) {
+        Some(Token::Word(w)) => w.keyword,
+        _ => Keyword::NoKeyword,
+    }
+}
+
+/// [`route_inner`] once the text is read: dispatch by statement kind.
+#[allow(clippy::too_many_arguments)]
+fn plan_tokens(
+    sql: &[u8],
+    mut tokens: Vec<TokenWithSpan>,
+    src: Source<'_>,
+    edits: Edits,
+    hints: hints::Hints,
+    topo: &Topology,
+    ctx: &RouteContext,
+    placement: &mut dyn Placement,
+    prepare: bool,
+) -> Result<Plan, RouteError> {
+    let dialect = MySqlDialect {};
+    let first = tokens::first_significant(&tokens);
+    let keyword = first_keyword(&tokens);
+    // Names the statement in messages about ones shardgate does not handle.
+    let first_span = first.map(|t| t.span);
     if let Some(too_deep) = tokens::nesting_too_deep(&tokens) {
         return Err(too_deep.error());
     }
@@ -327,15 +384,16 @@ fn syntax(error: impl fmt::Display) -> RouteError {
 }
 
 /// A table-less statement: run anywhere, text unchanged but for hints.
-fn any_host(sql: &str, edits: Edits) -> Result<Plan, RouteError> {
+fn any_host(sql: &[u8], edits: Edits) -> Result<Plan, RouteError> {
     Ok(Plan::AnyHost {
         sql: apply(edits, sql)?,
     })
 }
 
-fn apply(edits: Edits, sql: &str) -> Result<String, RouteError> {
+fn apply(edits: Edits, sql: &[u8]) -> Result<SqlText, RouteError> {
     edits
         .apply(sql)
+        .map(SqlText)
         .map_err(|_| unsupported("shardgate could not rewrite this statement (overlapping edits)"))
 }
 
@@ -435,7 +493,7 @@ impl<'a> Env<'a> {
         &self,
         fleet: FleetId,
         shard: u32,
-        sql: String,
+        sql: SqlText,
         kind: StatementKind,
         compose_insert_id: Option<u16>,
     ) -> Result<Plan, RouteError> {
@@ -471,7 +529,7 @@ impl<'a> Env<'a> {
 
     /// The statement's text, with `edits` applied, as a read on a shard.
     fn read_on(&self, fleet: FleetId, shard: u32, edits: Edits) -> Result<Plan, RouteError> {
-        let sql = apply(edits, self.src.sql)?;
+        let sql = apply(edits, self.src.original)?;
         self.shard_plan(fleet, shard, sql, StatementKind::Read, None)
     }
 }

@@ -472,7 +472,7 @@ impl<'a> Planner<'a> {
             }
             parts.push(ShardQuery {
                 target: env.target(fleet, shard)?,
-                sql: apply(e, env.src.sql)?,
+                sql: apply(e, env.src.original)?,
                 kind: StatementKind::Read,
                 compose_insert_id: None,
             });

@@ -13,11 +13,11 @@ use crate::router::plan::{Plan, RouteError, SessionAction};
 /// BEGIN, COMMIT, ROLLBACK, savepoints (`SAVEPOINT x`, `ROLLBACK [WORK]
 /// TO [SAVEPOINT] x`, `RELEASE SAVEPOINT x`), and the AND CHAIN forms, not
 /// supported. Called with those statements only.
-pub(super) fn transaction(statement: &Statement, sql: &str) -> Result<Plan, RouteError> {
+pub(super) fn transaction(statement: &Statement, sql: &[u8]) -> Result<Plan, RouteError> {
     match statement {
-        Statement::StartTransaction { .. } => Ok(Plan::Session(SessionAction::Begin {
-            sql: sql.to_owned(),
-        })),
+        Statement::StartTransaction { .. } => {
+            Ok(Plan::Session(SessionAction::Begin { sql: sql.into() }))
+        }
         Statement::Commit { chain: false, .. } => Ok(Plan::Session(SessionAction::Commit)),
         Statement::Rollback {
             chain: false,
@@ -28,9 +28,9 @@ pub(super) fn transaction(statement: &Statement, sql: &str) -> Result<Plan, Rout
             savepoint: Some(_),
         }
         | Statement::Savepoint { .. }
-        | Statement::ReleaseSavepoint { .. } => Ok(Plan::Session(SessionAction::Savepoint {
-            sql: sql.to_owned(),
-        })),
+        | Statement::ReleaseSavepoint { .. } => {
+            Ok(Plan::Session(SessionAction::Savepoint { sql: sql.into() }))
+        }
         Statement::Commit { .. } | Statement::Rollback { chain: true, .. } => {
             Err(unsupported("COMMIT/ROLLBACK AND CHAIN"))
         }

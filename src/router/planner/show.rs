@@ -50,7 +50,7 @@ impl Env<'_> {
     ) -> Result<Plan, RouteError> {
         match db {
             Some((fleet, shard)) => self.read_on(fleet, shard, edits),
-            None => any_host(self.src.sql, edits),
+            None => any_host(self.src.original, edits),
         }
     }
 
@@ -58,7 +58,7 @@ impl Env<'_> {
     /// anywhere, a shard database on its shard.
     fn in_named_database(&self, db: &Ident, edits: Edits) -> Result<Plan, RouteError> {
         if is_system_schema(&db.value) {
-            return any_host(self.src.sql, edits);
+            return any_host(self.src.original, edits);
         }
         let (fleet, shard) = self
             .topo
@@ -149,7 +149,7 @@ impl Env<'_> {
                 edits.insert(at, format!(" FROM {}", self.database_name(fleet, shard)));
                 self.read_on(fleet, shard, edits)
             }
-            _ => any_host(self.src.sql, edits),
+            _ => any_host(self.src.original, edits),
         }
     }
 

@@ -1,0 +1,1005 @@
+//! MariaDB's lexical reading of a statement, over its bytes.
+//!
+//! [`lex`] scans the statement as the server's lexer (`sql/sql_lex.cc`) will
+//! for the session's [`LexMode`]: string literals (backslash escapes unless
+//! NO_BACKSLASH_ESCAPES, doubled quotes), `"..."` as an identifier under
+//! ANSI_QUOTES, backtick identifiers, `#`, `-- ` and `/* */` comments,
+//! executable comments (`/*!`, `/*!NNNNN`, `/*M!`, `/*M!NNNNNN`) expanded or
+//! skipped as the server's version decides, and the multibyte characters of
+//! big5, gbk and sjis stepped over whole (a trail byte 0x5C is not a
+//! backslash).
+//!
+//! Its product is a *shadow* of the text: valid UTF-8 with exactly as many
+//! bytes, on which sqlparser reads what the server will read, at the same
+//! offsets. Executed comment markers, skipped comments and ordinary comments
+//! are blanked (our `/*+ ... */` hint comments are kept for the hint
+//! scanner); an ANSI_QUOTES identifier becomes a backtick identifier; bytes
+//! sqlparser could misread become [`PLACEHOLDER`]. The literals found here are
+//! later checked against sqlparser's (see [`check_tokens`]).
+//!
+//! Anything whose reading is uncertain is refused rather than guessed.
+
+use std::ops::Range;
+
+use sqlparser::tokenizer::{Token, TokenWithSpan, Whitespace};
+
+use super::plan::{ClientCharset, LexMode, RouteError, TrailCharset};
+use super::text::Cursor;
+
+/// The byte that stands in the shadow for a byte sqlparser must not read as
+/// itself (non-ASCII bytes of a non-UTF-8 text, every byte of a big5 / gbk /
+/// sjis multibyte character, a `\` that is an ordinary character). SUB:
+/// an ordinary character inside a literal, a syntax error anywhere else.
+pub(crate) const PLACEHOLDER: u8 = 0x1A;
+
+/// A statement as the server reads it.
+#[derive(Debug)]
+pub(crate) struct Lexed {
+    /// The text sqlparser reads (same length and offsets as the statement).
+    pub shadow: String,
+    /// Byte ranges of every string literal and quoted identifier, from its
+    /// opening quote to after its closing one, in order.
+    pub literals: Vec<Range<usize>>,
+    /// Byte ranges of the `/*+ ... */` comments kept in the shadow.
+    pub hints: Vec<Range<usize>>,
+    /// Byte ranges of the `?` parameter markers.
+    pub markers: Vec<Range<usize>>,
+    /// The statements of the text: ranges between top-level `;`, trimmed
+    /// of blanks, without the pieces that hold no token.
+    pub statements: Vec<Range<usize>>,
+    /// Tokens counted (literals, words, numbers, operator characters).
+    pub tokens: u64,
+}
+
+/// A refusal: the construct the router cannot read with certainty (1105).
+fn unreadable(what: impl Into<String>) -> RouteError {
+    RouteError::Unreadable(what.into())
+}
+
+fn syntax(what: impl Into<String>) -> RouteError {
+    RouteError::Syntax(what.into())
+}
+
+/// Bytes MariaDB skips between tokens (`my_isspace`).
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C)
+}
+
+/// ASCII bytes of an unquoted identifier or number.
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+/// What the last word was, for `ident.` (MariaDB's `MY_LEX_IDENT_SEP`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Word {
+    Ident,
+    Number,
+}
+
+struct Scanner<'a> {
+    sql: &'a [u8],
+    mode: LexMode,
+    max_tokens: u64,
+    shadow: Vec<u8>,
+    out: Lexed,
+    /// Start of the executed `/*! ... */` comment being read, if any.
+    executable: Option<usize>,
+    /// End offset of the last unquoted identifier.
+    ident_end: Option<usize>,
+    /// After `ident.`: the next word is an identifier whatever it starts with.
+    ident_next: bool,
+    /// The current statement piece: start and whether it has a token.
+    piece_start: usize,
+    piece_has_token: bool,
+}
+
+/// Reads `sql` as MariaDB will in `mode`; refuses past `max_tokens`.
+pub(crate) fn lex(sql: &[u8], mode: &LexMode, max_tokens: u64) -> Result<Lexed, RouteError> {
+    let keep_non_ascii = mode.charset == ClientCharset::Utf8 && std::str::from_utf8(sql).is_ok();
+    let shadow = sql
+        .iter()
+        .map(|&b| {
+            if b >= 0x80 && !keep_non_ascii {
+                PLACEHOLDER
+            } else {
+                b
+            }
+        })
+        .collect();
+    let mut scanner = Scanner {
+        sql,
+        mode: *mode,
+        max_tokens,
+        shadow,
+        out: Lexed {
+            shadow: String::new(),
+            literals: Vec::new(),
+            hints: Vec::new(),
+            markers: Vec::new(),
+            statements: Vec::new(),
+            tokens: 0,
+        },
+        executable: None,
+        ident_end: None,
+        ident_next: false,
+        piece_start: 0,
+        piece_has_token: false,
+    };
+    scanner.run()?;
+    let mut out = scanner.out;
+    out.shadow = String::from_utf8(scanner.shadow)
+        .map_err(|_| unreadable("shardgate could not make a UTF-8 reading of the statement"))?;
+    Ok(out)
+}
+
+impl Scanner<'_> {
+    fn at(&self, i: usize) -> Option<u8> {
+        self.sql.get(i).copied()
+    }
+
+    fn starts_with(&self, i: usize, pattern: &[u8]) -> bool {
+        self.sql
+            .get(i..)
+            .is_some_and(|rest| rest.starts_with(pattern))
+    }
+
+    fn blank(&mut self, range: Range<usize>) {
+        for i in range {
+            if let Some(b) = self.shadow.get_mut(i) {
+                if *b != b'\n' {
+                    *b = b' ';
+                }
+            }
+        }
+    }
+
+    fn set(&mut self, i: usize, b: u8) {
+        if let Some(slot) = self.shadow.get_mut(i) {
+            *slot = b;
+        }
+    }
+
+    fn token(&mut self) -> Result<(), RouteError> {
+        self.out.tokens += 1;
+        self.piece_has_token = true;
+        if self.out.tokens > self.max_tokens {
+            return Err(RouteError::Unsupported(format!(
+                "a statement of more than {} tokens (limits.max_statement_tokens); split it",
+                self.max_tokens
+            )));
+        }
+        Ok(())
+    }
+
+    /// The length of the multibyte character of a big5 / gbk / sjis text
+    /// starting at `i` (2), or `None` for a single-byte one. Its bytes
+    /// become placeholders in the shadow.
+    fn multibyte(&mut self, i: usize) -> Option<usize> {
+        let ClientCharset::AsciiTrail(charset) = self.mode.charset else {
+            return None;
+        };
+        let lead = self.at(i)?;
+        let trail = self.at(i + 1)?;
+        let (lead_ok, trail_ok) = match charset {
+            TrailCharset::Big5 => (
+                (0xA1..=0xF9).contains(&lead),
+                (0x40..=0x7E).contains(&trail) || (0xA1..=0xFE).contains(&trail),
+            ),
+            TrailCharset::Gbk => (
+                (0x81..=0xFE).contains(&lead),
+                (0x40..=0x7E).contains(&trail) || (0x80..=0xFE).contains(&trail),
+            ),
+            TrailCharset::Sjis => (
+                (0x81..=0x9F).contains(&lead) || (0xE0..=0xFC).contains(&lead),
+                (0x40..=0x7E).contains(&trail) || (0x80..=0xFC).contains(&trail),
+            ),
+        };
+        if !(lead_ok && trail_ok) {
+            return None;
+        }
+        self.set(i, PLACEHOLDER);
+        self.set(i + 1, PLACEHOLDER);
+        Some(2)
+    }
+
+    fn run(&mut self) -> Result<(), RouteError> {
+        let mut i = 0;
+        while i < self.sql.len() {
+            i = self.step(i)?;
+        }
+        if let Some(start) = self.executable {
+            return Err(syntax(format!(
+                "unterminated executable comment at byte {start}"
+            )));
+        }
+        self.end_piece(self.sql.len());
+        Ok(())
+    }
+
+    fn end_piece(&mut self, end: usize) {
+        if self.piece_has_token {
+            let mut start = self.piece_start;
+            let mut end = end;
+            while start < end && self.at(start).is_some_and(is_space) {
+                start += 1;
+            }
+            while end > start && self.at(end - 1).is_some_and(is_space) {
+                end -= 1;
+            }
+            self.out.statements.push(start..end);
+        }
+        self.piece_has_token = false;
+    }
+
+    /// Reads the token (or blank, or comment) at `i`; returns where the
+    /// next one starts.
+    fn step(&mut self, i: usize) -> Result<usize, RouteError> {
+        let Some(b) = self.at(i) else {
+            return Ok(i + 1);
+        };
+        let next = self.at(i + 1);
+        if self.multibyte_at(i) {
+            return self.word(i);
+        }
+        match b {
+            _ if is_space(b) => Ok(i + 1),
+            0 => Err(unreadable(
+                "a NUL byte outside a string literal (the server ends a comment or identifier there)",
+            )),
+            b'\'' => self.string(i, i, b'\''),
+            b'"' if self.mode.ansi_quotes => self.quoted_ident(i, b'"'),
+            b'"' => self.string(i, i, b'"'),
+            b'`' => self.quoted_ident(i, b'`'),
+            b'#' => self.line_comment(i, "#"),
+            b'-' if next == Some(b'-') => match self.at(i + 2) {
+                // MariaDB: `--` then a space or a control character (the
+                // end of the text included) starts a comment.
+                None => self.line_comment(i, "--"),
+                Some(c) if c <= b' ' || c == 0x7F => self.line_comment(i, "--"),
+                Some(_) => Err(unreadable(
+                    "`--` not followed by a blank (a double minus; write `- -`)",
+                )),
+            },
+            b'/' if next == Some(b'*') => self.comment(i),
+            b'*' if next == Some(b'/') && self.executable.is_some() => {
+                self.blank(i..i + 2);
+                self.executable = None;
+                Ok(i + 2)
+            }
+            b'?' => {
+                self.out.markers.push(i..i + 1);
+                self.token()?;
+                Ok(i + 1)
+            }
+            b';' => {
+                if self.executable.is_some() {
+                    return Err(unreadable("a `;` inside a /*! ... */ executable comment"));
+                }
+                self.end_piece(i);
+                self.piece_start = i + 1;
+                self.ident_next = false;
+                Ok(i + 1)
+            }
+            b'.' => self.dot(i),
+            b'x' | b'X' | b'b' | b'B' if next == Some(b'\'') && !self.ident_next => {
+                self.bit_string(i, b)
+            }
+            b'n' | b'N' if next == Some(b'\'') && !self.ident_next => self.string(i, i + 1, b'\''),
+            _ if is_word_byte(b) => self.word(i),
+            _ => {
+                self.token()?;
+                Ok(i + 1)
+            }
+        }
+    }
+
+    /// Whether a big5 / gbk / sjis multibyte character starts at `i`
+    /// (without marking it).
+    fn multibyte_at(&self, i: usize) -> bool {
+        let ClientCharset::AsciiTrail(_) = self.mode.charset else {
+            return false;
+        };
+        self.at(i).is_some_and(|b| b >= 0x80)
+    }
+
+    /// A string literal whose opening quote is at `quote` (`start` is
+    /// before an `N` prefix). MariaDB's `get_text`: multibyte characters are
+    /// skipped whole, `\` escapes exactly one byte (unless
+    /// NO_BACKSLASH_ESCAPES), a doubled quote is one quote.
+    fn string(&mut self, start: usize, quote_at: usize, quote: u8) -> Result<usize, RouteError> {
+        let mut p = quote_at + 1;
+        loop {
+            if self.multibyte(p).is_some() {
+                p += 2;
+                continue;
+            }
+            let Some(c) = self.at(p) else {
+                return Err(syntax(format!(
+                    "unterminated string starting at byte {start}"
+                )));
+            };
+            if c == b'\\' {
+                if self.mode.no_backslash_escapes {
+                    self.set(p, PLACEHOLDER);
+                    p += 1;
+                } else {
+                    if p + 1 >= self.sql.len() {
+                        return Err(syntax(format!(
+                            "unterminated string starting at byte {start}"
+                        )));
+                    }
+                    p += 2;
+                }
+                continue;
+            }
+            if c == quote {
+                if self.at(p + 1) == Some(quote) {
+                    p += 2;
+                    continue;
+                }
+                self.out.literals.push(quote_at..p + 1);
+                self.ident_end = None;
+                self.token()?;
+                return Ok(p + 1);
+            }
+            p += 1;
+        }
+    }
+
+    /// A backtick identifier, or a `"` one under ANSI_QUOTES (MariaDB's
+    /// `scan_ident_delimited`), which becomes a backtick one in the shadow.
+    fn quoted_ident(&mut self, start: usize, quote: u8) -> Result<usize, RouteError> {
+        let mut p = start + 1;
+        loop {
+            if self.multibyte(p).is_some() {
+                p += 2;
+                continue;
+            }
+            match self.at(p) {
+                None => {
+                    return Err(syntax(format!(
+                        "unterminated quoted identifier starting at byte {start}"
+                    )))
+                }
+                Some(0) => return Err(unreadable("a NUL byte inside a quoted identifier")),
+                Some(c) if c == quote => {
+                    if self.at(p + 1) == Some(quote) {
+                        if quote == b'"' {
+                            return Err(unreadable(
+                                "a doubled \" inside an ANSI_QUOTES identifier",
+                            ));
+                        }
+                        p += 2;
+                        continue;
+                    }
+                    break;
+                }
+                Some(b'`') if quote == b'"' => {
+                    return Err(unreadable("a ` inside an ANSI_QUOTES \"identifier\""))
+                }
+                Some(_) => p += 1,
+            }
+        }
+        if quote == b'"' {
+            self.set(start, b'`');
+            self.set(p, b'`');
+        }
+        self.out.literals.push(start..p + 1);
+        self.ident_end = None;
+        self.token()?;
+        Ok(p + 1)
+    }
+
+    /// `X'..'` or `B'..'`: hex or binary digits, then the closing quote
+    /// (anything else is a syntax error on the server).
+    fn bit_string(&mut self, start: usize, prefix: u8) -> Result<usize, RouteError> {
+        let hex = matches!(prefix, b'x' | b'X');
+        let mut p = start + 2;
+        while self.at(p).is_some_and(|c| {
+            if hex {
+                c.is_ascii_hexdigit()
+            } else {
+                c == b'0' || c == b'1'
+            }
+        }) {
+            p += 1;
+        }
+        if self.at(p) != Some(b'\'') {
+            return Err(syntax(format!(
+                "malformed {} literal at byte {start}",
+                if hex { "X'...'" } else { "B'...'" }
+            )));
+        }
+        self.out.literals.push(start + 1..p + 1);
+        self.ident_end = None;
+        self.token()?;
+        Ok(p + 1)
+    }
+
+    /// `#` or `-- ` to the end of the line.
+    fn line_comment(&mut self, start: usize, kind: &str) -> Result<usize, RouteError> {
+        if self.executable.is_some() {
+            return Err(unreadable(format!(
+                "a `{kind}` comment inside a /*! ... */ executable comment"
+            )));
+        }
+        let end = self
+            .sql
+            .get(start..)
+            .and_then(|rest| rest.iter().position(|&c| c == b'\n' || c == 0))
+            .map_or(self.sql.len(), |n| start + n);
+        if self.at(end) == Some(0) {
+            return Err(unreadable("a NUL byte inside a comment"));
+        }
+        self.blank(start..end);
+        Ok(end)
+    }
+
+    /// Where the `*/` closing a comment whose body starts at `from` is
+    /// (its offset), refusing a nested `/*` when `nested_refused` names the
+    /// comment.
+    fn comment_end(
+        &self,
+        start: usize,
+        from: usize,
+        nested_refused: Option<&str>,
+    ) -> Result<usize, RouteError> {
+        let mut p = from;
+        loop {
+            match (self.at(p), self.at(p + 1)) {
+                (None, _) | (Some(_), None) => {
+                    return Err(syntax(format!(
+                        "unterminated comment starting at byte {start}"
+                    )))
+                }
+                (Some(b'*'), Some(b'/')) => return Ok(p),
+                (Some(b'/'), Some(b'*')) => {
+                    if let Some(what) = nested_refused {
+                        return Err(unreadable(format!("a comment nested in {what}")));
+                    }
+                    p += 1;
+                }
+                _ => p += 1,
+            }
+        }
+    }
+
+    /// A `/*` comment: executable, hint or ordinary.
+    fn comment(&mut self, start: usize) -> Result<usize, RouteError> {
+        let maria = self.starts_with(start, b"/*M!");
+        if maria || self.starts_with(start, b"/*!") {
+            if self.executable.is_some() {
+                return Err(unreadable(
+                    "a comment nested in a /*! ... */ executable comment",
+                ));
+            }
+            let digits_at = start + if maria { 4 } else { 3 };
+            let digits = (0..6)
+                .take_while(|&k| self.at(digits_at + k).is_some_and(|c| c.is_ascii_digit()))
+                .count();
+            if digits < 5 {
+                // No version: the content is always executed.
+                self.blank(start..digits_at);
+                self.executable = Some(start);
+                return Ok(digits_at);
+            }
+            let version: u32 = self
+                .sql
+                .get(digits_at..digits_at + digits)
+                .and_then(|d| std::str::from_utf8(d).ok())
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(u32::MAX);
+            // MariaDB skips MySQL 5.7+ comments (50700-99999) unless /*M!.
+            let executed = version <= self.mode.server_version
+                && (!(50700..=99999).contains(&version) || maria);
+            if executed {
+                self.blank(start..digits_at + digits);
+                self.executable = Some(start);
+                return Ok(digits_at + digits);
+            }
+            let close = self.comment_end(
+                start,
+                digits_at + digits,
+                Some("a skipped /*!NNNNN ... */ comment"),
+            )?;
+            self.blank(start..close + 2);
+            return Ok(close + 2);
+        }
+        if self.executable.is_some() {
+            return Err(unreadable(
+                "a comment nested in a /*! ... */ executable comment",
+            ));
+        }
+        if self.starts_with(start, b"/*+") {
+            let close = self.comment_end(start, start + 3, Some("a /*+ ... */ hint comment"))?;
+            self.out.hints.push(start..close + 2);
+            return Ok(close + 2);
+        }
+        let close = self.comment_end(start, start + 2, None)?;
+        self.blank(start..close + 2);
+        Ok(close + 2)
+    }
+
+    /// `.`: between two parts of a name, or the start of a number.
+    fn dot(&mut self, i: usize) -> Result<usize, RouteError> {
+        self.token()?;
+        let next = self.at(i + 1);
+        if self.ident_end == Some(i) && next.is_some_and(is_word_byte) {
+            // `name.x`: x is read as an identifier even if it starts with
+            // digits (MY_LEX_IDENT_SEP).
+            self.ident_next = true;
+            return Ok(i + 1);
+        }
+        if next.is_some_and(|c| c.is_ascii_digit()) {
+            return self.real(i);
+        }
+        Ok(i + 1)
+    }
+
+    /// The fraction and exponent of a decimal number from its `.` at `dot`
+    /// (MariaDB's MY_LEX_REAL). An exponent without digits (`1.5e`, `1.e+`)
+    /// makes the server drop the number and take the next character as a
+    /// token of its own (a quote or comment start included): refused.
+    fn real(&mut self, dot: usize) -> Result<usize, RouteError> {
+        let mut p = dot + 1;
+        while self.at(p).is_some_and(|c| c.is_ascii_digit()) {
+            p += 1;
+        }
+        if matches!(self.at(p), Some(b'e' | b'E')) {
+            p += 1;
+            if matches!(self.at(p), Some(b'+' | b'-')) {
+                p += 1;
+            }
+            if !self.at(p).is_some_and(|c| c.is_ascii_digit()) {
+                return Err(unreadable(format!(
+                    "a decimal number with an exponent but no exponent digits at byte {dot}"
+                )));
+            }
+            while self.at(p).is_some_and(|c| c.is_ascii_digit()) {
+                p += 1;
+            }
+        }
+        self.ident_end = None;
+        Ok(p)
+    }
+
+    /// An unquoted identifier, keyword or number starting at `start`.
+    fn word(&mut self, start: usize) -> Result<usize, RouteError> {
+        self.token()?;
+        let mut p = start;
+        loop {
+            if self.multibyte(p).is_some() {
+                p += 2;
+                continue;
+            }
+            match self.at(p) {
+                Some(c) if is_word_byte(c) => p += 1,
+                _ => break,
+            }
+        }
+        let as_ident = std::mem::take(&mut self.ident_next);
+        let run = self.sql.get(start..p).unwrap_or_default();
+        let kind = if as_ident || !run.first().is_some_and(|c| c.is_ascii_digit()) {
+            Word::Ident
+        } else if run.iter().all(|c| c.is_ascii_digit()) {
+            if self.at(p) == Some(b'.') && self.at(p + 1) != Some(b'.') {
+                return self.real(p);
+            }
+            Word::Number
+        } else if is_number(run) {
+            Word::Number
+        } else if let Some(end) = self.signed_exponent(run, p) {
+            self.ident_end = None;
+            return Ok(end);
+        } else {
+            Word::Ident
+        };
+        self.ident_end = (kind == Word::Ident).then_some(p);
+        Ok(p)
+    }
+
+    /// `1e+5` / `1e-5`: the run is digits and `e`, followed by a sign and
+    /// digits; the end of the number.
+    fn signed_exponent(&self, run: &[u8], end: usize) -> Option<usize> {
+        let (last, digits) = run.split_last()?;
+        if !matches!(last, b'e' | b'E') || !digits.iter().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        if !matches!(self.at(end), Some(b'+' | b'-')) {
+            return None;
+        }
+        let mut p = end + 1;
+        if !self.at(p).is_some_and(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        while self.at(p).is_some_and(|c| c.is_ascii_digit()) {
+            p += 1;
+        }
+        Some(p)
+    }
+}
+
+/// A run MariaDB reads as a number: `0x` hex digits, `0b` binary digits, or
+/// digits `e` digits.
+fn is_number(run: &[u8]) -> bool {
+    if let Some(hex) = run.strip_prefix(b"0x") {
+        return !hex.is_empty() && hex.iter().all(u8::is_ascii_hexdigit);
+    }
+    if let Some(bin) = run.strip_prefix(b"0b") {
+        return !bin.is_empty() && bin.iter().all(|c| matches!(c, b'0' | b'1'));
+    }
+    let Some(e) = run.iter().position(|c| matches!(c, b'e' | b'E')) else {
+        return false;
+    };
+    let (mantissa, exponent) = run.split_at(e);
+    let exponent = exponent.get(1..).unwrap_or_default();
+    !mantissa.is_empty()
+        && mantissa.iter().all(u8::is_ascii_digit)
+        && !exponent.is_empty()
+        && exponent.iter().all(u8::is_ascii_digit)
+}
+
+/// Checks sqlparser's tokens of the shadow against the lexer's reading:
+/// every string literal and quoted identifier sqlparser found must be one
+/// the lexer found (same closing quote; the opening one at or after the
+/// token's start, past a prefix such as `N`, `X` or `_utf8mb4`), and the
+/// other way round; the only comments sqlparser may see are the hint
+/// comments the lexer kept.
+pub(crate) fn check_tokens(lexed: &Lexed, tokens: &[TokenWithSpan]) -> Result<(), RouteError> {
+    let disagree = |what: &str| {
+        unreadable(format!(
+            "shardgate's parser and the server's lexer disagree on {what}; rewrite the statement"
+        ))
+    };
+    let mut cursor = Cursor::new(&lexed.shadow);
+    let mut literals = lexed.literals.iter();
+    let mut hints = lexed.hints.iter();
+    for token in tokens {
+        let literal = match &token.token {
+            Token::SingleQuotedString(_)
+            | Token::DoubleQuotedString(_)
+            | Token::NationalStringLiteral(_)
+            | Token::HexStringLiteral(_)
+            | Token::SingleQuotedByteStringLiteral(_)
+            | Token::DoubleQuotedByteStringLiteral(_)
+            | Token::TripleSingleQuotedString(_)
+            | Token::TripleDoubleQuotedString(_)
+            | Token::TripleSingleQuotedByteStringLiteral(_)
+            | Token::TripleDoubleQuotedByteStringLiteral(_)
+            | Token::TripleSingleQuotedRawStringLiteral(_)
+            | Token::TripleDoubleQuotedRawStringLiteral(_)
+            | Token::QuoteDelimitedStringLiteral(_)
+            | Token::NationalQuoteDelimitedStringLiteral(_)
+            | Token::EscapedStringLiteral(_)
+            | Token::UnicodeStringLiteral(_)
+            | Token::DollarQuotedString(_)
+            | Token::SingleQuotedRawStringLiteral(_)
+            | Token::DoubleQuotedRawStringLiteral(_) => true,
+            Token::Word(w) => w.quote_style.is_some(),
+            Token::Whitespace(Whitespace::MultiLineComment(_)) => {
+                let range = cursor
+                    .range(token.span)
+                    .ok_or_else(|| disagree("a comment's position"))?;
+                if hints.next() != Some(&range) {
+                    return Err(disagree("where a comment is"));
+                }
+                continue;
+            }
+            Token::Whitespace(Whitespace::SingleLineComment { .. }) => {
+                return Err(disagree("where a comment is"))
+            }
+            _ => false,
+        };
+        if !literal {
+            continue;
+        }
+        let range = cursor
+            .range(token.span)
+            .ok_or_else(|| disagree("a literal's position"))?;
+        let text = lexed
+            .shadow
+            .as_bytes()
+            .get(range.clone())
+            .unwrap_or_default();
+        if matches!(token.token, Token::HexStringLiteral(_)) && text.starts_with(b"0x") {
+            // `0x41`: a number to both.
+            continue;
+        }
+        let Some(found) = literals.next() else {
+            return Err(disagree("where a string or quoted name is"));
+        };
+        let prefix = lexed
+            .shadow
+            .as_bytes()
+            .get(range.start..found.start.max(range.start))
+            .unwrap_or_default();
+        let prefix_ok = found.start >= range.start
+            && prefix
+                .iter()
+                .all(|c| c.is_ascii_alphanumeric() || *c == b'_');
+        if found.end != range.end || !prefix_ok {
+            return Err(disagree("where a string or quoted name is"));
+        }
+    }
+    if literals.next().is_some() {
+        return Err(disagree("where a string or quoted name is"));
+    }
+    if hints.next().is_some() {
+        return Err(disagree("where a comment is"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode() -> LexMode {
+        LexMode::default()
+    }
+
+    fn shadow(sql: &[u8], mode: &LexMode) -> Result<String, RouteError> {
+        lex(sql, mode, 1_000).map(|l| l.shadow)
+    }
+
+    fn refused(sql: &[u8], mode: &LexMode) -> bool {
+        shadow(sql, mode).is_err()
+    }
+
+    #[test]
+    fn executable_comments_expand_by_version() {
+        let m = LexMode {
+            server_version: 101119,
+            ..mode()
+        };
+        let cases: &[(&str, &str)] = &[
+            ("SELECT /*!1*/", "SELECT    1  "),
+            ("SELECT /*M!2*/", "SELECT     2  "),
+            ("SELECT /*!40101 3 */", "SELECT          3   "),
+            ("SELECT /*!101119 4 */", "SELECT           4   "),
+            // Newer than the server: skipped.
+            ("SELECT 1 /*!101120 , 5 */", "SELECT 1                  "),
+            ("SELECT 1 /*M!999999 , 5 */", "SELECT 1                   "),
+            // MySQL 5.7+ versions are skipped, MariaDB's are not.
+            ("SELECT 1 /*!50700 , 6 */", "SELECT 1                 "),
+            ("SELECT 1 /*M!50700 , 6 */", "SELECT 1      , 6   "),
+            ("SELECT 1 /*!50699 , 7 */", "SELECT 1          , 7   "),
+            // A sixth digit belongs to the version.
+            ("SELECT /*!1000001*/", "SELECT          1  "),
+            // Fewer than five digits: no version, content executed.
+            ("SELECT /*!4010 1*/", "SELECT    4010 1  "),
+            // `*/` inside a string of the content does not end it.
+            ("SELECT /*! '*/' */", "SELECT    '*/'   "),
+            // /*m! (lower case) is an ordinary comment.
+            ("SELECT 1 /*m! , 2 */", "SELECT 1            "),
+            // Item 12: positions stay in place.
+            (
+                "SELECT 1 FROM t WHERE /*!id = 5*/",
+                "SELECT 1 FROM t WHERE    id = 5  ",
+            ),
+        ];
+        for (sql, want) in cases {
+            let got = shadow(sql.as_bytes(), &m).unwrap();
+            assert_eq!(got.len(), sql.len(), "{sql}");
+            assert_eq!(words(&got), words(want), "{sql}");
+        }
+        // Item 12: the content stays at its offsets.
+        assert_eq!(
+            shadow(b"SELECT 1 FROM t WHERE /*!id = 5*/", &m).unwrap(),
+            "SELECT 1 FROM t WHERE    id = 5  "
+        );
+    }
+
+    fn words(s: &str) -> String {
+        s.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn issue_attacks_are_seen() {
+        // Item 2: the content of /*M! */ is SQL to the router too.
+        let s = shadow(
+            b"/*M!CREATE TABLE db00001.x (a int) */ SELECT local_id FROM db00001.pins LIMIT 0",
+            &mode(),
+        )
+        .unwrap();
+        assert!(s.starts_with("    CREATE TABLE"), "{s}");
+        let s = shadow(b"SET @a=1 /*M!, GLOBAL max_connect_errors=4242 */", &mode()).unwrap();
+        assert!(s.contains(", GLOBAL max_connect_errors=4242"), "{s}");
+        // Item 5: under NO_BACKSLASH_ESCAPES `\` does not escape the quote.
+        let nbe = LexMode {
+            no_backslash_escapes: true,
+            ..mode()
+        };
+        let sql = b"SET @x='\\', GLOBAL max_connect_errors=4243 -- '";
+        let lexed = lex(sql, &nbe, 100).unwrap();
+        assert_eq!(lexed.literals, vec![7..10]);
+        assert_eq!(
+            lexed.shadow,
+            "SET @x='\u{1a}', GLOBAL max_connect_errors=4243     "
+        );
+        // Without the mode the same text is one string.
+        let lexed = lex(sql, &mode(), 100).unwrap();
+        assert_eq!(lexed.literals, vec![7..sql.len()]);
+    }
+
+    #[test]
+    fn gbk_trail_bytes_are_not_backslashes() {
+        let gbk = LexMode {
+            charset: ClientCharset::AsciiTrail(TrailCharset::Gbk),
+            ..mode()
+        };
+        // 0xBF5C is one character: the quote after it closes the string.
+        let sql = b"SELECT '\xbf\x5c' OR 1=1 -- '";
+        let lexed = lex(sql, &gbk, 100).unwrap();
+        assert_eq!(lexed.literals, vec![7..11]);
+        assert_eq!(lexed.shadow, "SELECT '\u{1a}\u{1a}' OR 1=1     ");
+        // Read as latin1 the same bytes are an escaped quote.
+        let latin1 = LexMode {
+            charset: ClientCharset::AsciiSafe,
+            ..mode()
+        };
+        let lexed = lex(sql, &latin1, 100).unwrap();
+        assert_eq!(lexed.literals, vec![7..sql.len()]);
+        // A trail byte 0x60 does not end a backtick identifier.
+        let lexed = lex(b"SELECT `\x81\x60` FROM t", &gbk, 100).unwrap();
+        assert_eq!(lexed.literals, vec![7..11]);
+        // `\` escapes exactly one byte, a lead byte included.
+        let lexed = lex(b"SELECT '\\\x81\x5c' , 1'", &gbk, 100).unwrap();
+        assert_eq!(lexed.literals, vec![7..17]);
+        // big5 and sjis.
+        // big5 (0xA45C) and sjis / cp932 (0x955C).
+        for (charset, sql) in [
+            (TrailCharset::Big5, b"SELECT '\xa4\x5c' , 2"),
+            (TrailCharset::Sjis, b"SELECT '\x95\x5c' , 2"),
+        ] {
+            let m = LexMode {
+                charset: ClientCharset::AsciiTrail(charset),
+                ..mode()
+            };
+            let lexed = lex(sql, &m, 100).unwrap();
+            assert_eq!(lexed.literals, vec![7..11], "{charset:?}");
+        }
+        // 0xA4 is a single-byte character in sjis: its 0x5C escapes.
+        let sjis = LexMode {
+            charset: ClientCharset::AsciiTrail(TrailCharset::Sjis),
+            ..mode()
+        };
+        assert!(refused(b"SELECT '\xa4\x5c' , 2", &sjis));
+    }
+
+    #[test]
+    fn non_utf8_bytes_become_placeholders() {
+        let latin1 = LexMode {
+            charset: ClientCharset::AsciiSafe,
+            ..mode()
+        };
+        assert_eq!(
+            shadow(b"SELECT HEX('\xe9')", &latin1).unwrap(),
+            "SELECT HEX('\u{1a}')"
+        );
+        // Invalid UTF-8 on a utf8 connection too.
+        assert_eq!(
+            shadow(b"SELECT '\xe9'", &mode()).unwrap(),
+            "SELECT '\u{1a}'"
+        );
+        // Valid UTF-8 on a utf8 connection is kept.
+        assert_eq!(
+            shadow("SELECT 'é'".as_bytes(), &mode()).unwrap(),
+            "SELECT 'é'"
+        );
+        // Same length whatever happens.
+        let sql = b"SELECT `\xe9\xe9` /* \xff */ '\xc3' -- \xfe\n";
+        assert_eq!(shadow(sql, &latin1).unwrap().len(), sql.len());
+    }
+
+    #[test]
+    fn comments() {
+        let cases: &[(&str, &str)] = &[
+            ("SELECT 1 # x\n, 2", "SELECT 1    \n, 2"),
+            ("SELECT 1 -- x\n, 2", "SELECT 1     \n, 2"),
+            ("SELECT 1 --\t, 2", "SELECT 1        "),
+            ("SELECT 1 --\x01, 2", "SELECT 1        "),
+            ("SELECT 1 --", "SELECT 1   "),
+            ("SELECT 1 /* a /* b */, 2", "SELECT 1              , 2"),
+            ("SELECT /*+ SHARD(1) */ 1", "SELECT /*+ SHARD(1) */ 1"),
+            ("SELECT '#', \"--\", `/*`", "SELECT '#', \"--\", `/*`"),
+        ];
+        for (sql, want) in cases {
+            let got = shadow(sql.as_bytes(), &mode()).unwrap();
+            assert_eq!(got.len(), sql.len(), "{sql:?}");
+            assert_eq!(words(&got), words(want), "{sql:?}");
+        }
+        for sql in [
+            "SELECT 1--1",
+            "SELECT 1 ---1",
+            "SELECT 1 /* open",
+            "SELECT /*! 1",
+            "SELECT 1 /*!99999 /* nested */ , 2 */",
+            "SELECT /*! 1 /* nested */ */",
+            "SELECT /*! 1 # x\n */",
+            "SELECT /*! 1 -- x\n */",
+            "SELECT /*! /*+ SHARD(1) */ 1 */",
+            "SELECT /*+ SHARD(1) /* x */ 1",
+            "SELECT /*! 1; SELECT 2 */",
+            "SELECT 1 # \0 x\n",
+            "SELECT '\\",
+            "SELECT 'abc",
+            "SELECT `abc",
+            "SELECT 1.5e--1",
+            "SELECT 1.5e+'",
+            "SELECT .5e/* x */",
+            "SELECT 2.e#\n",
+            "SELECT X'4G'",
+        ] {
+            assert!(refused(sql.as_bytes(), &mode()), "{sql:?}");
+        }
+        // Ordinary uses of e and dots are fine.
+        for sql in [
+            "SELECT u.email, t1.e, 1.5e3, 1e5, 1e-5, 1.5E+3, .5, 0x1F, 1..2 FROM u",
+            "SELECT a.5e FROM t a",
+        ] {
+            assert!(!refused(sql.as_bytes(), &mode()), "{sql:?}");
+        }
+    }
+
+    #[test]
+    fn ansi_quotes() {
+        let ansi = LexMode {
+            ansi_quotes: true,
+            ..mode()
+        };
+        let lexed = lex(br#"SELECT "a b" FROM "t""#, &ansi, 100).unwrap();
+        assert_eq!(lexed.shadow, "SELECT `a b` FROM `t`");
+        assert_eq!(lexed.literals, vec![7..12, 18..21]);
+        assert!(refused(br#"SELECT "a""b""#, &ansi));
+        assert!(refused(br#"SELECT "a`b""#, &ansi));
+        // Without the mode it is a string.
+        assert_eq!(
+            shadow(br#"SELECT "a b""#, &mode()).unwrap(),
+            r#"SELECT "a b""#
+        );
+    }
+
+    #[test]
+    fn statements_markers_and_token_cap() {
+        let lexed = lex(b" SELECT 1 ; /* c */ ; SELECT '?;', ? ;", &mode(), 100).unwrap();
+        assert_eq!(lexed.statements, vec![1..9, 22..36]);
+        assert_eq!(lexed.markers, vec![35..36]);
+        let many = format!("SELECT 1 FROM t WHERE id IN ({})", vec!["1"; 600].join(","));
+        assert!(matches!(
+            lex(many.as_bytes(), &mode(), 1_000),
+            Err(RouteError::Unsupported(_))
+        ));
+        assert!(lex(many.as_bytes(), &mode(), 2_000).is_ok());
+    }
+
+    #[test]
+    fn never_panics_on_any_prefix() {
+        let sql: &[u8] =
+            b"SELECT /*!40101 `a\xbf\x5c`*/ 'x\\'y' \"q\" /*+ H */ -- c\n#\n 1.5e3 X'0A' N'n' ?";
+        for charset in [
+            ClientCharset::Utf8,
+            ClientCharset::AsciiSafe,
+            ClientCharset::AsciiTrail(TrailCharset::Gbk),
+            ClientCharset::AsciiTrail(TrailCharset::Big5),
+            ClientCharset::AsciiTrail(TrailCharset::Sjis),
+        ] {
+            for flags in 0..4 {
+                let m = LexMode {
+                    charset,
+                    no_backslash_escapes: flags & 1 != 0,
+                    ansi_quotes: flags & 2 != 0,
+                    ..mode()
+                };
+                for end in 0..=sql.len() {
+                    for start in 0..end.min(8) {
+                        if let Ok(l) = lex(&sql[start..end], &m, 1_000) {
+                            assert_eq!(l.shadow.len(), end - start);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
