@@ -25,7 +25,7 @@ pub const DEFAULT_MAX_ALLOWED_PACKET: u64 = 16 * 1024 * 1024;
 /// Default `limits.max_statement_analysis_bytes`.
 pub const DEFAULT_MAX_STATEMENT_ANALYSIS_BYTES: u64 = 64 * 1024 * 1024;
 /// Default `limits.max_statement_tokens`.
-pub const DEFAULT_MAX_STATEMENT_TOKENS: u64 = 500_000;
+pub const DEFAULT_MAX_STATEMENT_TOKENS: u64 = 100_000;
 /// Default `limits.blocking_analysis_bytes`.
 pub const DEFAULT_BLOCKING_ANALYSIS_BYTES: u64 = 64 * 1024;
 /// Default `limits.max_prepared_statements`.
