@@ -242,6 +242,11 @@ def frame_seeds():
     # Continuation frames past the 64 MiB packet limit.
     write("frame", "past-limit", bytes([3]) + b"".join(fill_frame(full, s, 0x61) for s in range(5))
           + fill_frame(1, 5, 0x62))
+    # Four full frames and a short one: a packet 96 bytes past the limit
+    # (the reader returned it, holding 128 MiB, until it checked the
+    # limit before joining each frame).
+    write("frame", "limit-plus-96", bytes([3]) + b"".join(fill_frame(full, s, 0x61) for s in range(4))
+          + fill_frame(100, 4, 0x62))
     # A header announcing a full frame that never comes.
     write("frame", "truncated", bytes([2, 0, 4]) + b"\xff\xff\xff\x00")
 

@@ -46,14 +46,16 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // A moving realloc holds both blocks for a moment: count the new
-        // one before the old one is released.
-        grew(new_size);
+        // Counted as a resize, not as both blocks at once: the blocks that
+        // matter here are megabytes, which glibc keeps in their own
+        // mappings and resizes with mremap (no copy, never both resident).
         let new = System.realloc(ptr, layout, new_size);
-        if new.is_null() {
-            shrank(new_size);
-        } else {
-            shrank(layout.size());
+        if !new.is_null() {
+            if new_size >= layout.size() {
+                grew(new_size - layout.size());
+            } else {
+                shrank(layout.size() - new_size);
+            }
         }
         new
     }

@@ -107,22 +107,26 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// A whole logical packet (continuation frames joined): the sequence id
     /// of its last frame and its payload. A packet longer than
-    /// [`MAX_PACKET`] is an `InvalidData` error.
+    /// [`MAX_PACKET`] is an `InvalidData` error, raised before its payload
+    /// grows past the limit.
     pub async fn next_packet(&mut self) -> io::Result<(u8, Vec<u8>)> {
         let first = self.next_frame().await?;
         let mut seq = first.seq();
         let mut payload = first.payload().to_vec();
         let mut continued = first.is_continued();
         while continued {
-            if payload.len() >= MAX_PACKET {
+            let next = self.next_frame().await?;
+            let more = next.payload();
+            if payload.len() + more.len() > MAX_PACKET {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!("packet larger than {MAX_PACKET} bytes"),
                 ));
             }
-            let next = self.next_frame().await?;
+            // Exact growth: doubling would allocate up to twice the limit.
+            payload.reserve_exact(more.len());
+            payload.extend_from_slice(more);
             seq = next.seq();
-            payload.extend_from_slice(next.payload());
             continued = next.is_continued();
         }
         Ok((seq, payload))
@@ -298,6 +302,22 @@ mod tests {
         let (seq, joined) = reader.next_packet().await.unwrap();
         assert_eq!(seq, 2);
         assert_eq!(joined, payload);
+    }
+
+    #[tokio::test]
+    async fn packets_past_the_limit_are_refused_before_they_grow() {
+        // Four full frames and a short one: the limit plus 96 bytes.
+        let frames = MAX_PACKET / MAX_FRAME_PAYLOAD;
+        let mut stream = Vec::with_capacity(MAX_PACKET + 200);
+        for seq in 0..=frames {
+            let len = if seq < frames { MAX_FRAME_PAYLOAD } else { 100 };
+            stream.extend_from_slice(&(len as u32).to_le_bytes()[..3]);
+            stream.push(seq as u8);
+            stream.resize(stream.len() + len, 0x61);
+        }
+        let mut reader = FrameReader::new(stream.as_slice());
+        let error = reader.next_packet().await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
     }
 
     #[tokio::test]
