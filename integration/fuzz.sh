@@ -7,7 +7,8 @@
 # route, one after the other. Installs what is missing (the nightly
 # toolchain, cargo-fuzz), builds the targets (release, debug assertions,
 # no sanitizer unless FUZZ_SANITIZER=address), then runs each from its
-# seed corpus fuzz/corpus/<target>/ (route with fuzz/dict/sql.dict).
+# seed corpus fuzz/corpus/<target>/ and the inputs that once crashed it,
+# fuzz/regressions/<target>/ (route with fuzz/dict/sql.dict).
 # Prints one summary line per target: executions, executions per second,
 # coverage (edges and features, at start and at the end), corpus entries
 # added, crashes.
@@ -90,8 +91,10 @@ options_for() {
 run_target() {
     local target=$1 log="$LOGS/$1.log"
     mkdir -p "$FUZZ/work-corpus/$target" "$FUZZ/artifacts/$target" "$FUZZ/corpus/$target"
+    local dirs=("$FUZZ/work-corpus/$target" "$FUZZ/corpus/$target")
+    [ -d "$FUZZ/regressions/$target" ] && dirs+=("$FUZZ/regressions/$target")
     # shellcheck disable=SC2046
-    "$BIN_DIR/$target" "$FUZZ/work-corpus/$target" "$FUZZ/corpus/$target" \
+    "$BIN_DIR/$target" "${dirs[@]}" \
         -max_total_time="$SECONDS_PER_TARGET" -timeout=30 -rss_limit_mb=2048 \
         -artifact_prefix="$FUZZ/artifacts/$target/" -print_final_stats=1 \
         $(options_for "$target") >"$log" 2>&1
