@@ -89,7 +89,7 @@ options_for() {
 
 # Runs one target; its log goes to $LOGS/<target>.log.
 run_target() {
-    local target=$1 log="$LOGS/$1.log"
+    local target=$1 log="$LOGS/$1.log" started=$SECONDS status=0
     mkdir -p "$FUZZ/work-corpus/$target" "$FUZZ/artifacts/$target" "$FUZZ/corpus/$target"
     local dirs=("$FUZZ/work-corpus/$target" "$FUZZ/corpus/$target")
     [ -d "$FUZZ/regressions/$target" ] && dirs+=("$FUZZ/regressions/$target")
@@ -97,13 +97,16 @@ run_target() {
     "$BIN_DIR/$target" "${dirs[@]}" \
         -max_total_time="$SECONDS_PER_TARGET" -timeout=30 -rss_limit_mb=2048 \
         -artifact_prefix="$FUZZ/artifacts/$target/" -print_final_stats=1 \
-        $(options_for "$target") >"$log" 2>&1
+        $(options_for "$target") >"$log" 2>&1 || status=$?
+    echo "$((SECONDS - started))" >"$LOGS/$target.seconds"
+    return "$status"
 }
 
 # The summary line of a finished target, from its log and exit status.
 summarize() {
     local target=$1 status=$2 log="$LOGS/$1.log"
-    local execs rate added init_cov init_ft cov ft artifacts
+    local execs rate added init_cov init_ft cov ft artifacts took
+    took=$(cat "$LOGS/$target.seconds" 2>/dev/null || echo "?")
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n1)
     added=$(sed -n 's/^stat::new_units_added: *//p' "$log" | tail -n1)
@@ -117,7 +120,7 @@ summarize() {
         verdict="CRASH (exit $status): ${artifacts:-see $log}"
     fi
     printf 'fuzz %-12s %s executions in %ss (%s exec/s), coverage %s -> %s edges, %s -> %s features, %s new corpus entries, %s\n' \
-        "$target" "${execs:-?}" "$SECONDS_PER_TARGET" "${rate:-?}" "${init_cov:-?}" "${cov:-?}" \
+        "$target" "${execs:-?}" "$took" "${rate:-?}" "${init_cov:-?}" "${cov:-?}" \
         "${init_ft:-?}" "${ft:-?}" "${added:-0}" "$verdict"
 }
 

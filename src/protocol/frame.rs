@@ -110,10 +110,13 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// [`MAX_PACKET`] is an `InvalidData` error, raised before its payload
     /// grows past the limit.
     pub async fn next_packet(&mut self) -> io::Result<(u8, Vec<u8>)> {
-        let first = self.next_frame().await?;
-        let mut seq = first.seq();
-        let mut payload = first.payload().to_vec();
-        let mut continued = first.is_continued();
+        // The first frame is released once copied: it shares the read
+        // buffer's allocation, which would otherwise stay held (16 MiB)
+        // while the rest of the packet is read.
+        let (mut seq, mut payload, mut continued) = {
+            let first = self.next_frame().await?;
+            (first.seq(), first.payload().to_vec(), first.is_continued())
+        };
         while continued {
             let next = self.next_frame().await?;
             let more = next.payload();
