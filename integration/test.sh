@@ -8,7 +8,11 @@
 # integration/fleet.sh start -> shardgate fleet init --config
 # config/shardgate.yaml --schema config/schema.sql -> integration/drivers/setup.sh
 # (the Python virtualenv, Node's mysql2 and sysbench for the driver
-# conformance tests, integration/tests/drivers.rs) -> cargo test --all-targets.
+# conformance tests, integration/tests/drivers.rs) -> the fuzz targets for
+# a short, bounded time (integration/fuzz.sh, SHARDGATE_FUZZ_SECONDS per
+# target, default 20; 0 skips them) -> cargo test --all-targets.
+# A fuzz crash fails the run after the tests have run (the reproducer is
+# in fuzz/artifacts/<target>/).
 # The integration tests find the fleet on 127.0.0.1:3307-3310 and start the
 # proxy themselves. Exits non-zero if any step fails.
 #
@@ -64,8 +68,20 @@ section "fleet init: shardgate fleet init --config config/shardgate.yaml --schem
 section "driver conformance setup: integration/drivers/setup.sh (venv, npm ci, sysbench)"
 integration/drivers/setup.sh
 
+FUZZ_SECONDS="${SHARDGATE_FUZZ_SECONDS:-20}"
+FUZZ_STATUS=0
+if [ "$FUZZ_SECONDS" != 0 ]; then
+    section "fuzz: integration/fuzz.sh $FUZZ_SECONDS (each target, bounded)"
+    integration/fuzz.sh "$FUZZ_SECONDS" || FUZZ_STATUS=$?
+fi
+
 section "tests: cargo test --all-targets $*"
 cargo test --all-targets "$@"
+
+if [ "$FUZZ_STATUS" -ne 0 ]; then
+    section "fuzz targets failed (exit $FUZZ_STATUS): reproducers in fuzz/artifacts/"
+    exit "$FUZZ_STATUS"
+fi
 
 if [ "$CI" != true ]; then
     section "PASS (the fleet is still running; integration/fleet.sh stop stops it)"

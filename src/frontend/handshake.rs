@@ -331,46 +331,19 @@ where
         Some(packet) => packet,
         None => read_login_packet(reader).await?,
     };
-    let refuse = |error: ClientError, seq: u8| LoginFailure::Refused { error, seq };
-    if payload.len() <= SSL_REQUEST_LEN {
-        let why = if !is_ssl_request(&payload) {
-            "this client speaks an old protocol; shardgate speaks protocol 4.1"
-        } else if tls_offered {
-            "this client asked for TLS twice"
-        } else {
-            "this client asked for TLS, which this listener does not offer (no `tls` section in the config)"
-        };
-        return Err(refuse(
-            ClientError::UnsupportedCommand(why.to_owned()),
-            seq.wrapping_add(1),
-        ));
-    }
-    let response = HandshakeResponse::deserialize((), &mut ParseBuf(&payload)).map_err(|e| {
-        refuse(
-            ClientError::UnsupportedCommand(format!("malformed handshake response: {e}")),
-            seq.wrapping_add(1),
-        )
+    let HandshakeFields {
+        user,
+        capabilities,
+        collation,
+        database,
+        native_auth,
+    } = parse_handshake_response(&payload, tls_offered).map_err(|error| LoginFailure::Refused {
+        error,
+        seq: seq.wrapping_add(1),
     })?;
-    let capabilities = response.capabilities() & SERVER_CAPABILITIES;
-    if !capabilities.contains(CapabilityFlags::CLIENT_PROTOCOL_41) {
-        return Err(refuse(
-            ClientError::UnsupportedCommand("client does not speak protocol 4.1".to_owned()),
-            seq.wrapping_add(1),
-        ));
-    }
-    let user = String::from_utf8_lossy(response.user()).into_owned();
-    let database = response
-        .db_name()
-        .filter(|db| !db.is_empty())
-        .map(|db| String::from_utf8_lossy(db).into_owned());
-    let collation = response.collation();
-    let uses_native = match response.auth_plugin() {
-        None => true,
-        Some(plugin) => matches!(plugin, AuthPlugin::MysqlNativePassword),
-    };
     let mut seq = seq;
-    let auth_data = if uses_native {
-        response.scramble_buf().to_vec()
+    let auth_data = if let Some(data) = native_auth {
+        data
     } else {
         let mut data = nonce.to_vec();
         data.push(0);
@@ -385,7 +358,10 @@ where
     };
     let next_seq = seq.wrapping_add(1);
     if !check_account(&accounts.users, &user, &nonce, &auth_data) {
-        return Err(refuse(accounts.refusal(user, &nonce, &auth_data), next_seq));
+        return Err(LoginFailure::Refused {
+            error: accounts.refusal(user, &nonce, &auth_data),
+            seq: next_seq,
+        });
     }
     Ok(LoggedIn {
         user,
@@ -546,6 +522,65 @@ fn password_matches(nonce: &[u8], password: &str, auth_data: &[u8]) -> bool {
         Some(expected) => expected.as_slice() == auth_data,
         None => false,
     }
+}
+
+/// What a client's HandshakeResponse asks for, as [`login`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandshakeFields {
+    /// Account name.
+    pub user: String,
+    /// The client's capabilities within ours.
+    pub capabilities: CapabilityFlags,
+    /// Collation the client asked for.
+    pub collation: u8,
+    /// Database named in the response, if any.
+    pub database: Option<String>,
+    /// The `mysql_native_password` answer to the scramble; `None` when the
+    /// client used another plugin (it gets an auth switch).
+    pub native_auth: Option<Vec<u8>>,
+}
+
+/// Parses a client's answer to the greeting (HandshakeResponse41 payload).
+/// An SSLRequest (asking for TLS where none is offered, or twice), a
+/// pre-4.1 response or a malformed one is the error to answer with.
+/// Pure: the fuzz target `handshake` calls it on arbitrary bytes.
+pub fn parse_handshake_response(
+    payload: &[u8],
+    tls_offered: bool,
+) -> Result<HandshakeFields, ClientError> {
+    if payload.len() <= SSL_REQUEST_LEN {
+        let why = if !is_ssl_request(payload) {
+            "this client speaks an old protocol; shardgate speaks protocol 4.1"
+        } else if tls_offered {
+            "this client asked for TLS twice"
+        } else {
+            "this client asked for TLS, which this listener does not offer (no `tls` section in the config)"
+        };
+        return Err(ClientError::UnsupportedCommand(why.to_owned()));
+    }
+    let response = HandshakeResponse::deserialize((), &mut ParseBuf(payload)).map_err(|e| {
+        ClientError::UnsupportedCommand(format!("malformed handshake response: {e}"))
+    })?;
+    let capabilities = response.capabilities() & SERVER_CAPABILITIES;
+    if !capabilities.contains(CapabilityFlags::CLIENT_PROTOCOL_41) {
+        return Err(ClientError::UnsupportedCommand(
+            "client does not speak protocol 4.1".to_owned(),
+        ));
+    }
+    let uses_native = match response.auth_plugin() {
+        None => true,
+        Some(plugin) => matches!(plugin, AuthPlugin::MysqlNativePassword),
+    };
+    Ok(HandshakeFields {
+        user: String::from_utf8_lossy(response.user()).into_owned(),
+        capabilities,
+        collation: response.collation(),
+        database: response
+            .db_name()
+            .filter(|db| !db.is_empty())
+            .map(|db| String::from_utf8_lossy(db).into_owned()),
+        native_auth: uses_native.then(|| response.scramble_buf().to_vec()),
+    })
 }
 
 #[cfg(test)]

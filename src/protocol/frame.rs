@@ -174,14 +174,19 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// refused on the header of the frame that goes over it: an
     /// `InvalidData` error holding a [`PacketTooLarge`].
     pub async fn next_packet(&mut self) -> io::Result<(u8, Vec<u8>)> {
-        let first = self.next_frame().await?;
-        let mut seq = first.seq();
-        let mut payload = first.payload().to_vec();
-        let mut continued = first.is_continued();
+        // The first frame is released once copied: it shares the read
+        // buffer's allocation, which would otherwise stay held (16 MiB)
+        // while the rest of the packet is read.
+        let (mut seq, mut payload, mut continued) = {
+            let first = self.next_frame().await?;
+            (first.seq(), first.payload().to_vec(), first.is_continued())
+        };
         while continued {
             let next = self.next_frame_within(payload.len()).await?;
-            seq = next.seq();
+            // Exact growth: doubling would allocate up to twice the limit.
+            payload.reserve_exact(next.payload().len());
             payload.extend_from_slice(next.payload());
+            seq = next.seq();
             continued = next.is_continued();
         }
         Ok((seq, payload))
@@ -394,6 +399,22 @@ mod tests {
         let mut reader =
             FrameReader::with_max_packet(writer.inner.as_slice(), MAX_FRAME_PAYLOAD + 100);
         assert_eq!(reader.next_packet().await.unwrap().1.len(), payload.len());
+    }
+
+    #[tokio::test]
+    async fn packets_past_the_limit_are_refused_before_they_grow() {
+        // Four full frames and a short one: the limit plus 96 bytes.
+        let frames = MAX_PACKET / MAX_FRAME_PAYLOAD;
+        let mut stream = Vec::with_capacity(MAX_PACKET + 200);
+        for seq in 0..=frames {
+            let len = if seq < frames { MAX_FRAME_PAYLOAD } else { 100 };
+            stream.extend_from_slice(&(len as u32).to_le_bytes()[..3]);
+            stream.push(seq as u8);
+            stream.resize(stream.len() + len, 0x61);
+        }
+        let mut reader = FrameReader::new(stream.as_slice());
+        let error = reader.next_packet().await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
     }
 
     #[tokio::test]

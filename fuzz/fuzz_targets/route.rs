@@ -1,0 +1,263 @@
+//! The router (`router::route`, and `route_prepare` / `split_statements` /
+//! `placeholders` on the same text) on arbitrary text against the topology
+//! of `config/shardgate.yaml`, in a session context taken from the input
+//! (a `USE` shard, sql_mode flags, character set, server version), on a
+//! stack the size of a runtime worker's.
+//!
+//! Checks: no panic, no stack overflow; the plan is well formed (targets
+//! exist and name the shard's master, multi-shard plans are reads over
+//! distinct shards of one fleet in shard order, merge columns in range,
+//! errors with a code and SQLSTATE); and the executable-comment oracle:
+//! every MariaDB executable comment (`/*!`, `/*!NNNNN`, `/*M!`) found,
+//! outside literals, quoted identifiers and comments, in any SQL text of
+//! the plan appears byte for byte in the input: the router never creates,
+//! splits, edits or moves one. The scanner is `shardgate_fuzz::scan`,
+//! written independently of the router.
+//!
+//! `SHARDGATE_FUZZ_COMMENT_ORACLE=0` turns the comment oracle off (to look
+//! for other failures while a known oracle finding is open).
+//!
+//! Input: a flags byte (bit 0 NO_BACKSLASH_ESCAPES, bit 1 ANSI_QUOTES,
+//! bits 2-4 character set, bit 5 a USE shard, bit 6 also route_prepare,
+//! bit 7 also split_statements and placeholders), a byte choosing the
+//! server version, the USE fleet and the placement, a 2-byte USE shard,
+//! then the statement text (invalid UTF-8 replaced).
+#![no_main]
+#![feature(cfg_sanitize)]
+
+use std::sync::LazyLock;
+
+use libfuzzer_sys::fuzz_target;
+use shardgate::router::{
+    placeholders, route, route_prepare, split_statements, ClientCharset, LexMode, Placement, Plan,
+    RouteContext, SessionAction, Target, TrailCharset,
+};
+use shardgate::topology::Topology;
+use shardgate_fuzz::input::Input;
+use shardgate_fuzz::scan::{self, executable_comments, LexFlags};
+
+/// The stack of a tokio runtime worker (its default), where the proxy
+/// routes statements. ASan's redzones make frames several times larger,
+/// so an instrumented build gets more.
+const STACK: usize = if cfg!(sanitize = "address") {
+    8 << 20
+} else {
+    2 << 20
+};
+
+static TOPOLOGY: LazyLock<Topology> = LazyLock::new(|| {
+    Topology::from_yaml_str(
+        include_str!("../../config/shardgate.yaml"),
+        "config/shardgate.yaml",
+    )
+    .unwrap_or_else(|errors| panic!("harness: config/shardgate.yaml does not load: {errors}"))
+});
+
+const VERSIONS: [u32; 6] = [100_000, 100_500, 101_100, 101_119, 110_400, 50_744];
+
+/// Places an object INSERT at a fixed point of the open range.
+struct Fixed(u32);
+
+impl Placement for Fixed {
+    fn choose(&mut self, first: u32, last: u32) -> u32 {
+        self.0.clamp(first, last)
+    }
+}
+
+fn check_target(target: &Target, topo: &Topology) {
+    let Some(fleet) = topo.fleet(target.fleet) else {
+        panic!("plan names fleet {} that does not exist", target.fleet);
+    };
+    assert!(
+        target.shard < fleet.shard_count,
+        "shard {} past fleet {}'s {} shards",
+        target.shard,
+        fleet.name,
+        fleet.shard_count
+    );
+    assert_eq!(
+        topo.master_of(target.fleet, target.shard),
+        Some(target.host),
+        "target {target:?} is not the shard's master"
+    );
+}
+
+/// The plan's SQL texts, after checking its shape.
+fn check_plan<'p>(plan: &'p Plan, topo: &Topology) -> Vec<&'p str> {
+    #[allow(unreachable_patterns)]
+    match plan {
+        Plan::Shard(query) => {
+            check_target(&query.target, topo);
+            vec![query.sql.as_str()]
+        }
+        Plan::MultiShard(multi) => {
+            assert!(!multi.parts.is_empty(), "a multi-shard plan with no part");
+            let fleet = multi.parts[0].target.fleet;
+            for pair in multi.parts.windows(2) {
+                assert!(
+                    pair[0].target.shard < pair[1].target.shard,
+                    "parts not in shard order or repeated: {} then {}",
+                    pair[0].target.shard,
+                    pair[1].target.shard
+                );
+            }
+            for part in &multi.parts {
+                check_target(&part.target, topo);
+                assert_eq!(part.target.fleet, fleet, "parts on several fleets");
+                assert_eq!(
+                    part.kind,
+                    shardgate::router::StatementKind::Read,
+                    "a {:?} fans out",
+                    part.kind
+                );
+                assert_eq!(part.compose_insert_id, None);
+            }
+            if let Some(aggregation) = &multi.merge.aggregation {
+                let columns = aggregation.columns.len();
+                assert!(multi.merge.hidden_columns <= columns);
+                for key in &multi.merge.order_by {
+                    assert!(
+                        key.column < columns,
+                        "sort key {} of {columns} columns",
+                        key.column
+                    );
+                }
+            }
+            multi.parts.iter().map(|part| part.sql.as_str()).collect()
+        }
+        Plan::AnyHost { sql } | Plan::Diagnostics { sql } => vec![sql.as_str()],
+        Plan::Session(action) => match action {
+            SessionAction::Use { fleet, shard } => {
+                let fleet = topo
+                    .fleet(*fleet)
+                    .expect("USE of a fleet that does not exist");
+                assert!(*shard < fleet.shard_count);
+                Vec::new()
+            }
+            SessionAction::Begin { sql }
+            | SessionAction::SetSession { sql, .. }
+            | SessionAction::Savepoint { sql } => vec![sql.as_str()],
+            _ => Vec::new(),
+        },
+        Plan::Reject(error) => {
+            assert!(error.code() >= 1000, "error code {}", error.code());
+            assert_eq!(error.sql_state().len(), 5);
+            assert!(!error.to_string().is_empty());
+            Vec::new()
+        }
+        _ => Vec::new(),
+    }
+}
+
+static COMMENT_ORACLE: LazyLock<bool> =
+    LazyLock::new(|| std::env::var("SHARDGATE_FUZZ_COMMENT_ORACLE").as_deref() != Ok("0"));
+
+/// The executable-comment oracle (see the module comment).
+fn check_comments(plan: &Plan, texts: &[&str], input: &str, lex: &LexFlags) {
+    if !*COMMENT_ORACLE {
+        return;
+    }
+    for text in texts {
+        for range in executable_comments(text.as_bytes(), lex) {
+            let comment = &text.as_bytes()[range];
+            assert!(
+                input.as_bytes().windows(comment.len()).any(|w| w == comment),
+                "the plan's text has the executable comment {:?}, which is not in the input\ninput: {input:?}\nplan: {plan:?}",
+                String::from_utf8_lossy(comment)
+            );
+        }
+    }
+}
+
+fn check_route(sql: &str, ctx: &RouteContext, lex: &LexFlags, placement: u32) {
+    let topo = &*TOPOLOGY;
+    let plan = route(sql, topo, ctx, &mut Fixed(placement));
+    let texts = check_plan(&plan, topo);
+    check_comments(&plan, &texts, sql, lex);
+}
+
+fn run(sql: &str, flags: u8, ctx: RouteContext, lex: LexFlags, placement: u32) {
+    check_route(sql, &ctx, &lex, placement);
+    if flags & 0x40 != 0 {
+        let plan = route_prepare(sql, &TOPOLOGY, &ctx);
+        let texts = check_plan(&plan, &TOPOLOGY);
+        check_comments(&plan, &texts, sql, &lex);
+    }
+    if flags & 0x80 != 0 {
+        let pieces = split_statements(sql);
+        let mut end = 0;
+        for range in &pieces {
+            assert!(
+                range.start >= end && range.start <= range.end,
+                "split ranges {pieces:?}"
+            );
+            end = range.end;
+            let Some(piece) = sql.get(range.clone()) else {
+                panic!("split range {range:?} is not on character boundaries of {sql:?}");
+            };
+            if pieces.len() > 1 {
+                check_route(piece, &ctx, &lex, placement);
+            }
+        }
+        if let Ok(markers) = placeholders(sql) {
+            for range in markers {
+                assert_eq!(sql.get(range.clone()), Some("?"), "placeholder {range:?}");
+            }
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut input = Input::new(data);
+    let flags = input.u8();
+    let choice = input.u8();
+    let use_shard = u32::from(input.u16());
+    let sql = String::from_utf8_lossy(input.rest()).into_owned();
+
+    let (charset, trail) = match (flags >> 2) & 7 {
+        1 => (ClientCharset::AsciiSafe, None),
+        2 => (
+            ClientCharset::AsciiTrail(TrailCharset::Big5),
+            Some(scan::TrailCharset::Big5),
+        ),
+        3 => (
+            ClientCharset::AsciiTrail(TrailCharset::Gbk),
+            Some(scan::TrailCharset::Gbk),
+        ),
+        4 => (
+            ClientCharset::AsciiTrail(TrailCharset::Sjis),
+            Some(scan::TrailCharset::Sjis),
+        ),
+        _ => (ClientCharset::Utf8, None),
+    };
+    let lex = LexFlags {
+        no_backslash_escapes: flags & 1 != 0,
+        ansi_quotes: flags & 2 != 0,
+        trail,
+    };
+    let topo = &*TOPOLOGY;
+    let use_fleet = usize::from(choice >> 7) % topo.fleets.len();
+    let current_db = (flags & 0x20 != 0).then(|| {
+        let count = topo.fleets[use_fleet].shard_count.max(1);
+        (use_fleet, use_shard % count)
+    });
+    let ctx = RouteContext {
+        current_db,
+        lex: LexMode {
+            no_backslash_escapes: lex.no_backslash_escapes,
+            ansi_quotes: lex.ansi_quotes,
+            charset,
+            server_version: VERSIONS[usize::from(choice & 7) % VERSIONS.len()],
+        },
+    };
+    let placement = u32::from(choice >> 3 & 0x0F) * 300;
+
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .stack_size(STACK)
+            .spawn_scoped(scope, || run(&sql, flags, ctx, lex, placement))
+            .expect("harness: cannot start the routing thread")
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    });
+});
