@@ -20,7 +20,7 @@
 #
 # New corpus entries: the run writes them to fuzz/work-corpus/<target>/
 # (not committed). Unless CI=true or FUZZ_KEEP_CORPUS=0, the entries that add
-# coverage and are at most FUZZ_KEEP_MAX_BYTES (2048) long are merged into
+# coverage and are at most FUZZ_KEEP_MAX_BYTES (600) long are merged into
 # fuzz/corpus/<target>/ afterwards, to be committed.
 #
 # Environment: FUZZ_SANITIZER (none|address, default none), FUZZ_JOBS
@@ -45,7 +45,7 @@ esac
 SANITIZER="${FUZZ_SANITIZER:-none}"
 CODEGEN_UNITS="${FUZZ_CODEGEN_UNITS:-16}"
 JOBS="${FUZZ_JOBS:-1}"
-KEEP_MAX="${FUZZ_KEEP_MAX_BYTES:-2048}"
+KEEP_MAX="${FUZZ_KEEP_MAX_BYTES:-600}"
 if [ "${CI:-false}" = true ]; then KEEP="${FUZZ_KEEP_CORPUS:-0}"; else KEEP="${FUZZ_KEEP_CORPUS:-1}"; fi
 
 STARTED=$SECONDS
@@ -133,7 +133,7 @@ keep_corpus() {
     "$BIN_DIR/$target" -merge=1 "$FUZZ/corpus/$target" "$small" $(options_for "$target") \
         >"$LOGS/$target.merge.log" 2>&1 || { echo "  (merge of new $target entries failed; see $LOGS/$target.merge.log)"; return 0; }
     after=$(find "$FUZZ/corpus/$target" -type f | wc -l)
-    echo "  corpus/$target: $before -> $after entries ($(du -sb "$FUZZ/corpus/$target" | cut -f1) bytes)"
+    echo "  corpus/$target: $before -> $after entries ($(find "$FUZZ/corpus/$target" -type f -printf '%s\n' | awk '{s += $1} END {print s}') bytes)"
 }
 
 step "running ${TARGETS[*]} for ${SECONDS_PER_TARGET} s each, $JOBS at a time (logs in $LOGS)"
