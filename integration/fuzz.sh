@@ -17,13 +17,16 @@
 # leaves its reproducer in fuzz/artifacts/<target>/ and makes the script
 # exit 1 once every target has run. Reproduce with
 #   fuzz/target/x86_64-unknown-linux-gnu/release/<target> fuzz/artifacts/<target>/<file>
+# (debug/ instead of release/ after FUZZ_BUILD=dev).
 #
 # New corpus entries: the run writes them to fuzz/work-corpus/<target>/
 # (not committed). Unless CI=true or FUZZ_KEEP_CORPUS=0, the entries that add
 # coverage and are at most FUZZ_KEEP_MAX_BYTES (600) long are merged into
 # fuzz/corpus/<target>/ afterwards, to be committed.
 #
-# Environment: FUZZ_SANITIZER (none|address, default none), FUZZ_JOBS
+# Environment: FUZZ_BUILD (release, the default: optimised with debug
+# assertions; dev: unoptimised, built in less than half the CPU time, for
+# short CI runs), FUZZ_SANITIZER (none|address, default none), FUZZ_JOBS
 # (targets run at once, default 1), FUZZ_CODEGEN_UNITS (16: a build several
 # times faster than cargo-fuzz's default of 1, for slightly slower runs),
 # FUZZ_KEEP_CORPUS, FUZZ_KEEP_MAX_BYTES.
@@ -64,7 +67,11 @@ fi
 
 LOGS="$FUZZ/target/fuzz-logs"
 mkdir -p "$LOGS"
-BUILD=(cargo +nightly fuzz build --sanitizer "$SANITIZER" --codegen-units "$CODEGEN_UNITS")
+case "${FUZZ_BUILD:-release}" in
+    release) BUILD=(cargo +nightly fuzz build --sanitizer "$SANITIZER" --codegen-units "$CODEGEN_UNITS"); PROFILE_DIR=release ;;
+    dev) BUILD=(cargo +nightly fuzz build --dev --sanitizer "$SANITIZER"); PROFILE_DIR=debug ;;
+    *) echo "FUZZ_BUILD must be release or dev" >&2; exit 2 ;;
+esac
 step "build: ${BUILD[*]} ($(rustup run nightly rustc --version))"
 BUILD_STARTED=$SECONDS
 if ! "${BUILD[@]}" >"$LOGS/build.log" 2>&1; then
@@ -72,7 +79,7 @@ if ! "${BUILD[@]}" >"$LOGS/build.log" 2>&1; then
     echo "fuzz build failed (log: $LOGS/build.log)" >&2
     exit 1
 fi
-BIN_DIR="$FUZZ/target/$(rustup run nightly rustc -vV | sed -n 's/^host: //p')/release"
+BIN_DIR="$FUZZ/target/$(rustup run nightly rustc -vV | sed -n 's/^host: //p')/$PROFILE_DIR"
 for target in "${TARGETS[@]}"; do
     [ -x "$BIN_DIR/$target" ] || { echo "no fuzz target '$target' (built: ${ALL_TARGETS[*]})" >&2; exit 2; }
 done
