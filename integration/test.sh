@@ -73,7 +73,8 @@ FUZZ_SECONDS="${SHARDGATE_FUZZ_SECONDS:-20}"
 FUZZ_STATUS=0
 if [ "$FUZZ_SECONDS" != 0 ]; then
     section "fuzz: integration/fuzz.sh $FUZZ_SECONDS (each target, bounded)"
-    FUZZ_BUILD="${FUZZ_BUILD:-dev}" integration/fuzz.sh "$FUZZ_SECONDS" || FUZZ_STATUS=$?
+    FUZZ_BUILD="${FUZZ_BUILD:-dev}" FUZZ_KEEP_CORPUS="${FUZZ_KEEP_CORPUS:-0}" \
+        integration/fuzz.sh "$FUZZ_SECONDS" || FUZZ_STATUS=$?
 fi
 
 section "tests: cargo test --all-targets $*"
