@@ -17,13 +17,16 @@
 # leaves its reproducer in fuzz/artifacts/<target>/ and makes the script
 # exit 1 once every target has run. Reproduce with
 #   fuzz/target/x86_64-unknown-linux-gnu/release/<target> fuzz/artifacts/<target>/<file>
+# (debug/ instead of release/ after FUZZ_BUILD=dev).
 #
 # New corpus entries: the run writes them to fuzz/work-corpus/<target>/
 # (not committed). Unless CI=true or FUZZ_KEEP_CORPUS=0, the entries that add
-# coverage and are at most FUZZ_KEEP_MAX_BYTES (2048) long are merged into
+# coverage and are at most FUZZ_KEEP_MAX_BYTES (600) long are merged into
 # fuzz/corpus/<target>/ afterwards, to be committed.
 #
-# Environment: FUZZ_SANITIZER (none|address, default none), FUZZ_JOBS
+# Environment: FUZZ_BUILD (release, the default: optimised with debug
+# assertions; dev: unoptimised, built in less than half the CPU time, for
+# short CI runs), FUZZ_SANITIZER (none|address, default none), FUZZ_JOBS
 # (targets run at once, default 1), FUZZ_CODEGEN_UNITS (16: a build several
 # times faster than cargo-fuzz's default of 1, for slightly slower runs),
 # FUZZ_KEEP_CORPUS, FUZZ_KEEP_MAX_BYTES.
@@ -45,7 +48,7 @@ esac
 SANITIZER="${FUZZ_SANITIZER:-none}"
 CODEGEN_UNITS="${FUZZ_CODEGEN_UNITS:-16}"
 JOBS="${FUZZ_JOBS:-1}"
-KEEP_MAX="${FUZZ_KEEP_MAX_BYTES:-2048}"
+KEEP_MAX="${FUZZ_KEEP_MAX_BYTES:-600}"
 if [ "${CI:-false}" = true ]; then KEEP="${FUZZ_KEEP_CORPUS:-0}"; else KEEP="${FUZZ_KEEP_CORPUS:-1}"; fi
 
 STARTED=$SECONDS
@@ -64,7 +67,11 @@ fi
 
 LOGS="$FUZZ/target/fuzz-logs"
 mkdir -p "$LOGS"
-BUILD=(cargo +nightly fuzz build --sanitizer "$SANITIZER" --codegen-units "$CODEGEN_UNITS")
+case "${FUZZ_BUILD:-release}" in
+    release) BUILD=(cargo +nightly fuzz build --sanitizer "$SANITIZER" --codegen-units "$CODEGEN_UNITS"); PROFILE_DIR=release ;;
+    dev) BUILD=(cargo +nightly fuzz build --dev --sanitizer "$SANITIZER"); PROFILE_DIR=debug ;;
+    *) echo "FUZZ_BUILD must be release or dev" >&2; exit 2 ;;
+esac
 step "build: ${BUILD[*]} ($(rustup run nightly rustc --version))"
 BUILD_STARTED=$SECONDS
 if ! "${BUILD[@]}" >"$LOGS/build.log" 2>&1; then
@@ -72,7 +79,7 @@ if ! "${BUILD[@]}" >"$LOGS/build.log" 2>&1; then
     echo "fuzz build failed (log: $LOGS/build.log)" >&2
     exit 1
 fi
-BIN_DIR="$FUZZ/target/$(rustup run nightly rustc -vV | sed -n 's/^host: //p')/release"
+BIN_DIR="$FUZZ/target/$(rustup run nightly rustc -vV | sed -n 's/^host: //p')/$PROFILE_DIR"
 for target in "${TARGETS[@]}"; do
     [ -x "$BIN_DIR/$target" ] || { echo "no fuzz target '$target' (built: ${ALL_TARGETS[*]})" >&2; exit 2; }
 done
@@ -133,7 +140,7 @@ keep_corpus() {
     "$BIN_DIR/$target" -merge=1 "$FUZZ/corpus/$target" "$small" $(options_for "$target") \
         >"$LOGS/$target.merge.log" 2>&1 || { echo "  (merge of new $target entries failed; see $LOGS/$target.merge.log)"; return 0; }
     after=$(find "$FUZZ/corpus/$target" -type f | wc -l)
-    echo "  corpus/$target: $before -> $after entries ($(du -sb "$FUZZ/corpus/$target" | cut -f1) bytes)"
+    echo "  corpus/$target: $before -> $after entries ($(find "$FUZZ/corpus/$target" -type f -printf '%s\n' | awk '{s += $1} END {print s}') bytes)"
 }
 
 step "running ${TARGETS[*]} for ${SECONDS_PER_TARGET} s each, $JOBS at a time (logs in $LOGS)"

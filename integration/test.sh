@@ -9,8 +9,9 @@
 # config/shardgate.yaml --schema config/schema.sql -> integration/drivers/setup.sh
 # (the Python virtualenv, Node's mysql2 and sysbench for the driver
 # conformance tests, integration/tests/drivers.rs) -> the fuzz targets for
-# a short, bounded time (integration/fuzz.sh, SHARDGATE_FUZZ_SECONDS per
-# target, default 20; 0 skips them) -> cargo test --all-targets.
+# a short, bounded time (integration/fuzz.sh, unoptimised build, which
+# takes less than half the CPU time of an optimised one; SHARDGATE_FUZZ_SECONDS
+# per target, default 20; 0 skips them) -> cargo test --all-targets.
 # A fuzz crash fails the run after the tests have run (the reproducer is
 # in fuzz/artifacts/<target>/).
 # The integration tests find the fleet on 127.0.0.1:3307-3310 and start the
@@ -72,7 +73,8 @@ FUZZ_SECONDS="${SHARDGATE_FUZZ_SECONDS:-20}"
 FUZZ_STATUS=0
 if [ "$FUZZ_SECONDS" != 0 ]; then
     section "fuzz: integration/fuzz.sh $FUZZ_SECONDS (each target, bounded)"
-    integration/fuzz.sh "$FUZZ_SECONDS" || FUZZ_STATUS=$?
+    FUZZ_BUILD="${FUZZ_BUILD:-dev}" FUZZ_KEEP_CORPUS="${FUZZ_KEEP_CORPUS:-0}" \
+        integration/fuzz.sh "$FUZZ_SECONDS" || FUZZ_STATUS=$?
 fi
 
 section "tests: cargo test --all-targets $*"

@@ -23,6 +23,9 @@ const MAX_STREAM: u64 = (MAX_PACKET + 2 * FRAME) as u64;
 /// What the reader may hold: one packet at the limit, the frame being
 /// joined and the buffer reading the next one, plus small change.
 const MAX_HELD: usize = MAX_PACKET + 2 * FRAME + (1 << 20);
+/// Packets read per input: a stream of zeros is millions of empty packets,
+/// and more of them exercise nothing new.
+const MAX_PACKETS: usize = 10_000;
 /// Streams up to this long are also decoded by the reference decoder.
 const REFERENCE_MAX: u64 = 1 << 20;
 
@@ -52,11 +55,12 @@ fuzz_target!(|data: &[u8]| {
     let mut input = Input::new(data);
     let chunk_choice = input.u8();
     let mut stream = ScriptedStream::decode(&mut input, MAX_STREAM);
-    // Small reads only on short streams (a byte per read of 80 MB is slow).
+    // Small reads only on short streams (a byte per read of 80 MB is slow,
+    // and unoptimised CI builds replay the whole corpus).
     let chunk = match chunk_choice % 4 {
-        0 if stream.total() <= 1 << 16 => 1,
-        1 if stream.total() <= 1 << 20 => 7,
-        2 => 4096,
+        0 if stream.total() <= 1 << 12 => 1,
+        1 if stream.total() <= 1 << 16 => 7,
+        2 if stream.total() <= 1 << 20 => 4096,
         _ => usize::MAX,
     };
     stream.set_chunk(chunk);
@@ -66,7 +70,8 @@ fuzz_target!(|data: &[u8]| {
     let base = alloc::live();
     let mut reader = FrameReader::new(stream);
     let mut got = Vec::new();
-    loop {
+    let mut complete = false;
+    for _ in 0..MAX_PACKETS {
         match run_ready(reader.next_packet()) {
             Ok((seq, payload)) => {
                 assert!(
@@ -89,6 +94,7 @@ fuzz_target!(|data: &[u8]| {
                 if error.kind() == ErrorKind::InvalidData {
                     assert!(expected.is_none(), "InvalidData on a short stream: {error}");
                 }
+                complete = true;
                 break;
             }
         }
@@ -103,7 +109,10 @@ fuzz_target!(|data: &[u8]| {
         held <= MAX_HELD,
         "the reader held {held} bytes at once (allowed {MAX_HELD})"
     );
-    if let Some(expected) = expected {
+    if let Some(mut expected) = expected {
+        if !complete {
+            expected.truncate(got.len());
+        }
         assert_eq!(got, expected, "packets differ from the reference decoder");
     }
 });
