@@ -21,7 +21,7 @@
 //! bits 2-4 character set, bit 5 a USE shard, bit 6 also route_prepare,
 //! bit 7 also split_statements and placeholders), a byte choosing the
 //! server version, the USE fleet and the placement, a 2-byte USE shard,
-//! then the statement text (invalid UTF-8 replaced).
+//! then the statement bytes (routed as bytes, as the proxy does).
 #![no_main]
 #![feature(cfg_sanitize)]
 
@@ -83,12 +83,12 @@ fn check_target(target: &Target, topo: &Topology) {
 }
 
 /// The plan's SQL texts, after checking its shape.
-fn check_plan<'p>(plan: &'p Plan, topo: &Topology) -> Vec<&'p str> {
+fn check_plan<'p>(plan: &'p Plan, topo: &Topology) -> Vec<&'p [u8]> {
     #[allow(unreachable_patterns)]
     match plan {
         Plan::Shard(query) => {
             check_target(&query.target, topo);
-            vec![query.sql.as_str()]
+            vec![query.sql.as_bytes()]
         }
         Plan::MultiShard(multi) => {
             assert!(!multi.parts.is_empty(), "a multi-shard plan with no part");
@@ -123,9 +123,9 @@ fn check_plan<'p>(plan: &'p Plan, topo: &Topology) -> Vec<&'p str> {
                     );
                 }
             }
-            multi.parts.iter().map(|part| part.sql.as_str()).collect()
+            multi.parts.iter().map(|part| part.sql.as_bytes()).collect()
         }
-        Plan::AnyHost { sql } | Plan::Diagnostics { sql } => vec![sql.as_str()],
+        Plan::AnyHost { sql } | Plan::Diagnostics { sql } => vec![sql.as_bytes()],
         Plan::Session(action) => match action {
             SessionAction::Use { fleet, shard } => {
                 let fleet = topo
@@ -136,7 +136,7 @@ fn check_plan<'p>(plan: &'p Plan, topo: &Topology) -> Vec<&'p str> {
             }
             SessionAction::Begin { sql }
             | SessionAction::SetSession { sql, .. }
-            | SessionAction::Savepoint { sql } => vec![sql.as_str()],
+            | SessionAction::Savepoint { sql } => vec![sql.as_bytes()],
             _ => Vec::new(),
         },
         Plan::Reject(error) => {
@@ -153,30 +153,31 @@ static COMMENT_ORACLE: LazyLock<bool> =
     LazyLock::new(|| std::env::var("SHARDGATE_FUZZ_COMMENT_ORACLE").as_deref() != Ok("0"));
 
 /// The executable-comment oracle (see the module comment).
-fn check_comments(plan: &Plan, texts: &[&str], input: &str, lex: &LexFlags) {
+fn check_comments(plan: &Plan, texts: &[&[u8]], input: &[u8], lex: &LexFlags) {
     if !*COMMENT_ORACLE {
         return;
     }
     for text in texts {
-        for range in executable_comments(text.as_bytes(), lex) {
-            let comment = &text.as_bytes()[range];
+        for range in executable_comments(text, lex) {
+            let comment = &text[range];
             assert!(
-                input.as_bytes().windows(comment.len()).any(|w| w == comment),
-                "the plan's text has the executable comment {:?}, which is not in the input\ninput: {input:?}\nplan: {plan:?}",
-                String::from_utf8_lossy(comment)
+                input.windows(comment.len()).any(|w| w == comment),
+                "the plan's text has the executable comment {:?}, which is not in the input\ninput: {:?}\nplan: {plan:?}",
+                String::from_utf8_lossy(comment),
+                String::from_utf8_lossy(input)
             );
         }
     }
 }
 
-fn check_route(sql: &str, ctx: &RouteContext, lex: &LexFlags, placement: u32) {
+fn check_route(sql: &[u8], ctx: &RouteContext, lex: &LexFlags, placement: u32) {
     let topo = &*TOPOLOGY;
     let plan = route(sql, topo, ctx, &mut Fixed(placement));
     let texts = check_plan(&plan, topo);
     check_comments(&plan, &texts, sql, lex);
 }
 
-fn run(sql: &str, flags: u8, ctx: RouteContext, lex: LexFlags, placement: u32) {
+fn run(sql: &[u8], flags: u8, ctx: RouteContext, lex: LexFlags, placement: u32) {
     check_route(sql, &ctx, &lex, placement);
     if flags & 0x40 != 0 {
         let plan = route_prepare(sql, &TOPOLOGY, &ctx);
@@ -184,7 +185,7 @@ fn run(sql: &str, flags: u8, ctx: RouteContext, lex: LexFlags, placement: u32) {
         check_comments(&plan, &texts, sql, &lex);
     }
     if flags & 0x80 != 0 {
-        let pieces = split_statements(sql);
+        let pieces = split_statements(sql, &ctx.lex);
         let mut end = 0;
         for range in &pieces {
             assert!(
@@ -193,15 +194,15 @@ fn run(sql: &str, flags: u8, ctx: RouteContext, lex: LexFlags, placement: u32) {
             );
             end = range.end;
             let Some(piece) = sql.get(range.clone()) else {
-                panic!("split range {range:?} is not on character boundaries of {sql:?}");
+                panic!("split range {range:?} is outside the text ({} bytes)", sql.len());
             };
             if pieces.len() > 1 {
                 check_route(piece, &ctx, &lex, placement);
             }
         }
-        if let Ok(markers) = placeholders(sql) {
+        if let Ok(markers) = placeholders(sql, &ctx.lex) {
             for range in markers {
-                assert_eq!(sql.get(range.clone()), Some("?"), "placeholder {range:?}");
+                assert_eq!(sql.get(range.clone()), Some(&b"?"[..]), "placeholder {range:?}");
             }
         }
     }
@@ -212,7 +213,7 @@ fuzz_target!(|data: &[u8]| {
     let flags = input.u8();
     let choice = input.u8();
     let use_shard = u32::from(input.u16());
-    let sql = String::from_utf8_lossy(input.rest()).into_owned();
+    let sql = input.rest().to_vec();
 
     let (charset, trail) = match (flags >> 2) & 7 {
         1 => (ClientCharset::AsciiSafe, None),
@@ -249,6 +250,7 @@ fuzz_target!(|data: &[u8]| {
             charset,
             server_version: VERSIONS[usize::from(choice & 7) % VERSIONS.len()],
         },
+        ..RouteContext::default()
     };
     let placement = u32::from(choice >> 3 & 0x0F) * 300;
 

@@ -1,8 +1,9 @@
 //! COM_STMT_EXECUTE: `protocol::binary::parse_execute` with an arbitrary
 //! parameter count, kept parameter types and long data, then every value
-//! rendered as an SQL literal (`render_literal`) with and without
-//! NO_BACKSLASH_ESCAPES. Checks: no panic; one value per parameter; each
-//! rendered value is exactly one literal token (an independent scanner of
+//! rendered as an SQL literal (`render_literal`) in several character sets,
+//! read with and without NO_BACKSLASH_ESCAPES. Checks: no panic; one value
+//! per parameter; only non-finite floats and non-numeric DECIMAL text are
+//! refused; each rendered value is exactly one literal token (an independent scanner of
 //! MariaDB's rules, `shardgate_fuzz::scan`) that stands for exactly the
 //! value bound (bytes, number, NULL).
 //!
@@ -17,12 +18,27 @@ use std::collections::HashMap;
 use libfuzzer_sys::fuzz_target;
 use mysql_common::constants::ColumnType;
 use shardgate::protocol::binary::{parse_execute, render_literal, ParamValue};
+use shardgate::protocol::charset::Charset;
 use shardgate_fuzz::input::Input;
 use shardgate_fuzz::scan::{single_literal, LexFlags, Literal};
 
-fn check_rendered(value: &ParamValue, no_backslash_escapes: bool) {
+/// The character sets values are rendered in: every class the renderer
+/// treats differently (UTF-8, single byte, binary, ASCII-trail multibyte).
+const CHARSETS: [&str; 5] = ["utf8mb4", "latin1", "binary", "gbk", "sjis"];
+
+fn check_rendered(value: &ParamValue, charset: Charset, no_backslash_escapes: bool) {
     let mut out = String::new();
-    render_literal(value, no_backslash_escapes, &mut out);
+    if render_literal(value, charset, &mut out).is_err() {
+        // Refused (1210): only what no literal can stand for.
+        let refusable = match value {
+            ParamValue::Float(v) => !v.is_finite(),
+            ParamValue::Decimal(text) => single_literal(text.as_bytes(), &LexFlags::default())
+                .is_none_or(|literal| !matches!(literal, Literal::Number(_))),
+            _ => false,
+        };
+        assert!(refusable, "{value:?} refused in {}", charset.name());
+        return;
+    }
     let flags = LexFlags {
         no_backslash_escapes,
         ..LexFlags::default()
@@ -38,17 +54,13 @@ fn check_rendered(value: &ParamValue, no_backslash_escapes: bool) {
         ParamValue::Null => literal == Literal::Null,
         ParamValue::Int(v) => number(&v.to_string()),
         ParamValue::UInt(v) => number(&v.to_string()),
-        ParamValue::Float(v) if v.is_finite() => match &literal {
+        ParamValue::Float(v) => match &literal {
             Literal::Number(n) => n.parse::<f64>().ok() == Some(*v),
             _ => false,
         },
-        ParamValue::Float(_) => literal == Literal::Null,
-        ParamValue::Decimal(text) => {
-            number(text)
-                || matches!(&literal, Literal::Bytes { bytes, .. } if bytes == text.as_bytes())
-        }
+        ParamValue::Decimal(text) => number(text),
         ParamValue::Bytes { data, .. } => {
-            matches!(&literal, Literal::Bytes { bytes, .. } if bytes == data)
+            matches!(&literal, Literal::Bytes { bytes, hex: true, .. } if bytes == data)
         }
         ParamValue::Date { .. } | ParamValue::Time { .. } => {
             matches!(&literal, Literal::Bytes { hex: false, .. })
@@ -103,7 +115,12 @@ fuzz_target!(|data: &[u8]| {
         );
     }
     for value in &request.params {
-        check_rendered(value, false);
-        check_rendered(value, true);
+        for name in CHARSETS {
+            let Some(charset) = Charset::from_name(name) else {
+                panic!("harness: {name} is not a known character set");
+            };
+            check_rendered(value, charset, false);
+            check_rendered(value, charset, true);
+        }
     }
 });
