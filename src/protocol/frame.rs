@@ -156,7 +156,14 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                         raw: self.buf.split_to(total),
                     });
                 }
-                self.buf.reserve(total - self.buf.len());
+                if self.buf.capacity() < total {
+                    // Exact growth: `reserve` doubles the storage it shares
+                    // with frames already split off, so a stream of long
+                    // frames made it hold several times a frame.
+                    let mut grown = BytesMut::with_capacity(total);
+                    grown.extend_from_slice(&self.buf);
+                    self.buf = grown;
+                }
             } else {
                 self.buf.reserve(READ_CHUNK);
             }
