@@ -1061,14 +1061,24 @@ pub(crate) async fn apply_settings(
         statement_timeout_ms % 1000
     );
     let backend = conn.conn();
-    let answer = backend
-        .simple_command(COM_QUERY, sql.as_bytes())
-        .await
-        .map_err(&lost)?;
+    setup_command(backend, COM_QUERY, sql.as_bytes(), &lost).await?;
+    backend.statement_timeout_ms = statement_timeout_ms;
+    Ok(())
+}
+
+/// Sends a command that prepares a connection for a session (a reset, a
+/// setting) and expects OK: a lost connection or the server's error is the
+/// statement's failure.
+async fn setup_command(
+    backend: &mut crate::backend::BackendConn,
+    command: u8,
+    body: &[u8],
+    lost: &impl Fn(io::Error) -> Failure,
+) -> Result<(), Failure> {
+    let answer = backend.simple_command(command, body).await.map_err(lost)?;
     if answer.first() == Some(&ERR_HEADER) {
         return Err(Failure::Client(backend_error(&answer)));
     }
-    backend.statement_timeout_ms = statement_timeout_ms;
     Ok(())
 }
 
@@ -1079,23 +1089,11 @@ async fn replay_settings(conn: &mut PooledConn, settings: &SessionSettings) -> R
     let lost = lost_connection(&host);
     let backend = conn.conn();
     if backend.settings_fingerprint != 0 {
-        let answer = backend
-            .simple_command(COM_RESET_CONNECTION, &[])
-            .await
-            .map_err(&lost)?;
-        if answer.first() == Some(&ERR_HEADER) {
-            return Err(Failure::Client(backend_error(&answer)));
-        }
+        setup_command(backend, COM_RESET_CONNECTION, &[], &lost).await?;
         backend.statement_timeout_ms = 0;
     }
     for sql in settings.statements() {
-        let answer = backend
-            .simple_command(COM_QUERY, sql.as_bytes())
-            .await
-            .map_err(&lost)?;
-        if answer.first() == Some(&ERR_HEADER) {
-            return Err(Failure::Client(backend_error(&answer)));
-        }
+        setup_command(backend, COM_QUERY, sql.as_bytes(), &lost).await?;
     }
     backend.settings_fingerprint = settings.fingerprint();
     Ok(())

@@ -332,16 +332,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                     {
                         Ok(composed) => composed,
                         Err(overflow) if last => {
-                            let refusal = overflow.to_client_error();
-                            let packet = err_packet(
-                                refusal.code(),
-                                refusal.sql_state(),
-                                &refusal.to_string(),
-                            );
-                            client
-                                .write_packet(frame.seq(), &packet)
-                                .await
-                                .map_err(RelayFailure::Client)?;
+                            write_refusal(client, frame.seq(), &overflow).await?;
                             return Ok(RelayOutcome {
                                 status: info.status,
                                 failed: true,
@@ -390,16 +381,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                         if let Some(overflow) =
                             local_id_overflow(backend, code, &message, shard).await
                         {
-                            let refusal = overflow.to_client_error();
-                            let packet = err_packet(
-                                refusal.code(),
-                                refusal.sql_state(),
-                                &refusal.to_string(),
-                            );
-                            client
-                                .write_packet(frame.seq(), &packet)
-                                .await
-                                .map_err(RelayFailure::Client)?;
+                            write_refusal(client, frame.seq(), &overflow).await?;
                             return Ok(RelayOutcome {
                                 status: StatusFlags::empty(),
                                 failed: true,
@@ -489,6 +471,22 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
 
 /// Whether a packet in the rows stage ends the result set (EOF/OK with the
 /// 0xFE header, or ERR) rather than being a row.
+/// Sends the client the 1105 for a `local_id` no ID can hold, in place of
+/// the backend's answer.
+async fn write_refusal<W: AsyncWrite + Unpin>(
+    client: &mut FrameWriter<W>,
+    seq: u8,
+    overflow: &LocalIdOverflow,
+) -> Result<(), RelayFailure> {
+    let refusal = overflow.to_client_error();
+    let packet = err_packet(refusal.code(), refusal.sql_state(), &refusal.to_string());
+    client
+        .write_packet(seq, &packet)
+        .await
+        .map(|_| ())
+        .map_err(RelayFailure::Client)
+}
+
 fn is_row_end(header: Option<u8>, len: usize, deprecate_eof: bool) -> bool {
     match header {
         Some(ERR_HEADER) => true,
