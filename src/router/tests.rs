@@ -1317,7 +1317,12 @@ fn statements_just_within_the_depth_limits_route_on_a_quarter_of_a_worker_stack(
     let walk = planner::MAX_WALK_DEPTH as usize;
     let plans = on_small_stack(512 << 10, move || {
         let t = topo();
-        let ctx = RouteContext::default();
+        // The long flat lists below are past the default token cap; the
+        // stack use is what is tested here.
+        let ctx = RouteContext {
+            max_tokens: u64::MAX,
+            ..RouteContext::default()
+        };
         [
             format!(
                 "SELECT data FROM pins WHERE id = {PIN} AND (1{})",
