@@ -69,7 +69,12 @@ async fn alive(conn: &mut Conn) {
 #[tokio::test]
 async fn deeply_nested_statements_are_refused_and_nothing_else_is_affected() {
     let _serial = serial().await;
-    let proxy = start_server("limits-deep", &config("", ""));
+    // Without the token cap, so the nesting limits are what refuses these
+    // (the default cap of 100,000 tokens would refuse most of them first).
+    let proxy = start_server(
+        "limits-deep",
+        &config("", "max_statement_tokens: 100000000"),
+    );
     let mut bystander = app(&proxy).await;
     alive(&mut bystander).await;
     let n = 100_000;
