@@ -13,26 +13,13 @@ mod common;
 
 use common::*;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, OptsBuilder};
+use mysql_async::Conn;
 
 /// Hosts of the test fleet (masters and the mod-shard host).
 const HOSTS: [u16; 3] = [MASTER_A, MASTER_B, MOD_HOST];
 
-/// A direct connection with the operations account (more than DML).
-async fn ops(port: u16) -> Conn {
-    let opts = OptsBuilder::default()
-        .ip_or_hostname("127.0.0.1")
-        .tcp_port(port)
-        .user(Some("shardops"))
-        .pass(Some("shardopspw"))
-        .prefer_socket(false);
-    Conn::new(opts)
-        .await
-        .unwrap_or_else(|e| panic!("connect to backend {port} as shardops: {e}"))
-}
-
 async fn max_connect_errors(port: u16) -> u64 {
-    let mut conn = ops(port).await;
+    let mut conn = operations(port).await;
     let value: Option<u64> = conn
         .query_first("SELECT @@GLOBAL.max_connect_errors")
         .await
@@ -56,7 +43,7 @@ async fn assert_globals_unchanged(before: &[u64], attack: &str) {
     let after = globals().await;
     if after != before {
         for (port, value) in HOSTS.iter().zip(before) {
-            let mut conn = ops(*port).await;
+            let mut conn = operations(*port).await;
             conn.query_drop(format!("SET GLOBAL max_connect_errors = {value}"))
                 .await
                 .ok();
@@ -67,7 +54,7 @@ async fn assert_globals_unchanged(before: &[u64], attack: &str) {
 }
 
 async fn table_exists(port: u16, schema: &str, table: &str) -> bool {
-    let mut conn = ops(port).await;
+    let mut conn = operations(port).await;
     let found: Option<String> = conn
         .exec_first(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
@@ -80,7 +67,7 @@ async fn table_exists(port: u16, schema: &str, table: &str) -> bool {
 }
 
 async fn user_exists(port: u16, user: &str) -> bool {
-    let mut conn = ops(port).await;
+    let mut conn = operations(port).await;
     let found: Option<String> = conn
         .exec_first("SELECT user FROM mysql.user WHERE user = ?", (user,))
         .await

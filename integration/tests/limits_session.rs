@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, OptsBuilder};
+use mysql_async::Conn;
 use tokio::sync::{Mutex, MutexGuard};
 
 /// Serialises the tests of this binary.
@@ -36,25 +36,6 @@ fn config(backend: &str, limits: &str) -> String {
     };
     assert!(backend.is_empty() || !yaml.contains("pool_max_per_host: 64 }"));
     format!("{yaml}\nlimits: {{ {limits} }}\n")
-}
-
-/// A connection to a backend as the operations account (the data path's
-/// account cannot read the `mysql` schema).
-async fn ops(port: u16) -> Conn {
-    let opts = |user: &str, password: &str| {
-        OptsBuilder::default()
-            .ip_or_hostname("127.0.0.1")
-            .tcp_port(port)
-            .user(Some(user))
-            .pass(Some(password))
-            .prefer_socket(false)
-    };
-    match Conn::new(opts("shardops", "shardopspw")).await {
-        Ok(conn) => conn,
-        Err(_) => Conn::new(opts("shard", "shardpw"))
-            .await
-            .expect("connect to the backend"),
-    }
 }
 
 async fn alive(conn: &mut Conn) {
@@ -119,7 +100,7 @@ async fn deeply_nested_statements_are_refused_and_nothing_else_is_affected() {
 async fn system_schemas_are_out_of_reach() {
     let _serial = serial().await;
     let proxy = start_server("limits-system", &config("", ""));
-    let mut direct = ops(MASTER_A).await;
+    let mut direct = operations(MASTER_A).await;
     let keywords_before: u64 = direct
         .query_first("SELECT COUNT(*) FROM mysql.help_keyword")
         .await
@@ -283,7 +264,7 @@ async fn a_16_mb_insert_still_works() {
     assert!(sql.len() >= 16_000_000);
     client.query_drop(&sql).await.expect("16 MB INSERT");
     assert_eq!(client.affected_rows(), 250);
-    let mut direct = ops(MASTER_A).await;
+    let mut direct = operations(MASTER_A).await;
     let stored: Option<u64> = direct
         .query_first(format!(
             "SELECT COUNT(*) FROM db00005.pins WHERE data LIKE '{tag}-%' AND LENGTH(data) = 64000"
@@ -494,7 +475,7 @@ async fn a_session_idle_in_a_transaction_is_closed_and_rolled_back() {
             e.message
         );
     }
-    let mut direct = ops(MASTER_A).await;
+    let mut direct = operations(MASTER_A).await;
     let row: Option<String> = direct
         .query_first(format!(
             "SELECT data FROM db00005.pins WHERE local_id = {local_id}"
