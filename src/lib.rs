@@ -20,3 +20,6 @@ pub mod server;
 pub mod stats;
 pub mod sync;
 pub mod topology;
+
+#[cfg(test)]
+mod layering;

@@ -14,6 +14,9 @@ pub const ERR_HEADER: u8 = 0xFF;
 pub const EOF_HEADER: u8 = 0xFE;
 /// Header byte of a LOCAL INFILE request.
 pub const LOCAL_INFILE_HEADER: u8 = 0xFB;
+/// The byte that stands for NULL in a text-protocol row (in place of a
+/// length-encoded string).
+pub const TEXT_NULL: u8 = 0xFB;
 
 /// Collation id for utf8mb4_general_ci, used for text the proxy writes.
 pub const UTF8MB4_GENERAL_CI: u16 = 45;
@@ -129,6 +132,20 @@ pub fn eof_packet(status: StatusFlags, warnings: u16) -> Vec<u8> {
     out
 }
 
+/// Whether `payload`, read where a row could come, ends the result set
+/// instead: an ERR, or a packet with the 0xFE header that is too short to be
+/// a row (an EOF under 9 bytes, or an OK when the client set
+/// `CLIENT_DEPRECATE_EOF`, which is any 0xFE packet shorter than a full
+/// frame: a row that starts with 0xFE is a length-encoded 8-byte length).
+pub fn ends_result_set(payload: &[u8], deprecate_eof: bool) -> bool {
+    match payload.first() {
+        Some(&ERR_HEADER) => true,
+        Some(&EOF_HEADER) if deprecate_eof => payload.len() < super::frame::MAX_FRAME_PAYLOAD,
+        Some(&EOF_HEADER) => payload.len() < 9,
+        _ => false,
+    }
+}
+
 /// The packet that ends a result set: EOF, or an OK with the 0xFE header
 /// when the client set `CLIENT_DEPRECATE_EOF`.
 pub fn result_set_terminator(deprecate_eof: bool, status: StatusFlags) -> Vec<u8> {
@@ -198,6 +215,23 @@ pub fn text_row(values: &[Option<&[u8]>]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn result_set_ends_on_err_and_short_fe_packets_only() {
+        let eof = eof_packet(StatusFlags::empty(), 0);
+        assert!(ends_result_set(&eof, false));
+        assert!(ends_result_set(&[ERR_HEADER, 0x28, 0x04], false));
+        let mut long_row = vec![EOF_HEADER];
+        long_row.extend_from_slice(&[0; 12]);
+        assert!(!ends_result_set(&long_row, false));
+        assert!(ends_result_set(&long_row, true));
+        assert!(!ends_result_set(
+            &vec![EOF_HEADER; super::super::frame::MAX_FRAME_PAYLOAD],
+            true
+        ));
+        assert!(!ends_result_set(&[TEXT_NULL], true));
+        assert!(!ends_result_set(&[], true));
+    }
 
     #[test]
     fn ok_packet_round_trips_and_rewrites_insert_id() {
