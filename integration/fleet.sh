@@ -53,7 +53,8 @@ OPS_PASSWORD=shardopspw
 # msdb{:05}). `_` is the one-character wildcard of a grant, so `db_____`
 # matches db00000..db04095 (and nothing shorter or longer, e.g. not msdb00001
 # or mysql). No DDL, LOCK TABLES or CREATE TEMPORARY TABLES: the router refuses
-# those statements, so the account does not need them (SPEC section 8).
+# those statements, so the account does not need them (least privilege: a
+# statement that slips past the router still cannot change a schema).
 BACKEND_GRANTS="GRANT USAGE ON *.* TO \`$BACKEND_USER\`@\`%HOST%\`
 GRANT SELECT, INSERT, UPDATE, DELETE ON \`db_____\`.* TO \`$BACKEND_USER\`@\`%HOST%\`
 GRANT SELECT, INSERT, UPDATE, DELETE ON \`msdb_____\`.* TO \`$BACKEND_USER\`@\`%HOST%\`"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 50-pin multi-get by ID over all shards of both masters (issue 4): through
+# 50-pin multi-get by ID over all shards of both masters: through
 # shardgate (one IN list) vs the application fanning out to the masters itself.
 #
 #   integration/bench/multi_get.sh             # full run (3 rounds x 10 s, 1 and 8 clients)

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// mysql2 through shardgate: the driver conformance checks (issue 3, item 6).
+// mysql2 through shardgate: the driver conformance checks.
 //
 //   node integration/drivers/node/conformance.js --port 6033 \
 //       [--host 127.0.0.1 --master-a 3307 --master-b 3308 --mod-host 3310 --seed N --only NAME]

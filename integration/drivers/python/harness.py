@@ -1,4 +1,4 @@
-"""Driver-independent conformance checks for shardgate (issue 3, item 6).
+"""Driver-independent conformance checks for shardgate.
 
 Each driver script (pymysql_conformance.py, connector_conformance.py) wraps
 its driver in a `Driver` adapter and calls `main()`. Every check opens its
@@ -9,7 +9,7 @@ would, and then connects straight to the backend hosts with the same driver
 Every check runs even if an earlier one failed; each prints `ok` or `FAIL`
 with the driver's error, and the script exits 1 if any check failed.
 
-The 64-bit ID: (shard << 46) | (type << 36) | local_id (SPEC section 2).
+The 64-bit ID: (shard << 46) | (type << 36) | local_id (shard 16 bits, type 10, local 36).
 """
 
 import argparse
