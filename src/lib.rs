@@ -14,6 +14,7 @@ pub mod error;
 pub mod fleet;
 pub mod frontend;
 pub mod id;
+pub mod net;
 pub mod protocol;
 pub mod router;
 pub mod server;

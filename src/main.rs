@@ -6,10 +6,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 // A panic must end the one session it happened in, not the process: the
-// session tasks catch it (`server::isolate`), which `panic = "abort"` would
+// session tasks catch it (`net::isolate`), which `panic = "abort"` would
 // defeat.
 #[cfg(panic = "abort")]
-compile_error!("shardgate must be built with panic = \"unwind\" (see server::isolate)");
+compile_error!("shardgate must be built with panic = \"unwind\" (see net::isolate)");
 
 use clap::{Parser, Subcommand};
 use shardgate::engine::Engine;

@@ -23,8 +23,8 @@ use crate::engine::Engine;
 use crate::fleet::FleetError;
 use crate::frontend::handshake::{refuse_too_many_connections, LoginBounds};
 use crate::id::IdError;
+use crate::net::ConnectionCount;
 use crate::router::RouteError;
-use crate::server::ConnectionCount;
 
 pub use answer::{Answer, Cell};
 pub use commands::{run, Context};
@@ -32,7 +32,7 @@ pub use parse::{parse, Command, ParseError};
 
 /// Most admin connections open at once (logged in or not); one more is
 /// answered 1040 in place of the greeting and closed.
-pub const MAX_CONNECTIONS: usize = 64;
+pub const MAX_CONNECTIONS: usize = crate::net::MAX_ADMIN_CONNECTIONS;
 
 /// Serves admin sessions on `listener` until the process ends, each on its
 /// own task, with the client port's login bounds (`limits`:
@@ -42,7 +42,7 @@ pub const MAX_CONNECTIONS: usize = 64;
 pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()> {
     info!(addr = %listener.local_addr()?, "serving the admin port");
     let open = ConnectionCount::default();
-    crate::server::accept_forever(listener, "admin port", |stream, peer, connection_id| {
+    crate::net::accept_forever(listener, "admin port", |stream, peer, connection_id| {
         let slot = open.try_acquire(MAX_CONNECTIONS);
         let bounds = LoginBounds::new(&engine.topology.load().config.limits);
         let engine = engine.clone();

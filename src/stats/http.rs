@@ -20,7 +20,7 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Serves `/metrics` on `listener` until the process ends.
 pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()> {
-    crate::server::accept_forever(listener, "metrics listener", |stream, peer, _| {
+    crate::net::accept_forever(listener, "metrics listener", |stream, peer, _| {
         let engine = engine.clone();
         async move {
             if let Err(e) = answer(&engine, stream).await {
