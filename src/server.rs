@@ -84,9 +84,11 @@ pub async fn run(engine: Arc<Engine>) -> io::Result<Running> {
         );
     }
     if let Some(listener) = metrics {
+        let engine = engine.clone();
+        let render = move || crate::stats::prometheus(&engine.stats, &engine.backends.figures());
         spawn_logged(
             "metrics endpoint",
-            crate::stats::http::serve(engine.clone(), listener),
+            crate::stats::http::serve(listener, render),
         );
     }
     crate::backend::health::spawn(engine.clone());
