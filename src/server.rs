@@ -91,8 +91,10 @@ pub async fn run(engine: Arc<Engine>) -> io::Result<Running> {
             crate::stats::http::serve(listener, render),
         );
     }
-    crate::backend::health::spawn(engine.clone());
-    crate::engine::reload::spawn_watchers(engine.clone());
+    let (host_events, events) = tokio::sync::mpsc::unbounded_channel();
+    crate::backend::health::spawn(&engine, host_events);
+    crate::control::failover::spawn_auto_failover(&engine, events);
+    crate::control::reload::spawn_watchers(engine.clone());
     Ok(Running { listening, client })
 }
 

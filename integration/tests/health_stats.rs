@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use mysql_async::prelude::Queryable;
 use shardgate::backend::health::HealthState;
-use shardgate::engine::reload::ReloadTrigger;
+use shardgate::control::reload::ReloadTrigger;
 use shardgate::stats::{self, StatsRow};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

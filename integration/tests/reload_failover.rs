@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
-use shardgate::engine::failover::{FailoverError, PromoteOptions};
-use shardgate::engine::reload::{version_of, ReloadError, ReloadTrigger};
+use shardgate::control::failover::{FailoverError, PromoteOptions};
+use shardgate::control::reload::{version_of, ReloadError, ReloadTrigger};
 use shardgate::engine::Engine;
 use shardgate::topology::Topology;
 

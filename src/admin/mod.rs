@@ -16,9 +16,9 @@ use opensrv_mysql::{AsyncMysqlIntermediary, ErrorKind};
 use tokio::net::TcpListener;
 use tracing::{debug, info};
 
-use crate::engine::failover::FailoverError;
+use crate::control::failover::FailoverError;
+use crate::control::reload::ReloadError;
 use crate::engine::pause::PauseError;
-use crate::engine::reload::ReloadError;
 use crate::engine::Engine;
 use crate::fleet::FleetError;
 use crate::frontend::handshake::{refuse_too_many_connections, LoginBounds};

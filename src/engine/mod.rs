@@ -3,14 +3,12 @@
 
 mod answer;
 pub mod execute;
-pub mod failover;
 pub mod field_list;
 mod lex_state;
 pub mod multi;
 pub mod pause;
 pub mod prepared;
 pub mod relay;
-pub mod reload;
 pub mod session_state;
 
 use std::path::PathBuf;
@@ -18,9 +16,9 @@ use std::path::PathBuf;
 use crate::backend::pool::BackendSettings;
 use crate::backend::Backends;
 use crate::stats::Stats;
+use crate::topology::status::{self, ConfigStatus};
 use crate::topology::{ConfigErrors, SharedTopology, Topology};
 use pause::PauseGate;
-use reload::ConfigStatus;
 
 pub use execute::write_error;
 pub use session_state::{SessionSettings, SessionState};
@@ -49,7 +47,7 @@ impl Engine {
         let version = config_path
             .as_ref()
             .and_then(|p| std::fs::read(p).ok())
-            .map_or_else(String::new, |text| reload::version_of(&text));
+            .map_or_else(String::new, |text| status::version_of(&text));
         Self::with_version(topology, config_path, version)
     }
 
@@ -60,11 +58,11 @@ impl Engine {
         let bytes = std::fs::read(&path).map_err(|e| {
             ConfigErrors::single(&source, 0, format!("cannot read the config file: {e}"))
         })?;
-        let topology = reload::parse_config(&bytes, &source)?;
+        let topology = status::parse_config(&bytes, &source)?;
         Ok(Self::with_version(
             topology,
             Some(path),
-            reload::version_of(&bytes),
+            status::version_of(&bytes),
         ))
     }
 

@@ -2,7 +2,7 @@
 //! ranges point at its replica, in memory and in the config file.
 
 use crate::admin::{AdminError, Answer};
-use crate::engine::failover::PromoteOptions;
+use crate::control::failover::PromoteOptions;
 use crate::engine::Engine;
 
 const COLUMNS: &[&str] = &[

@@ -4,7 +4,7 @@
 //! read and built on the blocking pool, not on the admin session's worker.
 
 use crate::admin::{AdminError, Answer};
-use crate::engine::reload::ReloadTrigger;
+use crate::control::reload::ReloadTrigger;
 use crate::engine::Engine;
 
 /// A row with the outcome: `reloaded` or `unchanged`, the version in

@@ -4,7 +4,7 @@
 
 use crate::admin::answer::format_time;
 use crate::admin::Answer;
-use crate::engine::reload::ReloadTrigger;
+use crate::control::reload::ReloadTrigger;
 use crate::engine::Engine;
 
 /// One `name`/`value` row per fact.

@@ -1,6 +1,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::watch::changes_something;
 use super::*;
 use crate::topology::tests::{load, SPEC_YAML};
 
