@@ -17,8 +17,8 @@ use tokio::net::TcpListener;
 use tracing::{debug, info};
 
 use crate::control::failover::FailoverError;
+use crate::control::pause::PauseError;
 use crate::control::reload::ReloadError;
-use crate::engine::pause::PauseError;
 use crate::engine::Engine;
 use crate::fleet::FleetError;
 use crate::frontend::handshake::{refuse_too_many_connections, LoginBounds};

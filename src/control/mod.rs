@@ -1,7 +1,8 @@
 //! The control plane: what changes the running proxy's routing rather than
 //! serving statements. Hot reload of the config file and its watchers
 //! ([`reload`]), `PROMOTE REPLICA` and automatic failover on the health
-//! checker's host events ([`failover`]).
+//! checker's host events ([`failover`]), and the PAUSE/RESUME SHARDS
+//! operations on the statement path's pause gate ([`pause`]).
 //!
 //! [`Engine::reload`](crate::engine::Engine::reload) and
 //! [`Engine::promote_replica`](crate::engine::Engine::promote_replica) are
@@ -10,6 +11,7 @@
 //! never calls them.
 
 pub mod failover;
+pub mod pause;
 pub mod reload;
 
 use crate::backend::health::Checked;

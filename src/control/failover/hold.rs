@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use tracing::warn;
 
 use super::FailoverError;
-use crate::engine::pause::{PauseError, PauseGate, PausedRange};
+use crate::control::pause::{pause, resume, PauseError};
+use crate::engine::pause::{PauseGate, PausedRange};
 use crate::topology::rewrite::PromotedEntry;
 use crate::topology::Topology;
 
@@ -70,10 +71,7 @@ impl<'a> PromotionPause<'a> {
                 }
                 for (first, last) in gaps {
                     let left = deadline.saturating_duration_since(Instant::now());
-                    match gate
-                        .pause(topology, Some(&entry.fleet), first, last, left)
-                        .await
-                    {
+                    match pause(gate, topology, Some(&entry.fleet), first, last, left).await {
                         Ok(_) => held.ours.push((entry.fleet.clone(), first, last)),
                         Err(PauseError::AlreadyPaused { .. }) => continue 'pausing,
                         Err(e) => return Err(refused(e.to_string())),
@@ -136,7 +134,7 @@ impl<'a> PromotionPause<'a> {
 impl Drop for PromotionPause<'_> {
     fn drop(&mut self) {
         for (fleet, first, last) in self.ours.drain(..) {
-            if let Err(e) = self.gate.resume(Some(&fleet), first, last) {
+            if let Err(e) = resume(self.gate, Some(&fleet), first, last) {
                 warn!(%fleet, first, last, error = %e, "the promotion could not resume the shards it paused");
             }
         }
@@ -250,7 +248,7 @@ mod tests {
         let topology = engine.topology.load();
         let gate = &engine.pauses;
         let drain = Duration::from_secs(5);
-        gate.pause(&topology, Some("main"), 100, 199, drain)
+        pause(gate, &topology, Some("main"), 100, 199, drain)
             .await
             .unwrap();
 
