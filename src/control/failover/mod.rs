@@ -13,6 +13,12 @@
 //! to a temporary file in the same directory, synced and renamed over the
 //! old one (on the blocking pool); only then is the new routing table
 //! swapped in.
+//!
+//! Here: the errors, the report and the promotion's steps in order. The
+//! pause it holds is in `hold`, the connections to the hosts and the GTID
+//! catch-up in `replica`, the config file work in `config_file`, and
+//! `health.auto_failover` (promoting on the health checker's events) in
+//! `auto`.
 
 mod auto;
 mod config_file;

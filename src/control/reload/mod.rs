@@ -11,6 +11,9 @@
 //! touched. Pools of hosts that left are retired: their idle connections
 //! close now, the ones in use close when released, and the pool is freed
 //! with its last user.
+//!
+//! The config status it records (version, last attempt) is
+//! `topology::status`, held by the engine; the watchers are in `watch`.
 
 mod watch;
 
