@@ -1,5 +1,6 @@
 //! Starts a whole proxy from an [`Engine`]: the client listener, the admin
-//! port, the metrics endpoint, the health checker and the config watcher.
+//! port, the metrics endpoint, the health checker with the automatic
+//! failover listening to its host events, and the config watchers.
 
 use std::io;
 use std::net::SocketAddr;
@@ -45,8 +46,8 @@ impl Running {
 }
 
 /// Raises the open-file limit ([`open_file_limit`]), binds every listener
-/// the config in force names and loads the TLS certificate and key (any failure is returned before a task starts),
-/// then spawns the listeners and the background tasks on the current
+/// the config in force names and loads the TLS certificate and key (any
+/// failure is returned before a task starts), then spawns the listeners and the background tasks on the current
 /// runtime. Listen addresses are read once: changing them takes a restart.
 pub async fn run(engine: Arc<Engine>) -> io::Result<Running> {
     open_file_limit();

@@ -9,7 +9,8 @@
 //! one good check. While a host is down, statements for it fail at once
 //! (`HostPool::checkout`). With `health.auto_failover`, a master that goes
 //! down is reported on the checker's event channel ([`HostEvent`]) once
-//! its replica is up; the control plane promotes the replica. Pings log in as the data
+//! its replica is up, and the control plane promotes the replica (as the
+//! operations account, like `PROMOTE REPLICA`). Pings log in as the data
 //! path's `backend` account (a ping needs no privilege), and a checker
 //! reconnects when a reload changes that account, so it checks what the data
 //! path would meet.
