@@ -1,4 +1,4 @@
-//! Starts a whole proxy from an [`Engine`]: the client listener, the admin
+//! Starts a whole proxy from its [`Control`] (and the engine it holds): the client listener, the admin
 //! port, the metrics endpoint, the health checker with the automatic
 //! failover listening to its host events, and the config watchers.
 
@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
-use crate::engine::Engine;
+use crate::control::Control;
 use crate::frontend::listener;
 use crate::net::open_file_limit;
 
@@ -49,8 +49,9 @@ impl Running {
 /// the config in force names and loads the TLS certificate and key (any
 /// failure is returned before a task starts), then spawns the listeners and the background tasks on the current
 /// runtime. Listen addresses are read once: changing them takes a restart.
-pub async fn run(engine: Arc<Engine>) -> io::Result<Running> {
+pub async fn run(control: Arc<Control>) -> io::Result<Running> {
     open_file_limit();
+    let engine = &control.engine;
     let config = engine.topology.load().config.clone();
     if config.operations.is_none() {
         warn!(
@@ -59,7 +60,7 @@ pub async fn run(engine: Arc<Engine>) -> io::Result<Running> {
              account, which the data path should hold with DML privileges only"
         );
     }
-    let tls = listener::load_tls(&engine)?;
+    let tls = listener::load_tls(engine)?;
     let client = bind(&config.listen, "client").await?;
     let admin = match &config.admin {
         Some(admin) => Some(bind(&admin.listen, "admin").await?),
@@ -81,7 +82,7 @@ pub async fn run(engine: Arc<Engine>) -> io::Result<Running> {
     if let Some(listener) = admin {
         spawn_logged(
             "admin listener",
-            crate::admin::serve(engine.clone(), listener),
+            crate::admin::serve(control.clone(), listener),
         );
     }
     if let Some(listener) = metrics {
@@ -93,15 +94,15 @@ pub async fn run(engine: Arc<Engine>) -> io::Result<Running> {
         );
     }
     let (host_events, events) = tokio::sync::mpsc::unbounded_channel();
-    crate::backend::health::spawn(&engine, host_events);
-    crate::control::failover::spawn_auto_failover(&engine, events);
-    crate::control::reload::spawn_watchers(engine.clone());
+    crate::backend::health::spawn(engine, host_events);
+    crate::control::failover::spawn_auto_failover(&control, events);
+    crate::control::reload::spawn_watchers(control.clone());
     Ok(Running { listening, client })
 }
 
 /// [`run`], for callers that only need the addresses.
-pub async fn start(engine: Arc<Engine>) -> io::Result<Listening> {
-    Ok(run(engine).await?.listening)
+pub async fn start(control: Arc<Control>) -> io::Result<Listening> {
+    Ok(run(control).await?.listening)
 }
 
 async fn bind(addr: &str, what: &str) -> io::Result<TcpListener> {
@@ -141,14 +142,15 @@ mod tests {
             key: "/nonexistent/shardgate/key.pem".into(),
             require: false,
         });
-        let engine = Arc::new(Engine::new(topology, None));
-        let error = run(engine.clone()).await.err().expect("the start fails");
+        let control = Arc::new(Control::new(topology, None));
+        let error = run(control.clone()).await.err().expect("the start fails");
         assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
         assert!(error.to_string().starts_with("tls: "), "{error}");
         assert_eq!(
-            Arc::strong_count(&engine),
+            Arc::strong_count(&control),
             1,
             "no listener or background task was started"
         );
+        assert_eq!(Arc::strong_count(&control.engine), 1);
     }
 }

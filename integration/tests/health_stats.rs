@@ -36,7 +36,7 @@ fn yaml_with_fast_checks(auto_failover: bool) -> String {
 async fn reload_with(proxy: &RunningProxy, yaml: &str) {
     write_config(&proxy.config_path, yaml);
     proxy
-        .engine
+        .control
         .reload(ReloadTrigger::Admin)
         .await
         .expect("reload");

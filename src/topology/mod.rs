@@ -5,7 +5,6 @@
 pub mod config;
 pub mod lines;
 pub mod rewrite;
-pub mod status;
 pub mod tls_files;
 pub mod validate;
 

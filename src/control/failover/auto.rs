@@ -8,21 +8,21 @@ use tracing::{error, warn};
 
 use super::PromoteOptions;
 use crate::backend::health::HostEvent;
-use crate::engine::Engine;
+use crate::control::Control;
 
-/// Receives `events` from the health checker of `engine` until the checker
-/// is gone (or the engine dropped), starting a promotion for each
+/// Receives `events` from the health checker of `control`'s engine until
+/// the checker is gone (or `control` dropped), starting a promotion for each
 /// [`HostEvent::MasterDown`].
-pub fn spawn_auto_failover(engine: &Arc<Engine>, mut events: UnboundedReceiver<HostEvent>) {
-    let engine: Weak<Engine> = Arc::downgrade(engine);
+pub fn spawn_auto_failover(control: &Arc<Control>, mut events: UnboundedReceiver<HostEvent>) {
+    let control: Weak<Control> = Arc::downgrade(control);
     tokio::spawn(async move {
         while let Some(event) = events.recv().await {
-            let Some(engine) = engine.upgrade() else {
+            let Some(control) = control.upgrade() else {
                 break;
             };
             match event {
                 HostEvent::MasterDown { master, replica } => {
-                    tokio::spawn(fail_over(engine, master, replica));
+                    tokio::spawn(fail_over(control, master, replica));
                 }
             }
         }
@@ -31,12 +31,12 @@ pub fn spawn_auto_failover(engine: &Arc<Engine>, mut events: UnboundedReceiver<H
 
 /// Promotes the replica of a master that went down. Runs on its own task,
 /// so a reload that stops the master's checker does not cut it short.
-async fn fail_over(engine: Arc<Engine>, master: String, replica: String) {
+async fn fail_over(control: Arc<Control>, master: String, replica: String) {
     warn!(%master, %replica, "auto_failover: promoting the replica of a master marked down");
     let options = PromoteOptions {
         stop_replication: false,
     };
-    match engine.promote_replica(&master, options).await {
+    match control.promote_replica(&master, options).await {
         Ok(report) => warn!(
             %master,
             replica = %report.replica,

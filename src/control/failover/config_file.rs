@@ -6,8 +6,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::FailoverError;
+use crate::control::status::version_of;
 use crate::topology::rewrite;
-use crate::topology::status::version_of;
 use crate::topology::{ConfigErrors, Topology};
 
 /// Runs `work` on the blocking pool; a task that failed is reported

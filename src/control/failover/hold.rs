@@ -244,7 +244,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_promotion_pauses_the_masters_shards_and_resumes_only_its_own() {
-        let engine = Engine::new(load(SPEC_YAML), None);
+        let engine = Engine::new(load(SPEC_YAML));
         let topology = engine.topology.load();
         let gate = &engine.pauses;
         let drain = Duration::from_secs(5);
@@ -274,7 +274,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_promotion_refuses_when_its_shards_cannot_be_paused() {
-        let engine = Engine::new(load(SPEC_YAML), None);
+        let engine = Engine::new(load(SPEC_YAML));
         let topology = engine.topology.load();
         let error = PromotionPause::hold(
             &engine.pauses,

@@ -32,8 +32,8 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 use tracing::info;
 
+use super::Control;
 use crate::control::reload::ReloadTrigger;
-use crate::engine::Engine;
 use crate::topology::rewrite::{self, PromotedEntry, RewriteError};
 use crate::topology::Topology;
 use config_file::{off_runtime, promote_in_memory, rewrite_file};
@@ -50,7 +50,7 @@ pub const CATCH_UP_WAIT: Duration = Duration::from_secs(5);
 pub const STOP_REPLICATION: [&str; 3] =
     ["STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only = 0"];
 
-/// Knobs of [`Engine::promote_replica`].
+/// Knobs of [`Control::promote_replica`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PromoteOptions {
     /// Also stop replication on the replica, forget its master and make it
@@ -178,7 +178,7 @@ fn replication_note(stopped: bool) -> &'static str {
     }
 }
 
-impl Engine {
+impl Control {
     /// Points every range whose master is `master` at its replica: checks
     /// the replica answers and, if the master still answers, pauses the
     /// master's shards, then waits until the replica has applied the
@@ -190,7 +190,7 @@ impl Engine {
         master: &str,
         options: PromoteOptions,
     ) -> Result<PromoteReport, FailoverError> {
-        let seen = self.topology.load();
+        let seen = self.engine.topology.load();
         let (_, entries) = rewrite::promote_in_config(&seen.config, master)
             .map_err(FailoverError::NotPromotable)?;
         let master = entries[0].master.clone();
@@ -215,7 +215,7 @@ impl Engine {
         match access.open(&master).await {
             Ok(mut conn) => {
                 let drain = Duration::from_millis(seen.config.pause.drain_timeout_ms);
-                match PromotionPause::hold(&self.pauses, &seen, &entries, drain).await {
+                match PromotionPause::hold(&self.engine.pauses, &seen, &entries, drain).await {
                     Ok(pause) => paused = Some(pause),
                     Err(e) => {
                         let _ = conn.disconnect().await;
@@ -329,7 +329,7 @@ impl Engine {
         replication_stopped: bool,
     ) -> Result<Option<PathBuf>, FailoverError> {
         let _serial = self.config_status.serialize().await;
-        if !Arc::ptr_eq(&self.topology.load(), seen) {
+        if !Arc::ptr_eq(&self.engine.topology.load(), seen) {
             return Err(FailoverError::Raced {
                 replication_stopped,
             });

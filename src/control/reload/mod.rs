@@ -13,7 +13,7 @@
 //! with its last user.
 //!
 //! The config status it records (version, last attempt) is
-//! `topology::status`, held by the engine; the watchers are in `watch`.
+//! [`super::status`], held by [`Control`]; the watchers are in `watch`.
 
 mod watch;
 
@@ -23,11 +23,11 @@ use std::path::{Path, PathBuf};
 
 use tracing::{debug, info, warn};
 
+use super::Control;
 use crate::backend::pool::BackendSettings;
-use crate::engine::Engine;
 use crate::topology::{ConfigErrors, Topology};
 
-pub use crate::topology::status::{
+pub use super::status::{
     parse_config, version_of, ConfigStatus, ConfigStatusSnapshot, ReloadAttempt, ReloadTrigger,
 };
 pub use watch::spawn_watchers;
@@ -98,7 +98,7 @@ fn read_file(path: &Path, in_force: &str) -> Result<FileRead, ReloadError> {
     Ok(FileRead::Changed(version, Box::new(topology)))
 }
 
-impl Engine {
+impl Control {
     /// The config in force and the last reload attempt.
     pub fn config_status(&self) -> ConfigStatusSnapshot {
         self.config_status.snapshot()
@@ -165,21 +165,21 @@ impl Engine {
         trigger: ReloadTrigger,
         mut notes: Vec<String>,
     ) -> ReloadSummary {
-        let old = self.topology.load();
+        let old = self.engine.topology.load();
         let mut changes = describe_changes(&old, &topology);
         let settings = BackendSettings::from_config(&topology.config.backend);
         let hosts: Vec<String> = topology.hosts.iter().map(|h| h.addr.clone()).collect();
         let host_refs: Vec<&str> = hosts.iter().map(String::as_str).collect();
-        if self.backends.reconfigure(settings) {
+        if self.engine.backends.reconfigure(settings) {
             changes.push(
                 "backend settings changed: every pool reopens with them (connections in use finish first)"
                     .to_owned(),
             );
         }
-        self.backends.add_hosts(&host_refs);
-        self.topology.store(topology);
+        self.engine.backends.add_hosts(&host_refs);
+        self.engine.topology.store(topology);
         drop(old);
-        let retired = self.backends.retain_hosts(&host_refs);
+        let retired = self.engine.backends.retain_hosts(&host_refs);
         if !retired.is_empty() {
             changes.push(format!(
                 "pools closed (once their last statement finishes): {}",

@@ -9,25 +9,25 @@ use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
 use super::ReloadTrigger;
-use crate::engine::Engine;
+use crate::control::Control;
 
 /// How long the file must stay quiet after a change before it is read
 /// (editors and config managers write in several steps).
 const DEBOUNCE: Duration = Duration::from_millis(200);
 
-/// Starts the config watchers of `engine`: SIGHUP, and a watch on the
+/// Starts the config watchers of `control`: SIGHUP, and a watch on the
 /// directory of its config file (if it has one). Both log what happened
 /// and never stop on an error. The SIGHUP handler is installed before this
 /// returns; once the directory watch is in place, the file is reloaded
 /// once, for a change made between the first load and the watch.
-pub fn spawn_watchers(engine: Arc<Engine>) {
-    spawn_signal_handler(Arc::downgrade(&engine));
-    if let Some(path) = engine.config_path.clone() {
-        spawn_file_watcher(Arc::downgrade(&engine), path);
+pub fn spawn_watchers(control: Arc<Control>) {
+    spawn_signal_handler(Arc::downgrade(&control));
+    if let Some(path) = control.config_path.clone() {
+        spawn_file_watcher(Arc::downgrade(&control), path);
     }
 }
 
-fn spawn_signal_handler(engine: Weak<Engine>) {
+fn spawn_signal_handler(control: Weak<Control>) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut hangups = match signal(SignalKind::hangup()) {
         Ok(hangups) => hangups,
@@ -40,11 +40,11 @@ fn spawn_signal_handler(engine: Weak<Engine>) {
     };
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
-            let Some(engine) = engine.upgrade() else {
+            let Some(control) = control.upgrade() else {
                 break;
             };
             info!("SIGHUP: reloading the config");
-            let _ = engine.reload(ReloadTrigger::Signal).await;
+            let _ = control.reload(ReloadTrigger::Signal).await;
         }
     });
 }
@@ -105,7 +105,7 @@ fn resolved_dir(path: &Path) -> Option<PathBuf> {
         .and_then(|target| target.parent().map(Path::to_path_buf))
 }
 
-fn spawn_file_watcher(engine: Weak<Engine>, path: PathBuf) {
+fn spawn_file_watcher(control: Weak<Control>, path: PathBuf) {
     use notify::{RecursiveMode, Watcher};
     let mut dirs = WatchedDirs::new(path);
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -126,7 +126,7 @@ fn spawn_file_watcher(engine: Weak<Engine>, path: PathBuf) {
     info!(dir = %dirs.dir.display(), "watching the config directory for changes");
     dirs.follow_target(&mut watcher);
     tokio::spawn(async move {
-        if !reload_on_file_change(&engine).await {
+        if !reload_on_file_change(&control).await {
             return;
         }
         let is_change = |event: notify::Result<notify::Event>| match event {
@@ -152,7 +152,7 @@ fn spawn_file_watcher(engine: Weak<Engine>, path: PathBuf) {
                     Err(_) => break,
                 }
             }
-            if !reload_on_file_change(&engine).await {
+            if !reload_on_file_change(&control).await {
                 return;
             }
             dirs.follow_target(&mut watcher);
@@ -161,12 +161,12 @@ fn spawn_file_watcher(engine: Weak<Engine>, path: PathBuf) {
 }
 
 /// Reloads for a file change (the outcome is logged and recorded by
-/// [`Engine::reload`]); false once the engine is gone.
-async fn reload_on_file_change(engine: &Weak<Engine>) -> bool {
-    let Some(engine) = engine.upgrade() else {
+/// [`Control::reload`]); false once the control plane is gone.
+async fn reload_on_file_change(control: &Weak<Control>) -> bool {
+    let Some(control) = control.upgrade() else {
         return false;
     };
-    let _ = engine.reload(ReloadTrigger::FileChange).await;
+    let _ = control.reload(ReloadTrigger::FileChange).await;
     true
 }
 

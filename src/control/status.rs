@@ -8,8 +8,8 @@ use std::time::SystemTime;
 
 use md5::Digest;
 
-use super::{ConfigErrors, Topology};
 use crate::sync::lock;
+use crate::topology::{ConfigErrors, Topology};
 
 /// What set off a reload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
