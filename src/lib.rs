@@ -9,11 +9,13 @@
 
 pub mod admin;
 pub mod backend;
+pub mod control;
 pub mod engine;
 pub mod error;
 pub mod fleet;
 pub mod frontend;
 pub mod id;
+pub mod net;
 pub mod protocol;
 pub mod router;
 pub mod server;

@@ -6,13 +6,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 // A panic must end the one session it happened in, not the process: the
-// session tasks catch it (`server::isolate`), which `panic = "abort"` would
+// session tasks catch it (`net::isolate`), which `panic = "abort"` would
 // defeat.
 #[cfg(panic = "abort")]
-compile_error!("shardgate must be built with panic = \"unwind\" (see server::isolate)");
+compile_error!("shardgate must be built with panic = \"unwind\" (see net::isolate)");
 
 use clap::{Parser, Subcommand};
-use shardgate::engine::Engine;
+use shardgate::control::Control;
 use shardgate::id::ObjectId;
 use shardgate::topology::Topology;
 use tracing_subscriber::EnvFilter;
@@ -115,8 +115,8 @@ fn main() -> ExitCode {
 fn run(command: Command) -> Result<(), String> {
     match command {
         Command::Serve { config } => {
-            let engine = Engine::from_file(config).map_err(|errors| format!("{errors}"))?;
-            runtime()?.block_on(serve(engine))
+            let control = Control::from_file(config).map_err(|errors| format!("{errors}"))?;
+            runtime()?.block_on(serve(control))
         }
         Command::CheckConfig { file } => {
             let topology = load(&file)?;
@@ -225,8 +225,8 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 /// Runs the proxy until its client listener ends (only on a failure).
-async fn serve(engine: Engine) -> Result<(), String> {
-    let running = shardgate::server::run(Arc::new(engine))
+async fn serve(control: Control) -> Result<(), String> {
+    let running = shardgate::server::run(Arc::new(control))
         .await
         .map_err(|e| e.to_string())?;
     let listening = running.listening;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use mysql_async::prelude::Queryable;
 use shardgate::backend::health::HealthState;
-use shardgate::engine::reload::ReloadTrigger;
+use shardgate::control::reload::ReloadTrigger;
 use shardgate::stats::{self, StatsRow};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -36,7 +36,7 @@ fn yaml_with_fast_checks(auto_failover: bool) -> String {
 async fn reload_with(proxy: &RunningProxy, yaml: &str) {
     write_config(&proxy.config_path, yaml);
     proxy
-        .engine
+        .control
         .reload(ReloadTrigger::Admin)
         .await
         .expect("reload");
@@ -86,7 +86,12 @@ async fn a_stopped_host_is_marked_down_fails_fast_and_comes_back_by_itself() {
     // New backend settings give every host a new pool; what was learnt
     // about the host (down, its statement counts) stays.
     let count_b = |engine: &shardgate::engine::Engine| {
-        row(&stats::snapshot(engine), "host", "127.0.0.1:3308").map(|r| r.count)
+        row(
+            &stats::snapshot(&engine.stats, &engine.backends.figures()),
+            "host",
+            "127.0.0.1:3308",
+        )
+        .map(|r| r.count)
     };
     let counted = count_b(&proxy.engine);
     assert!(counted.is_some_and(|n| n >= 1), "{counted:?}");
@@ -273,7 +278,7 @@ async fn statements_are_counted_per_kind_and_host_and_served_on_metrics() {
     let proxy = start_server("stats", &yaml_with_fast_checks(false));
     let mut conn = app(&proxy).await;
     let host_a = |rows: &[StatsRow]| row(rows, "host", "127.0.0.1:3307").cloned();
-    let before = stats::snapshot(&proxy.engine);
+    let before = stats::snapshot(&proxy.engine.stats, &proxy.engine.backends.figures());
     assert!(row(&before, "statement", "update").is_none(), "{before:?}");
 
     // Nothing else in this proxy sends UPDATEs: 5 good ones on shard 14
@@ -298,7 +303,7 @@ async fn statements_are_counted_per_kind_and_host_and_served_on_metrics() {
     conn.ping().await.unwrap();
     conn.ping().await.unwrap();
 
-    let after = stats::snapshot(&proxy.engine);
+    let after = stats::snapshot(&proxy.engine.stats, &proxy.engine.backends.figures());
     let update = row(&after, "statement", "update").expect("update counted");
     assert_eq!((update.count, update.errors), (6, 1), "{update:?}");
     assert!(
@@ -324,7 +329,12 @@ async fn statements_are_counted_per_kind_and_host_and_served_on_metrics() {
         pool_a.health().state == HealthState::Up
     })
     .await;
-    let host_count = host_a(&stats::snapshot(&proxy.engine)).unwrap().count;
+    let host_count = host_a(&stats::snapshot(
+        &proxy.engine.stats,
+        &proxy.engine.backends.figures(),
+    ))
+    .unwrap()
+    .count;
     let response = http(metrics, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
     let (head, body) = response.split_once("\r\n\r\n").expect("head and body");
     assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");

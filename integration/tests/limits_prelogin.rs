@@ -536,7 +536,7 @@ fn panics() -> &'static Mutex<Vec<String>> {
     PANICS.get_or_init(|| {
         // Over the proxy's own hook, which keeps panics of session tasks
         // to itself.
-        shardgate::server::install_panic_hook();
+        shardgate::net::install_panic_hook();
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             let place = info

@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
-use shardgate::engine::failover::{FailoverError, PromoteOptions};
-use shardgate::engine::reload::{version_of, ReloadError, ReloadTrigger};
+use shardgate::control::failover::{FailoverError, PromoteOptions};
+use shardgate::control::reload::{version_of, ReloadError, ReloadTrigger};
+use shardgate::control::Control;
 use shardgate::engine::Engine;
 use shardgate::topology::Topology;
 
@@ -49,11 +50,11 @@ const KEEP_REPLICATION: PromoteOptions = PromoteOptions {
     stop_replication: false,
 };
 
-/// Waits (5 s at most) until `engine` has loaded `yaml`.
-async fn wait_for_version(engine: &Engine, what: &str, yaml: &str) {
+/// Waits (5 s at most) until `control` has loaded `yaml`.
+async fn wait_for_version(control: &Control, what: &str, yaml: &str) {
     let version = version_of(yaml.as_bytes());
     wait_until(what, Duration::from_secs(5), || {
-        engine.config_status().version == version
+        control.config_status().version == version
     })
     .await;
 }
@@ -160,6 +161,7 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
     let yaml = base_yaml();
     let proxy = start_server("reload-a", &yaml);
     let engine = proxy.engine.clone();
+    let control = proxy.control.clone();
     let mut conn = app(&proxy).await;
 
     let a_shards = [10u32, 700, 1500];
@@ -175,10 +177,10 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
 
     // 1. The file is replaced like an editor does; the watcher reloads it.
     let yaml1 = yaml.replace(OPEN_LINE, "    open: [3000, 3999]");
-    let before = engine.config_status();
+    let before = control.config_status();
     write_config(&proxy.config_path, &yaml1);
-    wait_for_version(&engine, "the watcher's reload", &yaml1).await;
-    let status = engine.config_status();
+    wait_for_version(&control, "the watcher's reload", &yaml1).await;
+    let status = control.config_status();
     assert!(status.loaded_at > before.loaded_at);
     let attempt = status.last_reload.expect("a reload was recorded");
     assert_eq!(attempt.trigger, ReloadTrigger::FileChange);
@@ -206,7 +208,7 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
     std::fs::write(&link, &yaml2).unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(
-        engine.config_status().version,
+        control.config_status().version,
         version_of(yaml1.as_bytes()),
         "the watcher must not have seen the write through the link"
     );
@@ -215,8 +217,8 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
         .status()
         .unwrap();
     assert!(status.success());
-    wait_for_version(&engine, "the SIGHUP reload", &yaml2).await;
-    let attempt = engine.config_status().last_reload.unwrap();
+    wait_for_version(&control, "the SIGHUP reload", &yaml2).await;
+    let attempt = control.config_status().last_reload.unwrap();
     assert_eq!(attempt.trigger, ReloadTrigger::Signal);
     assert!(attempt
         .result
@@ -257,7 +259,7 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
     load.wait_rounds(3).await;
 
     // 4. PROMOTE REPLICA 127.0.0.1:3307 while the reads go on.
-    let report = engine
+    let report = control
         .promote_replica("127.0.0.1:3307", KEEP_REPLICATION)
         .await
         .expect("promotion");
@@ -297,7 +299,7 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
     assert_eq!(reloaded.fleets[fleet].ranges[0].replica, None);
 
     assert_eq!(main_master(&engine, 1500), "127.0.0.1:3309");
-    let status = engine.config_status();
+    let status = control.config_status();
     assert_eq!(status.version, version_of(on_disk.as_bytes()));
     assert_eq!(
         status.last_reload.as_ref().unwrap().trigger,
@@ -325,14 +327,14 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
     // The watcher's echo of our own rename changed nothing.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
-        engine.config_status().last_reload.unwrap().trigger,
+        control.config_status().last_reload.unwrap().trigger,
         ReloadTrigger::Promotion
     );
 
     let (rounds, errors) = load.finish().await;
     eprintln!(
         "client loop: {rounds} rounds, last config change: {:?}",
-        engine.config_status()
+        control.config_status()
     );
     assert!(errors.is_empty(), "the client saw errors: {errors:?}");
     assert!(rounds >= 15, "only {rounds} rounds");
@@ -353,9 +355,10 @@ async fn an_invalid_config_is_refused_and_the_old_one_keeps_routing() {
     let yaml = base_yaml();
     let proxy = start_server("reload-b", &yaml);
     let engine = proxy.engine.clone();
+    let control = proxy.control.clone();
     let mut conn = app(&proxy).await;
     let id = insert_pin(&mut conn, 3001, &tag).await;
-    let version = engine.config_status().version;
+    let version = control.config_status().version;
 
     // Overlapping ranges, picked up by the watcher.
     let overlapping = yaml.replace(
@@ -374,13 +377,13 @@ async fn an_invalid_config_is_refused_and_the_old_one_keeps_routing() {
         + 1;
     write_config(&proxy.config_path, &overlapping);
     wait_until("the refused reload", Duration::from_secs(5), || {
-        engine
+        control
             .config_status()
             .last_reload
             .is_some_and(|a| a.result.is_err())
     })
     .await;
-    let attempt = engine.config_status().last_reload.unwrap();
+    let attempt = control.config_status().last_reload.unwrap();
     assert_eq!(attempt.trigger, ReloadTrigger::FileChange);
     let reason = attempt.result.unwrap_err();
     let expected = format!(
@@ -391,7 +394,7 @@ async fn an_invalid_config_is_refused_and_the_old_one_keeps_routing() {
         reason.contains(&format!("version {version}) keeps serving")),
         "{reason}"
     );
-    assert_eq!(engine.config_status().version, version);
+    assert_eq!(control.config_status().version, version);
     assert_eq!(engine.topology.load().fleets[0].ranges[1].first, 2048);
     assert_eq!(
         read_pin(&mut conn, id).await.unwrap().as_deref(),
@@ -404,7 +407,7 @@ async fn an_invalid_config_is_refused_and_the_old_one_keeps_routing() {
         "types: { pin: 1, board: 2, user: 3",
     );
     std::fs::write(&proxy.config_path, &broken).unwrap();
-    match engine.reload(ReloadTrigger::Admin).await {
+    match control.reload(ReloadTrigger::Admin).await {
         Err(ReloadError::Invalid {
             errors,
             version: in_force,
@@ -421,13 +424,13 @@ async fn an_invalid_config_is_refused_and_the_old_one_keeps_routing() {
         read_pin(&mut conn, id).await.unwrap().as_deref(),
         Some(tag.as_str())
     );
-    assert_eq!(engine.config_status().version, version);
+    assert_eq!(control.config_status().version, version);
 
     // A valid file is accepted again.
     let fixed = yaml.replace(OPEN_LINE, "    open: [3001, 3001]");
     write_config(&proxy.config_path, &fixed);
-    wait_for_version(&engine, "the accepted reload", &fixed).await;
-    assert!(engine.config_status().last_reload.unwrap().result.is_ok());
+    wait_for_version(&control, "the accepted reload", &fixed).await;
+    assert!(control.config_status().last_reload.unwrap().result.is_ok());
     assert_eq!(placed_shards(&mut conn, 2, &tag).await, [3001, 3001]);
     assert_eq!(
         read_pin(&mut conn, id).await.unwrap().as_deref(),
@@ -460,6 +463,7 @@ async fn a_host_that_leaves_has_its_pool_retired_after_its_last_statement() {
     );
     let proxy = start_server("reload-c", &on_3309);
     let engine = proxy.engine.clone();
+    let control = proxy.control.clone();
     let mut conn = app(&proxy).await;
     assert_eq!(
         read_pin(&mut conn, id).await.unwrap().as_deref(),
@@ -494,7 +498,7 @@ async fn a_host_that_leaves_has_its_pool_retired_after_its_last_statement() {
         "      - { range: [0, 2047], master: 127.0.0.1:3307 }\n",
     );
     std::fs::write(&proxy.config_path, &without_3309).unwrap();
-    let summary = engine.reload(ReloadTrigger::Admin).await.expect("reload");
+    let summary = control.reload(ReloadTrigger::Admin).await.expect("reload");
     assert!(summary.changed);
     assert!(
         summary.description.contains("hosts added: 127.0.0.1:3307"),
@@ -572,10 +576,11 @@ async fn refused_promotions_change_nothing() {
     );
     let proxy = start_server("reload-d", &yaml);
     let engine = proxy.engine.clone();
-    let version = engine.config_status().version;
+    let control = proxy.control.clone();
+    let version = control.config_status().version;
     let options = KEEP_REPLICATION;
 
-    let error = engine
+    let error = control
         .promote_replica("127.0.0.1:9999", options)
         .await
         .unwrap_err();
@@ -589,7 +594,7 @@ async fn refused_promotions_change_nothing() {
         "{message}"
     );
 
-    let message = engine
+    let message = control
         .promote_replica("127.0.0.1:3308", options)
         .await
         .unwrap_err()
@@ -600,7 +605,7 @@ async fn refused_promotions_change_nothing() {
     );
 
     let started = Instant::now();
-    let error = engine
+    let error = control
         .promote_replica("127.0.0.1:3310", options)
         .await
         .unwrap_err();
@@ -616,8 +621,8 @@ async fn refused_promotions_change_nothing() {
     assert!(started.elapsed() < Duration::from_secs(3));
 
     assert_eq!(std::fs::read_to_string(&proxy.config_path).unwrap(), yaml);
-    assert_eq!(engine.config_status().version, version);
-    assert!(engine.config_status().last_reload.is_none());
+    assert_eq!(control.config_status().version, version);
+    assert!(control.config_status().last_reload.is_none());
     assert_eq!(main_master(&engine, 0), "127.0.0.1:3307");
 }
 
@@ -670,7 +675,7 @@ async fn promotion_can_stop_replication_on_the_replica() {
     let proxy = start_server("reload-e", &base_yaml());
     let restore = RestoreReplication;
     let report = proxy
-        .engine
+        .control
         .promote_replica(
             "127.0.0.1:3307",
             PromoteOptions {
@@ -744,7 +749,7 @@ async fn a_use_selection_survives_a_reload_that_renumbers_the_fleets() {
     assert_ne!(renumbered, yaml, "the config has a `fleets:` line");
     write_config(&proxy.config_path, &renumbered);
     proxy
-        .engine
+        .control
         .reload(ReloadTrigger::Admin)
         .await
         .expect("reload");
@@ -783,6 +788,7 @@ async fn a_promotion_holds_the_masters_shards_paused_until_the_swap() {
     ]);
     let proxy = start_server("reload-pause", &base_yaml());
     let engine = proxy.engine.clone();
+    let control = proxy.control.clone();
     let mut conn = app(&proxy).await;
     let mut reads = Vec::new();
     for shard in a_shards {
@@ -804,7 +810,7 @@ async fn a_promotion_holds_the_masters_shards_paused_until_the_swap() {
         .unwrap();
     assert_eq!(locked.as_deref(), Some(reads[0].1.as_str()));
 
-    let promoting = engine.clone();
+    let promoting = control.clone();
     let promotion = tokio::spawn(async move {
         promoting
             .promote_replica("127.0.0.1:3307", KEEP_REPLICATION)
@@ -883,6 +889,7 @@ async fn a_configmap_style_symlink_swap_is_reloaded() {
     let yaml = base_yaml();
     let proxy = start_server("reload-configmap", &yaml);
     let engine = proxy.engine.clone();
+    let control = proxy.control.clone();
     let dir = proxy.config_path.parent().unwrap().to_owned();
     let name = proxy.config_path.file_name().unwrap().to_owned();
     let symlink = |target: &str, link: &Path| std::os::unix::fs::symlink(target, link).unwrap();
@@ -909,14 +916,14 @@ async fn a_configmap_style_symlink_swap_is_reloaded() {
     symlink("..2024_02", &dir.join("..data_tmp"));
     std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
     std::fs::remove_dir_all(&first).unwrap();
-    wait_for_version(&engine, "the reload of the swapped ConfigMap", &yaml1).await;
+    wait_for_version(&control, "the reload of the swapped ConfigMap", &yaml1).await;
     assert_eq!(engine.topology.load().fleets[0].open, Some((3000, 3099)));
 
     // An edit inside the target directory (the watcher follows the link).
     let yaml2 = yaml.replace(OPEN_LINE, "    open: [3100, 3199]");
     write_config(&second.join(&name), &yaml2);
-    wait_for_version(&engine, "the reload of the edited target", &yaml2).await;
+    wait_for_version(&control, "the reload of the edited target", &yaml2).await;
     assert_eq!(engine.topology.load().fleets[0].open, Some((3100, 3199)));
-    let attempt = engine.config_status().last_reload.unwrap();
+    let attempt = control.config_status().last_reload.unwrap();
     assert_eq!(attempt.trigger, ReloadTrigger::FileChange);
 }

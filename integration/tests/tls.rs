@@ -94,7 +94,7 @@ fn start_tls_proxy(dir: &Path, require: bool) -> SocketAddr {
     );
     let topology = Topology::from_yaml_str(&text, "tls-test.yaml")
         .unwrap_or_else(|e| panic!("config with tls: {e}"));
-    start_proxy(topology, None)
+    start_proxy(topology)
 }
 
 /// Runs the stock `mariadb` CLI against `addr` with extra options.

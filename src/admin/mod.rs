@@ -16,15 +16,15 @@ use opensrv_mysql::{AsyncMysqlIntermediary, ErrorKind};
 use tokio::net::TcpListener;
 use tracing::{debug, info};
 
-use crate::engine::failover::FailoverError;
-use crate::engine::pause::PauseError;
-use crate::engine::reload::ReloadError;
-use crate::engine::Engine;
+use crate::control::failover::FailoverError;
+use crate::control::pause::PauseError;
+use crate::control::reload::ReloadError;
+use crate::control::Control;
 use crate::fleet::FleetError;
 use crate::frontend::handshake::{refuse_too_many_connections, LoginBounds};
 use crate::id::IdError;
+use crate::net::ConnectionCount;
 use crate::router::RouteError;
-use crate::server::ConnectionCount;
 
 pub use answer::{Answer, Cell};
 pub use commands::{run, Context};
@@ -32,20 +32,20 @@ pub use parse::{parse, Command, ParseError};
 
 /// Most admin connections open at once (logged in or not); one more is
 /// answered 1040 in place of the greeting and closed.
-pub const MAX_CONNECTIONS: usize = 64;
+pub const MAX_CONNECTIONS: usize = crate::net::MAX_ADMIN_CONNECTIONS;
 
 /// Serves admin sessions on `listener` until the process ends, each on its
 /// own task, with the client port's login bounds (`limits`:
 /// `handshake_timeout_ms`, `max_login_packet`, then `max_allowed_packet`)
 /// applied in front of opensrv-mysql ([`bounded`]) and at most
 /// [`MAX_CONNECTIONS`] connections.
-pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()> {
+pub async fn serve(control: Arc<Control>, listener: TcpListener) -> io::Result<()> {
     info!(addr = %listener.local_addr()?, "serving the admin port");
     let open = ConnectionCount::default();
-    crate::server::accept_forever(listener, "admin port", |stream, peer, connection_id| {
+    crate::net::accept_forever(listener, "admin port", |stream, peer, connection_id| {
         let slot = open.try_acquire(MAX_CONNECTIONS);
-        let bounds = LoginBounds::new(&engine.topology.load().config.limits);
-        let engine = engine.clone();
+        let bounds = LoginBounds::new(&control.engine.topology.load().config.limits);
+        let control = control.clone();
         async move {
             let Some(_slot) = slot else {
                 debug!(connection_id, %peer, "too many admin connections; answered 1040");
@@ -56,7 +56,7 @@ pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()>
             let (reader, writer) = stream.into_split();
             let logged_in = Arc::new(AtomicBool::new(false));
             let reader = bounded::BoundedReader::new(reader, bounds, logged_in.clone());
-            let shim = shim::AdminShim::new(engine, connection_id, peer, logged_in);
+            let shim = shim::AdminShim::new(control, connection_id, peer, logged_in);
             if let Err(error) = AsyncMysqlIntermediary::run_on(shim, reader, writer).await {
                 debug!(connection_id, %peer, %error, "admin session ended with an error");
             }

@@ -17,7 +17,7 @@ use tracing::{debug, info};
 
 use super::commands::{self, Context};
 use super::{parse, AdminError, Answer};
-use crate::engine::Engine;
+use crate::control::Control;
 use crate::frontend::handshake::{check_account, new_nonce, SERVER_VERSION};
 
 const NATIVE_PASSWORD: &str = "mysql_native_password";
@@ -30,7 +30,7 @@ type ShimFuture<'f, T> = Pin<Box<dyn Future<Output = T> + Send + 'f>>;
 
 /// The state of one admin connection.
 pub(super) struct AdminShim {
-    engine: Arc<Engine>,
+    control: Arc<Control>,
     connection_id: u32,
     peer: SocketAddr,
     salt: [u8; 20],
@@ -47,13 +47,13 @@ impl AdminShim {
     /// A session for a connection from `peer`, with a fresh scramble;
     /// `logged_in` is set when its login is accepted.
     pub(super) fn new(
-        engine: Arc<Engine>,
+        control: Arc<Control>,
         connection_id: u32,
         peer: SocketAddr,
         logged_in: Arc<AtomicBool>,
     ) -> Self {
         Self {
-            engine,
+            control,
             connection_id,
             peer,
             salt: new_nonce(),
@@ -73,7 +73,7 @@ impl AdminShim {
     /// password in the config verifies that as well.
     fn check_login(&self, plugin: &str, username: &[u8], auth_data: &[u8]) -> bool {
         let user = String::from_utf8_lossy(username);
-        let topology = self.engine.topology.load();
+        let topology = self.control.engine.topology.load();
         let accepted = plugin == NATIVE_PASSWORD
             && topology.config.admin.as_ref().is_some_and(|admin| {
                 check_account(&admin.users, &user, &self.salt, auth_data)
@@ -103,7 +103,8 @@ impl AdminShim {
         let command = parse(query)?;
         let user = self.user.get().map_or("", String::as_str);
         let context = Context {
-            engine: &self.engine,
+            control: &self.control,
+            engine: &self.control.engine,
             user,
             client: format!("{user}@{}", self.peer.ip()),
             connection_id: self.connection_id,

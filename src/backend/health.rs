@@ -8,7 +8,8 @@
 //! `health.failures_before_down` failed checks in a row and up again after
 //! one good check. While a host is down, statements for it fail at once
 //! (`HostPool::checkout`). With `health.auto_failover`, a master that goes
-//! down is replaced by its replica once that replica is up (as the
+//! down is reported on the checker's event channel ([`HostEvent`]) once
+//! its replica is up, and the control plane promotes the replica (as the
 //! operations account, like `PROMOTE REPLICA`). Pings log in as the data
 //! path's `backend` account (a ping needs no privilege), and a checker
 //! reconnects when a reload changes that account, so it checks what the data
@@ -22,13 +23,37 @@ use std::time::{Duration, Instant, SystemTime};
 
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
-use crate::engine::failover::PromoteOptions;
-use crate::engine::Engine;
+use super::Backends;
 use crate::sync::lock;
-use crate::topology::Topology;
+use crate::topology::{SharedTopology, Topology};
+
+/// What the health checker tells whoever listens on its channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostEvent {
+    /// With `health.auto_failover`: `master` was marked down and `replica`,
+    /// the replica of one of its ranges, is up: time to promote it. Sent
+    /// once per time the master goes down.
+    MasterDown {
+        /// The master marked down.
+        master: String,
+        /// Its replica found up.
+        replica: String,
+    },
+}
+
+/// What the health checker checks: the routing table in force (its hosts
+/// and `health` settings) and the host pools (whose host states keep the
+/// health).
+pub trait Checked: Send + Sync + 'static {
+    /// The routing table in force.
+    fn topology(&self) -> &SharedTopology;
+    /// The host pools.
+    fn backends(&self) -> &Backends;
+}
 
 /// What the checks say about a host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,17 +223,18 @@ impl HostHealth {
     }
 }
 
-/// Starts the health checker for `engine`'s hosts on the current runtime.
-/// It stops when the engine is dropped.
-pub fn spawn(engine: Arc<Engine>) {
-    tokio::spawn(supervise(Arc::downgrade(&engine)));
+/// Starts the health checker for `checked`'s hosts on the current runtime,
+/// sending its [`HostEvent`]s to `events`. It stops when `checked` is
+/// dropped.
+pub fn spawn<T: Checked>(checked: &Arc<T>, events: UnboundedSender<HostEvent>) {
+    tokio::spawn(supervise(Arc::downgrade(checked), events));
 }
 
 /// Keeps one checker task per host of the topology in force.
-async fn supervise(engine: Weak<Engine>) {
+async fn supervise<T: Checked>(checked: Weak<T>, events: UnboundedSender<HostEvent>) {
     let mut checkers: HashMap<String, JoinHandle<()>> = HashMap::new();
-    while let Some(strong) = engine.upgrade() {
-        let topology = strong.topology.load();
+    while let Some(strong) = checked.upgrade() {
+        let topology = strong.topology().load();
         let interval = Duration::from_millis(topology.config.health.interval_ms.max(1));
         drop(strong);
         checkers.retain(|addr, task| {
@@ -220,9 +246,13 @@ async fn supervise(engine: Weak<Engine>) {
             keep
         });
         for host in &topology.hosts {
-            checkers
-                .entry(host.addr.clone())
-                .or_insert_with(|| tokio::spawn(check_host(engine.clone(), host.addr.clone())));
+            checkers.entry(host.addr.clone()).or_insert_with(|| {
+                tokio::spawn(check_host(
+                    checked.clone(),
+                    host.addr.clone(),
+                    events.clone(),
+                ))
+            });
         }
         drop(topology);
         tokio::time::sleep(interval).await;
@@ -239,16 +269,20 @@ struct CheckConn {
     password: String,
 }
 
-/// Checks one host every `health.interval_ms` until the engine is gone or
+/// Checks one host every `health.interval_ms` until `checked` is gone or
 /// the host leaves the topology.
-async fn check_host(engine: Weak<Engine>, addr: String) {
+async fn check_host<T: Checked>(
+    checked: Weak<T>,
+    addr: String,
+    events: UnboundedSender<HostEvent>,
+) {
     let mut conn: Option<CheckConn> = None;
     let mut failover_pending = false;
-    while let Some(strong) = engine.upgrade() {
-        let Some(host) = strong.backends.host(&addr) else {
+    while let Some(strong) = checked.upgrade() {
+        let Some(host) = strong.backends().host(&addr) else {
             break;
         };
-        let topology = strong.topology.load();
+        let topology = strong.topology().load();
         let settings = &topology.config.health;
         let interval = Duration::from_millis(settings.interval_ms.max(1));
         let timeout = Duration::from_millis(settings.timeout_ms.max(1));
@@ -283,14 +317,17 @@ async fn check_host(engine: Weak<Engine>, addr: String) {
                     error = health.last_error.as_deref().unwrap_or(""),
                     "host marked down: its statements fail at once until a check succeeds"
                 );
-                strong.backends.pool(&addr).clear_idle();
+                strong.backends().pool(&addr).clear_idle();
                 failover_pending = settings.auto_failover && topology.is_master(&addr);
             }
         }
         if failover_pending && host.host_health.is_down() {
-            if let Some(replica) = replica_up(&strong, &topology, &addr) {
+            if let Some(replica) = replica_up(strong.backends(), &topology, &addr) {
                 failover_pending = false;
-                tokio::spawn(fail_over(strong.clone(), addr.clone(), replica));
+                let _ = events.send(HostEvent::MasterDown {
+                    master: addr.clone(),
+                    replica,
+                });
             }
         }
         drop((strong, topology, host));
@@ -349,7 +386,7 @@ pub(crate) async fn connect(
 }
 
 /// The replica of one of `master`'s ranges that the checker found up.
-fn replica_up(engine: &Engine, topology: &Topology, master: &str) -> Option<String> {
+fn replica_up(backends: &Backends, topology: &Topology, master: &str) -> Option<String> {
     topology
         .fleets
         .iter()
@@ -358,33 +395,11 @@ fn replica_up(engine: &Engine, topology: &Topology, master: &str) -> Option<Stri
         .filter_map(|range| range.replica)
         .map(|replica| &topology.hosts[replica].addr)
         .find(|replica| {
-            engine
-                .backends
+            backends
                 .host(replica)
                 .is_some_and(|host| host.host_health.state() == HealthState::Up)
         })
         .cloned()
-}
-
-/// `health.auto_failover`: promotes the replica of a master that went down.
-/// Runs on its own task, so a reload that stops the master's checker does
-/// not cut it short.
-async fn fail_over(engine: Arc<Engine>, master: String, replica: String) {
-    warn!(%master, %replica, "auto_failover: promoting the replica of a master marked down");
-    let options = PromoteOptions {
-        stop_replication: false,
-    };
-    match engine.promote_replica(&master, options).await {
-        Ok(report) => warn!(
-            %master,
-            replica = %report.replica,
-            ranges = %report.ranges.join(", "),
-            config = ?report.config_written,
-            notes = %report.notes.join("; "),
-            "auto_failover: replica promoted"
-        ),
-        Err(e) => error!(%master, %replica, error = %e, "auto_failover: promotion failed"),
-    }
 }
 
 #[cfg(test)]

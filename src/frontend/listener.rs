@@ -10,7 +10,7 @@ use super::handshake::{self, LoginBounds};
 use super::session;
 use super::tls::TlsSettings;
 use crate::engine::Engine;
-use crate::server::{open_file_limit, ClientCap, ConnectionCount};
+use crate::net::{open_file_limit, ClientCap, ConnectionCount};
 
 /// The TLS settings of the config's `tls` section (certificate and key
 /// loaded), or `None` without one; an unusable section is an
@@ -51,7 +51,7 @@ pub async fn serve_with(
     let files = open_file_limit();
     ClientCap::new(&engine.topology.load(), files).log(files);
     let open = ConnectionCount::default();
-    crate::server::accept_forever(
+    crate::net::accept_forever(
         listener,
         "client listener",
         |stream, peer, connection_id| {

@@ -9,8 +9,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
 
-use crate::engine::Engine;
-
 /// Longest request head read (a scraper sends a few hundred bytes).
 const MAX_REQUEST_HEAD: usize = 8192;
 /// How long a client may take to send its request head.
@@ -18,12 +16,17 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The content type of the Prometheus text format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Serves `/metrics` on `listener` until the process ends.
-pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()> {
-    crate::server::accept_forever(listener, "metrics listener", |stream, peer, _| {
-        let engine = engine.clone();
+/// Serves `/metrics` on `listener` until the process ends; `render` makes
+/// the text of each answer.
+pub async fn serve<F>(listener: TcpListener, render: F) -> io::Result<()>
+where
+    F: Fn() -> String + Send + Sync + 'static,
+{
+    let render = Arc::new(render);
+    crate::net::accept_forever(listener, "metrics listener", |stream, peer, _| {
+        let render = render.clone();
         async move {
-            if let Err(e) = answer(&engine, stream).await {
+            if let Err(e) = answer(render.as_ref(), stream).await {
                 debug!(%peer, error = %e, "metrics request failed");
             }
         }
@@ -33,12 +36,12 @@ pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()>
 }
 
 /// Reads one request head and writes the answer, then closes.
-async fn answer(engine: &Engine, mut stream: TcpStream) -> io::Result<()> {
+async fn answer(render: &(impl Fn() -> String + ?Sized), mut stream: TcpStream) -> io::Result<()> {
     let head = match tokio::time::timeout(READ_TIMEOUT, read_head(&mut stream)).await {
         Ok(head) => head?,
         Err(_) => return Ok(()),
     };
-    let response = respond(&head, || crate::stats::prometheus(engine));
+    let response = respond(&head, render);
     stream.write_all(&response).await?;
     stream.shutdown().await
 }

@@ -8,10 +8,8 @@ mod prometheus;
 
 use std::time::Duration;
 
-pub use histogram::{Histogram, HistogramSummary};
+pub use histogram::{Histogram, HistogramSummary, Snapshot};
 pub use prometheus::prometheus;
-
-use crate::engine::Engine;
 
 /// What kind of command a client sent, as counted in the statistics.
 /// Decided from the command byte and the first keyword of the text, with
@@ -222,18 +220,43 @@ impl StatsRow {
     }
 }
 
-/// Every statement kind seen so far, then every host with a pool, sorted
-/// by address.
-pub fn snapshot(engine: &Engine) -> Vec<StatsRow> {
+/// What the statistics show of one backend host: its statement
+/// histogram, its last health checks and its pool, copied by the owner of
+/// the host pools (`backend::Backends::figures`).
+#[derive(Debug, Clone)]
+pub struct HostFigures {
+    /// The host's address.
+    pub addr: String,
+    /// Statements sent to the host.
+    pub statements: Snapshot,
+    /// Whether the last health checks found the host up.
+    pub up: bool,
+    /// How long the last good health check took.
+    pub check_latency: Option<Duration>,
+    /// Health checks run.
+    pub checks: u64,
+    /// Health checks that failed.
+    pub check_failures: u64,
+    /// Connections checked out of the host's pool to run a statement.
+    pub queries: u64,
+    /// Failed connects and broken connections.
+    pub errors: u64,
+    /// Connections checked out now.
+    pub in_use: usize,
+    /// Idle connections in the pool.
+    pub idle: usize,
+}
+
+/// Every statement kind seen so far in `stats`, then every host of `hosts`
+/// (the hosts with a pool, sorted by address).
+pub fn snapshot(stats: &Stats, hosts: &[HostFigures]) -> Vec<StatsRow> {
     let statements = StatementKind::ALL.into_iter().filter_map(|kind| {
-        let summary = engine.stats.statement(kind).summary();
+        let summary = stats.statement(kind).summary();
         (summary.count > 0).then(|| StatsRow::new("statement", kind.name().to_owned(), summary))
     });
-    let hosts = engine
-        .backends
-        .all()
-        .into_iter()
-        .map(|pool| StatsRow::new("host", pool.addr.clone(), pool.statements.summary()));
+    let hosts = hosts
+        .iter()
+        .map(|host| StatsRow::new("host", host.addr.clone(), host.statements.summary()));
     statements.chain(hosts).collect()
 }
 

@@ -1,21 +1,19 @@
 //! The statistics in the Prometheus text exposition format, version 0.0.4.
 
 use std::fmt::{Display, Write};
-use std::sync::atomic::Ordering;
 
 use super::histogram::{Snapshot, EXPORT_BOUNDS_US};
-use super::StatementKind;
-use crate::backend::health::HealthState;
-use crate::engine::Engine;
+use super::{HostFigures, StatementKind, Stats};
 
-/// Every statement kind and every host with a pool, as Prometheus text.
-pub fn prometheus(engine: &Engine) -> String {
+/// Every statement kind of `stats` and every host of `hosts`, as
+/// Prometheus text.
+pub fn prometheus(stats: &Stats, hosts: &[HostFigures]) -> String {
     let mut out = Text::default();
     let kinds: Vec<(String, Snapshot)> = StatementKind::ALL
         .into_iter()
         .map(|kind| {
             let label = format!("kind=\"{}\"", kind.name());
-            (label, engine.stats.statement(kind).snapshot())
+            (label, stats.statement(kind).snapshot())
         })
         .collect();
     out.histograms(
@@ -25,34 +23,32 @@ pub fn prometheus(engine: &Engine) -> String {
         &kinds,
     );
 
-    let pools = engine.backends.all();
-    let hosts: Vec<(String, Snapshot)> = pools
+    let histograms: Vec<(String, Snapshot)> = hosts
         .iter()
-        .map(|pool| (host_label(&pool.addr), pool.statements.snapshot()))
+        .map(|host| (host_label(&host.addr), host.statements.clone()))
         .collect();
     out.histograms(
         "shardgate_host_statements",
         "shardgate_host_statement",
         "statements sent to a backend host",
-        &hosts,
+        &histograms,
     );
 
-    let health: Vec<_> = pools.iter().map(|pool| pool.health()).collect();
-    let labels: Vec<&str> = hosts.iter().map(|(label, _)| label.as_str()).collect();
+    let labels: Vec<&str> = histograms.iter().map(|(label, _)| label.as_str()).collect();
     out.family(
         "shardgate_host_up",
         "gauge",
         "1 if the last health checks found the host up, 0 if down or not checked yet.",
         &labels,
-        health.iter().map(|h| u8::from(h.state == HealthState::Up)),
+        hosts.iter().map(|h| u8::from(h.up)),
     );
     out.family(
         "shardgate_host_check_latency_seconds",
         "gauge",
         "Duration of the last successful health check (connect if needed, then ping).",
         &labels,
-        health.iter().map(|h| {
-            h.last_latency
+        hosts.iter().map(|h| {
+            h.check_latency
                 .map_or_else(|| "NaN".to_owned(), |d| d.as_secs_f64().to_string())
         }),
     );
@@ -61,42 +57,42 @@ pub fn prometheus(engine: &Engine) -> String {
         "counter",
         "Health checks run.",
         &labels,
-        health.iter().map(|h| h.checks),
+        hosts.iter().map(|h| h.checks),
     );
     out.family(
         "shardgate_host_check_failures_total",
         "counter",
         "Health checks that failed.",
         &labels,
-        health.iter().map(|h| h.failures),
+        hosts.iter().map(|h| h.check_failures),
     );
     out.family(
         "shardgate_host_queries_total",
         "counter",
         "Connections checked out of the host's pool to run a statement.",
         &labels,
-        pools.iter().map(|p| p.queries.load(Ordering::Relaxed)),
+        hosts.iter().map(|h| h.queries),
     );
     out.family(
         "shardgate_host_errors_total",
         "counter",
         "Failed connects and broken connections to the host.",
         &labels,
-        pools.iter().map(|p| p.errors.load(Ordering::Relaxed)),
+        hosts.iter().map(|h| h.errors),
     );
     out.family(
         "shardgate_host_pool_in_use",
         "gauge",
         "Connections to the host checked out now.",
         &labels,
-        pools.iter().map(|p| p.in_use()),
+        hosts.iter().map(|h| h.in_use),
     );
     out.family(
         "shardgate_host_pool_idle",
         "gauge",
         "Idle connections in the host's pool.",
         &labels,
-        pools.iter().map(|p| p.idle_count()),
+        hosts.iter().map(|h| h.idle),
     );
     out.text
 }
@@ -192,16 +188,24 @@ fn seconds(micros: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::Topology;
+    use crate::stats::Histogram;
     use std::time::Duration;
 
-    fn engine() -> Engine {
-        let yaml = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/shardgate.yaml"),
-        )
-        .unwrap();
-        let topology = Topology::from_yaml_str(&yaml, "test").unwrap();
-        Engine::new(topology, None)
+    /// A host of the config as the pools show it before any check:
+    /// no statement, not checked, no connection.
+    fn host(addr: &str, statements: &Histogram) -> HostFigures {
+        HostFigures {
+            addr: addr.to_owned(),
+            statements: statements.snapshot(),
+            up: false,
+            check_latency: None,
+            checks: 0,
+            check_failures: 0,
+            queries: 0,
+            errors: 0,
+            in_use: 0,
+            idle: 0,
+        }
     }
 
     #[test]
@@ -213,16 +217,12 @@ mod tests {
 
     #[test]
     fn text_format_has_every_family_with_help_and_type() {
-        let engine = engine();
-        engine
-            .stats
-            .record(StatementKind::Insert, Duration::from_micros(1500), false);
-        engine
-            .stats
-            .record(StatementKind::Insert, Duration::from_micros(1500), true);
-        let pool = engine.backends.pool("127.0.0.1:3307");
-        pool.statements.record(Duration::from_millis(2), false);
-        let text = prometheus(&engine);
+        let stats = Stats::new();
+        stats.record(StatementKind::Insert, Duration::from_micros(1500), false);
+        stats.record(StatementKind::Insert, Duration::from_micros(1500), true);
+        let statements = Histogram::new();
+        statements.record(Duration::from_millis(2), false);
+        let text = prometheus(&stats, &[host("127.0.0.1:3307", &statements)]);
 
         assert!(
             text.contains("shardgate_statements_total{kind=\"insert\"} 2\n"),

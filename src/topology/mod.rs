@@ -5,6 +5,7 @@
 pub mod config;
 pub mod lines;
 pub mod rewrite;
+pub mod tls_files;
 pub mod validate;
 
 use std::collections::HashMap;

@@ -370,7 +370,7 @@ fn check_operations(config: &Config, lines: &LineIndex, errors: &mut Errors) {
 /// the certificate. The files are read here, so `check-config` and a
 /// starting proxy report a bad certificate with its line.
 fn check_tls(config: &Config, lines: &LineIndex, errors: &mut Errors) {
-    use crate::frontend::tls;
+    use super::tls_files as tls;
     let Some(section) = &config.tls else {
         return;
     };

@@ -10,6 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder};
+use shardgate::control::Control;
 use shardgate::engine::Engine;
 use shardgate::id::ObjectId;
 use shardgate::topology::Topology;
@@ -53,12 +54,12 @@ pub fn topology() -> Topology {
 /// Starts the proxy once per test binary and returns its address.
 pub fn proxy_addr() -> SocketAddr {
     static ADDR: OnceLock<SocketAddr> = OnceLock::new();
-    *ADDR.get_or_init(|| start_proxy(topology(), Some(config_path())))
+    *ADDR.get_or_init(|| start_proxy(topology()))
 }
 
 /// Starts a proxy for `topology` on a free port, on its own runtime thread
 /// so it outlives each test's runtime, and returns its address.
-pub fn start_proxy(topology: Topology, config: Option<PathBuf>) -> SocketAddr {
+pub fn start_proxy(topology: Topology) -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -71,7 +72,7 @@ pub fn start_proxy(topology: Topology, config: Option<PathBuf>) -> SocketAddr {
                 .await
                 .expect("bind");
             tx.send(listener.local_addr().expect("addr")).expect("send");
-            let engine = Arc::new(Engine::new(topology, config));
+            let engine = Arc::new(Engine::new(topology));
             shardgate::frontend::serve(engine, listener)
                 .await
                 .expect("serve");
@@ -87,7 +88,9 @@ pub struct RunningProxy {
     pub listening: shardgate::server::Listening,
     /// Its config file (in a directory of its own, so a test may rewrite it).
     pub config_path: PathBuf,
-    /// The engine, to look inside.
+    /// The control plane (reload, promotion, config status).
+    pub control: Arc<Control>,
+    /// The engine (`control.engine`), to look inside.
     pub engine: Arc<Engine>,
 }
 
@@ -120,9 +123,10 @@ pub fn start_server(name: &str, yaml: &str) -> RunningProxy {
     let config_path = dir.join("shardgate.yaml");
     std::fs::write(&config_path, yaml).expect("write the test config");
     let topology = Topology::load(&config_path).unwrap_or_else(|e| panic!("test config: {e}"));
-    let engine = Arc::new(Engine::new(topology, Some(config_path.clone())));
+    let control = Arc::new(Control::new(topology, Some(config_path.clone())));
+    let engine = control.engine.clone();
     let (tx, rx) = std::sync::mpsc::channel();
-    let started = engine.clone();
+    let started = control.clone();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -139,6 +143,7 @@ pub fn start_server(name: &str, yaml: &str) -> RunningProxy {
     RunningProxy {
         listening,
         config_path,
+        control,
         engine,
     }
 }

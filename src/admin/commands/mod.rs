@@ -18,11 +18,14 @@ use tracing::{info, warn};
 
 use super::parse::{Command, ShardRange};
 use super::{AdminError, Answer};
+use crate::control::Control;
 use crate::engine::Engine;
 
 /// Who runs a command, for the answers that depend on it.
 pub struct Context<'a> {
-    /// The proxy.
+    /// The proxy's control plane (config file, reload, promotion).
+    pub control: &'a Control,
+    /// The proxy's engine (`control.engine`).
     pub engine: &'a Engine,
     /// The admin account logged in.
     pub user: &'a str,
@@ -44,11 +47,11 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
         Command::ShowShard { shard, fleet } => show_shards::one(engine, shard, fleet.as_deref()),
         Command::ShowHosts => Ok(show_hosts::answer(engine)),
         Command::ShowStats => Ok(show_stats::answer(engine)),
-        Command::ShowConfig => Ok(show_config::answer(engine)),
+        Command::ShowConfig => Ok(show_config::answer(context.control)),
         Command::ReloadConfig => logged(
             context,
             "RELOAD CONFIG",
-            reload_config::answer(engine).await,
+            reload_config::answer(context.control).await,
         ),
         Command::ExplainRoute { statement } => explain_route::answer(engine, &statement),
         Command::DecodeId { id } => decode_id::answer(engine, id),
@@ -70,7 +73,7 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
                 }
             );
             info!(user = context.user, "{what}: starting");
-            let result = promote_replica::answer(engine, &master, stop_replication).await;
+            let result = promote_replica::answer(context.control, &master, stop_replication).await;
             logged(context, &what, result)
         }
         Command::PauseShards(range) => {
@@ -82,7 +85,7 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
             let what = format!("RESUME SHARDS {}", describe(&range));
             logged(context, &what, pause_shards::resume(engine, &range))
         }
-        Command::VerifyFleet => verify_fleet::answer(engine).await,
+        Command::VerifyFleet => verify_fleet::answer(context.control).await,
         Command::Select(items) => client::select(context, &items),
         Command::Set => Ok(Answer::default()),
     }

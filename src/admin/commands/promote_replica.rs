@@ -2,8 +2,8 @@
 //! ranges point at its replica, in memory and in the config file.
 
 use crate::admin::{AdminError, Answer};
-use crate::engine::failover::PromoteOptions;
-use crate::engine::Engine;
+use crate::control::failover::PromoteOptions;
+use crate::control::Control;
 
 const COLUMNS: &[&str] = &[
     "master",
@@ -16,11 +16,11 @@ const COLUMNS: &[&str] = &[
 
 /// One row from the promotion's report.
 pub async fn answer(
-    engine: &Engine,
+    control: &Control,
     master: &str,
     stop_replication: bool,
 ) -> Result<Answer, AdminError> {
-    let report = engine
+    let report = control
         .promote_replica(master, PromoteOptions { stop_replication })
         .await?;
     let mut answer = Answer::new(COLUMNS);

@@ -4,13 +4,13 @@
 //! read and built on the blocking pool, not on the admin session's worker.
 
 use crate::admin::{AdminError, Answer};
-use crate::engine::reload::ReloadTrigger;
-use crate::engine::Engine;
+use crate::control::reload::ReloadTrigger;
+use crate::control::Control;
 
 /// A row with the outcome: `reloaded` or `unchanged`, the version in
 /// force, and what changed.
-pub async fn answer(engine: &Engine) -> Result<Answer, AdminError> {
-    let summary = engine.reload(ReloadTrigger::Admin).await?;
+pub async fn answer(control: &Control) -> Result<Answer, AdminError> {
+    let summary = control.reload(ReloadTrigger::Admin).await?;
     let mut answer = Answer::new(&["result", "version", "changes"]);
     answer.push(vec![
         if summary.changed {

@@ -4,12 +4,12 @@
 
 use crate::admin::answer::format_time;
 use crate::admin::Answer;
-use crate::engine::reload::ReloadTrigger;
-use crate::engine::Engine;
+use crate::control::reload::ReloadTrigger;
+use crate::control::Control;
 
 /// One `name`/`value` row per fact.
-pub fn answer(engine: &Engine) -> Answer {
-    let status = engine.config_status();
+pub fn answer(control: &Control) -> Answer {
+    let status = control.config_status();
     let mut answer = Answer::new(&["name", "value"]);
     let mut put = |name: &str, value: String| answer.push(vec![name.into(), value.into()]);
     put("source", status.source);
@@ -34,7 +34,7 @@ pub fn answer(engine: &Engine) -> Answer {
             );
         }
     }
-    for paused in engine.pauses.paused() {
+    for paused in control.engine.pauses.paused() {
         put(
             "paused",
             format!(

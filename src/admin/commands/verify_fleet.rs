@@ -3,15 +3,15 @@
 //! problem, or one `ok` row (the summary) when there is none.
 
 use crate::admin::{AdminError, Answer, Cell};
-use crate::engine::Engine;
+use crate::control::Control;
 use crate::fleet;
 
 const COLUMNS: &[&str] = &["host", "database", "problem", "detail"];
 
 /// Checks every host of the topology in force.
-pub async fn answer(engine: &Engine) -> Result<Answer, AdminError> {
-    let topology = engine.topology.load();
-    let report = fleet::verify_configured(&topology, engine.config_path.as_deref()).await?;
+pub async fn answer(control: &Control) -> Result<Answer, AdminError> {
+    let topology = control.engine.topology.load();
+    let report = fleet::verify_configured(&topology, control.config_path.as_deref()).await?;
     let mut answer = Answer::new(COLUMNS);
     for problem in report.problems() {
         answer.push(vec![

@@ -1,6 +1,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::watch::changes_something;
 use super::*;
 use crate::topology::tests::{load, SPEC_YAML};
 
@@ -44,9 +45,9 @@ fn changes_are_described_one_by_one() {
 
 #[tokio::test]
 async fn a_proxy_without_a_file_has_nothing_to_reload() {
-    let engine = Engine::new(load(SPEC_YAML), None);
+    let control = Control::new(load(SPEC_YAML), None);
     assert!(matches!(
-        engine.reload(ReloadTrigger::Admin).await,
+        control.reload(ReloadTrigger::Admin).await,
         Err(ReloadError::NoConfigFile)
     ));
 }
@@ -54,22 +55,22 @@ async fn a_proxy_without_a_file_has_nothing_to_reload() {
 #[tokio::test]
 async fn reload_swaps_refuses_and_records() {
     let path = temp_config("swap", SPEC_YAML);
-    let engine = Engine::new(load(SPEC_YAML), Some(path.clone()));
-    let first = engine.topology.load();
+    let control = Control::new(load(SPEC_YAML), Some(path.clone()));
+    let first = control.engine.topology.load();
 
     // The version in force: a file event is not even recorded, an operator's
     // reload is.
-    let summary = engine.reload(ReloadTrigger::FileChange).await.unwrap();
+    let summary = control.reload(ReloadTrigger::FileChange).await.unwrap();
     assert!(!summary.changed);
-    assert!(engine.config_status().last_reload.is_none());
-    engine.reload(ReloadTrigger::Admin).await.unwrap();
-    let attempt = engine.config_status().last_reload.unwrap();
+    assert!(control.config_status().last_reload.is_none());
+    control.reload(ReloadTrigger::Admin).await.unwrap();
+    let attempt = control.config_status().last_reload.unwrap();
     assert!(attempt.result.unwrap().starts_with("no change"));
 
     // Overlapping ranges: refused with the line, the old table stays.
     let bad = SPEC_YAML.replace("range: [2048, 4095]", "range: [2000, 4095]");
     std::fs::write(&path, &bad).unwrap();
-    let error = engine.reload(ReloadTrigger::Signal).await.unwrap_err();
+    let error = control.reload(ReloadTrigger::Signal).await.unwrap_err();
     let message = error.to_string();
     assert!(
         message.contains(
@@ -77,8 +78,8 @@ async fn reload_swaps_refuses_and_records() {
         ),
         "{message}"
     );
-    assert!(Arc::ptr_eq(&engine.topology.load(), &first));
-    let status = engine.config_status();
+    assert!(Arc::ptr_eq(&control.engine.topology.load(), &first));
+    let status = control.config_status();
     assert_eq!(status.version, version_of(SPEC_YAML.as_bytes()));
     let attempt = status.last_reload.unwrap();
     assert_eq!(attempt.trigger, ReloadTrigger::Signal);
@@ -88,35 +89,35 @@ async fn reload_swaps_refuses_and_records() {
     // as the last word.
     std::fs::write(&path, SPEC_YAML).unwrap();
     assert!(
-        !engine
+        !control
             .reload(ReloadTrigger::FileChange)
             .await
             .unwrap()
             .changed
     );
-    assert!(engine.config_status().last_reload.unwrap().result.is_ok());
+    assert!(control.config_status().last_reload.unwrap().result.is_ok());
 
     // A valid change is swapped in.
     let next = SPEC_YAML.replace("open: [0, 4095]", "open: [5, 6]");
     std::fs::write(&path, &next).unwrap();
-    let summary = engine.reload(ReloadTrigger::FileChange).await.unwrap();
+    let summary = control.reload(ReloadTrigger::FileChange).await.unwrap();
     assert!(summary.changed);
     assert_eq!(summary.version, version_of(next.as_bytes()));
     assert_eq!(summary.description, "fleet main: open shards 0-4095 -> 5-6");
-    assert_eq!(engine.topology.load().fleets[0].open, Some((5, 6)));
-    assert_eq!(engine.config_status().version, summary.version);
+    assert_eq!(control.engine.topology.load().fleets[0].open, Some((5, 6)));
+    assert_eq!(control.config_status().version, summary.version);
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
 
 #[tokio::test]
 async fn pools_of_hosts_that_left_are_retired() {
     let path = temp_config("retire", SPEC_YAML);
-    let engine = Engine::new(load(SPEC_YAML), Some(path.clone()));
+    let control = Control::new(load(SPEC_YAML), Some(path.clone()));
     let addrs = |pools: Vec<Arc<crate::backend::HostPool>>| -> Vec<String> {
         pools.iter().map(|p| p.addr.clone()).collect()
     };
     assert_eq!(
-        addrs(engine.backends.all()),
+        addrs(control.engine.backends.all()),
         [
             "127.0.0.1:3307",
             "127.0.0.1:3308",
@@ -125,15 +126,15 @@ async fn pools_of_hosts_that_left_are_retired() {
         ],
         "every host of the first topology has its pool"
     );
-    let kept = engine.backends.pool("127.0.0.1:3307");
-    let leaving = engine.backends.pool("127.0.0.1:3309");
+    let kept = control.engine.backends.pool("127.0.0.1:3307");
+    let leaving = control.engine.backends.pool("127.0.0.1:3309");
 
     let text = SPEC_YAML.replace(
         MAIN_A,
         "      - { range: [0, 2047],    master: 127.0.0.1:3307 }",
     );
     std::fs::write(&path, &text).unwrap();
-    let summary = engine.reload(ReloadTrigger::Admin).await.unwrap();
+    let summary = control.reload(ReloadTrigger::Admin).await.unwrap();
     assert!(
         summary
             .description
@@ -143,25 +144,31 @@ async fn pools_of_hosts_that_left_are_retired() {
     );
     assert!(leaving.is_retired());
     assert!(!kept.is_retired());
-    assert!(Arc::ptr_eq(&engine.backends.pool("127.0.0.1:3307"), &kept));
+    assert!(Arc::ptr_eq(
+        &control.engine.backends.pool("127.0.0.1:3307"),
+        &kept
+    ));
     assert_eq!(
-        addrs(engine.backends.all()),
+        addrs(control.engine.backends.all()),
         ["127.0.0.1:3307", "127.0.0.1:3308", "127.0.0.1:3310"]
     );
-    assert!(engine.backends.host("127.0.0.1:3309").is_none());
-    assert_eq!(addrs(engine.backends.retired()), ["127.0.0.1:3309"]);
+    assert!(control.engine.backends.host("127.0.0.1:3309").is_none());
+    assert_eq!(addrs(control.engine.backends.retired()), ["127.0.0.1:3309"]);
     // A statement still on the old table gets the retired pool while it
     // lives, then one new retired pool that later ones share.
     assert!(Arc::ptr_eq(
-        &engine.backends.pool("127.0.0.1:3309"),
+        &control.engine.backends.pool("127.0.0.1:3309"),
         &leaving
     ));
     drop(leaving);
-    assert!(engine.backends.retired().is_empty());
-    let late = engine.backends.pool("127.0.0.1:3309");
+    assert!(control.engine.backends.retired().is_empty());
+    let late = control.engine.backends.pool("127.0.0.1:3309");
     assert!(late.is_retired());
-    assert!(Arc::ptr_eq(&engine.backends.pool("127.0.0.1:3309"), &late));
-    assert_eq!(engine.backends.all().len(), 3);
+    assert!(Arc::ptr_eq(
+        &control.engine.backends.pool("127.0.0.1:3309"),
+        &late
+    ));
+    assert_eq!(control.engine.backends.all().len(), 3);
     drop(late);
 
     // New backend settings: every host gets a new pool, but keeps what was
@@ -171,23 +178,23 @@ async fn pools_of_hosts_that_left_are_retired() {
     kept.host_health.record_failure("refused".into(), 1);
     let text = text.replace("pool_max_per_host: 64", "pool_max_per_host: 8");
     std::fs::write(&path, &text).unwrap();
-    let summary = engine.reload(ReloadTrigger::Admin).await.unwrap();
+    let summary = control.reload(ReloadTrigger::Admin).await.unwrap();
     assert!(
         summary.description.contains("backend settings changed"),
         "{}",
         summary.description
     );
     assert!(kept.is_retired());
-    let fresh = engine.backends.pool("127.0.0.1:3307");
+    let fresh = control.engine.backends.pool("127.0.0.1:3307");
     assert!(!fresh.is_retired());
     assert!(!Arc::ptr_eq(&fresh, &kept));
     assert!(Arc::ptr_eq(fresh.host(), kept.host()));
     assert!(fresh.host_health.is_down(), "a down host stays down");
     assert_eq!(fresh.statements.summary().count, 1);
-    assert_eq!(engine.backends.all().len(), 3);
+    assert_eq!(control.engine.backends.all().len(), 3);
     // Retired for new settings, not departed: SHOW HOSTS' retired rows
     // filter these out by role; the list still has them while used.
-    assert_eq!(addrs(engine.backends.retired()), ["127.0.0.1:3307"]);
+    assert_eq!(addrs(control.engine.backends.retired()), ["127.0.0.1:3307"]);
 
     // A host the next reload adds has its pool before the swap.
     let text = text.replace(
@@ -195,10 +202,10 @@ async fn pools_of_hosts_that_left_are_retired() {
         "      - { range: [0, 2047],    master: 127.0.0.1:3307, replica: 127.0.0.1:3311 }",
     );
     std::fs::write(&path, &text).unwrap();
-    engine.reload(ReloadTrigger::Admin).await.unwrap();
-    let added = engine.backends.pool("127.0.0.1:3311");
+    control.reload(ReloadTrigger::Admin).await.unwrap();
+    let added = control.engine.backends.pool("127.0.0.1:3311");
     assert!(!added.is_retired());
-    assert!(engine.backends.host("127.0.0.1:3311").is_some());
+    assert!(control.engine.backends.host("127.0.0.1:3311").is_some());
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
 
@@ -229,17 +236,20 @@ fn any_change_in_the_directory_counts_but_reads_do_not() {
 #[test]
 fn an_engine_from_a_file_has_the_version_of_the_bytes_it_parsed() {
     let path = temp_config("from-file", SPEC_YAML);
-    let engine = Engine::from_file(path.clone()).unwrap();
+    let control = Control::from_file(path.clone()).unwrap();
     assert_eq!(
-        engine.config_status().version,
+        control.config_status().version,
         version_of(SPEC_YAML.as_bytes())
     );
-    assert_eq!(engine.topology.load().config, load(SPEC_YAML).config);
+    assert_eq!(
+        control.engine.topology.load().config,
+        load(SPEC_YAML).config
+    );
     std::fs::write(&path, "listen: [").unwrap();
-    let errors = Engine::from_file(path.clone()).err().unwrap();
+    let errors = Control::from_file(path.clone()).err().unwrap();
     assert!(errors.to_string().contains("shardgate.yaml"), "{errors}");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
-    let missing = Engine::from_file(path).err().unwrap();
+    let missing = Control::from_file(path).err().unwrap();
     assert!(
         missing.to_string().contains("cannot read the config file"),
         "{missing}"

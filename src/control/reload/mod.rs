@@ -11,116 +11,26 @@
 //! touched. Pools of hosts that left are retired: their idle connections
 //! close now, the ones in use close when released, and the pool is freed
 //! with its last user.
+//!
+//! The config status it records (version, last attempt) is
+//! [`super::status`], held by [`Control`]; the watchers are in `watch`.
+
+mod watch;
 
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, SystemTime};
 
-use md5::Digest;
-use tokio::sync::mpsc;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, info, warn};
 
-use super::Engine;
+use super::Control;
 use crate::backend::pool::BackendSettings;
-use crate::sync::lock;
 use crate::topology::{ConfigErrors, Topology};
 
-/// How long the file must stay quiet after a change before it is read
-/// (editors and config managers write in several steps).
-const DEBOUNCE: Duration = Duration::from_millis(200);
-
-/// What set off a reload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReloadTrigger {
-    /// The admin command `RELOAD CONFIG`.
-    Admin,
-    /// SIGHUP.
-    Signal,
-    /// The config file changed on disk.
-    FileChange,
-    /// `PROMOTE REPLICA` rewrote the file.
-    Promotion,
-}
-
-/// The outcome of one reload attempt, as `SHOW CONFIG` shows it.
-#[derive(Debug, Clone)]
-pub struct ReloadAttempt {
-    /// When it ran.
-    pub at: SystemTime,
-    /// What set it off.
-    pub trigger: ReloadTrigger,
-    /// `Ok(summary of the change)` or `Err(every validation error)`.
-    pub result: Result<String, String>,
-}
-
-/// The config in force and the last reload attempt.
-#[derive(Debug, Clone)]
-pub struct ConfigStatusSnapshot {
-    /// The file the config came from (`<none>` for a config built in code).
-    pub source: String,
-    /// MD5 (hex) of the text in force.
-    pub version: String,
-    /// When the config in force was loaded.
-    pub loaded_at: SystemTime,
-    /// The last reload attempt, if any.
-    pub last_reload: Option<ReloadAttempt>,
-}
-
-/// Shared, lock-protected [`ConfigStatusSnapshot`]. Also serialises
-/// reloads and promotions, so two of them never interleave (an async lock:
-/// a reload waiting for another does not hold a runtime worker).
-#[derive(Debug)]
-pub struct ConfigStatus {
-    inner: Mutex<ConfigStatusSnapshot>,
-    serial: tokio::sync::Mutex<()>,
-}
-
-impl ConfigStatus {
-    /// Status of a first config.
-    pub fn new(source: String, version: String) -> Self {
-        Self {
-            inner: Mutex::new(ConfigStatusSnapshot {
-                source,
-                version,
-                loaded_at: SystemTime::now(),
-                last_reload: None,
-            }),
-            serial: tokio::sync::Mutex::new(()),
-        }
-    }
-
-    /// A copy of the current status.
-    pub fn snapshot(&self) -> ConfigStatusSnapshot {
-        lock(&self.inner).clone()
-    }
-
-    /// Held while a reload or promotion reads the file and swaps the table.
-    pub(crate) async fn serialize(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.serial.lock().await
-    }
-
-    fn record(&self, trigger: ReloadTrigger, result: Result<String, String>) {
-        lock(&self.inner).last_reload = Some(ReloadAttempt {
-            at: SystemTime::now(),
-            trigger,
-            result,
-        });
-    }
-
-    fn loaded(&self, version: String, trigger: ReloadTrigger, description: String) {
-        let now = SystemTime::now();
-        let mut inner = lock(&self.inner);
-        inner.version = version;
-        inner.loaded_at = now;
-        inner.last_reload = Some(ReloadAttempt {
-            at: now,
-            trigger,
-            result: Ok(description),
-        });
-    }
-}
+pub use super::status::{
+    parse_config, version_of, ConfigStatus, ConfigStatusSnapshot, ReloadAttempt, ReloadTrigger,
+};
+pub use watch::spawn_watchers;
 
 /// What a successful reload did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,19 +72,6 @@ pub enum ReloadError {
     },
 }
 
-/// MD5 (hex) of a config text: its version.
-pub fn version_of(text: &[u8]) -> String {
-    format!("{:x}", md5::Md5::digest(text))
-}
-
-/// Parses and validates the bytes of a config file (`source` names it in
-/// error messages) and builds its routing table.
-pub(crate) fn parse_config(bytes: &[u8], source: &str) -> Result<Topology, ConfigErrors> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| ConfigErrors::single(source, 0, format!("the file is not UTF-8 text: {e}")))?;
-    Topology::from_yaml_str(text, source)
-}
-
 /// A config file read once: its version and, if that is not the version in
 /// force, the routing table built from the same bytes.
 enum FileRead {
@@ -201,7 +98,7 @@ fn read_file(path: &Path, in_force: &str) -> Result<FileRead, ReloadError> {
     Ok(FileRead::Changed(version, Box::new(topology)))
 }
 
-impl Engine {
+impl Control {
     /// The config in force and the last reload attempt.
     pub fn config_status(&self) -> ConfigStatusSnapshot {
         self.config_status.snapshot()
@@ -268,21 +165,21 @@ impl Engine {
         trigger: ReloadTrigger,
         mut notes: Vec<String>,
     ) -> ReloadSummary {
-        let old = self.topology.load();
+        let old = self.engine.topology.load();
         let mut changes = describe_changes(&old, &topology);
         let settings = BackendSettings::from_config(&topology.config.backend);
         let hosts: Vec<String> = topology.hosts.iter().map(|h| h.addr.clone()).collect();
         let host_refs: Vec<&str> = hosts.iter().map(String::as_str).collect();
-        if self.backends.reconfigure(settings) {
+        if self.engine.backends.reconfigure(settings) {
             changes.push(
                 "backend settings changed: every pool reopens with them (connections in use finish first)"
                     .to_owned(),
             );
         }
-        self.backends.add_hosts(&host_refs);
-        self.topology.store(topology);
+        self.engine.backends.add_hosts(&host_refs);
+        self.engine.topology.store(topology);
         drop(old);
-        let retired = self.backends.retain_hosts(&host_refs);
+        let retired = self.engine.backends.retain_hosts(&host_refs);
         if !retired.is_empty() {
             changes.push(format!(
                 "pools closed (once their last statement finishes): {}",
@@ -451,175 +348,6 @@ fn ranges(topology: &Topology, fleet: &crate::topology::Fleet) -> Vec<String> {
             format!("{}-{} on {}{replica}", r.first, r.last, addr(r.master))
         })
         .collect()
-}
-
-/// Starts the config watchers of `engine`: SIGHUP, and a watch on the
-/// directory of its config file (if it has one). Both log what happened
-/// and never stop on an error. The SIGHUP handler is installed before this
-/// returns; once the directory watch is in place, the file is reloaded
-/// once, for a change made between the first load and the watch.
-pub fn spawn_watchers(engine: Arc<Engine>) {
-    spawn_signal_handler(Arc::downgrade(&engine));
-    if let Some(path) = engine.config_path.clone() {
-        spawn_file_watcher(Arc::downgrade(&engine), path);
-    }
-}
-
-fn spawn_signal_handler(engine: Weak<Engine>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut hangups = match signal(SignalKind::hangup()) {
-        Ok(hangups) => hangups,
-        Err(e) => {
-            error!(
-                "cannot listen for SIGHUP ({e}); reload with RELOAD CONFIG or by editing the file"
-            );
-            return;
-        }
-    };
-    tokio::spawn(async move {
-        while hangups.recv().await.is_some() {
-            let Some(engine) = engine.upgrade() else {
-                break;
-            };
-            info!("SIGHUP: reloading the config");
-            let _ = engine.reload(ReloadTrigger::Signal).await;
-        }
-    });
-}
-
-/// The directories watched for one config path: the one that names it, and
-/// the one holding the file it resolves to, when that is elsewhere (a
-/// symlink). The target is resolved again after every reload, since a
-/// ConfigMap update points the link at a new directory.
-struct WatchedDirs {
-    path: PathBuf,
-    dir: PathBuf,
-    target_dir: Option<PathBuf>,
-}
-
-impl WatchedDirs {
-    fn new(path: PathBuf) -> Self {
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        Self {
-            path,
-            dir,
-            target_dir: None,
-        }
-    }
-
-    /// Watches the target's directory if the path now resolves elsewhere
-    /// (and stops watching the previous one).
-    fn follow_target(&mut self, watcher: &mut impl notify::Watcher) {
-        let resolved = resolved_dir(&self.path);
-        let own = std::fs::canonicalize(&self.dir).ok();
-        let wanted = resolved.filter(|target| Some(target) != own.as_ref());
-        if wanted == self.target_dir {
-            return;
-        }
-        if let Some(old) = self.target_dir.take() {
-            let _ = watcher.unwatch(&old);
-        }
-        if let Some(target) = wanted {
-            match watcher.watch(&target, notify::RecursiveMode::NonRecursive) {
-                Ok(()) => {
-                    info!(dir = %target.display(), "watching the config file's target directory too");
-                    self.target_dir = Some(target);
-                }
-                Err(e) => {
-                    warn!(dir = %target.display(), "cannot watch the config file's target directory ({e}); edits made there need SIGHUP or RELOAD CONFIG")
-                }
-            }
-        }
-    }
-}
-
-/// The directory of the file `path` resolves to, following symlinks.
-fn resolved_dir(path: &Path) -> Option<PathBuf> {
-    std::fs::canonicalize(path)
-        .ok()
-        .and_then(|target| target.parent().map(Path::to_path_buf))
-}
-
-fn spawn_file_watcher(engine: Weak<Engine>, path: PathBuf) {
-    use notify::{RecursiveMode, Watcher};
-    let mut dirs = WatchedDirs::new(path);
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let watcher = notify::recommended_watcher(move |event| {
-        let _ = tx.send(event);
-    })
-    .and_then(|mut watcher| {
-        watcher.watch(&dirs.dir, RecursiveMode::NonRecursive)?;
-        Ok(watcher)
-    });
-    let mut watcher = match watcher {
-        Ok(watcher) => watcher,
-        Err(e) => {
-            error!(dir = %dirs.dir.display(), "cannot watch the config directory ({e}); reload with SIGHUP or RELOAD CONFIG");
-            return;
-        }
-    };
-    info!(dir = %dirs.dir.display(), "watching the config directory for changes");
-    dirs.follow_target(&mut watcher);
-    tokio::spawn(async move {
-        if !reload_on_file_change(&engine).await {
-            return;
-        }
-        let is_change = |event: notify::Result<notify::Event>| match event {
-            Ok(event) => changes_something(&event),
-            Err(e) => {
-                warn!("config directory watch: {e}");
-                false
-            }
-        };
-        while let Some(event) = rx.recv().await {
-            if !is_change(event) {
-                continue;
-            }
-            let mut deadline = tokio::time::Instant::now() + DEBOUNCE;
-            loop {
-                match tokio::time::timeout_at(deadline, rx.recv()).await {
-                    Ok(Some(event)) => {
-                        if is_change(event) {
-                            deadline = tokio::time::Instant::now() + DEBOUNCE;
-                        }
-                    }
-                    Ok(None) => return,
-                    Err(_) => break,
-                }
-            }
-            if !reload_on_file_change(&engine).await {
-                return;
-            }
-            dirs.follow_target(&mut watcher);
-        }
-    });
-}
-
-/// Reloads for a file change (the outcome is logged and recorded by
-/// [`Engine::reload`]); false once the engine is gone.
-async fn reload_on_file_change(engine: &Weak<Engine>) -> bool {
-    let Some(engine) = engine.upgrade() else {
-        return false;
-    };
-    let _ = engine.reload(ReloadTrigger::FileChange).await;
-    true
-}
-
-/// Whether `event` may have changed something in a watched directory.
-/// Every change counts, whatever file it names (a ConfigMap update renames
-/// a `..data` symlink, not the file); opening and reading files, ours
-/// included, does not.
-fn changes_something(event: &notify::Event) -> bool {
-    use notify::event::{AccessKind, AccessMode};
-    use notify::EventKind;
-    match event.kind {
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
-        EventKind::Access(_) => false,
-        _ => true,
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,369 @@
+//! Failover: `PROMOTE REPLICA <master>` points the master's ranges at its
+//! replica, in memory and in the config file (written atomically).
+//!
+//! Before anything changes, the replica must answer. If the old master
+//! still answers, the master's shards are paused first (the cutover gate:
+//! new statements wait, running ones drain), so no write through the proxy
+//! lands on the old master after its GTID position is read; then the
+//! replica must apply everything up to that position (`MASTER_GTID_WAIT`),
+//! so no acknowledged write is left behind; the pause ends once the new
+//! routing table is in force (or the promotion failed), and the waiting
+//! statements go to the new master. The file is edited as text
+//! ([`crate::topology::rewrite`]) so the operator's comments stay, written
+//! to a temporary file in the same directory, synced and renamed over the
+//! old one (on the blocking pool); only then is the new routing table
+//! swapped in.
+//!
+//! Here: the errors, the report and the promotion's steps in order. The
+//! pause it holds is in `hold`, the connections to the hosts and the GTID
+//! catch-up in `replica`, the config file work in `config_file`, and
+//! `health.auto_failover` (promoting on the health checker's events) in
+//! `auto`.
+
+mod auto;
+mod config_file;
+mod hold;
+mod replica;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use tracing::info;
+
+use super::Control;
+use crate::control::reload::ReloadTrigger;
+use crate::topology::rewrite::{self, PromotedEntry, RewriteError};
+use crate::topology::Topology;
+use config_file::{off_runtime, promote_in_memory, rewrite_file};
+use hold::PromotionPause;
+use replica::{gtid, wait_for, Access};
+
+pub use auto::spawn_auto_failover;
+pub use config_file::write_atomically;
+
+/// Longest wait for the replica to apply the master's last transaction.
+pub const CATCH_UP_WAIT: Duration = Duration::from_secs(5);
+
+/// What the replica runs when `stop_replication` is asked for (MariaDB).
+pub const STOP_REPLICATION: [&str; 3] =
+    ["STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only = 0"];
+
+/// Knobs of [`Control::promote_replica`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PromoteOptions {
+    /// Also stop replication on the replica, forget its master and make it
+    /// writable ([`STOP_REPLICATION`]).
+    pub stop_replication: bool,
+}
+
+/// What a promotion did.
+#[derive(Debug, Clone)]
+pub struct PromoteReport {
+    /// The old master, as the config writes it.
+    pub master: String,
+    /// The replica that took over (several, comma-separated, if the
+    /// master's ranges had different replicas).
+    pub replica: String,
+    /// The ranges moved, as `main 0-2047`.
+    pub ranges: Vec<String>,
+    /// Whether replication was stopped on the replica.
+    pub replication_stopped: bool,
+    /// The config file rewritten, if the proxy has one.
+    pub config_written: Option<PathBuf>,
+    /// What the operator should know (catch-up position, what is left to
+    /// do by hand).
+    pub notes: Vec<String>,
+}
+
+/// Why a promotion was refused or stopped. Unless the message says
+/// otherwise, nothing was changed.
+#[derive(Debug, thiserror::Error)]
+pub enum FailoverError {
+    /// The address is not a master, or one of its ranges has no replica.
+    #[error("{0}")]
+    NotPromotable(RewriteError),
+    /// The master's shards could not be paused (or stay paused) while the
+    /// replica caught up.
+    #[error("cannot pause shards {first}-{last} of fleet {fleet} to hold writes during the promotion: {reason}; nothing was changed")]
+    Pause {
+        /// Fleet name.
+        fleet: String,
+        /// First shard of the range.
+        first: u32,
+        /// Last shard of the range.
+        last: u32,
+        /// Why.
+        reason: String,
+    },
+    /// The replica does not answer.
+    #[error("replica {replica} does not answer ({reason}); nothing was changed")]
+    ReplicaDown {
+        /// The replica.
+        replica: String,
+        /// The connect or ping error.
+        reason: String,
+    },
+    /// The master still answers and the replica has not applied all of its
+    /// transactions.
+    #[error(
+        "replica {replica} has not caught up with master {master}: the master is at GTID {master_pos}, \
+         the replica at {replica_pos} after waiting {}s (writes through the proxy were paused meanwhile); \
+         nothing was changed. Fix replication, or stop other writers of the master, then promote again",
+        waited.as_secs()
+    )]
+    ReplicaBehind {
+        /// The old master.
+        master: String,
+        /// The replica.
+        replica: String,
+        /// `@@gtid_binlog_pos` of the master.
+        master_pos: String,
+        /// `@@gtid_slave_pos` of the replica.
+        replica_pos: String,
+        /// How long we waited.
+        waited: Duration,
+    },
+    /// A statement on the replica failed.
+    #[error("replica {replica}: {what} failed: {reason}; the routing table was not changed")]
+    Replica {
+        /// The replica.
+        replica: String,
+        /// What was being done.
+        what: String,
+        /// The error.
+        reason: String,
+    },
+    /// The file on disk is not the version in force (edited, not reloaded).
+    #[error(
+        "the config file {} has changes that are not loaded (version {on_disk} on disk, {in_force} in force); \
+         RELOAD CONFIG or undo them, then promote again. The routing table was not changed{}",
+        path.display(),
+        replication_note(*replication_stopped)
+    )]
+    FileChanged {
+        /// The config file.
+        path: PathBuf,
+        /// Version of the file on disk.
+        on_disk: String,
+        /// Version in force.
+        in_force: String,
+        /// Whether replication was already stopped on the replica.
+        replication_stopped: bool,
+    },
+    /// The config file could not be edited, read or written.
+    #[error("config file {}: {reason}. The routing table was not changed{}", path.display(), replication_note(*replication_stopped))]
+    ConfigFile {
+        /// The config file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+        /// Whether replication was already stopped on the replica.
+        replication_stopped: bool,
+    },
+    /// A reload ran while the promotion was being checked.
+    #[error("the routing table changed (a reload) while the promotion was being checked; run PROMOTE REPLICA again{}", replication_note(*replication_stopped))]
+    Raced {
+        /// Whether replication was already stopped on the replica.
+        replication_stopped: bool,
+    },
+}
+
+fn replication_note(stopped: bool) -> &'static str {
+    if stopped {
+        " (replication on the replica WAS already stopped and it is writable)"
+    } else {
+        ""
+    }
+}
+
+impl Control {
+    /// Points every range whose master is `master` at its replica: checks
+    /// the replica answers and, if the master still answers, pauses the
+    /// master's shards, then waits until the replica has applied the
+    /// master's position; optionally stops replication on it; rewrites the
+    /// config file; swaps in the new routing table; ends its pause (on
+    /// every path, errors included).
+    pub async fn promote_replica(
+        &self,
+        master: &str,
+        options: PromoteOptions,
+    ) -> Result<PromoteReport, FailoverError> {
+        let seen = self.engine.topology.load();
+        let (_, entries) = rewrite::promote_in_config(&seen.config, master)
+            .map_err(FailoverError::NotPromotable)?;
+        let master = entries[0].master.clone();
+        let mut replicas: Vec<String> = entries.iter().map(|e| e.replica.clone()).collect();
+        replicas.sort();
+        replicas.dedup();
+        let access = Access::of(&seen);
+        let mut notes = Vec::new();
+
+        let mut replica_conns = Vec::new();
+        for replica in &replicas {
+            let conn = access
+                .open(replica)
+                .await
+                .map_err(|reason| FailoverError::ReplicaDown {
+                    replica: replica.clone(),
+                    reason,
+                })?;
+            replica_conns.push((replica.clone(), conn));
+        }
+        let mut paused = None;
+        match access.open(&master).await {
+            Ok(mut conn) => {
+                let drain = Duration::from_millis(seen.config.pause.drain_timeout_ms);
+                match PromotionPause::hold(&self.engine.pauses, &seen, &entries, drain).await {
+                    Ok(pause) => paused = Some(pause),
+                    Err(e) => {
+                        let _ = conn.disconnect().await;
+                        return Err(e);
+                    }
+                }
+                let position = gtid(&mut conn, "@@gtid_binlog_pos").await;
+                let _ = conn.disconnect().await;
+                let position = position.map_err(|reason| FailoverError::Replica {
+                    replica: master.clone(),
+                    what: "reading the master's @@gtid_binlog_pos".into(),
+                    reason,
+                })?;
+                for (replica, conn) in &mut replica_conns {
+                    wait_for(conn, replica, &master, &position).await?;
+                    notes.push(format!(
+                        "master {master} still answers: {replica} had applied all of its transactions (GTID {position})"
+                    ));
+                }
+                notes.push(format!(
+                    "master {master} still answers and accepts writes from other clients: fence it (read_only, or stop it)"
+                ));
+            }
+            Err(reason) => {
+                for (replica, conn) in &mut replica_conns {
+                    let applied = gtid(conn, "@@gtid_slave_pos")
+                        .await
+                        .unwrap_or_else(|e| format!("unknown ({e})"));
+                    notes.push(format!(
+                        "master {master} does not answer ({reason}): transactions it had not shipped are not on {replica}, which had applied GTID {applied}"
+                    ));
+                }
+            }
+        }
+
+        let mut replication_stopped = false;
+        for (replica, conn) in &mut replica_conns {
+            if options.stop_replication {
+                for sql in STOP_REPLICATION {
+                    conn.query_drop(sql)
+                        .await
+                        .map_err(|e| FailoverError::Replica {
+                            replica: replica.clone(),
+                            what: sql.to_owned(),
+                            reason: format!("{e}{}", replication_note(replication_stopped)),
+                        })?;
+                    replication_stopped = true;
+                }
+                notes.push(format!(
+                    "{replica}: replication stopped and forgotten, read_only = 0"
+                ));
+            } else {
+                let read_only: Option<u8> =
+                    conn.query_first("SELECT @@read_only").await.ok().flatten();
+                if read_only == Some(1) {
+                    notes.push(format!(
+                        "{replica} is read_only: writes fail until you run SET GLOBAL read_only = 0 on it"
+                    ));
+                }
+                notes.push(format!(
+                    "{replica} still replicates from {master}: once the old master is fenced, run STOP SLAVE; RESET SLAVE ALL on it"
+                ));
+            }
+        }
+        for (_, conn) in replica_conns {
+            let _ = conn.disconnect().await;
+        }
+
+        let config_written = self
+            .commit_promotion(&seen, &master, &entries, &mut notes, replication_stopped)
+            .await?;
+        let ranges: Vec<String> = entries
+            .iter()
+            .map(|e| format!("{} {}-{}", e.fleet, e.first, e.last))
+            .collect();
+        if let Some(pause) = paused {
+            let (held, operator) = pause.release();
+            notes.push(format!(
+                "shards {} were paused for {} ms: statements for them waited while {} caught up, then went to it",
+                ranges.join(", "),
+                held.as_millis(),
+                replicas.join(", ")
+            ));
+            if !operator.is_empty() {
+                notes.push(format!(
+                    "shards {} were paused already and stay paused: RESUME SHARDS them when ready",
+                    operator.join(", ")
+                ));
+            }
+        }
+        info!(%master, replica = %replicas.join(", "), ranges = %ranges.join(", "), "replica promoted");
+        Ok(PromoteReport {
+            master,
+            replica: replicas.join(", "),
+            ranges,
+            replication_stopped,
+            config_written,
+            notes,
+        })
+    }
+
+    /// Writes the promotion to the config file and swaps in its routing
+    /// table, unless a reload ran since `seen` was loaded. The file work
+    /// (read, rewrite, build, write and sync) runs on the blocking pool.
+    async fn commit_promotion(
+        &self,
+        seen: &Arc<Topology>,
+        master: &str,
+        entries: &[PromotedEntry],
+        notes: &mut Vec<String>,
+        replication_stopped: bool,
+    ) -> Result<Option<PathBuf>, FailoverError> {
+        let _serial = self.config_status.serialize().await;
+        if !Arc::ptr_eq(&self.engine.topology.load(), seen) {
+            return Err(FailoverError::Raced {
+                replication_stopped,
+            });
+        }
+        let moved = entries
+            .iter()
+            .map(|e| {
+                format!(
+                    "fleet {} shards {}-{} promoted from {} to {}",
+                    e.fleet, e.first, e.last, e.master, e.replica
+                )
+            })
+            .collect::<Vec<_>>();
+        let in_force = self.config_status.snapshot().version;
+        let master = master.to_owned();
+        let Some(path) = self.config_path.clone() else {
+            let config = seen.config.clone();
+            let topology = off_runtime(PathBuf::from("<none>"), replication_stopped, move || {
+                promote_in_memory(config, &master, replication_stopped)
+            })
+            .await?;
+            notes.push(
+                "this proxy has no config file: promoted in memory only, a restart undoes it"
+                    .to_owned(),
+            );
+            self.install(topology, in_force, ReloadTrigger::Promotion, moved);
+            return Ok(None);
+        };
+        let (topology, version, written) =
+            off_runtime(path.clone(), replication_stopped, move || {
+                rewrite_file(&path, &master, &in_force, replication_stopped)
+            })
+            .await?;
+        self.install(topology, version, ReloadTrigger::Promotion, moved);
+        Ok(Some(written))
+    }
+}

@@ -1,0 +1,118 @@
+//! The config in force as the proxy reports it: its version (the MD5 of the
+//! file's bytes), where it came from, when it was loaded, and the last
+//! reload attempt; with the lock that keeps reloads and promotions from
+//! interleaving.
+
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use md5::Digest;
+
+use crate::sync::lock;
+use crate::topology::{ConfigErrors, Topology};
+
+/// What set off a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadTrigger {
+    /// The admin command `RELOAD CONFIG`.
+    Admin,
+    /// SIGHUP.
+    Signal,
+    /// The config file changed on disk.
+    FileChange,
+    /// `PROMOTE REPLICA` rewrote the file.
+    Promotion,
+}
+
+/// The outcome of one reload attempt, as `SHOW CONFIG` shows it.
+#[derive(Debug, Clone)]
+pub struct ReloadAttempt {
+    /// When it ran.
+    pub at: SystemTime,
+    /// What set it off.
+    pub trigger: ReloadTrigger,
+    /// `Ok(summary of the change)` or `Err(every validation error)`.
+    pub result: Result<String, String>,
+}
+
+/// The config in force and the last reload attempt.
+#[derive(Debug, Clone)]
+pub struct ConfigStatusSnapshot {
+    /// The file the config came from (`<none>` for a config built in code).
+    pub source: String,
+    /// MD5 (hex) of the text in force.
+    pub version: String,
+    /// When the config in force was loaded.
+    pub loaded_at: SystemTime,
+    /// The last reload attempt, if any.
+    pub last_reload: Option<ReloadAttempt>,
+}
+
+/// Shared, lock-protected [`ConfigStatusSnapshot`]. Also serialises
+/// reloads and promotions, so two of them never interleave (an async lock:
+/// a reload waiting for another does not hold a runtime worker).
+#[derive(Debug)]
+pub struct ConfigStatus {
+    inner: Mutex<ConfigStatusSnapshot>,
+    serial: tokio::sync::Mutex<()>,
+}
+
+impl ConfigStatus {
+    /// Status of a first config.
+    pub fn new(source: String, version: String) -> Self {
+        Self {
+            inner: Mutex::new(ConfigStatusSnapshot {
+                source,
+                version,
+                loaded_at: SystemTime::now(),
+                last_reload: None,
+            }),
+            serial: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// A copy of the current status.
+    pub fn snapshot(&self) -> ConfigStatusSnapshot {
+        lock(&self.inner).clone()
+    }
+
+    /// Held while a reload or promotion reads the file and swaps the table.
+    pub async fn serialize(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.serial.lock().await
+    }
+
+    /// Records a reload attempt that left the config in force as it was.
+    pub fn record(&self, trigger: ReloadTrigger, result: Result<String, String>) {
+        lock(&self.inner).last_reload = Some(ReloadAttempt {
+            at: SystemTime::now(),
+            trigger,
+            result,
+        });
+    }
+
+    /// Records a new config in force (version `version`).
+    pub fn loaded(&self, version: String, trigger: ReloadTrigger, description: String) {
+        let now = SystemTime::now();
+        let mut inner = lock(&self.inner);
+        inner.version = version;
+        inner.loaded_at = now;
+        inner.last_reload = Some(ReloadAttempt {
+            at: now,
+            trigger,
+            result: Ok(description),
+        });
+    }
+}
+
+/// MD5 (hex) of a config text: its version.
+pub fn version_of(text: &[u8]) -> String {
+    format!("{:x}", md5::Md5::digest(text))
+}
+
+/// Parses and validates the bytes of a config file (`source` names it in
+/// error messages) and builds its routing table.
+pub fn parse_config(bytes: &[u8], source: &str) -> Result<Topology, ConfigErrors> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| ConfigErrors::single(source, 0, format!("the file is not UTF-8 text: {e}")))?;
+    Topology::from_yaml_str(text, source)
+}
