@@ -4,13 +4,13 @@
 
 use tokio::io::AsyncWrite;
 
-use super::execute::Failure;
-use super::SessionState;
+use super::failure::Failure;
+use super::session_state::SessionState;
 use crate::error::ClientError;
 use crate::protocol::binary::{parse_column_definition, text_row_to_binary, ColumnInfo};
 use crate::protocol::frame::{write_lenenc_bytes, write_lenenc_int};
 use crate::protocol::packets::{
-    column_definition, eof_packet, result_set_terminator, LocalColumnType,
+    column_definition, eof_packet, ok_packet, result_set_terminator, LocalColumnType,
 };
 use crate::protocol::FrameWriter;
 
@@ -98,4 +98,18 @@ pub(crate) async fn write_single_value<W: AsyncWrite + Unpin>(
 ) -> Result<(), Failure> {
     let row = vec![value.map(<[u8]>::to_vec)];
     write_local_result(client, state, &[(name, column_type)], vec![row]).await
+}
+
+/// Writes an OK packet with the session's status flags.
+pub(crate) async fn write_ok<W: AsyncWrite + Unpin>(
+    client: &mut FrameWriter<W>,
+    state: &SessionState,
+) -> Result<(), Failure> {
+    client
+        .write_packet(
+            state.response_seq,
+            &ok_packet(0, 0, state.status_flags(), 0),
+        )
+        .await?;
+    Ok(())
 }

@@ -2,8 +2,10 @@
 //! Holds what all sessions share: the routing table and the host pools.
 
 mod answer;
+mod checkout;
 pub mod execute;
 pub mod failover;
+mod failure;
 pub mod field_list;
 mod lex_state;
 pub mod multi;
@@ -12,6 +14,8 @@ pub mod prepared;
 pub mod relay;
 pub mod reload;
 pub mod session_state;
+mod transaction;
+mod venue;
 
 use std::path::PathBuf;
 
@@ -22,7 +26,7 @@ use crate::topology::{ConfigErrors, SharedTopology, Topology};
 use pause::PauseGate;
 use reload::ConfigStatus;
 
-pub use execute::write_error;
+pub use failure::write_error;
 pub use session_state::{SessionSettings, SessionState};
 
 /// Shared state of a running proxy.

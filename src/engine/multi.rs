@@ -24,7 +24,7 @@ use tokio::task::JoinSet;
 use tracing::debug;
 
 use super::answer::{write_result_set, Value};
-use super::execute::{backend_error, Failure};
+use super::failure::{backend_error, Failure};
 use super::session_state::SessionSettings;
 use super::{Engine, SessionState};
 use crate::backend::conn::COM_QUERY;
@@ -226,10 +226,10 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
     };
     let work = async {
         let share = Some((job.share.as_ref(), job.share_percent));
-        let mut conn = super::execute::checkout_open(&job.pool, job.key, share)
+        let mut conn = super::checkout::checkout_open(&job.pool, job.key, share)
             .await
             .map_err(&unavailable)?;
-        super::execute::apply_settings(&mut conn, job.settings.as_ref(), job.statement_timeout_ms)
+        super::checkout::apply_settings(&mut conn, job.settings.as_ref(), job.statement_timeout_ms)
             .await
             .map_err(|failure| match failure {
                 Failure::Client(error) => error,

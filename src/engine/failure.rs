@@ -1,0 +1,143 @@
+//! A statement's failure, and its translation into the error the client
+//! sees (the MySQL error packet).
+
+use std::io;
+
+use tokio::io::AsyncWrite;
+
+use super::relay::RelayFailure;
+use crate::backend::PooledConn;
+use crate::error::ClientError;
+use crate::protocol::packets::{err_packet, parse_err};
+use crate::protocol::FrameWriter;
+/// A statement's failure: an error for the client, or a dead client.
+pub(crate) enum Failure {
+    Client(ClientError),
+    Io(io::Error),
+}
+
+impl From<io::Error> for Failure {
+    fn from(error: io::Error) -> Self {
+        Failure::Io(error)
+    }
+}
+
+/// Turns an I/O error on a backend connection into the client's error.
+pub(crate) fn lost_connection(host: &str) -> impl Fn(io::Error) -> Failure + '_ {
+    move |error| {
+        Failure::Client(ClientError::BackendLost {
+            host: host.to_owned(),
+            reason: error.to_string(),
+        })
+    }
+}
+
+/// Closes a connection whose statement failed: a backend failure also drops
+/// the host's idle connections (likely stale too); a client failure does
+/// not reflect on the host. Returns the host's address.
+pub(super) fn close_after_failure(conn: PooledConn, failure: &RelayFailure) -> String {
+    let addr = conn.pool().addr.clone();
+    match failure {
+        RelayFailure::NotSent(_) | RelayFailure::Backend { .. } => conn.discard_broken(),
+        RelayFailure::Client(_) => drop(conn),
+    }
+    addr
+}
+
+/// What a lost backend connection took with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Scope {
+    /// A statement outside a transaction.
+    Statement,
+    /// A statement of an open transaction (or its ROLLBACK).
+    Transaction,
+    /// The COMMIT of an open transaction.
+    Commit,
+}
+
+/// The error for a failed relay: says whether the statement may have run.
+/// When part of the answer already reached the client, the ERR packet
+/// continues its sequence numbering (`response_seq` moves past what was
+/// forwarded).
+pub(super) fn relay_failure_to_client(
+    response_seq: &mut u8,
+    failure: RelayFailure,
+    host: String,
+    scope: Scope,
+) -> Failure {
+    let (error, sent) = match failure {
+        RelayFailure::Client(error) => return Failure::Io(error),
+        RelayFailure::NotSent(error) => (error, false),
+        RelayFailure::Backend {
+            error,
+            forwarded,
+            next_seq,
+        } => {
+            if forwarded {
+                *response_seq = next_seq;
+            }
+            (error, true)
+        }
+    };
+    let outcome = match (scope, sent) {
+        (Scope::Statement, false) => "the statement was not sent, so it did not run",
+        (Scope::Statement, true) => {
+            "the statement was sent before the connection broke, so it may have run: check before running it again"
+        }
+        (Scope::Commit, true) => {
+            "the COMMIT was sent before the connection broke, so the transaction may or may not have committed: check before running it again"
+        }
+        (Scope::Transaction, _) | (Scope::Commit, false) => {
+            "the open transaction was rolled back by the server"
+        }
+    };
+    Failure::Client(ClientError::BackendLost {
+        host,
+        reason: format!("{error}; {outcome}"),
+    })
+}
+
+pub(crate) fn backend_error(payload: &[u8]) -> ClientError {
+    match parse_err(payload) {
+        Some((code, sql_state, message)) => ClientError::Backend {
+            code,
+            sql_state,
+            message,
+        },
+        None => ClientError::Backend {
+            code: 1105,
+            sql_state: "HY000".to_owned(),
+            message: "shardgate: malformed error from backend".to_owned(),
+        },
+    }
+}
+
+pub(super) fn no_masters() -> Failure {
+    Failure::Client(ClientError::NoHealthyHost(
+        "the config has no hosts".to_owned(),
+    ))
+}
+
+/// Writes an ERR packet for `error`.
+pub async fn write_error<W: AsyncWrite + Unpin>(
+    client: &mut FrameWriter<W>,
+    seq: u8,
+    error: &ClientError,
+) -> io::Result<()> {
+    let payload = err_packet(error.code(), error.sql_state(), &error.to_string());
+    client.write_packet(seq, &payload).await.map(|_| ())
+}
+
+/// Writes the error of a failed statement to the client; a dead client is
+/// the caller's `Err`.
+pub(super) async fn answer_failure<W: AsyncWrite + Unpin>(
+    client: &mut FrameWriter<W>,
+    seq: u8,
+    result: Result<(), Failure>,
+) -> io::Result<()> {
+    match result {
+        Ok(()) => Ok(()),
+        Err(Failure::Client(error)) => write_error(client, seq, &error).await,
+        Err(Failure::Io(error)) => Err(error),
+    }
+}
