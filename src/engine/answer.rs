@@ -5,17 +5,15 @@
 use tokio::io::AsyncWrite;
 
 use super::failure::Failure;
+use super::merge::Value;
 use super::session_state::SessionState;
 use crate::error::ClientError;
 use crate::protocol::binary::{parse_column_definition, text_row_to_binary, ColumnInfo};
 use crate::protocol::frame::{write_lenenc_bytes, write_lenenc_int};
 use crate::protocol::packets::{
-    column_definition, eof_packet, ok_packet, result_set_terminator, LocalColumnType,
+    column_definition, eof_packet, ok_packet, result_set_terminator, LocalColumnType, TEXT_NULL,
 };
 use crate::protocol::FrameWriter;
-
-/// One value of a row: `None` is SQL NULL.
-pub(crate) type Value = Option<Vec<u8>>;
 
 /// Writes a complete result set: column definitions (payloads as a server
 /// sends them, with `columns` their parsed types) and rows of values.
@@ -44,7 +42,7 @@ pub(crate) async fn write_result_set<W: AsyncWrite + Unpin>(
         for value in row.iter().take(definitions.len()) {
             match value {
                 Some(bytes) => write_lenenc_bytes(&mut text, bytes),
-                None => text.push(0xFB),
+                None => text.push(TEXT_NULL),
             }
         }
         let payload = if state.binary_rows {

@@ -8,6 +8,7 @@ pub mod failover;
 mod failure;
 pub mod field_list;
 mod lex_state;
+mod merge;
 pub mod multi;
 pub mod pause;
 pub mod prepared;
