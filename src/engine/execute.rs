@@ -24,8 +24,12 @@ use crate::backend::PooledConn;
 use crate::error::ClientError;
 use crate::protocol::packets::LocalColumnType;
 use crate::protocol::FrameWriter;
-use crate::router::{route, Placement, Plan, RouteContext, RouteError, SessionAction, ShardQuery};
+use crate::router::{
+    route, Diagnostics, DiagnosticsArea, Placement, Plan, RouteContext, RouteError, SessionAction,
+    ShardQuery,
+};
 use crate::topology::{FleetId, TableKind, Topology};
+
 impl Engine {
     /// Executes one plan that touches no shard's data (`USE`, a routing
     /// error) and writes the complete answer to `client` (flushed). An
@@ -211,8 +215,8 @@ impl Engine {
     ) -> io::Result<()> {
         let held = state.held.take();
         let result = match plan {
-            Plan::Diagnostics { sql } => {
-                self.run_diagnostics(topology, state, held, &sql, client)
+            Plan::Diagnostics { sql, asked } => {
+                self.run_diagnostics(topology, state, held, (&sql, &asked), client)
                     .await
             }
             plan => {
@@ -241,8 +245,8 @@ impl Engine {
             Plan::MultiShard(query) => self.run_multi_shard(topology, state, query, client).await,
             Plan::AnyHost { sql } => self.run_anywhere(topology, state, &sql, client).await,
             Plan::Session(action) => self.run_session(topology, state, action, client).await,
-            Plan::Diagnostics { sql } => {
-                self.run_diagnostics(topology, state, None, &sql, client)
+            Plan::Diagnostics { sql, asked } => {
+                self.run_diagnostics(topology, state, None, (&sql, &asked), client)
                     .await
             }
             Plan::Reject(error) => Err(Failure::Client(ClientError::Route(error))),
@@ -258,13 +262,13 @@ impl Engine {
         topology: &Topology,
         state: &mut SessionState,
         held: Option<PooledConn>,
-        sql: &[u8],
+        (sql, asked): (&[u8], &Diagnostics),
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
         let venue = match held {
             Some(conn) => Venue::Held(conn),
             None if state.last_on_bound && state.bound.is_some() => Venue::Bound,
-            None => return write_no_diagnostics(client, state, sql).await,
+            None => return write_no_diagnostics(client, state, asked).await,
         };
         self.run_on(topology, state, venue, Statement::plain(sql), client)
             .await
@@ -534,41 +538,27 @@ async fn route_off_runtime<P: Placement + Clone + Send + 'static>(
 async fn write_no_diagnostics<W: AsyncWrite + Unpin>(
     client: &mut FrameWriter<W>,
     state: &SessionState,
-    sql: &[u8],
+    asked: &Diagnostics,
 ) -> Result<(), Failure> {
-    let text = String::from_utf8_lossy(sql);
-    let text = text.trim();
-    let upper = text.to_ascii_uppercase();
-    if upper.starts_with("SELECT") {
-        let name = text[6..].trim();
-        return write_single_value(
-            client,
-            state,
-            name,
-            LocalColumnType::UnsignedBigInt,
-            Some(b"0"),
-        )
-        .await;
-    }
-    if upper.contains("COUNT(") {
-        let name = if upper.contains("ERRORS") {
-            "@@session.error_count"
-        } else {
-            "@@session.warning_count"
-        };
-        return write_single_value(
-            client,
-            state,
-            name,
-            LocalColumnType::UnsignedBigInt,
-            Some(b"0"),
-        )
-        .await;
-    }
-    let columns = [
-        ("Level", LocalColumnType::Text),
-        ("Code", LocalColumnType::UnsignedBigInt),
-        ("Message", LocalColumnType::Text),
-    ];
-    write_local_result(client, state, &columns, Vec::new()).await
+    let count_column = match asked {
+        Diagnostics::List(_) => {
+            let columns = [
+                ("Level", LocalColumnType::Text),
+                ("Code", LocalColumnType::UnsignedBigInt),
+                ("Message", LocalColumnType::Text),
+            ];
+            return write_local_result(client, state, &columns, Vec::new()).await;
+        }
+        Diagnostics::Count(DiagnosticsArea::Warnings) => "@@session.warning_count",
+        Diagnostics::Count(DiagnosticsArea::Errors) => "@@session.error_count",
+        Diagnostics::Select { column } => column,
+    };
+    write_single_value(
+        client,
+        state,
+        count_column,
+        LocalColumnType::UnsignedBigInt,
+        Some(b"0"),
+    )
+    .await
 }
