@@ -48,7 +48,7 @@ pub(crate) async fn write_result_set<W: AsyncWrite + Unpin>(
         let payload = if state.binary_rows {
             binary.clear();
             text_row_to_binary(&text, columns, &mut binary).map_err(|error| {
-                Failure::Client(ClientError::UnsupportedCommand(format!(
+                Failure::Client(ClientError::Internal(format!(
                     "cannot encode a row in the binary protocol: {error}"
                 )))
             })?;

@@ -145,7 +145,7 @@ impl Engine {
             };
             debug!(shard = part.target.shard, sql = %part.sql, "multi-shard part");
             let Some(host) = topology.hosts.get(part.target.host) else {
-                return Err(Failure::Client(ClientError::UnsupportedCommand(format!(
+                return Err(Failure::Client(ClientError::Internal(format!(
                     "shard {} has no host in the topology",
                     part.target.shard
                 ))));
@@ -177,7 +177,7 @@ impl Engine {
         let mut shape: Option<(Vec<Vec<u8>>, Vec<ColumnInfo>)> = None;
         while let Some(joined) = tasks.join_next().await {
             let (index, outcome) = joined.map_err(|error| {
-                Failure::Client(ClientError::UnsupportedCommand(format!(
+                Failure::Client(ClientError::Internal(format!(
                     "a multi-shard part failed: {error}"
                 )))
             })?;
@@ -198,7 +198,7 @@ impl Engine {
         debug!(held = budget.held(), "multi-shard parts read");
         let parts: Vec<PartResult> = results.into_iter().flatten().collect();
         let Some((definitions, columns)) = shape else {
-            return Err(Failure::Client(ClientError::UnsupportedCommand(
+            return Err(Failure::Client(ClientError::Internal(
                 "a multi-shard read with no parts".to_owned(),
             )));
         };
@@ -283,7 +283,7 @@ async fn read_part(
     match first.first() {
         Some(&ERR_HEADER) => return Ok(Err(backend_error(&first))),
         Some(&OK_HEADER) | Some(&LOCAL_INFILE_HEADER) | None => {
-            return Ok(Err(ClientError::UnsupportedCommand(
+            return Ok(Err(ClientError::Internal(
                 "a multi-shard part returned no result set".to_owned(),
             )))
         }
