@@ -14,6 +14,7 @@ use super::relay::RelayOutcome;
 use super::session_state::{SessionSettings, SessionState};
 use super::Engine;
 use crate::backend::conn::{COM_QUERY, COM_RESET_CONNECTION};
+use crate::backend::pool::PoolError;
 use crate::backend::{BackendConn, ConnKey, HostPool, PoolShare, PooledConn};
 use crate::error::ClientError;
 use crate::protocol::packets::ERR_HEADER;
@@ -30,7 +31,7 @@ pub(crate) async fn checkout_open(
     pool: &Arc<HostPool>,
     key: ConnKey,
     share: Option<(&PoolShare, u32)>,
-) -> Result<PooledConn, String> {
+) -> Result<PooledConn, PoolError> {
     let mut conn = pool.checkout(key, share).await?;
     for _ in 0..STALE_REPLACED {
         if !(conn.reused && closed_while_idle(&mut conn)) {
@@ -178,7 +179,8 @@ impl Engine {
         let share = shared.then(|| (state.share.as_ref(), limits.max_host_share_percent));
         let mut conn = checkout_open(pool, state.conn_key, share)
             .await
-            .map_err(|reason| {
+            .map_err(|error| {
+                let reason = error.to_string();
                 Failure::Client(match target {
                     Some(target) => ClientError::HostUnavailable {
                         fleet: fleet_name(topology, target).to_owned(),

@@ -22,6 +22,7 @@ use tokio::task::JoinSet;
 use tracing::debug;
 
 use super::answer::write_result_set;
+use super::checkout::{apply_settings, checkout_open};
 use super::failure::{backend_error, Failure};
 use super::merge::{decode_text_row, merge_rows, Value};
 use super::session_state::SessionSettings;
@@ -226,10 +227,10 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
     };
     let work = async {
         let share = Some((job.share.as_ref(), job.share_percent));
-        let mut conn = super::checkout::checkout_open(&job.pool, job.key, share)
+        let mut conn = checkout_open(&job.pool, job.key, share)
             .await
-            .map_err(&unavailable)?;
-        super::checkout::apply_settings(&mut conn, job.settings.as_ref(), job.statement_timeout_ms)
+            .map_err(|error| unavailable(error.to_string()))?;
+        apply_settings(&mut conn, job.settings.as_ref(), job.statement_timeout_ms)
             .await
             .map_err(|failure| match failure {
                 Failure::Client(error) => error,
