@@ -141,3 +141,91 @@ pub(super) async fn answer_failure<W: AsyncWrite + Unpin>(
         Err(Failure::Io(error)) => Err(error),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reset() -> io::Error {
+        io::Error::new(io::ErrorKind::ConnectionReset, "reset")
+    }
+
+    fn lost_message(failure: Failure) -> (String, String) {
+        match failure {
+            Failure::Client(ClientError::BackendLost { host, reason }) => (host, reason),
+            Failure::Client(other) => panic!("not a lost connection: {other:?}"),
+            Failure::Io(error) => panic!("not a client error: {error}"),
+        }
+    }
+
+    #[test]
+    fn a_relay_failure_says_whether_the_statement_may_have_run() {
+        let mut seq = 1;
+        let not_sent = relay_failure_to_client(
+            &mut seq,
+            RelayFailure::NotSent(reset()),
+            "h:1".to_owned(),
+            Scope::Statement,
+        );
+        let (host, reason) = lost_message(not_sent);
+        assert_eq!(host, "h:1");
+        assert!(reason.ends_with("so it did not run"), "{reason}");
+        assert_eq!(seq, 1);
+
+        let sent = RelayFailure::Backend {
+            error: reset(),
+            forwarded: false,
+            next_seq: 7,
+        };
+        let (_, reason) = lost_message(relay_failure_to_client(
+            &mut seq,
+            sent,
+            "h:1".to_owned(),
+            Scope::Commit,
+        ));
+        assert!(reason.contains("may or may not have committed"), "{reason}");
+        assert_eq!(seq, 1, "nothing was forwarded: the ERR starts the answer");
+
+        let forwarded = RelayFailure::Backend {
+            error: reset(),
+            forwarded: true,
+            next_seq: 7,
+        };
+        let (_, reason) = lost_message(relay_failure_to_client(
+            &mut seq,
+            forwarded,
+            "h:1".to_owned(),
+            Scope::Transaction,
+        ));
+        assert!(reason.contains("rolled back by the server"), "{reason}");
+        assert_eq!(seq, 7, "the ERR continues the forwarded answer");
+    }
+
+    #[test]
+    fn a_dead_client_is_not_a_client_error() {
+        let mut seq = 1;
+        let failure = relay_failure_to_client(
+            &mut seq,
+            RelayFailure::Client(reset()),
+            "h:1".to_owned(),
+            Scope::Statement,
+        );
+        assert!(matches!(failure, Failure::Io(_)));
+    }
+
+    #[test]
+    fn backend_errors_keep_their_code_and_state() {
+        let packet = err_packet(1062, "23000", "Duplicate entry '1' for key 'PRIMARY'");
+        assert_eq!(
+            backend_error(&packet),
+            ClientError::Backend {
+                code: 1062,
+                sql_state: "23000".to_owned(),
+                message: "Duplicate entry '1' for key 'PRIMARY'".to_owned(),
+            }
+        );
+        let malformed = backend_error(&[0xFF]);
+        assert_eq!(malformed.code(), 1105);
+        assert!(malformed.to_string().contains("malformed error"));
+    }
+}

@@ -276,3 +276,23 @@ pub(super) fn recorded_text(sql: SqlText) -> Result<String, Failure> {
         )))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_statements_must_be_utf8() {
+        assert_eq!(
+            recorded_text(SqlText(b"BEGIN".to_vec())).ok().as_deref(),
+            Some("BEGIN")
+        );
+        let refused = recorded_text(SqlText(b"SET @a = '\xff'".to_vec()));
+        assert!(matches!(
+            refused,
+            Err(Failure::Client(ClientError::Route(RouteError::Unreadable(
+                _
+            ))))
+        ));
+    }
+}
