@@ -135,6 +135,8 @@ pub(super) fn stamp_connection(conn: &mut PooledConn, stamp: Option<u64>, outcom
     }
 }
 
+/// The name of `target`'s fleet, for messages (`?` if the topology has
+/// no such fleet).
 pub(super) fn fleet_name(topology: &Topology, target: Target) -> &str {
     topology
         .fleets
@@ -143,6 +145,7 @@ pub(super) fn fleet_name(topology: &Topology, target: Target) -> &str {
         .unwrap_or("?")
 }
 
+/// The address of host `host` of `topology` (empty if it has none).
 pub(super) fn host_addr(topology: &Topology, host: usize) -> &str {
     topology
         .hosts

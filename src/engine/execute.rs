@@ -205,6 +205,9 @@ impl Engine {
         Ok(!client.last_was_error())
     }
 
+    /// [`Engine::execute_admitted`] without moving the sequence id: the
+    /// held connection goes back to the pool unless diagnostics use it, and
+    /// a failure is answered with its error.
     async fn execute_unflushed<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
@@ -275,6 +278,8 @@ impl Engine {
             .map(|_| ())
     }
 
+    /// Runs a single-shard statement where [`Engine::venue_for`] says, and
+    /// remembers the 64-bit ID an object INSERT composed.
     async fn run_shard<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
@@ -328,6 +333,8 @@ impl Engine {
             .map(|_| ())
     }
 
+    /// Carries out what the proxy answers itself (`USE`, transactions,
+    /// `SET`, savepoints, `SELECT DATABASE()`, `SELECT LAST_INSERT_ID()`).
     async fn run_session<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,

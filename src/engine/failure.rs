@@ -10,9 +10,12 @@ use crate::backend::PooledConn;
 use crate::error::ClientError;
 use crate::protocol::packets::{err_packet, parse_err};
 use crate::protocol::FrameWriter;
+
 /// A statement's failure: an error for the client, or a dead client.
 pub(crate) enum Failure {
+    /// An error to answer the client with; the session goes on.
     Client(ClientError),
+    /// The client connection failed; the session ends.
     Io(io::Error),
 }
 
@@ -97,6 +100,8 @@ pub(super) fn relay_failure_to_client(
     })
 }
 
+/// The client's error for a backend's ERR packet: its code, SQLSTATE and
+/// message as they came (a 1105 if the packet cannot be read).
 pub(crate) fn backend_error(payload: &[u8]) -> ClientError {
     match parse_err(payload) {
         Some((code, sql_state, message)) => ClientError::Backend {
@@ -112,6 +117,8 @@ pub(crate) fn backend_error(payload: &[u8]) -> ClientError {
     }
 }
 
+/// The failure of a statement any master could run when the config has
+/// none.
 pub(super) fn no_masters() -> Failure {
     Failure::Client(ClientError::NoHealthyHost(
         "the config has no hosts".to_owned(),

@@ -188,6 +188,8 @@ impl Engine {
         finish_pooled(state, conn, result, stamp)
     }
 
+    /// Where a statement any master can answer runs: on the bound
+    /// connection inside a bound transaction, else on any master.
     pub(super) fn any_venue(
         &self,
         topology: &Topology,
@@ -286,6 +288,7 @@ fn finish_pooled(
     }
 }
 
+/// The addresses of `topology`'s masters.
 fn topology_masters(topology: &Topology) -> Vec<String> {
     topology
         .masters()

@@ -22,6 +22,7 @@ pub(super) fn compare_decimal_text(a: &[u8], b: &[u8]) -> Ordering {
     }
 }
 
+/// The sign of a decimal text and its digits.
 fn split_sign(text: &[u8]) -> (bool, &[u8]) {
     match text.first() {
         Some(b'-') => (true, &text[1..]),
@@ -30,10 +31,12 @@ fn split_sign(text: &[u8]) -> (bool, &[u8]) {
     }
 }
 
+/// Whether a decimal text's digits are all zero.
 fn is_zero(text: &[u8]) -> bool {
     text.iter().all(|b| *b == b'0' || *b == b'.')
 }
 
+/// Compares the absolute values of two unsigned decimal texts.
 fn compare_magnitude(a: &[u8], b: &[u8]) -> Ordering {
     let split = |t: &[u8]| -> (Vec<u8>, Vec<u8>) {
         let mut parts = t.splitn(2, |c| *c == b'.');
@@ -87,6 +90,8 @@ fn parse_scaled(text: &str) -> Option<(i128, u32)> {
     Some((digits.parse().ok()?, scale))
 }
 
+/// Writes `value / 10^scale` as a decimal text with `scale` digits after
+/// the point.
 fn format_scaled(value: i128, scale: u32) -> String {
     if scale == 0 {
         return value.to_string();
