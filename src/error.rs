@@ -50,9 +50,14 @@ pub enum ClientError {
         /// `YES` or `NO`, as MySQL reports it.
         using_password: &'static str,
     },
-    /// A command the proxy does not implement (1047).
+    /// A command the proxy does not implement, or a malformed command
+    /// packet (1047).
     #[error("shardgate: {0}")]
     UnsupportedCommand(String),
+    /// A fault inside the proxy, not the client's doing (1105): a task
+    /// that died, a shape the proxy cannot encode.
+    #[error("shardgate: internal error: {0}")]
+    Internal(String),
     /// A client packet over the proxy's limit, or long data or a prepared
     /// statement past `limits.max_allowed_packet` (1153).
     #[error("Got a packet bigger than 'max_allowed_packet' bytes: {0}")]
@@ -147,5 +152,25 @@ impl ClientError {
             ClientError::ShardMoved { .. } => "40001",
             _ => "HY000",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_faults_are_1105_and_unsupported_commands_1047() {
+        let internal = ClientError::Internal("a task died".to_owned());
+        assert_eq!((internal.code(), internal.sql_state()), (1105, "HY000"));
+        assert_eq!(
+            internal.to_string(),
+            "shardgate: internal error: a task died"
+        );
+        let unsupported = ClientError::UnsupportedCommand("command 0x1f".to_owned());
+        assert_eq!(
+            (unsupported.code(), unsupported.sql_state()),
+            (1047, "08S01")
+        );
     }
 }

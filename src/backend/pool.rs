@@ -27,6 +27,45 @@ use crate::topology::config::BackendConfig;
 /// again, so a dead host costs its statements nothing but an error.
 const RETRY_DOWN_HOST_AFTER: Duration = Duration::from_millis(500);
 
+/// Why a pool gave no connection. The message is what the client sees as
+/// the reason a host is unavailable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PoolError {
+    /// The health checker marked the host down, or a connect to it failed
+    /// moments ago: fails at once, without trying.
+    #[error("{0}")]
+    HostDown(String),
+    /// The session holds its whole share of the host's pool and none came
+    /// free in time.
+    #[error("this session already holds {size} of the host's {max} connections, its share (limits.max_host_share_percent = {percent}); waited {waited:?}")]
+    ShareExhausted {
+        /// Connections in the session's share.
+        size: usize,
+        /// Connections in the pool.
+        max: usize,
+        /// `limits.max_host_share_percent`.
+        percent: u32,
+        /// How long the checkout waited.
+        waited: Duration,
+    },
+    /// Every connection of the pool is checked out and none came free in
+    /// time.
+    #[error("all {max} connections to the host are busy (waited {waited:?})")]
+    PoolExhausted {
+        /// Connections in the pool.
+        max: usize,
+        /// How long the checkout waited.
+        waited: Duration,
+    },
+    /// The pool's semaphore was closed.
+    #[error("pool closed")]
+    Closed,
+    /// Connecting to the host failed (refused, timed out, the login
+    /// refused).
+    #[error("{0}")]
+    Connect(String),
+}
+
 /// How backend connections are made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendSettings {
@@ -226,9 +265,9 @@ impl HostPool {
         self: &Arc<Self>,
         key: ConnKey,
         share: Option<(&PoolShare, u32)>,
-    ) -> Result<PooledConn, String> {
+    ) -> Result<PooledConn, PoolError> {
         if let Some(reason) = self.host.unavailable() {
-            return Err(reason);
+            return Err(PoolError::HostDown(reason));
         }
         let waited = self.settings.checkout_timeout;
         let deadline = tokio::time::Instant::now() + waited;
@@ -239,20 +278,21 @@ impl HostPool {
                 let semaphore = share.semaphore(&self.addr, size);
                 let permit = tokio::time::timeout_at(deadline, semaphore.acquire_owned())
                     .await
-                    .map_err(|_| {
-                        format!(
-                            "this session already holds {size} of the host's {max} connections, its share (limits.max_host_share_percent = {percent}); waited {waited:?}"
-                        )
+                    .map_err(|_| PoolError::ShareExhausted {
+                        size,
+                        max,
+                        percent,
+                        waited,
                     })?
-                    .map_err(|_| "pool closed".to_owned())?;
+                    .map_err(|_| PoolError::Closed)?;
                 Some(permit)
             }
             _ => None,
         };
         let permit = tokio::time::timeout_at(deadline, self.permits.clone().acquire_owned())
             .await
-            .map_err(|_| format!("all {max} connections to the host are busy (waited {waited:?})"))?
-            .map_err(|_| "pool closed".to_owned())?;
+            .map_err(|_| PoolError::PoolExhausted { max, waited })?
+            .map_err(|_| PoolError::Closed)?;
         self.queries.fetch_add(1, Ordering::Relaxed);
         if let Some(conn) = self.take_idle(key) {
             return Ok(PooledConn {
@@ -286,7 +326,7 @@ impl HostPool {
                 let reason = describe_connect_error(&error);
                 self.clear_idle();
                 self.host.connect_failed(&reason);
-                Err(reason)
+                Err(PoolError::Connect(reason))
             }
         }
     }
@@ -488,5 +528,33 @@ impl Backends {
             pool.retire();
             retired.push(Arc::downgrade(&pool));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_errors_read_as_the_reason_a_host_is_unavailable() {
+        let waited = Duration::from_millis(250);
+        let share = PoolError::ShareExhausted {
+            size: 2,
+            max: 8,
+            percent: 25,
+            waited,
+        };
+        assert_eq!(
+            share.to_string(),
+            "this session already holds 2 of the host's 8 connections, its share (limits.max_host_share_percent = 25); waited 250ms"
+        );
+        assert_eq!(
+            PoolError::PoolExhausted { max: 8, waited }.to_string(),
+            "all 8 connections to the host are busy (waited 250ms)"
+        );
+        assert_eq!(PoolError::Closed.to_string(), "pool closed");
+        let refused = "cannot connect: Connection refused (os error 111)";
+        assert_eq!(PoolError::Connect(refused.to_owned()).to_string(), refused);
+        assert_eq!(PoolError::HostDown("down".to_owned()).to_string(), "down");
     }
 }

@@ -4,18 +4,16 @@
 
 use tokio::io::AsyncWrite;
 
-use super::execute::Failure;
-use super::SessionState;
+use super::failure::Failure;
+use super::merge::Value;
+use super::session_state::SessionState;
 use crate::error::ClientError;
 use crate::protocol::binary::{parse_column_definition, text_row_to_binary, ColumnInfo};
 use crate::protocol::frame::{write_lenenc_bytes, write_lenenc_int};
 use crate::protocol::packets::{
-    column_definition, eof_packet, result_set_terminator, LocalColumnType,
+    column_definition, eof_packet, ok_packet, result_set_terminator, LocalColumnType, TEXT_NULL,
 };
 use crate::protocol::FrameWriter;
-
-/// One value of a row: `None` is SQL NULL.
-pub(crate) type Value = Option<Vec<u8>>;
 
 /// Writes a complete result set: column definitions (payloads as a server
 /// sends them, with `columns` their parsed types) and rows of values.
@@ -44,13 +42,13 @@ pub(crate) async fn write_result_set<W: AsyncWrite + Unpin>(
         for value in row.iter().take(definitions.len()) {
             match value {
                 Some(bytes) => write_lenenc_bytes(&mut text, bytes),
-                None => text.push(0xFB),
+                None => text.push(TEXT_NULL),
             }
         }
         let payload = if state.binary_rows {
             binary.clear();
             text_row_to_binary(&text, columns, &mut binary).map_err(|error| {
-                Failure::Client(ClientError::UnsupportedCommand(format!(
+                Failure::Client(ClientError::Internal(format!(
                     "cannot encode a row in the binary protocol: {error}"
                 )))
             })?;
@@ -98,4 +96,18 @@ pub(crate) async fn write_single_value<W: AsyncWrite + Unpin>(
 ) -> Result<(), Failure> {
     let row = vec![value.map(<[u8]>::to_vec)];
     write_local_result(client, state, &[(name, column_type)], vec![row]).await
+}
+
+/// Writes an OK packet with the session's status flags.
+pub(crate) async fn write_ok<W: AsyncWrite + Unpin>(
+    client: &mut FrameWriter<W>,
+    state: &SessionState,
+) -> Result<(), Failure> {
+    client
+        .write_packet(
+            state.response_seq,
+            &ok_packet(0, 0, state.status_flags(), 0),
+        )
+        .await?;
+    Ok(())
 }

@@ -4,7 +4,7 @@
 use crate::backend::conn::COM_QUERY;
 use crate::backend::BackendConn;
 use crate::protocol::frame::read_lenenc_int;
-use crate::protocol::packets::ERR_HEADER;
+use crate::protocol::packets::{ends_result_set, ERR_HEADER};
 
 /// The statement that reads the session's lexical state.
 const LEX_STATE_QUERY: &[u8] = b"SELECT @@session.sql_mode, @@session.character_set_client";
@@ -46,8 +46,8 @@ pub async fn read_lex_state(conn: &mut BackendConn) -> Result<ServerLexState, St
     loop {
         let packet = next_packet(conn).await?;
         match packet.first() {
-            Some(&0xFE) if packet.len() < 0xFF_FFFF => break,
             Some(&ERR_HEADER) => return Err("the server failed reading the session state".into()),
+            _ if ends_result_set(&packet, deprecate_eof) => break,
             _ => row = Some(packet),
         }
     }

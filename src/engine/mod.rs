@@ -2,14 +2,19 @@
 //! Holds what all sessions share: the routing table and the host pools.
 
 mod answer;
+mod checkout;
 pub mod execute;
+mod failure;
 pub mod field_list;
 mod lex_state;
+mod merge;
 pub mod multi;
 pub mod pause;
 pub mod prepared;
 pub mod relay;
 pub mod session_state;
+mod transaction;
+mod venue;
 
 use crate::backend::pool::BackendSettings;
 use crate::backend::Backends;
@@ -17,7 +22,7 @@ use crate::stats::Stats;
 use crate::topology::{SharedTopology, Topology};
 use pause::PauseGate;
 
-pub use execute::write_error;
+pub use failure::write_error;
 pub use session_state::{SessionSettings, SessionState};
 
 /// Shared state of a running proxy.

@@ -1,8 +1,8 @@
 //! Multi-shard reads: runs a [`MultiShardQuery`]'s parts concurrently
 //! (at most [`FANOUT_CONCURRENCY`] in flight per client statement, each
-//! bounded by [`PART_TIMEOUT`]), then merges their rows: concatenated, in
-//! order by a k-way merge of the sorted parts, or aggregated; then applies
-//! OFFSET/LIMIT and answers with one result set.
+//! bounded by [`PART_TIMEOUT`]), then merges their rows (`engine::merge`:
+//! concatenated, in order by a k-way merge of the sorted parts, or
+//! aggregated; then OFFSET/LIMIT) and answers with one result set.
 //!
 //! Parts are buffered before merging (a LIMIT bounds each part to
 //! `offset + limit` rows). What a merge holds is counted as it arrives,
@@ -12,8 +12,6 @@
 //! error that says so rather than exhausting memory. The session's
 //! settings are shared by the parts, not copied.
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,8 +21,10 @@ use tokio::io::AsyncWrite;
 use tokio::task::JoinSet;
 use tracing::debug;
 
-use super::answer::{write_result_set, Value};
-use super::execute::{backend_error, Failure};
+use super::answer::write_result_set;
+use super::checkout::{apply_settings, checkout_open};
+use super::failure::{backend_error, Failure};
+use super::merge::{decode_text_row, merge_rows, Value};
 use super::session_state::SessionSettings;
 use super::{Engine, SessionState};
 use crate::backend::conn::COM_QUERY;
@@ -32,9 +32,9 @@ use crate::backend::{ConnKey, HostPool, PoolShare};
 use crate::error::ClientError;
 use crate::protocol::binary::{parse_column_definition, ColumnInfo};
 use crate::protocol::frame::read_lenenc_int;
-use crate::protocol::packets::{EOF_HEADER, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER};
+use crate::protocol::packets::{ends_result_set, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER};
 use crate::protocol::FrameWriter;
-use crate::router::{Merge, MergeColumn, MultiShardQuery, SortKey};
+use crate::router::MultiShardQuery;
 use crate::topology::Topology;
 
 /// Most backend statements in flight for one client statement.
@@ -146,7 +146,7 @@ impl Engine {
             };
             debug!(shard = part.target.shard, sql = %part.sql, "multi-shard part");
             let Some(host) = topology.hosts.get(part.target.host) else {
-                return Err(Failure::Client(ClientError::UnsupportedCommand(format!(
+                return Err(Failure::Client(ClientError::Internal(format!(
                     "shard {} has no host in the topology",
                     part.target.shard
                 ))));
@@ -178,7 +178,7 @@ impl Engine {
         let mut shape: Option<(Vec<Vec<u8>>, Vec<ColumnInfo>)> = None;
         while let Some(joined) = tasks.join_next().await {
             let (index, outcome) = joined.map_err(|error| {
-                Failure::Client(ClientError::UnsupportedCommand(format!(
+                Failure::Client(ClientError::Internal(format!(
                     "a multi-shard part failed: {error}"
                 )))
             })?;
@@ -199,10 +199,11 @@ impl Engine {
         debug!(held = budget.held(), "multi-shard parts read");
         let parts: Vec<PartResult> = results.into_iter().flatten().collect();
         let Some((definitions, columns)) = shape else {
-            return Err(Failure::Client(ClientError::UnsupportedCommand(
+            return Err(Failure::Client(ClientError::Internal(
                 "a multi-shard read with no parts".to_owned(),
             )));
         };
+        let parts = parts.into_iter().map(|part| part.rows).collect();
         let rows = merge_rows(parts, &columns, &merge);
         let visible = columns.len().saturating_sub(merge.hidden_columns);
         write_result_set(
@@ -226,10 +227,10 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
     };
     let work = async {
         let share = Some((job.share.as_ref(), job.share_percent));
-        let mut conn = super::execute::checkout_open(&job.pool, job.key, share)
+        let mut conn = checkout_open(&job.pool, job.key, share)
             .await
-            .map_err(&unavailable)?;
-        super::execute::apply_settings(&mut conn, job.settings.as_ref(), job.statement_timeout_ms)
+            .map_err(|error| unavailable(error.to_string()))?;
+        apply_settings(&mut conn, job.settings.as_ref(), job.statement_timeout_ms)
             .await
             .map_err(|failure| match failure {
                 Failure::Client(error) => error,
@@ -283,7 +284,7 @@ async fn read_part(
     match first.first() {
         Some(&ERR_HEADER) => return Ok(Err(backend_error(&first))),
         Some(&OK_HEADER) | Some(&LOCAL_INFILE_HEADER) | None => {
-            return Ok(Err(ClientError::UnsupportedCommand(
+            return Ok(Err(ClientError::Internal(
                 "a multi-shard part returned no result set".to_owned(),
             )))
         }
@@ -314,7 +315,7 @@ async fn read_part(
         let (_, packet) = conn.reader.next_packet().await?;
         match packet.first() {
             Some(&ERR_HEADER) => return Ok(Err(backend_error(&packet))),
-            Some(&EOF_HEADER) if packet.len() < 0xFF_FFFF => break,
+            _ if ends_result_set(&packet, deprecate_eof) => break,
             _ => {
                 if let Err(error) = budget.take(packet.len() as u64 + row_overhead) {
                     return Ok(Err(error));
@@ -329,508 +330,4 @@ async fn read_part(
         definition_bytes,
         rows,
     }))
-}
-
-/// Splits a text-protocol row into its values.
-fn decode_text_row(mut row: &[u8], count: usize) -> Vec<Value> {
-    let mut values = Vec::with_capacity(count);
-    for _ in 0..count {
-        if row.first() == Some(&0xFB) {
-            row = &row[1..];
-            values.push(None);
-            continue;
-        }
-        let len = read_lenenc_int(&mut row).unwrap_or(0) as usize;
-        let len = len.min(row.len());
-        values.push(Some(row[..len].to_vec()));
-        row = &row[len..];
-    }
-    values
-}
-
-/// Combines the parts' rows as the plan says.
-fn merge_rows(parts: Vec<PartResult>, columns: &[ColumnInfo], merge: &Merge) -> Vec<Vec<Value>> {
-    let rows = match &merge.aggregation {
-        Some(aggregation) => {
-            let mut groups = aggregate(parts, columns, &aggregation.columns);
-            if !merge.order_by.is_empty() {
-                groups.sort_by(|a, b| compare_rows(a, b, &merge.order_by, columns));
-            }
-            groups
-        }
-        None if merge.order_by.is_empty() => parts.into_iter().flat_map(|p| p.rows).collect(),
-        None => merge_sorted(parts, columns, &merge.order_by),
-    };
-    let offset = usize::try_from(merge.offset).unwrap_or(usize::MAX);
-    let limit = merge
-        .limit
-        .map(|l| usize::try_from(l).unwrap_or(usize::MAX))
-        .unwrap_or(usize::MAX);
-    rows.into_iter().skip(offset).take(limit).collect()
-}
-
-/// A row waiting in the k-way merge: the heap pops the smallest first.
-struct Pending<'a> {
-    row: Vec<Value>,
-    part: usize,
-    keys: &'a [SortKey],
-    columns: &'a [ColumnInfo],
-}
-
-impl PartialEq for Pending<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Pending<'_> {}
-
-impl PartialOrd for Pending<'_> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Pending<'_> {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare_rows(&other.row, &self.row, self.keys, self.columns)
-            .then_with(|| other.part.cmp(&self.part))
-    }
-}
-
-/// Merges parts that are each sorted by `keys` into one sorted list.
-fn merge_sorted(
-    parts: Vec<PartResult>,
-    columns: &[ColumnInfo],
-    keys: &[SortKey],
-) -> Vec<Vec<Value>> {
-    let total = parts.iter().map(|p| p.rows.len()).sum();
-    let mut streams: Vec<_> = parts.into_iter().map(|p| p.rows.into_iter()).collect();
-    let mut heap = BinaryHeap::with_capacity(streams.len());
-    for (part, stream) in streams.iter_mut().enumerate() {
-        if let Some(row) = stream.next() {
-            heap.push(Pending {
-                row,
-                part,
-                keys,
-                columns,
-            });
-        }
-    }
-    let mut merged = Vec::with_capacity(total);
-    while let Some(Pending { row, part, .. }) = heap.pop() {
-        merged.push(row);
-        if let Some(next) = streams[part].next() {
-            heap.push(Pending {
-                row: next,
-                part,
-                keys,
-                columns,
-            });
-        }
-    }
-    merged
-}
-
-/// Orders two rows by the sort keys.
-fn compare_rows(a: &[Value], b: &[Value], keys: &[SortKey], columns: &[ColumnInfo]) -> Ordering {
-    for key in keys {
-        let column = columns.get(key.column);
-        let (x, y) = (a.get(key.column), b.get(key.column));
-        let ordering = match (x, y, column) {
-            (Some(x), Some(y), Some(column)) => compare_values(x, y, column),
-            _ => Ordering::Equal,
-        };
-        let ordering = if key.descending {
-            ordering.reverse()
-        } else {
-            ordering
-        };
-        if ordering != Ordering::Equal {
-            return ordering;
-        }
-    }
-    Ordering::Equal
-}
-
-/// Compares two values of a column the way the server orders them: NULL
-/// first, numbers as numbers, text by a case-insensitive comparison unless
-/// the column is binary.
-pub(crate) fn compare_values(a: &Value, b: &Value, column: &ColumnInfo) -> Ordering {
-    let (a, b) = match (a, b) {
-        (None, None) => return Ordering::Equal,
-        (None, Some(_)) => return Ordering::Less,
-        (Some(_), None) => return Ordering::Greater,
-        (Some(a), Some(b)) => (a.as_slice(), b.as_slice()),
-    };
-    match column.column_type {
-        ColumnType::MYSQL_TYPE_TINY
-        | ColumnType::MYSQL_TYPE_SHORT
-        | ColumnType::MYSQL_TYPE_INT24
-        | ColumnType::MYSQL_TYPE_LONG
-        | ColumnType::MYSQL_TYPE_LONGLONG
-        | ColumnType::MYSQL_TYPE_YEAR
-        | ColumnType::MYSQL_TYPE_DECIMAL
-        | ColumnType::MYSQL_TYPE_NEWDECIMAL => compare_decimal_text(a, b),
-        ColumnType::MYSQL_TYPE_FLOAT | ColumnType::MYSQL_TYPE_DOUBLE => {
-            let parse = |v: &[u8]| {
-                std::str::from_utf8(v)
-                    .ok()
-                    .and_then(|t| t.trim().parse::<f64>().ok())
-                    .unwrap_or(0.0)
-            };
-            parse(a).total_cmp(&parse(b))
-        }
-        _ if is_binary_collation(column) => a.cmp(b),
-        _ => fold_general_ci(a).cmp(fold_general_ci(b)),
-    }
-}
-
-/// Collation ids that compare bytes: binary, and the `_bin` collations of
-/// utf8mb4, utf8mb3 and latin1.
-fn is_binary_collation(column: &ColumnInfo) -> bool {
-    matches!(column.charset, 63 | 46 | 83 | 47) || column.flags.contains(ColumnFlags::BINARY_FLAG)
-}
-
-/// The weights `utf8mb4_general_ci` compares by, closely enough for merging
-/// rows the shards already sorted: accents dropped, case folded to upper.
-fn fold_general_ci(text: &[u8]) -> impl Iterator<Item = char> + '_ {
-    use unicode_normalization::char::is_combining_mark;
-    use unicode_normalization::UnicodeNormalization;
-    std::str::from_utf8(text)
-        .unwrap_or_default()
-        .nfd()
-        .filter(|c| !is_combining_mark(*c))
-        .flat_map(char::to_uppercase)
-}
-
-/// Compares two decimal numbers written as text (`-12.50`, `7`) exactly.
-fn compare_decimal_text(a: &[u8], b: &[u8]) -> Ordering {
-    let (a_negative, a) = split_sign(a);
-    let (b_negative, b) = split_sign(b);
-    let a_zero = is_zero(a);
-    let b_zero = is_zero(b);
-    match (a_negative && !a_zero, b_negative && !b_zero) {
-        (true, false) => return Ordering::Less,
-        (false, true) => return Ordering::Greater,
-        _ => {}
-    }
-    let magnitude = compare_magnitude(a, b);
-    if a_negative && !a_zero {
-        magnitude.reverse()
-    } else {
-        magnitude
-    }
-}
-
-fn split_sign(text: &[u8]) -> (bool, &[u8]) {
-    match text.first() {
-        Some(b'-') => (true, &text[1..]),
-        Some(b'+') => (false, &text[1..]),
-        _ => (false, text),
-    }
-}
-
-fn is_zero(text: &[u8]) -> bool {
-    text.iter().all(|b| *b == b'0' || *b == b'.')
-}
-
-fn compare_magnitude(a: &[u8], b: &[u8]) -> Ordering {
-    let split = |t: &[u8]| -> (Vec<u8>, Vec<u8>) {
-        let mut parts = t.splitn(2, |c| *c == b'.');
-        let int: Vec<u8> = parts
-            .next()
-            .unwrap_or_default()
-            .iter()
-            .copied()
-            .skip_while(|c| *c == b'0')
-            .collect();
-        let mut frac: Vec<u8> = parts.next().unwrap_or_default().to_vec();
-        while frac.last() == Some(&b'0') {
-            frac.pop();
-        }
-        (int, frac)
-    };
-    let (a_int, a_frac) = split(a);
-    let (b_int, b_frac) = split(b);
-    a_int
-        .len()
-        .cmp(&b_int.len())
-        .then_with(|| a_int.cmp(&b_int))
-        .then_with(|| a_frac.cmp(&b_frac))
-}
-
-/// Groups the parts' rows by their group-key columns and merges the
-/// aggregate columns. Groups keep the order in which they were first seen.
-fn aggregate(
-    parts: Vec<PartResult>,
-    columns: &[ColumnInfo],
-    rules: &[MergeColumn],
-) -> Vec<Vec<Value>> {
-    let mut order: Vec<Vec<Value>> = Vec::new();
-    let mut index: HashMap<Vec<Value>, usize> = HashMap::new();
-    for row in parts.into_iter().flat_map(|p| p.rows) {
-        let key: Vec<Value> = rules
-            .iter()
-            .zip(&row)
-            .filter(|(rule, _)| **rule == MergeColumn::GroupKey)
-            .map(|(_, value)| value.clone())
-            .collect();
-        match index.get(&key) {
-            Some(&at) => {
-                let merged = &mut order[at];
-                for (position, rule) in rules.iter().enumerate() {
-                    let (Some(current), Some(incoming)) = (merged.get(position), row.get(position))
-                    else {
-                        continue;
-                    };
-                    let column = columns.get(position);
-                    let combined = combine(*rule, current, incoming, column);
-                    merged[position] = combined;
-                }
-            }
-            None => {
-                index.insert(key, order.len());
-                order.push(row);
-            }
-        }
-    }
-    order
-}
-
-/// Merges one aggregate column's value from two parts.
-fn combine(rule: MergeColumn, a: &Value, b: &Value, column: Option<&ColumnInfo>) -> Value {
-    match rule {
-        MergeColumn::GroupKey => a.clone(),
-        MergeColumn::Count | MergeColumn::Sum => match (a, b) {
-            (None, other) | (other, None) => other.clone(),
-            (Some(x), Some(y)) => Some(add_numbers(x, y)),
-        },
-        MergeColumn::Min | MergeColumn::Max => {
-            let fallback = ColumnInfo::new(ColumnType::MYSQL_TYPE_VAR_STRING, ColumnFlags::empty());
-            let column = column.unwrap_or(&fallback);
-            match (a, b) {
-                (None, other) | (other, None) => other.clone(),
-                (Some(_), Some(_)) => {
-                    let ordering = compare_values(a, b, column);
-                    let take_b = match rule {
-                        MergeColumn::Min => ordering == Ordering::Greater,
-                        _ => ordering == Ordering::Less,
-                    };
-                    if take_b {
-                        b.clone()
-                    } else {
-                        a.clone()
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Adds two numbers written as text: exactly for integers and decimals,
-/// as doubles when either is in exponent form.
-fn add_numbers(a: &[u8], b: &[u8]) -> Vec<u8> {
-    let (x, y) = (String::from_utf8_lossy(a), String::from_utf8_lossy(b));
-    if let (Some(x), Some(y)) = (parse_scaled(&x), parse_scaled(&y)) {
-        let scale = x.1.max(y.1);
-        let widen = |(value, s): (i128, u32)| value * 10i128.pow(scale - s);
-        return format_scaled(widen(x) + widen(y), scale).into_bytes();
-    }
-    let sum = x.trim().parse::<f64>().unwrap_or(0.0) + y.trim().parse::<f64>().unwrap_or(0.0);
-    sum.to_string().into_bytes()
-}
-
-/// A decimal text as (digits without the point, digits after the point).
-fn parse_scaled(text: &str) -> Option<(i128, u32)> {
-    let text = text.trim();
-    if text.contains(['e', 'E']) {
-        return None;
-    }
-    let (int, frac) = text.split_once('.').unwrap_or((text, ""));
-    let scale = u32::try_from(frac.len()).ok()?;
-    if scale > 30 {
-        return None;
-    }
-    let digits = format!("{int}{frac}");
-    Some((digits.parse().ok()?, scale))
-}
-
-fn format_scaled(value: i128, scale: u32) -> String {
-    if scale == 0 {
-        return value.to_string();
-    }
-    let negative = value < 0;
-    let digits = value.unsigned_abs().to_string();
-    let scale = scale as usize;
-    let padded = format!("{digits:0>width$}", width = scale + 1);
-    let (int, frac) = padded.split_at(padded.len() - scale);
-    format!("{}{int}.{frac}", if negative { "-" } else { "" })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn int_column() -> ColumnInfo {
-        ColumnInfo::new(ColumnType::MYSQL_TYPE_LONGLONG, ColumnFlags::empty())
-    }
-
-    fn text_column() -> ColumnInfo {
-        let mut column = ColumnInfo::new(ColumnType::MYSQL_TYPE_VAR_STRING, ColumnFlags::empty());
-        column.charset = 45;
-        column
-    }
-
-    fn v(text: &str) -> Value {
-        Some(text.as_bytes().to_vec())
-    }
-
-    fn part(rows: Vec<Vec<Value>>) -> PartResult {
-        PartResult {
-            definitions: Vec::new(),
-            columns: Vec::new(),
-            definition_bytes: 0,
-            rows,
-        }
-    }
-
-    #[test]
-    fn numbers_compare_as_numbers_not_bytes() {
-        let column = int_column();
-        assert_eq!(
-            compare_values(&v("10"), &v("9"), &column),
-            Ordering::Greater
-        );
-        assert_eq!(compare_values(&v("-10"), &v("-9"), &column), Ordering::Less);
-        assert_eq!(compare_values(&None, &v("-9"), &column), Ordering::Less);
-        let decimal = ColumnInfo::new(ColumnType::MYSQL_TYPE_NEWDECIMAL, ColumnFlags::empty());
-        assert_eq!(
-            compare_values(&v("2.50"), &v("2.5"), &decimal),
-            Ordering::Equal
-        );
-        assert_eq!(
-            compare_values(&v("-0.00"), &v("0"), &decimal),
-            Ordering::Equal
-        );
-        assert_eq!(
-            compare_values(&v("100.1"), &v("99.99"), &decimal),
-            Ordering::Greater
-        );
-    }
-
-    #[test]
-    fn text_compares_case_insensitively() {
-        let column = text_column();
-        assert_eq!(
-            compare_values(&v("apple"), &v("Banana"), &column),
-            Ordering::Less
-        );
-    }
-
-    #[test]
-    fn k_way_merge_with_offset_and_limit() {
-        let columns = vec![int_column()];
-        let parts = vec![
-            part(vec![vec![v("1")], vec![v("10")], vec![v("100")]]),
-            part(vec![vec![v("2")], vec![v("20")]]),
-            part(vec![]),
-        ];
-        let merge = Merge {
-            order_by: vec![SortKey {
-                column: 0,
-                descending: false,
-            }],
-            offset: 1,
-            limit: Some(3),
-            ..Merge::default()
-        };
-        let rows = merge_rows(parts, &columns, &merge);
-        assert_eq!(rows, vec![vec![v("2")], vec![v("10")], vec![v("20")]]);
-    }
-
-    #[test]
-    fn descending_merge() {
-        let columns = vec![int_column()];
-        let parts = vec![
-            part(vec![vec![v("100")], vec![v("1")]]),
-            part(vec![vec![v("20")], vec![v("2")]]),
-        ];
-        let merge = Merge {
-            order_by: vec![SortKey {
-                column: 0,
-                descending: true,
-            }],
-            ..Merge::default()
-        };
-        let rows = merge_rows(parts, &columns, &merge);
-        let flat: Vec<_> = rows.into_iter().map(|r| r[0].clone()).collect();
-        assert_eq!(flat, vec![v("100"), v("20"), v("2"), v("1")]);
-    }
-
-    #[test]
-    fn aggregates_merge_by_group() {
-        let columns = vec![
-            int_column(),
-            int_column(),
-            int_column(),
-            int_column(),
-            int_column(),
-        ];
-        let rules = vec![
-            MergeColumn::GroupKey,
-            MergeColumn::Count,
-            MergeColumn::Sum,
-            MergeColumn::Min,
-            MergeColumn::Max,
-        ];
-        let parts = vec![
-            part(vec![
-                vec![v("1"), v("2"), v("30"), v("10"), v("20")],
-                vec![v("2"), v("1"), v("5"), v("5"), v("5")],
-            ]),
-            part(vec![vec![v("1"), v("3"), v("9"), v("2"), v("4")]]),
-        ];
-        let merge = Merge {
-            aggregation: Some(crate::router::Aggregation { columns: rules }),
-            order_by: vec![SortKey {
-                column: 0,
-                descending: false,
-            }],
-            ..Merge::default()
-        };
-        let rows = merge_rows(parts, &columns, &merge);
-        assert_eq!(
-            rows,
-            vec![
-                vec![v("1"), v("5"), v("39"), v("2"), v("20")],
-                vec![v("2"), v("1"), v("5"), v("5"), v("5")],
-            ]
-        );
-    }
-
-    #[test]
-    fn sums_are_exact_for_decimals_and_null_aware() {
-        assert_eq!(add_numbers(b"1.25", b"2.5"), b"3.75".to_vec());
-        assert_eq!(add_numbers(b"-1.25", b"1"), b"-0.25".to_vec());
-        assert_eq!(
-            add_numbers(b"99999999999999999999", b"1"),
-            b"100000000000000000000".to_vec()
-        );
-        assert_eq!(
-            combine(MergeColumn::Sum, &None, &v("4"), None),
-            v("4"),
-            "NULL parts are ignored"
-        );
-        assert_eq!(combine(MergeColumn::Sum, &None, &None, None), None);
-    }
-
-    #[test]
-    fn text_rows_decode() {
-        let mut row = Vec::new();
-        crate::protocol::frame::write_lenenc_bytes(&mut row, b"abc");
-        row.push(0xFB);
-        crate::protocol::frame::write_lenenc_bytes(&mut row, b"");
-        assert_eq!(decode_text_row(&row, 3), vec![v("abc"), None, v("")]);
-    }
 }

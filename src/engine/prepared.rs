@@ -16,7 +16,7 @@ use std::ops::Range;
 use mysql_common::constants::ColumnType;
 use tokio::io::AsyncWrite;
 
-use super::execute::{backend_error, lost_connection, write_error, Failure};
+use super::failure::{answer_failure, backend_error, lost_connection, write_error, Failure};
 use super::{Engine, SessionState};
 use crate::backend::PooledConn;
 use crate::error::ClientError;
@@ -201,11 +201,8 @@ impl Engine {
         sql: &str,
         client: &mut FrameWriter<W>,
     ) -> io::Result<()> {
-        match self.prepare_inner(topology, state, sql, client).await {
-            Ok(()) => {}
-            Err(Failure::Client(error)) => write_error(client, state.response_seq, &error).await?,
-            Err(Failure::Io(error)) => return Err(error),
-        }
+        let result = self.prepare_inner(topology, state, sql, client).await;
+        answer_failure(client, state.response_seq, result).await?;
         client.flush().await
     }
 
@@ -248,7 +245,7 @@ impl Engine {
                 None => (self.any_pool(topology, state)?, None, sql.into()),
             },
             Plan::Reject(error) => return Err(Failure::Client(error.into())),
-            Plan::AnyHost { sql } | Plan::Diagnostics { sql } => {
+            Plan::AnyHost { sql } | Plan::Diagnostics { sql, .. } => {
                 (self.any_pool(topology, state)?, None, sql)
             }
             Plan::Session(_) => (self.any_pool(topology, state)?, None, sql.into()),

@@ -13,8 +13,8 @@ use crate::id::{COMPOSE_OVERFLOW_MARK, MAX_LOCAL};
 use crate::protocol::binary::{parse_column_definition, text_row_to_binary, ColumnInfo};
 use crate::protocol::frame::read_lenenc_int;
 use crate::protocol::packets::{
-    err_packet, parse_eof_status, parse_err, parse_ok, rewrite_ok_insert_id, EOF_HEADER,
-    ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER,
+    ends_result_set, err_packet, parse_eof_status, parse_err, parse_ok, rewrite_ok_insert_id,
+    EOF_HEADER, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER,
 };
 use crate::protocol::{FrameWriter, MAX_FRAME_PAYLOAD};
 
@@ -214,7 +214,7 @@ async fn smallest_overflowing_local_id(
         let (_, packet) = backend.reader.next_packet().await?;
         match packet.first() {
             Some(&ERR_HEADER) => return Ok(None),
-            Some(&EOF_HEADER) if packet.len() < MAX_FRAME_PAYLOAD => return Ok(value),
+            _ if ends_result_set(&packet, deprecate_eof) => return Ok(value),
             _ => {
                 let mut rest = packet.as_slice();
                 value = read_lenenc_int(&mut rest).and_then(|len| {
@@ -291,7 +291,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
         let header = payload.first().copied();
 
         let is_row = matches!(stage, Stage::Rows)
-            && (!starts_packet || !is_row_end(header, payload.len(), deprecate_eof));
+            && (!starts_packet || !ends_result_set(payload, deprecate_eof));
         if binary_rows && is_row {
             row.extend_from_slice(payload);
             if continued {
@@ -469,8 +469,6 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
     }
 }
 
-/// Whether a packet in the rows stage ends the result set (EOF/OK with the
-/// 0xFE header, or ERR) rather than being a row.
 /// Sends the client the 1105 for a `local_id` no ID can hold, in place of
 /// the backend's answer.
 async fn write_refusal<W: AsyncWrite + Unpin>(
@@ -485,15 +483,6 @@ async fn write_refusal<W: AsyncWrite + Unpin>(
         .await
         .map(|_| ())
         .map_err(RelayFailure::Client)
-}
-
-fn is_row_end(header: Option<u8>, len: usize, deprecate_eof: bool) -> bool {
-    match header {
-        Some(ERR_HEADER) => true,
-        Some(EOF_HEADER) if deprecate_eof => len < MAX_FRAME_PAYLOAD,
-        Some(EOF_HEADER) => len < 9,
-        _ => false,
-    }
 }
 
 fn stage_is_rows(stage: &Stage) -> bool {

@@ -299,9 +299,8 @@ where
                 COM_SET_OPTION => self.set_option(body).await?,
                 COM_STATISTICS => self.statistics().await?,
                 COM_FIELD_LIST => {
-                    let topology = self.engine.topology_for(&mut self.state);
                     self.engine
-                        .field_list(&topology, &mut self.state, body, &mut self.writer)
+                        .field_list(&mut self.state, body, &mut self.writer)
                         .await?;
                 }
                 other => {

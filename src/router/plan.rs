@@ -257,9 +257,38 @@ pub enum Plan {
     Diagnostics {
         /// Text to send (the original).
         sql: SqlText,
+        /// What it asks, for the answer the proxy gives itself when the
+        /// previous statement left nothing to show.
+        asked: Diagnostics,
     },
     /// Refused, with the error the client will see.
     Reject(RouteError),
+}
+
+/// Which list of the previous statement's diagnostics a statement reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiagnosticsArea {
+    /// Its warnings (`SHOW WARNINGS`, which lists errors and notes too).
+    Warnings,
+    /// Its errors only (`SHOW ERRORS`).
+    Errors,
+}
+
+/// What a diagnostics statement asks about the previous statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Diagnostics {
+    /// `SHOW WARNINGS` / `SHOW ERRORS` (with or without `LIMIT`): the rows
+    /// (Level, Code, Message).
+    List(DiagnosticsArea),
+    /// `SHOW COUNT(*) WARNINGS` / `SHOW COUNT(*) ERRORS`: the count, in a
+    /// column named `@@session.warning_count` / `@@session.error_count`.
+    Count(DiagnosticsArea),
+    /// A table-less `SELECT` reading `@@warning_count` or `@@error_count`:
+    /// one count, in a column named by the select list as written.
+    Select {
+        /// The column's name: the text after `SELECT`.
+        column: String,
+    },
 }
 
 /// Why a statement cannot be routed. Becomes a MySQL error packet.

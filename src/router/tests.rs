@@ -131,7 +131,7 @@ fn check_plan(
         }
         (Expect::Any(text), Plan::AnyHost { sql }) => sql == text,
         (Expect::Session(action), Plan::Session(got)) => action == got,
-        (Expect::Diagnostics(text), Plan::Diagnostics { sql }) => sql == text,
+        (Expect::Diagnostics(text), Plan::Diagnostics { sql, .. }) => sql == text,
         (Expect::Reject(kind, contains), Plan::Reject(e)) => {
             variant(e) == *kind && e.to_string().contains(contains.as_str())
         }
@@ -1453,7 +1453,8 @@ fn diagnostics() {
     assert_eq!(
         route_prepare("SHOW WARNINGS", &t, &RouteContext::default()),
         Plan::Diagnostics {
-            sql: "SHOW WARNINGS".into()
+            sql: "SHOW WARNINGS".into(),
+            asked: Diagnostics::List(DiagnosticsArea::Warnings),
         }
     );
 }

@@ -50,7 +50,7 @@ pub fn answer(engine: &Engine, statement: &str) -> Result<Answer, AdminError> {
             &sql.to_string(),
             "names no sharded table: runs unchanged on any healthy master",
         )),
-        Plan::Diagnostics { sql } => answer.push(other_row(
+        Plan::Diagnostics { sql, .. } => answer.push(other_row(
             "the connection that ran the previous statement",
             &sql.to_string(),
             "about the previous statement: runs on its connection, or answered by the proxy if it left nothing",

@@ -3,22 +3,30 @@
 //! `SHOW COUNT(*) ERRORS`, and `SELECT @@warning_count` /
 //! `@@error_count` (also `@@session.` and `@@local.`). They must run on the
 //! backend connection that ran the previous statement, which the engine
-//! knows: the router only recognises them ([`Plan::Diagnostics`]).
+//! knows: the router recognises them and says what they ask
+//! ([`Plan::Diagnostics`]), so the engine can answer for a previous
+//! statement that left nothing without reading the text again.
 
 use sqlparser::ast::{Expr, Query, SelectItem, SetExpr};
 use sqlparser::keywords::Keyword;
-use sqlparser::tokenizer::{Token, TokenWithSpan};
+use sqlparser::tokenizer::{Span, Token, TokenWithSpan};
 
-use crate::router::plan::Plan;
+use crate::router::plan::{Diagnostics, DiagnosticsArea, Plan};
+use crate::router::text::Source;
 
-/// The plan of a diagnostics statement: its original text.
-pub(super) fn plan(sql: &[u8]) -> Plan {
-    Plan::Diagnostics { sql: sql.into() }
+/// The plan of a diagnostics statement: its original text and what it
+/// asks.
+pub(super) fn plan(sql: &[u8], asked: Diagnostics) -> Plan {
+    Plan::Diagnostics {
+        sql: sql.into(),
+        asked,
+    }
 }
 
-/// Whether a SHOW statement's tokens are `SHOW WARNINGS|ERRORS [LIMIT ..]`
-/// or `SHOW COUNT(*) WARNINGS|ERRORS` (one statement: no `;` but a last one).
-pub(super) fn is_show_diagnostics(tokens: &[TokenWithSpan]) -> bool {
+/// What a SHOW statement's tokens ask if they are `SHOW WARNINGS|ERRORS
+/// [LIMIT ..]` or `SHOW COUNT(*) WARNINGS|ERRORS` (one statement: no `;`
+/// but a last one).
+pub(super) fn show_diagnostics(tokens: &[TokenWithSpan]) -> Option<Diagnostics> {
     let mut significant: Vec<&Token> = tokens
         .iter()
         .map(|t| &t.token)
@@ -28,22 +36,48 @@ pub(super) fn is_show_diagnostics(tokens: &[TokenWithSpan]) -> bool {
         significant.pop();
     }
     if significant.contains(&&Token::SemiColon) {
-        return false;
+        return None;
     }
-    let is_word = |i: usize, words: &[&str]| matches!(significant.get(i), Some(Token::Word(w)) if words.iter().any(|x| w.value.eq_ignore_ascii_case(x)));
-    let what = ["WARNINGS", "ERRORS"];
     if !matches!(significant.first(), Some(Token::Word(w)) if w.keyword == Keyword::SHOW) {
-        return false;
+        return None;
     }
-    if is_word(1, &what) {
-        return true;
+    let area = |i: usize| match significant.get(i) {
+        Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("WARNINGS") => {
+            Some(DiagnosticsArea::Warnings)
+        }
+        Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("ERRORS") => {
+            Some(DiagnosticsArea::Errors)
+        }
+        _ => None,
+    };
+    if let Some(area) = area(1) {
+        return Some(Diagnostics::List(area));
     }
-    is_word(1, &["COUNT"])
+    let is_count = matches!(significant.get(1), Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("COUNT"))
         && matches!(
             significant.get(2..),
             Some([Token::LParen, Token::Mul, Token::RParen, _])
-        )
-        && is_word(5, &what)
+        );
+    if !is_count {
+        return None;
+    }
+    area(5).map(Diagnostics::Count)
+}
+
+/// What a diagnostics `SELECT` asks: its select list as written (from
+/// the end of `select`, the span of its `SELECT` keyword, without a
+/// trailing `;`) names the one column of the proxy's own answer.
+pub(super) fn select_diagnostics(src: &Source<'_>, select: Option<Span>) -> Diagnostics {
+    let start = select
+        .and_then(|span| src.offset(span.end))
+        .unwrap_or(0)
+        .min(src.original.len());
+    let text = String::from_utf8_lossy(&src.original[start..]);
+    let column = text.trim();
+    let column = column.strip_suffix(';').unwrap_or(column).trim_end();
+    Diagnostics::Select {
+        column: column.to_owned(),
+    }
 }
 
 /// Whether a query is a table-less `SELECT` of system variables and
@@ -99,3 +133,7 @@ fn system_variable(expr: &Expr) -> Option<&str> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+#[path = "diagnostics_tests.rs"]
+mod tests;

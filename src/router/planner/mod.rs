@@ -225,7 +225,11 @@ fn plan_tokens(
         return Err(too_deep.error());
     }
     let is_show = keyword == Keyword::SHOW;
-    let show_diagnostics = is_show && diagnostics::is_show_diagnostics(&tokens);
+    let show_diagnostics = if is_show {
+        diagnostics::show_diagnostics(&tokens)
+    } else {
+        None
+    };
     let lock_share = tokens::strip_lock_in_share_mode(&mut tokens);
     let show_scan = if is_show {
         show::ShowScan::of(&tokens, &src, topo)
@@ -243,10 +247,16 @@ fn plan_tokens(
         .parse_statements();
     let statements = match parsed {
         Ok(statements) => statements,
-        Err(_) if show_diagnostics => return Ok(diagnostics::plan(sql)),
-        // sqlparser does not know every SHOW; they touch no table data.
-        Err(_) if is_show => return env.show_fallback(show_scan.named_db, edits),
-        Err(error) => return Err(syntax(error)),
+        Err(error) => {
+            if let Some(asked) = show_diagnostics {
+                return Ok(diagnostics::plan(sql, asked));
+            }
+            // sqlparser does not know every SHOW; they touch no table data.
+            if is_show {
+                return env.show_fallback(show_scan.named_db, edits);
+            }
+            return Err(syntax(error));
+        }
     };
     let statement = match statements.as_slice() {
         [] => return Err(RouteError::Syntax("Query was empty".to_owned())),
@@ -257,11 +267,13 @@ fn plan_tokens(
             ))
         }
     };
+    if let (Statement::ShowVariable { .. }, Some(asked)) = (statement, show_diagnostics) {
+        return Ok(diagnostics::plan(sql, asked));
+    }
     match statement {
-        Statement::ShowVariable { .. } if show_diagnostics => Ok(diagnostics::plan(sql)),
-        Statement::Query(query) if diagnostics::is_select_diagnostics(query) => {
-            Ok(diagnostics::plan(sql))
-        }
+        Statement::Query(query) if diagnostics::is_select_diagnostics(query) => Ok(
+            diagnostics::plan(sql, diagnostics::select_diagnostics(&src, first_span)),
+        ),
         Statement::Query(query) => {
             if let Some(action) = session::special_select(query) {
                 return Ok(Plan::Session(action));

@@ -1,0 +1,298 @@
+//! Where a statement runs (a host's pool, any master, the bound
+//! transaction's connection, the connection held for `SHOW WARNINGS`) and
+//! sending it there: the answer relayed, the connection settled afterwards.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use mysql_common::constants::StatusFlags;
+use tokio::io::AsyncWrite;
+
+use super::checkout::{host_addr, stamp_connection};
+use super::failure::{close_after_failure, no_masters, relay_failure_to_client, Failure, Scope};
+use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions, RelayOutcome};
+use super::session_state::SessionState;
+use super::Engine;
+use crate::backend::conn::COM_QUERY;
+use crate::backend::{HostPool, PooledConn};
+use crate::error::ClientError;
+use crate::protocol::FrameWriter;
+use crate::router::Target;
+use crate::topology::Topology;
+
+/// Where a statement runs.
+pub(super) enum Venue {
+    /// A connection from the host's pool, returned afterwards.
+    Pool(Arc<HostPool>),
+    /// A connection from the first of these pools that gives one (a
+    /// statement any master can answer: a host that refuses costs a retry
+    /// on the next, not an error).
+    AnyOf(Vec<Arc<HostPool>>),
+    /// The connection the session's transaction is bound to.
+    Bound,
+    /// The pooled connection that ran the previous statement.
+    Held(PooledConn),
+}
+
+/// What to send, and what it does to the connection's session state.
+pub(super) struct Statement<'a> {
+    /// The shard, for error messages and checkout (None: any host).
+    pub(super) target: Option<Target>,
+    /// The text to send.
+    pub(super) sql: &'a [u8],
+    /// Rewrites an object INSERT's last-insert-id.
+    pub(super) composer: Option<InsertIdComposer<'a>>,
+    /// Settings fingerprint the connection has after the statement succeeds
+    /// (None: unchanged).
+    pub(super) stamp: Option<u64>,
+}
+
+impl<'a> Statement<'a> {
+    /// `sql` as is, on any host, leaving the connection's settings as they
+    /// are.
+    pub(super) fn plain(sql: &'a [u8]) -> Self {
+        Self {
+            target: None,
+            sql,
+            composer: None,
+            stamp: None,
+        }
+    }
+}
+
+impl Engine {
+    /// Sends `sql` at the venue and relays the answer. A pooled connection
+    /// that fails while the statement is sent is replaced once.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn run_on<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        venue: Venue,
+        statement: Statement<'_>,
+        client: &mut FrameWriter<W>,
+    ) -> Result<RelayOutcome, Failure> {
+        let Statement {
+            target,
+            sql,
+            composer,
+            stamp,
+        } = statement;
+        let options = RelayOptions {
+            first_seq: state.response_seq,
+            deprecate_eof: state.deprecate_eof,
+            shard: target.map(|t| t.shard),
+            composer,
+            more_results: state.more_results,
+            binary_rows: state.binary_rows,
+        };
+        match venue {
+            Venue::Bound => {
+                state.last_on_bound = true;
+                let Some(bound) = state.bound.as_mut() else {
+                    return Err(Failure::Client(ClientError::Transaction(
+                        "no transaction is bound".to_owned(),
+                    )));
+                };
+                match send_and_relay(&mut bound.conn, sql, client, options).await {
+                    Ok(outcome) => {
+                        stamp_connection(&mut bound.conn, stamp, &outcome);
+                        if !outcome.failed {
+                            state.note_status(outcome.status);
+                        }
+                        Ok(outcome)
+                    }
+                    Err(failure) => {
+                        let host = state
+                            .bound
+                            .take()
+                            .map(|bound| close_after_failure(bound.conn, &failure))
+                            .unwrap_or_default();
+                        Err(relay_failure_to_client(
+                            &mut state.response_seq,
+                            failure,
+                            host,
+                            Scope::Transaction,
+                        ))
+                    }
+                }
+            }
+            Venue::Held(mut conn) => {
+                state.last_on_bound = false;
+                match send_and_relay(&mut conn, sql, client, options).await {
+                    Ok(outcome) => {
+                        // Diagnostics leave the diagnostics area as it was.
+                        state.held = Some(conn);
+                        if !outcome.failed {
+                            state.note_status(outcome.status);
+                        }
+                        Ok(outcome)
+                    }
+                    result => finish_pooled(state, conn, result, stamp),
+                }
+            }
+            Venue::Pool(pool) => {
+                state.last_on_bound = false;
+                let conn = self.checkout(topology, &pool, target, state).await?;
+                self.run_pooled(topology, state, conn, (target, sql, stamp), options, client)
+                    .await
+            }
+            Venue::AnyOf(pools) => {
+                state.last_on_bound = false;
+                let mut refused = None;
+                for pool in &pools {
+                    match self.checkout(topology, pool, target, state).await {
+                        Ok(conn) => {
+                            return self
+                                .run_pooled(
+                                    topology,
+                                    state,
+                                    conn,
+                                    (target, sql, stamp),
+                                    options,
+                                    client,
+                                )
+                                .await
+                        }
+                        Err(failure) => refused = Some(failure),
+                    }
+                }
+                Err(refused.unwrap_or_else(no_masters))
+            }
+        }
+    }
+
+    /// Sends `sql` on a checked-out connection, relays the answer and puts
+    /// the connection back. When sending fails on a reused connection (it
+    /// went stale in the pool), the statement did not run and is sent once
+    /// more on another connection; once it was sent, a lost connection is
+    /// the client's error (the statement may have run).
+    async fn run_pooled<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        mut conn: PooledConn,
+        (target, sql, stamp): (Option<Target>, &[u8], Option<u64>),
+        options: RelayOptions<'_>,
+        client: &mut FrameWriter<W>,
+    ) -> Result<RelayOutcome, Failure> {
+        let result = match send_and_relay(&mut conn, sql, client, options).await {
+            Err(RelayFailure::NotSent(_)) if conn.reused => {
+                let pool = conn.pool().clone();
+                conn.discard_broken();
+                conn = self.checkout(topology, &pool, target, state).await?;
+                send_and_relay(&mut conn, sql, client, options).await
+            }
+            result => result,
+        };
+        finish_pooled(state, conn, result, stamp)
+    }
+
+    /// Where a statement any master can answer runs: on the bound
+    /// connection inside a bound transaction, else on any master.
+    pub(super) fn any_venue(
+        &self,
+        topology: &Topology,
+        state: &SessionState,
+    ) -> Result<Venue, Failure> {
+        if state.bound.is_some() {
+            return Ok(Venue::Bound);
+        }
+        Ok(Venue::AnyOf(self.any_pools(topology, state)?))
+    }
+
+    /// Every master's pool, in the order a statement that any master can
+    /// answer tries them: hosts not known to be down first, starting at one
+    /// chosen by the session so sessions spread over the masters.
+    pub(super) fn any_pools(
+        &self,
+        topology: &Topology,
+        state: &SessionState,
+    ) -> Result<Vec<Arc<HostPool>>, Failure> {
+        let masters = topology_masters(topology);
+        if masters.is_empty() {
+            return Err(no_masters());
+        }
+        let start = state.connection_id as usize % masters.len();
+        let mut pools: Vec<_> = (0..masters.len())
+            .map(|i| self.backends.pool(&masters[(start + i) % masters.len()]))
+            .collect();
+        pools.sort_by_key(|pool| pool.is_down());
+        Ok(pools)
+    }
+
+    /// A healthy master's pool, spreading sessions over the masters.
+    pub(crate) fn any_pool(
+        &self,
+        topology: &Topology,
+        state: &SessionState,
+    ) -> Result<Arc<HostPool>, Failure> {
+        self.any_pools(topology, state)?
+            .into_iter()
+            .next()
+            .ok_or_else(no_masters)
+    }
+}
+
+/// Sends `sql` and relays the answer, counting it in the host's statistics.
+pub(super) async fn send_and_relay<W: AsyncWrite + Unpin>(
+    pooled: &mut PooledConn,
+    sql: &[u8],
+    client: &mut FrameWriter<W>,
+    options: RelayOptions<'_>,
+) -> Result<RelayOutcome, RelayFailure> {
+    let started = Instant::now();
+    let conn = pooled.conn();
+    let result = match conn.send_command(COM_QUERY, sql).await {
+        Err(error) => Err(RelayFailure::NotSent(error)),
+        Ok(()) => relay_response(conn, client, options).await,
+    };
+    let failed = result.as_ref().map_or(true, |outcome| outcome.failed);
+    pooled.pool().statements.record(started.elapsed(), failed);
+    result
+}
+
+/// Settles a pooled connection after its statement: one the server left
+/// inside a transaction is closed; one whose statement left warnings or an
+/// error is held for `SHOW WARNINGS`; the rest go back to the pool.
+fn finish_pooled(
+    state: &mut SessionState,
+    mut conn: PooledConn,
+    result: Result<RelayOutcome, RelayFailure>,
+    stamp: Option<u64>,
+) -> Result<RelayOutcome, Failure> {
+    match result {
+        Ok(outcome) => {
+            stamp_connection(&mut conn, stamp, &outcome);
+            if !outcome.failed {
+                state.note_status(outcome.status);
+            }
+            if outcome.status.contains(StatusFlags::SERVER_STATUS_IN_TRANS) {
+                drop(conn);
+            } else if outcome.failed || outcome.warnings > 0 {
+                state.held = Some(conn);
+            } else {
+                conn.release();
+            }
+            Ok(outcome)
+        }
+        Err(failure) => {
+            let host = close_after_failure(conn, &failure);
+            Err(relay_failure_to_client(
+                &mut state.response_seq,
+                failure,
+                host,
+                Scope::Statement,
+            ))
+        }
+    }
+}
+
+/// The addresses of `topology`'s masters.
+fn topology_masters(topology: &Topology) -> Vec<String> {
+    topology
+        .masters()
+        .into_iter()
+        .map(|host| host_addr(topology, host).to_owned())
+        .collect()
+}
