@@ -92,13 +92,13 @@ async fn read_pin(conn: &mut Conn, id: u64) -> mysql_async::Result<Option<String
 }
 
 /// Statements the pool of `addr` has run, if it has a pool.
-fn queries_on(engine: &Engine, addr: &str) -> Option<u64> {
+fn checkouts_on(engine: &Engine, addr: &str) -> Option<u64> {
     engine
         .backends
         .all()
         .iter()
         .find(|p| p.addr == addr)
-        .map(|p| p.queries.load(Ordering::Relaxed))
+        .map(|p| p.checkouts.load(Ordering::Relaxed))
 }
 
 /// What the client loop saw.
@@ -307,14 +307,14 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
     );
 
     // Reads of shards 0-2047 are now served by 3309 (no writes go there).
-    let on_3309 = queries_on(&engine, "127.0.0.1:3309").unwrap_or(0);
+    let on_3309 = checkouts_on(&engine, "127.0.0.1:3309").unwrap_or(0);
     for (id, data) in &reads[..a_shards.len()] {
         assert_eq!(
             read_pin(&mut conn, *id).await.unwrap().as_deref(),
             Some(data.as_str())
         );
     }
-    assert!(queries_on(&engine, "127.0.0.1:3309").unwrap() >= on_3309 + a_shards.len() as u64);
+    assert!(checkouts_on(&engine, "127.0.0.1:3309").unwrap() >= on_3309 + a_shards.len() as u64);
     load.wait_rounds(3).await;
     assert!(
         engine
@@ -553,12 +553,12 @@ async fn a_host_that_leaves_has_its_pool_retired_after_its_last_statement() {
     .await;
 
     // New statements go to 3307 now.
-    let before = queries_on(&engine, "127.0.0.1:3307").unwrap_or(0);
+    let before = checkouts_on(&engine, "127.0.0.1:3307").unwrap_or(0);
     assert_eq!(
         read_pin(&mut conn, id).await.unwrap().as_deref(),
         Some(tag.as_str())
     );
-    assert_eq!(queries_on(&engine, "127.0.0.1:3307"), Some(before + 1));
+    assert_eq!(checkouts_on(&engine, "127.0.0.1:3307"), Some(before + 1));
 
     conn.disconnect().await.ok();
     a.query_drop(format!("DELETE FROM db00010.pins WHERE data = '{tag}'"))

@@ -27,7 +27,7 @@ impl Backends {
                     check_latency: health.last_latency,
                     checks: health.checks,
                     check_failures: health.failures,
-                    queries: pool.queries.load(Ordering::Relaxed),
+                    checkouts: pool.checkouts.load(Ordering::Relaxed),
                     errors: pool.errors.load(Ordering::Relaxed),
                     in_use: pool.in_use(),
                     idle: pool.idle_count(),
@@ -50,7 +50,7 @@ mod tests {
         backends.add_hosts(&["127.0.0.1:3308", "127.0.0.1:3307"]);
         let pool = backends.pool("127.0.0.1:3307");
         pool.statements.record(Duration::from_millis(2), true);
-        pool.queries.fetch_add(3, Ordering::Relaxed);
+        pool.checkouts.fetch_add(3, Ordering::Relaxed);
         pool.host_health.record_success(Duration::from_millis(1));
         let figures = backends.figures();
         let addrs: Vec<&str> = figures.iter().map(|f| f.addr.as_str()).collect();
@@ -63,7 +63,7 @@ mod tests {
         assert!(first.up);
         assert_eq!(first.check_latency, Some(Duration::from_millis(1)));
         assert_eq!((first.checks, first.check_failures), (1, 0));
-        assert_eq!((first.queries, first.errors), (3, 0));
+        assert_eq!((first.checkouts, first.errors), (3, 0));
         assert_eq!((first.in_use, first.idle), (0, 0));
         let second = &figures[1];
         assert!(!second.up);

@@ -105,7 +105,7 @@ pub struct HostState {
     /// Statements sent to this host: count, errors, latency.
     pub statements: Histogram,
     /// Connections checked out to run a statement on this host.
-    pub queries: AtomicU64,
+    pub checkouts: AtomicU64,
     /// Connect failures and broken connections on this host.
     pub errors: AtomicU64,
     /// The last failed connect, while it is recent.
@@ -119,7 +119,7 @@ impl HostState {
             addr,
             host_health: HostHealth::new(),
             statements: Histogram::new(),
-            queries: AtomicU64::new(0),
+            checkouts: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             connect_failure: Mutex::new(None),
         }
@@ -293,7 +293,7 @@ impl HostPool {
             .await
             .map_err(|_| PoolError::PoolExhausted { max, waited })?
             .map_err(|_| PoolError::Closed)?;
-        self.queries.fetch_add(1, Ordering::Relaxed);
+        self.checkouts.fetch_add(1, Ordering::Relaxed);
         if let Some(conn) = self.take_idle(key) {
             return Ok(PooledConn {
                 conn: Some(conn),

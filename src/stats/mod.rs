@@ -238,7 +238,7 @@ pub struct HostFigures {
     /// Health checks that failed.
     pub check_failures: u64,
     /// Connections checked out of the host's pool to run a statement.
-    pub queries: u64,
+    pub checkouts: u64,
     /// Failed connects and broken connections.
     pub errors: u64,
     /// Connections checked out now.

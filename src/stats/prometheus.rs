@@ -71,7 +71,7 @@ pub fn prometheus(stats: &Stats, hosts: &[HostFigures]) -> String {
         "counter",
         "Connections checked out of the host's pool to run a statement.",
         &labels,
-        hosts.iter().map(|h| h.queries),
+        hosts.iter().map(|h| h.checkouts),
     );
     out.family(
         "shardgate_host_errors_total",
@@ -201,7 +201,7 @@ mod tests {
             check_latency: None,
             checks: 0,
             check_failures: 0,
-            queries: 0,
+            checkouts: 0,
             errors: 0,
             in_use: 0,
             idle: 0,

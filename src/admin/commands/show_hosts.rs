@@ -87,7 +87,7 @@ fn row(pool: &HostPool, role: String) -> Vec<Cell> {
         health.failures.into(),
         pool.in_use().into(),
         pool.idle_count().into(),
-        pool.queries.load(Ordering::Relaxed).into(),
+        pool.checkouts.load(Ordering::Relaxed).into(),
         pool.errors.load(Ordering::Relaxed).into(),
         health.last_error.into(),
     ]
