@@ -421,7 +421,7 @@ fn mysql_common_execute(stmt: u32, params: &[Value]) -> (Vec<u8>, bool) {
     let (request, as_long_data) = ComStmtExecuteRequestBuilder::new(stmt).build(params);
     let mut buf = Vec::new();
     request.serialize(&mut buf);
-    assert_eq!(buf[0], 0x17, "COM_STMT_EXECUTE");
+    assert_eq!(buf[0], Command::COM_STMT_EXECUTE as u8);
     (buf[1..].to_vec(), as_long_data)
 }
 

@@ -4,7 +4,7 @@ use super::*;
 use crate::protocol::charset::Charset;
 use crate::protocol::frame::write_lenenc_bytes;
 use crate::protocol::packets::TEXT_NULL;
-use mysql_common::constants::{ColumnFlags as F, ColumnType as T};
+use mysql_common::constants::{ColumnFlags as F, ColumnType as T, Command};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{Column, ComStmtExecuteRequestBuilder};
 use mysql_common::proto::{Binary, MyDeserialize, MySerialize};
