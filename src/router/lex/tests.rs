@@ -40,7 +40,7 @@ fn executable_comments_expand_by_version() {
         ("SELECT /*! '*/' */", "SELECT    '*/'   "),
         // /*m! (lower case) is an ordinary comment.
         ("SELECT 1 /*m! , 2 */", "SELECT 1            "),
-        // Item 12: positions stay in place.
+        // Positions stay in place.
         (
             "SELECT 1 FROM t WHERE /*!id = 5*/",
             "SELECT 1 FROM t WHERE    id = 5  ",
@@ -51,7 +51,7 @@ fn executable_comments_expand_by_version() {
         assert_eq!(got.len(), sql.len(), "{sql}");
         assert_eq!(words(&got), words(want), "{sql}");
     }
-    // Item 12: the content stays at its offsets.
+    // The content stays at its offsets.
     assert_eq!(
         shadow(b"SELECT 1 FROM t WHERE /*!id = 5*/", &m).unwrap(),
         "SELECT 1 FROM t WHERE    id = 5  "
@@ -63,8 +63,8 @@ fn words(s: &str) -> String {
 }
 
 #[test]
-fn issue_attacks_are_seen() {
-    // Item 2: the content of /*M! */ is SQL to the router too.
+fn smuggling_attacks_are_seen() {
+    // The content of /*M! */ is SQL to the router too.
     let s = shadow(
         b"/*M!CREATE TABLE db00001.x (a int) */ SELECT local_id FROM db00001.pins LIMIT 0",
         &mode(),
@@ -73,7 +73,7 @@ fn issue_attacks_are_seen() {
     assert!(s.starts_with("    CREATE TABLE"), "{s}");
     let s = shadow(b"SET @a=1 /*M!, GLOBAL max_connect_errors=4242 */", &mode()).unwrap();
     assert!(s.contains(", GLOBAL max_connect_errors=4242"), "{s}");
-    // Item 5: under NO_BACKSLASH_ESCAPES `\` does not escape the quote.
+    // Under NO_BACKSLASH_ESCAPES `\` does not escape the quote.
     let nbe = LexMode {
         no_backslash_escapes: true,
         ..mode()
