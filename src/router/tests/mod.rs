@@ -1,9 +1,20 @@
-//! Table-driven router tests: statement → plan, target and SQL text.
+//! Table-driven router tests: statement → plan, target and SQL text. The
+//! fixtures and checkers are here; the cases are split by statement family.
 
 use super::*;
 use crate::id::mod_shard;
 use crate::topology::tests::{load, SPEC_YAML};
 use crate::topology::Topology;
+
+mod insert;
+mod keys;
+mod lexing;
+mod multi_shard;
+mod multi_shard_refusals;
+mod prepared;
+mod robustness;
+mod scatter;
+mod session;
 
 /// A fleet with no open range, for placement errors.
 const CLOSED_FLEET: &str = r#"  closed:
@@ -265,13 +276,3 @@ fn route_lex(sql: &str, lex: LexMode) -> Plan {
 fn rejected_with(plan: &Plan, kind: &str, contains: &str) -> bool {
     matches!(plan, Plan::Reject(e) if variant(e) == kind && e.to_string().contains(contains))
 }
-
-mod insert;
-mod keys;
-mod lexing;
-mod multi_shard;
-mod multi_shard_refusals;
-mod prepared;
-mod robustness;
-mod scatter;
-mod session;
