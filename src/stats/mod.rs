@@ -11,14 +11,7 @@ use std::time::Duration;
 pub use histogram::{Histogram, HistogramSummary};
 pub use prometheus::prometheus;
 
-use mysql_common::constants::Command;
-
 use crate::engine::Engine;
-use crate::router;
-
-/// The former name of [`CommandClass`], still used by `prometheus` (it is
-/// renamed there once that file's other changes have landed).
-type StatementKind = CommandClass;
 
 /// What kind of command a client sent, as counted in the statistics.
 /// Decided from the command byte and the first keyword of the text, with
@@ -96,6 +89,7 @@ impl CommandClass {
     /// it); `None` for commands that get no answer (COM_QUIT,
     /// COM_STMT_CLOSE, COM_STMT_SEND_LONG_DATA), which are not counted.
     pub fn of(command: u8, body: &[u8]) -> Option<CommandClass> {
+        use mysql_common::constants::Command;
         const QUERY: u8 = Command::COM_QUERY as u8;
         const INIT_DB: u8 = Command::COM_INIT_DB as u8;
         const FIELD_LIST: u8 = Command::COM_FIELD_LIST as u8;
@@ -131,6 +125,10 @@ impl CommandClass {
     }
 }
 
+/// The former name of [`CommandClass`], still used by `prometheus` (it is
+/// renamed there once that file's other changes have landed).
+type StatementKind = CommandClass;
+
 /// First keywords and the kind they start.
 const KEYWORDS: [(&str, CommandClass); 20] = [
     ("select", CommandClass::Select),
@@ -159,7 +157,7 @@ const KEYWORDS: [(&str, CommandClass); 20] = [
 /// parentheses.
 fn skip_blanks_and_comments(mut sql: &[u8]) -> &[u8] {
     loop {
-        sql = match router::skip_blanks_and_comments(sql) {
+        sql = match crate::router::skip_blanks_and_comments(sql) {
             [b'(', rest @ ..] => rest,
             rest => return rest,
         }
