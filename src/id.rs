@@ -1,4 +1,4 @@
-//! The 64-bit object ID and the mod-shard hash (SPEC section 2).
+//! The 64-bit object ID and the mod-shard hash.
 //!
 //! ```text
 //! bit 63-62 reserved (0) | bit 61-46 shard (16) | bit 45-36 type (10) | bit 35-0 local (36)
@@ -34,6 +34,13 @@ pub fn compose_sql(shard: u32, type_id: u16, local_id: &str) -> String {
     format!(
         "(({shard}<<{SHARD_SHIFT})|({type_id}<<{TYPE_SHIFT})|({local_id} + ({local_id} {COMPOSE_OVERFLOW_MARK}))"
     )
+}
+
+/// The 64-bit ID of fields the caller knows fit the layout (`shard` at most
+/// [`MAX_SHARD`], `type_id` at most [`MAX_TYPE`], `local_id` at most
+/// [`MAX_LOCAL`]); [`ObjectId::encode`] is the checked form.
+pub const fn compose(shard: u32, type_id: u16, local_id: u64) -> u64 {
+    ((shard as u64) << SHARD_SHIFT) | ((type_id as u64) << TYPE_SHIFT) | local_id
 }
 
 /// The three fields of a 64-bit object ID.
@@ -104,9 +111,7 @@ impl ObjectId {
                 local_id: self.local_id,
             });
         }
-        Ok((u64::from(self.shard) << SHARD_SHIFT)
-            | (u64::from(self.type_id) << TYPE_SHIFT)
-            | self.local_id)
+        Ok(compose(self.shard, self.type_id, self.local_id))
     }
 }
 

@@ -82,7 +82,7 @@ impl InsertIdComposer<'_> {
                 inserted: true,
             });
         }
-        Ok((u64::from(self.shard) << 46) | (u64::from(self.type_id) << 36) | local_id)
+        Ok(crate::id::compose(self.shard, self.type_id, local_id))
     }
 }
 

@@ -5,7 +5,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mysql_common::constants::CapabilityFlags;
+use mysql_common::constants::{CapabilityFlags, Command};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::debug;
@@ -20,22 +20,22 @@ use crate::protocol::frame::PacketTooLarge;
 use crate::protocol::packets::{ok_packet, result_set_terminator};
 use crate::protocol::{FrameReader, FrameWriter};
 use crate::router::{split_statements, Plan, RandomPlacement, RouteError, SessionAction};
-use crate::stats::StatementKind;
+use crate::stats::CommandClass;
 
-const COM_QUIT: u8 = 0x01;
-const COM_INIT_DB: u8 = 0x02;
-const COM_QUERY: u8 = 0x03;
-const COM_FIELD_LIST: u8 = 0x04;
-const COM_STATISTICS: u8 = 0x09;
-const COM_PING: u8 = 0x0E;
-const COM_CHANGE_USER: u8 = 0x11;
-const COM_STMT_PREPARE: u8 = 0x16;
-const COM_STMT_EXECUTE: u8 = 0x17;
-const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
-const COM_STMT_CLOSE: u8 = 0x19;
-const COM_STMT_RESET: u8 = 0x1A;
-const COM_SET_OPTION: u8 = 0x1B;
-const COM_RESET_CONNECTION: u8 = 0x1F;
+const COM_QUIT: u8 = Command::COM_QUIT as u8;
+const COM_INIT_DB: u8 = Command::COM_INIT_DB as u8;
+const COM_QUERY: u8 = Command::COM_QUERY as u8;
+const COM_FIELD_LIST: u8 = Command::COM_FIELD_LIST as u8;
+const COM_STATISTICS: u8 = Command::COM_STATISTICS as u8;
+const COM_PING: u8 = Command::COM_PING as u8;
+const COM_CHANGE_USER: u8 = Command::COM_CHANGE_USER as u8;
+const COM_STMT_PREPARE: u8 = Command::COM_STMT_PREPARE as u8;
+const COM_STMT_EXECUTE: u8 = Command::COM_STMT_EXECUTE as u8;
+const COM_STMT_SEND_LONG_DATA: u8 = Command::COM_STMT_SEND_LONG_DATA as u8;
+const COM_STMT_CLOSE: u8 = Command::COM_STMT_CLOSE as u8;
+const COM_STMT_RESET: u8 = Command::COM_STMT_RESET as u8;
+const COM_SET_OPTION: u8 = Command::COM_SET_OPTION as u8;
+const COM_RESET_CONNECTION: u8 = Command::COM_RESET_CONNECTION as u8;
 
 /// Serves one client connection until it quits or fails. With `tls`
 /// (the config's `tls` section) the greeting offers TLS and a client that
@@ -237,7 +237,7 @@ where
                 .await?;
                 continue;
             };
-            let (kind, received) = (StatementKind::of(command, body), Instant::now());
+            let (kind, received) = (CommandClass::of(command, body), Instant::now());
             match command {
                 COM_QUERY => self.query(body).await?,
                 COM_INIT_DB => {
@@ -521,15 +521,23 @@ fn statement_text(body: &[u8]) -> Result<&str, ClientError> {
 }
 
 fn command_name(command: u8) -> &'static str {
+    const CREATE_DB: u8 = Command::COM_CREATE_DB as u8;
+    const DROP_DB: u8 = Command::COM_DROP_DB as u8;
+    const REFRESH: u8 = Command::COM_REFRESH as u8;
+    const PROCESS_INFO: u8 = Command::COM_PROCESS_INFO as u8;
+    const PROCESS_KILL: u8 = Command::COM_PROCESS_KILL as u8;
+    const DEBUG: u8 = Command::COM_DEBUG as u8;
+    const BINLOG_DUMP: u8 = Command::COM_BINLOG_DUMP as u8;
+    const STMT_FETCH: u8 = Command::COM_STMT_FETCH as u8;
     match command {
-        0x05 => "COM_CREATE_DB",
-        0x06 => "COM_DROP_DB",
-        0x07 => "COM_REFRESH",
-        0x0A => "COM_PROCESS_INFO",
-        0x0C => "COM_PROCESS_KILL",
-        0x0D => "COM_DEBUG",
-        0x12 => "COM_BINLOG_DUMP",
-        0x1C => "COM_STMT_FETCH (cursors are not offered)",
+        CREATE_DB => "COM_CREATE_DB",
+        DROP_DB => "COM_DROP_DB",
+        REFRESH => "COM_REFRESH",
+        PROCESS_INFO => "COM_PROCESS_INFO",
+        PROCESS_KILL => "COM_PROCESS_KILL",
+        DEBUG => "COM_DEBUG",
+        BINLOG_DUMP => "COM_BINLOG_DUMP",
+        STMT_FETCH => "COM_STMT_FETCH (cursors are not offered)",
         _ => "unknown command",
     }
 }

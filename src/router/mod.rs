@@ -20,6 +20,7 @@ mod text;
 #[cfg(test)]
 mod tests;
 
+pub use lex::skip_blanks_and_comments;
 pub use placement::RandomPlacement;
 pub use plan::*;
 pub use planner::{route, route_prepare};

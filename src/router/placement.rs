@@ -5,8 +5,8 @@ use rand::{Rng, SeedableRng};
 
 use super::plan::Placement;
 
-/// Chooses uniformly at random among the open shards (SPEC section 3's
-/// default placement policy). One per session; cheap to create.
+/// Chooses uniformly at random among the open shards (the default
+/// placement policy for new objects). One per session; cheap to create.
 #[derive(Debug, Clone)]
 pub struct RandomPlacement {
     rng: SmallRng,

@@ -21,8 +21,14 @@ pub fn split_statements(sql: &(impl AsRef<[u8]> + ?Sized), mode: &LexMode) -> Ve
     match lex::lex(sql, mode, u64::MAX) {
         Ok(lexed) => lexed.statements,
         Err(_) => {
-            let start = sql.iter().position(|&b| !is_blank(b)).unwrap_or(sql.len());
-            let end = sql.iter().rposition(|&b| !is_blank(b)).map_or(0, |i| i + 1);
+            let start = sql
+                .iter()
+                .position(|&b| !lex::is_space(b))
+                .unwrap_or(sql.len());
+            let end = sql
+                .iter()
+                .rposition(|&b| !lex::is_space(b))
+                .map_or(0, |i| i + 1);
             if start < end {
                 std::iter::once(start..end).collect()
             } else {
@@ -30,11 +36,6 @@ pub fn split_statements(sql: &(impl AsRef<[u8]> + ?Sized), mode: &LexMode) -> Ve
             }
         }
     }
-}
-
-/// Characters trimmed around a statement.
-fn is_blank(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C)
 }
 
 /// The byte ranges of the `?` parameter markers of a statement, in order

@@ -15,7 +15,7 @@ pub use prometheus::prometheus;
 /// Decided from the command byte and the first keyword of the text, with
 /// no parsing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatementKind {
+pub enum CommandClass {
     /// `SELECT`, `WITH`, `VALUES`, `TABLE` (including multi-shard reads).
     Select,
     /// `INSERT`.
@@ -46,61 +46,70 @@ pub enum StatementKind {
     Command,
 }
 
-impl StatementKind {
+impl CommandClass {
     /// Every kind, in the order they are reported.
-    pub const ALL: [StatementKind; 13] = [
-        StatementKind::Select,
-        StatementKind::Insert,
-        StatementKind::Update,
-        StatementKind::Delete,
-        StatementKind::Replace,
-        StatementKind::Set,
-        StatementKind::Use,
-        StatementKind::Transaction,
-        StatementKind::Show,
-        StatementKind::Other,
-        StatementKind::Prepare,
-        StatementKind::Execute,
-        StatementKind::Command,
+    pub const ALL: [CommandClass; 13] = [
+        CommandClass::Select,
+        CommandClass::Insert,
+        CommandClass::Update,
+        CommandClass::Delete,
+        CommandClass::Replace,
+        CommandClass::Set,
+        CommandClass::Use,
+        CommandClass::Transaction,
+        CommandClass::Show,
+        CommandClass::Other,
+        CommandClass::Prepare,
+        CommandClass::Execute,
+        CommandClass::Command,
     ];
 
     /// The label used in `SHOW STATS` and `/metrics`.
     pub fn name(self) -> &'static str {
         match self {
-            StatementKind::Select => "select",
-            StatementKind::Insert => "insert",
-            StatementKind::Update => "update",
-            StatementKind::Delete => "delete",
-            StatementKind::Replace => "replace",
-            StatementKind::Set => "set",
-            StatementKind::Use => "use",
-            StatementKind::Transaction => "transaction",
-            StatementKind::Show => "show",
-            StatementKind::Other => "other",
-            StatementKind::Prepare => "prepare",
-            StatementKind::Execute => "execute",
-            StatementKind::Command => "command",
+            CommandClass::Select => "select",
+            CommandClass::Insert => "insert",
+            CommandClass::Update => "update",
+            CommandClass::Delete => "delete",
+            CommandClass::Replace => "replace",
+            CommandClass::Set => "set",
+            CommandClass::Use => "use",
+            CommandClass::Transaction => "transaction",
+            CommandClass::Show => "show",
+            CommandClass::Other => "other",
+            CommandClass::Prepare => "prepare",
+            CommandClass::Execute => "execute",
+            CommandClass::Command => "command",
         }
     }
 
     /// The kind of a client command packet (`command` byte, `body` after
     /// it); `None` for commands that get no answer (COM_QUIT,
     /// COM_STMT_CLOSE, COM_STMT_SEND_LONG_DATA), which are not counted.
-    pub fn of(command: u8, body: &[u8]) -> Option<StatementKind> {
+    pub fn of(command: u8, body: &[u8]) -> Option<CommandClass> {
+        use mysql_common::constants::Command;
+        const QUERY: u8 = Command::COM_QUERY as u8;
+        const INIT_DB: u8 = Command::COM_INIT_DB as u8;
+        const FIELD_LIST: u8 = Command::COM_FIELD_LIST as u8;
+        const STMT_PREPARE: u8 = Command::COM_STMT_PREPARE as u8;
+        const STMT_EXECUTE: u8 = Command::COM_STMT_EXECUTE as u8;
+        const QUIT: u8 = Command::COM_QUIT as u8;
+        const STMT_SEND_LONG_DATA: u8 = Command::COM_STMT_SEND_LONG_DATA as u8;
+        const STMT_CLOSE: u8 = Command::COM_STMT_CLOSE as u8;
         Some(match command {
-            0x03 => Self::of_text(body),
-            0x02 => StatementKind::Use,
-            0x04 => StatementKind::Show,
-            0x16 => StatementKind::Prepare,
-            0x17 => StatementKind::Execute,
-            0x01 | 0x18 | 0x19 => return None,
-            _ => StatementKind::Command,
+            QUERY => Self::of_text(body),
+            INIT_DB => CommandClass::Use,
+            FIELD_LIST => CommandClass::Show,
+            STMT_PREPARE => CommandClass::Prepare,
+            STMT_EXECUTE => CommandClass::Execute,
+            QUIT | STMT_SEND_LONG_DATA | STMT_CLOSE => return None,
+            _ => CommandClass::Command,
         })
     }
 
     /// The kind of an SQL text, from its first keyword (after blanks and
     /// comments).
-    pub fn of_text(sql: &[u8]) -> StatementKind {
+    pub fn of_text(sql: &[u8]) -> CommandClass {
         let rest = skip_blanks_and_comments(sql);
         let end = rest
             .iter()
@@ -110,53 +119,41 @@ impl StatementKind {
         KEYWORDS
             .iter()
             .find(|(keyword, _)| word.eq_ignore_ascii_case(keyword.as_bytes()))
-            .map_or(StatementKind::Other, |&(_, kind)| kind)
+            .map_or(CommandClass::Other, |&(_, kind)| kind)
     }
 }
 
 /// First keywords and the kind they start.
-const KEYWORDS: [(&str, StatementKind); 20] = [
-    ("select", StatementKind::Select),
-    ("insert", StatementKind::Insert),
-    ("update", StatementKind::Update),
-    ("delete", StatementKind::Delete),
-    ("replace", StatementKind::Replace),
-    ("set", StatementKind::Set),
-    ("use", StatementKind::Use),
-    ("begin", StatementKind::Transaction),
-    ("start", StatementKind::Transaction),
-    ("commit", StatementKind::Transaction),
-    ("rollback", StatementKind::Transaction),
-    ("savepoint", StatementKind::Transaction),
-    ("release", StatementKind::Transaction),
-    ("show", StatementKind::Show),
-    ("describe", StatementKind::Show),
-    ("desc", StatementKind::Show),
-    ("explain", StatementKind::Show),
-    ("with", StatementKind::Select),
-    ("values", StatementKind::Select),
-    ("table", StatementKind::Select),
+const KEYWORDS: [(&str, CommandClass); 20] = [
+    ("select", CommandClass::Select),
+    ("insert", CommandClass::Insert),
+    ("update", CommandClass::Update),
+    ("delete", CommandClass::Delete),
+    ("replace", CommandClass::Replace),
+    ("set", CommandClass::Set),
+    ("use", CommandClass::Use),
+    ("begin", CommandClass::Transaction),
+    ("start", CommandClass::Transaction),
+    ("commit", CommandClass::Transaction),
+    ("rollback", CommandClass::Transaction),
+    ("savepoint", CommandClass::Transaction),
+    ("release", CommandClass::Transaction),
+    ("show", CommandClass::Show),
+    ("describe", CommandClass::Show),
+    ("desc", CommandClass::Show),
+    ("explain", CommandClass::Show),
+    ("with", CommandClass::Select),
+    ("values", CommandClass::Select),
+    ("table", CommandClass::Select),
 ];
 
-/// `sql` without leading blanks, `/* */` comments (hints included), `-- `
-/// and `#` line comments, and opening parentheses.
+/// `sql` without leading blanks, comments (hints included) and opening
+/// parentheses.
 fn skip_blanks_and_comments(mut sql: &[u8]) -> &[u8] {
     loop {
-        match sql {
-            [b' ' | b'\t' | b'\r' | b'\n' | b'(', rest @ ..] => sql = rest,
-            [b'/', b'*', rest @ ..] => {
-                sql = match rest.windows(2).position(|w| w == b"*/") {
-                    Some(end) => &rest[end + 2..],
-                    None => &[],
-                }
-            }
-            [b'#', rest @ ..] | [b'-', b'-', rest @ ..] => {
-                sql = match rest.iter().position(|&b| b == b'\n') {
-                    Some(end) => &rest[end + 1..],
-                    None => &[],
-                }
-            }
-            _ => return sql,
+        sql = match crate::router::skip_blanks_and_comments(sql) {
+            [b'(', rest @ ..] => rest,
+            rest => return rest,
         }
     }
 }
@@ -166,7 +163,7 @@ fn skip_blanks_and_comments(mut sql: &[u8]) -> &[u8] {
 /// outlives the host's pools.
 #[derive(Debug, Default)]
 pub struct Stats {
-    statements: [Histogram; StatementKind::ALL.len()],
+    statements: [Histogram; CommandClass::ALL.len()],
 }
 
 impl Stats {
@@ -178,12 +175,12 @@ impl Stats {
     /// Records one answered command: from receipt to answer written, and
     /// whether the answer was an error.
     #[inline]
-    pub fn record(&self, kind: StatementKind, elapsed: Duration, error: bool) {
+    pub fn record(&self, kind: CommandClass, elapsed: Duration, error: bool) {
         self.statements[kind as usize].record(elapsed, error);
     }
 
     /// The histogram of one kind.
-    pub fn statement(&self, kind: StatementKind) -> &Histogram {
+    pub fn statement(&self, kind: CommandClass) -> &Histogram {
         &self.statements[kind as usize]
     }
 }
@@ -250,7 +247,7 @@ pub struct HostFigures {
 /// Every statement kind seen so far in `stats`, then every host of `hosts`
 /// (the hosts with a pool, sorted by address).
 pub fn snapshot(stats: &Stats, hosts: &[HostFigures]) -> Vec<StatsRow> {
-    let statements = StatementKind::ALL.into_iter().filter_map(|kind| {
+    let statements = CommandClass::ALL.into_iter().filter_map(|kind| {
         let summary = stats.statement(kind).summary();
         (summary.count > 0).then(|| StatsRow::new("statement", kind.name().to_owned(), summary))
     });
@@ -266,69 +263,62 @@ mod tests {
 
     #[test]
     fn kinds_come_from_the_first_keyword() {
-        let cases: &[(&str, StatementKind)] = &[
-            ("SELECT 1", StatementKind::Select),
-            ("  select * from pins", StatementKind::Select),
+        let cases: &[(&str, CommandClass)] = &[
+            ("SELECT 1", CommandClass::Select),
+            ("  select * from pins", CommandClass::Select),
             (
                 "/*+ SHARD(3) */ insert INTO pins VALUES (1)",
-                StatementKind::Insert,
+                CommandClass::Insert,
             ),
-            ("(SELECT 1) UNION (SELECT 2)", StatementKind::Select),
-            ("-- note\nUPDATE pins SET data = 'x'", StatementKind::Update),
-            ("# note\nDelete FROM pins", StatementKind::Delete),
-            ("REPLACE INTO pins VALUES (1)", StatementKind::Replace),
-            ("SET autocommit = 0", StatementKind::Set),
-            ("use db00001", StatementKind::Use),
-            ("BEGIN", StatementKind::Transaction),
-            ("START TRANSACTION", StatementKind::Transaction),
-            ("rollback", StatementKind::Transaction),
-            ("SAVEPOINT a", StatementKind::Transaction),
-            ("RELEASE SAVEPOINT a", StatementKind::Transaction),
-            ("commit", StatementKind::Transaction),
-            ("SHOW TABLES", StatementKind::Show),
-            ("describe pins", StatementKind::Show),
-            ("EXPLAIN SELECT 1", StatementKind::Show),
-            (
-                "WITH a AS (SELECT 1) SELECT * FROM a",
-                StatementKind::Select,
-            ),
-            ("DO 1", StatementKind::Other),
-            ("selected", StatementKind::Other),
-            ("", StatementKind::Other),
-            ("/* unterminated", StatementKind::Other),
+            ("(SELECT 1) UNION (SELECT 2)", CommandClass::Select),
+            ("-- note\nUPDATE pins SET data = 'x'", CommandClass::Update),
+            ("# note\nDelete FROM pins", CommandClass::Delete),
+            ("REPLACE INTO pins VALUES (1)", CommandClass::Replace),
+            ("SET autocommit = 0", CommandClass::Set),
+            ("use db00001", CommandClass::Use),
+            ("BEGIN", CommandClass::Transaction),
+            ("START TRANSACTION", CommandClass::Transaction),
+            ("rollback", CommandClass::Transaction),
+            ("SAVEPOINT a", CommandClass::Transaction),
+            ("RELEASE SAVEPOINT a", CommandClass::Transaction),
+            ("commit", CommandClass::Transaction),
+            ("SHOW TABLES", CommandClass::Show),
+            ("describe pins", CommandClass::Show),
+            ("EXPLAIN SELECT 1", CommandClass::Show),
+            ("WITH a AS (SELECT 1) SELECT * FROM a", CommandClass::Select),
+            ("DO 1", CommandClass::Other),
+            ("selected", CommandClass::Other),
+            ("", CommandClass::Other),
+            ("/* unterminated", CommandClass::Other),
         ];
         for (sql, kind) in cases {
-            assert_eq!(
-                StatementKind::of(0x03, sql.as_bytes()),
-                Some(*kind),
-                "{sql}"
-            );
+            assert_eq!(CommandClass::of(0x03, sql.as_bytes()), Some(*kind), "{sql}");
         }
     }
 
     #[test]
     fn kinds_of_other_commands() {
-        assert_eq!(StatementKind::of(0x02, b"db1"), Some(StatementKind::Use));
+        assert_eq!(CommandClass::of(0x02, b"db1"), Some(CommandClass::Use));
         assert_eq!(
-            StatementKind::of(0x16, b"SELECT ?"),
-            Some(StatementKind::Prepare)
+            CommandClass::of(0x16, b"SELECT ?"),
+            Some(CommandClass::Prepare)
         );
-        assert_eq!(StatementKind::of(0x17, b""), Some(StatementKind::Execute));
-        assert_eq!(StatementKind::of(0x0E, b""), Some(StatementKind::Command));
-        assert_eq!(StatementKind::of(0x01, b""), None);
-        assert_eq!(StatementKind::of(0x19, b""), None);
+        assert_eq!(CommandClass::of(0x17, b""), Some(CommandClass::Execute));
+        assert_eq!(CommandClass::of(0x0E, b""), Some(CommandClass::Command));
+        assert_eq!(CommandClass::of(0x01, b""), None);
+        assert_eq!(CommandClass::of(0x19, b""), None);
     }
 
     #[test]
     fn kinds_index_their_own_histogram() {
         let stats = Stats::new();
-        for (index, kind) in StatementKind::ALL.into_iter().enumerate() {
+        for (index, kind) in CommandClass::ALL.into_iter().enumerate() {
             assert_eq!(kind as usize, index);
             stats.record(kind, Duration::from_micros(10), false);
         }
-        stats.record(StatementKind::Delete, Duration::from_micros(10), true);
-        assert_eq!(stats.statement(StatementKind::Delete).summary().count, 2);
-        assert_eq!(stats.statement(StatementKind::Delete).summary().errors, 1);
-        assert_eq!(stats.statement(StatementKind::Insert).summary().errors, 0);
+        stats.record(CommandClass::Delete, Duration::from_micros(10), true);
+        assert_eq!(stats.statement(CommandClass::Delete).summary().count, 2);
+        assert_eq!(stats.statement(CommandClass::Delete).summary().errors, 1);
+        assert_eq!(stats.statement(CommandClass::Insert).summary().errors, 0);
     }
 }

@@ -3,13 +3,13 @@
 use std::fmt::{Display, Write};
 
 use super::histogram::{Snapshot, EXPORT_BOUNDS_US};
-use super::{HostFigures, StatementKind, Stats};
+use super::{CommandClass, HostFigures, Stats};
 
 /// Every statement kind of `stats` and every host of `hosts`, as
 /// Prometheus text.
 pub fn prometheus(stats: &Stats, hosts: &[HostFigures]) -> String {
     let mut out = Text::default();
-    let kinds: Vec<(String, Snapshot)> = StatementKind::ALL
+    let kinds: Vec<(String, Snapshot)> = CommandClass::ALL
         .into_iter()
         .map(|kind| {
             let label = format!("kind=\"{}\"", kind.name());
@@ -218,8 +218,8 @@ mod tests {
     #[test]
     fn text_format_has_every_family_with_help_and_type() {
         let stats = Stats::new();
-        stats.record(StatementKind::Insert, Duration::from_micros(1500), false);
-        stats.record(StatementKind::Insert, Duration::from_micros(1500), true);
+        stats.record(CommandClass::Insert, Duration::from_micros(1500), false);
+        stats.record(CommandClass::Insert, Duration::from_micros(1500), true);
         let statements = Histogram::new();
         statements.record(Duration::from_millis(2), false);
         let text = prometheus(&stats, &[host("127.0.0.1:3307", &statements)]);

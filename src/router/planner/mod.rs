@@ -35,6 +35,7 @@ mod dml;
 mod expr;
 mod insert;
 mod keys;
+mod merge;
 mod multi;
 mod select;
 mod session;

@@ -1,0 +1,162 @@
+//! Binary-protocol codec for prepared statements.
+//!
+//! shardgate prepares nothing on a shard. It reads the parameters of a
+//! COM_STMT_EXECUTE ([`parse_execute`], in `execute`), renders each one as an
+//! SQL literal ([`render_literal`], in `literal`) into the statement text,
+//! routes and runs that text with COM_QUERY, then converts each text-protocol
+//! row of the answer into the binary-protocol row the client expects
+//! ([`text_row_to_binary`], in `rows`, using the column types that
+//! [`parse_column_definition`] in `columns` reads).
+//!
+//! Everything here is pure: no sockets, no state beyond what the caller passes.
+//! No input makes it panic; bad input gives a [`BinaryError`].
+
+use mysql_common::constants::ColumnType;
+use thiserror::Error;
+
+mod columns;
+mod execute;
+mod literal;
+mod rows;
+#[cfg(test)]
+mod tests;
+
+pub use columns::{parse_column_definition, ColumnInfo};
+pub use execute::{is_decimal_text, parse_execute, ExecuteRequest, ParamValue};
+pub use literal::{bind_separator, render_literal};
+pub use rows::text_row_to_binary;
+
+/// Longest piece of offending text quoted in an error message.
+const ERROR_TEXT_MAX: usize = 64;
+
+/// What went wrong while converting a row or reading COM_STMT_EXECUTE.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BinaryError {
+    /// The text row ended before every column had a value.
+    #[error("text row has {found} values, the result set has {expected} columns")]
+    RowTooShort {
+        /// Columns in the result set.
+        expected: usize,
+        /// Values the row held.
+        found: usize,
+    },
+    /// A value's length runs past the end of the text row, or is malformed.
+    #[error("text row truncated in the value of column {column}")]
+    RowTruncated {
+        /// Zero-based column index.
+        column: usize,
+    },
+    /// The text row has bytes after its last column's value.
+    #[error("text row has {extra} bytes after its {columns} values")]
+    RowTooLong {
+        /// Columns in the result set.
+        columns: usize,
+        /// Bytes left over.
+        extra: usize,
+    },
+    /// A numeric column's text is not a number of its type (or is out of range).
+    #[error("column {column}: {text:?} is not a valid {column_type:?} value")]
+    BadNumber {
+        /// Zero-based column index.
+        column: usize,
+        /// The column's type.
+        column_type: ColumnType,
+        /// The offending text (shortened).
+        text: String,
+    },
+    /// A DATE/DATETIME/TIMESTAMP column's text is not `YYYY-MM-DD[ HH:MM:SS[.ffffff]]`.
+    #[error("column {column}: {text:?} is not a valid date/datetime")]
+    BadDate {
+        /// Zero-based column index.
+        column: usize,
+        /// The offending text (shortened).
+        text: String,
+    },
+    /// A TIME column's text is not `[-]H:MM:SS[.ffffff]`.
+    #[error("column {column}: {text:?} is not a valid time")]
+    BadTime {
+        /// Zero-based column index.
+        column: usize,
+        /// The offending text (shortened).
+        text: String,
+    },
+    /// A column type that never appears in a result set sent to a client.
+    #[error("column {column}: type {column_type:?} has no binary-protocol form")]
+    UnsupportedColumnType {
+        /// Zero-based column index.
+        column: usize,
+        /// The column's type.
+        column_type: ColumnType,
+    },
+    /// COM_STMT_EXECUTE ended inside its header, NULL bitmap or type list.
+    #[error("COM_STMT_EXECUTE truncated in its {what}")]
+    Truncated {
+        /// The part that was cut short.
+        what: &'static str,
+    },
+    /// COM_STMT_EXECUTE ended inside the value of a parameter.
+    #[error("COM_STMT_EXECUTE truncated in the value of parameter {index}")]
+    ParamTruncated {
+        /// Zero-based parameter index.
+        index: usize,
+    },
+    /// A parameter type byte that is not a type a client may bind.
+    #[error("COM_STMT_EXECUTE: parameter {index} has unsupported type 0x{type_byte:02x}")]
+    UnknownParamType {
+        /// Zero-based parameter index.
+        index: usize,
+        /// The type byte as sent.
+        type_byte: u8,
+    },
+    /// No parameter types in this COM_STMT_EXECUTE and none kept from an earlier one.
+    #[error(
+        "COM_STMT_EXECUTE sends no parameter types and {known} are known for {expected} parameters"
+    )]
+    MissingParamTypes {
+        /// Parameters of the statement.
+        expected: usize,
+        /// Types kept from an earlier execute.
+        known: usize,
+    },
+    /// A parameter value that is malformed for its type.
+    #[error("COM_STMT_EXECUTE: parameter {index}: {reason}")]
+    BadParam {
+        /// Zero-based parameter index.
+        index: usize,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A value that has no SQL literal (a NaN or infinite float, a DECIMAL
+    /// whose text is not a number).
+    #[error("a {0} value has no SQL literal")]
+    Unrepresentable(&'static str),
+    /// COM_STMT_EXECUTE has bytes after the last parameter value.
+    #[error("COM_STMT_EXECUTE has {extra} bytes after its parameter values")]
+    TrailingBytes {
+        /// Bytes left over.
+        extra: usize,
+    },
+}
+
+/// A date and time of day as the binary protocol carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct DateTime {
+    year: u16,
+    month: u8,
+    day: u8,
+    hour: u8,
+    minute: u8,
+    second: u8,
+    micros: u32,
+}
+
+/// A TIME value as the binary protocol carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Time {
+    negative: bool,
+    days: u32,
+    hours: u8,
+    minutes: u8,
+    seconds: u8,
+    micros: u32,
+}

@@ -1,0 +1,464 @@
+//! Statements about the session or no shard: USE and explicit databases, SET, SHOW, diagnostics, savepoints.
+
+use super::*;
+
+#[test]
+fn explicit_and_use_databases() {
+    run(vec![
+        c(
+            "SELECT data FROM DB03429.pins /* keep me */ WHERE local_id = 1",
+            shard(
+                "db03429",
+                "SELECT data FROM DB03429.pins /* keep me */ WHERE local_id = 1",
+            ),
+        ),
+        c(
+            "SELECT * FROM `msdb00012`.`user_by_email` WHERE user_id = 1",
+            shard(
+                "msdb00012",
+                "SELECT * FROM `msdb00012`.`user_by_email` WHERE user_id = 1",
+            ),
+        ),
+        c(
+            "SELECT * FROM db99999.pins",
+            reject("UnknownDatabase", "db99999"),
+        ),
+        c("SELECT * FROM shop.pins", reject("UnknownDatabase", "shop")),
+        c(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'db00001'",
+            any("SELECT table_name FROM information_schema.tables WHERE table_schema = 'db00001'"),
+        ),
+        c(
+            "SELECT user FROM mysql.user",
+            reject("SystemSchema", "mysql schema is not reachable"),
+        ),
+        c(
+            "USE db03429",
+            Expect::Session(SessionAction::Use {
+                fleet: 0,
+                shard: 3429,
+            }),
+        ),
+        c(
+            "use `msdb00001`",
+            Expect::Session(SessionAction::Use { fleet: 1, shard: 1 }),
+        ),
+        c("USE shop", reject("UnknownDatabase", "shop")),
+        u(
+            "db03429",
+            "SELECT id, data FROM pins ORDER BY ts DESC LIMIT 5",
+            shard(
+                "db03429",
+                format!("SELECT {COMPOSED} AS id, data FROM db03429.pins ORDER BY ts DESC LIMIT 5"),
+            ),
+        ),
+        u(
+            "db03429",
+            format!("SELECT data FROM pins WHERE id = {PIN_B}"),
+            shard(
+                "db03429",
+                "SELECT data FROM db03429.pins WHERE local_id = 5",
+            ),
+        ),
+        // Unknown tables under USE are plain tables of that database.
+        u(
+            "db03429",
+            "SELECT * FROM comments c JOIN pins p ON p.local_id = c.pin",
+            shard(
+                "db03429",
+                "SELECT * FROM db03429.comments c JOIN db03429.pins p ON p.local_id = c.pin",
+            ),
+        ),
+        u(
+            "db03429",
+            "UPDATE comments SET body = 'x' WHERE k = 1",
+            write(
+                "db03429",
+                "UPDATE db03429.comments SET body = 'x' WHERE k = 1",
+            ),
+        ),
+        // USE of one fleet does not capture another fleet's tables.
+        u(
+            "db03429",
+            "SELECT user_id FROM user_by_email WHERE email = 'user@example.com'",
+            shard(
+                "msdb02479",
+                "SELECT user_id FROM msdb02479.user_by_email WHERE email = 'user@example.com'",
+            ),
+        ),
+        c("SELECT * FROM comments", reject("UnknownTable", "comments")),
+        c("SELECT 1 FROM dual", any("SELECT 1 FROM dual")),
+    ]);
+}
+
+#[test]
+fn session_statements() {
+    let set = |vars: &[&str], sql: &str| {
+        c(
+            sql,
+            Expect::Session(SessionAction::SetSession {
+                variables: vars.iter().map(|v| v.to_string()).collect(),
+                sql: sql.into(),
+            }),
+        )
+    };
+    run(vec![
+        c(
+            "BEGIN",
+            Expect::Session(SessionAction::Begin {
+                sql: "BEGIN".into(),
+            }),
+        ),
+        c(
+            "START TRANSACTION READ ONLY",
+            Expect::Session(SessionAction::Begin {
+                sql: "START TRANSACTION READ ONLY".into(),
+            }),
+        ),
+        c("commit", Expect::Session(SessionAction::Commit)),
+        c("ROLLBACK", Expect::Session(SessionAction::Rollback)),
+        c(
+            "SET autocommit = 1",
+            Expect::Session(SessionAction::SetAutocommit(true)),
+        ),
+        c(
+            "SET @@autocommit=OFF",
+            Expect::Session(SessionAction::SetAutocommit(false)),
+        ),
+        c(
+            "SET SESSION autocommit = ON",
+            Expect::Session(SessionAction::SetAutocommit(true)),
+        ),
+        c(
+            "set @@session.AUTOCOMMIT = 0;",
+            Expect::Session(SessionAction::SetAutocommit(false)),
+        ),
+        c("SET autocommit = 'x'", reject("Unsupported", "autocommit")),
+        c(
+            "SET autocommit = 0, sql_mode = ''",
+            reject("Unsupported", "statement of its own"),
+        ),
+        set(&["names"], "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci"),
+        set(&["charset"], "SET CHARACTER SET utf8mb4"),
+        set(&["sql_mode"], "SET sql_mode='STRICT_TRANS_TABLES'"),
+        set(&["time_zone"], "SET time_zone = '+00:00'"),
+        set(
+            &["transaction_isolation"],
+            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        ),
+        set(
+            &["transaction_isolation", "transaction_read_only"],
+            "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+        ),
+        set(&["@x"], "SET @X = 1"),
+        set(
+            &["@a", "sql_mode", "net_write_timeout"],
+            "SET @a := 1, @@SESSION.sql_mode = 'x', net_write_timeout=600",
+        ),
+        set(
+            &["sql_select_limit"],
+            "/* c */ SET sql_select_limit = DEFAULT",
+        ),
+        c(
+            "SET GLOBAL max_connections = 10",
+            reject("Unsupported", "SET GLOBAL"),
+        ),
+        c(
+            "SET @@global.max_connections = 10",
+            reject("Unsupported", "server-wide"),
+        ),
+        c("SET PASSWORD = 'x'", reject("Unsupported", "PASSWORD")),
+        c(
+            "SELECT LAST_INSERT_ID()",
+            Expect::Session(SessionAction::SelectLastInsertId {
+                column: "LAST_INSERT_ID()".into(),
+            }),
+        ),
+        c(
+            "select schema()",
+            Expect::Session(SessionAction::SelectDatabase {
+                column: "schema()".into(),
+            }),
+        ),
+        c(
+            "SELECT DATABASE() AS db",
+            Expect::Session(SessionAction::SelectDatabase {
+                column: "db".into(),
+            }),
+        ),
+        c("SELECT LAST_INSERT_ID(5)", any("SELECT LAST_INSERT_ID(5)")),
+    ]);
+}
+
+#[test]
+fn table_less_and_show() {
+    run(vec![
+        c(
+            "SELECT @@version_comment LIMIT 1",
+            any("SELECT @@version_comment LIMIT 1"),
+        ),
+        c("SELECT NOW(), 1 + 1", any("SELECT NOW(), 1 + 1")),
+        c("/* ping */ SELECT 1", any("/* ping */ SELECT 1")),
+        c("SHOW DATABASES", any("SHOW DATABASES")),
+        c(
+            "SHOW SESSION STATUS LIKE 'Threads%'",
+            any("SHOW SESSION STATUS LIKE 'Threads%'"),
+        ),
+        c(
+            "SHOW ENGINE INNODB STATUS",
+            any("SHOW ENGINE INNODB STATUS"),
+        ),
+        c("SHOW FULL PROCESSLIST", any("SHOW FULL PROCESSLIST")),
+        c(
+            "SHOW GRANTS FOR CURRENT_USER()",
+            reject("SystemSchema", "grants and password are not shown"),
+        ),
+        c("SHOW TABLES", any("SHOW TABLES")),
+        u(
+            "db03429",
+            "SHOW TABLES",
+            shard("db03429", "SHOW TABLES FROM db03429"),
+        ),
+        u(
+            "db03429",
+            "SHOW FULL TABLES LIKE 'p%'",
+            shard("db03429", "SHOW FULL TABLES FROM db03429 LIKE 'p%'"),
+        ),
+        c(
+            "SHOW TABLES FROM db00012",
+            shard("db00012", "SHOW TABLES FROM db00012"),
+        ),
+        c("SHOW TABLES FROM nope", reject("UnknownDatabase", "nope")),
+        u(
+            "db03429",
+            "SHOW COLUMNS FROM pins",
+            shard("db03429", "SHOW COLUMNS FROM db03429.pins"),
+        ),
+        c(
+            "SHOW COLUMNS FROM pins",
+            reject("NoShardKey", "USE dbNNNNN"),
+        ),
+        c(
+            "SHOW COLUMNS FROM pins FROM db00001",
+            shard("db00001", "SHOW COLUMNS FROM pins FROM db00001"),
+        ),
+        c(
+            "SHOW COLUMNS FROM mystery",
+            reject("UnknownTable", "mystery"),
+        ),
+        u(
+            "db03429",
+            "SHOW CREATE TABLE `pins`",
+            shard("db03429", "SHOW CREATE TABLE db03429.`pins`"),
+        ),
+        u(
+            "db03429",
+            "SHOW INDEX FROM pins",
+            shard("db03429", "SHOW INDEX FROM db03429.pins"),
+        ),
+        c(
+            "SHOW INDEX FROM pins FROM db00002",
+            shard("db00002", "SHOW INDEX FROM pins FROM db00002"),
+        ),
+        u(
+            "db03429",
+            "DESCRIBE pins",
+            shard("db03429", "DESCRIBE db03429.pins"),
+        ),
+        u(
+            "db03429",
+            "SHOW TABLE STATUS",
+            shard("db03429", "SHOW TABLE STATUS FROM db03429"),
+        ),
+        u("msdb00001", "DESC pins", reject("CrossShard", "fleet main")),
+        u(
+            "db03429",
+            format!("EXPLAIN SELECT data FROM pins WHERE id = {PIN}"),
+            shard(
+                "db03429",
+                "EXPLAIN SELECT data FROM db03429.pins WHERE local_id = 7075733",
+            ),
+        ),
+    ]);
+}
+
+#[test]
+fn show_forms_sqlparser_does_not_know() {
+    run(vec![
+        c(
+            "SHOW CREATE DATABASE db00001",
+            shard("db00001", "SHOW CREATE DATABASE db00001"),
+        ),
+        c(
+            "SHOW TRIGGERS FROM db00001",
+            shard("db00001", "SHOW TRIGGERS FROM db00001"),
+        ),
+        c(
+            "SHOW INDEX FROM db00002.pins",
+            shard("db00002", "SHOW INDEX FROM db00002.pins"),
+        ),
+        c(
+            "SHOW TABLE STATUS FROM db00003 LIKE 'p%'",
+            shard("db00003", "SHOW TABLE STATUS FROM db00003 LIKE 'p%'"),
+        ),
+        c("SHOW SLAVE STATUS", any("SHOW SLAVE STATUS")),
+        c("SHOW PLUGINS", any("SHOW PLUGINS")),
+    ]);
+}
+
+#[test]
+fn diagnostics() {
+    let diag = |sql: &str| c(sql, Expect::Diagnostics(sql.to_owned()));
+    run(vec![
+        diag("SHOW WARNINGS"),
+        diag("show warnings limit 10"),
+        diag("SHOW WARNINGS LIMIT 5, 10"),
+        diag("SHOW ERRORS"),
+        diag("SHOW ERRORS LIMIT 1;"),
+        diag("SHOW COUNT(*) WARNINGS"),
+        diag("SHOW COUNT( * ) ERRORS"),
+        diag("/* c */ SHOW WARNINGS"),
+        diag("SELECT @@warning_count"),
+        diag("SELECT @@error_count"),
+        diag("select @@SESSION.warning_count"),
+        diag("SELECT @@session.error_count AS errors"),
+        diag("SELECT @@local.warning_count"),
+        diag("SELECT @@warning_count, @@error_count"),
+        diag("SELECT @@warning_count, @@version_comment, 1 LIMIT 1"),
+        // Not diagnostics.
+        c("SELECT @@version", any("SELECT @@version")),
+        c(
+            "SELECT @@global.warning_count",
+            any("SELECT @@global.warning_count"),
+        ),
+        c(
+            "SELECT @@warning_count + 1",
+            any("SELECT @@warning_count + 1"),
+        ),
+        c("SELECT warning_count FROM t", reject("UnknownTable", "t")),
+        c(
+            "SHOW VARIABLES LIKE 'warning%'",
+            any("SHOW VARIABLES LIKE 'warning%'"),
+        ),
+        c("SHOW COUNT(*) THINGS", any("SHOW COUNT(*) THINGS")),
+        c(
+            "SHOW WARNINGS; SELECT 1",
+            reject("Unsupported", "one at a time"),
+        ),
+        u(
+            "db03429",
+            "SHOW WARNINGS",
+            Expect::Diagnostics("SHOW WARNINGS".into()),
+        ),
+    ]);
+    // route_prepare agrees.
+    let t = topo();
+    assert_eq!(
+        route_prepare("SHOW WARNINGS", &t, &RouteContext::default()),
+        Plan::Diagnostics {
+            sql: "SHOW WARNINGS".into(),
+            asked: Diagnostics::List(DiagnosticsArea::Warnings),
+        }
+    );
+}
+
+#[test]
+fn savepoints() {
+    let savepoint = |sql: &str| {
+        c(
+            sql,
+            Expect::Session(SessionAction::Savepoint { sql: sql.into() }),
+        )
+    };
+    run(vec![
+        savepoint("SAVEPOINT a"),
+        savepoint("savepoint `my point`"),
+        savepoint("ROLLBACK TO a"),
+        savepoint("ROLLBACK TO SAVEPOINT a"),
+        savepoint("ROLLBACK WORK TO a"),
+        savepoint("rollback work to savepoint a;"),
+        savepoint("RELEASE SAVEPOINT a"),
+        c("ROLLBACK", Expect::Session(SessionAction::Rollback)),
+        c("ROLLBACK WORK", Expect::Session(SessionAction::Rollback)),
+        c("ROLLBACK AND CHAIN", reject("Unsupported", "AND CHAIN")),
+        c("SAVEPOINT", reject("Syntax", "")),
+    ]);
+}
+
+#[test]
+fn set_statement_routes_the_wrapped_statement() {
+    let plan = route_lex(
+        "SET STATEMENT max_statement_time=1 FOR SELECT 1",
+        LexMode::default(),
+    );
+    assert_eq!(
+        plan,
+        Plan::AnyHost {
+            sql: "SET STATEMENT max_statement_time=1 FOR SELECT 1".into()
+        }
+    );
+    let sql = format!(
+        "SET STATEMENT max_statement_time=1, join_cache_level=(1) FOR SELECT data FROM pins WHERE id = {PIN}"
+    );
+    match route_lex(&sql, LexMode::default()) {
+        Plan::Shard(q) => assert_eq!(
+            q.sql,
+            "SET STATEMENT max_statement_time=1, join_cache_level=(1) FOR SELECT data FROM db03429.pins WHERE local_id = 7075733"
+        ),
+        other => panic!("{other:?}"),
+    }
+    for (sql, kind) in [
+        (
+            "SET STATEMENT max_statement_time=1 FOR CREATE USER x IDENTIFIED BY 'y'",
+            "*",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR CREATE USER x",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR KILL 1",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR SET GLOBAL max_connections=1",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR USE db00001",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR BEGIN",
+            "Unsupported",
+        ),
+        (
+            "SET STATEMENT max_statement_time=1 FOR SELECT data FROM pins",
+            "NoShardKey",
+        ),
+        (
+            "SET STATEMENT sql_mode='NO_BACKSLASH_ESCAPES' FOR SELECT 1",
+            "Unreadable",
+        ),
+        (
+            "SET STATEMENT character_set_client=gbk FOR SELECT 1",
+            "Unreadable",
+        ),
+        (
+            "SET STATEMENT collation_connection=gbk_bin FOR SELECT 1",
+            "Unreadable",
+        ),
+        (
+            "SET STATEMENT GLOBAL max_connections=1 FOR SELECT 1",
+            "Unsupported",
+        ),
+        ("SET STATEMENT max_statement_time=1", "Syntax"),
+        ("SET STATEMENT FOR SELECT 1", "Syntax"),
+    ] {
+        let plan = route_lex(sql, LexMode::default());
+        assert!(
+            matches!(&plan, Plan::Reject(e) if kind == "*" || variant(e) == kind),
+            "{sql}: {plan:?}"
+        );
+    }
+}
