@@ -5,7 +5,7 @@ left alone). Run from anywhere: python3 fuzz/seeds.py
 
 Sources:
 - route: the statements of the router's tests (src/router/tests.rs, with
-  the tests' IDs substituted) and the attacks of issue 9, under several
+  the tests' IDs substituted) and the smuggling attacks of the lexing tests, under several
   session contexts (USE shard, sql_mode flags, character sets);
 - admin_parse: the admin parser's test commands;
 - handshake, frame: client streams the `mariadb` CLI sent to a MariaDB

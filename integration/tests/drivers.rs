@@ -1,4 +1,4 @@
-//! Conformance with real client drivers (issue 3, item 6): each test runs
+//! Conformance with real client drivers: each test runs
 //! one driver's script from `integration/drivers/` against the in-process
 //! proxy and asserts it passed. The scripts connect with utf8mb4, insert by
 //! hint and read back by the 64-bit ID, run FOR UPDATE read-modify-write

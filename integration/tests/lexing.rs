@@ -1,4 +1,4 @@
-//! Issue 9, "one reading of the text, the server's": attacks that hide SQL
+//! "One reading of the text, the server's": attacks that hide SQL
 //! from the router (executable comments, NO_BACKSLASH_ESCAPES, a gbk
 //! connection, `SET STATEMENT ... FOR`) sent through the real proxy as the
 //! app account, each checked on the backends with the operations account:
@@ -192,7 +192,7 @@ async fn set_statement_runs_the_wrapped_statement_only() {
     assert_eq!(one, Some(1));
 }
 
-/// Depends on the proxy tracking the session's sql_mode (issue 9, item 1).
+/// Depends on the proxy tracking the session's sql_mode.
 #[tokio::test]
 async fn no_backslash_escapes_is_read_as_the_server_reads_it() {
     let before = globals().await;

@@ -1,4 +1,4 @@
-//! Issue 9 limits, through the real proxy to the real fleet: no statement
+//! The session limits (`limits:` in the config), through the real proxy to the real fleet: no statement
 //! overflows the stack, the servers' own schemas are out of reach, large
 //! statements are analysed off the runtime workers, multi-shard merges are
 //! bounded, and no session takes a host's whole pool or holds a

@@ -1,5 +1,5 @@
-//! A backend `local_id` above 36 bits is never OR-ed into a composed ID
-//! (issue 9 item 10): every read that would return (or compare) the ID of
+//! A backend `local_id` above 36 bits is never OR-ed into a composed ID:
+//! every read that would return (or compare) the ID of
 //! such a row, and an INSERT whose AUTO_INCREMENT went past 2^36, gets a
 //! 1105 naming the table, the shard and the value, instead of the ID of
 //! another row.

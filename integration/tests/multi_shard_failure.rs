@@ -1,5 +1,5 @@
 //! A stopped host makes a multi-shard read fail fast, with an error naming
-//! the host, and the same read works again once the host is back (issue 4).
+//! the host, and the same read works again once the host is back.
 //! Its own test binary: it stops master B (3308), which must not disturb
 //! the parallel tests of `multi_shard`.
 

@@ -1,4 +1,4 @@
-//! Issue 9, items 4 and 9: bound values can never change a statement's
+//! Bound values can never change a statement's
 //! structure, whatever the connection's character set and `sql_mode`; the
 //! session's lexical state is the server's; long data, prepared statements
 //! and recorded SETs are bounded per session. Through the real proxy, to the

@@ -1,4 +1,4 @@
-//! Least privilege on the backends (SPEC section 8): the data path's account
+//! Least privilege on the backends: the data path's account
 //! (`shard`, config `backend`) can do DML on the shard databases and nothing
 //! else, so even a statement the router misread cannot reach the servers'
 //! own schemas, globals or accounts; the operations account (`shardops`,
@@ -77,7 +77,7 @@ async fn the_backend_account_holds_dml_on_the_shard_databases_only() {
     }
 }
 
-/// The attacks of issue 9 item 6, sent straight to the server as the data
+/// The privilege attacks (DDL, grants, system schemas), sent straight to the server as the data
 /// path's account: each is denied by the server itself, and nothing changed.
 #[tokio::test]
 async fn the_server_denies_the_backend_account_everything_outside_the_shards() {

@@ -5,7 +5,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use mysql_common::constants::{CapabilityFlags, Command, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, HandshakePacket, HandshakeResponse};
 use mysql_common::proto::{MyDeserialize, MySerialize};
@@ -32,15 +32,6 @@ pub const FRAMING_CAPABILITIES: CapabilityFlags = CapabilityFlags::CLIENT_DEPREC
     .union(CapabilityFlags::CLIENT_FOUND_ROWS)
     .union(CapabilityFlags::CLIENT_MULTI_RESULTS)
     .union(CapabilityFlags::CLIENT_SESSION_TRACK);
-
-/// COM_INIT_DB command byte.
-pub const COM_INIT_DB: u8 = 0x02;
-/// COM_QUERY command byte.
-pub const COM_QUERY: u8 = 0x03;
-/// COM_FIELD_LIST command byte.
-pub const COM_FIELD_LIST: u8 = 0x04;
-/// COM_RESET_CONNECTION command byte.
-pub const COM_RESET_CONNECTION: u8 = 0x1F;
 
 /// What a backend connection must share with the client it serves: the
 /// framing capabilities and the handshake collation.
@@ -244,9 +235,9 @@ impl BackendConn {
     }
 
     /// Sends a command packet (sequence id 0) and flushes it.
-    pub async fn send_command(&mut self, command: u8, body: &[u8]) -> io::Result<()> {
+    pub async fn send_command(&mut self, command: Command, body: &[u8]) -> io::Result<()> {
         let mut payload = Vec::with_capacity(1 + body.len());
-        payload.push(command);
+        payload.push(command as u8);
         payload.extend_from_slice(body);
         self.writer.write_packet(0, &payload).await?;
         self.writer.flush().await
@@ -254,7 +245,7 @@ impl BackendConn {
 
     /// Runs a statement whose answer is a single OK or ERR (SET, BEGIN,
     /// COMMIT, COM_RESET_CONNECTION ...); returns the payload of that answer.
-    pub async fn simple_command(&mut self, command: u8, body: &[u8]) -> io::Result<Vec<u8>> {
+    pub async fn simple_command(&mut self, command: Command, body: &[u8]) -> io::Result<Vec<u8>> {
         self.send_command(command, body).await?;
         let (_, payload) = self.reader.next_packet().await?;
         Ok(payload)

@@ -13,13 +13,13 @@ use super::failure::{backend_error, lost_connection, Failure};
 use super::relay::RelayOutcome;
 use super::session_state::{SessionSettings, SessionState};
 use super::Engine;
-use crate::backend::conn::{COM_QUERY, COM_RESET_CONNECTION};
 use crate::backend::pool::PoolError;
 use crate::backend::{BackendConn, ConnKey, HostPool, PoolShare, PooledConn};
 use crate::error::ClientError;
 use crate::protocol::packets::ERR_HEADER;
 use crate::router::Target;
 use crate::topology::Topology;
+use mysql_common::constants::Command;
 
 /// Most stale idle connections [`checkout_open`] replaces in a row.
 const STALE_REPLACED: usize = 3;
@@ -76,7 +76,7 @@ pub(crate) async fn apply_settings(
         statement_timeout_ms % 1000
     );
     let backend = conn.conn();
-    setup_command(backend, COM_QUERY, sql.as_bytes(), &lost).await?;
+    setup_command(backend, Command::COM_QUERY, sql.as_bytes(), &lost).await?;
     backend.statement_timeout_ms = statement_timeout_ms;
     Ok(())
 }
@@ -104,11 +104,11 @@ async fn replay_settings(conn: &mut PooledConn, settings: &SessionSettings) -> R
     let lost = lost_connection(&host);
     let backend = conn.conn();
     if backend.settings_fingerprint != 0 {
-        setup_command(backend, COM_RESET_CONNECTION, &[], &lost).await?;
+        setup_command(backend, Command::COM_RESET_CONNECTION, &[], &lost).await?;
         backend.statement_timeout_ms = 0;
     }
     for sql in settings.statements() {
-        setup_command(backend, COM_QUERY, sql.as_bytes(), &lost).await?;
+        setup_command(backend, Command::COM_QUERY, sql.as_bytes(), &lost).await?;
     }
     backend.settings_fingerprint = settings.fingerprint();
     Ok(())

@@ -9,12 +9,12 @@ use super::failure::{answer_failure, backend_error, lost_connection, Failure};
 use super::pause::Blocked;
 use super::session_state::SessionState;
 use super::Engine;
-use crate::backend::conn::{COM_FIELD_LIST, COM_INIT_DB};
 use crate::error::ClientError;
 use crate::protocol::packets::{ends_result_set, ERR_HEADER};
 use crate::protocol::FrameWriter;
 use crate::router::{RouteError, Target};
 use crate::topology::{FleetId, Topology};
+use mysql_common::constants::Command;
 
 impl Engine {
     /// Answers COM_FIELD_LIST (`body`: table name, NUL, wildcard) from the
@@ -81,7 +81,7 @@ impl Engine {
         let database = fleet_info.database_name(shard);
         let answer = conn
             .conn()
-            .simple_command(COM_INIT_DB, database.as_bytes())
+            .simple_command(Command::COM_INIT_DB, database.as_bytes())
             .await
             .map_err(&lost)?;
         if answer.first() == Some(&ERR_HEADER) {
@@ -89,7 +89,7 @@ impl Engine {
         }
         let backend = conn.conn();
         backend
-            .send_command(COM_FIELD_LIST, body)
+            .send_command(Command::COM_FIELD_LIST, body)
             .await
             .map_err(&lost)?;
         let mut seq = state.response_seq;

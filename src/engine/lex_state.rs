@@ -1,10 +1,10 @@
 //! Reads back from a server how it will read the session's statements
 //! (`sql_mode`, `character_set_client`), after a `SET` that may change it.
 
-use crate::backend::conn::COM_QUERY;
 use crate::backend::BackendConn;
 use crate::protocol::frame::read_lenenc_int;
 use crate::protocol::packets::{ends_result_set, ERR_HEADER};
+use mysql_common::constants::Command;
 
 /// The statement that reads the session's lexical state.
 const LEX_STATE_QUERY: &[u8] = b"SELECT @@session.sql_mode, @@session.character_set_client";
@@ -21,7 +21,7 @@ pub struct ServerLexState {
 /// Asks `conn` for the session's `sql_mode` and `character_set_client`
 /// (one round trip). `Err` says why the answer could not be had.
 pub async fn read_lex_state(conn: &mut BackendConn) -> Result<ServerLexState, String> {
-    conn.send_command(COM_QUERY, LEX_STATE_QUERY)
+    conn.send_command(Command::COM_QUERY, LEX_STATE_QUERY)
         .await
         .map_err(|e| e.to_string())?;
     let deprecate_eof = conn

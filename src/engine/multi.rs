@@ -27,7 +27,6 @@ use super::failure::{backend_error, Failure};
 use super::merge::{decode_text_row, merge_rows, Value};
 use super::session_state::SessionSettings;
 use super::{Engine, SessionState};
-use crate::backend::conn::COM_QUERY;
 use crate::backend::{ConnKey, HostPool, PoolShare};
 use crate::error::ClientError;
 use crate::protocol::binary::{parse_column_definition, ColumnInfo};
@@ -36,6 +35,7 @@ use crate::protocol::packets::{ends_result_set, ERR_HEADER, LOCAL_INFILE_HEADER,
 use crate::protocol::FrameWriter;
 use crate::router::MultiShardQuery;
 use crate::topology::Topology;
+use mysql_common::constants::Command;
 
 /// Most backend statements in flight for one client statement.
 pub const FANOUT_CONCURRENCY: usize = 32;
@@ -275,7 +275,7 @@ async fn read_part(
     sql: &[u8],
     budget: &MergeBudget,
 ) -> std::io::Result<Result<PartResult, ClientError>> {
-    conn.send_command(COM_QUERY, sql).await?;
+    conn.send_command(Command::COM_QUERY, sql).await?;
     let deprecate_eof = conn
         .key
         .framing

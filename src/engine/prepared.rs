@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::io;
 use std::ops::Range;
 
-use mysql_common::constants::ColumnType;
+use mysql_common::constants::{ColumnType, Command};
 use tokio::io::AsyncWrite;
 
 use super::failure::{answer_failure, backend_error, lost_connection, write_error, Failure};
@@ -29,11 +29,6 @@ use crate::protocol::FrameWriter;
 use crate::router::{placeholders, route_prepare, Placement, Plan};
 use crate::topology::config::LimitsConfig;
 use crate::topology::Topology;
-
-/// COM_STMT_PREPARE command byte.
-const COM_STMT_PREPARE: u8 = 0x16;
-/// COM_STMT_CLOSE command byte.
-const COM_STMT_CLOSE: u8 = 0x19;
 
 /// Most parameter markers a statement may have (MariaDB's own limit: the
 /// count is 16 bits in the PREPARE answer).
@@ -272,7 +267,7 @@ impl Engine {
             Ok(backend_id) => {
                 let closed = conn
                     .conn()
-                    .send_command(COM_STMT_CLOSE, &backend_id.to_le_bytes())
+                    .send_command(Command::COM_STMT_CLOSE, &backend_id.to_le_bytes())
                     .await;
                 match closed {
                     Ok(()) => conn.release(),
@@ -425,7 +420,7 @@ async fn relay_prepare<W: AsyncWrite + Unpin>(
     let lost = lost_connection(&host);
     let backend = conn.conn();
     backend
-        .send_command(COM_STMT_PREPARE, text)
+        .send_command(Command::COM_STMT_PREPARE, text)
         .await
         .map_err(&lost)?;
     let (_, first) = backend.reader.next_packet().await.map_err(&lost)?;

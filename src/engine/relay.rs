@@ -4,7 +4,7 @@
 
 use std::io;
 
-use mysql_common::constants::StatusFlags;
+use mysql_common::constants::{Command, StatusFlags};
 use tokio::io::AsyncWrite;
 
 use crate::backend::BackendConn;
@@ -192,7 +192,7 @@ async fn smallest_overflowing_local_id(
     let sql =
         format!("SELECT MIN(local_id) FROM `{database}`.`{table}` WHERE local_id > {MAX_LOCAL}");
     backend
-        .send_command(crate::backend::conn::COM_QUERY, sql.as_bytes())
+        .send_command(Command::COM_QUERY, sql.as_bytes())
         .await?;
     let deprecate_eof = backend
         .key

@@ -12,12 +12,12 @@ use super::relay::{RelayFailure, RelayOptions};
 use super::session_state::{BoundTransaction, SessionState};
 use super::venue::{send_and_relay, Venue};
 use super::Engine;
-use crate::backend::conn::COM_QUERY;
 use crate::error::ClientError;
 use crate::protocol::packets::ERR_HEADER;
 use crate::protocol::FrameWriter;
 use crate::router::{RouteError, ShardQuery, SqlText, StatementKind, Target};
 use crate::topology::Topology;
+use mysql_common::constants::Command;
 
 impl Engine {
     /// BEGIN / START TRANSACTION: answered by the proxy; the statement is
@@ -105,7 +105,11 @@ impl Engine {
             .chain(state.pending_savepoints.drain(..))
             .collect::<Vec<_>>();
         for sql in &opening {
-            match conn.conn().simple_command(COM_QUERY, sql.as_bytes()).await {
+            match conn
+                .conn()
+                .simple_command(Command::COM_QUERY, sql.as_bytes())
+                .await
+            {
                 Ok(answer) if answer.first() == Some(&ERR_HEADER) => {
                     drop(conn);
                     return Err(Failure::Client(backend_error(&answer)));
@@ -160,7 +164,7 @@ impl Engine {
         match bound
             .conn
             .conn()
-            .simple_command(COM_QUERY, b"ROLLBACK")
+            .simple_command(Command::COM_QUERY, b"ROLLBACK")
             .await
         {
             Ok(answer) if answer.first() != Some(&ERR_HEADER) => bound.conn.release(),
@@ -218,7 +222,10 @@ impl Engine {
             .map(|outcome| !outcome.failed)
         } else {
             let backend = bound.conn.conn();
-            match backend.send_command(COM_QUERY, sql.as_bytes()).await {
+            match backend
+                .send_command(Command::COM_QUERY, sql.as_bytes())
+                .await
+            {
                 Err(error) => Err(RelayFailure::NotSent(error)),
                 Ok(()) => match backend.reader.next_packet().await {
                     Ok((_, payload)) if payload.first() == Some(&ERR_HEADER) => {

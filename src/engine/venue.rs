@@ -13,12 +13,12 @@ use super::failure::{close_after_failure, no_masters, relay_failure_to_client, F
 use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions, RelayOutcome};
 use super::session_state::SessionState;
 use super::Engine;
-use crate::backend::conn::COM_QUERY;
 use crate::backend::{HostPool, PooledConn};
 use crate::error::ClientError;
 use crate::protocol::FrameWriter;
 use crate::router::Target;
 use crate::topology::Topology;
+use mysql_common::constants::Command;
 
 /// Where a statement runs.
 pub(super) enum Venue {
@@ -243,7 +243,7 @@ pub(super) async fn send_and_relay<W: AsyncWrite + Unpin>(
 ) -> Result<RelayOutcome, RelayFailure> {
     let started = Instant::now();
     let conn = pooled.conn();
-    let result = match conn.send_command(COM_QUERY, sql).await {
+    let result = match conn.send_command(Command::COM_QUERY, sql).await {
         Err(error) => Err(RelayFailure::NotSent(error)),
         Ok(()) => relay_response(conn, client, options).await,
     };

@@ -1,4 +1,4 @@
-//! Operating the fleet (SPEC section 6): `shardgate fleet init` creates every
+//! Operating the fleet: `shardgate fleet init` creates every
 //! shard database and its tables on the master that owns it, and
 //! [`verify_with_schema`] (`VERIFY FLEET`, `shardgate fleet verify`) checks
 //! that every shard database is where the config says, with the schema's

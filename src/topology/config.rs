@@ -1,4 +1,4 @@
-//! The YAML config model (SPEC section 4).
+//! The YAML config model: the serde types of the config file.
 //!
 //! This is the file as written; [`crate::topology::Topology`] is the
 //! validated routing table built from it. Maps are `BTreeMap`s so iteration

@@ -5,7 +5,7 @@
 
 use super::*;
 
-/// SPEC section 4's example config, as written there.
+/// The reference example config: every section with its documented shape.
 pub(crate) const SPEC_YAML: &str = r#"listen: 127.0.0.1:6033
 admin:
   listen: 127.0.0.1:6032
