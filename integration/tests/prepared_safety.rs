@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row, Value};
-use mysql_common::constants::CapabilityFlags;
+use mysql_common::constants::{CapabilityFlags, Command};
 use shardgate::backend::{BackendConn, ConnKey};
 use shardgate::protocol::packets::parse_err;
 
@@ -291,7 +291,10 @@ async fn handshake_collation_sets_the_charset() {
     }
     // COM_RESET_CONNECTION goes back to the handshake's charset.
     raw_query_one(&mut raw, "SET NAMES latin1").await;
-    let answer = raw.simple_command(0x1F, &[]).await.unwrap();
+    let answer = raw
+        .simple_command(Command::COM_RESET_CONNECTION, &[])
+        .await
+        .unwrap();
     assert_eq!(answer.first(), Some(&0x00));
     let id = raw_prepare(&mut raw, "SELECT CHARSET(?)").await.unwrap();
     let rows = raw_execute(&mut raw, id, &[(0xFD, Some(b"x".to_vec()))])
@@ -432,7 +435,9 @@ async fn long_data_past_max_allowed_packet_is_dropped_and_refused() {
         payload.extend_from_slice(&id.to_le_bytes());
         payload.extend_from_slice(&0u16.to_le_bytes());
         payload.extend_from_slice(&chunk);
-        raw.send_command(0x18, &payload).await.unwrap();
+        raw.send_command(Command::COM_STMT_SEND_LONG_DATA, &payload)
+            .await
+            .unwrap();
     }
     // The proxy has read all of it once it answers the next command.
     let error = raw_execute(&mut raw, id, &[(0xFC, None)])
@@ -450,7 +455,9 @@ async fn long_data_past_max_allowed_packet_is_dropped_and_refused() {
     payload.extend_from_slice(&id.to_le_bytes());
     payload.extend_from_slice(&0u16.to_le_bytes());
     payload.extend_from_slice(&chunk);
-    raw.send_command(0x18, &payload).await.unwrap();
+    raw.send_command(Command::COM_STMT_SEND_LONG_DATA, &payload)
+        .await
+        .unwrap();
     let rows = raw_execute(&mut raw, id, &[(0xFC, None)]).await.unwrap();
     assert_eq!(rows, vec![vec![Some(b"1048576".to_vec())]]);
     // Other sessions were never affected.
@@ -480,7 +487,9 @@ async fn prepared_text_and_count_are_bounded() {
     let (code, message) = raw_prepare(&mut raw, "SELECT 6").await.unwrap_err();
     assert_eq!(code, 1461, "{message}");
     assert!(message.contains("max_prepared_stmt_count"), "{message}");
-    raw.send_command(0x19, &ids[0].to_le_bytes()).await.unwrap();
+    raw.send_command(Command::COM_STMT_CLOSE, &ids[0].to_le_bytes())
+        .await
+        .unwrap();
     raw_prepare(&mut raw, "SELECT 6").await.unwrap();
     // Several statements within the per-statement size, past the total.
     let mut raw = raw_client(proxy.listening.client, 45).await;
@@ -558,7 +567,9 @@ async fn skip_definitions(conn: &mut BackendConn, count: usize) {
 
 /// COM_STMT_PREPARE; the statement id.
 async fn raw_prepare(conn: &mut BackendConn, sql: &str) -> Result<u32, (u16, String)> {
-    conn.send_command(0x16, sql.as_bytes()).await.unwrap();
+    conn.send_command(Command::COM_STMT_PREPARE, sql.as_bytes())
+        .await
+        .unwrap();
     let first = next(conn).await;
     if first[0] == 0xFF {
         return Err(error_of(&first));
@@ -610,7 +621,9 @@ async fn raw_execute(
             shardgate::protocol::frame::write_lenenc_bytes(&mut payload, value);
         }
     }
-    conn.send_command(0x17, &payload).await.unwrap();
+    conn.send_command(Command::COM_STMT_EXECUTE, &payload)
+        .await
+        .unwrap();
     let first = next(conn).await;
     match first[0] {
         0xFF => return Err(error_of(&first)),
@@ -646,7 +659,9 @@ async fn raw_execute(
 
 /// COM_QUERY; the first column of the first row (empty for an OK).
 async fn raw_query_one(conn: &mut BackendConn, sql: &str) -> Vec<u8> {
-    conn.send_command(0x03, sql.as_bytes()).await.unwrap();
+    conn.send_command(Command::COM_QUERY, sql.as_bytes())
+        .await
+        .unwrap();
     let first = next(conn).await;
     match first[0] {
         0xFF => panic!("{sql}: {:?}", error_of(&first)),

@@ -86,7 +86,7 @@ pub(crate) async fn apply_settings(
 /// statement's failure.
 async fn setup_command(
     backend: &mut BackendConn,
-    command: u8,
+    command: Command,
     body: &[u8],
     lost: &impl Fn(io::Error) -> Failure,
 ) -> Result<(), Failure> {
