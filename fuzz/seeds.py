@@ -4,7 +4,7 @@
 left alone). Run from anywhere: python3 fuzz/seeds.py
 
 Sources:
-- route: the statements of the router's tests (src/router/tests.rs, with
+- route: the statements of the router's tests (src/router/tests/*.rs, with
   the tests' IDs substituted) and the smuggling attacks of the lexing tests, under several
   session contexts (USE shard, sql_mode flags, character sets);
 - admin_parse: the admin parser's test commands;
@@ -129,7 +129,7 @@ def route_seeds():
     clear_seeds("route")
     statements = []
     seen = set()
-    for source in [ROOT / "src/router/tests.rs"]:
+    for source in sorted((ROOT / "src/router/tests").glob("*.rs")):
         for literal in rust_strings(source.read_text()):
             if not KEYWORDS.match(literal):
                 continue

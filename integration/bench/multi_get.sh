@@ -9,7 +9,7 @@
 # `shardgate fleet init`). What it does:
 #   1. builds the release proxy and the release `multi_shard` test binary
 #      (the client is the ignored test `bench_multi_get_proxy_vs_direct` in
-#      integration/tests/multi_shard.rs: mysql_async on a 2-thread tokio runtime);
+#      integration/tests/multi_shard/bench.rs: mysql_async on a 2-thread tokio runtime);
 #   2. starts a private copy of the release proxy on free ports with a copy of
 #      config/shardgate.yaml whose listen addresses are rewritten (config/ is
 #      left alone), and stops it on exit;
