@@ -2,7 +2,9 @@
 //! statements and assigning each to the fleet that owns the table.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
+use crate::router::{self, LexMode, Outline};
 use crate::topology::{FleetId, Topology};
 
 use super::FleetError;
@@ -40,124 +42,66 @@ pub struct Statement {
     pub line: usize,
 }
 
-/// Splits SQL text into statements at `;`, honouring quotes (`'`, `"`,
-/// `` ` ``) and comments (`-- `, `#`, `/* */`). Plain comments are dropped.
+/// Splits SQL text into statements at `;` with the router's lexer, read as
+/// MariaDB reads it with default modes (backslash escapes, no ANSI_QUOTES,
+/// utf8mb4): quotes, `-- `, `#` and `/* */` comments, executable comments.
+/// Plain comments are dropped; `/*! ... */` and `/*+ ... */` are kept. A
+/// text the lexer refuses (an unterminated quote or comment, ...) is an
+/// error naming the line where the refused token starts.
 pub fn split_statements(sql: &str) -> Result<Vec<Statement>, FleetError> {
-    let chars: Vec<char> = sql.chars().collect();
+    let outline = router::outline(sql, &LexMode::default()).map_err(|e| FleetError::Schema {
+        line: line_at(sql, e.at),
+        message: e.error.to_string(),
+    })?;
+    let plain: Vec<Range<usize>> = outline
+        .comments
+        .into_iter()
+        .filter(|c| c.plain)
+        .map(|c| c.range)
+        .collect();
     let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut line = 1usize;
-    let mut start_line = 0usize; // line of the first non-blank char of `cur`
-    let mut i = 0usize;
-    let n = chars.len();
-
-    let push = |cur: &mut String, start_line: &mut usize, out: &mut Vec<Statement>| {
-        let text = cur.trim();
-        if !text.is_empty() {
+    for range in outline.statements {
+        let mut text = String::new();
+        let mut first_kept = None;
+        let mut at = range.start;
+        for comment in plain
+            .iter()
+            .filter(|c| c.start >= range.start && c.end <= range.end)
+        {
+            let before = sql.get(at..comment.start).unwrap_or_default();
+            if first_kept.is_none() && !before.trim().is_empty() {
+                first_kept = Some(at + (before.len() - before.trim_start().len()));
+            }
+            text.push_str(before);
+            if sql
+                .get(comment.clone())
+                .is_some_and(|c| c.starts_with("/*"))
+            {
+                text.push(' ');
+            }
+            at = comment.end;
+        }
+        let rest = sql.get(at..range.end).unwrap_or_default();
+        if first_kept.is_none() && !rest.trim().is_empty() {
+            first_kept = Some(at + (rest.len() - rest.trim_start().len()));
+        }
+        text.push_str(rest);
+        if let Some(start) = first_kept {
             out.push(Statement {
-                text: text.to_string(),
-                line: *start_line,
+                text: text.trim().to_string(),
+                line: line_at(sql, start),
             });
         }
-        cur.clear();
-        *start_line = 0;
-    };
-
-    while i < n {
-        let c = chars[i];
-        let next = chars.get(i + 1).copied();
-        // Line comments: `-- ` (dash dash whitespace or end) and `#`.
-        let dash_comment =
-            c == '-' && next == Some('-') && chars.get(i + 2).is_none_or(|c| c.is_whitespace());
-        if dash_comment || c == '#' {
-            while i < n && chars[i] != '\n' {
-                i += 1;
-            }
-            continue;
-        }
-        if c == '/' && next == Some('*') {
-            let keep = matches!(chars.get(i + 2), Some('!') | Some('+'));
-            let open_line = line;
-            let mut j = i + 2;
-            loop {
-                if j + 1 >= n {
-                    return Err(FleetError::Schema {
-                        line: open_line,
-                        message: "unterminated /* comment".into(),
-                    });
-                }
-                if chars[j] == '*' && chars[j + 1] == '/' {
-                    break;
-                }
-                j += 1;
-            }
-            let body: String = chars[i..j + 2].iter().collect();
-            line += body.matches('\n').count();
-            if keep {
-                if start_line == 0 {
-                    start_line = open_line;
-                }
-                cur.push_str(&body);
-            } else {
-                cur.push(' ');
-            }
-            i = j + 2;
-            continue;
-        }
-        if c == '\'' || c == '"' || c == '`' {
-            let open_line = line;
-            if start_line == 0 {
-                start_line = line;
-            }
-            cur.push(c);
-            i += 1;
-            loop {
-                if i >= n {
-                    return Err(FleetError::Schema {
-                        line: open_line,
-                        message: format!("unterminated {c}quoted{c} text"),
-                    });
-                }
-                let d = chars[i];
-                cur.push(d);
-                if d == '\n' {
-                    line += 1;
-                }
-                i += 1;
-                if d == '\\' && c != '`' && i < n {
-                    cur.push(chars[i]);
-                    if chars[i] == '\n' {
-                        line += 1;
-                    }
-                    i += 1;
-                } else if d == c {
-                    // A doubled quote is an escaped quote.
-                    if i < n && chars[i] == c {
-                        cur.push(c);
-                        i += 1;
-                    } else {
-                        break;
-                    }
-                }
-            }
-            continue;
-        }
-        if c == ';' {
-            push(&mut cur, &mut start_line, &mut out);
-            i += 1;
-            continue;
-        }
-        if c == '\n' {
-            line += 1;
-        }
-        if start_line == 0 && !c.is_whitespace() {
-            start_line = line;
-        }
-        cur.push(c);
-        i += 1;
     }
-    push(&mut cur, &mut start_line, &mut out);
     Ok(out)
+}
+
+/// The 1-based line of byte offset `at` of `sql`.
+fn line_at(sql: &str, at: usize) -> usize {
+    1 + sql.as_bytes()[..at.min(sql.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
 }
 
 /// Reads the table name of a `CREATE TABLE` statement and returns it with the
@@ -262,7 +206,10 @@ pub fn table_columns(ddl: &TableDdl) -> Result<Vec<String>, FleetError> {
         line: ddl.line,
         message,
     };
-    let elements = column_list(&ddl.sql).ok_or_else(|| {
+    let sql = ddl.sql.as_str();
+    let outline = router::outline(sql, &LexMode::default())
+        .map_err(|e| err(format!("table `{}`: {}", ddl.name, e.error)))?;
+    let elements = column_list(sql, &outline).ok_or_else(|| {
         err(format!(
             "table `{}` has no column list (write its columns; LIKE and AS SELECT \
              are not supported in a schema file)",
@@ -271,17 +218,18 @@ pub fn table_columns(ddl: &TableDdl) -> Result<Vec<String>, FleetError> {
     })?;
     let mut columns = Vec::new();
     for element in elements {
-        let mut element = element.trim();
-        while let Some(after) = element.strip_prefix("/*") {
-            element = after
-                .split_once("*/")
-                .map_or("", |(_, rest)| rest)
-                .trim_start();
-        }
-        if let Some(quoted) = element.strip_prefix('`') {
-            columns.push(backquoted(quoted).ok_or_else(|| {
+        let text = sql.get(element.clone()).unwrap_or_default();
+        let skipped = text.len() - router::skip_blanks_and_comments(text.as_bytes()).len();
+        let start = element.start + skipped;
+        let element = sql.get(start..element.end).unwrap_or_default().trim_end();
+        if element.starts_with('`') {
+            let quoted = outline.quoted.iter().find(|q| q.start == start);
+            let name = quoted
+                .and_then(|q| sql.get(q.start + 1..q.end - 1))
+                .map(|name| name.replace("``", "`"));
+            columns.push(name.ok_or_else(|| {
                 err(format!(
-                    "table `{}`: unterminated `quoted` column name",
+                    "table `{}`: cannot read the `quoted` column name",
                     ddl.name
                 ))
             })?);
@@ -308,56 +256,30 @@ pub fn table_columns(ddl: &TableDdl) -> Result<Vec<String>, FleetError> {
     Ok(columns)
 }
 
-/// The name in `` `name`... `` (after the opening backquote), with doubled
-/// backquotes undone.
-fn backquoted(text: &str) -> Option<String> {
-    let mut name = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '`' {
-            if chars.peek() == Some(&'`') {
-                chars.next();
-            } else {
-                return Some(name);
-            }
-        }
-        name.push(c);
-    }
-    None
-}
-
-/// The top-level comma-separated elements inside the first parenthesis of
-/// `sql`, skipping quoted text and `/* */` comments.
-fn column_list(sql: &str) -> Option<Vec<&str>> {
+/// The byte ranges of the top-level comma-separated elements inside the
+/// first parenthesis of `sql`; its quoted text and comments (as `outline`
+/// found them) are not looked into.
+fn column_list(sql: &str, outline: &Outline) -> Option<Vec<Range<usize>>> {
+    let mut opaque: Vec<Range<usize>> = outline
+        .quoted
+        .iter()
+        .cloned()
+        .chain(outline.comments.iter().map(|c| c.range.clone()))
+        .collect();
+    opaque.sort_by_key(|r| r.start);
+    let mut opaque = opaque.into_iter().peekable();
     let bytes = sql.as_bytes();
     let mut depth = 0usize;
     let mut start = 0usize;
     let mut elements = Vec::new();
     let mut i = 0usize;
     while i < bytes.len() {
+        while opaque.next_if(|r| r.end <= i).is_some() {}
+        if let Some(skip) = opaque.next_if(|r| r.start <= i) {
+            i = skip.end;
+            continue;
+        }
         match bytes[i] {
-            q @ (b'\'' | b'"' | b'`') => {
-                i += 1;
-                while i < bytes.len() {
-                    if bytes[i] == b'\\' && q != b'`' {
-                        i += 2;
-                        continue;
-                    }
-                    if bytes[i] == q {
-                        if bytes.get(i + 1) == Some(&q) {
-                            i += 2;
-                            continue;
-                        }
-                        break;
-                    }
-                    i += 1;
-                }
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                i = sql[i + 2..]
-                    .find("*/")
-                    .map_or(bytes.len(), |end| i + 2 + end + 1);
-            }
             b'(' => {
                 depth += 1;
                 if depth == 1 {
@@ -367,12 +289,12 @@ fn column_list(sql: &str) -> Option<Vec<&str>> {
             b')' if depth > 0 => {
                 depth -= 1;
                 if depth == 0 {
-                    elements.push(&sql[start..i]);
+                    elements.push(start..i);
                     return Some(elements);
                 }
             }
             b',' if depth == 1 => {
-                elements.push(&sql[start..i]);
+                elements.push(start..i);
                 start = i + 1;
             }
             _ => {}
@@ -447,6 +369,27 @@ mod tests {
     fn unterminated_quote_is_an_error_with_line() {
         let e = split_statements("\nCREATE TABLE a (x INT DEFAULT 'oops);").unwrap_err();
         assert!(matches!(e, FleetError::Schema { line: 2, .. }), "{e}");
+        let e = split_statements("CREATE TABLE a (x INT);\nCREATE TABLE b (\n  y INT /* oops")
+            .unwrap_err();
+        assert!(matches!(e, FleetError::Schema { line: 3, .. }), "{e}");
+        assert!(e.to_string().contains("unterminated comment"), "{e}");
+    }
+
+    #[test]
+    fn keeps_executable_comments_and_hints() {
+        let sql = "/*+ SET_VAR(x=1) */ CREATE TABLE a ( -- the key\n  id INT, /*!50100 b INT, */\n  c INT # last\n) /*!99999 FUTURE */";
+        let stmts = split_statements(sql).unwrap();
+        assert_eq!(
+            stmts[0].text,
+            "/*+ SET_VAR(x=1) */ CREATE TABLE a ( \n  id INT, /*!50100 b INT, */\n  c INT \n) /*!99999 FUTURE */"
+        );
+        assert_eq!(stmts[0].line, 1);
+        let ddl = TableDdl {
+            name: "a".into(),
+            sql: "CREATE TABLE a ( -- the key\n  id INT, # x, y\n /*!50100 */ c INT)".into(),
+            line: 1,
+        };
+        assert_eq!(table_columns(&ddl).unwrap(), ["id", "c"]);
     }
 
     #[test]

@@ -20,8 +20,8 @@ mod text;
 #[cfg(test)]
 mod tests;
 
-pub use lex::skip_blanks_and_comments;
+pub use lex::{skip_blanks_and_comments, Comment, LexError};
 pub use placement::RandomPlacement;
 pub use plan::*;
 pub use planner::{route, route_prepare};
-pub use split::{placeholders, split_statements};
+pub use split::{outline, placeholders, split_statements, Outline};

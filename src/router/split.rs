@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 
-use super::lex;
+use super::lex::{self, Comment, LexError};
 use super::plan::{LexMode, RouteError};
 
 /// The byte ranges of the statements of a multi-statement text, split at
@@ -36,6 +36,31 @@ pub fn split_statements(sql: &(impl AsRef<[u8]> + ?Sized), mode: &LexMode) -> Ve
             }
         }
     }
+}
+
+/// Where a text's statements, quoted parts and comments are, as MariaDB
+/// reads it: what a tool reading a SQL file (the schema file) needs to
+/// split it and to look at its words without its own scanner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outline {
+    /// The statements, as [`split_statements`] gives them (a leading
+    /// comment is part of its statement).
+    pub statements: Vec<Range<usize>>,
+    /// Every string literal and quoted identifier, quotes included, in order.
+    pub quoted: Vec<Range<usize>>,
+    /// Every comment, in order.
+    pub comments: Vec<Comment>,
+}
+
+/// The [`Outline`] of `sql` read in `mode`, or the lexer's refusal (an
+/// unterminated string or comment, ...) with the byte offset it names.
+pub fn outline(sql: &(impl AsRef<[u8]> + ?Sized), mode: &LexMode) -> Result<Outline, LexError> {
+    let lexed = lex::lex_located(sql.as_ref(), mode, u64::MAX)?;
+    Ok(Outline {
+        statements: lexed.statements,
+        quoted: lexed.literals,
+        comments: lexed.comments,
+    })
 }
 
 /// The byte ranges of the `?` parameter markers of a statement, in order
@@ -133,6 +158,46 @@ mod tests {
                     | (Err(RouteError::Unreadable(_)), "Unsupported")
             );
             assert!(ok, "{sql}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn outline_of_a_file() {
+        let sql =
+            "-- head\nCREATE TABLE a (x INT DEFAULT ';' /* c; */) /*!50100 ENGINE=InnoDB */;\n\
+                   /*+ SHARD(1) */ SELECT `q``;` # end";
+        let got = outline(sql, &LexMode::default()).unwrap();
+        assert_eq!(
+            texts(sql, &got.statements),
+            [
+                "-- head\nCREATE TABLE a (x INT DEFAULT ';' /* c; */) /*!50100 ENGINE=InnoDB */",
+                "/*+ SHARD(1) */ SELECT `q``;` # end"
+            ]
+        );
+        assert_eq!(texts(sql, &got.quoted), ["';'", "`q``;`"]);
+        let comments: Vec<(&str, bool)> = got
+            .comments
+            .iter()
+            .map(|c| (&sql[c.range.clone()], c.plain))
+            .collect();
+        assert_eq!(
+            comments,
+            [
+                ("-- head", true),
+                ("/* c; */", true),
+                ("/*!50100 ENGINE=InnoDB */", false),
+                ("/*+ SHARD(1) */", false),
+                ("# end", true)
+            ]
+        );
+        for (sql, at) in [
+            ("SELECT 1;\nSELECT 'oops", 17),
+            ("SELECT 1 /* oops", 9),
+            ("SELECT /*!50100 1", 7),
+        ] {
+            let e = outline(sql, &LexMode::default()).unwrap_err();
+            assert_eq!(e.at, at, "{sql}: {e:?}");
+            assert!(matches!(e.error, RouteError::Syntax(_)), "{sql}: {e:?}");
         }
     }
 

@@ -1,7 +1,7 @@
 //! Comments as MariaDB reads them: `#` and `-- ` line comments, `/* */`,
 //! executable `/*! */` and `/*M! */` comments, and the hint comments kept.
 
-use super::{is_space, syntax, unreadable, Scanner};
+use super::{is_space, syntax, unreadable, Comment, Scanner};
 use crate::router::plan::RouteError;
 
 impl Scanner<'_> {
@@ -21,6 +21,10 @@ impl Scanner<'_> {
             return Err(unreadable("a NUL byte inside a comment"));
         }
         self.blank(start..end);
+        self.out.comments.push(Comment {
+            range: start..end,
+            plain: true,
+        });
         Ok(end)
     }
 
@@ -92,6 +96,10 @@ impl Scanner<'_> {
                 Some("a skipped /*!NNNNN ... */ comment"),
             )?;
             self.blank(start..close + 2);
+            self.out.comments.push(Comment {
+                range: start..close + 2,
+                plain: false,
+            });
             return Ok(close + 2);
         }
         if self.executable.is_some() {
@@ -102,10 +110,18 @@ impl Scanner<'_> {
         if self.starts_with(start, b"/*+") {
             let close = self.comment_end(start, start + 3, Some("a /*+ ... */ hint comment"))?;
             self.out.hints.push(start..close + 2);
+            self.out.comments.push(Comment {
+                range: start..close + 2,
+                plain: false,
+            });
             return Ok(close + 2);
         }
         let close = self.comment_end(start, start + 2, None)?;
         self.blank(start..close + 2);
+        self.out.comments.push(Comment {
+            range: start..close + 2,
+            plain: true,
+        });
         Ok(close + 2)
     }
 }

@@ -49,11 +49,35 @@ pub(crate) struct Lexed {
     pub hints: Vec<Range<usize>>,
     /// Byte ranges of the `?` parameter markers.
     pub markers: Vec<Range<usize>>,
+    /// Every comment, in order.
+    pub comments: Vec<Comment>,
     /// The statements of the text: ranges between top-level `;`, trimmed
     /// of blanks, without the pieces that hold no token.
     pub statements: Vec<Range<usize>>,
     /// Tokens counted (literals, words, numbers, operator characters).
     pub tokens: u64,
+}
+
+/// A comment of a text, as the lexer found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comment {
+    /// From its opening (`#`, `--`, `/*`) to the end of the line (newline
+    /// excluded) or past its `*/`.
+    pub range: Range<usize>,
+    /// An ordinary comment (`#`, `-- `, `/* */`), which the server ignores;
+    /// `false` for an executable (`/*!`, `/*M!`, executed or not) or a
+    /// `/*+ ... */` hint comment.
+    pub plain: bool,
+}
+
+/// A text the lexer refuses, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LexError {
+    /// Why (1064 or 1105 when routing).
+    pub error: RouteError,
+    /// Byte offset of the token, comment or quoted text being read when it
+    /// was refused (the opening quote of an unterminated string).
+    pub at: usize,
 }
 
 /// A refusal: the construct the router cannot read with certainty (1105).
@@ -97,10 +121,17 @@ struct Scanner<'a> {
     /// The current statement piece: start and whether it has a token.
     piece_start: usize,
     piece_has_token: bool,
+    /// Start of the token (or comment) being read: where a refusal is.
+    reading: usize,
 }
 
 /// Reads `sql` as MariaDB will in `mode`; refuses past `max_tokens`.
 pub(crate) fn lex(sql: &[u8], mode: &LexMode, max_tokens: u64) -> Result<Lexed, RouteError> {
+    lex_located(sql, mode, max_tokens).map_err(|e| e.error)
+}
+
+/// [`lex`], telling where a refusal happened.
+pub(crate) fn lex_located(sql: &[u8], mode: &LexMode, max_tokens: u64) -> Result<Lexed, LexError> {
     let keep_non_ascii = mode.charset == ClientCharset::Utf8 && std::str::from_utf8(sql).is_ok();
     let shadow = sql
         .iter()
@@ -122,6 +153,7 @@ pub(crate) fn lex(sql: &[u8], mode: &LexMode, max_tokens: u64) -> Result<Lexed, 
             literals: Vec::new(),
             hints: Vec::new(),
             markers: Vec::new(),
+            comments: Vec::new(),
             statements: Vec::new(),
             tokens: 0,
         },
@@ -130,11 +162,17 @@ pub(crate) fn lex(sql: &[u8], mode: &LexMode, max_tokens: u64) -> Result<Lexed, 
         ident_next: false,
         piece_start: 0,
         piece_has_token: false,
+        reading: 0,
     };
-    scanner.run()?;
+    scanner.run().map_err(|error| LexError {
+        error,
+        at: scanner.reading,
+    })?;
     let mut out = scanner.out;
-    out.shadow = String::from_utf8(scanner.shadow)
-        .map_err(|_| unreadable("shardgate could not make a UTF-8 reading of the statement"))?;
+    out.shadow = String::from_utf8(scanner.shadow).map_err(|_| LexError {
+        error: unreadable("shardgate could not make a UTF-8 reading of the statement"),
+        at: 0,
+    })?;
     Ok(out)
 }
 
@@ -211,9 +249,11 @@ impl Scanner<'_> {
     fn run(&mut self) -> Result<(), RouteError> {
         let mut i = 0;
         while i < self.sql.len() {
+            self.reading = i;
             i = self.step(i)?;
         }
         if let Some(start) = self.executable {
+            self.reading = start;
             return Err(syntax(format!(
                 "unterminated executable comment at byte {start}"
             )));
@@ -269,7 +309,12 @@ impl Scanner<'_> {
             b'/' if next == Some(b'*') => self.comment(i),
             b'*' if next == Some(b'/') && self.executable.is_some() => {
                 self.blank(i..i + 2);
-                self.executable = None;
+                if let Some(start) = self.executable.take() {
+                    self.out.comments.push(Comment {
+                        range: start..i + 2,
+                        plain: false,
+                    });
+                }
                 Ok(i + 2)
             }
             b'?' => {
