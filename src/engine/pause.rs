@@ -562,18 +562,26 @@ impl PauseGate {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::topology::tests::{load, SPEC_YAML};
 
-    const MAIN: FleetId = 0;
-    const MOD: FleetId = 1;
+    /// The main fleet of the example config.
+    pub(crate) const MAIN: FleetId = 0;
+    /// The mod-shard fleet of the example config.
+    pub(crate) const MOD: FleetId = 1;
 
-    fn gate() -> (PauseGate, Topology) {
+    /// A fresh gate and the example config's topology.
+    pub(crate) fn gate() -> (PauseGate, Topology) {
         (PauseGate::new(), load(SPEC_YAML))
     }
 
-    fn enter(gate: &PauseGate, topology: &Topology, shard: u32) -> Result<ShardGuard, Blocked> {
+    /// Registers a statement on `shard` of the main fleet.
+    pub(crate) fn enter(
+        gate: &PauseGate,
+        topology: &Topology,
+        shard: u32,
+    ) -> Result<ShardGuard, Blocked> {
         gate.enter(topology, [(MAIN, shard)], gate.epoch(), None)
     }
 

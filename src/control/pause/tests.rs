@@ -1,20 +1,9 @@
 use super::*;
-use crate::engine::pause::{Blocked, PausedShard, ShardGuard};
+use crate::engine::pause::tests::{enter, gate, MAIN, MOD};
+use crate::engine::pause::{Blocked, PausedShard};
 use crate::topology::tests::{load, SPEC_YAML};
-use crate::topology::FleetId;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-
-const MAIN: FleetId = 0;
-const MOD: FleetId = 1;
-
-fn gate() -> (PauseGate, Topology) {
-    (PauseGate::new(), load(SPEC_YAML))
-}
-
-fn enter(gate: &PauseGate, topology: &Topology, shard: u32) -> Result<ShardGuard, Blocked> {
-    gate.enter(topology, [(MAIN, shard)], gate.epoch(), None)
-}
 
 #[tokio::test]
 async fn pause_with_nothing_running_returns_at_once_and_blocks_new_statements() {
