@@ -62,7 +62,7 @@ fn check_rendered(value: &ParamValue, charset: Charset, no_backslash_escapes: bo
         ParamValue::Bytes { data, .. } => {
             matches!(&literal, Literal::Bytes { bytes, hex: true, .. } if bytes == data)
         }
-        ParamValue::Date { .. } | ParamValue::Time { .. } => {
+        ParamValue::Date(_) | ParamValue::Time(_) => {
             matches!(&literal, Literal::Bytes { hex: false, .. })
         }
     };

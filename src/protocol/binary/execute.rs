@@ -33,37 +33,9 @@ pub enum ParamValue {
         binary: bool,
     },
     /// DATE, DATETIME or TIMESTAMP.
-    Date {
-        /// Year.
-        year: u16,
-        /// Month (0 in a zero date).
-        month: u8,
-        /// Day of month.
-        day: u8,
-        /// Hour.
-        hour: u8,
-        /// Minute.
-        minute: u8,
-        /// Second.
-        second: u8,
-        /// Microseconds (at most 999 999).
-        micros: u32,
-    },
+    Date(DateTime),
     /// TIME.
-    Time {
-        /// Negative interval.
-        negative: bool,
-        /// Whole days.
-        days: u32,
-        /// Hours (0-23 as sent by clients).
-        hours: u8,
-        /// Minutes.
-        minutes: u8,
-        /// Seconds.
-        seconds: u8,
-        /// Microseconds (at most 999 999).
-        micros: u32,
-    },
+    Time(Time),
 }
 
 /// A decoded COM_STMT_EXECUTE.
@@ -312,15 +284,7 @@ fn read_param(
             if dt.micros > 999_999 {
                 return Err(bad("microseconds above 999999"));
             }
-            ParamValue::Date {
-                year: dt.year,
-                month: dt.month,
-                day: dt.day,
-                hour: dt.hour,
-                minute: dt.minute,
-                second: dt.second,
-                micros: dt.micros,
-            }
+            ParamValue::Date(dt)
         }
         ParamWire::Time => {
             let len = reader.u8().ok_or(truncated.clone())?;
@@ -342,14 +306,7 @@ fn read_param(
             if t.micros > 999_999 {
                 return Err(bad("microseconds above 999999"));
             }
-            ParamValue::Time {
-                negative: t.negative,
-                days: t.days,
-                hours: t.hours,
-                minutes: t.minutes,
-                seconds: t.seconds,
-                micros: t.micros,
-            }
+            ParamValue::Time(t)
         }
     })
 }

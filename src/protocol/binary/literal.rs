@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::execute::{is_decimal_text, ParamValue};
-use super::BinaryError;
+use super::{BinaryError, DateTime, Time};
 use crate::protocol::charset::Charset;
 
 /// Appends `value` to `out` as a MySQL SQL literal that no character set
@@ -65,7 +65,7 @@ pub fn render_literal(
             out.push(' ');
             push_hex(data, out);
         }
-        ParamValue::Date {
+        ParamValue::Date(DateTime {
             year,
             month,
             day,
@@ -73,7 +73,7 @@ pub fn render_literal(
             minute,
             second,
             micros,
-        } => {
+        }) => {
             let _ = write!(out, "'{year:04}-{month:02}-{day:02}");
             if *hour != 0 || *minute != 0 || *second != 0 || *micros != 0 {
                 let _ = write!(out, " {hour:02}:{minute:02}:{second:02}");
@@ -81,14 +81,14 @@ pub fn render_literal(
             }
             out.push('\'');
         }
-        ParamValue::Time {
+        ParamValue::Time(Time {
             negative,
             days,
             hours,
             minutes,
             seconds,
             micros,
-        } => {
+        }) => {
             let total_hours = u64::from(*days) * 24 + u64::from(*hours);
             let zero = total_hours == 0 && *minutes == 0 && *seconds == 0 && *micros == 0;
             out.push('\'');

@@ -138,25 +138,38 @@ pub enum BinaryError {
     },
 }
 
-/// A date and time of day as the binary protocol carries it.
+/// A DATE, DATETIME or TIMESTAMP as the binary protocol carries it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct DateTime {
-    year: u16,
-    month: u8,
-    day: u8,
-    hour: u8,
-    minute: u8,
-    second: u8,
-    micros: u32,
+pub struct DateTime {
+    /// Year.
+    pub year: u16,
+    /// Month (0 in a zero date).
+    pub month: u8,
+    /// Day of month.
+    pub day: u8,
+    /// Hour.
+    pub hour: u8,
+    /// Minute.
+    pub minute: u8,
+    /// Second.
+    pub second: u8,
+    /// Microseconds (at most 999 999).
+    pub micros: u32,
 }
 
 /// A TIME value as the binary protocol carries it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct Time {
-    negative: bool,
-    days: u32,
-    hours: u8,
-    minutes: u8,
-    seconds: u8,
-    micros: u32,
+pub struct Time {
+    /// Negative interval.
+    pub negative: bool,
+    /// Whole days.
+    pub days: u32,
+    /// Hours (0-23 as sent by clients).
+    pub hours: u8,
+    /// Minutes.
+    pub minutes: u8,
+    /// Seconds.
+    pub seconds: u8,
+    /// Microseconds (at most 999 999).
+    pub micros: u32,
 }

@@ -229,16 +229,6 @@ fn execute_string_values() {
 
 #[test]
 fn execute_temporal_values() {
-    use ParamValue as P;
-    let date = |y, mo, d, h, mi, s, us| P::Date {
-        year: y,
-        month: mo,
-        day: d,
-        hour: h,
-        minute: mi,
-        second: s,
-        micros: us,
-    };
     assert_eq!(
         parse_one(T::MYSQL_TYPE_DATETIME, false, &[0]),
         Ok(date(0, 0, 0, 0, 0, 0, 0))
@@ -274,14 +264,6 @@ fn execute_temporal_values() {
         parse_one(T::MYSQL_TYPE_DATETIME, false, &[5, 0, 0, 0, 0, 0]),
         Err(BinaryError::BadParam { index: 0, .. })
     ));
-    let time = |n, d, h, m, s, us| P::Time {
-        negative: n,
-        days: d,
-        hours: h,
-        minutes: m,
-        seconds: s,
-        micros: us,
-    };
     assert_eq!(
         parse_one(T::MYSQL_TYPE_TIME, false, &[0]),
         Ok(time(false, 0, 0, 0, 0, 0))
@@ -436,7 +418,7 @@ fn to_param(v: &Value) -> ParamValue {
         Value::UInt(u) => ParamValue::UInt(u),
         Value::Float(f) => ParamValue::Float(f64::from(f)),
         Value::Double(d) => ParamValue::Float(d),
-        Value::Date(year, month, day, hour, minute, second, micros) => ParamValue::Date {
+        Value::Date(year, month, day, hour, minute, second, micros) => ParamValue::Date(DateTime {
             year,
             month,
             day,
@@ -444,15 +426,15 @@ fn to_param(v: &Value) -> ParamValue {
             minute,
             second,
             micros,
-        },
-        Value::Time(negative, days, hours, minutes, seconds, micros) => ParamValue::Time {
+        }),
+        Value::Time(negative, days, hours, minutes, seconds, micros) => ParamValue::Time(Time {
             negative,
             days,
             hours,
             minutes,
             seconds,
             micros,
-        },
+        }),
     }
 }
 

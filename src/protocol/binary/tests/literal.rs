@@ -119,15 +119,6 @@ fn separators_keep_tokens_apart() {
 
 #[test]
 fn temporal_render() {
-    let date = |y, mo, d, h, mi, s, us| ParamValue::Date {
-        year: y,
-        month: mo,
-        day: d,
-        hour: h,
-        minute: mi,
-        second: s,
-        micros: us,
-    };
     assert_eq!(lit(&date(0, 0, 0, 0, 0, 0, 0), "utf8mb4"), "'0000-00-00'");
     assert_eq!(
         lit(&date(2024, 2, 9, 0, 0, 0, 0), "utf8mb4"),
@@ -153,14 +144,6 @@ fn temporal_render() {
         lit(&date(1, 1, 1, 0, 0, 0, 5_000_000), "utf8mb4"),
         "'0001-01-01 00:00:00.999999'"
     );
-    let time = |n, d, h, m, s, us| ParamValue::Time {
-        negative: n,
-        days: d,
-        hours: h,
-        minutes: m,
-        seconds: s,
-        micros: us,
-    };
     assert_eq!(lit(&time(false, 0, 0, 0, 0, 0), "utf8mb4"), "'00:00:00'");
     assert_eq!(lit(&time(true, 0, 0, 0, 0, 0), "utf8mb4"), "'00:00:00'");
     assert_eq!(

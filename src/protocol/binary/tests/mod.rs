@@ -94,3 +94,36 @@ mod columns;
 mod execute;
 mod literal;
 mod rows;
+
+/// A DATE/DATETIME parameter value from its fields.
+fn date(
+    year: u16,
+    month: u8,
+    day: u8,
+    hour: u8,
+    minute: u8,
+    second: u8,
+    micros: u32,
+) -> ParamValue {
+    ParamValue::Date(DateTime {
+        year,
+        month,
+        day,
+        hour,
+        minute,
+        second,
+        micros,
+    })
+}
+
+/// A TIME parameter value from its fields.
+fn time(negative: bool, days: u32, hours: u8, minutes: u8, seconds: u8, micros: u32) -> ParamValue {
+    ParamValue::Time(Time {
+        negative,
+        days,
+        hours,
+        minutes,
+        seconds,
+        micros,
+    })
+}
