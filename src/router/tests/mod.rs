@@ -184,18 +184,7 @@ fn short(plan: &Plan) -> String {
 }
 
 fn run(cases: Vec<(String, Option<&str>, Expect)>) {
-    let t = topo();
-    let failures: Vec<String> = cases
-        .iter()
-        .filter_map(|(sql, db, expect)| check(&t, sql, *db, expect))
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases failed:\n{}",
-        failures.len(),
-        cases.len(),
-        failures.join("\n")
-    );
+    run_cases(&topo(), cases, false);
 }
 
 fn c(sql: impl Into<String>, expect: Expect) -> (String, Option<&'static str>, Expect) {
@@ -214,9 +203,14 @@ const COMPOSED: &str = "((3429<<46)|(1<<36)|(local_id + (local_id >> 36) * 18446
 
 /// Like [`run`], with [`route_prepare`].
 fn run_prepare(t: &Topology, cases: Vec<(String, Option<&str>, Expect)>) {
+    run_cases(t, cases, true);
+}
+
+/// Checks every case with [`check_plan`] and fails listing all that differ.
+fn run_cases(t: &Topology, cases: Vec<(String, Option<&str>, Expect)>, prepare: bool) {
     let failures: Vec<String> = cases
         .iter()
-        .filter_map(|(sql, db, expect)| check_plan(t, sql, *db, expect, true))
+        .filter_map(|(sql, db, expect)| check_plan(t, sql, *db, expect, prepare))
         .collect();
     assert!(
         failures.is_empty(),
