@@ -248,6 +248,7 @@ pub(super) fn build(
             hosts,
             tables,
             generation: 0,
+            columns: Default::default(),
         })
     } else {
         Err(errors.finish())

@@ -40,6 +40,7 @@ mod multi;
 mod select;
 mod session;
 mod show;
+mod star;
 mod tokens;
 mod update_delete;
 
