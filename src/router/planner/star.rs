@@ -107,7 +107,11 @@ impl<'a> Planner<'a> {
     /// scope has no object table.
     fn expand_all(&self, w: &Wildcard<'a>, shard: u32) -> Result<Option<String>, RouteError> {
         let mut objects = Vec::new();
-        for t in self.tables.iter().filter(|t| t.in_scope && t.scope == w.scope) {
+        for t in self
+            .tables
+            .iter()
+            .filter(|t| t.in_scope && t.scope == w.scope)
+        {
             if let Some(object) = self.object_columns(t)? {
                 objects.push((t.table, object));
             }
@@ -179,10 +183,7 @@ impl<'a> Planner<'a> {
         if !columns.iter().any(|c| is_local_id(c)) {
             return Ok(None);
         }
-        Ok(Some(ObjectColumns {
-            type_id,
-            columns,
-        }))
+        Ok(Some(ObjectColumns { type_id, columns }))
     }
 
     /// A table name as the client wrote it (`pins`, `db03429.pins`).
@@ -259,7 +260,10 @@ fn merges_columns(op: &JoinOperator) -> bool {
         | JoinOperator::StraightJoin(c) => c,
         _ => return false,
     };
-    matches!(constraint, JoinConstraint::Natural | JoinConstraint::Using(_))
+    matches!(
+        constraint,
+        JoinConstraint::Natural | JoinConstraint::Using(_)
+    )
 }
 
 fn refused(what: &str) -> RouteError {
