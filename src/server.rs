@@ -78,7 +78,9 @@ pub async fn run(control: Arc<Control>) -> io::Result<Running> {
     };
     // The object tables' columns, before the first client's `SELECT *`.
     for problem in crate::backend::columns::refresh(&**engine).await {
-        warn!("object table columns not read (SELECT * on them is refused until they are): {problem}");
+        warn!(
+            "object table columns not read (SELECT * on them is refused until they are): {problem}"
+        );
     }
     crate::backend::columns::spawn(engine);
     let client = spawn_logged(

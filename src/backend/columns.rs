@@ -181,7 +181,10 @@ mod tests {
         assert_eq!(
             grouped,
             [
-                ("pins".to_owned(), vec!["local_id".into(), "data".into(), "ts".into()]),
+                (
+                    "pins".to_owned(),
+                    vec!["local_id".into(), "data".into(), "ts".into()]
+                ),
                 ("users".to_owned(), vec!["local_id".into()]),
             ]
         );
