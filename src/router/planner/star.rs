@@ -15,9 +15,11 @@ use std::sync::Arc;
 
 use sqlparser::ast::{
     Ident, JoinConstraint, JoinOperator, ObjectName, ObjectNamePart, Select,
-    SelectItemQualifiedWildcardKind, TableAlias, TableFactor, TableWithJoins,
+    SelectItemQualifiedWildcardKind, Spanned, TableAlias, TableFactor, TableWithJoins,
     WildcardAdditionalOptions,
 };
+
+use sqlparser::tokenizer::Span;
 
 use super::dml::{Planner, RefKind, TableRef, Wildcard};
 use super::unsupported;
@@ -98,7 +100,7 @@ impl<'a> Planner<'a> {
         let Some(object) = named.map(|t| self.object_columns(t)).transpose()?.flatten() else {
             return Ok(None);
         };
-        let qualifier = self.env.src.text(q.span);
+        let qualifier = self.original(q.span)?;
         Ok(Some(column_list(&object, Some(qualifier), shard)))
     }
 
@@ -132,12 +134,20 @@ impl<'a> Planner<'a> {
                     let object = objects
                         .iter()
                         .find(|(t, _)| table.is_some_and(|table| std::ptr::eq(*t, table)));
-                    let qualifier = match alias {
-                        Some(alias) => self.env.src.text(alias.name.span).to_owned(),
-                        None => self.name_text(name),
+                    let qualifier = match (alias, name.0.first(), table) {
+                        (Some(alias), _, _) => self.original(alias.name.span)?,
+                        (None, Some(first), Some(last)) => {
+                            let start = self.env.range(first.span())?.start;
+                            let end = self.env.range(last.span)?.end;
+                            self.env
+                                .src
+                                .original_text(start..end)
+                                .ok_or_else(unlocated)?
+                        }
+                        _ => return Err(refused("this kind of table name")),
                     };
                     if let Some((_, object)) = object {
-                        let qualifier = (!alone).then_some(qualifier.as_str());
+                        let qualifier = (!alone).then_some(qualifier);
                         items.push(column_list(object, qualifier, shard));
                         continue;
                     }
@@ -150,7 +160,7 @@ impl<'a> Planner<'a> {
                 | TableFactor::TableFunction { alias, .. }
                 | TableFactor::JsonTable { alias, .. }
                 | TableFactor::Function { alias, .. } => match alias {
-                    Some(TableAlias { name, .. }) => self.env.src.text(name.span).to_owned(),
+                    Some(TableAlias { name, .. }) => self.original(name.span)?,
                     None => return Err(refused("a FROM item without an alias")),
                 },
                 _ => return Err(refused("this kind of FROM item")),
@@ -186,15 +196,10 @@ impl<'a> Planner<'a> {
         Ok(Some(ObjectColumns { type_id, columns }))
     }
 
-    /// A table name as the client wrote it (`pins`, `db03429.pins`).
-    fn name_text(&self, name: &ObjectName) -> String {
-        let parts: Vec<&str> = name
-            .0
-            .iter()
-            .filter_map(ObjectNamePart::as_ident)
-            .map(|ident| self.env.src.text(ident.span))
-            .collect();
-        parts.join(".")
+    /// The client's text of a span, to copy into the statement sent.
+    fn original(&self, span: Span) -> Result<&'a str, RouteError> {
+        let range = self.env.range(span)?;
+        self.env.src.original_text(range).ok_or_else(unlocated)
     }
 }
 
@@ -264,6 +269,10 @@ fn merges_columns(op: &JoinOperator) -> bool {
         constraint,
         JoinConstraint::Natural | JoinConstraint::Using(_)
     )
+}
+
+fn unlocated() -> RouteError {
+    unsupported("shardgate could not locate a part of the statement in its text")
 }
 
 fn refused(what: &str) -> RouteError {

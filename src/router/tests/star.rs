@@ -107,6 +107,17 @@ fn star_over_joins_and_subqueries() {
                 ),
             ),
         ),
+        // A table named with its shard database keeps its name.
+        c(
+            format!("SELECT * FROM pins p, db03429 . board_has_pins WHERE p.id = {PIN}"),
+            shard(
+                "db03429",
+                format!(
+                    "SELECT {} AS id, p.`data`, p.`ts`, db03429 . board_has_pins.* FROM db03429.pins p, db03429 . board_has_pins WHERE p.local_id = 7075733",
+                    composed_q("p")
+                ),
+            ),
+        ),
         // The inner `*` is the table's; the outer one sees the derived
         // table's columns (already `id`) and stays.
         c(
