@@ -1,6 +1,8 @@
 //! Topology: the config file, its validation, and the routing table built
 //! from it. The table is immutable; reload builds a new one and swaps it in
-//! through [`SharedTopology`].
+//! through [`SharedTopology`]. The one part read from the servers, the
+//! object tables' columns ([`columns`]), is shared by every table a running
+//! proxy swaps in and refreshed in place.
 
 pub mod columns;
 pub mod config;
