@@ -29,6 +29,7 @@
 //!   a read whose keys span several shards, or an explicit `/*+ SCATTER */`,
 //!   becomes one statement per shard and a merge ([`multi`]).
 
+mod ddl;
 mod decide;
 mod diagnostics;
 mod dml;
@@ -136,9 +137,6 @@ impl Placement for FirstShard {
         first
     }
 }
-
-const SCHEMA_CHANGE: &str =
-    "schema changes are not routed; they go through `shardgate fleet init` (every shard database at once)";
 
 /// [`route`] (`prepare` false) and [`route_prepare`] (true).
 fn route_inner(
@@ -271,6 +269,9 @@ fn plan_tokens(
     if let (Statement::ShowVariable { .. }, Some(asked)) = (statement, show_diagnostics) {
         return Ok(diagnostics::plan(sql, asked));
     }
+    if let Some((command, names)) = ddl::tables(statement)? {
+        return ddl::plan(env, command, &names, edits, &hints, placement);
+    }
     match statement {
         Statement::Query(query) if diagnostics::is_select_diagnostics(query) => Ok(
             diagnostics::plan(sql, diagnostics::select_diagnostics(&src, first_span)),
@@ -364,7 +365,7 @@ fn plan_tokens(
         | Statement::DropProcedure { .. }
         | Statement::DropTrigger { .. }
         | Statement::Truncate { .. }
-        | Statement::RenameTable { .. } => Err(unsupported(SCHEMA_CHANGE)),
+        | Statement::RenameTable { .. } => Err(unsupported(ddl::NOT_ROUTED)),
         _ => {
             let word = first_span.map(|span| src.text(span)).unwrap_or_default();
             Err(unsupported(format!(

@@ -14,6 +14,7 @@ mod multi_shard_refusals;
 mod prepared;
 mod robustness;
 mod scatter;
+mod schema_changes;
 mod session;
 
 /// A fleet with no open range, for placement errors.
@@ -98,6 +99,9 @@ fn shard(db: &'static str, sql: impl Into<String>) -> Expect {
 }
 fn write(db: &'static str, sql: impl Into<String>) -> Expect {
     Expect::Shard(db, sql.into(), StatementKind::Write)
+}
+fn ddl(db: &'static str, sql: impl Into<String>) -> Expect {
+    Expect::Shard(db, sql.into(), StatementKind::SchemaChange)
 }
 fn locking(db: &'static str, sql: impl Into<String>) -> Expect {
     Expect::Shard(db, sql.into(), StatementKind::LockingRead)
