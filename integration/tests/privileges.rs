@@ -130,7 +130,7 @@ async fn the_server_denies_the_backend_account_everything_outside_the_shards() {
         ("GRANT SELECT ON `db_____`.* TO 'app'@'%'".to_owned(), 1044),
         (
             "SELECT 1 INTO OUTFILE '/tmp/shardgate_priv_probe'".to_owned(),
-            1045,
+            1227,
         ),
         ("SET SESSION sql_log_bin = 0".to_owned(), 1227),
         ("SELECT * FROM performance_schema.threads".to_owned(), 1142),
