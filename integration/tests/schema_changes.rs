@@ -47,7 +47,11 @@ async fn only_on(port: u16, db: &str, name: &str) {
 /// Asserts `name` exists on no master.
 async fn nowhere(name: &str) {
     for master in [MASTER_A, MASTER_B, MOD_HOST] {
-        assert_eq!(places(master, name).await, Vec::<String>::new(), "{name} on {master}");
+        assert_eq!(
+            places(master, name).await,
+            Vec::<String>::new(),
+            "{name} on {master}"
+        );
     }
 }
 
@@ -132,9 +136,11 @@ async fn the_use_database_and_hints_name_the_shard() {
     nowhere(&name).await;
     only_on(MASTER_B, "db02050", &renamed).await;
     // A hint that agrees with USE; one that does not is refused.
-    conn.query_drop(format!("/*+ SHARD(2050) */ CREATE TABLE {hinted} LIKE {renamed}"))
-        .await
-        .expect("create with an agreeing hint");
+    conn.query_drop(format!(
+        "/*+ SHARD(2050) */ CREATE TABLE {hinted} LIKE {renamed}"
+    ))
+    .await
+    .expect("create with an agreeing hint");
     only_on(MASTER_B, "db02050", &hinted).await;
     let (code, message) = refused(&mut conn, &format!("/*+ SHARD(7) */ DROP TABLE {hinted}")).await;
     assert_eq!(code, 1105, "{message}");
@@ -195,7 +201,8 @@ async fn a_schema_change_never_ends_an_open_transaction() {
         .expect("create");
     // Explicit BEGIN, not yet bound: refused, the transaction stays open.
     conn.query_drop("BEGIN").await.expect("begin");
-    let (code, message) = refused(&mut conn, &format!("CREATE TABLE db00021.{other} (a INT)")).await;
+    let (code, message) =
+        refused(&mut conn, &format!("CREATE TABLE db00021.{other} (a INT)")).await;
     assert_eq!(code, 1105, "{message}");
     assert!(message.contains("COMMIT or ROLLBACK first"), "{message}");
     // Bound by a write: refused, and the write is still uncommitted.
@@ -209,14 +216,22 @@ async fn a_schema_change_never_ends_an_open_transaction() {
         .query_first(format!("SELECT COUNT(*) FROM db00021.{name}"))
         .await
         .expect("count");
-    assert_eq!(rows, Some(0), "the write was rolled back, not committed by the DDL");
+    assert_eq!(
+        rows,
+        Some(0),
+        "the write was rolled back, not committed by the DDL"
+    );
     nowhere(&other).await;
     // autocommit off with nothing bound: no transaction is open yet, so the
     // statement runs, as on the server.
-    conn.query_drop("SET autocommit = 0").await.expect("autocommit off");
+    conn.query_drop("SET autocommit = 0")
+        .await
+        .expect("autocommit off");
     conn.query_drop(format!("DROP TABLE db00021.{name}"))
         .await
         .expect("drop with autocommit off and nothing bound");
-    conn.query_drop("SET autocommit = 1").await.expect("autocommit on");
+    conn.query_drop("SET autocommit = 1")
+        .await
+        .expect("autocommit on");
     nowhere(&name).await;
 }

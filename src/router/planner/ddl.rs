@@ -16,11 +16,16 @@ use sqlparser::ast::{
     Statement,
 };
 
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+use sqlparser::tokenizer::Tokenizer;
+
 use super::dml::Planner;
-use super::{idents, unsupported, Env};
-use crate::router::hints::Hints;
+use super::{idents, syntax, unsupported, Env};
+use crate::router::hints::{self, Hints};
+use crate::router::lex;
 use crate::router::plan::{Placement, Plan, RouteError, StatementKind};
-use crate::router::text::Edits;
+use crate::router::text::{Edits, Source};
 
 /// What to do instead of CREATE/DROP DATABASE and the schema changes that
 /// are not routed.
@@ -137,4 +142,89 @@ pub(super) fn plan<'a>(
         planner.add_table(name, None, false);
     }
     planner.finish(StatementKind::SchemaChange, edits, hints, placement)
+}
+
+/// The table a schema change for every shard database changes (`shardgate
+/// fleet migrate`), read like a client's statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationTable {
+    /// The table, unqualified, as written.
+    pub name: String,
+    /// The statement drops it (`DROP TABLE`): afterwards it is absent.
+    pub dropped: bool,
+}
+
+/// Reads a schema change meant for every shard database: one routed schema
+/// change (not RENAME) naming its tables unqualified, without hints.
+pub fn migration_table(sql: &str) -> Result<MigrationTable, RouteError> {
+    let mode = crate::router::plan::LexMode::default();
+    let lexed = lex::lex(
+        sql.as_bytes(),
+        &mode,
+        crate::topology::config::DEFAULT_MAX_STATEMENT_TOKENS,
+    )?;
+    let dialect = MySqlDialect {};
+    let tokens = Tokenizer::new(&dialect, &lexed.shadow)
+        .tokenize_with_location()
+        .map_err(syntax)?;
+    lex::check_tokens(&lexed, &tokens)?;
+    let src = Source::new(sql.as_bytes(), &lexed.shadow);
+    let hints = hints::scan(&tokens, &src, &mut Edits::default())?;
+    if !hints.hints.is_empty() {
+        return Err(unsupported(
+            "a shardgate hint in a statement for every shard database",
+        ));
+    }
+    let statements = Parser::new(&dialect)
+        .with_tokens_with_locations(tokens)
+        .parse_statements()
+        .map_err(syntax)?;
+    let [statement] = statements.as_slice() else {
+        return Err(unsupported("not exactly one statement"));
+    };
+    let renames = match statement {
+        Statement::RenameTable(_) => true,
+        Statement::AlterTable(alter) => alter
+            .operations
+            .iter()
+            .any(|op| matches!(op, AlterTableOperation::RenameTable { .. })),
+        _ => false,
+    };
+    if renames {
+        return Err(unsupported(
+            "renaming a table on every shard: the config names its tables; rename in two steps (CREATE ... LIKE, copy, DROP)",
+        ));
+    }
+    let Some((_, names)) = tables(statement)? else {
+        return Err(unsupported(
+            "not a table schema change (CREATE/DROP/ALTER TABLE, CREATE/DROP INDEX, TRUNCATE)",
+        ));
+    };
+    let mut idents_of = names.iter().map(|name| idents(name));
+    let first = match idents_of.next().transpose()?.as_deref() {
+        Some([table]) => table.value.clone(),
+        _ => {
+            return Err(unsupported(
+                "a qualified table name: the statement runs in every shard database, name the table alone",
+            ))
+        }
+    };
+    for other in idents_of {
+        if other?.len() != 1 {
+            return Err(unsupported(
+                "a qualified table name: the statement runs in every shard database, name the table alone",
+            ));
+        }
+    }
+    let dropped = matches!(
+        statement,
+        Statement::Drop {
+            object_type: ObjectType::Table,
+            ..
+        }
+    );
+    Ok(MigrationTable {
+        name: first,
+        dropped,
+    })
 }
