@@ -49,7 +49,7 @@ fn schema_changes_on_an_explicit_shard() {
             ddl("db00012", "ALTER TABLE db00012.pins ADD COLUMN x INT"),
         ),
         c(
-            &format!("/*+ COLOCATE({COLOCATE}) */ TRUNCATE TABLE boards"),
+            format!("/*+ COLOCATE({COLOCATE}) */ TRUNCATE TABLE boards"),
             ddl("db03429", "TRUNCATE TABLE db03429.boards"),
         ),
         u(

@@ -16,8 +16,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,6 +31,11 @@ use super::{
 };
 use crate::router::{migration_table, MigrationTable};
 use crate::topology::{FleetId, HostId, Topology};
+use state::{default_state_path, read_state, StateFile};
+
+mod state;
+#[cfg(test)]
+mod tests;
 
 /// Server errors that may mean the statement was applied before (by an
 /// interrupted run whose state file missed it, or by hand).
@@ -326,88 +330,6 @@ pub fn plan(topology: &Topology, options: &MigrateOptions) -> Result<MigratePlan
 /// The text sent for one shard database.
 fn shard_sql(database: &str, sql: &str) -> String {
     format!("USE {};\n{sql}", quote_ident(database))
-}
-
-fn default_state_path(fleet: &str, table: &str, sql: &str) -> PathBuf {
-    // FNV-1a: a stable name for the same statement across runs.
-    let hash = sql.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    let safe: String = table
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    PathBuf::from(format!(
-        "shardgate-migrate-{fleet}-{safe}-{hash:016x}.state"
-    ))
-}
-
-fn state_header(fleet: &str, sql: &str) -> String {
-    format!(
-        "# shardgate fleet migrate: the shard databases done, one a line\n# fleet: {fleet}\n# sql: {}\n",
-        sql.replace('\\', "\\\\").replace('\n', "\\n")
-    )
-}
-
-/// The shard databases a previous run of the same statement finished.
-fn read_state(path: &Path, fleet: &str, sql: &str) -> Result<HashSet<String>, FleetError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
-        Err(source) => {
-            return Err(FleetError::ReadSchema {
-                path: path.to_path_buf(),
-                source,
-            })
-        }
-    };
-    let header = state_header(fleet, sql);
-    let Some(rest) = text.strip_prefix(&header) else {
-        return Err(FleetError::Migrate(format!(
-            "the state file {} is of another migration (another fleet or statement); remove it or pass another --state",
-            path.display()
-        )));
-    };
-    Ok(rest
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
-        .collect())
-}
-
-/// The state file, appended to as shard databases finish.
-struct StateFile(Mutex<std::fs::File>);
-
-impl StateFile {
-    fn open(path: &Path, fleet: &str, sql: &str) -> Result<Self, FleetError> {
-        let io = |source| FleetError::Migrate(format!("state file {}: {source}", path.display()));
-        let exists = path.exists();
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(io)?;
-        if !exists {
-            file.write_all(state_header(fleet, sql).as_bytes())
-                .map_err(io)?;
-        }
-        Ok(StateFile(Mutex::new(file)))
-    }
-
-    /// Records a shard database as done. The line is written at once (an
-    /// interrupted process loses none); a lost line only makes a rerun
-    /// meet an "already applied" error, which it checks.
-    fn done(&self, database: &str) -> Result<(), String> {
-        let mut file = crate::sync::lock(&self.0);
-        writeln!(file, "{database}").map_err(|e| format!("writing the state file: {e}"))
-    }
 }
 
 /// An "already applied" error on a shard, to check against the reference.
@@ -723,84 +645,4 @@ async fn check_definitions(
         }
     }
     Ok(problems)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn auto_increment_counters_are_not_definitions() {
-        assert_eq!(
-            without_auto_increment(
-                "CREATE TABLE `t` (\n  `a` int NOT NULL AUTO_INCREMENT\n) ENGINE=InnoDB AUTO_INCREMENT=42 DEFAULT CHARSET=utf8mb4"
-            ),
-            "CREATE TABLE `t` (\n  `a` int NOT NULL AUTO_INCREMENT\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
-        );
-    }
-
-    #[test]
-    fn the_state_file_belongs_to_one_migration() {
-        let dir = std::env::temp_dir().join(format!("sg-migrate-state-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("state");
-        let _ = std::fs::remove_file(&path);
-        let sql = "ALTER TABLE t ADD COLUMN x INT -- a\nnote";
-        assert!(read_state(&path, "main", sql).unwrap().is_empty());
-        let state = StateFile::open(&path, "main", sql).unwrap();
-        state.done("db00001").unwrap();
-        state.done("db00007").unwrap();
-        drop(state);
-        let done = read_state(&path, "main", sql).unwrap();
-        assert_eq!(done.len(), 2);
-        assert!(done.contains("db00007"));
-        let other = read_state(&path, "main", "ALTER TABLE t ADD COLUMN y INT").unwrap_err();
-        assert!(other.to_string().contains("another migration"), "{other}");
-        assert!(read_state(&path, "mod", sql).is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn plans_name_the_fleet_and_its_shards() {
-        let topology = crate::topology::tests::load(crate::topology::tests::SPEC_YAML);
-        let mut options = MigrateOptions::new("ALTER TABLE user_by_email ADD COLUMN x INT");
-        options.state = Some(std::env::temp_dir().join("sg-migrate-none.state"));
-        let plan = plan(&topology, &options).unwrap();
-        assert_eq!(plan.fleet.1, "mod");
-        assert_eq!(plan.shards(), 4096);
-        assert_eq!(plan.hosts.len(), 1);
-        let text = plan.to_string();
-        assert!(text.contains("msdb00000 .. msdb04095"), "{text}");
-        assert!(
-            text.contains("USE `msdb00000`;\nALTER TABLE user_by_email"),
-            "{text}"
-        );
-
-        options.sql = "CREATE TABLE IF NOT EXISTS scratch (a INT)".into();
-        let error = plan_err(&topology, &options);
-        assert!(error.contains("--fleet"), "{error}");
-        options.fleet = Some("main".into());
-        let plan = super::plan(&topology, &options).unwrap();
-        assert_eq!((plan.shards(), plan.hosts.len()), (4096, 2));
-        options.sql = "ALTER TABLE user_by_email ADD COLUMN x INT".into();
-        assert!(plan_err(&topology, &options).contains("fleet mod"));
-        options.fleet = None;
-        for (sql, needle) in [
-            ("ALTER TABLE db00001.pins ADD x INT", "qualified"),
-            ("RENAME TABLE pins TO pins2", "renaming"),
-            ("/*+ SHARD(1) */ ALTER TABLE pins ADD x INT", "hint"),
-            ("SELECT 1", "not a table schema change"),
-            ("CREATE DATABASE x", "not a table schema change"),
-        ] {
-            options.sql = sql.into();
-            assert!(plan_err(&topology, &options).contains(needle), "{sql}");
-        }
-    }
-
-    fn plan_err(topology: &Topology, options: &MigrateOptions) -> String {
-        match plan(topology, options) {
-            Ok(plan) => panic!("planned {plan}"),
-            Err(e) => e.to_string(),
-        }
-    }
 }
