@@ -509,8 +509,8 @@ async fn apply_one(
 }
 
 /// Decides the "already applied" shards: done when their definition is
-/// the reference's (a shard that applied the statement; with none, the
-/// first candidate's). Returns the reference.
+/// the reference's (a shard that applied the statement, in this run or an
+/// earlier one; with none, the first candidate's). Returns the reference.
 async fn settle_candidates(
     topology: &Topology,
     plan: &MigratePlan,
@@ -520,14 +520,16 @@ async fn settle_candidates(
     done_now: &Mutex<Vec<String>>,
 ) -> Result<Option<(HostId, String)>, FleetError> {
     let table = &plan.table.name;
+    // A shard that applied the statement now, else one an earlier run
+    // did, else the first candidate.
+    let done_before = plan.hosts.iter().find_map(|(id, _, dbs)| {
+        dbs.iter()
+            .find(|db| plan.done_before.contains(*db))
+            .map(|db| (*id, db.clone()))
+    });
     let Some(reference) = reference
+        .or(done_before)
         .or_else(|| candidates.first().map(|c| (c.host, c.database.clone())))
-        .or_else(|| {
-            // Everything was done by earlier runs: any shard of the fleet.
-            plan.hosts
-                .iter()
-                .find_map(|(id, _, dbs)| dbs.first().map(|db| (*id, db.clone())))
-        })
     else {
         return Ok(None);
     };
