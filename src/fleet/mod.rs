@@ -272,10 +272,7 @@ struct Job {
 
 /// Everything a host task needs, owned.
 struct HostWork {
-    host: String,
-    user: String,
-    password: String,
-    connect_timeout: Duration,
+    login: HostLogin,
     connections: usize,
     jobs: Vec<Job>,
     tables: Arc<HashMap<FleetId, Vec<TableDdl>>>,
@@ -301,15 +298,10 @@ pub async fn init_with(
 
     let tables: Arc<HashMap<FleetId, Vec<TableDdl>>> =
         Arc::new(plan.by_fleet.clone().into_iter().collect());
-    let timeout = admin_connect_timeout(topology);
-    let account = topology.config.operations_account();
     let mut tasks = Vec::new();
     for (host_id, host_jobs) in jobs {
         let work = HostWork {
-            host: topology.hosts[host_id].addr.clone(),
-            user: account.user.clone(),
-            password: account.password.clone(),
-            connect_timeout: timeout,
+            login: HostLogin::operations(topology, host_id),
             connections: options.connections_per_host.max(1),
             jobs: host_jobs,
             tables: tables.clone(),
@@ -585,16 +577,14 @@ struct Batch {
 async fn init_host(work: HostWork) -> Result<HostReport, FleetError> {
     let started = Instant::now();
     let HostWork {
-        host,
-        user,
-        password,
-        connect_timeout,
+        login,
         connections,
         jobs,
         tables,
         bar,
     } = work;
-    let mut first = connect(&host, &user, &password, connect_timeout).await?;
+    let host = login.host.clone();
+    let mut first = login.connect().await?;
     let (dbs, existing) = existing_objects(&mut first, &host).await?;
 
     let shards = jobs.len();
@@ -635,12 +625,6 @@ async fn init_host(work: HostWork) -> Result<HostReport, FleetError> {
     let dbs_created = Arc::new(AtomicUsize::new(0));
     let tables_created = Arc::new(AtomicUsize::new(0));
     let (databases, created) = (dbs_created.clone(), tables_created.clone());
-    let login = HostLogin {
-        host: host.clone(),
-        user,
-        password,
-        timeout: connect_timeout,
-    };
     let failing_host = host.clone();
     drain_on_host(
         &login,
