@@ -630,7 +630,10 @@ async fn check_definitions(
             .find(|(name, _)| name.eq_ignore_ascii_case(table))
             .map(|(_, columns)| columns.clone())
     };
-    let expected = reference.as_ref().and_then(|(host, db)| columns(*host, db));
+    let expected = match reference {
+        Some((host, db)) if !plan.table.dropped => columns(*host, db),
+        _ => None,
+    };
     let mut problems = Vec::new();
     for (id, addr, dbs) in &plan.hosts {
         for db in dbs {

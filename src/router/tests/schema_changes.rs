@@ -211,3 +211,38 @@ fn schema_change_kind_and_codes() {
         other => panic!("prepared DROP TABLE: {other:?}"),
     }
 }
+
+#[test]
+fn statements_for_every_shard_name_their_table_alone() {
+    let table = |sql: &str| migration_table(sql).map(|t| (t.name, t.dropped));
+    assert_eq!(
+        table("ALTER TABLE pins ADD COLUMN note INT"),
+        Ok(("pins".to_owned(), false))
+    );
+    assert_eq!(
+        table("CREATE TABLE IF NOT EXISTS scratch (a INT) ENGINE=InnoDB;"),
+        Ok(("scratch".to_owned(), false))
+    );
+    assert_eq!(
+        table("DROP TABLE IF EXISTS scratch"),
+        Ok(("scratch".to_owned(), true))
+    );
+    assert_eq!(
+        table("CREATE INDEX i ON `pins` (data(10))"),
+        Ok(("pins".to_owned(), false))
+    );
+    for (sql, needle) in [
+        ("ALTER TABLE db00001.pins ADD x INT", "qualified"),
+        ("CREATE TABLE t LIKE db00001.pins", "qualified"),
+        ("ALTER TABLE pins RENAME TO pins2", "renaming"),
+        ("/*+ SHARD(1) */ DROP TABLE pins", "hint"),
+        ("ALTER TABLE pins ADD x INT; DROP TABLE pins", "exactly one"),
+        ("UPDATE pins SET data = 1", "not a table schema change"),
+        ("CREATE TEMPORARY TABLE t (a INT)", "temporary"),
+    ] {
+        match migration_table(sql) {
+            Ok(found) => panic!("{sql}: {found:?}"),
+            Err(e) => assert!(e.to_string().contains(needle), "{sql}: {e}"),
+        }
+    }
+}
