@@ -25,8 +25,9 @@
 # integration/.fleet/<port>/): data/, my.cnf, mariadbd.pid, error.log and the
 # socket. Accounts on every instance (from 127.0.0.1 and localhost):
 #   shard/shardpw        the proxy's data path (`backend` in the config):
-#                        SELECT, INSERT, UPDATE, DELETE on the shard databases
-#                        (`db_____`.*, `msdb_____`.*) and nothing else;
+#                        SELECT, INSERT, UPDATE, DELETE and CREATE, DROP,
+#                        INDEX, ALTER on the shard databases (`db_____`.*,
+#                        `msdb_____`.*) and nothing else;
 #   shardops/shardopspw  the control plane (`operations`: fleet init, VERIFY
 #                        FLEET, PROMOTE REPLICA, failover): ALL PRIVILEGES;
 #   repl/replpw          replication; root without password over the socket.
@@ -49,15 +50,17 @@ BACKEND_PASSWORD=shardpw
 OPS_USER=shardops
 OPS_PASSWORD=shardopspw
 # The data path's grants, one per line, as SHOW GRANTS prints them (minus the
-# password): DML on the shard databases of config/shardgate.yaml (db{:05},
-# msdb{:05}). `_` is the one-character wildcard of a grant, so `db_____`
-# matches db00000..db04095 (and nothing shorter or longer, e.g. not msdb00001
-# or mysql). No DDL, LOCK TABLES or CREATE TEMPORARY TABLES: the router refuses
-# those statements, so the account does not need them (least privilege: a
-# statement that slips past the router still cannot change a schema).
+# password): DML and table DDL (CREATE, DROP, INDEX, ALTER: the schema changes
+# the router sends to one explicit shard) on the shard databases of
+# config/shardgate.yaml (db{:05}, msdb{:05}). `_` is the one-character
+# wildcard of a grant, so `db_____` matches db00000..db04095 (and nothing
+# shorter or longer, e.g. not msdb00001 or mysql). Nothing on `mysql` & co,
+# no GRANT OPTION, FILE, SUPER, PROCESS, LOCK TABLES or CREATE TEMPORARY
+# TABLES: a statement that slips past the router still cannot reach the
+# servers' own schemas, accounts or files.
 BACKEND_GRANTS="GRANT USAGE ON *.* TO \`$BACKEND_USER\`@\`%HOST%\`
-GRANT SELECT, INSERT, UPDATE, DELETE ON \`db_____\`.* TO \`$BACKEND_USER\`@\`%HOST%\`
-GRANT SELECT, INSERT, UPDATE, DELETE ON \`msdb_____\`.* TO \`$BACKEND_USER\`@\`%HOST%\`"
+GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON \`db_____\`.* TO \`$BACKEND_USER\`@\`%HOST%\`
+GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON \`msdb_____\`.* TO \`$BACKEND_USER\`@\`%HOST%\`"
 # The operations account: everything (in MariaDB 10.11 ALL PRIVILEGES includes
 # REPLICATION SLAVE ADMIN, READ_ONLY ADMIN, BINLOG ADMIN and SLAVE MONITOR,
 # which PROMOTE REPLICA needs), but not GRANT OPTION.

@@ -1,5 +1,5 @@
 //! The `shardgate` command: run the proxy, check a config, encode and
-//! decode IDs, create and verify the fleet's shard databases.
+//! decode IDs, create, verify and migrate the fleet's shard databases.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -82,6 +82,36 @@ enum FleetCommand {
         #[arg(long)]
         schema: PathBuf,
     },
+    /// Apply one schema change (`ALTER TABLE pins ADD COLUMN ...`) to every
+    /// shard database of the table's fleet, resumably; exit status 1 when a
+    /// shard failed or the shards' definitions differ.
+    Migrate {
+        /// Config file (YAML).
+        #[arg(long)]
+        config: PathBuf,
+        /// The schema change, naming its table unqualified.
+        #[arg(long)]
+        sql: String,
+        /// The table's fleet (needed for a table the config does not name).
+        #[arg(long)]
+        fleet: Option<String>,
+        /// Concurrent connections per host.
+        #[arg(long, default_value_t = shardgate::fleet::DEFAULT_CONNECTIONS_PER_HOST)]
+        concurrency_per_host: usize,
+        /// Print the plan (hosts, shard counts, the statement per shard) and
+        /// change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The state file recording the shard databases done (default:
+        /// `shardgate-migrate-<fleet>-<table>-<hash>.state` in the working
+        /// directory); a rerun skips them.
+        #[arg(long)]
+        state: Option<PathBuf>,
+        /// Stop after this many shard databases changed, as an interruption
+        /// would (the rest on the next run).
+        #[arg(long)]
+        limit: Option<usize>,
+    },
     /// Check every host: each shard database on its master and nowhere else,
     /// with the schema's tables and columns; a line per problem, exit status
     /// 1 when there is one.
@@ -147,6 +177,47 @@ fn run(command: Command) -> Result<(), String> {
         Command::Fleet {
             command: FleetCommand::Verify { config, schema },
         } => fleet_verify(&config, schema.as_deref()),
+        Command::Fleet {
+            command:
+                FleetCommand::Migrate {
+                    config,
+                    sql,
+                    fleet,
+                    concurrency_per_host,
+                    dry_run,
+                    state,
+                    limit,
+                },
+        } => {
+            let mut options = shardgate::fleet::MigrateOptions::new(sql);
+            options.fleet = fleet;
+            options.connections_per_host = concurrency_per_host;
+            options.state = state;
+            options.limit = limit;
+            fleet_migrate(&config, &options, dry_run)
+        }
+    }
+}
+
+fn fleet_migrate(
+    config: &Path,
+    options: &shardgate::fleet::MigrateOptions,
+    dry_run: bool,
+) -> Result<(), String> {
+    let topology = load(config)?;
+    let plan = shardgate::fleet::plan_migration(&topology, options).map_err(|e| e.to_string())?;
+    if dry_run {
+        println!("{plan}\ndry run: nothing was changed");
+        return Ok(());
+    }
+    let report = runtime()?
+        .block_on(shardgate::fleet::migrate(&topology, &plan, options))
+        .map_err(|e| format!("fleet migrate failed: {e}"))?;
+    if report.is_ok() {
+        println!("{report}");
+        Ok(())
+    } else {
+        Err(report.to_string())
     }
 }
 

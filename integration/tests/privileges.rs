@@ -1,6 +1,6 @@
 //! Least privilege on the backends: the data path's account
-//! (`shard`, config `backend`) can do DML on the shard databases and nothing
-//! else, so even a statement the router misread cannot reach the servers'
+//! (`shard`, config `backend`) can do DML and table DDL (CREATE, DROP,
+//! INDEX, ALTER) on the shard databases and nothing else, so even a statement the router misread cannot reach the servers'
 //! own schemas, globals or accounts; the operations account (`shardops`,
 //! config `operations`) holds everything the control plane needs.
 //! `integration/fleet.sh start` creates both on every instance.
@@ -54,14 +54,14 @@ async fn the_config_names_the_two_accounts_the_fleet_creates() {
 }
 
 #[tokio::test]
-async fn the_backend_account_holds_dml_on_the_shard_databases_only() {
+async fn the_backend_account_holds_dml_and_ddl_on_the_shard_databases_only() {
     for port in FLEET_PORTS {
         let mut conn = direct(port).await;
         assert_eq!(
             own_grants(&mut conn).await,
             [
-                "GRANT SELECT, INSERT, UPDATE, DELETE ON `db_____`.* TO `shard`@`127.0.0.1`",
-                "GRANT SELECT, INSERT, UPDATE, DELETE ON `msdb_____`.* TO `shard`@`127.0.0.1`",
+                "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON `db_____`.* TO `shard`@`127.0.0.1`",
+                "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON `msdb_____`.* TO `shard`@`127.0.0.1`",
                 "GRANT USAGE ON *.* TO `shard`@`127.0.0.1`",
             ],
             "grants of shard on {port}"
@@ -77,8 +77,10 @@ async fn the_backend_account_holds_dml_on_the_shard_databases_only() {
     }
 }
 
-/// The privilege attacks (DDL, grants, system schemas), sent straight to the server as the data
-/// path's account: each is denied by the server itself, and nothing changed.
+/// The privilege attacks (DDL outside the shard databases, grants, system
+/// schemas, files), sent straight to the server as the data path's account:
+/// each is denied by the server itself, and nothing changed. Table DDL on a
+/// shard database is allowed (on a table of the test's own).
 #[tokio::test]
 async fn the_server_denies_the_backend_account_everything_outside_the_shards() {
     let tag = format!("priv-{}", std::process::id());
@@ -113,8 +115,23 @@ async fn the_server_denies_the_backend_account_everything_outside_the_shards() {
         ("SET GLOBAL max_connect_errors = 4242".to_owned(), 1227),
         (format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'x'"), 1227),
         ("CREATE DATABASE zz".to_owned(), 1044),
-        ("CREATE TABLE db00001.priv_probe (a INT)".to_owned(), 1142),
-        ("DROP TABLE db00001.pins".to_owned(), 1142),
+        ("CREATE TABLE mysql.priv_probe (a INT)".to_owned(), 1142),
+        ("DROP TABLE mysql.help_keyword".to_owned(), 1142),
+        (
+            "ALTER TABLE mysql.help_keyword ADD COLUMN priv_probe INT".to_owned(),
+            1142,
+        ),
+        ("CREATE TABLE sys.priv_probe (a INT)".to_owned(), 1142),
+        (
+            "CREATE TABLE performance_schema.priv_probe (a INT)".to_owned(),
+            1142,
+        ),
+        ("CREATE TABLE zz.priv_probe (a INT)".to_owned(), 1142),
+        ("GRANT SELECT ON `db_____`.* TO 'app'@'%'".to_owned(), 1044),
+        (
+            "SELECT 1 INTO OUTFILE '/tmp/shardgate_priv_probe'".to_owned(),
+            1227,
+        ),
         ("SET SESSION sql_log_bin = 0".to_owned(), 1227),
         ("SELECT * FROM performance_schema.threads".to_owned(), 1142),
     ];
@@ -146,12 +163,33 @@ async fn the_server_denies_the_backend_account_everything_outside_the_shards() {
     assert!(!database_exists(MASTER_A, "zz").await, "zz was created");
     let table: Option<u64> = ops
         .query_first(
-            "SELECT COUNT(*) FROM information_schema.TABLES \
-             WHERE TABLE_SCHEMA = 'db00001' AND TABLE_NAME = 'priv_probe'",
+            "SELECT COUNT(*) FROM information_schema.COLUMNS \
+             WHERE TABLE_NAME = 'priv_probe' OR COLUMN_NAME = 'priv_probe'",
         )
         .await
         .unwrap();
     assert_eq!(table, Some(0));
+
+    // Table DDL on a shard database works (on a table of the test's own,
+    // never one the fleet shares), on both fleets' formats.
+    let probe = format!("priv_ddl_{}", std::process::id());
+    for (port, db) in [(MASTER_A, "db00001"), (MOD_HOST, "msdb00001")] {
+        let mut shard = direct(port).await;
+        for sql in [
+            format!("CREATE TABLE {db}.{probe} (a INT PRIMARY KEY, b INT)"),
+            format!("CREATE INDEX b ON {db}.{probe} (b)"),
+            format!("ALTER TABLE {db}.{probe} ADD COLUMN c INT"),
+            format!("DROP INDEX b ON {db}.{probe}"),
+            format!("TRUNCATE TABLE {db}.{probe}"),
+            format!("DROP TABLE {db}.{probe}"),
+        ] {
+            shard
+                .query_drop(&sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql} on {port}: {e}"));
+        }
+        shard.disconnect().await.ok();
+    }
 
     // DML on a shard database works, on both fleets' formats.
     conn.exec_drop("INSERT INTO db00001.pins (data) VALUES (?)", (&tag,))

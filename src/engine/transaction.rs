@@ -73,6 +73,10 @@ impl Engine {
     ) -> Result<(Venue, ShardGuard), Failure> {
         let target = query.target;
         let pool = self.backends.pool(host_addr(topology, target.host));
+        if query.kind == StatementKind::SchemaChange {
+            check_no_transaction(state)?;
+            return Ok((Venue::Pool(pool), guard));
+        }
         if !state.in_transaction() {
             return Ok((Venue::Pool(pool), guard));
         }
@@ -282,6 +286,22 @@ pub(super) fn recorded_text(sql: SqlText) -> Result<String, Failure> {
                 .to_owned(),
         )))
     })
+}
+
+/// A schema change makes the server commit the open transaction, which
+/// would end a bound transaction behind the client's back: refused while
+/// one is open (BEGIN given, or a transaction bound under autocommit off).
+/// With autocommit off and nothing bound, no transaction is open yet and
+/// the statement runs on its own, as on the server.
+fn check_no_transaction(state: &SessionState) -> Result<(), Failure> {
+    if state.bound.is_none() && !state.explicit_transaction {
+        return Ok(());
+    }
+    Err(Failure::Client(ClientError::Transaction(
+        "a schema change (CREATE/DROP/ALTER TABLE, CREATE/DROP INDEX, TRUNCATE, RENAME TABLE) \
+         would make the server commit the open transaction implicitly; COMMIT or ROLLBACK first"
+            .to_owned(),
+    )))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! Only masters are written to; replicas get the databases through
 //! replication.
 
+mod migrate;
 pub mod schema;
 mod verify;
 
@@ -25,6 +26,9 @@ use mysql_async::{Conn, OptsBuilder};
 
 use crate::topology::{FleetId, HostId, Topology};
 
+pub use migrate::{
+    migrate, plan as plan_migration, MigrateOptions, MigratePlan, MigrateReport, ShardFailure,
+};
 pub use schema::{plan_schema, split_statements, table_columns, FleetSchema, TableDdl};
 pub use verify::{
     configured_schema_path, kind, read_schema, verify, verify_configured, verify_with_schema,
@@ -120,6 +124,9 @@ pub enum FleetError {
         #[source]
         source: mysql_async::Error,
     },
+    /// A migration cannot be planned or its state file used.
+    #[error("fleet migrate: {0}")]
+    Migrate(String),
     /// Several hosts failed; one error per host.
     #[error("{} hosts failed: {}", .0.len(), join_errors(.0))]
     Several(Vec<FleetError>),
@@ -265,10 +272,7 @@ struct Job {
 
 /// Everything a host task needs, owned.
 struct HostWork {
-    host: String,
-    user: String,
-    password: String,
-    connect_timeout: Duration,
+    login: HostLogin,
     connections: usize,
     jobs: Vec<Job>,
     tables: Arc<HashMap<FleetId, Vec<TableDdl>>>,
@@ -283,33 +287,21 @@ pub async fn init_with(
 ) -> Result<InitReport, FleetError> {
     let started = Instant::now();
     let plan = plan_schema(topology, schema_sql)?;
-    let jobs = jobs_by_master(topology);
+    let jobs = jobs_by_master(topology, None);
     let total: usize = jobs.values().map(Vec::len).sum();
 
-    let bar = if options.progress && std::io::stderr().is_terminal() {
-        let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
-        bar.set_style(
-            ProgressStyle::with_template(
-                "fleet init [{elapsed_precise}] {wide_bar} {pos}/{len} shard databases ({per_sec}, eta {eta})",
-            )
-            .expect("valid progress template"),
-        );
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = progress_bar(
+        options.progress,
+        total,
+        "fleet init [{elapsed_precise}] {wide_bar} {pos}/{len} shard databases ({per_sec}, eta {eta})",
+    );
 
     let tables: Arc<HashMap<FleetId, Vec<TableDdl>>> =
         Arc::new(plan.by_fleet.clone().into_iter().collect());
-    let timeout = admin_connect_timeout(topology);
-    let account = topology.config.operations_account();
     let mut tasks = Vec::new();
     for (host_id, host_jobs) in jobs {
         let work = HostWork {
-            host: topology.hosts[host_id].addr.clone(),
-            user: account.user.clone(),
-            password: account.password.clone(),
-            connect_timeout: timeout,
+            login: HostLogin::operations(topology, host_id),
             connections: options.connections_per_host.max(1),
             jobs: host_jobs,
             tables: tables.clone(),
@@ -352,10 +344,25 @@ pub async fn init_with(
     })
 }
 
-/// Shard databases each master must hold, hosts in topology order.
-fn jobs_by_master(topology: &Topology) -> BTreeMap<HostId, Vec<Job>> {
+/// A progress bar on stderr over `total` shard databases with `template`,
+/// when `enabled` and stderr is a terminal; else a hidden one.
+fn progress_bar(enabled: bool, total: usize, template: &str) -> ProgressBar {
+    if !enabled || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+    bar.set_style(ProgressStyle::with_template(template).expect("valid progress template"));
+    bar
+}
+
+/// Shard databases each master must hold (of every fleet, or of `only`),
+/// hosts in topology order.
+fn jobs_by_master(topology: &Topology, only: Option<FleetId>) -> BTreeMap<HostId, Vec<Job>> {
     let mut jobs: BTreeMap<HostId, Vec<Job>> = BTreeMap::new();
     for (fid, fleet) in topology.fleets.iter().enumerate() {
+        if only.is_some_and(|only| only != fid) {
+            continue;
+        }
         for range in &fleet.ranges {
             let list = jobs.entry(range.master).or_default();
             for shard in range.first..=range.last {
@@ -439,6 +446,94 @@ async fn connect(
     }
 }
 
+/// Where and as whom the fleet tools connect to one host.
+#[derive(Debug, Clone)]
+struct HostLogin {
+    host: String,
+    user: String,
+    password: String,
+    timeout: Duration,
+}
+
+impl HostLogin {
+    /// The operations account on host `id` of `topology`.
+    fn operations(topology: &Topology, id: HostId) -> Self {
+        let account = topology.config.operations_account();
+        HostLogin {
+            host: topology.hosts[id].addr.clone(),
+            user: account.user.clone(),
+            password: account.password.clone(),
+            timeout: admin_connect_timeout(topology),
+        }
+    }
+
+    async fn connect(&self) -> Result<Conn, FleetError> {
+        connect(&self.host, &self.user, &self.password, self.timeout).await
+    }
+}
+
+/// Works through `items` on one host with up to `connections` connections
+/// (`first`, if given, is one of them), each item by `work`, which hands
+/// its connection back with the outcome. The first error stops every
+/// connection of the host and is returned.
+async fn drain_on_host<T, F, Fut>(
+    login: &HostLogin,
+    connections: usize,
+    first: Option<Conn>,
+    items: Vec<T>,
+    work: F,
+) -> Result<(), FleetError>
+where
+    T: Send + 'static,
+    F: Fn(Conn, T) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = (Conn, Result<(), FleetError>)> + Send + 'static,
+{
+    let workers = connections.max(1).min(items.len()).max(1);
+    let queue = Arc::new(Mutex::new(items.into_iter()));
+    let abort = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::new();
+    let mut first = first;
+    for _ in 0..workers {
+        let conn = first.take();
+        let (login, queue, abort, work) =
+            (login.clone(), queue.clone(), abort.clone(), work.clone());
+        handles.push(tokio::spawn(async move {
+            let mut conn = match conn {
+                Some(c) => c,
+                None => login.connect().await?,
+            };
+            let result = loop {
+                if abort.load(Ordering::Relaxed) {
+                    break Ok(());
+                }
+                let Some(item) = crate::sync::lock(&queue).next() else {
+                    break Ok(());
+                };
+                let (back, outcome) = work(conn, item).await;
+                conn = back;
+                if let Err(e) = outcome {
+                    abort.store(true, Ordering::Relaxed);
+                    break Err(e);
+                }
+            };
+            let _ = conn.disconnect().await;
+            result
+        }));
+    }
+    let mut first_error = None;
+    for h in handles {
+        match h.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                abort.store(true, Ordering::Relaxed);
+                first_error.get_or_insert(e);
+            }
+            Err(join) => std::panic::resume_unwind(join.into_panic()),
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
 fn quote_ident(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
@@ -482,16 +577,14 @@ struct Batch {
 async fn init_host(work: HostWork) -> Result<HostReport, FleetError> {
     let started = Instant::now();
     let HostWork {
-        host,
-        user,
-        password,
-        connect_timeout,
+        login,
         connections,
         jobs,
         tables,
         bar,
     } = work;
-    let mut first = connect(&host, &user, &password, connect_timeout).await?;
+    let host = login.host.clone();
+    let mut first = login.connect().await?;
     let (dbs, existing) = existing_objects(&mut first, &host).await?;
 
     let shards = jobs.len();
@@ -529,63 +622,37 @@ async fn init_host(work: HostWork) -> Result<HostReport, FleetError> {
     }
     bar.inc(complete_before as u64);
 
-    let workers = connections.min(batches.len()).max(1);
-    let queue = Arc::new(Mutex::new(batches.into_iter()));
-    let abort = Arc::new(AtomicBool::new(false));
     let dbs_created = Arc::new(AtomicUsize::new(0));
     let tables_created = Arc::new(AtomicUsize::new(0));
-
-    let mut handles = Vec::new();
-    let mut first = Some(first);
-    for _ in 0..workers {
-        let conn = first.take();
-        let (host, user, password) = (host.clone(), user.clone(), password.clone());
-        let (queue, abort, bar) = (queue.clone(), abort.clone(), bar.clone());
-        let (dbs_created, tables_created) = (dbs_created.clone(), tables_created.clone());
-        handles.push(tokio::spawn(async move {
-            let mut conn = match conn {
-                Some(c) => c,
-                None => connect(&host, &user, &password, connect_timeout).await?,
-            };
-            let result = loop {
-                if abort.load(Ordering::Relaxed) {
-                    break Ok(());
-                }
-                let Some(batch) = crate::sync::lock(&queue).next() else {
-                    break Ok(());
-                };
+    let (databases, created) = (dbs_created.clone(), tables_created.clone());
+    let failing_host = host.clone();
+    drain_on_host(
+        &login,
+        connections,
+        Some(first),
+        batches,
+        move |mut conn, batch: Batch| {
+            let (host, bar) = (failing_host.clone(), bar.clone());
+            let (databases, created) = (databases.clone(), created.clone());
+            async move {
                 if let Err(source) = conn.query_drop(&batch.sql).await {
-                    abort.store(true, Ordering::Relaxed);
-                    break Err(FleetError::Create {
-                        host: host.clone(),
+                    let error = FleetError::Create {
+                        host,
                         database: batch.database,
                         source,
-                    });
+                    };
+                    return (conn, Err(error));
                 }
                 if batch.creates_database {
-                    dbs_created.fetch_add(1, Ordering::Relaxed);
+                    databases.fetch_add(1, Ordering::Relaxed);
                 }
-                tables_created.fetch_add(batch.tables, Ordering::Relaxed);
+                created.fetch_add(batch.tables, Ordering::Relaxed);
                 bar.inc(1);
-            };
-            let _ = conn.disconnect().await;
-            result
-        }));
-    }
-    let mut first_error = None;
-    for h in handles {
-        match h.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                abort.store(true, Ordering::Relaxed);
-                first_error.get_or_insert(e);
+                (conn, Ok(()))
             }
-            Err(join) => std::panic::resume_unwind(join.into_panic()),
-        }
-    }
-    if let Some(e) = first_error {
-        return Err(e);
-    }
+        },
+    )
+    .await?;
     Ok(HostReport {
         host,
         shards,

@@ -111,6 +111,10 @@ pub enum StatementKind {
     LockingRead,
     /// INSERT, UPDATE, DELETE, REPLACE.
     Write,
+    /// CREATE/DROP/ALTER TABLE, CREATE/DROP INDEX, TRUNCATE, RENAME TABLE,
+    /// DROP VIEW: the server commits implicitly around it, so it never
+    /// runs inside a transaction.
+    SchemaChange,
 }
 
 /// A statement for one shard.

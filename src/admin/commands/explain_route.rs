@@ -185,6 +185,7 @@ fn kind_name(kind: StatementKind) -> &'static str {
         StatementKind::Read => "read",
         StatementKind::LockingRead => "locking read",
         StatementKind::Write => "write",
+        StatementKind::SchemaChange => "schema change",
     }
 }
 

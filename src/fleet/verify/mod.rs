@@ -32,6 +32,7 @@ mod compare;
 #[cfg(test)]
 mod tests;
 
+pub(super) use compare::column_difference;
 use compare::compare;
 
 /// The `kind` of every [`Problem`].
@@ -294,7 +295,7 @@ fn expected_schema(
 }
 
 /// `LIKE` patterns matching every fleet's database names (by prefix).
-fn like_patterns(topology: &Topology) -> Vec<String> {
+pub(super) fn like_patterns(topology: &Topology) -> Vec<String> {
     let mut patterns: Vec<String> = topology
         .fleets
         .iter()
@@ -316,29 +317,29 @@ fn like_patterns(topology: &Topology) -> Vec<String> {
 }
 
 /// Columns in order by table, by database.
-type Tables = BTreeMap<String, BTreeMap<String, Vec<String>>>;
+pub(super) type Tables = BTreeMap<String, BTreeMap<String, Vec<String>>>;
 
 /// What one host holds, as far as the check needs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct HostCatalog {
+pub(super) struct HostCatalog {
     /// Databases whose name starts like a fleet's shard databases.
-    databases: Vec<String>,
+    pub(super) databases: Vec<String>,
     /// Their tables' columns; `None` when not read (not a master, or no
     /// schema to compare with).
-    tables: Option<Tables>,
+    pub(super) tables: Option<Tables>,
 }
 
 /// Everything a host-reading task needs, owned.
-struct ReadCatalog {
-    addr: String,
-    user: String,
-    password: String,
-    timeout: Duration,
-    patterns: Arc<Vec<String>>,
-    columns: bool,
+pub(super) struct ReadCatalog {
+    pub(super) addr: String,
+    pub(super) user: String,
+    pub(super) password: String,
+    pub(super) timeout: Duration,
+    pub(super) patterns: Arc<Vec<String>>,
+    pub(super) columns: bool,
 }
 
-async fn read_catalog(read: ReadCatalog) -> Result<HostCatalog, FleetError> {
+pub(super) async fn read_catalog(read: ReadCatalog) -> Result<HostCatalog, FleetError> {
     let mut conn = connect(&read.addr, &read.user, &read.password, read.timeout).await?;
     let query_err = |what: &str| {
         let host = read.addr.clone();

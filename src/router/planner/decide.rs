@@ -143,10 +143,20 @@ impl<'a> Planner<'a> {
             // Nothing decided: fine only if no sharded table is involved.
             let logical = insert_rule.or_else(|| self.tables.iter().find_map(|t| t.kind.rule()));
             if let Some(rule) = logical {
+                let expected = if kind == StatementKind::SchemaChange {
+                    super::ddl::expected(&env.database_pattern(rule.fleet), &rule.name)
+                } else {
+                    self.expected(rule)
+                };
                 return Err(RouteError::NoShardKey {
                     table: rule.name.clone(),
-                    expected: self.expected(rule),
+                    expected,
                 });
+            }
+            if kind == StatementKind::SchemaChange {
+                return Err(unsupported(
+                    "a schema change that names no shard database; name one (dbNNNNN.table) or USE it",
+                ));
             }
             return any_host(env.src.original, edits);
         };
@@ -206,7 +216,7 @@ impl<'a> Planner<'a> {
                     env.database_name(rule.fleet, b)
                 );
                 match kind {
-                    StatementKind::Write => {
+                    StatementKind::Write | StatementKind::SchemaChange => {
                         return Err(RouteError::CrossShard(format!(
                             "{message}; writes never fan out: send one statement per shard"
                         )))
@@ -346,12 +356,22 @@ impl<'a> Planner<'a> {
             .tables
             .iter()
             .find_map(|t| t.kind.rule().map(|rule| rule.fleet));
-        let hint_fleet = home.or_else(|| {
-            self.tables.iter().find_map(|t| match t.kind {
-                RefKind::Physical { fleet, .. } => Some(fleet),
-                _ => None,
+        let hint_fleet = home
+            .or_else(|| {
+                self.tables.iter().find_map(|t| match t.kind {
+                    RefKind::Physical { fleet, .. } => Some(fleet),
+                    _ => None,
+                })
             })
-        });
+            .or_else(|| {
+                // Tables of the USE database that the config does not name.
+                let plain = self.tables.iter().any(|t| matches!(t.kind, RefKind::Plain));
+                self.env
+                    .ctx
+                    .current_db
+                    .filter(|_| plain)
+                    .map(|(fleet, _)| fleet)
+            });
         let Some(fleet_id) = hint_fleet else {
             return Ok(());
         };

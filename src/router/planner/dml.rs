@@ -201,6 +201,14 @@ impl<'a> Planner<'a> {
         self.depth -= 1;
     }
 
+    /// A planner for a statement that names its tables without a walk (a
+    /// schema change); `command` is its verb for access errors.
+    pub(super) fn for_command(env: Env<'a>, command: &'static str) -> Self {
+        let mut planner = Planner::new(env);
+        planner.command = command;
+        planner
+    }
+
     pub(super) fn fail(&mut self, error: RouteError) {
         if self.error.is_none() {
             self.error = Some(error);

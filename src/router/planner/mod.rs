@@ -29,6 +29,7 @@
 //!   a read whose keys span several shards, or an explicit `/*+ SCATTER */`,
 //!   becomes one statement per shard and a merge ([`multi`]).
 
+mod ddl;
 mod decide;
 mod diagnostics;
 mod dml;
@@ -63,6 +64,7 @@ use super::plan::{
 use super::set;
 use super::text::{Edits, Source};
 use crate::topology::{Fleet, FleetId, TableRule, Topology};
+pub use ddl::{migration_table, MigrationTable};
 use dml::Planner;
 #[cfg(test)]
 pub(crate) use dml::MAX_WALK_DEPTH;
@@ -137,9 +139,6 @@ impl Placement for FirstShard {
         first
     }
 }
-
-const SCHEMA_CHANGE: &str =
-    "schema changes are not routed; they go through `shardgate fleet init` (every shard database at once)";
 
 /// [`route`] (`prepare` false) and [`route_prepare`] (true).
 fn route_inner(
@@ -272,6 +271,9 @@ fn plan_tokens(
     if let (Statement::ShowVariable { .. }, Some(asked)) = (statement, show_diagnostics) {
         return Ok(diagnostics::plan(sql, asked));
     }
+    if let Some((command, names)) = ddl::tables(statement)? {
+        return ddl::plan(env, command, &names, edits, &hints, placement);
+    }
     match statement {
         Statement::Query(query) if diagnostics::is_select_diagnostics(query) => Ok(
             diagnostics::plan(sql, diagnostics::select_diagnostics(&src, first_span)),
@@ -365,7 +367,7 @@ fn plan_tokens(
         | Statement::DropProcedure { .. }
         | Statement::DropTrigger { .. }
         | Statement::Truncate { .. }
-        | Statement::RenameTable { .. } => Err(unsupported(SCHEMA_CHANGE)),
+        | Statement::RenameTable { .. } => Err(unsupported(ddl::NOT_ROUTED)),
         _ => {
             let word = first_span.map(|span| src.text(span)).unwrap_or_default();
             Err(unsupported(format!(

@@ -52,6 +52,11 @@ pub(super) fn check_scatter(kind: StatementKind, hints: &Hints) -> Result<(), Ro
                 "/*+ SCATTER */ on a locking read (FOR UPDATE, FOR SHARE, LOCK IN SHARE MODE): locking reads run on one shard",
             ))
         }
+        StatementKind::SchemaChange => {
+            return Err(unsupported(
+                "/*+ SCATTER */ on a schema change: name one shard, or change every shard database with `shardgate fleet migrate`",
+            ))
+        }
         StatementKind::Read => {}
     }
     if let Some(hint) = hints

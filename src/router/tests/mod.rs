@@ -17,6 +17,7 @@ mod multi_shard_refusals;
 mod prepared;
 mod robustness;
 mod scatter;
+mod schema_changes;
 mod session;
 mod star;
 
@@ -114,6 +115,9 @@ fn shard(db: &'static str, sql: impl Into<String>) -> Expect {
 }
 fn write(db: &'static str, sql: impl Into<String>) -> Expect {
     Expect::Shard(db, sql.into(), StatementKind::Write)
+}
+fn ddl(db: &'static str, sql: impl Into<String>) -> Expect {
+    Expect::Shard(db, sql.into(), StatementKind::SchemaChange)
 }
 fn locking(db: &'static str, sql: impl Into<String>) -> Expect {
     Expect::Shard(db, sql.into(), StatementKind::LockingRead)

@@ -1,0 +1,237 @@
+//! Schema changes through the proxy on an explicit shard (a shard database
+//! in the name, USE, a hint), checked on the servers: the table is on that
+//! shard's master, in that database, and nowhere else; and the refusals
+//! (no shard, several shards, the servers' own schemas, an open
+//! transaction) with their codes. Every table is the test's own
+//! (`ddl_t_<pid>_<n>`); the fleet's shared tables are never changed.
+
+mod common;
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+
+/// A table name of this test process.
+fn table(n: u32) -> String {
+    format!("ddl_t_{}_{n}", std::process::id())
+}
+
+/// Every `database.table` named `name` on the host at `port`, sorted.
+async fn places(port: u16, name: &str) -> Vec<String> {
+    let mut ops = operations(port).await;
+    let found: Vec<String> = ops
+        .exec(
+            "SELECT CONCAT(TABLE_SCHEMA, '.', TABLE_NAME) FROM information_schema.TABLES \
+             WHERE TABLE_NAME = ? ORDER BY 1",
+            (name,),
+        )
+        .await
+        .expect("information_schema.TABLES");
+    ops.disconnect().await.ok();
+    found
+}
+
+/// Asserts `name` exists as `db.name` on the master at `port` and on no
+/// other master (the replica of A follows A).
+async fn only_on(port: u16, db: &str, name: &str) {
+    for master in [MASTER_A, MASTER_B, MOD_HOST] {
+        let want = if master == port {
+            vec![format!("{db}.{name}")]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(places(master, name).await, want, "{name} on {master}");
+    }
+}
+
+/// Asserts `name` exists on no master.
+async fn nowhere(name: &str) {
+    for master in [MASTER_A, MASTER_B, MOD_HOST] {
+        assert_eq!(
+            places(master, name).await,
+            Vec::<String>::new(),
+            "{name} on {master}"
+        );
+    }
+}
+
+/// The error code and message the proxy answered `sql` with.
+async fn refused(conn: &mut Conn, sql: &str) -> (u16, String) {
+    match conn.query_drop(sql).await {
+        Ok(()) => panic!("the proxy accepted: {sql}"),
+        Err(error) => server_error(error),
+    }
+}
+
+/// The column names of `db.name`, as the operations account reads them.
+async fn columns(port: u16, db: &str, name: &str) -> Vec<String> {
+    let mut ops = operations(port).await;
+    let found: Vec<String> = ops
+        .exec(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+            (db, name),
+        )
+        .await
+        .expect("information_schema.COLUMNS");
+    ops.disconnect().await.ok();
+    found
+}
+
+#[tokio::test]
+async fn qualified_names_reach_their_shards_master_only() {
+    let mut conn = client().await;
+    for (db, port, n) in [
+        ("db00017", MASTER_A, 1),
+        ("db02049", MASTER_B, 2),
+        ("msdb00017", MOD_HOST, 3),
+    ] {
+        let name = table(n);
+        conn.query_drop(format!(
+            "CREATE TABLE {db}.{name} (a INT PRIMARY KEY, b VARCHAR(10)) ENGINE=InnoDB"
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("create {db}.{name}: {e}"));
+        only_on(port, db, &name).await;
+        conn.query_drop(format!("ALTER TABLE {db}.{name} ADD COLUMN c INT"))
+            .await
+            .expect("alter");
+        conn.query_drop(format!("CREATE INDEX ib ON {db}.{name} (b)"))
+            .await
+            .expect("create index");
+        assert_eq!(columns(port, db, &name).await, ["a", "b", "c"]);
+        conn.query_drop(format!("INSERT INTO {db}.{name} (a, b) VALUES (1, 'x')"))
+            .await
+            .expect("insert");
+        conn.query_drop(format!("TRUNCATE TABLE {db}.{name}"))
+            .await
+            .expect("truncate");
+        let rows: Option<u64> = conn
+            .query_first(format!("SELECT COUNT(*) FROM {db}.{name}"))
+            .await
+            .expect("count");
+        assert_eq!(rows, Some(0));
+        conn.query_drop(format!("DROP INDEX ib ON {db}.{name}"))
+            .await
+            .expect("drop index");
+        conn.query_drop(format!("DROP TABLE {db}.{name}"))
+            .await
+            .expect("drop");
+        nowhere(&name).await;
+    }
+}
+
+#[tokio::test]
+async fn the_use_database_and_hints_name_the_shard() {
+    let mut conn = client().await;
+    let (name, renamed, hinted) = (table(10), table(11), table(12));
+    conn.query_drop("USE db02050").await.expect("use");
+    conn.query_drop(format!("CREATE TABLE {name} (a INT)"))
+        .await
+        .expect("create under USE");
+    only_on(MASTER_B, "db02050", &name).await;
+    conn.query_drop(format!("RENAME TABLE {name} TO {renamed}"))
+        .await
+        .expect("rename");
+    nowhere(&name).await;
+    only_on(MASTER_B, "db02050", &renamed).await;
+    // A hint that agrees with USE; one that does not is refused.
+    conn.query_drop(format!(
+        "/*+ SHARD(2050) */ CREATE TABLE {hinted} LIKE {renamed}"
+    ))
+    .await
+    .expect("create with an agreeing hint");
+    only_on(MASTER_B, "db02050", &hinted).await;
+    let (code, message) = refused(&mut conn, &format!("/*+ SHARD(7) */ DROP TABLE {hinted}")).await;
+    assert_eq!(code, 1105, "{message}");
+    assert!(message.contains("SHARD(7)"), "{message}");
+    conn.query_drop(format!("DROP TABLE {renamed}, {hinted}"))
+        .await
+        .expect("drop both");
+    nowhere(&renamed).await;
+    nowhere(&hinted).await;
+}
+
+#[tokio::test]
+async fn schema_changes_outside_one_explicit_shard_are_refused() {
+    let mut conn = client().await;
+    let name = table(20);
+    let cases: [(String, u16, &str); 9] = [
+        (
+            "ALTER TABLE pins ADD COLUMN ddl_never INT".to_owned(),
+            1105,
+            "shardgate fleet migrate",
+        ),
+        ("DROP TABLE pins".to_owned(), 1105, "dbNNNNN.pins"),
+        (format!("CREATE TABLE {name} (a INT)"), 1105, "USE dbNNNNN"),
+        (
+            format!("CREATE TABLE db00001.{name} (a INT), db00002.{name} (a INT)"),
+            1064,
+            "",
+        ),
+        (
+            format!("DROP TABLE db00001.{name}, db02048.{name}"),
+            1105,
+            "several shards",
+        ),
+        (format!("CREATE TABLE mysql.{name} (a INT)"), 1142, "mysql"),
+        (
+            "DROP TABLE information_schema.TABLES".to_owned(),
+            1142,
+            "information_schema",
+        ),
+        ("CREATE DATABASE ddl_never".to_owned(), 1105, "fleet init"),
+        ("DROP DATABASE db00001".to_owned(), 1105, "fleet init"),
+    ];
+    for (sql, code, needle) in &cases {
+        let (got, message) = refused(&mut conn, sql).await;
+        assert_eq!(got, *code, "{sql}: {message}");
+        assert!(message.contains(needle), "{sql}: {message}");
+    }
+    nowhere(&name).await;
+    assert!(database_exists(MASTER_A, "db00001").await);
+}
+
+#[tokio::test]
+async fn a_schema_change_never_ends_an_open_transaction() {
+    let mut conn = client().await;
+    let (name, other) = (table(30), table(31));
+    conn.query_drop(format!("CREATE TABLE db00021.{name} (a INT PRIMARY KEY)"))
+        .await
+        .expect("create");
+    // Explicit BEGIN, not yet bound: refused, the transaction stays open.
+    conn.query_drop("BEGIN").await.expect("begin");
+    let (code, message) =
+        refused(&mut conn, &format!("CREATE TABLE db00021.{other} (a INT)")).await;
+    assert_eq!(code, 1105, "{message}");
+    assert!(message.contains("COMMIT or ROLLBACK first"), "{message}");
+    // Bound by a write: refused, and the write is still uncommitted.
+    conn.query_drop(format!("INSERT INTO db00021.{name} VALUES (1)"))
+        .await
+        .expect("insert in the transaction");
+    let (code, message) = refused(&mut conn, &format!("DROP TABLE db00021.{name}")).await;
+    assert_eq!(code, 1105, "{message}");
+    conn.query_drop("ROLLBACK").await.expect("rollback");
+    let rows: Option<u64> = conn
+        .query_first(format!("SELECT COUNT(*) FROM db00021.{name}"))
+        .await
+        .expect("count");
+    assert_eq!(
+        rows,
+        Some(0),
+        "the write was rolled back, not committed by the DDL"
+    );
+    nowhere(&other).await;
+    // autocommit off with nothing bound: no transaction is open yet, so the
+    // statement runs, as on the server.
+    conn.query_drop("SET autocommit = 0")
+        .await
+        .expect("autocommit off");
+    conn.query_drop(format!("DROP TABLE db00021.{name}"))
+        .await
+        .expect("drop with autocommit off and nothing bound");
+    conn.query_drop("SET autocommit = 1")
+        .await
+        .expect("autocommit on");
+    nowhere(&name).await;
+}

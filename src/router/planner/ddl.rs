@@ -1,0 +1,230 @@
+//! Schema changes on one explicit shard: `CREATE TABLE`, `DROP TABLE`,
+//! `ALTER TABLE`, `CREATE INDEX`, `DROP INDEX`, `TRUNCATE`, `RENAME TABLE`
+//! and `DROP VIEW`.
+//!
+//! The tables a statement names go through the same resolution and
+//! decision as a DML statement's (`dml`, `decide`): a shard database in
+//! the name, a `/*+ SHARD(n) */` or `/*+ COLOCATE(id) */` hint, or the
+//! session's USE database decide the shard, they must agree, and
+//! unqualified names are qualified with the shard database. Nothing else
+//! can decide: a schema change has no shard key, and one on a sharded
+//! table with no shard named is refused, pointing to `shardgate fleet
+//! migrate`, which changes every shard database of the fleet.
+
+use sqlparser::ast::{
+    AlterTableOperation, CreateTableLikeKind, ObjectName, ObjectType, RenameTableNameKind,
+    Statement,
+};
+
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+use sqlparser::tokenizer::Tokenizer;
+
+use super::dml::Planner;
+use super::{idents, syntax, unsupported, Env};
+use crate::router::hints::{self, Hints};
+use crate::router::lex;
+use crate::router::plan::{Placement, Plan, RouteError, StatementKind};
+use crate::router::text::{Edits, Source};
+
+/// What to do instead of CREATE/DROP DATABASE and the schema changes that
+/// are not routed.
+pub(super) const NOT_ROUTED: &str =
+    "databases, views, routines and triggers are not changed through the proxy; \
+     shard databases are created by `shardgate fleet init`, and a table changes on every shard with `shardgate fleet migrate`";
+
+/// Why temporary tables are refused.
+const TEMPORARY: &str = "temporary tables: a statement runs on a pooled backend connection, \
+     so a temporary table would outlive the statement on a connection other sessions use";
+
+/// What names the shard of a schema change, for messages.
+pub(super) fn expected(pattern: &str, table: &str) -> String {
+    format!(
+        "a shard database ({pattern}.{table}, or USE {pattern}) or a /*+ SHARD(n) */ or /*+ COLOCATE(id) */ hint; \
+         to change the table on every shard database, run `shardgate fleet migrate`"
+    )
+}
+
+/// The tables a schema change names and its verb for access errors, or
+/// `None` when `statement` is not one of the routed schema changes.
+pub(super) fn tables(
+    statement: &Statement,
+) -> Result<Option<(&'static str, Vec<&ObjectName>)>, RouteError> {
+    Ok(Some(match statement {
+        Statement::CreateTable(create) => {
+            if create.temporary {
+                return Err(unsupported(TEMPORARY));
+            }
+            if create.query.is_some() {
+                return Err(unsupported(
+                    "CREATE TABLE ... SELECT: create the table, then INSERT ... SELECT on the same shard",
+                ));
+            }
+            if create.clone.is_some() {
+                return Err(unsupported("CREATE TABLE ... CLONE"));
+            }
+            let mut names = vec![&create.name];
+            match &create.like {
+                Some(CreateTableLikeKind::Parenthesized(like))
+                | Some(CreateTableLikeKind::Plain(like)) => names.push(&like.name),
+                None => {}
+            }
+            ("CREATE", names)
+        }
+        Statement::AlterTable(alter) => {
+            let mut names = vec![&alter.name];
+            for operation in &alter.operations {
+                if let AlterTableOperation::RenameTable { table_name } = operation {
+                    match table_name {
+                        RenameTableNameKind::As(name) | RenameTableNameKind::To(name) => {
+                            names.push(name)
+                        }
+                    }
+                }
+            }
+            ("ALTER", names)
+        }
+        Statement::CreateIndex(index) => ("INDEX", vec![&index.table_name]),
+        Statement::Drop {
+            object_type: ObjectType::Index,
+            table: Some(table),
+            ..
+        } => ("INDEX", vec![table]),
+        Statement::Drop {
+            temporary: true, ..
+        } => return Err(unsupported(TEMPORARY)),
+        Statement::Drop {
+            object_type: ObjectType::Table | ObjectType::View,
+            names,
+            ..
+        } => ("DROP", names.iter().collect()),
+        Statement::Truncate(truncate) => (
+            "DROP",
+            truncate.table_names.iter().map(|t| &t.name).collect(),
+        ),
+        Statement::RenameTable(renames) => (
+            "ALTER",
+            renames
+                .iter()
+                .flat_map(|r| [&r.old_name, &r.new_name])
+                .collect(),
+        ),
+        _ => return Ok(None),
+    }))
+}
+
+/// Plans a schema change naming `names` (from [`tables`]) on the shard
+/// its names, hints or USE database decide.
+pub(super) fn plan<'a>(
+    env: Env<'a>,
+    command: &'static str,
+    names: &[&'a ObjectName],
+    edits: Edits,
+    hints: &Hints,
+    placement: &mut dyn Placement,
+) -> Result<Plan, RouteError> {
+    if env.ctx.current_db.is_none() {
+        // A new table has no config entry: without USE, only a shard
+        // database in its name says where it goes.
+        for name in names {
+            if let [table] = idents(name)?.as_slice() {
+                if env.topo.table(&table.value).is_none() {
+                    return Err(RouteError::NoShardKey {
+                        table: table.value.clone(),
+                        expected: "a shard database in the name (dbNNNNN.table) or USE dbNNNNN: the table is not in shardgate's config, so no hint can say which fleet it is on".to_owned(),
+                    });
+                }
+            }
+        }
+    }
+    let mut planner = Planner::for_command(env, command);
+    for name in names {
+        planner.add_table(name, None, false);
+    }
+    planner.finish(StatementKind::SchemaChange, edits, hints, placement)
+}
+
+/// The table a schema change for every shard database changes (`shardgate
+/// fleet migrate`), read like a client's statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationTable {
+    /// The table, unqualified, as written.
+    pub name: String,
+    /// The statement drops it (`DROP TABLE`): afterwards it is absent.
+    pub dropped: bool,
+}
+
+/// Reads a schema change meant for every shard database: one routed schema
+/// change (not RENAME) naming its tables unqualified, without hints.
+pub fn migration_table(sql: &str) -> Result<MigrationTable, RouteError> {
+    let mode = crate::router::plan::LexMode::default();
+    let lexed = lex::lex(
+        sql.as_bytes(),
+        &mode,
+        crate::topology::config::DEFAULT_MAX_STATEMENT_TOKENS,
+    )?;
+    let dialect = MySqlDialect {};
+    let tokens = Tokenizer::new(&dialect, &lexed.shadow)
+        .tokenize_with_location()
+        .map_err(syntax)?;
+    lex::check_tokens(&lexed, &tokens)?;
+    let src = Source::new(sql.as_bytes(), &lexed.shadow);
+    let hints = hints::scan(&tokens, &src, &mut Edits::default())?;
+    if !hints.hints.is_empty() {
+        return Err(unsupported(
+            "a shardgate hint in a statement for every shard database",
+        ));
+    }
+    let statements = Parser::new(&dialect)
+        .with_tokens_with_locations(tokens)
+        .parse_statements()
+        .map_err(syntax)?;
+    let [statement] = statements.as_slice() else {
+        return Err(unsupported("not exactly one statement"));
+    };
+    let renames = match statement {
+        Statement::RenameTable(_) => true,
+        Statement::AlterTable(alter) => alter
+            .operations
+            .iter()
+            .any(|op| matches!(op, AlterTableOperation::RenameTable { .. })),
+        _ => false,
+    };
+    if renames {
+        return Err(unsupported(
+            "renaming a table on every shard: the config names its tables; rename in two steps (CREATE ... LIKE, copy, DROP)",
+        ));
+    }
+    let Some((_, names)) = tables(statement)? else {
+        return Err(unsupported(
+            "not a table schema change (CREATE/DROP/ALTER TABLE, CREATE/DROP INDEX, TRUNCATE)",
+        ));
+    };
+    let mut idents_of = names.iter().map(|name| idents(name));
+    let first = match idents_of.next().transpose()?.as_deref() {
+        Some([table]) => table.value.clone(),
+        _ => {
+            return Err(unsupported(
+                "a qualified table name: the statement runs in every shard database, name the table alone",
+            ))
+        }
+    };
+    for other in idents_of {
+        if other?.len() != 1 {
+            return Err(unsupported(
+                "a qualified table name: the statement runs in every shard database, name the table alone",
+            ));
+        }
+    }
+    let dropped = matches!(
+        statement,
+        Statement::Drop {
+            object_type: ObjectType::Table,
+            ..
+        }
+    );
+    Ok(MigrationTable {
+        name: first,
+        dropped,
+    })
+}

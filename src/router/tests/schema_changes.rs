@@ -1,0 +1,248 @@
+//! Schema changes: routed to one explicit shard (a shard database in the
+//! name, USE, a hint), qualified like other statements, refused otherwise.
+
+use super::*;
+
+#[test]
+fn schema_changes_on_an_explicit_shard() {
+    run(vec![
+        c(
+            "CREATE TABLE db00007.t1 (a INT PRIMARY KEY) ENGINE=InnoDB",
+            ddl(
+                "db00007",
+                "CREATE TABLE db00007.t1 (a INT PRIMARY KEY) ENGINE=InnoDB",
+            ),
+        ),
+        c(
+            "CREATE TABLE IF NOT EXISTS msdb00009.t1 (a INT)",
+            ddl(
+                "msdb00009",
+                "CREATE TABLE IF NOT EXISTS msdb00009.t1 (a INT)",
+            ),
+        ),
+        u(
+            "db00007",
+            "CREATE TABLE t1 (a INT)",
+            ddl("db00007", "CREATE TABLE db00007.t1 (a INT)"),
+        ),
+        u(
+            "db00007",
+            "CREATE TABLE `t 1` LIKE pins",
+            ddl("db00007", "CREATE TABLE db00007.`t 1` LIKE db00007.pins"),
+        ),
+        u(
+            "db00007",
+            "DROP TABLE IF EXISTS t1, t2",
+            ddl("db00007", "DROP TABLE IF EXISTS db00007.t1, db00007.t2"),
+        ),
+        c(
+            "DROP TABLE db02048.t1",
+            ddl("db02048", "DROP TABLE db02048.t1"),
+        ),
+        u(
+            "db00007",
+            "ALTER TABLE pins ADD COLUMN x INT",
+            ddl("db00007", "ALTER TABLE db00007.pins ADD COLUMN x INT"),
+        ),
+        c(
+            "/*+ SHARD(12) */ ALTER TABLE pins ADD COLUMN x INT",
+            ddl("db00012", "ALTER TABLE db00012.pins ADD COLUMN x INT"),
+        ),
+        c(
+            format!("/*+ COLOCATE({COLOCATE}) */ TRUNCATE TABLE boards"),
+            ddl("db03429", "TRUNCATE TABLE db03429.boards"),
+        ),
+        u(
+            "db00007",
+            "ALTER TABLE t1 RENAME TO t2",
+            ddl("db00007", "ALTER TABLE db00007.t1 RENAME TO db00007.t2"),
+        ),
+        u(
+            "db00007",
+            "CREATE INDEX i ON t1 (a)",
+            ddl("db00007", "CREATE INDEX i ON db00007.t1 (a)"),
+        ),
+        u(
+            "db00007",
+            "DROP INDEX i ON t1",
+            ddl("db00007", "DROP INDEX i ON db00007.t1"),
+        ),
+        u(
+            "db00007",
+            "RENAME TABLE t1 TO t2, db00007.t3 TO t4",
+            ddl(
+                "db00007",
+                "RENAME TABLE db00007.t1 TO db00007.t2, db00007.t3 TO db00007.t4",
+            ),
+        ),
+        u(
+            "db00007",
+            "TRUNCATE t1",
+            ddl("db00007", "TRUNCATE db00007.t1"),
+        ),
+        u(
+            "db00007",
+            "DROP VIEW v1",
+            ddl("db00007", "DROP VIEW db00007.v1"),
+        ),
+        // A hint agreeing with the USE database.
+        u(
+            "db00007",
+            "/*+ SHARD(7) */ DROP TABLE t1",
+            ddl("db00007", "DROP TABLE db00007.t1"),
+        ),
+    ]);
+}
+
+#[test]
+fn schema_changes_refused() {
+    run(vec![
+        // A sharded table with no shard named: every shard is `fleet migrate`'s job.
+        c(
+            "ALTER TABLE pins ADD COLUMN x INT",
+            reject("NoShardKey", "shardgate fleet migrate"),
+        ),
+        c("DROP TABLE pins", reject("NoShardKey", "dbNNNNN.pins")),
+        c("TRUNCATE user_by_email", reject("NoShardKey", "msdbNNNNN")),
+        // A table the config does not name, with nothing saying where.
+        c(
+            "CREATE TABLE t1 (a INT)",
+            reject("NoShardKey", "USE dbNNNNN"),
+        ),
+        c(
+            "/*+ SHARD(3) */ CREATE TABLE t1 (a INT)",
+            reject("NoShardKey", "no hint"),
+        ),
+        // Across shards.
+        c(
+            "DROP TABLE db00001.t1, db00002.t1",
+            reject("CrossShard", "db00002"),
+        ),
+        c(
+            "RENAME TABLE db00001.t1 TO db00002.t1",
+            reject("CrossShard", "db00001"),
+        ),
+        u(
+            "db00007",
+            "/*+ SHARD(8) */ DROP TABLE t1",
+            reject("CrossShard", "SHARD(8)"),
+        ),
+        u(
+            "db00007",
+            "ALTER TABLE user_by_email ADD COLUMN x INT",
+            reject("NoShardKey", "msdbNNNNN"),
+        ),
+        c(
+            "/*+ SCATTER */ ALTER TABLE pins ADD COLUMN x INT",
+            reject("Unsupported", "fleet migrate"),
+        ),
+        // The servers' own schemas.
+        c(
+            "CREATE TABLE mysql.t1 (a INT)",
+            reject("SystemSchema", "mysql.t1"),
+        ),
+        c("DROP TABLE sys.t1", reject("SystemSchema", "DROP")),
+        c(
+            "ALTER TABLE performance_schema.t1 ADD COLUMN x INT",
+            reject("SystemSchema", "ALTER"),
+        ),
+        c(
+            "CREATE TABLE information_schema.t1 (a INT)",
+            reject("SystemSchema", "information_schema"),
+        ),
+        c(
+            "DROP TABLE information_schema.tables",
+            reject("SystemSchema", "read-only"),
+        ),
+        u(
+            "db00007",
+            "CREATE TABLE t1 LIKE mysql.user",
+            reject("SystemSchema", "mysql.user"),
+        ),
+        c("DROP TABLE nodb.t1", reject("UnknownDatabase", "nodb")),
+        // Forms not routed.
+        u(
+            "db00007",
+            "CREATE TEMPORARY TABLE t1 (a INT)",
+            reject("Unsupported", "temporary"),
+        ),
+        u(
+            "db00007",
+            "DROP TEMPORARY TABLE t1",
+            reject("Unsupported", "temporary"),
+        ),
+        u(
+            "db00007",
+            "CREATE TABLE t1 AS SELECT * FROM pins",
+            reject("Unsupported", "CREATE TABLE ... SELECT"),
+        ),
+        u(
+            "db00007",
+            "CREATE VIEW v1 AS SELECT 1",
+            reject("Unsupported", "fleet migrate"),
+        ),
+        c(
+            "CREATE DATABASE db09999",
+            reject("Unsupported", "fleet init"),
+        ),
+        c("DROP DATABASE db00001", reject("Unsupported", "fleet init")),
+        c("DROP SCHEMA db00001", reject("Unsupported", "fleet init")),
+    ]);
+}
+
+#[test]
+fn schema_change_kind_and_codes() {
+    let t = topo();
+    let ctx = RouteContext::default();
+    let Plan::Reject(e) = route("DROP TABLE mysql.user", &t, &ctx, &mut Fixed(0)) else {
+        panic!("DROP TABLE mysql.user must be refused");
+    };
+    assert_eq!(e.code(), 1142);
+    let Plan::Reject(e) = route("ALTER TABLE pins ADD x INT", &t, &ctx, &mut Fixed(0)) else {
+        panic!("ALTER TABLE pins with no shard must be refused");
+    };
+    assert_eq!(e.code(), 1105);
+    // Prepared, a schema change goes to the shard it names, as a schema change.
+    match route_prepare("DROP TABLE db00003.t1", &t, &ctx) {
+        Plan::Shard(q) => {
+            assert_eq!(q.kind, StatementKind::SchemaChange);
+            assert_eq!(q.target.shard, 3);
+        }
+        other => panic!("prepared DROP TABLE: {other:?}"),
+    }
+}
+
+#[test]
+fn statements_for_every_shard_name_their_table_alone() {
+    let table = |sql: &str| migration_table(sql).map(|t| (t.name, t.dropped));
+    assert_eq!(
+        table("ALTER TABLE pins ADD COLUMN note INT"),
+        Ok(("pins".to_owned(), false))
+    );
+    assert_eq!(
+        table("CREATE TABLE IF NOT EXISTS scratch (a INT) ENGINE=InnoDB;"),
+        Ok(("scratch".to_owned(), false))
+    );
+    assert_eq!(
+        table("DROP TABLE IF EXISTS scratch"),
+        Ok(("scratch".to_owned(), true))
+    );
+    assert_eq!(
+        table("CREATE INDEX i ON `pins` (data(10))"),
+        Ok(("pins".to_owned(), false))
+    );
+    for (sql, needle) in [
+        ("ALTER TABLE db00001.pins ADD x INT", "qualified"),
+        ("CREATE TABLE t LIKE db00001.pins", "qualified"),
+        ("ALTER TABLE pins RENAME TO pins2", "renaming"),
+        ("/*+ SHARD(1) */ DROP TABLE pins", "hint"),
+        ("ALTER TABLE pins ADD x INT; DROP TABLE pins", "exactly one"),
+        ("UPDATE pins SET data = 1", "not a table schema change"),
+        ("CREATE TEMPORARY TABLE t (a INT)", "temporary"),
+    ] {
+        match migration_table(sql) {
+            Ok(found) => panic!("{sql}: {found:?}"),
+            Err(e) => assert!(e.to_string().contains(needle), "{sql}: {e}"),
+        }
+    }
+}
