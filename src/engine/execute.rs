@@ -26,7 +26,7 @@ use crate::protocol::packets::LocalColumnType;
 use crate::protocol::FrameWriter;
 use crate::router::{
     route, Diagnostics, DiagnosticsArea, Placement, Plan, RouteContext, RouteError, SessionAction,
-    ShardQuery,
+    ShardQuery, StatementKind,
 };
 use crate::topology::{FleetId, TableKind, Topology};
 
@@ -293,6 +293,7 @@ impl Engine {
             type_id,
             table: object_table_name(topology, query.target.fleet, type_id),
         });
+        let schema_change = query.kind == StatementKind::SchemaChange;
         let (venue, _guard) = self.venue_for(topology, state, &query, guard).await?;
         let outcome = self
             .run_on(
@@ -307,8 +308,12 @@ impl Engine {
                 },
                 client,
             )
-            .await?;
-        if let Some(id) = outcome.last_insert_id {
+            .await;
+        if schema_change {
+            // Whatever the outcome, the table's columns may have changed.
+            topology.columns.request_refresh();
+        }
+        if let Some(id) = outcome?.last_insert_id {
             state.last_insert_id = id;
         }
         Ok(())
