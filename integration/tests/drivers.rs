@@ -98,7 +98,7 @@ fn run_script(name: &str, program: &Path, script: &Path) {
     );
     let log_path = std::env::temp_dir().join(format!(
         "shardgate-driver-{}-{}.log",
-        name.replace(' ', "-"),
+        name.replace([' ', '/'], "-"),
         std::process::id()
     ));
     let log = File::create(&log_path).expect("create the output file");
