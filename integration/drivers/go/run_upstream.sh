@@ -57,14 +57,15 @@ command -v go >/dev/null 2>&1 || die "go is missing: run integration/drivers/set
 command -v mariadb >/dev/null 2>&1 || die "the mariadb client is missing: integration/fleet.sh install"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/shardgate-go-upstream.XXXXXX")"
-trap 'rm -rf "$WORK"' EXIT
+CLEAN_AT_EXIT=0
+# The tests' tables must not outlive the run (VERIFY FLEET would see them).
+trap '[ "$CLEAN_AT_EXIT" -eq 0 ] || clean_db; rm -rf "$WORK"' EXIT
 if [ -z "$RESULTS" ]; then
     RESULTS="$WORK/results"
 fi
 mkdir -p "$RESULTS"
 
-# GOPATH mode over a private copy: the tests write temporary files next to
-# nothing in the source, but the build must not touch /usr/share.
+# GOPATH mode over a private copy, so the build never writes to /usr/share.
 PKG="$WORK/gopath/src/github.com/go-sql-driver/mysql"
 mkdir -p "$(dirname "$PKG")"
 cp -r "$SRC" "$PKG"
@@ -98,9 +99,9 @@ run() {
     echo "   $((SECONDS - started))s"
 }
 
+CLEAN_AT_EXIT=1
 run direct "$USER_DIRECT" "$PASS_DIRECT" "$BACKEND_HOST:$MASTER_A"
 run proxy "$USER_PROXY" "$PASS_PROXY" "$HOST:$PORT"
-clean_db
 
 python3 "$HERE/compare_upstream.py" --direct "$RESULTS/direct.json" --proxy "$RESULTS/proxy.json" \
     --known "$HERE/known_differences.txt" --out "$RESULTS" "${UPDATE[@]}"
