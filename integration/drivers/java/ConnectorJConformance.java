@@ -128,7 +128,7 @@ public final class ConnectorJConformance {
         expect(localOf(id) > 0, what + ": local id of " + id + " is 0");
     }
 
-    /** INSERT /*+ SHARD(n) *&#47; with the generated key, which must be the 64-bit ID. */
+    // INSERT /*+ SHARD(n) */ with getGeneratedKeys(), which must be the 64-bit ID.
     long insert(Connection c, long shard, String data) throws SQLException {
         try (PreparedStatement ps = c.prepareStatement(
                  "INSERT /*+ SHARD(" + shard + ") */ INTO pins (data) VALUES (?)", Statement.RETURN_GENERATED_KEYS)) {
