@@ -66,7 +66,7 @@ integration/fleet.sh start
 section "fleet init: shardgate fleet init --config config/shardgate.yaml --schema config/schema.sql"
 "$BIN" fleet init --config config/shardgate.yaml --schema config/schema.sql
 
-section "driver conformance setup: integration/drivers/setup.sh (venv, npm ci, sysbench)"
+section "driver conformance setup: integration/drivers/setup.sh (venv, npm ci, sysbench, mysqlclient, Connector/J, Go)"
 integration/drivers/setup.sh
 
 FUZZ_SECONDS="${SHARDGATE_FUZZ_SECONDS:-20}"

@@ -12,6 +12,11 @@
 #   only when package.json or package-lock.json changed. Node.js and npm are
 #   installed with apt if missing.
 # - sysbench, with apt if missing.
+# - Debian packages, with apt if missing: python3-mysqldb (mysqlclient, run
+#   with Debian's /usr/bin/python3), libmariadb-java and default-jdk-headless
+#   (MariaDB Connector/J, compiled against with javac), golang-go and
+#   golang-github-go-sql-driver-mysql-dev (go-sql-driver/mysql with its own
+#   test suite, integration/drivers/go/run_upstream.sh).
 # The mariadb client (used by the sysbench script to seed rows) comes from
 # integration/fleet.sh install.
 set -euo pipefail
@@ -83,3 +88,17 @@ log "node $(node --version), mysql2 $(node -p 'require(process.argv[1]).version'
 
 command -v sysbench >/dev/null 2>&1 || apt_install sysbench
 log "$(sysbench --version)"
+
+# ---------------------------------------------------------------- Debian packages
+
+missing=()
+/usr/bin/python3 -c 'import MySQLdb' >/dev/null 2>&1 || missing+=(python3-mysqldb)
+[ -f /usr/share/java/mariadb-java-client.jar ] || missing+=(libmariadb-java)
+command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
+command -v go >/dev/null 2>&1 || missing+=(golang-go)
+[ -f /usr/share/gocode/src/github.com/go-sql-driver/mysql/driver_test.go ] \
+    || missing+=(golang-github-go-sql-driver-mysql-dev)
+[ "${#missing[@]}" -eq 0 ] || apt_install "${missing[@]}"
+log "mysqlclient $(/usr/bin/python3 -c 'import MySQLdb; print(MySQLdb.__version__)'), \
+$(dpkg-query -W -f='Connector/J ${Version}' libmariadb-java 2>/dev/null), $(javac -version 2>&1), \
+$(go version), $(dpkg-query -W -f='go-sql-driver/mysql ${Version}' golang-github-go-sql-driver-mysql-dev 2>/dev/null)"

@@ -7,11 +7,18 @@
 //! parameters, and then check on the backend hosts (straight to 3307 / 3308 /
 //! 3310 with the same driver) where every row landed.
 //!
+//! `go_sql_driver_upstream_suite` runs go-sql-driver/mysql's own test suite
+//! straight against the master of shard 1 and through the proxy, and fails on
+//! a test that passes directly but not through the proxy unless
+//! `integration/drivers/go/known_differences.txt` explains it.
+//!
 //! The interpreters and packages come from `integration/drivers/setup.sh`
 //! (run by `integration/test.sh`): the virtualenv `integration/.venv` with
 //! PyMySQL and mysql-connector-python, `integration/drivers/node/node_modules`
-//! with mysql2, and sysbench. A missing one fails the test with the command to
-//! run; nothing is skipped.
+//! with mysql2, sysbench, and Debian's python3-mysqldb (mysqlclient),
+//! libmariadb-java with a JDK (Connector/J), golang-go and
+//! golang-github-go-sql-driver-mysql-dev. A missing one fails the test with
+//! the command to run; nothing is skipped.
 //!
 //! The scripts run one at a time (they share the proxy and the fleet, and the
 //! lock-wait check times a 1 s wait). A script's whole output is printed when
@@ -91,7 +98,7 @@ fn run_script(name: &str, program: &Path, script: &Path) {
     );
     let log_path = std::env::temp_dir().join(format!(
         "shardgate-driver-{}-{}.log",
-        name.replace(' ', "-"),
+        name.replace([' ', '/'], "-"),
         std::process::id()
     ));
     let log = File::create(&log_path).expect("create the output file");
@@ -215,5 +222,47 @@ fn sysbench_prepared_statements() {
         "sysbench",
         Path::new("bash"),
         &drivers_dir().join("sysbench/run.sh"),
+    );
+}
+
+#[test]
+fn mysqlclient() {
+    let python = Path::new("/usr/bin/python3");
+    require(
+        "Debian's python3-mysqldb (mysqlclient) for /usr/bin/python3",
+        python,
+        &["-c", "import MySQLdb"],
+    );
+    run_script(
+        "mysqlclient",
+        python,
+        &drivers_dir().join("python/mysqlclient_conformance.py"),
+    );
+}
+
+#[test]
+fn mariadb_connector_j() {
+    require("a JDK (javac)", Path::new("javac"), &["-version"]);
+    let jar = Path::new("/usr/share/java/mariadb-java-client.jar");
+    assert!(
+        jar.exists(),
+        "{} (libmariadb-java) is missing: {SETUP_HINT}",
+        jar.display()
+    );
+    run_script(
+        "Connector/J",
+        Path::new("bash"),
+        &drivers_dir().join("java/run.sh"),
+    );
+}
+
+#[test]
+fn go_sql_driver_upstream_suite() {
+    require("Go", Path::new("go"), &["version"]);
+    require("the mariadb client", Path::new("mariadb"), &["--version"]);
+    run_script(
+        "go-sql-driver/mysql upstream suite",
+        Path::new("bash"),
+        &drivers_dir().join("go/run_upstream.sh"),
     );
 }
