@@ -301,6 +301,9 @@ pub enum RouteError {
     /// The SQL does not parse (MySQL code 1064).
     #[error("You have an error in your SQL syntax: {0}")]
     Syntax(String),
+    /// Nothing but blanks and `;` (1065, as a server answers).
+    #[error("Query was empty")]
+    EmptyQuery,
     /// The table is not a logical table and not a shard database table (1146).
     #[error("Table '{0}' doesn't exist in shardgate's config")]
     UnknownTable(String),
@@ -364,6 +367,7 @@ impl RouteError {
     pub fn code(&self) -> u16 {
         match self {
             RouteError::Syntax(_) => 1064,
+            RouteError::EmptyQuery => 1065,
             RouteError::UnknownTable(_) => 1146,
             RouteError::UnknownDatabase(_) => 1049,
             RouteError::SystemSchema { .. } => 1142,
@@ -374,7 +378,7 @@ impl RouteError {
     /// The SQLSTATE the client gets.
     pub fn sql_state(&self) -> &'static str {
         match self {
-            RouteError::Syntax(_) => "42000",
+            RouteError::Syntax(_) | RouteError::EmptyQuery => "42000",
             RouteError::UnknownTable(_) => "42S02",
             RouteError::UnknownDatabase(_) | RouteError::SystemSchema { .. } => "42000",
             _ => "HY000",

@@ -160,11 +160,19 @@ fn route_inner(
     let mut edits = Edits::default();
     let hints = hints::scan(&tokens, &src, &mut edits)?;
     if tokens::is_empty(&tokens) {
-        return Err(RouteError::Syntax("Query was empty".to_owned()));
+        // Comments alone get a server's empty OK; nothing at all, 1065.
+        return if lexed.comments.is_empty() {
+            Err(RouteError::EmptyQuery)
+        } else {
+            any_host(sql, edits)
+        };
     }
     let first_word = tokens::first_significant(&tokens)
         .map(|t| src.text(t.span))
         .unwrap_or_default();
+    if first_word.eq_ignore_ascii_case("DO") {
+        return plan_do(&src, &tokens, topo, ctx, placement, prepare, edits);
+    }
     if let Some(error) = tokens::private_schema(&tokens, first_word) {
         return Err(error);
     }
@@ -194,6 +202,33 @@ fn route_inner(
     plan_tokens(
         sql, tokens, src, edits, hints, topo, ctx, placement, prepare,
     )
+}
+
+/// `DO expr, ...`: evaluated and discarded by a server. Planned as the
+/// `SELECT` of the same expressions; only one that names no sharded table
+/// (runs on any master) is accepted, and then sent as written.
+fn plan_do(
+    src: &Source,
+    tokens: &[TokenWithSpan],
+    topo: &Topology,
+    ctx: &RouteContext,
+    placement: &mut dyn Placement,
+    prepare: bool,
+    edits: Edits,
+) -> Result<Plan, RouteError> {
+    let sql = src.original;
+    let after_do = tokens::first_significant(tokens)
+        .and_then(|t| src.range(t.span))
+        .map_or(sql.len(), |range| range.end);
+    let mut as_select = b"SELECT".to_vec();
+    as_select.extend_from_slice(sql.get(after_do..).unwrap_or_default());
+    match route_inner(&as_select, topo, ctx, placement, prepare) {
+        Ok(Plan::AnyHost { .. }) => any_host(sql, edits),
+        Ok(Plan::Reject(error)) | Err(error @ RouteError::Syntax(_)) => Err(error),
+        _ => Err(unsupported(
+            "DO over a sharded table; send it as a SELECT the proxy can route",
+        )),
+    }
 }
 
 /// The keyword of the first significant token.

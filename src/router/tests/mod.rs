@@ -97,6 +97,7 @@ enum Expect {
 fn variant(e: &RouteError) -> &'static str {
     match e {
         RouteError::Syntax(_) => "Syntax",
+        RouteError::EmptyQuery => "EmptyQuery",
         RouteError::UnknownTable(_) => "UnknownTable",
         RouteError::UnknownDatabase(_) => "UnknownDatabase",
         RouteError::NoShardKey { .. } => "NoShardKey",

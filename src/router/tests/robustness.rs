@@ -15,8 +15,16 @@ fn refused_statements() {
         ),
         c("SELEC 1", reject("Syntax", "")),
         c("SELECT * FROM", reject("Syntax", "")),
-        c("", reject("Syntax", "Query was empty")),
-        c("  ;", reject("Syntax", "empty")),
+        c("", reject("EmptyQuery", "Query was empty")),
+        c("  ;", reject("EmptyQuery", "empty")),
+        c(
+            "DO (SELECT data FROM pins)",
+            reject("Unsupported", "DO over a sharded table"),
+        ),
+        c(
+            "DO (SELECT data FROM db00001.pins)",
+            reject("Unsupported", "DO over"),
+        ),
         c("SELECT 1; SELECT 2", reject("Unsupported", "one at a time")),
         c("SELECT 'unterminated", reject("Syntax", "")),
         c("LOCK TABLES pins READ", reject("Unsupported", "LOCK")),
@@ -25,6 +33,29 @@ fn refused_statements() {
     // Error codes.
     assert_eq!(RouteError::Syntax(String::new()).code(), 1064);
     assert_eq!(RouteError::UnknownTable(String::new()).code(), 1146);
+    assert_eq!(RouteError::EmptyQuery.code(), 1065);
+}
+
+#[test]
+fn comment_only_and_do_run_on_any_host_as_written() {
+    // A server answers a statement of comments with an empty OK, and
+    // evaluates DO without a result.
+    let t = topo();
+    let ctx = RouteContext::default();
+    for sql in [
+        "--",
+        "-- x",
+        "/* x */",
+        "# x\n;",
+        "DO 1",
+        "do SLEEP(0), 1 + 1",
+        "DO (SELECT 1)",
+    ] {
+        match route(sql, &t, &ctx, &mut Fixed(0)) {
+            Plan::AnyHost { sql: text } => assert_eq!(text, sql),
+            other => panic!("{sql:?} routed to {other:?}"),
+        }
+    }
 }
 
 #[test]
