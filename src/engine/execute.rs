@@ -26,7 +26,7 @@ use crate::protocol::packets::LocalColumnType;
 use crate::protocol::FrameWriter;
 use crate::router::{
     route, Diagnostics, DiagnosticsArea, Placement, Plan, RouteContext, RouteError, SessionAction,
-    ShardQuery,
+    SessionValue, ShardQuery,
 };
 use crate::topology::{FleetId, TableKind, Topology};
 
@@ -243,6 +243,9 @@ impl Engine {
         guard: ShardGuard,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
+        if matches!(plan, Plan::Shard(_) | Plan::MultiShard(_)) && !state.autocommit {
+            state.implicit_transaction = true;
+        }
         match plan {
             Plan::Shard(query) => self.run_shard(topology, state, query, guard, client).await,
             Plan::MultiShard(query) => self.run_multi_shard(topology, state, query, client).await,
@@ -359,10 +362,41 @@ impl Engine {
             SessionAction::SetAutocommit(on) => {
                 self.set_autocommit(topology, state, on, client).await
             }
-            SessionAction::SetSession { variables, sql } => {
+            SessionAction::SetSession {
+                variables,
+                sql,
+                autocommit,
+            } => {
                 let sql = recorded_text(sql)?;
-                self.set_session(topology, state, variables, sql, client)
-                    .await
+                let before = (state.autocommit, state.explicit_transaction);
+                if let Some(on) = autocommit {
+                    self.apply_autocommit(topology, state, on, client).await?;
+                }
+                let done = self
+                    .set_session(topology, state, variables, sql, client)
+                    .await;
+                if !matches!(done, Ok(true)) {
+                    (state.autocommit, state.explicit_transaction) = before;
+                }
+                done.map(|_| ())
+            }
+            SessionAction::SetNextTransaction { sql } => {
+                self.set_next_transaction(state, sql, client).await
+            }
+            SessionAction::SelectSessionValues { columns } => {
+                let flag = |on: bool| Some(if on { b"1".to_vec() } else { b"0".to_vec() });
+                let row = columns
+                    .iter()
+                    .map(|(_, value)| match value {
+                        SessionValue::Autocommit => flag(state.autocommit),
+                        SessionValue::InTransaction => flag(state.transaction_open()),
+                    })
+                    .collect();
+                let names: Vec<(&str, LocalColumnType)> = columns
+                    .iter()
+                    .map(|(name, _)| (name.as_str(), LocalColumnType::BigInt))
+                    .collect();
+                write_local_result(client, state, &names, vec![row]).await
             }
             SessionAction::SelectDatabase { column } => {
                 let name = state.route.current_db.and_then(|(fleet, shard)| {
@@ -415,6 +449,7 @@ impl Engine {
     /// `character_set_client`: [`Engine::learn_lex_state`]). A SET that
     /// would take the recorded list past `limits.max_session_settings` or
     /// `limits.max_session_settings_bytes` is refused before it runs.
+    /// Returns whether the server took it.
     async fn set_session<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
@@ -422,7 +457,7 @@ impl Engine {
         variables: Vec<String>,
         sql: String,
         client: &mut FrameWriter<W>,
-    ) -> Result<(), Failure> {
+    ) -> Result<bool, Failure> {
         let limits = SettingsLimits::from_config(&topology.config.limits);
         let next = state
             .settings
@@ -441,7 +476,7 @@ impl Engine {
             self.learn_lex_state(topology, state, outcome.warnings)
                 .await?;
         }
-        Ok(())
+        Ok(!outcome.failed)
     }
 
     /// Asks the server for the session's `sql_mode` and

@@ -133,6 +133,12 @@ pub struct SessionState {
     pub autocommit: bool,
     /// Inside `BEGIN` ... `COMMIT`/`ROLLBACK`.
     pub explicit_transaction: bool,
+    /// With autocommit off, a statement on a shard opened a transaction
+    /// that COMMIT, ROLLBACK or `SET autocommit = 1` ends.
+    pub implicit_transaction: bool,
+    /// `SET TRANSACTION ...` (no scope): sent right before the next
+    /// transaction's BEGIN on its connection, then forgotten.
+    pub next_transaction: Option<String>,
     /// Text of the BEGIN that opened the transaction, sent to the backend
     /// when the transaction binds.
     pub begin_sql: String,
@@ -208,6 +214,8 @@ impl SessionState {
             settings: SessionSettings::default(),
             autocommit: true,
             explicit_transaction: false,
+            implicit_transaction: false,
+            next_transaction: None,
             begin_sql: String::new(),
             bound: None,
             last_insert_id: 0,
@@ -301,14 +309,25 @@ impl SessionState {
         self.explicit_transaction || !self.autocommit
     }
 
-    /// Status flags for answers the proxy gives itself.
+    /// Whether the client's session has an open transaction: explicit,
+    /// bound, or opened by a statement with autocommit off.
+    pub fn transaction_open(&self) -> bool {
+        self.explicit_transaction || self.bound.is_some() || self.implicit_transaction
+    }
+
+    /// The session's status flags: those of the answers the proxy gives
+    /// itself, and the autocommit and transaction state of every answer it
+    /// relays.
     pub fn status_flags(&self) -> StatusFlags {
         let mut flags = StatusFlags::empty();
         if self.autocommit {
             flags |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
         }
-        if self.explicit_transaction || self.bound.is_some() {
+        if self.transaction_open() {
             flags |= StatusFlags::SERVER_STATUS_IN_TRANS;
+        }
+        if self.route.lex.no_backslash_escapes {
+            flags |= StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES;
         }
         if self.more_results {
             flags |= StatusFlags::SERVER_MORE_RESULTS_EXISTS;

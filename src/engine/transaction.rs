@@ -49,14 +49,46 @@ impl Engine {
         on: bool,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
+        self.apply_autocommit(topology, state, on, client).await?;
+        write_ok(client, state).await
+    }
+
+    /// The session side of `SET autocommit` (the answer aside).
+    pub(super) async fn apply_autocommit<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        on: bool,
+        client: &mut FrameWriter<W>,
+    ) -> Result<(), Failure> {
         if on && state.bound.is_some() {
             self.end_transaction(topology, state, "COMMIT", client, false)
                 .await?;
         }
         if on {
             state.explicit_transaction = false;
+            state.implicit_transaction = false;
         }
         state.autocommit = on;
+        Ok(())
+    }
+
+    /// `SET TRANSACTION ...` without a scope: kept for the next
+    /// transaction; refused inside one, with the server's error.
+    pub(super) async fn set_next_transaction<W: AsyncWrite + Unpin>(
+        &self,
+        state: &mut SessionState,
+        sql: SqlText,
+        client: &mut FrameWriter<W>,
+    ) -> Result<(), Failure> {
+        if state.transaction_open() {
+            return Err(Failure::Client(ClientError::Backend {
+                code: 1568,
+                sql_state: "25001".to_owned(),
+                message: "Transaction characteristics can't be changed while a transaction is in progress".to_owned(),
+            }));
+        }
+        state.next_transaction = Some(recorded_text(sql)?);
         write_ok(client, state).await
     }
 
@@ -101,7 +133,11 @@ impl Engine {
         let mut conn = self
             .checkout_with(topology, &pool, Some(target), state, false)
             .await?;
-        let opening = std::iter::once(state.begin_statement().to_owned())
+        let opening = state
+            .next_transaction
+            .take()
+            .into_iter()
+            .chain(std::iter::once(state.begin_statement().to_owned()))
             .chain(state.pending_savepoints.drain(..))
             .collect::<Vec<_>>();
         for sql in &opening {
@@ -194,7 +230,9 @@ impl Engine {
         }
         if answer {
             state.explicit_transaction = false;
+            state.next_transaction = None;
         }
+        state.implicit_transaction = false;
         state.pending_savepoints.clear();
         let Some(mut bound) = state.bound.take() else {
             return if answer {
@@ -216,6 +254,7 @@ impl Engine {
                     composer: None,
                     more_results: state.more_results,
                     binary_rows: state.binary_rows,
+                    session_status: state.status_flags(),
                 },
             )
             .await

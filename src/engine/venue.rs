@@ -85,6 +85,7 @@ impl Engine {
             composer,
             more_results: state.more_results,
             binary_rows: state.binary_rows,
+            session_status: state.status_flags(),
         };
         match venue {
             Venue::Bound => {

@@ -214,6 +214,17 @@ pub enum SessionAction {
         /// Lower-case variable names it sets (`names`, `sql_mode`, ...),
         /// so a later SET of the same variable replaces it.
         variables: Vec<String>,
+        /// The statement text: the original, or, when the SET also set
+        /// `autocommit`, `SET` with the other assignments as written.
+        sql: SqlText,
+        /// The `autocommit` value the same SET gave, applied by the proxy
+        /// once the rest succeeded.
+        autocommit: Option<bool>,
+    },
+    /// `SET TRANSACTION ISOLATION LEVEL ... | READ ONLY | READ WRITE`
+    /// without `SESSION`: the characteristics of the session's next
+    /// transaction only, sent right before its BEGIN on its connection.
+    SetNextTransaction {
         /// The original statement text.
         sql: SqlText,
     },
@@ -221,6 +232,12 @@ pub enum SessionAction {
     SelectDatabase {
         /// Column name the client sees (the alias, or the expression).
         column: String,
+    },
+    /// A table-less `SELECT` of session variables only the proxy knows
+    /// (`@@autocommit`, `@@session.autocommit`, `@@in_transaction`).
+    SelectSessionValues {
+        /// Each column: the name the client sees and the value it reads.
+        columns: Vec<(String, SessionValue)>,
     },
     /// `SELECT LAST_INSERT_ID()`.
     SelectLastInsertId {
@@ -233,6 +250,15 @@ pub enum SessionAction {
         /// The original statement text.
         sql: SqlText,
     },
+}
+
+/// A session variable the proxy answers from the session's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionValue {
+    /// `@@autocommit`: 1 or 0.
+    Autocommit,
+    /// `@@in_transaction`: whether a transaction is open, 1 or 0.
+    InTransaction,
 }
 
 /// The routing decision for one statement.

@@ -117,7 +117,7 @@ pub(super) fn is_select_diagnostics(query: &Query) -> bool {
 
 /// The name of a session system variable read as `@@name`,
 /// `@@session.name` or `@@local.name`.
-fn system_variable(expr: &Expr) -> Option<&str> {
+pub(super) fn system_variable(expr: &Expr) -> Option<&str> {
     match expr {
         Expr::Identifier(ident) if ident.quote_style.is_none() => ident.value.strip_prefix("@@"),
         Expr::CompoundIdentifier(parts) => match parts.as_slice() {

@@ -188,7 +188,7 @@ fn route_inner(
                     plan => Ok(plan),
                 };
             }
-            None => return set::plan(&tokens, sql),
+            None => return set::plan(&tokens, sql, &src),
         }
     }
     plan_tokens(

@@ -99,6 +99,7 @@ fn session_statements() {
             Expect::Session(SessionAction::SetSession {
                 variables: vars.iter().map(|v| v.to_string()).collect(),
                 sql: sql.into(),
+                autocommit: None,
             }),
         )
     };
@@ -136,7 +137,79 @@ fn session_statements() {
         c("SET autocommit = 'x'", reject("Unsupported", "autocommit")),
         c(
             "SET autocommit = 0, sql_mode = ''",
-            reject("Unsupported", "statement of its own"),
+            Expect::Session(SessionAction::SetSession {
+                variables: vec!["sql_mode".into()],
+                sql: "SET sql_mode = ''".into(),
+                autocommit: Some(false),
+            }),
+        ),
+        // MariaDB Connector/J's first statement.
+        c(
+            "set autocommit=1, sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')",
+            Expect::Session(SessionAction::SetSession {
+                variables: vec!["sql_mode".into()],
+                sql: "SET sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')".into(),
+                autocommit: Some(true),
+            }),
+        ),
+        c(
+            "SET NAMES utf8mb4, /* c */ SESSION autocommit = OFF, @@local.time_zone='+00:00';",
+            Expect::Session(SessionAction::SetSession {
+                variables: vec!["names".into(), "time_zone".into()],
+                sql: "SET NAMES utf8mb4, @@local.time_zone='+00:00'".into(),
+                autocommit: Some(false),
+            }),
+        ),
+        c(
+            "SET @@autocommit = 0, sql_mode = ''",
+            Expect::Session(SessionAction::SetSession {
+                variables: vec!["sql_mode".into()],
+                sql: "SET sql_mode = ''".into(),
+                autocommit: Some(false),
+            }),
+        ),
+        c(
+            "SET autocommit = 2, sql_mode = ''",
+            reject("Unsupported", "autocommit"),
+        ),
+        c(
+            "SET GLOBAL autocommit = 0, sql_mode = ''",
+            reject("Unsupported", "server-wide"),
+        ),
+        c(
+            "SET autocommit = 0, @@global.sql_mode = ''",
+            reject("Unsupported", "server-wide"),
+        ),
+        set(&["sql_mode"], "SET SESSION sql_mode = ''"),
+        set(&["sql_mode"], "SET LOCAL sql_mode = ''"),
+        set(&["sql_mode"], "SET @@session.sql_mode = ''"),
+        set(&["sql_mode"], "SET @@local.sql_mode = ''"),
+        c(
+            "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+            Expect::Session(SessionAction::SetNextTransaction {
+                sql: "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE".into(),
+            }),
+        ),
+        c(
+            "set transaction read only",
+            Expect::Session(SessionAction::SetNextTransaction {
+                sql: "set transaction read only".into(),
+            }),
+        ),
+        c("SET TRANSACTION", reject("Syntax", "ISOLATION LEVEL")),
+        c(
+            "SELECT @@autocommit, @@SESSION.autocommit AS a, @@in_transaction",
+            Expect::Session(SessionAction::SelectSessionValues {
+                columns: vec![
+                    ("@@autocommit".into(), SessionValue::Autocommit),
+                    ("a".into(), SessionValue::Autocommit),
+                    ("@@in_transaction".into(), SessionValue::InTransaction),
+                ],
+            }),
+        ),
+        c(
+            "SELECT @@autocommit, @@version",
+            any("SELECT @@autocommit, @@version"),
         ),
         set(&["names"], "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci"),
         set(&["charset"], "SET CHARACTER SET utf8mb4"),
