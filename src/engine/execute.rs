@@ -312,7 +312,7 @@ impl Engine {
             )
             .await?;
         if let Some(id) = outcome.last_insert_id {
-            state.last_insert_id = id;
+            state.route.last_insert_id = id;
         }
         Ok(())
     }
@@ -430,7 +430,7 @@ impl Engine {
                 }
             }
             SessionAction::SelectLastInsertId { column } => {
-                let id = state.last_insert_id.to_string();
+                let id = state.route.last_insert_id.to_string();
                 write_single_value(
                     client,
                     state,

@@ -144,8 +144,6 @@ pub struct SessionState {
     pub begin_sql: String,
     /// The bound connection, after the first write or locking read.
     pub bound: Option<BoundTransaction>,
-    /// Last composed 64-bit ID from an object INSERT.
-    pub last_insert_id: u64,
     /// Sequence id of the first packet of the answer to the current
     /// command (one past the command's last frame).
     pub response_seq: u8,
@@ -218,7 +216,6 @@ impl SessionState {
             next_transaction: None,
             begin_sql: String::new(),
             bound: None,
-            last_insert_id: 0,
             response_seq: 1,
             held: None,
             last_on_bound: false,

@@ -421,6 +421,9 @@ pub struct RouteContext {
     /// past it the statement is refused before it is parsed, so analysis
     /// time and memory stay linear in a bounded size.
     pub max_tokens: u64,
+    /// The session's last insert ID (the composed 64-bit ID): what
+    /// `LAST_INSERT_ID()` in a statement sent to a backend stands for.
+    pub last_insert_id: u64,
 }
 
 impl Default for RouteContext {
@@ -429,6 +432,7 @@ impl Default for RouteContext {
             current_db: None,
             lex: LexMode::default(),
             max_tokens: crate::topology::config::DEFAULT_MAX_STATEMENT_TOKENS,
+            last_insert_id: 0,
         }
     }
 }

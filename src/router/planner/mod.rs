@@ -39,6 +39,7 @@ mod merge;
 mod multi;
 mod select;
 mod session;
+mod session_functions;
 mod show;
 mod tokens;
 mod update_delete;
@@ -210,7 +211,7 @@ fn plan_tokens(
     sql: &[u8],
     mut tokens: Vec<TokenWithSpan>,
     src: Source<'_>,
-    edits: Edits,
+    mut edits: Edits,
     hints: hints::Hints,
     topo: &Topology,
     ctx: &RouteContext,
@@ -243,6 +244,7 @@ fn plan_tokens(
         src: &src,
         prepare,
     };
+    env.substitute_session_functions(&tokens, &mut edits);
     let parsed = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
         .parse_statements();
