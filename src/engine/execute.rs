@@ -25,8 +25,8 @@ use crate::error::ClientError;
 use crate::protocol::packets::LocalColumnType;
 use crate::protocol::FrameWriter;
 use crate::router::{
-    route, Diagnostics, DiagnosticsArea, Placement, Plan, RouteContext, RouteError, SessionAction,
-    SessionValue, ShardQuery,
+    route, Diagnostics, DiagnosticsArea, DiagnosticsValue, Placement, Plan, RouteContext,
+    RouteError, SessionAction, SessionValue, ShardQuery,
 };
 use crate::topology::{FleetId, TableKind, Topology};
 
@@ -274,7 +274,13 @@ impl Engine {
         let venue = match held {
             Some(conn) => Venue::Held(conn),
             None if state.last_on_bound && state.bound.is_some() => Venue::Bound,
-            None => return write_no_diagnostics(client, state, asked).await,
+            None => match asked {
+                Diagnostics::Select {
+                    fallback: Some(fallback),
+                    ..
+                } => return self.run_anywhere(topology, state, fallback, client).await,
+                _ => return write_no_diagnostics(client, state, asked).await,
+            },
         };
         self.run_on(topology, state, venue, Statement::plain(sql), client)
             .await
@@ -593,7 +599,29 @@ async fn write_no_diagnostics<W: AsyncWrite + Unpin>(
         }
         Diagnostics::Count(DiagnosticsArea::Warnings) => "@@session.warning_count",
         Diagnostics::Count(DiagnosticsArea::Errors) => "@@session.error_count",
-        Diagnostics::Select { column } => column,
+        Diagnostics::Select { columns, .. } => {
+            let (names, row): (Vec<_>, Vec<_>) = columns
+                .iter()
+                .map(|column| {
+                    let (kind, value) = match &column.value {
+                        DiagnosticsValue::Count => {
+                            (LocalColumnType::UnsignedBigInt, Some(b"0".to_vec()))
+                        }
+                        DiagnosticsValue::Number(n) if n.parse::<i64>().is_ok() => {
+                            (LocalColumnType::BigInt, Some(n.as_bytes().to_vec()))
+                        }
+                        DiagnosticsValue::Number(text) | DiagnosticsValue::Text(text) => {
+                            (LocalColumnType::Text, Some(text.as_bytes().to_vec()))
+                        }
+                        DiagnosticsValue::Null | DiagnosticsValue::Variable => {
+                            (LocalColumnType::Text, None)
+                        }
+                    };
+                    ((column.name.as_str(), kind), value)
+                })
+                .unzip();
+            return write_local_result(client, state, &names, vec![row]).await;
+        }
     };
     write_single_value(
         client,

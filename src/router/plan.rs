@@ -309,12 +309,41 @@ pub enum Diagnostics {
     /// `SHOW COUNT(*) WARNINGS` / `SHOW COUNT(*) ERRORS`: the count, in a
     /// column named `@@session.warning_count` / `@@session.error_count`.
     Count(DiagnosticsArea),
-    /// A table-less `SELECT` reading `@@warning_count` or `@@error_count`:
-    /// one count, in a column named by the select list as written.
+    /// A table-less `SELECT` of `@@warning_count` / `@@error_count` and
+    /// literals: one column per item.
     Select {
-        /// The column's name: the text after `SELECT`.
-        column: String,
+        /// The select list's columns, in order.
+        columns: Vec<DiagnosticsColumn>,
+        /// When the list also reads other system variables: the statement
+        /// with each count written as `0` (named as before), for any
+        /// server to answer when the previous statement left nothing.
+        fallback: Option<SqlText>,
     },
+}
+
+/// One item of a table-less `SELECT` of the diagnostics counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiagnosticsColumn {
+    /// The column's name as a server gives it: the alias, the item as
+    /// written, or a string literal's value.
+    pub name: String,
+    /// What the column holds.
+    pub value: DiagnosticsValue,
+}
+
+/// The value of a [`DiagnosticsColumn`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiagnosticsValue {
+    /// `@@warning_count` or `@@error_count`.
+    Count,
+    /// A number literal, as written.
+    Number(String),
+    /// A string literal's value.
+    Text(String),
+    /// `NULL`.
+    Null,
+    /// Another session system variable, a server's to answer.
+    Variable,
 }
 
 /// Why a statement cannot be routed. Becomes a MySQL error packet.

@@ -211,7 +211,7 @@ fn plan_tokens(
     sql: &[u8],
     mut tokens: Vec<TokenWithSpan>,
     src: Source<'_>,
-    mut edits: Edits,
+    edits: Edits,
     hints: hints::Hints,
     topo: &Topology,
     ctx: &RouteContext,
@@ -244,7 +244,7 @@ fn plan_tokens(
         src: &src,
         prepare,
     };
-    env.substitute_session_functions(&tokens, &mut edits);
+    let substituted = env.session_function_edits(&tokens);
     let parsed = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
         .parse_statements();
@@ -273,14 +273,23 @@ fn plan_tokens(
     if let (Statement::ShowVariable { .. }, Some(asked)) = (statement, show_diagnostics) {
         return Ok(diagnostics::plan(sql, asked));
     }
+    if let Statement::Query(query) = statement {
+        if let Some(asked) = diagnostics::select_diagnostics(&src, query) {
+            return Ok(diagnostics::plan(sql, asked));
+        }
+        if let Some(action) = session::special_select(query) {
+            return Ok(Plan::Session(action));
+        }
+    }
+    // The session's values in place of DATABASE() and LAST_INSERT_ID(),
+    // then the statement is routed as written so: a key given as
+    // LAST_INSERT_ID() routes by the ID.
+    if let Some(substituted) = substituted {
+        let text = apply(substituted, sql)?;
+        return route_inner(&text.0, topo, ctx, placement, prepare);
+    }
     match statement {
-        Statement::Query(query) if diagnostics::is_select_diagnostics(query) => Ok(
-            diagnostics::plan(sql, diagnostics::select_diagnostics(&src, first_span)),
-        ),
         Statement::Query(query) => {
-            if let Some(action) = session::special_select(query) {
-                return Ok(Plan::Session(action));
-            }
             let kind = if lock_share || !query.locks.is_empty() {
                 StatementKind::LockingRead
             } else {

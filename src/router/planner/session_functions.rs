@@ -40,11 +40,13 @@ fn keyword(token: Option<&Token>) -> Keyword {
 }
 
 impl Env<'_> {
-    /// Adds to `edits` the replacement of every argument-less
-    /// `DATABASE()`, `SCHEMA()` and `LAST_INSERT_ID()` call by the
-    /// session's value (`'dbNNNNN'` or NULL, the 64-bit ID), with
-    /// `` AS `<call>` `` after a call that is a whole select-list item.
-    pub(super) fn substitute_session_functions(&self, tokens: &[TokenWithSpan], edits: &mut Edits) {
+    /// The replacement of every argument-less `DATABASE()`, `SCHEMA()` and
+    /// `LAST_INSERT_ID()` call by the session's value (`'dbNNNNN'` or NULL,
+    /// the 64-bit ID), with `` AS `<call>` `` after a call that is a whole
+    /// select-list item; `None` when the statement calls none of them.
+    pub(super) fn session_function_edits(&self, tokens: &[TokenWithSpan]) -> Option<Edits> {
+        let mut edits = Edits::default();
+        let mut found = false;
         let significant: Vec<&TokenWithSpan> = tokens
             .iter()
             .filter(|t| !matches!(t.token, Token::Whitespace(_)))
@@ -83,11 +85,19 @@ impl Env<'_> {
                 Function::Database => self
                     .ctx
                     .current_db
-                    .and_then(|(fleet, shard)| self.topo.fleet(fleet).map(|f| f.database_name(shard)))
-                    .map_or_else(|| "NULL".to_owned(), |name| format!("'{}'", name.replace('\'', "''"))),
+                    .and_then(|(fleet, shard)| {
+                        self.topo.fleet(fleet).map(|f| f.database_name(shard))
+                    })
+                    .map_or_else(
+                        || "NULL".to_owned(),
+                        |name| format!("'{}'", name.replace('\'', "''")),
+                    ),
                 Function::LastInsertId => self.ctx.last_insert_id.to_string(),
             };
-            let previous = i.checked_sub(1).and_then(|p| significant.get(p)).map(|t| &t.token);
+            let previous = i
+                .checked_sub(1)
+                .and_then(|p| significant.get(p))
+                .map(|t| &t.token);
             let next = significant.get(i + 3).map(|t| &t.token);
             let whole_item = in_list.last() == Some(&true)
                 && (matches!(previous, Some(Token::Comma))
@@ -106,7 +116,9 @@ impl Env<'_> {
                 value
             };
             edits.replace(start..end, text);
+            found = true;
         }
+        found.then_some(edits)
     }
 }
 

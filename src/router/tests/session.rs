@@ -535,3 +535,56 @@ fn set_statement_routes_the_wrapped_statement() {
         );
     }
 }
+
+#[test]
+fn session_functions_in_statements_sent_to_a_backend_are_the_sessions_values() {
+    run(vec![
+        u(
+            "db03429",
+            "SELECT DATABASE(), 1",
+            any("SELECT 'db03429' AS `DATABASE()`, 1"),
+        ),
+        c(
+            "SELECT 1, schema( ) FROM dual",
+            any("SELECT 1, NULL AS `schema( )` FROM dual"),
+        ),
+        c(
+            "SELECT LAST_INSERT_ID() + 1, CONCAT(DATABASE(), 'x') AS d",
+            any("SELECT 0 + 1, CONCAT(NULL, 'x') AS d"),
+        ),
+        c(
+            "SELECT DATABASE() db, (SELECT DATABASE())",
+            any("SELECT NULL db, (SELECT NULL AS `DATABASE()`)"),
+        ),
+        // Qualified, quoted, or with arguments: not the session's function.
+        c(
+            "SELECT LAST_INSERT_ID(5), `DATABASE`(), x.database()",
+            any("SELECT LAST_INSERT_ID(5), `DATABASE`(), x.database()"),
+        ),
+    ]);
+}
+
+#[test]
+fn a_key_given_as_last_insert_id_routes_by_the_sessions_id() {
+    let t = topo();
+    let id = (3429u64 << 46) | (1 << 36) | 7;
+    let ctx = RouteContext {
+        last_insert_id: id,
+        ..RouteContext::default()
+    };
+    let plan = route(
+        "SELECT data FROM pins WHERE id = LAST_INSERT_ID()",
+        &t,
+        &ctx,
+        &mut Fixed(0),
+    );
+    let Plan::Shard(query) = plan else {
+        panic!("{plan:?}");
+    };
+    assert_eq!(query.target.shard, 3429);
+    assert!(
+        String::from_utf8_lossy(&query.sql.0).ends_with("WHERE local_id = 7"),
+        "{:?}",
+        query.sql
+    );
+}
