@@ -246,6 +246,11 @@ impl Engine {
         if matches!(plan, Plan::Shard(_) | Plan::MultiShard(_)) && !state.autocommit {
             state.implicit_transaction = true;
         }
+        if matches!(plan, Plan::MultiShard(_)) && !state.in_transaction() {
+            // A read over shards outside a transaction is the transaction a
+            // pending `SET TRANSACTION` was for; its parts run without it.
+            state.next_transaction = None;
+        }
         match plan {
             Plan::Shard(query) => self.run_shard(topology, state, query, guard, client).await,
             Plan::MultiShard(query) => self.run_multi_shard(topology, state, query, client).await,
@@ -302,6 +307,13 @@ impl Engine {
             type_id,
             table: object_table_name(topology, query.target.fleet, type_id),
         });
+        // Outside a transaction the statement is the transaction a pending
+        // `SET TRANSACTION` is for, as on a server.
+        let prelude = if state.in_transaction() {
+            None
+        } else {
+            state.next_transaction.take()
+        };
         let (venue, _guard) = self.venue_for(topology, state, &query, guard).await?;
         let outcome = self
             .run_on(
@@ -313,6 +325,7 @@ impl Engine {
                     sql: &query.sql,
                     composer,
                     stamp: None,
+                    prelude,
                 },
                 client,
             )

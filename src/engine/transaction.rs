@@ -10,7 +10,7 @@ use super::failure::{backend_error, close_after_failure, relay_failure_to_client
 use super::pause::ShardGuard;
 use super::relay::{RelayFailure, RelayOptions};
 use super::session_state::{BoundTransaction, SessionState};
-use super::venue::{send_and_relay, Venue};
+use super::venue::{send_and_relay, send_unrelayed, Venue};
 use super::Engine;
 use crate::error::ClientError;
 use crate::protocol::packets::ERR_HEADER;
@@ -141,25 +141,7 @@ impl Engine {
             .chain(state.pending_savepoints.drain(..))
             .collect::<Vec<_>>();
         for sql in &opening {
-            match conn
-                .conn()
-                .simple_command(Command::COM_QUERY, sql.as_bytes())
-                .await
-            {
-                Ok(answer) if answer.first() == Some(&ERR_HEADER) => {
-                    drop(conn);
-                    return Err(Failure::Client(backend_error(&answer)));
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    let addr = conn.pool().addr.clone();
-                    conn.discard_broken();
-                    return Err(Failure::Client(ClientError::BackendLost {
-                        host: addr,
-                        reason: error.to_string(),
-                    }));
-                }
-            }
+            conn = send_unrelayed(conn, sql).await?;
         }
         state.bound = Some(BoundTransaction {
             target,
