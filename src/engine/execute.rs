@@ -85,6 +85,8 @@ impl Engine {
                 return Ok(false);
             }
             state.route.max_tokens = limits.max_statement_tokens;
+            state.route.autocommit = state.autocommit;
+            state.route.in_transaction = state.transaction_open();
             let plan = if size >= limits.blocking_analysis_bytes {
                 route_off_runtime(sql, &topology, state.route, placement).await
             } else {

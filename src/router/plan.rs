@@ -453,6 +453,11 @@ pub struct RouteContext {
     /// The session's last insert ID (the composed 64-bit ID): what
     /// `LAST_INSERT_ID()` in a statement sent to a backend stands for.
     pub last_insert_id: u64,
+    /// The session's autocommit: what `@@autocommit` reads.
+    pub autocommit: bool,
+    /// Whether the session has an open transaction: what
+    /// `@@in_transaction` reads.
+    pub in_transaction: bool,
 }
 
 impl Default for RouteContext {
@@ -462,6 +467,8 @@ impl Default for RouteContext {
             lex: LexMode::default(),
             max_tokens: crate::topology::config::DEFAULT_MAX_STATEMENT_TOKENS,
             last_insert_id: 0,
+            autocommit: true,
+            in_transaction: false,
         }
     }
 }

@@ -1,8 +1,9 @@
-//! `DATABASE()`, `SCHEMA()` and `LAST_INSERT_ID()` inside a statement sent
-//! to a backend: the pooled connection knows neither the session's
-//! database nor its composed 64-bit insert ID, so each call is replaced by
-//! the session's value as a literal. A call that is a whole select-list
-//! item keeps the column name a server gives it (the call as written).
+//! `DATABASE()`, `SCHEMA()`, `LAST_INSERT_ID()`, `@@autocommit` and
+//! `@@in_transaction` inside a statement sent to a backend: the pooled
+//! connection knows neither the session's database, nor its composed
+//! 64-bit insert ID, nor its transaction state, so each is replaced by the
+//! session's value as a literal. One that is a whole select-list item keeps
+//! the column name a server gives it (as written).
 
 use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::{Token, TokenWithSpan};
@@ -10,10 +11,12 @@ use sqlparser::tokenizer::{Token, TokenWithSpan};
 use super::Env;
 use crate::router::text::Edits;
 
-/// Which session function a call names.
+/// Which session value a call or variable names.
 enum Function {
     Database,
     LastInsertId,
+    Autocommit,
+    InTransaction,
 }
 
 /// Words that end a select list at its nesting depth.
@@ -41,9 +44,11 @@ fn keyword(token: Option<&Token>) -> Keyword {
 
 impl Env<'_> {
     /// The replacement of every argument-less `DATABASE()`, `SCHEMA()` and
-    /// `LAST_INSERT_ID()` call by the session's value (`'dbNNNNN'` or NULL,
-    /// the 64-bit ID), with `` AS `<call>` `` after a call that is a whole
-    /// select-list item; `None` when the statement calls none of them.
+    /// `LAST_INSERT_ID()` call and every read of `@@autocommit` /
+    /// `@@in_transaction` (also `@@session.`, `@@local.`) by the session's
+    /// value (`'dbNNNNN'` or NULL, the 64-bit ID, 1 or 0), with
+    /// `` AS `<as written>` `` after one that is a whole select-list item;
+    /// `None` when the statement reads none of them.
     pub(super) fn session_function_edits(&self, tokens: &[TokenWithSpan]) -> Option<Edits> {
         let mut edits = Edits::default();
         let mut found = false;
@@ -70,13 +75,13 @@ impl Env<'_> {
                 }
                 _ => {}
             }
-            let Some(function) = session_function(&significant, i) else {
+            let Some((function, last)) = session_reference(&significant, i) else {
                 continue;
             };
             let (Some(start), Some(end)) = (
                 self.src.offset(token.span.start),
                 significant
-                    .get(i + 2)
+                    .get(last)
                     .and_then(|close| self.src.offset(close.span.end)),
             ) else {
                 continue;
@@ -93,12 +98,14 @@ impl Env<'_> {
                         |name| format!("'{}'", name.replace('\'', "''")),
                     ),
                 Function::LastInsertId => self.ctx.last_insert_id.to_string(),
+                Function::Autocommit => u8::from(self.ctx.autocommit).to_string(),
+                Function::InTransaction => u8::from(self.ctx.in_transaction).to_string(),
             };
             let previous = i
                 .checked_sub(1)
                 .and_then(|p| significant.get(p))
                 .map(|t| &t.token);
-            let next = significant.get(i + 3).map(|t| &t.token);
+            let next = significant.get(last + 1).map(|t| &t.token);
             let whole_item = in_list.last() == Some(&true)
                 && (matches!(previous, Some(Token::Comma))
                     || matches!(
@@ -122,26 +129,46 @@ impl Env<'_> {
     }
 }
 
-/// The session function called at `significant[i]`: an unquoted,
-/// unqualified `DATABASE`, `SCHEMA` or `LAST_INSERT_ID` followed by `()`.
-fn session_function(significant: &[&TokenWithSpan], i: usize) -> Option<Function> {
-    let Token::Word(word) = &significant.get(i)?.token else {
-        return None;
+/// The session value read at `significant[i]`, and the index of its last
+/// token: an unquoted, unqualified `DATABASE`, `SCHEMA` or
+/// `LAST_INSERT_ID` followed by `()`, or `@@autocommit` /
+/// `@@in_transaction` (also after `@@session.` / `@@local.`).
+fn session_reference(significant: &[&TokenWithSpan], i: usize) -> Option<(Function, usize)> {
+    let word = |at: usize| match &significant.get(at)?.token {
+        Token::Word(w) if w.quote_style.is_none() => Some(w.value.as_str()),
+        _ => None,
     };
-    if word.quote_style.is_some()
-        || !matches!(significant.get(i + 1)?.token, Token::LParen)
+    let name = word(i)?;
+    if i > 0 && matches!(significant.get(i - 1)?.token, Token::Period) {
+        return None;
+    }
+    let variable = |name: &str| {
+        if name.eq_ignore_ascii_case("autocommit") {
+            Some(Function::Autocommit)
+        } else if name.eq_ignore_ascii_case("in_transaction") {
+            Some(Function::InTransaction)
+        } else {
+            None
+        }
+    };
+    if let Some(rest) = name.strip_prefix("@@") {
+        if rest.eq_ignore_ascii_case("session") || rest.eq_ignore_ascii_case("local") {
+            if !matches!(significant.get(i + 1)?.token, Token::Period) {
+                return None;
+            }
+            return variable(word(i + 2)?).map(|f| (f, i + 2));
+        }
+        return variable(rest).map(|f| (f, i));
+    }
+    if !matches!(significant.get(i + 1)?.token, Token::LParen)
         || !matches!(significant.get(i + 2)?.token, Token::RParen)
     {
         return None;
     }
-    if i > 0 && matches!(significant.get(i - 1)?.token, Token::Period) {
-        return None;
-    }
-    let name = word.value.as_str();
     if name.eq_ignore_ascii_case("DATABASE") || name.eq_ignore_ascii_case("SCHEMA") {
-        Some(Function::Database)
+        Some((Function::Database, i + 2))
     } else if name.eq_ignore_ascii_case("LAST_INSERT_ID") {
-        Some(Function::LastInsertId)
+        Some((Function::LastInsertId, i + 2))
     } else {
         None
     }

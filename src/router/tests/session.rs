@@ -209,7 +209,7 @@ fn session_statements() {
         ),
         c(
             "SELECT @@autocommit, @@version",
-            any("SELECT @@autocommit, @@version"),
+            any("SELECT 1 AS `@@autocommit`, @@version"),
         ),
         set(&["names"], "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci"),
         set(&["charset"], "SET CHARACTER SET utf8mb4"),
@@ -555,6 +555,10 @@ fn session_functions_in_statements_sent_to_a_backend_are_the_sessions_values() {
         c(
             "SELECT DATABASE() db, (SELECT DATABASE())",
             any("SELECT NULL db, (SELECT NULL AS `DATABASE()`)"),
+        ),
+        c(
+            "SELECT @@SESSION.autocommit + 0, @@local . in_transaction x, @@global.autocommit",
+            any("SELECT 1 + 0, 0 x, @@global.autocommit"),
         ),
         // Qualified, quoted, or with arguments: not the session's function.
         c(
