@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use sqlparser::tokenizer::{Token, TokenWithSpan};
+use sqlparser::tokenizer::{Token, TokenWithSpan, Whitespace};
 
 use super::plan::{Plan, RouteError, SessionAction, SqlText};
 use super::text::Source;
@@ -88,9 +88,14 @@ pub(crate) fn plan(
         if i == position {
             continue;
         }
-        let range = assignment_bytes(body, &assignment.tokens, src).ok_or_else(|| {
-            unsupported("shardgate could not cut autocommit out of this SET; set it on its own")
-        })?;
+        let range = assignment_bytes(body, &assignment.tokens, src)
+            .filter(|range| plain_text(tokens, src, range))
+            .ok_or_else(|| {
+                unsupported(
+                    "SET autocommit with other variables written with comments; \
+                     set autocommit in a statement of its own",
+                )
+            })?;
         if !variables.is_empty() {
             text.extend_from_slice(b", ");
         }
@@ -102,6 +107,26 @@ pub(crate) fn plan(
         sql: SqlText(text),
         autocommit: Some(on),
     }))
+}
+
+/// Whether `range` of the original text reads as it is written, so it can
+/// be copied into another statement: no comment (executable or not) in it,
+/// no byte the lexer's shadow changed.
+fn plain_text(tokens: &[TokenWithSpan], src: &Source<'_>, range: &Range<usize>) -> bool {
+    let shadow = src.sql.as_bytes().get(range.clone());
+    if shadow.is_none() || shadow != src.original.get(range.clone()) {
+        return false;
+    }
+    !tokens.iter().any(|t| {
+        matches!(
+            t.token,
+            Token::Whitespace(
+                Whitespace::MultiLineComment(_) | Whitespace::SingleLineComment { .. }
+            )
+        ) && src
+            .range(t.span)
+            .is_some_and(|r| r.start < range.end && range.start < r.end)
+    })
 }
 
 /// The bytes of the original text that assignment `tokens` (positions in

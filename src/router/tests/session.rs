@@ -169,6 +169,24 @@ fn session_statements() {
             }),
         ),
         c(
+            "SET autocommit = 0, sql_mode = /* c */ ''",
+            reject("Unsupported", "comments"),
+        ),
+        // An executable comment the backends read: its assignment as they
+        // read it.
+        c(
+            "SET autocommit = 0, /*!40101 sql_mode = '' */",
+            Expect::Session(SessionAction::SetSession {
+                variables: vec!["sql_mode".into()],
+                sql: "SET sql_mode = ''".into(),
+                autocommit: Some(false),
+            }),
+        ),
+        c(
+            "SET autocommit = 0, sql_mode = /*!40101 '' */ 'x'",
+            reject("Unsupported", "comments"),
+        ),
+        c(
             "SET autocommit = 2, sql_mode = ''",
             reject("Unsupported", "autocommit"),
         ),
