@@ -178,6 +178,7 @@ impl Engine {
             return Ok(());
         };
         state.explicit_transaction = false;
+        state.implicit_transaction = false;
         state.pending_savepoints.clear();
         match bound
             .conn
