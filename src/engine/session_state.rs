@@ -396,6 +396,30 @@ mod tests {
     }
 
     #[test]
+    fn status_flags_are_the_sessions_transaction_state() {
+        let key = ConnKey {
+            framing: mysql_common::constants::CapabilityFlags::empty(),
+            collation: 45,
+        };
+        let mut state = SessionState::new(1, key, false);
+        assert_eq!(state.status_flags(), StatusFlags::SERVER_STATUS_AUTOCOMMIT);
+        state.autocommit = false;
+        assert_eq!(state.status_flags(), StatusFlags::empty());
+        state.implicit_transaction = true;
+        assert_eq!(state.status_flags(), StatusFlags::SERVER_STATUS_IN_TRANS);
+        state.route.lex.no_backslash_escapes = true;
+        state.more_results = true;
+        assert_eq!(
+            state.status_flags(),
+            StatusFlags::SERVER_STATUS_IN_TRANS
+                | StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES
+                | StatusFlags::SERVER_MORE_RESULTS_EXISTS
+        );
+        state.reset();
+        assert!(!state.transaction_open() && state.next_transaction.is_none());
+    }
+
+    #[test]
     fn lexical_state_from_the_server() {
         let key = |collation| ConnKey {
             framing: mysql_common::constants::CapabilityFlags::empty(),
