@@ -136,6 +136,7 @@ fn check_plan<'p>(plan: &'p Plan, topo: &Topology) -> Vec<&'p [u8]> {
             }
             SessionAction::Begin { sql }
             | SessionAction::SetSession { sql, .. }
+            | SessionAction::SetNextTransaction { sql }
             | SessionAction::Savepoint { sql } => vec![sql.as_bytes()],
             _ => Vec::new(),
         },

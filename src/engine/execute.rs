@@ -25,8 +25,8 @@ use crate::error::ClientError;
 use crate::protocol::packets::LocalColumnType;
 use crate::protocol::FrameWriter;
 use crate::router::{
-    route, Diagnostics, DiagnosticsArea, Placement, Plan, RouteContext, RouteError, SessionAction,
-    ShardQuery, StatementKind,
+    route, Diagnostics, DiagnosticsArea, DiagnosticsValue, Placement, Plan, RouteContext,
+    RouteError, SessionAction, SessionValue, ShardQuery, StatementKind,
 };
 use crate::topology::{FleetId, TableKind, Topology};
 
@@ -85,6 +85,8 @@ impl Engine {
                 return Ok(false);
             }
             state.route.max_tokens = limits.max_statement_tokens;
+            state.route.autocommit = state.autocommit;
+            state.route.in_transaction = state.transaction_open();
             let plan = if size >= limits.blocking_analysis_bytes {
                 route_off_runtime(sql, &topology, state.route, placement).await
             } else {
@@ -243,6 +245,14 @@ impl Engine {
         guard: ShardGuard,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
+        if matches!(plan, Plan::Shard(_) | Plan::MultiShard(_)) && !state.autocommit {
+            state.implicit_transaction = true;
+        }
+        if matches!(plan, Plan::MultiShard(_)) && !state.in_transaction() {
+            // A read over shards outside a transaction is the transaction a
+            // pending `SET TRANSACTION` was for; its parts run without it.
+            state.next_transaction = None;
+        }
         match plan {
             Plan::Shard(query) => self.run_shard(topology, state, query, guard, client).await,
             Plan::MultiShard(query) => self.run_multi_shard(topology, state, query, client).await,
@@ -271,7 +281,13 @@ impl Engine {
         let venue = match held {
             Some(conn) => Venue::Held(conn),
             None if state.last_on_bound && state.bound.is_some() => Venue::Bound,
-            None => return write_no_diagnostics(client, state, asked).await,
+            None => match asked {
+                Diagnostics::Select {
+                    fallback: Some(fallback),
+                    ..
+                } => return self.run_anywhere(topology, state, fallback, client).await,
+                _ => return write_no_diagnostics(client, state, asked).await,
+            },
         };
         self.run_on(topology, state, venue, Statement::plain(sql), client)
             .await
@@ -294,6 +310,13 @@ impl Engine {
             table: object_table_name(topology, query.target.fleet, type_id),
         });
         let schema_change = query.kind == StatementKind::SchemaChange;
+        // Outside a transaction the statement is the transaction a pending
+        // `SET TRANSACTION` is for, as on a server.
+        let prelude = if state.in_transaction() {
+            None
+        } else {
+            state.next_transaction.take()
+        };
         let (venue, _guard) = self.venue_for(topology, state, &query, guard).await?;
         let outcome = self
             .run_on(
@@ -305,6 +328,7 @@ impl Engine {
                     sql: &query.sql,
                     composer,
                     stamp: None,
+                    prelude,
                 },
                 client,
             )
@@ -314,7 +338,7 @@ impl Engine {
             topology.columns.request_refresh();
         }
         if let Some(id) = outcome?.last_insert_id {
-            state.last_insert_id = id;
+            state.route.last_insert_id = id;
         }
         Ok(())
     }
@@ -364,10 +388,41 @@ impl Engine {
             SessionAction::SetAutocommit(on) => {
                 self.set_autocommit(topology, state, on, client).await
             }
-            SessionAction::SetSession { variables, sql } => {
+            SessionAction::SetSession {
+                variables,
+                sql,
+                autocommit,
+            } => {
                 let sql = recorded_text(sql)?;
-                self.set_session(topology, state, variables, sql, client)
-                    .await
+                let before = (state.autocommit, state.explicit_transaction);
+                if let Some(on) = autocommit {
+                    self.apply_autocommit(topology, state, on, client).await?;
+                }
+                let done = self
+                    .set_session(topology, state, variables, sql, client)
+                    .await;
+                if !matches!(done, Ok(true)) {
+                    (state.autocommit, state.explicit_transaction) = before;
+                }
+                done.map(|_| ())
+            }
+            SessionAction::SetNextTransaction { sql } => {
+                self.set_next_transaction(state, sql, client).await
+            }
+            SessionAction::SelectSessionValues { columns } => {
+                let flag = |on: bool| Some(if on { b"1".to_vec() } else { b"0".to_vec() });
+                let row = columns
+                    .iter()
+                    .map(|(_, value)| match value {
+                        SessionValue::Autocommit => flag(state.autocommit),
+                        SessionValue::InTransaction => flag(state.transaction_open()),
+                    })
+                    .collect();
+                let names: Vec<(&str, LocalColumnType)> = columns
+                    .iter()
+                    .map(|(name, _)| (name.as_str(), LocalColumnType::BigInt))
+                    .collect();
+                write_local_result(client, state, &names, vec![row]).await
             }
             SessionAction::SelectDatabase { column } => {
                 let name = state.route.current_db.and_then(|(fleet, shard)| {
@@ -401,7 +456,7 @@ impl Engine {
                 }
             }
             SessionAction::SelectLastInsertId { column } => {
-                let id = state.last_insert_id.to_string();
+                let id = state.route.last_insert_id.to_string();
                 write_single_value(
                     client,
                     state,
@@ -420,6 +475,7 @@ impl Engine {
     /// `character_set_client`: [`Engine::learn_lex_state`]). A SET that
     /// would take the recorded list past `limits.max_session_settings` or
     /// `limits.max_session_settings_bytes` is refused before it runs.
+    /// Returns whether the server took it.
     async fn set_session<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
@@ -427,7 +483,7 @@ impl Engine {
         variables: Vec<String>,
         sql: String,
         client: &mut FrameWriter<W>,
-    ) -> Result<(), Failure> {
+    ) -> Result<bool, Failure> {
         let limits = SettingsLimits::from_config(&topology.config.limits);
         let next = state
             .settings
@@ -446,7 +502,7 @@ impl Engine {
             self.learn_lex_state(topology, state, outcome.warnings)
                 .await?;
         }
-        Ok(())
+        Ok(!outcome.failed)
     }
 
     /// Asks the server for the session's `sql_mode` and
@@ -563,7 +619,29 @@ async fn write_no_diagnostics<W: AsyncWrite + Unpin>(
         }
         Diagnostics::Count(DiagnosticsArea::Warnings) => "@@session.warning_count",
         Diagnostics::Count(DiagnosticsArea::Errors) => "@@session.error_count",
-        Diagnostics::Select { column } => column,
+        Diagnostics::Select { columns, .. } => {
+            let (names, row): (Vec<_>, Vec<_>) = columns
+                .iter()
+                .map(|column| {
+                    let (kind, value) = match &column.value {
+                        DiagnosticsValue::Count => {
+                            (LocalColumnType::UnsignedBigInt, Some(b"0".to_vec()))
+                        }
+                        DiagnosticsValue::Number(n) if n.parse::<i64>().is_ok() => {
+                            (LocalColumnType::BigInt, Some(n.as_bytes().to_vec()))
+                        }
+                        DiagnosticsValue::Number(text) | DiagnosticsValue::Text(text) => {
+                            (LocalColumnType::Text, Some(text.as_bytes().to_vec()))
+                        }
+                        DiagnosticsValue::Null | DiagnosticsValue::Variable => {
+                            (LocalColumnType::Text, None)
+                        }
+                    };
+                    ((column.name.as_str(), kind), value)
+                })
+                .unzip();
+            return write_local_result(client, state, &names, vec![row]).await;
+        }
     };
     write_single_value(
         client,

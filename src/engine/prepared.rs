@@ -24,7 +24,7 @@ use crate::protocol::binary::{
     bind_separator, parse_execute, render_literal, BinaryError, ParamValue,
 };
 use crate::protocol::charset::Charset;
-use crate::protocol::packets::{ERR_HEADER, OK_HEADER};
+use crate::protocol::packets::{rewrite_status, status_offset, ERR_HEADER, OK_HEADER};
 use crate::protocol::FrameWriter;
 use crate::router::{placeholders, route_prepare, Placement, Plan};
 use crate::topology::config::LimitsConfig;
@@ -459,7 +459,10 @@ async fn relay_prepare<W: AsyncWrite + Unpin>(
             }
         }
         if !state.deprecate_eof {
-            let (_, eof) = backend.reader.next_packet().await.map_err(&lost)?;
+            let (_, mut eof) = backend.reader.next_packet().await.map_err(&lost)?;
+            if let Some(at) = status_offset(&eof, true) {
+                rewrite_status(&mut eof, at, state.status_flags(), false);
+            }
             if shown > 0 {
                 seq = client.write_packet(seq, &eof).await?;
             }

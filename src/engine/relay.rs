@@ -14,7 +14,7 @@ use crate::protocol::binary::{parse_column_definition, text_row_to_binary, Colum
 use crate::protocol::frame::read_lenenc_int;
 use crate::protocol::packets::{
     ends_result_set, err_packet, parse_eof_status, parse_err, parse_ok, rewrite_ok_insert_id,
-    EOF_HEADER, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER,
+    rewrite_status, status_offset, EOF_HEADER, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER,
 };
 use crate::protocol::{FrameWriter, MAX_FRAME_PAYLOAD};
 
@@ -250,6 +250,10 @@ pub struct RelayOptions<'a> {
     /// The client executed a prepared statement: text rows from the backend
     /// are converted to binary-protocol rows.
     pub binary_rows: bool,
+    /// The session's status flags once the statement ran: every relayed
+    /// OK/EOF tells the client the session's autocommit and transaction
+    /// state, not the backend connection's.
+    pub session_status: StatusFlags,
 }
 
 /// Reads the response to the command just sent on `backend` and writes it
@@ -266,6 +270,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
         composer,
         more_results,
         binary_rows,
+        session_status,
     } = options;
     let mut seq = first_seq;
     let mut stage = Stage::FirstPacket;
@@ -318,6 +323,8 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
         let payload = frame.payload();
 
         let mut end: Option<(StatusFlags, u16, bool)> = None;
+        // Where the status flags of an OK/EOF are, to rewrite them.
+        let mut status_at = None;
         if starts_packet {
             match (&stage, header) {
                 (Stage::FirstPacket, Some(OK_HEADER)) => {
@@ -351,12 +358,16 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                             })
                         }
                     };
-                    if composed.is_some() || (last && more_results) {
-                        let id = composed.unwrap_or(info.last_insert_id);
-                        last_insert_id = composed.or(last_insert_id);
+                    if let Some(id) = composed {
+                        last_insert_id = Some(id);
                         let mut rewritten = rewrite_ok_insert_id(payload, &info, id);
-                        if last && more_results {
-                            set_more_results_in_ok(&mut rewritten);
+                        if let Some(at) = status_offset(&rewritten, false) {
+                            rewrite_status(
+                                &mut rewritten,
+                                at,
+                                session_status,
+                                last && more_results,
+                            );
                         }
                         client
                             .write_packet(frame.seq(), &rewritten)
@@ -375,6 +386,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                         });
                     }
                     end = Some((info.status, info.warnings, false));
+                    status_at = status_offset(payload, false);
                 }
                 (_, Some(ERR_HEADER)) => {
                     if let Some((code, _, message)) = parse_err(payload) {
@@ -423,18 +435,25 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                         n => Stage::Columns(n),
                     };
                 }
-                (Stage::ColumnsEof, _) => stage = Stage::Rows,
+                (Stage::ColumnsEof, _) => {
+                    if ends_result_set(payload, false) {
+                        status_at = status_offset(payload, true);
+                    }
+                    stage = Stage::Rows;
+                }
                 (Stage::Rows, Some(EOF_HEADER))
                     if deprecate_eof && payload.len() < MAX_FRAME_PAYLOAD =>
                 {
                     let info = parse_ok(payload).ok_or_else(|| malformed(forwarded, seq))?;
                     end = Some((info.status, info.warnings, false));
+                    status_at = status_offset(payload, false);
                 }
                 (Stage::Rows, Some(EOF_HEADER)) if !deprecate_eof && payload.len() < 9 => {
                     let status =
                         parse_eof_status(payload).ok_or_else(|| malformed(forwarded, seq))?;
                     let warnings = u16::from_le_bytes([payload[1], payload[2]]);
                     end = Some((status, warnings, false));
+                    status_at = status_offset(payload, true);
                 }
                 (Stage::Rows, _) => {}
             }
@@ -445,8 +464,13 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
             }
             None => false,
         };
-        if finished && more_results {
-            set_more_results_in_terminator(&mut frame, stage_is_rows(&stage), deprecate_eof);
+        if let Some(at) = status_at {
+            rewrite_status(
+                frame.payload_mut(),
+                at,
+                session_status,
+                finished && more_results,
+            );
         }
         client
             .write_raw(frame.raw())
@@ -483,43 +507,6 @@ async fn write_refusal<W: AsyncWrite + Unpin>(
         .await
         .map(|_| ())
         .map_err(RelayFailure::Client)
-}
-
-fn stage_is_rows(stage: &Stage) -> bool {
-    matches!(stage, Stage::Rows)
-}
-
-/// Sets `SERVER_MORE_RESULTS_EXISTS` in an OK packet payload built by
-/// [`rewrite_ok_insert_id`] (status flags follow the two length-encoded
-/// integers).
-fn set_more_results_in_ok(payload: &mut [u8]) {
-    let mut rest = &payload[1..];
-    let skipped = crate::protocol::frame::read_lenenc_int(&mut rest)
-        .and_then(|_| crate::protocol::frame::read_lenenc_int(&mut rest))
-        .is_some();
-    let at = payload.len() - rest.len();
-    if skipped && payload.len() > at {
-        payload[at] |= StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits() as u8;
-    }
-}
-
-/// Sets `SERVER_MORE_RESULTS_EXISTS` in the final OK/EOF frame of a result
-/// (an ERR frame is left alone: an error ends a multi-statement).
-fn set_more_results_in_terminator(
-    frame: &mut crate::protocol::Frame,
-    rows: bool,
-    deprecate_eof: bool,
-) {
-    let payload = frame.payload_mut();
-    match payload.first() {
-        Some(&EOF_HEADER) if rows && !deprecate_eof => {
-            if let Some(byte) = payload.get_mut(3) {
-                *byte |= StatusFlags::SERVER_MORE_RESULTS_EXISTS.bits() as u8;
-            }
-        }
-        Some(&OK_HEADER) | Some(&EOF_HEADER) => set_more_results_in_ok(payload),
-        _ => {}
-    }
 }
 
 fn malformed(forwarded: bool, next_seq: u8) -> RelayFailure {

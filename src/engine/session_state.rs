@@ -133,13 +133,17 @@ pub struct SessionState {
     pub autocommit: bool,
     /// Inside `BEGIN` ... `COMMIT`/`ROLLBACK`.
     pub explicit_transaction: bool,
+    /// With autocommit off, a statement on a shard opened a transaction
+    /// that COMMIT, ROLLBACK or `SET autocommit = 1` ends.
+    pub implicit_transaction: bool,
+    /// `SET TRANSACTION ...` (no scope): sent right before the next
+    /// transaction's BEGIN on its connection, then forgotten.
+    pub next_transaction: Option<String>,
     /// Text of the BEGIN that opened the transaction, sent to the backend
     /// when the transaction binds.
     pub begin_sql: String,
     /// The bound connection, after the first write or locking read.
     pub bound: Option<BoundTransaction>,
-    /// Last composed 64-bit ID from an object INSERT.
-    pub last_insert_id: u64,
     /// Sequence id of the first packet of the answer to the current
     /// command (one past the command's last frame).
     pub response_seq: u8,
@@ -208,9 +212,10 @@ impl SessionState {
             settings: SessionSettings::default(),
             autocommit: true,
             explicit_transaction: false,
+            implicit_transaction: false,
+            next_transaction: None,
             begin_sql: String::new(),
             bound: None,
-            last_insert_id: 0,
             response_seq: 1,
             held: None,
             last_on_bound: false,
@@ -301,14 +306,25 @@ impl SessionState {
         self.explicit_transaction || !self.autocommit
     }
 
-    /// Status flags for answers the proxy gives itself.
+    /// Whether the client's session has an open transaction: explicit,
+    /// bound, or opened by a statement with autocommit off.
+    pub fn transaction_open(&self) -> bool {
+        self.explicit_transaction || self.bound.is_some() || self.implicit_transaction
+    }
+
+    /// The session's status flags: those of the answers the proxy gives
+    /// itself, and the autocommit and transaction state of every answer it
+    /// relays.
     pub fn status_flags(&self) -> StatusFlags {
         let mut flags = StatusFlags::empty();
         if self.autocommit {
             flags |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
         }
-        if self.explicit_transaction || self.bound.is_some() {
+        if self.transaction_open() {
             flags |= StatusFlags::SERVER_STATUS_IN_TRANS;
+        }
+        if self.route.lex.no_backslash_escapes {
+            flags |= StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES;
         }
         if self.more_results {
             flags |= StatusFlags::SERVER_MORE_RESULTS_EXISTS;
@@ -377,6 +393,30 @@ mod tests {
         // A clone shares the list.
         let shared = two.clone();
         assert!(Arc::ptr_eq(&shared.entries, &two.entries));
+    }
+
+    #[test]
+    fn status_flags_are_the_sessions_transaction_state() {
+        let key = ConnKey {
+            framing: mysql_common::constants::CapabilityFlags::empty(),
+            collation: 45,
+        };
+        let mut state = SessionState::new(1, key, false);
+        assert_eq!(state.status_flags(), StatusFlags::SERVER_STATUS_AUTOCOMMIT);
+        state.autocommit = false;
+        assert_eq!(state.status_flags(), StatusFlags::empty());
+        state.implicit_transaction = true;
+        assert_eq!(state.status_flags(), StatusFlags::SERVER_STATUS_IN_TRANS);
+        state.route.lex.no_backslash_escapes = true;
+        state.more_results = true;
+        assert_eq!(
+            state.status_flags(),
+            StatusFlags::SERVER_STATUS_IN_TRANS
+                | StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES
+                | StatusFlags::SERVER_MORE_RESULTS_EXISTS
+        );
+        state.reset();
+        assert!(!state.transaction_open() && state.next_transaction.is_none());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::failure::{backend_error, close_after_failure, relay_failure_to_client
 use super::pause::ShardGuard;
 use super::relay::{RelayFailure, RelayOptions};
 use super::session_state::{BoundTransaction, SessionState};
-use super::venue::{send_and_relay, Venue};
+use super::venue::{send_and_relay, send_unrelayed, Venue};
 use super::Engine;
 use crate::error::ClientError;
 use crate::protocol::packets::ERR_HEADER;
@@ -49,14 +49,46 @@ impl Engine {
         on: bool,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
+        self.apply_autocommit(topology, state, on, client).await?;
+        write_ok(client, state).await
+    }
+
+    /// The session side of `SET autocommit` (the answer aside).
+    pub(super) async fn apply_autocommit<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        on: bool,
+        client: &mut FrameWriter<W>,
+    ) -> Result<(), Failure> {
         if on && state.bound.is_some() {
             self.end_transaction(topology, state, "COMMIT", client, false)
                 .await?;
         }
         if on {
             state.explicit_transaction = false;
+            state.implicit_transaction = false;
         }
         state.autocommit = on;
+        Ok(())
+    }
+
+    /// `SET TRANSACTION ...` without a scope: kept for the next
+    /// transaction; refused inside one, with the server's error.
+    pub(super) async fn set_next_transaction<W: AsyncWrite + Unpin>(
+        &self,
+        state: &mut SessionState,
+        sql: SqlText,
+        client: &mut FrameWriter<W>,
+    ) -> Result<(), Failure> {
+        if state.transaction_open() {
+            return Err(Failure::Client(ClientError::Backend {
+                code: 1568,
+                sql_state: "25001".to_owned(),
+                message: "Transaction characteristics can't be changed while a transaction is in progress".to_owned(),
+            }));
+        }
+        state.next_transaction = Some(recorded_text(sql)?);
         write_ok(client, state).await
     }
 
@@ -105,29 +137,15 @@ impl Engine {
         let mut conn = self
             .checkout_with(topology, &pool, Some(target), state, false)
             .await?;
-        let opening = std::iter::once(state.begin_statement().to_owned())
+        let opening = state
+            .next_transaction
+            .take()
+            .into_iter()
+            .chain(std::iter::once(state.begin_statement().to_owned()))
             .chain(state.pending_savepoints.drain(..))
             .collect::<Vec<_>>();
         for sql in &opening {
-            match conn
-                .conn()
-                .simple_command(Command::COM_QUERY, sql.as_bytes())
-                .await
-            {
-                Ok(answer) if answer.first() == Some(&ERR_HEADER) => {
-                    drop(conn);
-                    return Err(Failure::Client(backend_error(&answer)));
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    let addr = conn.pool().addr.clone();
-                    conn.discard_broken();
-                    return Err(Failure::Client(ClientError::BackendLost {
-                        host: addr,
-                        reason: error.to_string(),
-                    }));
-                }
-            }
+            conn = send_unrelayed(conn, sql).await?;
         }
         state.bound = Some(BoundTransaction {
             target,
@@ -164,6 +182,7 @@ impl Engine {
             return Ok(());
         };
         state.explicit_transaction = false;
+        state.implicit_transaction = false;
         state.pending_savepoints.clear();
         match bound
             .conn
@@ -198,7 +217,9 @@ impl Engine {
         }
         if answer {
             state.explicit_transaction = false;
+            state.next_transaction = None;
         }
+        state.implicit_transaction = false;
         state.pending_savepoints.clear();
         let Some(mut bound) = state.bound.take() else {
             return if answer {
@@ -220,6 +241,7 @@ impl Engine {
                     composer: None,
                     more_results: state.more_results,
                     binary_rows: state.binary_rows,
+                    session_status: state.status_flags(),
                 },
             )
             .await

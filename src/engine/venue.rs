@@ -9,12 +9,15 @@ use mysql_common::constants::StatusFlags;
 use tokio::io::AsyncWrite;
 
 use super::checkout::{host_addr, stamp_connection};
-use super::failure::{close_after_failure, no_masters, relay_failure_to_client, Failure, Scope};
+use super::failure::{
+    backend_error, close_after_failure, no_masters, relay_failure_to_client, Failure, Scope,
+};
 use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions, RelayOutcome};
 use super::session_state::SessionState;
 use super::Engine;
 use crate::backend::{HostPool, PooledConn};
 use crate::error::ClientError;
+use crate::protocol::packets::ERR_HEADER;
 use crate::protocol::FrameWriter;
 use crate::router::Target;
 use crate::topology::Topology;
@@ -45,6 +48,9 @@ pub(super) struct Statement<'a> {
     /// Settings fingerprint the connection has after the statement succeeds
     /// (None: unchanged).
     pub(super) stamp: Option<u64>,
+    /// Sent on a pooled connection right before the statement, its answer
+    /// not relayed (the `SET TRANSACTION` an autocommit statement takes).
+    pub(super) prelude: Option<String>,
 }
 
 impl<'a> Statement<'a> {
@@ -56,6 +62,7 @@ impl<'a> Statement<'a> {
             sql,
             composer: None,
             stamp: None,
+            prelude: None,
         }
     }
 }
@@ -77,6 +84,7 @@ impl Engine {
             sql,
             composer,
             stamp,
+            prelude,
         } = statement;
         let options = RelayOptions {
             first_seq: state.response_seq,
@@ -85,6 +93,7 @@ impl Engine {
             composer,
             more_results: state.more_results,
             binary_rows: state.binary_rows,
+            session_status: state.status_flags(),
         };
         match venue {
             Venue::Bound => {
@@ -133,7 +142,10 @@ impl Engine {
             }
             Venue::Pool(pool) => {
                 state.last_on_bound = false;
-                let conn = self.checkout(topology, &pool, target, state).await?;
+                let mut conn = self.checkout(topology, &pool, target, state).await?;
+                if let Some(prelude) = &prelude {
+                    conn = send_unrelayed(conn, prelude).await?;
+                }
                 self.run_pooled(topology, state, conn, (target, sql, stamp), options, client)
                     .await
             }
@@ -250,6 +262,30 @@ pub(super) async fn send_and_relay<W: AsyncWrite + Unpin>(
     let failed = result.as_ref().map_or(true, |outcome| outcome.failed);
     pooled.pool().statements.record(started.elapsed(), failed);
     result
+}
+
+/// Sends `sql` on `conn` and reads its one-packet answer, not relayed: an
+/// ERR becomes the client's error (the connection is closed), a lost
+/// connection is discarded.
+pub(super) async fn send_unrelayed(mut conn: PooledConn, sql: &str) -> Result<PooledConn, Failure> {
+    match conn
+        .conn()
+        .simple_command(Command::COM_QUERY, sql.as_bytes())
+        .await
+    {
+        Ok(answer) if answer.first() == Some(&ERR_HEADER) => {
+            Err(Failure::Client(backend_error(&answer)))
+        }
+        Ok(_) => Ok(conn),
+        Err(error) => {
+            let addr = conn.pool().addr.clone();
+            conn.discard_broken();
+            Err(Failure::Client(ClientError::BackendLost {
+                host: addr,
+                reason: error.to_string(),
+            }))
+        }
+    }
 }
 
 /// Settles a pooled connection after its statement: one the server left

@@ -69,6 +69,43 @@ pub fn rewrite_ok_insert_id(payload: &[u8], info: &OkInfo, last_insert_id: u64) 
     out
 }
 
+/// Where the status flags of an OK/EOF payload start: after the header,
+/// warnings (EOF, `eof` set) or the two length-encoded integers (an OK, or
+/// the 0xFE OK that ends a result set under `CLIENT_DEPRECATE_EOF`).
+pub fn status_offset(payload: &[u8], eof: bool) -> Option<usize> {
+    let at = if eof {
+        3
+    } else {
+        let mut rest = payload.get(1..)?;
+        read_lenenc_int(&mut rest)?;
+        read_lenenc_int(&mut rest)?;
+        payload.len() - rest.len()
+    };
+    (payload.len() >= at + 2).then_some(at)
+}
+
+/// The status flags a client is told: the backend's, with
+/// `SERVER_STATUS_AUTOCOMMIT` and `SERVER_STATUS_IN_TRANS` taken from
+/// `session`, and `SERVER_MORE_RESULTS_EXISTS` added when `more` (the
+/// client gets more results after this one).
+pub fn session_status(backend: StatusFlags, session: StatusFlags, more: bool) -> StatusFlags {
+    let owned = StatusFlags::SERVER_STATUS_AUTOCOMMIT | StatusFlags::SERVER_STATUS_IN_TRANS;
+    let mut status = (backend - owned) | (session & owned);
+    if more {
+        status |= StatusFlags::SERVER_MORE_RESULTS_EXISTS;
+    }
+    status
+}
+
+/// Rewrites, in place, the two status bytes at `at` of an OK/EOF payload
+/// ([`status_offset`]) with [`session_status`].
+pub fn rewrite_status(payload: &mut [u8], at: usize, session: StatusFlags, more: bool) {
+    if let Some(bytes) = payload.get_mut(at..at + 2) {
+        let backend = StatusFlags::from_bits_truncate(u16::from_le_bytes([bytes[0], bytes[1]]));
+        bytes.copy_from_slice(&session_status(backend, session, more).bits().to_le_bytes());
+    }
+}
+
 /// Status flags of an EOF packet payload (0xFE, warnings, status).
 pub fn parse_eof_status(payload: &[u8]) -> Option<StatusFlags> {
     let bytes = payload.get(3..5)?;
@@ -165,6 +202,8 @@ pub enum LocalColumnType {
     Text,
     /// An unsigned 64-bit integer.
     UnsignedBigInt,
+    /// A signed 64-bit integer, as a server types `@@autocommit`.
+    BigInt,
 }
 
 /// Builds a column definition (protocol 4.1) payload.
@@ -189,6 +228,12 @@ pub fn column_definition(name: &str, column_type: LocalColumnType) -> Vec<u8> {
             20,
             ColumnType::MYSQL_TYPE_LONGLONG,
             ColumnFlags::UNSIGNED_FLAG | ColumnFlags::BINARY_FLAG,
+        ),
+        LocalColumnType::BigInt => (
+            BINARY_COLLATION,
+            21,
+            ColumnType::MYSQL_TYPE_LONGLONG,
+            ColumnFlags::BINARY_FLAG,
         ),
     };
     out.extend_from_slice(&collation.to_le_bytes());
@@ -252,6 +297,45 @@ mod tests {
             (1, 2, status)
         );
         assert!(rewritten.ends_with(b"info"));
+    }
+
+    #[test]
+    fn status_flags_are_rewritten_in_place_with_the_sessions_truth() {
+        let backend = StatusFlags::SERVER_STATUS_AUTOCOMMIT
+            | StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES
+            | StatusFlags::SERVER_MORE_RESULTS_EXISTS;
+        let session = StatusFlags::SERVER_STATUS_IN_TRANS;
+        let mut ok = ok_packet(300, 1 << 40, backend, 3);
+        ok.extend_from_slice(b"info");
+        let at = status_offset(&ok, false).unwrap();
+        rewrite_status(&mut ok, at, session, false);
+        let info = parse_ok(&ok).unwrap();
+        assert_eq!(
+            info.status,
+            StatusFlags::SERVER_STATUS_IN_TRANS
+                | StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES
+                | StatusFlags::SERVER_MORE_RESULTS_EXISTS
+        );
+        assert_eq!(
+            (info.affected_rows, info.last_insert_id, info.warnings),
+            (300, 1 << 40, 3)
+        );
+        assert!(ok.ends_with(b"info"));
+
+        let mut eof = eof_packet(StatusFlags::SERVER_STATUS_IN_TRANS, 7);
+        let at = status_offset(&eof, true).unwrap();
+        rewrite_status(&mut eof, at, StatusFlags::SERVER_STATUS_AUTOCOMMIT, true);
+        assert_eq!(
+            parse_eof_status(&eof),
+            Some(StatusFlags::SERVER_STATUS_AUTOCOMMIT | StatusFlags::SERVER_MORE_RESULTS_EXISTS)
+        );
+        assert_eq!(&eof[1..3], &7u16.to_le_bytes());
+        // The 0xFE OK that ends a result set under CLIENT_DEPRECATE_EOF.
+        let mut end = result_set_terminator(true, StatusFlags::SERVER_STATUS_AUTOCOMMIT);
+        let at = status_offset(&end, false).unwrap();
+        rewrite_status(&mut end, at, StatusFlags::empty(), false);
+        assert_eq!(parse_ok(&end).unwrap().status, StatusFlags::empty());
+        assert_eq!(status_offset(&[OK_HEADER, 0], false), None);
     }
 
     #[test]

@@ -218,6 +218,17 @@ pub enum SessionAction {
         /// Lower-case variable names it sets (`names`, `sql_mode`, ...),
         /// so a later SET of the same variable replaces it.
         variables: Vec<String>,
+        /// The statement text: the original, or, when the SET also set
+        /// `autocommit`, `SET` with the other assignments as written.
+        sql: SqlText,
+        /// The `autocommit` value the same SET gave, applied by the proxy
+        /// once the rest succeeded.
+        autocommit: Option<bool>,
+    },
+    /// `SET TRANSACTION ISOLATION LEVEL ... | READ ONLY | READ WRITE`
+    /// without `SESSION`: the characteristics of the session's next
+    /// transaction only, sent right before its BEGIN on its connection.
+    SetNextTransaction {
         /// The original statement text.
         sql: SqlText,
     },
@@ -225,6 +236,12 @@ pub enum SessionAction {
     SelectDatabase {
         /// Column name the client sees (the alias, or the expression).
         column: String,
+    },
+    /// A table-less `SELECT` of session variables only the proxy knows
+    /// (`@@autocommit`, `@@session.autocommit`, `@@in_transaction`).
+    SelectSessionValues {
+        /// Each column: the name the client sees and the value it reads.
+        columns: Vec<(String, SessionValue)>,
     },
     /// `SELECT LAST_INSERT_ID()`.
     SelectLastInsertId {
@@ -237,6 +254,15 @@ pub enum SessionAction {
         /// The original statement text.
         sql: SqlText,
     },
+}
+
+/// A session variable the proxy answers from the session's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionValue {
+    /// `@@autocommit`: 1 or 0.
+    Autocommit,
+    /// `@@in_transaction`: whether a transaction is open, 1 or 0.
+    InTransaction,
 }
 
 /// The routing decision for one statement.
@@ -287,12 +313,41 @@ pub enum Diagnostics {
     /// `SHOW COUNT(*) WARNINGS` / `SHOW COUNT(*) ERRORS`: the count, in a
     /// column named `@@session.warning_count` / `@@session.error_count`.
     Count(DiagnosticsArea),
-    /// A table-less `SELECT` reading `@@warning_count` or `@@error_count`:
-    /// one count, in a column named by the select list as written.
+    /// A table-less `SELECT` of `@@warning_count` / `@@error_count` and
+    /// literals: one column per item.
     Select {
-        /// The column's name: the text after `SELECT`.
-        column: String,
+        /// The select list's columns, in order.
+        columns: Vec<DiagnosticsColumn>,
+        /// When the list also reads other system variables: the statement
+        /// with each count written as `0` (named as before), for any
+        /// server to answer when the previous statement left nothing.
+        fallback: Option<SqlText>,
     },
+}
+
+/// One item of a table-less `SELECT` of the diagnostics counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiagnosticsColumn {
+    /// The column's name as a server gives it: the alias, the item as
+    /// written, or a string literal's value.
+    pub name: String,
+    /// What the column holds.
+    pub value: DiagnosticsValue,
+}
+
+/// The value of a [`DiagnosticsColumn`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiagnosticsValue {
+    /// `@@warning_count` or `@@error_count`.
+    Count,
+    /// A number literal, as written.
+    Number(String),
+    /// A string literal's value.
+    Text(String),
+    /// `NULL`.
+    Null,
+    /// Another session system variable, a server's to answer.
+    Variable,
 }
 
 /// Why a statement cannot be routed. Becomes a MySQL error packet.
@@ -403,6 +458,14 @@ pub struct RouteContext {
     /// past it the statement is refused before it is parsed, so analysis
     /// time and memory stay linear in a bounded size.
     pub max_tokens: u64,
+    /// The session's last insert ID (the composed 64-bit ID): what
+    /// `LAST_INSERT_ID()` in a statement sent to a backend stands for.
+    pub last_insert_id: u64,
+    /// The session's autocommit: what `@@autocommit` reads.
+    pub autocommit: bool,
+    /// Whether the session has an open transaction: what
+    /// `@@in_transaction` reads.
+    pub in_transaction: bool,
 }
 
 impl Default for RouteContext {
@@ -411,6 +474,9 @@ impl Default for RouteContext {
             current_db: None,
             lex: LexMode::default(),
             max_tokens: crate::topology::config::DEFAULT_MAX_STATEMENT_TOKENS,
+            last_insert_id: 0,
+            autocommit: true,
+            in_transaction: false,
         }
     }
 }

@@ -2,15 +2,20 @@
 //! sqlparser does not parse every MySQL SET form, and the statement is
 //! forwarded as written anyway, so only the variable names are needed.
 
-use sqlparser::tokenizer::{Token, TokenWithSpan};
+use std::ops::Range;
 
-use super::plan::{Plan, RouteError, SessionAction};
+use sqlparser::tokenizer::{Token, TokenWithSpan, Whitespace};
 
-/// One `name = value` assignment of a SET: the lower-case variable name and
-/// the value's tokens.
+use super::plan::{Plan, RouteError, SessionAction, SqlText};
+use super::text::Source;
+
+/// One `name = value` assignment of a SET: the lower-case variable name,
+/// the value's tokens, and its position in `significant` tokens (scope word
+/// included).
 struct Assignment<'t> {
     name: String,
     value: Vec<&'t Token>,
+    tokens: Range<usize>,
 }
 
 fn unsupported(what: impl Into<String>) -> RouteError {
@@ -32,34 +37,110 @@ fn is_word(token: Option<&&Token>, text: &str) -> bool {
 
 /// Plans a SET statement. `tokens` are the statement's tokens; the first
 /// non-whitespace one is `SET`.
-pub(crate) fn plan(tokens: &[TokenWithSpan], sql: &[u8]) -> Result<Plan, RouteError> {
-    let significant: Vec<&Token> = tokens
+///
+/// `autocommit` among the assignments is the proxy's to apply: alone it is
+/// [`SessionAction::SetAutocommit`]; with other variables, the text sent to
+/// the backend is `SET` with the other assignments as written, and the
+/// value rides along in [`SessionAction::SetSession`]. `SET TRANSACTION`
+/// without a scope is about the next transaction only
+/// ([`SessionAction::SetNextTransaction`]).
+pub(crate) fn plan(
+    tokens: &[TokenWithSpan],
+    sql: &[u8],
+    src: &Source<'_>,
+) -> Result<Plan, RouteError> {
+    let spanned: Vec<&TokenWithSpan> = tokens
         .iter()
-        .map(|t| &t.token)
-        .filter(|t| !matches!(t, Token::Whitespace(_) | Token::EOF))
+        .filter(|t| !matches!(t.token, Token::Whitespace(_) | Token::EOF))
         .collect();
     // Drop `SET` and a trailing `;`.
-    let mut body = significant.get(1..).unwrap_or_default();
-    if let Some((Token::SemiColon, rest)) = body.split_last() {
-        body = rest;
+    let mut body = spanned.get(1..).unwrap_or_default();
+    if let Some((last, rest)) = body.split_last() {
+        if last.token == Token::SemiColon {
+            body = rest;
+        }
     }
     if body.is_empty() {
         return Err(RouteError::Syntax("SET needs a variable to set".to_owned()));
     }
-    let assignments = assignments(body)?;
-    if let Some(position) = assignments.iter().position(|a| a.name == "autocommit") {
-        if assignments.len() > 1 {
-            return Err(unsupported(
-                "SET autocommit together with other variables; set autocommit in a statement of its own",
-            ));
-        }
-        let on = autocommit_value(&assignments[position].value)?;
+    let significant: Vec<&Token> = body.iter().map(|t| &t.token).collect();
+    if is_word(significant.first(), "TRANSACTION") {
+        assignments(&significant)?;
+        return Ok(Plan::Session(SessionAction::SetNextTransaction {
+            sql: sql.into(),
+        }));
+    }
+    let assignments = assignments(&significant)?;
+    let Some(position) = assignments.iter().position(|a| a.name == "autocommit") else {
+        return Ok(Plan::Session(SessionAction::SetSession {
+            variables: assignments.into_iter().map(|a| a.name).collect(),
+            sql: sql.into(),
+            autocommit: None,
+        }));
+    };
+    let on = autocommit_value(&assignments[position].value)?;
+    if assignments.len() == 1 {
         return Ok(Plan::Session(SessionAction::SetAutocommit(on)));
     }
+    let mut text = b"SET ".to_vec();
+    let mut variables = Vec::new();
+    for (i, assignment) in assignments.into_iter().enumerate() {
+        if i == position {
+            continue;
+        }
+        let range = assignment_bytes(body, &assignment.tokens, src)
+            .filter(|range| plain_text(tokens, src, range))
+            .ok_or_else(|| {
+                unsupported(
+                    "SET autocommit with other variables written with comments; \
+                     set autocommit in a statement of its own",
+                )
+            })?;
+        if !variables.is_empty() {
+            text.extend_from_slice(b", ");
+        }
+        text.extend_from_slice(&sql[range]);
+        variables.push(assignment.name);
+    }
     Ok(Plan::Session(SessionAction::SetSession {
-        variables: assignments.into_iter().map(|a| a.name).collect(),
-        sql: sql.into(),
+        variables,
+        sql: SqlText(text),
+        autocommit: Some(on),
     }))
+}
+
+/// Whether `range` of the original text reads as it is written, so it can
+/// be copied into another statement: no comment (executable or not) in it,
+/// no byte the lexer's shadow changed.
+fn plain_text(tokens: &[TokenWithSpan], src: &Source<'_>, range: &Range<usize>) -> bool {
+    let shadow = src.sql.as_bytes().get(range.clone());
+    if shadow.is_none() || shadow != src.original.get(range.clone()) {
+        return false;
+    }
+    !tokens.iter().any(|t| {
+        matches!(
+            t.token,
+            Token::Whitespace(
+                Whitespace::MultiLineComment(_) | Whitespace::SingleLineComment { .. }
+            )
+        ) && src
+            .range(t.span)
+            .is_some_and(|r| r.start < range.end && range.start < r.end)
+    })
+}
+
+/// The bytes of the original text that assignment `tokens` (positions in
+/// `body`) cover.
+fn assignment_bytes(
+    body: &[&TokenWithSpan],
+    tokens: &Range<usize>,
+    src: &Source<'_>,
+) -> Option<Range<usize>> {
+    let first = body.get(tokens.start)?;
+    let last = body.get(tokens.end.checked_sub(1)?)?;
+    let start = src.offset(first.span.start)?;
+    let end = src.offset(last.span.end)?;
+    (start < end && end <= src.original.len()).then_some(start..end)
 }
 
 /// Variables whose change alters how the server reads the statement's
@@ -126,6 +207,7 @@ fn assignments<'t>(body: &[&'t Token]) -> Result<Vec<Assignment<'t>>, RouteError
     let mut out = Vec::new();
     let mut rest = body;
     while !rest.is_empty() {
+        let start = body.len() - rest.len();
         let mut tokens = rest;
         // Scope words.
         match tokens.first().and_then(|t| word(t)) {
@@ -167,6 +249,7 @@ fn assignments<'t>(body: &[&'t Token]) -> Result<Vec<Assignment<'t>>, RouteError
             out.extend(names.into_iter().map(|n| Assignment {
                 name: n.to_owned(),
                 value: Vec::new(),
+                tokens: start..body.len(),
             }));
             return Ok(out);
         }
@@ -185,8 +268,11 @@ fn assignments<'t>(body: &[&'t Token]) -> Result<Vec<Assignment<'t>>, RouteError
             }
         }
         let item = &tokens[..end];
+        let scope = rest.len() - tokens.len();
         rest = tokens.get(end + 1..).unwrap_or_default();
-        out.push(assignment(item)?);
+        let mut named = assignment(item)?;
+        named.tokens = start..start + scope + end;
+        out.push(named);
     }
     Ok(out)
 }
@@ -205,18 +291,21 @@ fn assignment<'t>(item: &[&'t Token]) -> Result<Assignment<'t>, RouteError> {
             return Ok(Assignment {
                 name: "names".to_owned(),
                 value: item[1..].to_vec(),
+                tokens: 0..0,
             })
         }
         "CHARSET" => {
             return Ok(Assignment {
                 name: "charset".to_owned(),
                 value: item[1..].to_vec(),
+                tokens: 0..0,
             })
         }
         "CHARACTER" if is_word(item.get(1), "SET") => {
             return Ok(Assignment {
                 name: "charset".to_owned(),
                 value: item.get(2..).unwrap_or_default().to_vec(),
+                tokens: 0..0,
             })
         }
         "PASSWORD" => return Err(unsupported("SET PASSWORD; change passwords on the hosts")),
@@ -260,6 +349,7 @@ fn assignment<'t>(item: &[&'t Token]) -> Result<Assignment<'t>, RouteError> {
     Ok(Assignment {
         name,
         value: item.get(eq + 1..).unwrap_or_default().to_vec(),
+        tokens: 0..0,
     })
 }
 

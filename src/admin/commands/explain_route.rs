@@ -153,13 +153,23 @@ fn session_row(topology: &Topology, action: SessionAction, statement: &str) -> V
             statement.to_owned(),
             format!("{by_proxy}: autocommit {}", if *on { "on" } else { "off" }),
         ),
-        SessionAction::SetSession { variables, sql } => (
+        SessionAction::SetSession { variables, sql, .. } => (
             "any healthy master, then every backend connection of the session",
             sql.to_string(),
             format!(
                 "checked on a master, then replayed on each connection the session uses (sets {})",
                 variables.join(", ")
             ),
+        ),
+        SessionAction::SetNextTransaction { sql } => (
+            "the next transaction's bound connection",
+            sql.to_string(),
+            "kept by the proxy and sent right before the next transaction's BEGIN".into(),
+        ),
+        SessionAction::SelectSessionValues { .. } => (
+            by_proxy,
+            statement.to_owned(),
+            format!("{by_proxy}: the session's autocommit and transaction state"),
         ),
         SessionAction::SelectDatabase { .. } => (
             by_proxy,

@@ -7,11 +7,14 @@
 //! ([`Plan::Diagnostics`]), so the engine can answer for a previous
 //! statement that left nothing without reading the text again.
 
-use sqlparser::ast::{Expr, Query, SelectItem, SetExpr};
+use sqlparser::ast::{Expr, Query, SelectItem, SetExpr, Spanned, Value};
 use sqlparser::keywords::Keyword;
-use sqlparser::tokenizer::{Span, Token, TokenWithSpan};
+use sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use crate::router::plan::{Diagnostics, DiagnosticsArea, Plan};
+use crate::router::plan::{
+    Diagnostics, DiagnosticsArea, DiagnosticsColumn, DiagnosticsValue, Plan, SqlText,
+};
+use crate::router::text::Edits;
 use crate::router::text::Source;
 
 /// The plan of a diagnostics statement: its original text and what it
@@ -64,60 +67,86 @@ pub(super) fn show_diagnostics(tokens: &[TokenWithSpan]) -> Option<Diagnostics> 
     area(5).map(Diagnostics::Count)
 }
 
-/// What a diagnostics `SELECT` asks: its select list as written (from
-/// the end of `select`, the span of its `SELECT` keyword, without a
-/// trailing `;`) names the one column of the proxy's own answer.
-pub(super) fn select_diagnostics(src: &Source<'_>, select: Option<Span>) -> Diagnostics {
-    let start = select
-        .and_then(|span| src.offset(span.end))
-        .unwrap_or(0)
-        .min(src.original.len());
-    let text = String::from_utf8_lossy(&src.original[start..]);
-    let column = text.trim();
-    let column = column.strip_suffix(';').unwrap_or(column).trim_end();
-    Diagnostics::Select {
-        column: column.to_owned(),
-    }
-}
-
-/// Whether a query is a table-less `SELECT` of system variables and
-/// literals reading `@@warning_count` or `@@error_count` (in any scope
-/// that is the session's).
-pub(super) fn is_select_diagnostics(query: &Query) -> bool {
+/// What a table-less `SELECT` asks if its select list reads
+/// `@@warning_count` or `@@error_count` (in any scope that is the
+/// session's) and otherwise only literals: one column per item, named as
+/// a server names it.
+pub(super) fn select_diagnostics(src: &Source<'_>, query: &Query) -> Option<Diagnostics> {
     if query.with.is_some() || query.order_by.is_some() {
-        return false;
+        return None;
     }
     let SetExpr::Select(select) = query.body.as_ref() else {
-        return false;
+        return None;
     };
     if !select.from.is_empty()
         || select.selection.is_some()
         || select.having.is_some()
         || select.into.is_some()
     {
-        return false;
+        return None;
     }
     let mut reads_diagnostics = false;
+    let mut columns = Vec::new();
+    let mut fallback = Edits::default();
     for item in &select.projection {
-        let expr = match item {
-            SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } => expr,
-            _ => return false,
+        let (expr, alias) = match item {
+            SelectItem::UnnamedExpr(expr) => (expr, None),
+            SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias)),
+            _ => return None,
         };
-        match system_variable(expr) {
-            Some(name) => {
-                reads_diagnostics |= name.eq_ignore_ascii_case("warning_count")
-                    || name.eq_ignore_ascii_case("error_count");
+        let written = || {
+            src.range(expr.span())
+                .and_then(|range| src.original_text(range))
+                .map(str::to_owned)
+        };
+        let (name, value) = match (system_variable(expr), expr) {
+            (Some(name), _)
+                if name.eq_ignore_ascii_case("warning_count")
+                    || name.eq_ignore_ascii_case("error_count") =>
+            {
+                reads_diagnostics = true;
+                let name = written()?;
+                let range = src.range(expr.span())?;
+                let zero = match alias {
+                    Some(_) => "0".to_owned(),
+                    None => format!("0 AS `{}`", name.replace('`', "``")),
+                };
+                fallback.replace(range, zero);
+                (name, DiagnosticsValue::Count)
             }
-            None if matches!(expr, Expr::Value(_)) => {}
-            None => return false,
-        }
+            (Some(_), _) => (written()?, DiagnosticsValue::Variable),
+            (None, Expr::Value(value)) => match &value.value {
+                Value::Number(number, _) => (written()?, DiagnosticsValue::Number(number.clone())),
+                Value::SingleQuotedString(text) | Value::DoubleQuotedString(text) => {
+                    (text.clone(), DiagnosticsValue::Text(text.clone()))
+                }
+                Value::Null => (written()?, DiagnosticsValue::Null),
+                _ => return None,
+            },
+            (None, _) => return None,
+        };
+        columns.push(DiagnosticsColumn {
+            name: alias.map_or(name, |alias| alias.value.clone()),
+            value,
+        });
     }
-    reads_diagnostics
+    if !reads_diagnostics {
+        return None;
+    }
+    let fallback = if columns
+        .iter()
+        .any(|c| c.value == DiagnosticsValue::Variable)
+    {
+        Some(SqlText(fallback.apply(src.original).ok()?))
+    } else {
+        None
+    };
+    Some(Diagnostics::Select { columns, fallback })
 }
 
 /// The name of a session system variable read as `@@name`,
 /// `@@session.name` or `@@local.name`.
-fn system_variable(expr: &Expr) -> Option<&str> {
+pub(super) fn system_variable(expr: &Expr) -> Option<&str> {
     match expr {
         Expr::Identifier(ident) if ident.quote_style.is_none() => ident.value.strip_prefix("@@"),
         Expr::CompoundIdentifier(parts) => match parts.as_slice() {

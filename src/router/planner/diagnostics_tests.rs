@@ -1,7 +1,9 @@
 //! Unit tests of the diagnostics statements: what the router says they
 //! ask.
 
-use crate::router::plan::{Diagnostics, DiagnosticsArea, Plan};
+use crate::router::plan::{
+    Diagnostics, DiagnosticsArea, DiagnosticsColumn, DiagnosticsValue, Plan,
+};
 use crate::router::{route, route_prepare, RandomPlacement, RouteContext};
 use crate::topology::tests::{load, SPEC_YAML};
 use crate::topology::Topology;
@@ -56,25 +58,66 @@ fn show_counts_name_their_area() {
 }
 
 #[test]
-fn selects_of_the_counts_are_named_by_their_select_list() {
-    for (sql, column) in [
-        ("SELECT @@warning_count", "@@warning_count"),
-        ("select @@session.error_count", "@@session.error_count"),
-        ("SELECT  @@local.warning_count ;", "@@local.warning_count"),
+fn selects_of_the_counts_give_one_column_per_item() {
+    let count = |name: &str| DiagnosticsColumn {
+        name: name.to_owned(),
+        value: DiagnosticsValue::Count,
+    };
+    for (sql, columns) in [
+        ("SELECT @@warning_count", vec![count("@@warning_count")]),
+        (
+            "select @@session.error_count",
+            vec![count("@@session.error_count")],
+        ),
+        (
+            "SELECT  @@local.warning_count ;",
+            vec![count("@@local.warning_count")],
+        ),
         (
             "SELECT @@warning_count, @@error_count",
-            "@@warning_count, @@error_count",
+            vec![count("@@warning_count"), count("@@error_count")],
         ),
-        ("/* c */ SELECT @@error_count AS e", "@@error_count AS e"),
+        ("/* c */ SELECT @@error_count AS e", vec![count("e")]),
+        (
+            "SELECT @@WARNING_COUNT, 42, 'x', NULL",
+            vec![
+                count("@@WARNING_COUNT"),
+                DiagnosticsColumn {
+                    name: "42".to_owned(),
+                    value: DiagnosticsValue::Number("42".to_owned()),
+                },
+                DiagnosticsColumn {
+                    name: "x".to_owned(),
+                    value: DiagnosticsValue::Text("x".to_owned()),
+                },
+                DiagnosticsColumn {
+                    name: "NULL".to_owned(),
+                    value: DiagnosticsValue::Null,
+                },
+            ],
+        ),
     ] {
         assert_eq!(
             asked(sql),
             Some(Diagnostics::Select {
-                column: column.to_owned()
+                columns,
+                fallback: None
             }),
             "{sql}"
         );
     }
+    // Another system variable is a server's to answer: with the counts
+    // written as 0 when the previous statement left nothing.
+    let Some(Diagnostics::Select { columns, fallback }) =
+        asked("SELECT @@warning_count, @@version, @@error_count AS e LIMIT 1")
+    else {
+        panic!("diagnostics");
+    };
+    assert_eq!(columns[1].value, DiagnosticsValue::Variable);
+    assert_eq!(
+        fallback,
+        Some("SELECT 0 AS `@@warning_count`, @@version, 0 AS e LIMIT 1".into())
+    );
 }
 
 #[test]

@@ -40,6 +40,7 @@ mod merge;
 mod multi;
 mod select;
 mod session;
+mod session_functions;
 mod show;
 mod star;
 mod tokens;
@@ -196,7 +197,7 @@ fn route_inner(
                     plan => Ok(plan),
                 };
             }
-            None => return set::plan(&tokens, sql),
+            None => return set::plan(&tokens, sql, &src),
         }
     }
     plan_tokens(
@@ -278,6 +279,7 @@ fn plan_tokens(
         src: &src,
         prepare,
     };
+    let substituted = env.session_function_edits(&tokens);
     let parsed = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
         .parse_statements();
@@ -309,14 +311,23 @@ fn plan_tokens(
     if let Some((command, names)) = ddl::tables(statement)? {
         return ddl::plan(env, command, &names, edits, &hints, placement);
     }
+    if let Statement::Query(query) = statement {
+        if let Some(asked) = diagnostics::select_diagnostics(&src, query) {
+            return Ok(diagnostics::plan(sql, asked));
+        }
+        if let Some(action) = session::special_select(query) {
+            return Ok(Plan::Session(action));
+        }
+    }
+    // The session's values in place of DATABASE() and LAST_INSERT_ID(),
+    // then the statement is routed as written so: a key given as
+    // LAST_INSERT_ID() routes by the ID.
+    if let Some(substituted) = substituted {
+        let text = apply(substituted, sql)?;
+        return route_inner(&text.0, topo, ctx, placement, prepare);
+    }
     match statement {
-        Statement::Query(query) if diagnostics::is_select_diagnostics(query) => Ok(
-            diagnostics::plan(sql, diagnostics::select_diagnostics(&src, first_span)),
-        ),
         Statement::Query(query) => {
-            if let Some(action) = session::special_select(query) {
-                return Ok(Plan::Session(action));
-            }
             let kind = if lock_share || !query.locks.is_empty() {
                 StatementKind::LockingRead
             } else {

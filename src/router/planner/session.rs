@@ -8,7 +8,7 @@ use sqlparser::ast::{
 };
 
 use super::{object_name_text, unsupported, Env};
-use crate::router::plan::{Plan, RouteError, SessionAction};
+use crate::router::plan::{Plan, RouteError, SessionAction, SessionValue};
 
 /// BEGIN, COMMIT, ROLLBACK, savepoints (`SAVEPOINT x`, `ROLLBACK [WORK]
 /// TO [SAVEPOINT] x`, `RELEASE SAVEPOINT x`), and the AND CHAIN forms, not
@@ -54,6 +54,9 @@ pub(super) fn special_select(query: &Query) -> Option<SessionAction> {
     {
         return None;
     }
+    if let Some(columns) = session_values(&select.projection) {
+        return Some(SessionAction::SelectSessionValues { columns });
+    }
     let [item] = select.projection.as_slice() else {
         return None;
     };
@@ -88,6 +91,32 @@ pub(super) fn special_select(query: &Query) -> Option<SessionAction> {
     } else {
         None
     }
+}
+
+/// The columns of a select list that reads only `@@autocommit` and
+/// `@@in_transaction` (also `@@session.` / `@@local.`), named as a server
+/// names them (the alias, or the expression as written).
+fn session_values(projection: &[SelectItem]) -> Option<Vec<(String, SessionValue)>> {
+    projection
+        .iter()
+        .map(|item| {
+            let (expr, alias) = match item {
+                SelectItem::UnnamedExpr(expr) => (expr, None),
+                SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias)),
+                _ => return None,
+            };
+            let name = super::diagnostics::system_variable(expr)?;
+            let value = if name.eq_ignore_ascii_case("autocommit") {
+                SessionValue::Autocommit
+            } else if name.eq_ignore_ascii_case("in_transaction") {
+                SessionValue::InTransaction
+            } else {
+                return None;
+            };
+            let column = alias.map_or_else(|| expr.to_string(), |a| a.value.clone());
+            Some((column, value))
+        })
+        .collect()
 }
 
 impl Env<'_> {

@@ -71,6 +71,7 @@ fn spec_table_examples() {
             Expect::Session(SessionAction::SetSession {
                 variables: vec!["names".into()],
                 sql: "SET NAMES utf8mb4".into(),
+                autocommit: None,
             }),
         ),
         c("SET autocommit=0", Expect::Session(SessionAction::SetAutocommit(false))),

@@ -99,6 +99,7 @@ fn session_statements() {
             Expect::Session(SessionAction::SetSession {
                 variables: vars.iter().map(|v| v.to_string()).collect(),
                 sql: sql.into(),
+                autocommit: None,
             }),
         )
     };
@@ -136,7 +137,97 @@ fn session_statements() {
         c("SET autocommit = 'x'", reject("Unsupported", "autocommit")),
         c(
             "SET autocommit = 0, sql_mode = ''",
-            reject("Unsupported", "statement of its own"),
+            Expect::Session(SessionAction::SetSession {
+                variables: vec!["sql_mode".into()],
+                sql: "SET sql_mode = ''".into(),
+                autocommit: Some(false),
+            }),
+        ),
+        // MariaDB Connector/J's first statement.
+        c(
+            "set autocommit=1, sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')",
+            Expect::Session(SessionAction::SetSession {
+                variables: vec!["sql_mode".into()],
+                sql: "SET sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')".into(),
+                autocommit: Some(true),
+            }),
+        ),
+        c(
+            "SET NAMES utf8mb4, /* c */ SESSION autocommit = OFF, @@local.time_zone='+00:00';",
+            Expect::Session(SessionAction::SetSession {
+                variables: vec!["names".into(), "time_zone".into()],
+                sql: "SET NAMES utf8mb4, @@local.time_zone='+00:00'".into(),
+                autocommit: Some(false),
+            }),
+        ),
+        c(
+            "SET @@autocommit = 0, sql_mode = ''",
+            Expect::Session(SessionAction::SetSession {
+                variables: vec!["sql_mode".into()],
+                sql: "SET sql_mode = ''".into(),
+                autocommit: Some(false),
+            }),
+        ),
+        c(
+            "SET autocommit = 0, sql_mode = /* c */ ''",
+            reject("Unsupported", "comments"),
+        ),
+        // An executable comment the backends read: its assignment as they
+        // read it.
+        c(
+            "SET autocommit = 0, /*!40101 sql_mode = '' */",
+            Expect::Session(SessionAction::SetSession {
+                variables: vec!["sql_mode".into()],
+                sql: "SET sql_mode = ''".into(),
+                autocommit: Some(false),
+            }),
+        ),
+        c(
+            "SET autocommit = 0, sql_mode = /*!40101 '' */ 'x'",
+            reject("Unsupported", "comments"),
+        ),
+        c(
+            "SET autocommit = 2, sql_mode = ''",
+            reject("Unsupported", "autocommit"),
+        ),
+        c(
+            "SET GLOBAL autocommit = 0, sql_mode = ''",
+            reject("Unsupported", "server-wide"),
+        ),
+        c(
+            "SET autocommit = 0, @@global.sql_mode = ''",
+            reject("Unsupported", "server-wide"),
+        ),
+        set(&["sql_mode"], "SET SESSION sql_mode = ''"),
+        set(&["sql_mode"], "SET LOCAL sql_mode = ''"),
+        set(&["sql_mode"], "SET @@session.sql_mode = ''"),
+        set(&["sql_mode"], "SET @@local.sql_mode = ''"),
+        c(
+            "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+            Expect::Session(SessionAction::SetNextTransaction {
+                sql: "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE".into(),
+            }),
+        ),
+        c(
+            "set transaction read only",
+            Expect::Session(SessionAction::SetNextTransaction {
+                sql: "set transaction read only".into(),
+            }),
+        ),
+        c("SET TRANSACTION", reject("Syntax", "ISOLATION LEVEL")),
+        c(
+            "SELECT @@autocommit, @@SESSION.autocommit AS a, @@in_transaction",
+            Expect::Session(SessionAction::SelectSessionValues {
+                columns: vec![
+                    ("@@autocommit".into(), SessionValue::Autocommit),
+                    ("a".into(), SessionValue::Autocommit),
+                    ("@@in_transaction".into(), SessionValue::InTransaction),
+                ],
+            }),
+        ),
+        c(
+            "SELECT @@autocommit, @@version",
+            any("SELECT 1 AS `@@autocommit`, @@version"),
         ),
         set(&["names"], "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci"),
         set(&["charset"], "SET CHARACTER SET utf8mb4"),
@@ -461,4 +552,61 @@ fn set_statement_routes_the_wrapped_statement() {
             "{sql}: {plan:?}"
         );
     }
+}
+
+#[test]
+fn session_functions_in_statements_sent_to_a_backend_are_the_sessions_values() {
+    run(vec![
+        u(
+            "db03429",
+            "SELECT DATABASE(), 1",
+            any("SELECT 'db03429' AS `DATABASE()`, 1"),
+        ),
+        c(
+            "SELECT 1, schema( ) FROM dual",
+            any("SELECT 1, NULL AS `schema( )` FROM dual"),
+        ),
+        c(
+            "SELECT LAST_INSERT_ID() + 1, CONCAT(DATABASE(), 'x') AS d",
+            any("SELECT 0 + 1, CONCAT(NULL, 'x') AS d"),
+        ),
+        c(
+            "SELECT DATABASE() db, (SELECT DATABASE())",
+            any("SELECT NULL db, (SELECT NULL AS `DATABASE()`)"),
+        ),
+        c(
+            "SELECT @@SESSION.autocommit + 0, @@local . in_transaction x, @@global.autocommit",
+            any("SELECT 1 + 0, 0 x, @@global.autocommit"),
+        ),
+        // Qualified, quoted, or with arguments: not the session's function.
+        c(
+            "SELECT LAST_INSERT_ID(5), `DATABASE`(), x.database()",
+            any("SELECT LAST_INSERT_ID(5), `DATABASE`(), x.database()"),
+        ),
+    ]);
+}
+
+#[test]
+fn a_key_given_as_last_insert_id_routes_by_the_sessions_id() {
+    let t = topo();
+    let id = (3429u64 << 46) | (1 << 36) | 7;
+    let ctx = RouteContext {
+        last_insert_id: id,
+        ..RouteContext::default()
+    };
+    let plan = route(
+        "SELECT data FROM pins WHERE id = LAST_INSERT_ID()",
+        &t,
+        &ctx,
+        &mut Fixed(0),
+    );
+    let Plan::Shard(query) = plan else {
+        panic!("{plan:?}");
+    };
+    assert_eq!(query.target.shard, 3429);
+    assert!(
+        String::from_utf8_lossy(&query.sql.0).ends_with("WHERE local_id = 7"),
+        "{:?}",
+        query.sql
+    );
 }

@@ -1,0 +1,315 @@
+//! The session's truth through the proxy, with real clients and checked on
+//! the servers: SETs as a server takes them (autocommit among other
+//! variables, `SET TRANSACTION` for the next transaction only), the status
+//! flags of every answer, and the session variables and functions a driver
+//! reads (`@@autocommit`, `@@warning_count`, `DATABASE()`,
+//! `LAST_INSERT_ID()`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use mysql_common::constants::{CapabilityFlags, Command, StatusFlags};
+use shardgate::backend::{BackendConn, ConnKey};
+use shardgate::protocol::frame::read_lenenc_int;
+use shardgate::protocol::packets::{parse_eof_status, parse_err, parse_ok};
+
+/// Shards this binary writes on (host A, host B); rows are tagged.
+const SHARD_A: u32 = 1717;
+const SHARD_B: u32 = 2717;
+const TAG: &str = "session-truth";
+
+async fn pin_on_host(id: u64) -> Option<String> {
+    let fields = decode(id);
+    row_on_host(
+        main_master_port(fields.shard),
+        "pins",
+        fields.shard,
+        fields.local_id,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn connector_j_connect_set_is_accepted_and_both_parts_take_effect() {
+    let mut conn = client().await;
+    conn.query_drop("set autocommit=1, sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')")
+        .await
+        .expect("MariaDB Connector/J's first statement");
+    conn.query_drop("SET autocommit = 0, sql_mode = concat(@@sql_mode, ',PIPES_AS_CONCAT')")
+        .await
+        .expect("autocommit among other variables");
+    let piped: Option<String> = conn.query_first("SELECT 'a' || 'b'").await.unwrap();
+    assert_eq!(piped.as_deref(), Some("ab"), "sql_mode took effect");
+    let id = insert_pin(&mut conn, SHARD_A, &format!("{TAG} cj")).await;
+    assert_eq!(
+        pin_on_host(id).await,
+        None,
+        "autocommit is off: not committed"
+    );
+    conn.query_drop("COMMIT").await.unwrap();
+    assert_eq!(
+        pin_on_host(id).await.as_deref(),
+        Some(format!("{TAG} cj").as_str())
+    );
+    // Back on, with another variable: the proxy applies it too.
+    conn.query_drop("SET @@session.autocommit = ON, @sets_marker = 7")
+        .await
+        .unwrap();
+    let id = insert_pin(&mut conn, SHARD_A, &format!("{TAG} cj2")).await;
+    assert!(pin_on_host(id).await.is_some(), "autocommit is on again");
+    let marker: Option<i64> = conn.query_first("SELECT @sets_marker").await.unwrap();
+    assert_eq!(marker, Some(7));
+    delete_pins(MASTER_A, &[SHARD_A], &format!("{TAG} cj")).await;
+}
+
+#[tokio::test]
+async fn session_variables_are_the_sessions_in_text_and_prepared() {
+    let mut conn = client().await;
+    conn.query_drop("SET autocommit = 0").await.unwrap();
+    let text: Option<i64> = conn.query_first("SELECT @@autocommit").await.unwrap();
+    assert_eq!(text, Some(0), "text protocol");
+    let prepared: Option<i64> = conn.exec_first("SELECT @@autocommit", ()).await.unwrap();
+    assert_eq!(prepared, Some(0), "prepared statement");
+    let before: Option<(i64, i64)> = conn
+        .query_first("SELECT @@session.autocommit, @@in_transaction")
+        .await
+        .unwrap();
+    assert_eq!(before, Some((0, 0)));
+    conn.query_drop(format!(
+        "SELECT data FROM pins WHERE id = {}",
+        pin_id(SHARD_A, 1)
+    ))
+    .await
+    .unwrap();
+    let after: Option<(i64, i64)> = conn
+        .query_first("SELECT @@session.autocommit, @@in_transaction")
+        .await
+        .unwrap();
+    assert_eq!(after, Some((0, 1)), "a read opened the transaction");
+    conn.query_drop("ROLLBACK").await.unwrap();
+}
+
+#[tokio::test]
+async fn set_transaction_is_for_the_next_transaction_only() {
+    let mut conn = client().await;
+    conn.query_drop("SET TRANSACTION READ ONLY").await.unwrap();
+    conn.query_drop("BEGIN").await.unwrap();
+    let refused = try_insert_pin(&mut conn, SHARD_A, &format!("{TAG} ro"))
+        .await
+        .expect_err("the next transaction is read only");
+    assert_eq!(server_error(refused).0, 1792);
+    conn.query_drop("ROLLBACK").await.unwrap();
+    // The transaction after it, on another host, is not.
+    conn.query_drop("BEGIN").await.unwrap();
+    let id = insert_pin(&mut conn, SHARD_B, &format!("{TAG} rw")).await;
+    conn.query_drop("COMMIT").await.unwrap();
+    assert!(pin_on_host(id).await.is_some());
+    // Inside a transaction, as the server says.
+    conn.query_drop("BEGIN").await.unwrap();
+    let (code, message) = server_error(
+        conn.query_drop("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+            .await
+            .expect_err("refused inside a transaction"),
+    );
+    assert_eq!(code, 1568, "{message}");
+    conn.query_drop("ROLLBACK").await.unwrap();
+    // SET SESSION TRANSACTION is the session's: every connection has it.
+    conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        .await
+        .unwrap();
+    let level: Option<String> = conn.query_first("SELECT @@tx_isolation").await.unwrap();
+    assert_eq!(level.as_deref(), Some("READ-COMMITTED"));
+    delete_pins(MASTER_B, &[SHARD_B], TAG).await;
+}
+
+#[tokio::test]
+async fn diagnostics_counts_answer_one_column_per_item() {
+    let mut conn = client().await;
+    conn.query_drop("SELECT 1").await.unwrap();
+    let mut result = conn
+        .query_iter("SELECT @@warning_count, @@error_count")
+        .await
+        .unwrap();
+    let names: Vec<String> = result
+        .columns_ref()
+        .iter()
+        .map(|c| c.name_str().into_owned())
+        .collect();
+    let rows: Vec<(u64, u64)> = result.collect().await.unwrap();
+    assert_eq!(names, ["@@warning_count", "@@error_count"]);
+    assert_eq!(rows, [(0, 0)]);
+    let mixed: Option<(u64, String)> = conn
+        .query_first("SELECT @@warning_count, @@version")
+        .await
+        .unwrap();
+    let (count, version) = mixed.unwrap();
+    assert_eq!(count, 0);
+    assert!(version.contains("MariaDB"), "{version}");
+}
+
+#[tokio::test]
+async fn database_and_last_insert_id_in_statements_are_the_sessions() {
+    let mut conn = client().await;
+    conn.query_drop(format!("USE db{SHARD_A:05}"))
+        .await
+        .unwrap();
+    let mut result = conn.query_iter("SELECT DATABASE(), 1").await.unwrap();
+    let name = result.columns_ref()[0].name_str().into_owned();
+    let row: Vec<(Option<String>, i64)> = result.collect().await.unwrap();
+    assert_eq!(name, "DATABASE()");
+    assert_eq!(row, [(Some(format!("db{SHARD_A:05}")), 1)]);
+
+    let id = insert_pin(&mut conn, SHARD_A, &format!("{TAG} lid")).await;
+    let plus: Option<u64> = conn
+        .query_first("SELECT LAST_INSERT_ID() + 0")
+        .await
+        .unwrap();
+    assert_eq!(plus, Some(id), "the 64-bit ID");
+    let data: Option<String> = conn
+        .query_first("SELECT data FROM pins WHERE id = LAST_INSERT_ID()")
+        .await
+        .unwrap();
+    assert_eq!(
+        data,
+        Some(format!("{TAG} lid")),
+        "routed by the session's ID"
+    );
+    delete_pins(MASTER_A, &[SHARD_A], &format!("{TAG} lid")).await;
+}
+
+// ----- status flags, read from the packets -----
+
+async fn raw_client() -> BackendConn {
+    let key = ConnKey {
+        framing: CapabilityFlags::empty(),
+        collation: 45,
+    };
+    let addr = proxy_addr().to_string();
+    BackendConn::connect(&addr, APP_USER, APP_PASSWORD, key, Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|e| panic!("raw login to {addr}: {e}"))
+}
+
+async fn next(conn: &mut BackendConn) -> Vec<u8> {
+    conn.reader.next_packet().await.unwrap().1
+}
+
+/// Sends `command` and reads the answer: the status flags of each OK/EOF
+/// (column EOF included), and the OK's last-insert-id.
+async fn statuses(
+    conn: &mut BackendConn,
+    command: Command,
+    body: &[u8],
+) -> (Vec<StatusFlags>, u64) {
+    conn.send_command(command, body).await.unwrap();
+    let first = next(conn).await;
+    match first[0] {
+        0xFF => panic!("{:?}", parse_err(&first)),
+        0x00 => {
+            let ok = parse_ok(&first).unwrap();
+            return (vec![ok.status], ok.last_insert_id);
+        }
+        _ => {}
+    }
+    let columns = read_lenenc_int(&mut first.as_slice()).unwrap();
+    for _ in 0..columns {
+        next(conn).await;
+    }
+    let mut seen = vec![parse_eof_status(&next(conn).await).unwrap()];
+    loop {
+        let packet = next(conn).await;
+        if packet[0] == 0xFE && packet.len() < 9 {
+            seen.push(parse_eof_status(&packet).unwrap());
+            return (seen, 0);
+        }
+    }
+}
+
+async fn query(conn: &mut BackendConn, sql: &str) -> Vec<StatusFlags> {
+    statuses(conn, Command::COM_QUERY, sql.as_bytes()).await.0
+}
+
+fn assert_all(seen: &[StatusFlags], autocommit: bool, in_trans: bool, what: &str) {
+    for status in seen {
+        assert_eq!(
+            status.contains(StatusFlags::SERVER_STATUS_AUTOCOMMIT),
+            autocommit,
+            "{what}: autocommit in {status:?}"
+        );
+        assert_eq!(
+            status.contains(StatusFlags::SERVER_STATUS_IN_TRANS),
+            in_trans,
+            "{what}: in-transaction in {status:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn status_flags_are_the_sessions_in_every_answer() {
+    let mut conn = raw_client().await;
+    let read = format!("SELECT data FROM pins WHERE id = {}", pin_id(SHARD_A, 1));
+    query(&mut conn, "SET autocommit = 0").await;
+    assert_all(
+        &query(&mut conn, &read).await,
+        false,
+        true,
+        "a shard read, autocommit off",
+    );
+    assert_all(
+        &query(&mut conn, "SELECT 1").await,
+        false,
+        true,
+        "any host, in the transaction",
+    );
+    let insert = format!("INSERT /*+ SHARD({SHARD_A}) */ INTO pins (data) VALUES ('{TAG} flags')");
+    let (seen, id) = statuses(&mut conn, Command::COM_QUERY, insert.as_bytes()).await;
+    assert_all(&seen, false, true, "a write binding the transaction");
+    assert_all(&query(&mut conn, "COMMIT").await, false, false, "COMMIT");
+    assert!(pin_on_host(id).await.is_some());
+
+    // A prepared statement's execution (binary protocol).
+    conn.send_command(Command::COM_STMT_PREPARE, read.as_bytes())
+        .await
+        .unwrap();
+    let prepared = next(&mut conn).await;
+    assert_eq!(prepared[0], 0x00, "{:?}", parse_err(&prepared));
+    let statement = u32::from_le_bytes([prepared[1], prepared[2], prepared[3], prepared[4]]);
+    let columns = u16::from_le_bytes([prepared[5], prepared[6]]);
+    for _ in 0..=columns {
+        next(&mut conn).await;
+    }
+    let mut execute = statement.to_le_bytes().to_vec();
+    execute.push(0);
+    execute.extend_from_slice(&1u32.to_le_bytes());
+    let (seen, _) = statuses(&mut conn, Command::COM_STMT_EXECUTE, &execute).await;
+    assert_all(&seen, false, true, "a prepared read, autocommit off");
+    query(&mut conn, "ROLLBACK").await;
+
+    // NO_BACKSLASH_ESCAPES in the proxy's own answers too.
+    query(&mut conn, "SET sql_mode = 'NO_BACKSLASH_ESCAPES'").await;
+    let begin = query(&mut conn, "BEGIN").await;
+    assert!(
+        begin[0].contains(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES),
+        "{begin:?}"
+    );
+    query(&mut conn, "ROLLBACK").await;
+    delete_pins(MASTER_A, &[SHARD_A], &format!("{TAG} flags")).await;
+}
+
+#[tokio::test]
+async fn mysql_cli_sees_the_connector_j_set_through() {
+    let output = mariadb_cli(
+        "set autocommit=1, sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES'); \
+         SET autocommit = 0, time_zone = '+03:00'; SELECT @@autocommit, @@time_zone",
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("0\t+03:00"), "{stdout}");
+}

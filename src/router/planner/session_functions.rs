@@ -1,0 +1,175 @@
+//! `DATABASE()`, `SCHEMA()`, `LAST_INSERT_ID()`, `@@autocommit` and
+//! `@@in_transaction` inside a statement sent to a backend: the pooled
+//! connection knows neither the session's database, nor its composed
+//! 64-bit insert ID, nor its transaction state, so each is replaced by the
+//! session's value as a literal. One that is a whole select-list item keeps
+//! the column name a server gives it (as written).
+
+use sqlparser::keywords::Keyword;
+use sqlparser::tokenizer::{Token, TokenWithSpan};
+
+use super::Env;
+use crate::router::text::Edits;
+
+/// Which session value a call or variable names.
+enum Function {
+    Database,
+    LastInsertId,
+    Autocommit,
+    InTransaction,
+}
+
+/// Words that end a select list at its nesting depth.
+const CLAUSES: [Keyword; 12] = [
+    Keyword::FROM,
+    Keyword::WHERE,
+    Keyword::GROUP,
+    Keyword::HAVING,
+    Keyword::ORDER,
+    Keyword::LIMIT,
+    Keyword::INTO,
+    Keyword::UNION,
+    Keyword::EXCEPT,
+    Keyword::INTERSECT,
+    Keyword::FOR,
+    Keyword::WINDOW,
+];
+
+fn keyword(token: Option<&Token>) -> Keyword {
+    match token {
+        Some(Token::Word(w)) if w.quote_style.is_none() => w.keyword,
+        _ => Keyword::NoKeyword,
+    }
+}
+
+impl Env<'_> {
+    /// The replacement of every argument-less `DATABASE()`, `SCHEMA()` and
+    /// `LAST_INSERT_ID()` call and every read of `@@autocommit` /
+    /// `@@in_transaction` (also `@@session.`, `@@local.`) by the session's
+    /// value (`'dbNNNNN'` or NULL, the 64-bit ID, 1 or 0), with
+    /// `` AS `<as written>` `` after one that is a whole select-list item;
+    /// `None` when the statement reads none of them.
+    pub(super) fn session_function_edits(&self, tokens: &[TokenWithSpan]) -> Option<Edits> {
+        let mut edits = Edits::default();
+        let mut found = false;
+        let significant: Vec<&TokenWithSpan> = tokens
+            .iter()
+            .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+            .collect();
+        // Per nesting depth: whether a select list is being read there.
+        let mut in_list = vec![false];
+        for (i, token) in significant.iter().enumerate() {
+            match &token.token {
+                Token::LParen => in_list.push(false),
+                Token::RParen if in_list.len() > 1 => {
+                    in_list.pop();
+                }
+                Token::Word(w) if w.quote_style.is_none() => {
+                    if let Some(level) = in_list.last_mut() {
+                        if w.keyword == Keyword::SELECT {
+                            *level = true;
+                        } else if CLAUSES.contains(&w.keyword) {
+                            *level = false;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            let Some((function, last)) = session_reference(&significant, i) else {
+                continue;
+            };
+            let (Some(start), Some(end)) = (
+                self.src.offset(token.span.start),
+                significant
+                    .get(last)
+                    .and_then(|close| self.src.offset(close.span.end)),
+            ) else {
+                continue;
+            };
+            let value = match function {
+                Function::Database => self
+                    .ctx
+                    .current_db
+                    .and_then(|(fleet, shard)| {
+                        self.topo.fleet(fleet).map(|f| f.database_name(shard))
+                    })
+                    .map_or_else(
+                        || "NULL".to_owned(),
+                        |name| format!("'{}'", name.replace('\'', "''")),
+                    ),
+                Function::LastInsertId => self.ctx.last_insert_id.to_string(),
+                Function::Autocommit => u8::from(self.ctx.autocommit).to_string(),
+                Function::InTransaction => u8::from(self.ctx.in_transaction).to_string(),
+            };
+            let previous = i
+                .checked_sub(1)
+                .and_then(|p| significant.get(p))
+                .map(|t| &t.token);
+            let next = significant.get(last + 1).map(|t| &t.token);
+            let whole_item = in_list.last() == Some(&true)
+                && (matches!(previous, Some(Token::Comma))
+                    || matches!(
+                        keyword(previous),
+                        Keyword::SELECT | Keyword::DISTINCT | Keyword::ALL
+                    ))
+                && (matches!(
+                    next,
+                    None | Some(Token::Comma | Token::SemiColon | Token::RParen | Token::EOF)
+                ) || CLAUSES.contains(&keyword(next)));
+            let written = self.src.original_text(start..end).unwrap_or_default();
+            let text = if whole_item && !written.is_empty() {
+                format!("{value} AS `{}`", written.replace('`', "``"))
+            } else {
+                value
+            };
+            edits.replace(start..end, text);
+            found = true;
+        }
+        found.then_some(edits)
+    }
+}
+
+/// The session value read at `significant[i]`, and the index of its last
+/// token: an unquoted, unqualified `DATABASE`, `SCHEMA` or
+/// `LAST_INSERT_ID` followed by `()`, or `@@autocommit` /
+/// `@@in_transaction` (also after `@@session.` / `@@local.`).
+fn session_reference(significant: &[&TokenWithSpan], i: usize) -> Option<(Function, usize)> {
+    let word = |at: usize| match &significant.get(at)?.token {
+        Token::Word(w) if w.quote_style.is_none() => Some(w.value.as_str()),
+        _ => None,
+    };
+    let name = word(i)?;
+    if i > 0 && matches!(significant.get(i - 1)?.token, Token::Period) {
+        return None;
+    }
+    let variable = |name: &str| {
+        if name.eq_ignore_ascii_case("autocommit") {
+            Some(Function::Autocommit)
+        } else if name.eq_ignore_ascii_case("in_transaction") {
+            Some(Function::InTransaction)
+        } else {
+            None
+        }
+    };
+    if let Some(rest) = name.strip_prefix("@@") {
+        if rest.eq_ignore_ascii_case("session") || rest.eq_ignore_ascii_case("local") {
+            if !matches!(significant.get(i + 1)?.token, Token::Period) {
+                return None;
+            }
+            return variable(word(i + 2)?).map(|f| (f, i + 2));
+        }
+        return variable(rest).map(|f| (f, i));
+    }
+    if !matches!(significant.get(i + 1)?.token, Token::LParen)
+        || !matches!(significant.get(i + 2)?.token, Token::RParen)
+    {
+        return None;
+    }
+    if name.eq_ignore_ascii_case("DATABASE") || name.eq_ignore_ascii_case("SCHEMA") {
+        Some((Function::Database, i + 2))
+    } else if name.eq_ignore_ascii_case("LAST_INSERT_ID") {
+        Some((Function::LastInsertId, i + 2))
+    } else {
+        None
+    }
+}
