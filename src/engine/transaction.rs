@@ -217,6 +217,7 @@ impl Engine {
                     more_results: state.more_results,
                     binary_rows: state.binary_rows,
                 },
+                &state.entry,
             )
             .await
             .map(|outcome| !outcome.failed)
