@@ -94,17 +94,11 @@ fn asked(expr: &Expr) -> Option<Asked> {
     }
 }
 
-/// `@@version`, `@@session.version`, `@@global.version`, `@@local.version`.
+/// `@@version`, `@@global.version` (`@@session.version` is the server's
+/// error: the variable is global).
 fn is_version_variable(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
-    let Some(name) = name.strip_prefix("@@") else {
-        return false;
-    };
-    let name = ["session.", "global.", "local."]
-        .iter()
-        .find_map(|scope| name.strip_prefix(scope))
-        .unwrap_or(name);
-    name == "version"
+    name == "@@version" || name == "@@global.version"
 }
 
 /// A read of `information_schema.PROCESSLIST`: `SELECT *` with no

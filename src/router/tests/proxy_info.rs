@@ -39,9 +39,10 @@ fn connection_id_and_version_are_the_proxys() {
             }),
         ),
         c(
-            "SELECT @@session.VERSION v",
+            "SELECT @@GLOBAL.VERSION v",
             session(SessionAction::SelectVersion { column: "v".into() }),
         ),
+        c("SELECT @@session.version", any("SELECT @@session.version")),
         c("SELECT @@version_comment", any("SELECT @@version_comment")),
         c(
             "SELECT CONNECTION_ID(), 1",
