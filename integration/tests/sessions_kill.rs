@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
+use mysql_common::constants::{CapabilityFlags, Command as MyCommand};
+use shardgate::backend::{BackendConn, ConnKey};
 use tokio::io::AsyncReadExt;
 
 /// A second client account, to check that sessions are private to theirs.
@@ -355,6 +357,34 @@ async fn kill_connection_ends_the_session_and_rolls_back() {
         .await
         .unwrap();
     assert!(is_closed(&mut idle).await, "the killed session is closed");
+
+    // COM_PROCESS_KILL, the old command byte.
+    let mut idle = app().await;
+    let key = ConnKey {
+        framing: CapabilityFlags::empty(),
+        collation: 45,
+    };
+    let mut raw = BackendConn::connect(
+        &proxy().to_string(),
+        APP_USER,
+        APP_PASSWORD,
+        key,
+        Duration::from_secs(5),
+    )
+    .await
+    .expect("a raw client logs in");
+    let answer = raw
+        .simple_command(MyCommand::COM_PROCESS_KILL, &idle.id().to_le_bytes())
+        .await
+        .unwrap();
+    assert_eq!(answer.first(), Some(&0x00), "OK");
+    assert!(is_closed(&mut idle).await, "killed with COM_PROCESS_KILL");
+    let answer = raw
+        .simple_command(MyCommand::COM_PROCESS_KILL, &4_000_000_000u32.to_le_bytes())
+        .await
+        .unwrap();
+    assert_eq!(answer.first(), Some(&0xFF), "ERR for an unknown id");
+    assert_eq!(u16::from_le_bytes([answer[1], answer[2]]), 1094);
 
     // A session inside a transaction: its write is rolled back.
     let mut writer = app().await;

@@ -62,8 +62,9 @@ impl Engine {
     }
 
     /// Runs `KILL QUERY` for every backend connection `target` uses now,
-    /// each on a control connection of its own to that host. A thread that
-    /// ended meanwhile is no error; other failures are logged (the statement
+    /// each on a control connection of its own to that host, checking just
+    /// before that the statement still runs there. A thread that ended
+    /// meanwhile is no error; other failures are logged (the statement
     /// then runs to its end).
     pub async fn cancel_statement(&self, topology: &Topology, target: &SessionEntry) {
         let backend = &topology.config.backend;
@@ -79,6 +80,11 @@ impl Engine {
                     BackendConn::connect(addr, &backend.user, &backend.password, key, timeout)
                         .await
                         .map_err(|error| error.to_string())?;
+                // The statement may have ended while the control connection
+                // was opened, and its connection may serve someone else now.
+                if !target.still_using(&thread) {
+                    return Ok(());
+                }
                 let sql = format!("KILL QUERY {}", thread.thread_id);
                 let answer = conn
                     .simple_command(Command::COM_QUERY, sql.as_bytes())

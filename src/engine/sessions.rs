@@ -232,6 +232,14 @@ impl SessionEntry {
         lock(&self.backends).clone()
     }
 
+    /// Whether the session still uses `thread` (the same use of it, not a
+    /// later one of the same connection).
+    pub fn still_using(&self, thread: &BackendThread) -> bool {
+        lock(&self.backends)
+            .iter()
+            .any(|used| used.token == thread.token)
+    }
+
     /// Asks the session to end (`KILL CONNECTION`): it closes once its
     /// current command is over, or at once when idle.
     pub fn kill(&self) {
