@@ -521,3 +521,26 @@ async fn an_idle_session_is_closed_after_its_wait_timeout() {
     }
     assert!(!is_closed(&mut plain).await);
 }
+
+#[tokio::test]
+async fn change_user_moves_the_session_to_the_new_account() {
+    let mut conn = app().await;
+    let id = conn.id();
+    conn.change_user(
+        mysql_async::ChangeUserOpts::default()
+            .with_user(Some(OTHER_USER.to_owned()))
+            .with_pass(Some(OTHER_PASSWORD.to_owned())),
+    )
+    .await
+    .expect("change user");
+    let same: Option<u64> = conn.query_first("SELECT CONNECTION_ID()").await.unwrap();
+    assert_eq!(same, Some(u64::from(id)));
+    let mut watcher = app().await;
+    let list = processlist(&mut watcher, "SHOW PROCESSLIST").await;
+    assert!(list.iter().all(|row| row.0 != u64::from(id)));
+    let (code, _) = server_error(watcher.query_drop(format!("KILL {id}")).await.unwrap_err());
+    assert_eq!(code, 1095);
+    let mut theirs = other().await;
+    let list = processlist(&mut theirs, "SHOW PROCESSLIST").await;
+    assert!(list.iter().any(|row| row.0 == u64::from(id)));
+}
