@@ -20,6 +20,10 @@ use crate::sync::lock;
 /// characters (as a server truncates its Info column).
 pub const INFO_WIDTH: usize = 100;
 
+/// Most bytes of a statement's text the registry keeps for `SHOW FULL
+/// PROCESSLIST`: a session's memory stays bounded whatever it sends.
+pub const MAX_INFO_BYTES: usize = 64 * 1024;
+
 /// Every client session of the proxy.
 #[derive(Default)]
 pub struct Sessions {
@@ -184,8 +188,9 @@ impl SessionEntry {
     }
 
     /// The session starts running `command` (a server's command name) with
-    /// statement text `info`.
+    /// statement text `info` (its first [`MAX_INFO_BYTES`] kept).
     pub fn start(&self, command: &'static str, info: Option<&[u8]>) {
+        let info = info.map(|text| &text[..text.len().min(MAX_INFO_BYTES)]);
         let mut activity = lock(&self.activity);
         activity.command = command;
         activity.state = "executing";
@@ -340,6 +345,16 @@ mod tests {
         entry.kill();
         assert!(entry.is_killed());
         assert_eq!(entry.row().command, "Killed");
+    }
+
+    #[test]
+    fn a_long_statement_is_kept_in_part() {
+        let entry = SessionEntry::detached(1);
+        entry.start("Query", Some(&vec![b'x'; MAX_INFO_BYTES * 2]));
+        assert_eq!(
+            entry.row().info.map(|info| info.len()),
+            Some(MAX_INFO_BYTES)
+        );
     }
 
     #[test]
