@@ -1,6 +1,7 @@
 //! Starts a whole proxy from its [`Control`] (and the engine it holds): the client listener, the admin
 //! port, the metrics endpoint, the health checker with the automatic
-//! failover listening to its host events, and the config watchers.
+//! failover listening to its host events, the reading of the object
+//! tables' columns, and the config watchers.
 
 use std::io;
 use std::net::SocketAddr;
@@ -75,6 +76,13 @@ pub async fn run(control: Arc<Control>) -> io::Result<Running> {
         admin: admin.as_ref().map(TcpListener::local_addr).transpose()?,
         metrics: metrics.as_ref().map(TcpListener::local_addr).transpose()?,
     };
+    // The object tables' columns, before the first client's `SELECT *`.
+    for problem in crate::backend::columns::refresh(&**engine).await {
+        warn!(
+            "object table columns not read (SELECT * on them is refused until they are): {problem}"
+        );
+    }
+    crate::backend::columns::spawn(engine);
     let client = spawn_logged(
         "client listener",
         listener::serve_with(engine.clone(), client, tls),

@@ -1,5 +1,6 @@
 //! Backend: raw connections to the fleet's MySQL servers and per-host pools.
 
+pub mod columns;
 pub mod conn;
 pub mod health;
 pub mod pool;

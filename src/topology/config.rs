@@ -117,6 +117,8 @@ impl Config {
 pub const DEFAULT_HEALTH_INTERVAL_MS: u64 = 1000;
 /// Default `health.timeout_ms`.
 pub const DEFAULT_HEALTH_TIMEOUT_MS: u64 = 1000;
+/// Default `health.columns_refresh_ms`.
+pub const DEFAULT_COLUMNS_REFRESH_MS: u64 = 30_000;
 /// Default `health.failures_before_down`.
 pub const DEFAULT_FAILURES_BEFORE_DOWN: u32 = 2;
 /// Default `pause.timeout_ms`.
@@ -140,6 +142,10 @@ pub struct HealthConfig {
     /// Promote a down master's replica by itself (off unless set).
     #[serde(default)]
     pub auto_failover: bool,
+    /// Time between two readings of the object tables' columns (for
+    /// `SELECT *`), in milliseconds; a reload reads them at once.
+    #[serde(default = "default_columns_refresh_ms")]
+    pub columns_refresh_ms: u64,
 }
 
 impl Default for HealthConfig {
@@ -149,6 +155,7 @@ impl Default for HealthConfig {
             timeout_ms: DEFAULT_HEALTH_TIMEOUT_MS,
             failures_before_down: DEFAULT_FAILURES_BEFORE_DOWN,
             auto_failover: false,
+            columns_refresh_ms: DEFAULT_COLUMNS_REFRESH_MS,
         }
     }
 }
@@ -423,6 +430,10 @@ fn default_checkout_timeout_ms() -> u64 {
 
 fn default_health_interval_ms() -> u64 {
     DEFAULT_HEALTH_INTERVAL_MS
+}
+
+fn default_columns_refresh_ms() -> u64 {
+    DEFAULT_COLUMNS_REFRESH_MS
 }
 
 fn default_health_timeout_ms() -> u64 {

@@ -1,7 +1,10 @@
 //! Topology: the config file, its validation, and the routing table built
 //! from it. The table is immutable; reload builds a new one and swaps it in
-//! through [`SharedTopology`].
+//! through [`SharedTopology`]. The one part read from the servers, the
+//! object tables' columns ([`columns`]), is shared by every table a running
+//! proxy swaps in and refreshed in place.
 
+pub mod columns;
 pub mod config;
 pub mod lines;
 pub mod rewrite;
@@ -113,6 +116,9 @@ pub struct Topology {
     /// the first, +1 per swap); 0 for one never stored. Sessions compare it
     /// to notice a reload.
     pub generation: u64,
+    /// The object tables' columns as read from the servers (for `SELECT
+    /// *`), shared by every table a running proxy swaps in.
+    pub columns: Arc<columns::SharedColumns>,
 }
 
 /// The routing table currently in force, swapped atomically on reload.
@@ -181,6 +187,12 @@ impl Topology {
         } else {
             self.tables.get(name)
         }
+    }
+
+    /// The columns of an object table, in their order, if they were read.
+    pub fn object_columns(&self, rule: &TableRule) -> Option<Arc<[String]>> {
+        let fleet = self.fleets.get(rule.fleet)?;
+        self.columns.get(&fleet.name, &rule.name)
     }
 
     /// The fleet with this config name.

@@ -248,6 +248,7 @@ pub(super) fn build(
             hosts,
             tables,
             generation: 0,
+            columns: Default::default(),
         })
     } else {
         Err(errors.finish())
@@ -333,6 +334,7 @@ fn check_operations(config: &Config, lines: &LineIndex, errors: &mut Errors) {
     let limits = [
         ("health", "interval_ms", health.interval_ms),
         ("health", "timeout_ms", health.timeout_ms),
+        ("health", "columns_refresh_ms", health.columns_refresh_ms),
         (
             "health",
             "failures_before_down",

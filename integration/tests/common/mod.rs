@@ -73,6 +73,8 @@ pub fn start_proxy(topology: Topology) -> SocketAddr {
                 .expect("bind");
             tx.send(listener.local_addr().expect("addr")).expect("send");
             let engine = Arc::new(Engine::new(topology));
+            // As `server::run` does: the object tables' columns, for `SELECT *`.
+            shardgate::backend::columns::refresh(&*engine).await;
             shardgate::frontend::serve(engine, listener)
                 .await
                 .expect("serve");

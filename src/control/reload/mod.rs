@@ -20,6 +20,7 @@ mod watch;
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tracing::{debug, info, warn};
 
@@ -156,16 +157,19 @@ impl Control {
     /// Swaps in `topology` (version `version`), applies changed backend
     /// settings to new connections, and records the change. Hosts it adds
     /// get their pools before the swap; hosts that left have theirs retired
-    /// (and their state forgotten) after it. Call with
+    /// (and their state forgotten) after it. The object tables' columns
+    /// read so far carry over and are read again at once. Call with
     /// [`ConfigStatus::serialize`] held.
     pub(crate) fn install(
         &self,
-        topology: Topology,
+        mut topology: Topology,
         version: String,
         trigger: ReloadTrigger,
         mut notes: Vec<String>,
     ) -> ReloadSummary {
         let old = self.engine.topology.load();
+        // The columns read so far serve until the new table's are read.
+        topology.columns = Arc::clone(&old.columns);
         let mut changes = describe_changes(&old, &topology);
         let settings = BackendSettings::from_config(&topology.config.backend);
         let hosts: Vec<String> = topology.hosts.iter().map(|h| h.addr.clone()).collect();
@@ -178,6 +182,7 @@ impl Control {
         }
         self.engine.backends.add_hosts(&host_refs);
         self.engine.topology.store(topology);
+        old.columns.request_refresh();
         drop(old);
         let retired = self.engine.backends.retain_hosts(&host_refs);
         if !retired.is_empty() {

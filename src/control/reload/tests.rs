@@ -255,3 +255,32 @@ fn an_engine_from_a_file_has_the_version_of_the_bytes_it_parsed() {
         "{missing}"
     );
 }
+
+#[tokio::test]
+async fn a_reload_keeps_the_columns_read_and_asks_for_a_new_reading() {
+    use crate::topology::columns::TableColumns;
+    let path = temp_config("columns", SPEC_YAML);
+    let control = Control::new(load(SPEC_YAML), Some(path.clone()));
+    let shared = Arc::clone(&control.engine.topology.load().columns);
+    let mut read = TableColumns::default();
+    read.insert("main", "pins", vec!["local_id".into(), "data".into()]);
+    shared.store(read);
+
+    let next = SPEC_YAML.replace("open: [0, 4095]", "open: [5, 6]");
+    std::fs::write(&path, &next).unwrap();
+    assert!(control.reload(ReloadTrigger::Admin).await.unwrap().changed);
+    let topology = control.engine.topology.load();
+    assert!(Arc::ptr_eq(&topology.columns, &shared));
+    let pins = topology.table("pins").expect("pins");
+    assert_eq!(
+        topology.object_columns(pins).as_deref(),
+        Some(&["local_id".to_owned(), "data".to_owned()][..])
+    );
+    tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        shared.refresh_requested(),
+    )
+    .await
+    .expect("the reload asked for a new reading");
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}

@@ -466,7 +466,8 @@ impl<'a> Planner<'a> {
     }
 
     /// Edits the text for the target shard: unqualified tables get the
-    /// shard database, `id` of object tables the expression composing it.
+    /// shard database, `id` of object tables the expression composing it,
+    /// `*` over an object table its columns (`star`).
     pub(super) fn rewrite(
         &self,
         fleet: FleetId,
@@ -480,6 +481,7 @@ impl<'a> Planner<'a> {
                 edits.insert(env.range(t.table.span)?.start, prefix.clone());
             }
         }
+        self.expand_wildcards(shard, edits)?;
         let mut rewritten = Vec::new();
         for r in &self.id_refs {
             let Some(rule) = self.resolve_key(r.scope, r.qualifier, r.column)? else {

@@ -7,7 +7,8 @@
 //! Here: what is collected, the walk's entry per statement, and how a
 //! column resolves to a table's shard key through the statement's scopes.
 
-use sqlparser::ast::{Expr, Ident, ObjectName, Query, Statement};
+use sqlparser::ast::{Expr, Ident, ObjectName, Query, Select, Statement};
+use sqlparser::tokenizer::Span;
 
 use super::keys::key_column;
 use super::tokens::{is_private_schema, private_schema_error};
@@ -51,6 +52,20 @@ pub(super) struct IdRef<'a> {
     /// An unaliased select item: gets `AS id` so the result column keeps
     /// its name.
     pub(super) select_item: bool,
+}
+
+/// A `*` or `t.*` of a select list.
+pub(super) struct Wildcard<'a> {
+    /// The SELECT whose list it is in (its FROM gives the tables of `*`).
+    pub(super) select: &'a Select,
+    /// The SELECT's scope.
+    pub(super) scope: usize,
+    /// `t` of `t.*`; `None` for `*`.
+    pub(super) qualifier: Option<&'a Ident>,
+    /// Where the item starts (the qualifier, or the `*`).
+    pub(super) start: Span,
+    /// The `*`.
+    pub(super) star: Span,
 }
 
 /// `col = literal` or `col IN (literals)` in a position that restricts
@@ -106,6 +121,10 @@ pub(super) struct Planner<'a> {
     /// the result column keeps the name the client wrote (`MIN(id)`).
     pub(super) unnamed_items: Vec<&'a Expr>,
     pub(super) preds: Vec<Pred<'a>>,
+    /// `*` and `t.*` of the select lists (expanded over object tables).
+    pub(super) wildcards: Vec<Wildcard<'a>>,
+    /// How many EXISTS subqueries the walk is in (their `*` stays).
+    pub(super) in_exists: u32,
     /// Columns an UPDATE assigns (a shard key must not change).
     pub(super) assigned: Vec<(Option<&'a Ident>, &'a Ident)>,
     /// The parent of each scope (a SELECT, or the UPDATE/DELETE itself:
@@ -153,6 +172,8 @@ impl<'a> Planner<'a> {
             id_refs: Vec::new(),
             unnamed_items: Vec::new(),
             preds: Vec::new(),
+            wildcards: Vec::new(),
+            in_exists: 0,
             assigned: Vec::new(),
             scopes: vec![None],
             scope: 0,

@@ -371,7 +371,12 @@ impl<'a> Planner<'a> {
                     self.walk_expr(e);
                 }
             }
-            Expr::Exists { subquery, .. } | Expr::Subquery(subquery) => self.walk_query(subquery),
+            Expr::Exists { subquery, .. } => {
+                self.in_exists += 1;
+                self.walk_query(subquery);
+                self.in_exists -= 1;
+            }
+            Expr::Subquery(subquery) => self.walk_query(subquery),
             Expr::Tuple(exprs) => self.walk_exprs(exprs),
             Expr::GroupingSets(sets) | Expr::Cube(sets) | Expr::Rollup(sets) => {
                 for set in sets {

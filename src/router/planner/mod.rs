@@ -41,6 +41,7 @@ mod proxy_info;
 mod select;
 mod session;
 mod show;
+mod star;
 mod tokens;
 mod update_delete;
 

@@ -106,7 +106,10 @@ impl<'a> Planner<'a> {
                 },
                 SelectItem::ExprWithAlias { expr, .. }
                 | SelectItem::ExprWithAliases { expr, .. } => self.walk_expr(expr),
-                SelectItem::QualifiedWildcard(..) | SelectItem::Wildcard(_) => {}
+                SelectItem::QualifiedWildcard(kind, options) => {
+                    self.add_wildcard(select, Some(kind), options)
+                }
+                SelectItem::Wildcard(options) => self.add_wildcard(select, None, options),
             }
         }
         if let Some(selection) = &select.selection {

@@ -4,6 +4,9 @@
 use super::*;
 use crate::id::mod_shard;
 use crate::topology::tests::{load, SPEC_YAML};
+use std::sync::Arc;
+
+use crate::topology::columns::{SharedColumns, TableColumns};
 use crate::topology::Topology;
 
 mod insert;
@@ -16,6 +19,7 @@ mod proxy_info;
 mod robustness;
 mod scatter;
 mod session;
+mod star;
 
 /// A fleet with no open range, for placement errors.
 const CLOSED_FLEET: &str = r#"  closed:
@@ -26,7 +30,9 @@ const CLOSED_FLEET: &str = r#"  closed:
 "#;
 
 /// The example configuration (the topology tests' fixture), plus fleet
-/// `closed` with no open range and object table `notes` (type `note`) on it.
+/// `closed` with no open range and object table `notes` (type `note`) on it;
+/// the columns of `pins`, `boards` and `users` are known (`local_id, data,
+/// ts`), those of `notes` are not.
 fn topo() -> Topology {
     let yaml = SPEC_YAML
         .replacen("user: 3 }", "user: 3, note: 4 }", 1)
@@ -36,7 +42,17 @@ fn topo() -> Topology {
         yaml.contains("note: 4") && yaml.contains(CLOSED_FLEET),
         "SPEC_YAML no longer has the shape this extends:\n{yaml}"
     );
-    load(&yaml)
+    let mut topology = load(&yaml);
+    let mut columns = TableColumns::default();
+    for table in ["pins", "boards", "users"] {
+        columns.insert(
+            "main",
+            table,
+            vec!["local_id".into(), "data".into(), "ts".into()],
+        );
+    }
+    topology.columns = Arc::new(SharedColumns::with(columns));
+    topology
 }
 
 const fn id(shard: u64, type_id: u64, local: u64) -> u64 {
@@ -201,6 +217,11 @@ fn u(
 }
 
 const COMPOSED: &str = "((3429<<46)|(1<<36)|(local_id + (local_id >> 36) * 18446744073709551615))";
+
+/// The composed ID of a pin (type 1) on `shard`.
+fn composed(shard: u32) -> String {
+    format!("(({shard}<<46)|(1<<36)|(local_id + (local_id >> 36) * 18446744073709551615))")
+}
 
 /// Like [`run`], with [`route_prepare`].
 fn run_prepare(t: &Topology, cases: Vec<(String, Option<&str>, Expect)>) {

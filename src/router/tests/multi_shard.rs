@@ -9,10 +9,6 @@ fn desc(column: usize) -> SortKey {
     }
 }
 
-fn composed(shard: u32) -> String {
-    format!("(({shard}<<46)|(1<<36)|(local_id + (local_id >> 36) * 18446744073709551615))")
-}
-
 const BOARD_B: u64 = id(3429, 2, 5);
 
 #[test]
@@ -219,7 +215,8 @@ fn order_by_and_limit() {
         c(
             format!("SELECT * FROM pins {two} LIMIT 3"),
             multi(
-                per("SELECT * FROM {db}.pins WHERE {local} LIMIT 3"),
+                // `*`: the columns, `id` composed with each part's shard.
+                per("SELECT {id} AS id, `data`, `ts` FROM {db}.pins WHERE {local} LIMIT 3"),
                 Merge { limit: Some(3), ..Merge::default() },
             ),
         ),

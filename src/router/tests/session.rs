@@ -66,7 +66,7 @@ fn explicit_and_use_databases() {
             "SELECT * FROM comments c JOIN pins p ON p.local_id = c.pin",
             shard(
                 "db03429",
-                "SELECT * FROM db03429.comments c JOIN db03429.pins p ON p.local_id = c.pin",
+                format!("SELECT c.*, {} AS id, p.`data`, p.`ts` FROM db03429.comments c JOIN db03429.pins p ON p.local_id = c.pin", COMPOSED.replace("local_id", "p.local_id")),
             ),
         ),
         u(
