@@ -3,7 +3,9 @@
 //! backend connection session `n` uses at that moment, a control
 //! connection to its host runs `KILL QUERY <its thread id>` (with the data
 //! account, which owns those threads); the cancelled statement's client
-//! gets the server's error (1317) and its session goes on. `KILL
+//! gets the server's error (1317) and its session goes on; a statement of
+//! it that has not reached a backend yet (waiting for a connection) fails
+//! with the same error before it is sent. `KILL
 //! CONNECTION` also ends the session once its statement is over, at once
 //! when it is idle.
 
@@ -54,6 +56,7 @@ impl Engine {
             target.kill();
             return Err(Failure::Client(ClientError::ConnectionKilled));
         }
+        target.cancel();
         if !query {
             target.kill();
         }

@@ -240,6 +240,10 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
                 Failure::Client(error) => error,
                 Failure::Io(error) => unavailable(error.to_string()),
             })?;
+        if job.session.is_cancelled() {
+            conn.release();
+            return Err(ClientError::QueryInterrupted);
+        }
         let started = Instant::now();
         let in_use = job.session.using(&job.pool, conn.conn().thread_id);
         let result = read_part(conn.conn(), &job.sql, &job.budget).await;

@@ -102,6 +102,10 @@ pub struct SessionEntry {
     activity: Mutex<Activity>,
     backends: Mutex<Vec<BackendThread>>,
     next_use: AtomicU64,
+    /// `KILL QUERY`s of the session so far, and their number when its
+    /// current command started: a difference cancels the command.
+    cancels: AtomicU64,
+    cancels_at_start: AtomicU64,
     killed: AtomicBool,
     kill_signal: Notify,
 }
@@ -162,6 +166,8 @@ impl SessionEntry {
             }),
             backends: Mutex::new(Vec::new()),
             next_use: AtomicU64::new(0),
+            cancels: AtomicU64::new(0),
+            cancels_at_start: AtomicU64::new(0),
             killed: AtomicBool::new(false),
             kill_signal: Notify::new(),
         }
@@ -191,6 +197,8 @@ impl SessionEntry {
     /// statement text `info` (its first [`MAX_INFO_BYTES`] kept).
     pub fn start(&self, command: &'static str, info: Option<&[u8]>) {
         let info = info.map(|text| &text[..text.len().min(MAX_INFO_BYTES)]);
+        self.cancels_at_start
+            .store(self.cancels.load(Ordering::SeqCst), Ordering::SeqCst);
         let mut activity = lock(&self.activity);
         activity.command = command;
         activity.state = "executing";
@@ -243,6 +251,19 @@ impl SessionEntry {
         lock(&self.backends)
             .iter()
             .any(|used| used.token == thread.token)
+    }
+
+    /// Cancels the session's current command (`KILL QUERY`): a statement
+    /// of it that has not reached a backend yet does not start
+    /// ([`SessionEntry::is_cancelled`]); one running is the caller's to
+    /// kill on its server.
+    pub fn cancel(&self) {
+        self.cancels.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Whether the current command was cancelled since it started.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancels.load(Ordering::SeqCst) != self.cancels_at_start.load(Ordering::SeqCst)
     }
 
     /// Asks the session to end (`KILL CONNECTION`): it closes once its
@@ -342,6 +363,12 @@ mod tests {
             (row.command, row.info, row.db.as_deref()),
             ("Sleep", None, Some("db00001"))
         );
+        entry.start("Query", Some(b"SELECT 1"));
+        assert!(!entry.is_cancelled());
+        entry.cancel();
+        assert!(entry.is_cancelled());
+        entry.start("Query", Some(b"SELECT 2"));
+        assert!(!entry.is_cancelled(), "the next command is not cancelled");
         entry.kill();
         assert!(entry.is_killed());
         assert_eq!(entry.row().command, "Killed");

@@ -88,6 +88,12 @@ impl Engine {
             binary_rows: state.binary_rows,
         };
         let session = Arc::clone(&state.entry);
+        if session.is_cancelled() {
+            if let Venue::Held(conn) = venue {
+                state.held = Some(conn);
+            }
+            return Err(Failure::Client(ClientError::QueryInterrupted));
+        }
         match venue {
             Venue::Bound => {
                 state.last_on_bound = true;
@@ -179,6 +185,11 @@ impl Engine {
         client: &mut FrameWriter<W>,
     ) -> Result<RelayOutcome, Failure> {
         let session = Arc::clone(&state.entry);
+        if session.is_cancelled() {
+            // Cancelled while it waited for the connection.
+            conn.release();
+            return Err(Failure::Client(ClientError::QueryInterrupted));
+        }
         let result = match send_and_relay(&mut conn, sql, client, options, &session).await {
             Err(RelayFailure::NotSent(_)) if conn.reused => {
                 let pool = conn.pool().clone();
