@@ -120,6 +120,18 @@ pub enum ClientError {
         /// The shard's master now (or why there is none).
         to: String,
     },
+    /// `KILL` of a session id the proxy does not have (1094).
+    #[error("Unknown thread id: {0}")]
+    UnknownThread(u64),
+    /// `KILL` of another account's session (1095).
+    #[error("You are not owner of thread {0}")]
+    NotOwner(u64),
+    /// The session's own statement was cancelled by `KILL QUERY` (1317).
+    #[error("Query execution was interrupted")]
+    QueryInterrupted,
+    /// The session was ended by `KILL` (1927); the connection closes.
+    #[error("Connection was killed")]
+    ConnectionKilled,
 }
 
 impl ClientError {
@@ -137,6 +149,10 @@ impl ClientError {
             ClientError::TooManyPrepared(_) => 1461,
             ClientError::ShardPaused { .. } | ClientError::IdleInTransaction(_) => 1205,
             ClientError::ShardMoved { .. } => 1213,
+            ClientError::UnknownThread(_) => 1094,
+            ClientError::NotOwner(_) => 1095,
+            ClientError::QueryInterrupted => 1317,
+            ClientError::ConnectionKilled => 1927,
             _ => 1105,
         }
     }
@@ -150,6 +166,7 @@ impl ClientError {
             ClientError::NoDatabaseSelected => "3D000",
             ClientError::UnsupportedCommand(_) | ClientError::PacketTooLarge(_) => "08S01",
             ClientError::ShardMoved { .. } => "40001",
+            ClientError::QueryInterrupted | ClientError::ConnectionKilled => "70100",
             _ => "HY000",
         }
     }

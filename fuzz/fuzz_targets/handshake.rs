@@ -49,7 +49,7 @@ fuzz_target!(|data: &[u8]| {
             .contains(CapabilityFlags::CLIENT_PROTOCOL_41));
     }
 
-    let (mut greeting, _) = Greeting::new(7, tls_offered);
+    let (mut greeting, _) = Greeting::new(7, tls_offered, "10.11.0-MariaDB-shardgate");
     let framed = flags & 2 != 0;
     if !framed {
         greeting.first_packet = Some((1, first.clone()));

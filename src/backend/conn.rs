@@ -122,6 +122,9 @@ pub struct BackendConn {
     /// The `max_statement_time` the proxy set on it, in milliseconds
     /// (0: the server's default, as after login or a reset).
     pub statement_timeout_ms: u64,
+    /// The server's id of this connection (its handshake's connection id,
+    /// what `KILL` takes).
+    pub thread_id: u32,
 }
 
 impl BackendConn {
@@ -163,6 +166,7 @@ impl BackendConn {
                     (v == 0 || version < v).then_some(version)
                 });
         }
+        let thread_id = handshake.connection_id();
         let capabilities = (BASE_CAPABILITIES | key.framing) & handshake.capabilities();
         let nonce = handshake.nonce();
         let scramble = scramble_native(&nonce, password.as_bytes());
@@ -231,6 +235,7 @@ impl BackendConn {
             key,
             settings_fingerprint: 0,
             statement_timeout_ms: 0,
+            thread_id,
         })
     }
 

@@ -455,6 +455,12 @@ impl Engine {
                     self.run_anywhere(topology, state, &sql, client).await
                 }
             }
+            action @ (SessionAction::SelectConnectionId { .. }
+            | SessionAction::SelectVersion { .. }
+            | SessionAction::ProcessList { .. }
+            | SessionAction::Kill { .. }) => {
+                self.run_proxy_info(topology, state, action, client).await
+            }
             SessionAction::SelectLastInsertId { column } => {
                 let id = state.route.last_insert_id.to_string();
                 write_single_value(
@@ -485,6 +491,7 @@ impl Engine {
         client: &mut FrameWriter<W>,
     ) -> Result<bool, Failure> {
         let limits = SettingsLimits::from_config(&topology.config.limits);
+        let sets_wait_timeout = variables.iter().any(|name| name == "wait_timeout");
         let next = state
             .settings
             .with(variables, sql.clone(), limits)
@@ -499,7 +506,7 @@ impl Engine {
             .await?;
         if !outcome.failed {
             state.settings = next;
-            self.learn_lex_state(topology, state, outcome.warnings)
+            self.learn_lex_state(topology, state, outcome.warnings, sets_wait_timeout)
                 .await?;
         }
         Ok(!outcome.failed)
@@ -510,13 +517,24 @@ impl Engine {
     /// state: on the bound connection, or on a pooled one with the
     /// session's settings (the one the SET just ran on, unless it is held
     /// for `SHOW WARNINGS`). Without an answer the proxy cannot know how
-    /// the server reads the session's text, so the session ends.
+    /// the server reads the session's text, so the session ends. With
+    /// `wait_timeout` (the SET set it) the session's idle timeout becomes
+    /// the server's reading of it.
     async fn learn_lex_state(
         &self,
         topology: &Topology,
         state: &mut SessionState,
         warnings: u16,
+        wait_timeout: bool,
     ) -> Result<(), Failure> {
+        let take = |state: &mut SessionState, lex: lex_state::ServerLexState| {
+            state.set_server_lex_state(&lex.sql_mode, &lex.character_set_client);
+            if wait_timeout {
+                if let Some(seconds) = lex.wait_timeout {
+                    state.wait_timeout = Some(Duration::from_secs(seconds));
+                }
+            }
+        };
         let unknown = |reason: String| {
             Failure::Io(io::Error::other(format!(
                 "shardgate could not read the session's sql_mode and character set after a SET: {reason}"
@@ -527,7 +545,7 @@ impl Engine {
                 let lex = lex_state::read_lex_state(bound.conn.conn())
                     .await
                     .map_err(unknown)?;
-                state.set_server_lex_state(&lex.sql_mode, &lex.character_set_client);
+                take(state, lex);
                 return Ok(());
             }
         }
@@ -543,7 +561,7 @@ impl Engine {
             match lex_state::read_lex_state(conn.conn()).await {
                 Ok(lex) => {
                     conn.release();
-                    state.set_server_lex_state(&lex.sql_mode, &lex.character_set_client);
+                    take(state, lex);
                     return Ok(());
                 }
                 Err(reason) => {

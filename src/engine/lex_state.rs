@@ -3,25 +3,47 @@
 
 use crate::backend::BackendConn;
 use crate::protocol::frame::read_lenenc_int;
-use crate::protocol::packets::{ends_result_set, ERR_HEADER};
+use crate::protocol::packets::{ends_result_set, ERR_HEADER, TEXT_NULL};
 use mysql_common::constants::Command;
 
-/// The statement that reads the session's lexical state.
-const LEX_STATE_QUERY: &[u8] = b"SELECT @@session.sql_mode, @@session.character_set_client";
+/// The statement that reads the session's lexical state (and its
+/// `wait_timeout`, which a `SET` may change as well).
+const LEX_STATE_QUERY: &[u8] =
+    b"SELECT @@session.sql_mode, @@session.character_set_client, @@session.wait_timeout";
 
-/// What the server answered: `(sql_mode, character_set_client)`.
+/// What the server answered: `(sql_mode, character_set_client)`, and the
+/// session's `wait_timeout`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerLexState {
     /// `@@session.sql_mode`.
     pub sql_mode: String,
     /// `@@session.character_set_client`.
     pub character_set_client: String,
+    /// `@@session.wait_timeout`, in seconds.
+    pub wait_timeout: Option<u64>,
 }
 
-/// Asks `conn` for the session's `sql_mode` and `character_set_client`
-/// (one round trip). `Err` says why the answer could not be had.
+/// Asks `conn` for the session's `sql_mode`, `character_set_client` and
+/// `wait_timeout` (one round trip). `Err` says why the answer could not
+/// be had.
 pub async fn read_lex_state(conn: &mut BackendConn) -> Result<ServerLexState, String> {
-    conn.send_command(Command::COM_QUERY, LEX_STATE_QUERY)
+    let mut values = read_row(conn, LEX_STATE_QUERY).await?.into_iter();
+    match (values.next(), values.next(), values.next()) {
+        (Some(Some(sql_mode)), Some(Some(character_set_client)), Some(wait_timeout)) => {
+            Ok(ServerLexState {
+                sql_mode,
+                character_set_client,
+                wait_timeout: wait_timeout.and_then(|text| text.parse().ok()),
+            })
+        }
+        _ => Err("malformed row".to_owned()),
+    }
+}
+
+/// Runs `query` on `conn` and returns the values of its last row (NULL as
+/// `None`), as text. `Err` says why the answer could not be had.
+pub async fn read_row(conn: &mut BackendConn, query: &[u8]) -> Result<Vec<Option<String>>, String> {
+    conn.send_command(Command::COM_QUERY, query)
         .await
         .map_err(|e| e.to_string())?;
     let deprecate_eof = conn
@@ -32,7 +54,7 @@ pub async fn read_lex_state(conn: &mut BackendConn) -> Result<ServerLexState, St
     if first.first() == Some(&ERR_HEADER) {
         return Err(format!(
             "the server refused {}",
-            String::from_utf8_lossy(LEX_STATE_QUERY)
+            String::from_utf8_lossy(query)
         ));
     }
     let columns = read_lenenc_int(&mut first.as_slice()).ok_or("malformed column count")?;
@@ -53,19 +75,21 @@ pub async fn read_lex_state(conn: &mut BackendConn) -> Result<ServerLexState, St
     }
     let row = row.ok_or("no row")?;
     let mut rest = row.as_slice();
-    let mut value = || -> Option<String> {
-        let len = usize::try_from(read_lenenc_int(&mut rest)?).ok()?;
-        let text = rest.get(..len)?;
-        rest = rest.get(len..)?;
-        Some(String::from_utf8_lossy(text).into_owned())
-    };
-    match (value(), value()) {
-        (Some(sql_mode), Some(character_set_client)) => Ok(ServerLexState {
-            sql_mode,
-            character_set_client,
-        }),
-        _ => Err("malformed row".to_owned()),
+    let mut values = Vec::new();
+    for _ in 0..columns {
+        if rest.first() == Some(&TEXT_NULL) {
+            rest = &rest[1..];
+            values.push(None);
+            continue;
+        }
+        let len = read_lenenc_int(&mut rest)
+            .and_then(|len| usize::try_from(len).ok())
+            .ok_or("malformed row")?;
+        let text = rest.get(..len).ok_or("malformed row")?;
+        values.push(Some(String::from_utf8_lossy(text).into_owned()));
+        rest = &rest[len..];
     }
+    Ok(values)
 }
 
 async fn next_packet(conn: &mut BackendConn) -> Result<Vec<u8>, String> {

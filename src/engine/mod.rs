@@ -6,13 +6,17 @@ mod checkout;
 pub mod execute;
 mod failure;
 pub mod field_list;
+mod kill;
 mod lex_state;
 mod merge;
 pub mod multi;
 pub mod pause;
 pub mod prepared;
+mod proxy_info;
 pub mod relay;
+mod server_info;
 pub mod session_state;
+pub mod sessions;
 mod transaction;
 mod venue;
 
@@ -21,9 +25,12 @@ use crate::backend::Backends;
 use crate::stats::Stats;
 use crate::topology::{SharedTopology, Topology};
 use pause::PauseGate;
+use std::sync::{Arc, OnceLock};
 
 pub use failure::write_error;
+pub use server_info::{proxy_version, ServerInfo};
 pub use session_state::{SessionSettings, SessionState};
+pub use sessions::{Registration, SessionEntry, Sessions};
 
 /// Shared state of a running proxy.
 pub struct Engine {
@@ -35,6 +42,10 @@ pub struct Engine {
     pub pauses: PauseGate,
     /// Statement counts, errors and latencies (`SHOW STATS`, `/metrics`).
     pub stats: Stats,
+    /// The client sessions, by id (`SHOW PROCESSLIST`, `KILL`).
+    pub sessions: Arc<Sessions>,
+    /// The version and idle timeouts presented to clients, once read.
+    server: OnceLock<ServerInfo>,
 }
 
 impl Engine {
@@ -49,6 +60,8 @@ impl Engine {
             backends,
             pauses: PauseGate::new(),
             stats: Stats::new(),
+            sessions: Arc::default(),
+            server: OnceLock::new(),
         }
     }
 }

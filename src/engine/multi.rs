@@ -26,6 +26,7 @@ use super::checkout::{apply_settings, checkout_open};
 use super::failure::{backend_error, Failure};
 use super::merge::{decode_text_row, merge_rows, Value};
 use super::session_state::SessionSettings;
+use super::sessions::SessionEntry;
 use super::{Engine, SessionState};
 use crate::backend::{ConnKey, HostPool, PoolShare};
 use crate::error::ClientError;
@@ -115,6 +116,8 @@ struct PartJob {
     share_percent: u32,
     /// `limits.statement_timeout_ms`.
     statement_timeout_ms: u64,
+    /// The session, which lists the part's connection while it runs.
+    session: Arc<SessionEntry>,
 }
 
 impl Engine {
@@ -166,6 +169,7 @@ impl Engine {
                 share: Arc::clone(&state.share),
                 share_percent: topology.config.limits.max_host_share_percent,
                 statement_timeout_ms: topology.config.limits.statement_timeout_ms,
+                session: Arc::clone(&state.entry),
             };
             tasks.spawn(async move { (index, run_part(job).await) });
             Ok(())
@@ -236,8 +240,14 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
                 Failure::Client(error) => error,
                 Failure::Io(error) => unavailable(error.to_string()),
             })?;
+        if job.session.is_cancelled() {
+            conn.release();
+            return Err(ClientError::QueryInterrupted);
+        }
         let started = Instant::now();
+        let in_use = job.session.using(&job.pool, conn.conn().thread_id);
         let result = read_part(conn.conn(), &job.sql, &job.budget).await;
+        drop(in_use);
         job.pool
             .statements
             .record(started.elapsed(), !matches!(result, Ok(Ok(_))));

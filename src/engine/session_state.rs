@@ -171,6 +171,12 @@ pub struct SessionState {
     pub charset: Charset,
     /// The session's share of each host's pool (`limits.max_host_share_percent`).
     pub share: Arc<PoolShare>,
+    /// The session's entry in the registry of sessions (what it is doing,
+    /// the backend connections it uses, whether it was killed).
+    pub entry: Arc<super::sessions::SessionEntry>,
+    /// The `wait_timeout` the client set (read back from the server after
+    /// its `SET`); `None`: the one the session started with.
+    pub wait_timeout: Option<std::time::Duration>,
     /// The name of the database selected with `USE` (or at login), so the
     /// selection is resolved again when a reload renumbers the fleets.
     current_db_name: Option<String>,
@@ -226,6 +232,8 @@ impl SessionState {
             prepared: Default::default(),
             charset,
             share: Arc::default(),
+            entry: super::sessions::SessionEntry::detached(connection_id),
+            wait_timeout: None,
             current_db_name: None,
             route_generation: 0,
         }
@@ -262,8 +270,17 @@ impl SessionState {
     pub fn reset(&mut self) {
         let fresh = SessionState::new(self.connection_id, self.conn_key, self.deprecate_eof);
         let multi_statements = self.multi_statements;
+        let entry = Arc::clone(&self.entry);
         *self = fresh;
         self.multi_statements = multi_statements;
+        self.entry = entry;
+    }
+
+    /// The name of the database selected with `USE` (or at login).
+    pub fn database_name(&self) -> Option<&str> {
+        self.current_db_name
+            .as_deref()
+            .filter(|_| self.route.current_db.is_some())
     }
 
     /// Takes the lexical state the server reports for the session

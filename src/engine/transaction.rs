@@ -243,6 +243,7 @@ impl Engine {
                     binary_rows: state.binary_rows,
                     session_status: state.status_flags(),
                 },
+                &state.entry,
             )
             .await
             .map(|outcome| !outcome.failed)

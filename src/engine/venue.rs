@@ -14,6 +14,7 @@ use super::failure::{
 };
 use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions, RelayOutcome};
 use super::session_state::SessionState;
+use super::sessions::SessionEntry;
 use super::Engine;
 use crate::backend::{HostPool, PooledConn};
 use crate::error::ClientError;
@@ -95,6 +96,13 @@ impl Engine {
             binary_rows: state.binary_rows,
             session_status: state.status_flags(),
         };
+        let session = Arc::clone(&state.entry);
+        if session.is_cancelled() {
+            if let Venue::Held(conn) = venue {
+                state.held = Some(conn);
+            }
+            return Err(Failure::Client(ClientError::QueryInterrupted));
+        }
         match venue {
             Venue::Bound => {
                 state.last_on_bound = true;
@@ -103,7 +111,7 @@ impl Engine {
                         "no transaction is bound".to_owned(),
                     )));
                 };
-                match send_and_relay(&mut bound.conn, sql, client, options).await {
+                match send_and_relay(&mut bound.conn, sql, client, options, &session).await {
                     Ok(outcome) => {
                         stamp_connection(&mut bound.conn, stamp, &outcome);
                         if !outcome.failed {
@@ -128,7 +136,7 @@ impl Engine {
             }
             Venue::Held(mut conn) => {
                 state.last_on_bound = false;
-                match send_and_relay(&mut conn, sql, client, options).await {
+                match send_and_relay(&mut conn, sql, client, options, &session).await {
                     Ok(outcome) => {
                         // Diagnostics leave the diagnostics area as it was.
                         state.held = Some(conn);
@@ -188,12 +196,18 @@ impl Engine {
         options: RelayOptions<'_>,
         client: &mut FrameWriter<W>,
     ) -> Result<RelayOutcome, Failure> {
-        let result = match send_and_relay(&mut conn, sql, client, options).await {
+        let session = Arc::clone(&state.entry);
+        if session.is_cancelled() {
+            // Cancelled while it waited for the connection.
+            conn.release();
+            return Err(Failure::Client(ClientError::QueryInterrupted));
+        }
+        let result = match send_and_relay(&mut conn, sql, client, options, &session).await {
             Err(RelayFailure::NotSent(_)) if conn.reused => {
                 let pool = conn.pool().clone();
                 conn.discard_broken();
                 conn = self.checkout(topology, &pool, target, state).await?;
-                send_and_relay(&mut conn, sql, client, options).await
+                send_and_relay(&mut conn, sql, client, options, &session).await
             }
             result => result,
         };
@@ -246,14 +260,19 @@ impl Engine {
     }
 }
 
-/// Sends `sql` and relays the answer, counting it in the host's statistics.
+/// Sends `sql` and relays the answer, counting it in the host's statistics;
+/// meanwhile the connection is listed as in use by `session` (what `KILL
+/// QUERY` cancels).
 pub(super) async fn send_and_relay<W: AsyncWrite + Unpin>(
     pooled: &mut PooledConn,
     sql: &[u8],
     client: &mut FrameWriter<W>,
     options: RelayOptions<'_>,
+    session: &Arc<SessionEntry>,
 ) -> Result<RelayOutcome, RelayFailure> {
     let started = Instant::now();
+    let thread_id = pooled.conn().thread_id;
+    let _in_use = session.using(pooled.pool(), thread_id);
     let conn = pooled.conn();
     let result = match conn.send_command(Command::COM_QUERY, sql).await {
         Err(error) => Err(RelayFailure::NotSent(error)),

@@ -24,8 +24,10 @@ use crate::protocol::packets::{err_packet, ok_packet, UTF8MB4_GENERAL_CI};
 use crate::protocol::{FrameReader, FrameWriter};
 use crate::topology::config::{Config, LimitsConfig, UserConfig};
 
-/// Version string clients see. The `5.5.5-` prefix is how MariaDB servers
-/// tell MySQL clients they are MariaDB; drivers pick dialect quirks from it.
+/// Version string of the admin port. (The client port's greeting carries
+/// the backends' version marked as the proxy's: `Engine::server_info`.)
+/// The `5.5.5-` prefix is how MariaDB servers tell MySQL clients they are
+/// MariaDB; drivers pick dialect quirks from it.
 pub const SERVER_VERSION: &str = "5.5.5-10.11.0-MariaDB-shardgate";
 
 /// Capabilities the proxy offers clients.
@@ -152,8 +154,9 @@ pub struct Greeting {
 
 impl Greeting {
     /// The HandshakeV10 greeting for a new connection (payload to send at
-    /// sequence 0); `offer_tls` adds CLIENT_SSL.
-    pub fn new(connection_id: u32, offer_tls: bool) -> (Greeting, Vec<u8>) {
+    /// sequence 0) with server version `version`; `offer_tls` adds
+    /// CLIENT_SSL.
+    pub fn new(connection_id: u32, offer_tls: bool, version: &str) -> (Greeting, Vec<u8>) {
         let nonce = new_nonce();
         let mut scramble_2 = nonce[8..].to_vec();
         scramble_2.push(0);
@@ -165,7 +168,7 @@ impl Greeting {
         }
         let handshake = HandshakePacket::new(
             10,
-            SERVER_VERSION.as_bytes(),
+            version.as_bytes(),
             connection_id,
             scramble_1,
             Some(scramble_2),
@@ -191,8 +194,9 @@ pub async fn greet<W: AsyncWrite + Unpin>(
     writer: &mut FrameWriter<W>,
     connection_id: u32,
     offer_tls: bool,
+    version: &str,
 ) -> io::Result<Greeting> {
-    let (greeting, body) = Greeting::new(connection_id, offer_tls);
+    let (greeting, body) = Greeting::new(connection_id, offer_tls, version);
     writer.write_packet(0, &body).await?;
     writer.flush().await?;
     Ok(greeting)
@@ -561,7 +565,9 @@ pub fn parse_handshake_response(
     let response = HandshakeResponse::deserialize((), &mut ParseBuf(payload)).map_err(|e| {
         ClientError::UnsupportedCommand(format!("malformed handshake response: {e}"))
     })?;
-    let capabilities = response.capabilities() & SERVER_CAPABILITIES;
+    // CLIENT_INTERACTIVE is kept: it picks the session's idle timeout.
+    let capabilities =
+        response.capabilities() & (SERVER_CAPABILITIES | CapabilityFlags::CLIENT_INTERACTIVE);
     if !capabilities.contains(CapabilityFlags::CLIENT_PROTOCOL_41) {
         return Err(ClientError::UnsupportedCommand(
             "client does not speak protocol 4.1".to_owned(),

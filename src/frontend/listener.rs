@@ -32,7 +32,8 @@ pub async fn serve(engine: Arc<Engine>, listener: TcpListener) -> io::Result<()>
 }
 
 /// Accepts clients on `listener` forever, each served by its own task,
-/// offering (or requiring) `tls`. Every connection counts against the
+/// offering (or requiring) `tls`, once the backends' version and idle
+/// timeouts were read ([`Engine::probe_server`]). Every connection counts against the
 /// client cap ([`ClientCap`], from `limits.max_client_connections` and the
 /// open-file limit, read at each accept) from its accept to its close; one
 /// past it is answered 1040 in place of the greeting and closed. A
@@ -48,6 +49,7 @@ pub async fn serve_with(
         tls = tls.as_ref().map_or("off", |t| if t.require { "required" } else { "offered" }),
         "serving clients"
     );
+    engine.probe_server().await;
     let files = open_file_limit();
     ClientCap::new(&engine.topology.load(), files).log(files);
     let open = ConnectionCount::default();

@@ -14,7 +14,7 @@ use super::handshake::{self, LoggedIn, LoginBounds, LoginFailure};
 use super::tls::{self, TlsSettings};
 use crate::backend::conn::FRAMING_CAPABILITIES;
 use crate::backend::ConnKey;
-use crate::engine::{write_error, Engine, SessionState};
+use crate::engine::{write_error, Engine, Registration, SessionEntry, SessionState};
 use crate::error::ClientError;
 use crate::protocol::frame::PacketTooLarge;
 use crate::protocol::packets::{ok_packet, result_set_terminator};
@@ -36,6 +36,8 @@ const COM_STMT_CLOSE: u8 = Command::COM_STMT_CLOSE as u8;
 const COM_STMT_RESET: u8 = Command::COM_STMT_RESET as u8;
 const COM_SET_OPTION: u8 = Command::COM_SET_OPTION as u8;
 const COM_RESET_CONNECTION: u8 = Command::COM_RESET_CONNECTION as u8;
+const COM_PROCESS_KILL: u8 = Command::COM_PROCESS_KILL as u8;
+const COM_PROCESS_INFO: u8 = Command::COM_PROCESS_INFO as u8;
 
 /// Serves one client connection until it quits or fails. With `tls`
 /// (the config's `tls` section) the greeting offers TLS and a client that
@@ -50,17 +52,26 @@ pub async fn run(
     bounds: LoginBounds,
 ) -> io::Result<()> {
     stream.set_nodelay(true)?;
+    let peer = stream
+        .peer_addr()
+        .map_or_else(|_| "?".to_owned(), |addr| addr.to_string());
+    let version = engine.server_info().greeting_version();
     let Some(tls) = tls else {
         let (read_half, write_half) = stream.into_split();
         let mut writer = FrameWriter::new(write_half);
         let greeting = bounds
-            .within(handshake::greet(&mut writer, connection_id, false))
+            .within(handshake::greet(
+                &mut writer,
+                connection_id,
+                false,
+                &version,
+            ))
             .await?;
         return serve_stream(
             engine,
             FrameReader::new(read_half),
             writer,
-            connection_id,
+            (connection_id, peer),
             greeting,
             bounds,
         )
@@ -69,7 +80,7 @@ pub async fn run(
     // The first answer is read off the raw socket, exactly one packet: after
     // an SSLRequest the client's TLS handshake follows at once and must be
     // left to the TLS acceptor.
-    let (mut greeting, body) = handshake::Greeting::new(connection_id, true);
+    let (mut greeting, body) = handshake::Greeting::new(connection_id, true, &version);
     bounds
         .within(tls::write_packet_raw(&mut stream, 0, &body))
         .await?;
@@ -84,7 +95,7 @@ pub async fn run(
             engine,
             FrameReader::new(read_half),
             FrameWriter::new(write_half),
-            connection_id,
+            (connection_id, peer),
             greeting,
             bounds,
         )
@@ -102,7 +113,7 @@ pub async fn run(
         engine,
         FrameReader::new(read_half),
         FrameWriter::new(write_half),
-        connection_id,
+        (connection_id, peer),
         greeting,
         bounds,
     )
@@ -110,12 +121,14 @@ pub async fn run(
 }
 
 /// Logs the client in (its greeting already sent) within `bounds` and
-/// runs its command loop over any byte stream.
+/// runs its command loop over any byte stream; the session is listed in
+/// the engine's registry under `connection_id` (with the client's address
+/// `peer`) while it is logged in.
 pub async fn serve_stream<R, W>(
     engine: Arc<Engine>,
     mut reader: FrameReader<R>,
     mut writer: FrameWriter<W>,
-    connection_id: u32,
+    (connection_id, peer): (u32, String),
     greeting: handshake::Greeting,
     bounds: LoginBounds,
 ) -> io::Result<()>
@@ -137,8 +150,10 @@ where
         }
     };
     reader.set_max_packet(bounds.max_packet);
+    let registration = engine.sessions.register(connection_id, &login.user, &peer);
     let mut session = Session {
-        state: new_state(connection_id, &login),
+        state: new_state(connection_id, &login, registration.entry()),
+        registration,
         engine,
         reader,
         writer,
@@ -162,7 +177,7 @@ where
     session.command_loop().await
 }
 
-fn new_state(connection_id: u32, login: &LoggedIn) -> SessionState {
+fn new_state(connection_id: u32, login: &LoggedIn, entry: &Arc<SessionEntry>) -> SessionState {
     let key = ConnKey {
         framing: login.capabilities & FRAMING_CAPABILITIES,
         collation: login.collation,
@@ -174,6 +189,7 @@ fn new_state(connection_id: u32, login: &LoggedIn) -> SessionState {
     state.multi_statements = login
         .capabilities
         .contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS);
+    state.entry = Arc::clone(entry);
     state
 }
 
@@ -185,6 +201,8 @@ struct Session<R, W> {
     login: LoggedIn,
     placement: RandomPlacement,
     started: Instant,
+    /// The session's place in the registry (removed when the session ends).
+    registration: Registration,
 }
 
 impl<R, W> Session<R, W>
@@ -210,13 +228,22 @@ where
     }
 
     async fn command_loop(&mut self) -> io::Result<()> {
+        let entry = Arc::clone(self.registration.entry());
         loop {
-            let read = match self.idle_in_transaction_limit() {
-                Some(limit) => match tokio::time::timeout(limit, self.reader.next_packet()).await {
+            if entry.is_killed() {
+                return self.close_killed().await;
+            }
+            let (limit, in_transaction) = self.idle_limit();
+            let read = tokio::select! {
+                read = tokio::time::timeout(limit, self.reader.next_packet()) => match read {
                     Ok(read) => read,
-                    Err(_) => return self.end_idle_transaction(limit).await,
+                    Err(_) if in_transaction => return self.end_idle_transaction(limit).await,
+                    Err(_) => {
+                        debug!(connection_id = self.state.connection_id, "idle past wait_timeout: closing");
+                        return self.writer.shutdown().await;
+                    }
                 },
-                None => self.reader.next_packet().await,
+                () = entry.killed() => return self.close_killed().await,
             };
             let (last_seq, packet) = match read {
                 Ok(packet) => packet,
@@ -238,6 +265,10 @@ where
                 continue;
             };
             let (kind, received) = (CommandClass::of(command, body), Instant::now());
+            entry.start(
+                activity_name(command),
+                (command == COM_QUERY).then_some(body),
+            );
             match command {
                 COM_QUERY => self.query(body).await?,
                 COM_INIT_DB => {
@@ -303,6 +334,24 @@ where
                         .field_list(&mut self.state, body, &mut self.writer)
                         .await?;
                 }
+                COM_PROCESS_KILL => {
+                    let id = body
+                        .get(..4)
+                        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                    let plan = Plan::Session(SessionAction::Kill {
+                        query: false,
+                        id: u64::from(id),
+                    });
+                    self.run_own(plan).await?;
+                }
+                COM_PROCESS_INFO => {
+                    let plan = Plan::Session(SessionAction::ProcessList {
+                        full: false,
+                        table: false,
+                        id: None,
+                    });
+                    self.run_own(plan).await?;
+                }
                 other => {
                     self.refuse(ClientError::UnsupportedCommand(format!(
                         "command {other:#04x} ({}) is not supported",
@@ -311,10 +360,51 @@ where
                     .await?
                 }
             }
+            entry.sleep(self.state.database_name());
             if let Some(kind) = kind {
                 let error = self.writer.last_was_error();
                 self.engine.stats.record(kind, received.elapsed(), error);
             }
+        }
+    }
+
+    /// A plan the proxy answers itself, on the topology in force.
+    async fn run_own(&mut self, plan: Plan) -> io::Result<()> {
+        let topology = self.engine.topology_for(&mut self.state);
+        self.engine
+            .execute(&topology, &mut self.state, plan, &mut self.writer)
+            .await
+    }
+
+    /// Ends a session killed by `KILL CONNECTION`: the connection closes
+    /// (an open transaction's backend connection with it, so the server
+    /// rolls it back), as a server closes a killed connection.
+    async fn close_killed(&mut self) -> io::Result<()> {
+        debug!(connection_id = self.state.connection_id, "killed: closing");
+        self.state.bound.take();
+        self.writer.flush().await?;
+        self.writer.shutdown().await
+    }
+
+    /// How long the client may stay silent now, and whether that limit is
+    /// the one for an open transaction: the session's `wait_timeout` (as
+    /// the client set it, else `interactive_timeout` for an interactive
+    /// client or `wait_timeout` of the servers), or
+    /// `limits.idle_in_transaction_timeout_ms` while a transaction is open
+    /// on a backend if that is shorter.
+    fn idle_limit(&self) -> (Duration, bool) {
+        let interactive = self
+            .login
+            .capabilities
+            .contains(CapabilityFlags::CLIENT_INTERACTIVE);
+        let wait = self
+            .state
+            .wait_timeout
+            .unwrap_or_else(|| self.engine.server_info().idle_timeout(interactive))
+            .max(Duration::from_secs(1));
+        match self.idle_in_transaction_limit() {
+            Some(limit) if limit < wait => (limit, true),
+            _ => (wait, false),
         }
     }
 
@@ -432,7 +522,8 @@ where
         .await
         {
             Ok(login) => {
-                self.state = new_state(self.state.connection_id, &login);
+                self.state = new_state(self.state.connection_id, &login, self.registration.entry());
+                self.registration.entry().set_user(&login.user);
                 self.login = login;
                 let seq = self.login.next_seq;
                 if let Err(error) = self.select_login_database() {
@@ -478,7 +569,7 @@ where
         let text = format!(
             "Uptime: {}  Threads: {}  Hosts: {}  Shards: {}  (shardgate {})",
             self.started.elapsed().as_secs(),
-            1,
+            self.engine.sessions.count(),
             topology.hosts.len(),
             topology
                 .fleets
@@ -520,12 +611,26 @@ fn statement_text(body: &[u8]) -> Result<&str, ClientError> {
     })
 }
 
+/// The Command column of `SHOW PROCESSLIST` for a command byte.
+fn activity_name(command: u8) -> &'static str {
+    match command {
+        COM_QUERY => "Query",
+        COM_STMT_EXECUTE => "Execute",
+        COM_STMT_PREPARE => "Prepare",
+        COM_INIT_DB => "Init DB",
+        COM_FIELD_LIST => "Field List",
+        COM_PING => "Ping",
+        COM_CHANGE_USER => "Change user",
+        COM_PROCESS_KILL => "Kill",
+        COM_PROCESS_INFO => "Processlist",
+        _ => "Query",
+    }
+}
+
 fn command_name(command: u8) -> &'static str {
     const CREATE_DB: u8 = Command::COM_CREATE_DB as u8;
     const DROP_DB: u8 = Command::COM_DROP_DB as u8;
     const REFRESH: u8 = Command::COM_REFRESH as u8;
-    const PROCESS_INFO: u8 = Command::COM_PROCESS_INFO as u8;
-    const PROCESS_KILL: u8 = Command::COM_PROCESS_KILL as u8;
     const DEBUG: u8 = Command::COM_DEBUG as u8;
     const BINLOG_DUMP: u8 = Command::COM_BINLOG_DUMP as u8;
     const STMT_FETCH: u8 = Command::COM_STMT_FETCH as u8;
@@ -533,8 +638,6 @@ fn command_name(command: u8) -> &'static str {
         CREATE_DB => "COM_CREATE_DB",
         DROP_DB => "COM_DROP_DB",
         REFRESH => "COM_REFRESH",
-        PROCESS_INFO => "COM_PROCESS_INFO",
-        PROCESS_KILL => "COM_PROCESS_KILL",
         DEBUG => "COM_DEBUG",
         BINLOG_DUMP => "COM_BINLOG_DUMP",
         STMT_FETCH => "COM_STMT_FETCH (cursors are not offered)",

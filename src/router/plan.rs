@@ -248,6 +248,35 @@ pub enum SessionAction {
         /// Column name the client sees (the alias, or the expression).
         column: String,
     },
+    /// `SELECT CONNECTION_ID()`: the session's id in the proxy.
+    SelectConnectionId {
+        /// Column name the client sees (the alias, or the expression).
+        column: String,
+    },
+    /// `SELECT VERSION()`, `SELECT @@version`: the proxy's version.
+    SelectVersion {
+        /// Column name the client sees (the alias, or the expression).
+        column: String,
+    },
+    /// `SHOW [FULL] PROCESSLIST`, `SELECT * FROM
+    /// information_schema.PROCESSLIST [WHERE ID = n]`: the proxy's sessions
+    /// of the same account.
+    ProcessList {
+        /// FULL: the whole statement text, not its first 100 characters.
+        full: bool,
+        /// The information_schema table's columns (else SHOW's).
+        table: bool,
+        /// Only the session with this id.
+        id: Option<u64>,
+    },
+    /// `KILL [CONNECTION | QUERY] n`: cancels session `n`'s statement, or
+    /// ends the session.
+    Kill {
+        /// QUERY: only the statement.
+        query: bool,
+        /// The session id.
+        id: u64,
+    },
     /// `SAVEPOINT x`, `ROLLBACK TO [SAVEPOINT] x`, `RELEASE SAVEPOINT x`:
     /// sent to the transaction's bound connection (kept until it binds).
     Savepoint {

@@ -181,6 +181,21 @@ fn session_row(topology: &Topology, action: SessionAction, statement: &str) -> V
             statement.to_owned(),
             format!("{by_proxy}: the session's last 64-bit insert ID"),
         ),
+        SessionAction::SelectConnectionId { .. } | SessionAction::SelectVersion { .. } => (
+            by_proxy,
+            statement.to_owned(),
+            format!("{by_proxy}: the session's id or the proxy's version"),
+        ),
+        SessionAction::ProcessList { .. } => (
+            by_proxy,
+            statement.to_owned(),
+            format!("{by_proxy}: the proxy's sessions of the same account"),
+        ),
+        SessionAction::Kill { .. } => (
+            "the hosts the session's statement runs on",
+            statement.to_owned(),
+            format!("{by_proxy}: KILL QUERY of the session's backend threads; KILL CONNECTION also ends the session"),
+        ),
         SessionAction::Savepoint { sql } => (
             "the transaction's bound connection",
             sql.to_string(),

@@ -38,6 +38,7 @@ mod insert;
 mod keys;
 mod merge;
 mod multi;
+mod proxy_info;
 mod select;
 mod session;
 mod session_functions;
@@ -60,7 +61,8 @@ use sqlparser::tokenizer::{Span, Token, TokenWithSpan, Tokenizer};
 use super::hints;
 use super::lex;
 use super::plan::{
-    Placement, Plan, RouteContext, RouteError, ShardQuery, SqlText, StatementKind, Target,
+    Placement, Plan, RouteContext, RouteError, SessionAction, ShardQuery, SqlText, StatementKind,
+    Target,
 };
 use super::set;
 use super::text::{Edits, Source};
@@ -318,6 +320,9 @@ fn plan_tokens(
         if let Some(action) = session::special_select(query) {
             return Ok(Plan::Session(action));
         }
+        if let Some(action) = proxy_info::select(query) {
+            return action.map(Plan::Session);
+        }
     }
     // The session's values in place of DATABASE() and LAST_INSERT_ID(),
     // then the statement is routed as written so: a key given as
@@ -365,6 +370,12 @@ fn plan_tokens(
         | Statement::Savepoint { .. }
         | Statement::ReleaseSavepoint { .. } => session::transaction(statement, sql),
         Statement::Use(target) => env.use_database(target),
+        Statement::ShowProcessList { full } => Ok(Plan::Session(SessionAction::ProcessList {
+            full: *full,
+            table: false,
+            id: None,
+        })),
+        Statement::Kill { modifier, id } => proxy_info::kill(*modifier, *id).map(Plan::Session),
         Statement::ShowTables { show_options, .. } => {
             env.show_in_database(show_options, show_scan.keyword_end, edits)
         }
@@ -388,7 +399,6 @@ fn plan_tokens(
         | Statement::ShowCreate { .. }
         | Statement::ShowCatalogs { .. }
         | Statement::ShowDatabases { .. }
-        | Statement::ShowProcessList { .. }
         | Statement::ShowSchemas { .. }
         | Statement::ShowCharset(_)
         | Statement::ShowObjects(_)

@@ -15,6 +15,7 @@ mod lexing;
 mod multi_shard;
 mod multi_shard_refusals;
 mod prepared;
+mod proxy_info;
 mod robustness;
 mod scatter;
 mod schema_changes;

@@ -1,0 +1,123 @@
+//! `KILL [CONNECTION | QUERY] n`: the proxy's sessions are killed by the
+//! proxy. A statement is cancelled on the servers that run it: for each
+//! backend connection session `n` uses at that moment, a control
+//! connection to its host runs `KILL QUERY <its thread id>` (with the data
+//! account, which owns those threads); the cancelled statement's client
+//! gets the server's error (1317) and its session goes on; a statement of
+//! it that has not reached a backend yet (waiting for a connection) fails
+//! with the same error before it is sent. `KILL
+//! CONNECTION` also ends the session once its statement is over, at once
+//! when it is idle.
+
+use std::time::Duration;
+
+use mysql_common::constants::{CapabilityFlags, Command};
+use tokio::io::AsyncWrite;
+use tracing::debug;
+
+use super::answer::write_ok;
+use super::failure::Failure;
+use super::session_state::SessionState;
+use super::sessions::SessionEntry;
+use super::Engine;
+use crate::backend::{BackendConn, ConnKey};
+use crate::error::ClientError;
+use crate::protocol::packets::{parse_err, ERR_HEADER, UTF8MB4_GENERAL_CI};
+use crate::protocol::FrameWriter;
+use crate::topology::Topology;
+
+/// MariaDB's ER_NO_SUCH_THREAD: the thread ended before the KILL came.
+const NO_SUCH_THREAD: u16 = 1094;
+
+impl Engine {
+    /// `KILL [QUERY] id` from the session `state`: only the same account's
+    /// sessions (1095), known ids (1094). Killing oneself answers as a
+    /// server does: 1317 for `KILL QUERY`, 1927 and the connection closes
+    /// for `KILL`.
+    pub(super) async fn run_kill<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        query: bool,
+        id: u64,
+        client: &mut FrameWriter<W>,
+    ) -> Result<(), Failure> {
+        let target = self
+            .sessions
+            .get(id)
+            .ok_or(Failure::Client(ClientError::UnknownThread(id)))?;
+        if !target.owned_by(&state.entry.user()) {
+            return Err(Failure::Client(ClientError::NotOwner(id)));
+        }
+        if std::sync::Arc::ptr_eq(&target, &state.entry) {
+            if query {
+                return Err(Failure::Client(ClientError::QueryInterrupted));
+            }
+            target.kill();
+            return Err(Failure::Client(ClientError::ConnectionKilled));
+        }
+        target.cancel();
+        if !query {
+            target.kill();
+        }
+        self.cancel_statement(topology, &target).await;
+        write_ok(client, state).await
+    }
+
+    /// Runs `KILL QUERY` for every backend connection `target` uses now,
+    /// each on a control connection of its own to that host, checking just
+    /// before that the statement still runs there. A thread that ended
+    /// meanwhile is no error; other failures are logged (the statement
+    /// then runs to its end).
+    pub async fn cancel_statement(&self, topology: &Topology, target: &SessionEntry) {
+        let backend = &topology.config.backend;
+        let timeout = Duration::from_millis(backend.connect_timeout_ms);
+        let key = ConnKey {
+            framing: CapabilityFlags::empty(),
+            collation: UTF8MB4_GENERAL_CI as u8,
+        };
+        for thread in target.backends() {
+            let addr = thread.pool.addr.as_str();
+            let kill = async {
+                let mut conn =
+                    BackendConn::connect(addr, &backend.user, &backend.password, key, timeout)
+                        .await
+                        .map_err(|error| error.to_string())?;
+                // The statement may have ended while the control connection
+                // was opened, and its connection may serve someone else now.
+                if !target.still_using(&thread) {
+                    return Ok(());
+                }
+                let sql = format!("KILL QUERY {}", thread.thread_id);
+                let answer = conn
+                    .simple_command(Command::COM_QUERY, sql.as_bytes())
+                    .await
+                    .map_err(|error| error.to_string())?;
+                match answer.first() {
+                    Some(&ERR_HEADER) => match parse_err(&answer) {
+                        Some((NO_SUCH_THREAD, _, _)) => Ok(()),
+                        Some((code, _, message)) => Err(format!("{code} {message}")),
+                        None => Err("malformed error packet".to_owned()),
+                    },
+                    _ => Ok(()),
+                }
+            };
+            match tokio::time::timeout(timeout * 2, kill).await {
+                Ok(Ok(())) => {
+                    debug!(
+                        session = target.id,
+                        host = addr,
+                        thread = thread.thread_id,
+                        "killed the session's backend statement"
+                    );
+                }
+                Ok(Err(error)) => {
+                    debug!(session = target.id, host = addr, thread = thread.thread_id, %error, "KILL QUERY failed");
+                }
+                Err(_) => {
+                    debug!(session = target.id, host = addr, "KILL QUERY timed out");
+                }
+            }
+        }
+    }
+}

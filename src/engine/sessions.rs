@@ -1,0 +1,402 @@
+//! The proxy's client sessions, by the id their handshake gave them: who
+//! they are, what they are doing, and which backend connections they use
+//! right now. `SHOW PROCESSLIST` lists them, `KILL` finds them here.
+//!
+//! The registry's map is locked only to add, remove, find and list
+//! sessions; a session's statement path touches its own entry only (a
+//! mutex nobody holds across an await).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio::sync::Notify;
+
+use crate::backend::HostPool;
+use crate::sync::lock;
+
+/// How much of a statement `SHOW PROCESSLIST` shows without FULL, in
+/// characters (as a server truncates its Info column).
+pub const INFO_WIDTH: usize = 100;
+
+/// Most bytes of a statement's text the registry keeps for `SHOW FULL
+/// PROCESSLIST`: a session's memory stays bounded whatever it sends.
+pub const MAX_INFO_BYTES: usize = 64 * 1024;
+
+/// Every client session of the proxy.
+#[derive(Default)]
+pub struct Sessions {
+    map: Mutex<HashMap<u32, Arc<SessionEntry>>>,
+}
+
+impl Sessions {
+    /// Adds a logged-in session; it is removed when the returned
+    /// registration is dropped.
+    pub fn register(self: &Arc<Self>, id: u32, user: &str, host: &str) -> Registration {
+        let entry = Arc::new(SessionEntry::new(id, user, host));
+        lock(&self.map).insert(id, Arc::clone(&entry));
+        Registration {
+            sessions: Arc::clone(self),
+            entry,
+        }
+    }
+
+    /// The session with this id.
+    pub fn get(&self, id: u64) -> Option<Arc<SessionEntry>> {
+        let id = u32::try_from(id).ok()?;
+        lock(&self.map).get(&id).cloned()
+    }
+
+    /// A snapshot of the sessions of `user`, by id.
+    pub fn of_user(&self, user: &str) -> Vec<SessionRow> {
+        let entries: Vec<Arc<SessionEntry>> = lock(&self.map)
+            .values()
+            .filter(|entry| entry.owned_by(user))
+            .cloned()
+            .collect();
+        let mut rows: Vec<SessionRow> = entries.iter().map(|entry| entry.row()).collect();
+        rows.sort_by_key(|row| row.id);
+        rows
+    }
+
+    /// How many sessions there are.
+    pub fn count(&self) -> usize {
+        lock(&self.map).len()
+    }
+}
+
+/// A session's place in the registry; dropping it removes the session.
+pub struct Registration {
+    sessions: Arc<Sessions>,
+    entry: Arc<SessionEntry>,
+}
+
+impl Registration {
+    /// The session's entry.
+    pub fn entry(&self) -> &Arc<SessionEntry> {
+        &self.entry
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut map = lock(&self.sessions.map);
+        if map
+            .get(&self.entry.id)
+            .is_some_and(|entry| Arc::ptr_eq(entry, &self.entry))
+        {
+            map.remove(&self.entry.id);
+        }
+    }
+}
+
+/// One session as the registry knows it.
+pub struct SessionEntry {
+    /// The id its handshake gave it (`CONNECTION_ID()`).
+    pub id: u32,
+    /// The account it logged in with (changed by COM_CHANGE_USER).
+    user_name: Mutex<String>,
+    /// The client's address.
+    pub host: String,
+    activity: Mutex<Activity>,
+    backends: Mutex<Vec<BackendThread>>,
+    next_use: AtomicU64,
+    /// `KILL QUERY`s of the session so far, and their number when its
+    /// current command started: a difference cancels the command.
+    cancels: AtomicU64,
+    cancels_at_start: AtomicU64,
+    killed: AtomicBool,
+    kill_signal: Notify,
+}
+
+/// What a session is doing.
+struct Activity {
+    db: Option<String>,
+    command: &'static str,
+    state: &'static str,
+    info: Option<String>,
+    since: Instant,
+}
+
+/// A backend connection a session is using: its host and the server's id
+/// of it.
+#[derive(Clone)]
+pub struct BackendThread {
+    /// The host's pool (its address is `pool.addr`).
+    pub pool: Arc<HostPool>,
+    /// The server's thread id of the connection.
+    pub thread_id: u32,
+    token: u64,
+}
+
+/// One row of `SHOW PROCESSLIST`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRow {
+    /// Session id.
+    pub id: u32,
+    /// Account.
+    pub user: String,
+    /// Client address.
+    pub host: String,
+    /// Database selected.
+    pub db: Option<String>,
+    /// `Sleep`, `Query`, `Execute` ...
+    pub command: &'static str,
+    /// Time in the current state.
+    pub elapsed: std::time::Duration,
+    /// `executing` while a statement runs, else empty.
+    pub state: &'static str,
+    /// The statement being run, in full.
+    pub info: Option<String>,
+}
+
+impl SessionEntry {
+    fn new(id: u32, user: &str, host: &str) -> Self {
+        Self {
+            id,
+            user_name: Mutex::new(user.to_owned()),
+            host: host.to_owned(),
+            activity: Mutex::new(Activity {
+                db: None,
+                command: "Sleep",
+                state: "",
+                info: None,
+                since: Instant::now(),
+            }),
+            backends: Mutex::new(Vec::new()),
+            next_use: AtomicU64::new(0),
+            cancels: AtomicU64::new(0),
+            cancels_at_start: AtomicU64::new(0),
+            killed: AtomicBool::new(false),
+            kill_signal: Notify::new(),
+        }
+    }
+
+    /// An entry for a session that is not in any registry (tests, tools).
+    pub fn detached(id: u32) -> Arc<Self> {
+        Arc::new(Self::new(id, "", ""))
+    }
+
+    /// The account the session logged in with.
+    pub fn user(&self) -> String {
+        lock(&self.user_name).clone()
+    }
+
+    /// Whether `user` owns this session.
+    pub fn owned_by(&self, user: &str) -> bool {
+        *lock(&self.user_name) == user
+    }
+
+    /// Records a new login on the session (COM_CHANGE_USER).
+    pub fn set_user(&self, user: &str) {
+        *lock(&self.user_name) = user.to_owned();
+    }
+
+    /// The session starts running `command` (a server's command name) with
+    /// statement text `info` (its first [`MAX_INFO_BYTES`] kept).
+    pub fn start(&self, command: &'static str, info: Option<&[u8]>) {
+        let info = info.map(|text| &text[..text.len().min(MAX_INFO_BYTES)]);
+        self.cancels_at_start
+            .store(self.cancels.load(Ordering::SeqCst), Ordering::SeqCst);
+        let mut activity = lock(&self.activity);
+        activity.command = command;
+        activity.state = "executing";
+        match (info, &mut activity.info) {
+            (Some(text), Some(kept)) => {
+                kept.clear();
+                kept.push_str(&String::from_utf8_lossy(text));
+            }
+            (Some(text), slot) => *slot = Some(String::from_utf8_lossy(text).into_owned()),
+            (None, slot) => *slot = None,
+        }
+        activity.since = Instant::now();
+    }
+
+    /// The session is idle again, with `db` selected.
+    pub fn sleep(&self, db: Option<&str>) {
+        let mut activity = lock(&self.activity);
+        activity.command = "Sleep";
+        activity.state = "";
+        activity.info = None;
+        activity.since = Instant::now();
+        if activity.db.as_deref() != db {
+            activity.db = db.map(str::to_owned);
+        }
+    }
+
+    /// Records that the session is using a backend connection until the
+    /// returned guard is dropped.
+    pub fn using(self: &Arc<Self>, pool: &Arc<HostPool>, thread_id: u32) -> BackendUse {
+        let token = self.next_use.fetch_add(1, Ordering::Relaxed);
+        lock(&self.backends).push(BackendThread {
+            pool: Arc::clone(pool),
+            thread_id,
+            token,
+        });
+        BackendUse {
+            entry: Arc::clone(self),
+            token,
+        }
+    }
+
+    /// The backend connections the session is using now.
+    pub fn backends(&self) -> Vec<BackendThread> {
+        lock(&self.backends).clone()
+    }
+
+    /// Whether the session still uses `thread` (the same use of it, not a
+    /// later one of the same connection).
+    pub fn still_using(&self, thread: &BackendThread) -> bool {
+        lock(&self.backends)
+            .iter()
+            .any(|used| used.token == thread.token)
+    }
+
+    /// Cancels the session's current command (`KILL QUERY`): a statement
+    /// of it that has not reached a backend yet does not start
+    /// ([`SessionEntry::is_cancelled`]); one running is the caller's to
+    /// kill on its server.
+    pub fn cancel(&self) {
+        self.cancels.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Whether the current command was cancelled since it started.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancels.load(Ordering::SeqCst) != self.cancels_at_start.load(Ordering::SeqCst)
+    }
+
+    /// Asks the session to end (`KILL CONNECTION`): it closes once its
+    /// current command is over, or at once when idle.
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.kill_signal.notify_one();
+    }
+
+    /// Whether the session was killed.
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when the session is killed.
+    pub async fn killed(&self) {
+        while !self.is_killed() {
+            self.kill_signal.notified().await;
+        }
+    }
+
+    /// A snapshot for `SHOW PROCESSLIST`.
+    pub fn row(&self) -> SessionRow {
+        let activity = lock(&self.activity);
+        SessionRow {
+            id: self.id,
+            user: self.user(),
+            host: self.host.clone(),
+            db: activity.db.clone(),
+            command: if self.is_killed() {
+                "Killed"
+            } else {
+                activity.command
+            },
+            elapsed: activity.since.elapsed(),
+            state: activity.state,
+            info: activity.info.clone(),
+        }
+    }
+}
+
+/// A backend connection in use by a session; dropping it ends the use.
+pub struct BackendUse {
+    entry: Arc<SessionEntry>,
+    token: u64,
+}
+
+impl Drop for BackendUse {
+    fn drop(&mut self) {
+        lock(&self.entry.backends).retain(|thread| thread.token != self.token);
+    }
+}
+
+/// `info` cut to [`INFO_WIDTH`] characters, as `SHOW PROCESSLIST` without
+/// FULL shows it.
+pub fn truncated_info(info: &str) -> &str {
+    match info.char_indices().nth(INFO_WIDTH) {
+        Some((end, _)) => &info[..end],
+        None => info,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_is_listed_until_its_registration_drops() {
+        let sessions = Arc::new(Sessions::default());
+        let first = sessions.register(7, "app", "127.0.0.1:5000");
+        let other = sessions.register(8, "other", "127.0.0.1:5001");
+        assert_eq!(sessions.of_user("app").len(), 1);
+        assert_eq!(sessions.get(7).map(|e| e.id), Some(7));
+        assert!(sessions.get(u64::from(u32::MAX) + 8).is_none());
+        drop(first);
+        assert!(sessions.get(7).is_none());
+        assert!(sessions.of_user("app").is_empty());
+        assert_eq!(sessions.count(), 1);
+        drop(other);
+        assert_eq!(sessions.count(), 0);
+    }
+
+    #[test]
+    fn activity_is_what_the_session_does_now() {
+        let sessions = Arc::new(Sessions::default());
+        let registration = sessions.register(3, "app", "h");
+        let entry = registration.entry();
+        entry.start("Query", Some(b"SELECT SLEEP(30)"));
+        let row = entry.row();
+        assert_eq!(
+            (row.command, row.state, row.info.as_deref()),
+            ("Query", "executing", Some("SELECT SLEEP(30)"))
+        );
+        entry.sleep(Some("db00001"));
+        let row = entry.row();
+        assert_eq!(
+            (row.command, row.info, row.db.as_deref()),
+            ("Sleep", None, Some("db00001"))
+        );
+        entry.start("Query", Some(b"SELECT 1"));
+        assert!(!entry.is_cancelled());
+        entry.cancel();
+        assert!(entry.is_cancelled());
+        entry.start("Query", Some(b"SELECT 2"));
+        assert!(!entry.is_cancelled(), "the next command is not cancelled");
+        entry.kill();
+        assert!(entry.is_killed());
+        assert_eq!(entry.row().command, "Killed");
+    }
+
+    #[test]
+    fn a_long_statement_is_kept_in_part() {
+        let entry = SessionEntry::detached(1);
+        entry.start("Query", Some(&vec![b'x'; MAX_INFO_BYTES * 2]));
+        assert_eq!(
+            entry.row().info.map(|info| info.len()),
+            Some(MAX_INFO_BYTES)
+        );
+    }
+
+    #[test]
+    fn info_is_cut_at_a_hundred_characters() {
+        let long = "é".repeat(150);
+        assert_eq!(truncated_info(&long).chars().count(), INFO_WIDTH);
+        assert_eq!(truncated_info("SELECT 1"), "SELECT 1");
+    }
+
+    #[tokio::test]
+    async fn a_kill_before_the_wait_is_not_lost() {
+        let entry = SessionEntry::detached(1);
+        entry.kill();
+        tokio::time::timeout(std::time::Duration::from_secs(1), entry.killed())
+            .await
+            .expect("killed resolves");
+    }
+}

@@ -1,0 +1,103 @@
+//! Statements about the proxy's sessions and version: CONNECTION_ID(),
+//! VERSION() / @@version, the process list, KILL.
+
+use super::*;
+
+fn session(action: SessionAction) -> Expect {
+    Expect::Session(action)
+}
+
+fn processlist(full: bool, table: bool, id: Option<u64>) -> Expect {
+    session(SessionAction::ProcessList { full, table, id })
+}
+
+#[test]
+fn connection_id_and_version_are_the_proxys() {
+    run(vec![
+        c(
+            "SELECT CONNECTION_ID()",
+            session(SessionAction::SelectConnectionId {
+                column: "CONNECTION_ID()".into(),
+            }),
+        ),
+        c(
+            "select connection_id() AS me",
+            session(SessionAction::SelectConnectionId {
+                column: "me".into(),
+            }),
+        ),
+        c(
+            "SELECT VERSION()",
+            session(SessionAction::SelectVersion {
+                column: "VERSION()".into(),
+            }),
+        ),
+        c(
+            "SELECT @@version",
+            session(SessionAction::SelectVersion {
+                column: "@@version".into(),
+            }),
+        ),
+        c(
+            "SELECT @@GLOBAL.VERSION v",
+            session(SessionAction::SelectVersion { column: "v".into() }),
+        ),
+        c("SELECT @@session.version", any("SELECT @@session.version")),
+        c("SELECT @@version_comment", any("SELECT @@version_comment")),
+        c(
+            "SELECT CONNECTION_ID(), 1",
+            any("SELECT CONNECTION_ID(), 1"),
+        ),
+    ]);
+}
+
+#[test]
+fn the_process_list_is_the_proxys() {
+    run(vec![
+        c("SHOW PROCESSLIST", processlist(false, false, None)),
+        c("show full processlist", processlist(true, false, None)),
+        c(
+            "SELECT * FROM information_schema.PROCESSLIST",
+            processlist(true, true, None),
+        ),
+        c(
+            "select * from INFORMATION_SCHEMA.processlist where id = 42",
+            processlist(true, true, Some(42)),
+        ),
+        c(
+            "SELECT info FROM information_schema.PROCESSLIST",
+            reject("Unsupported", "information_schema.PROCESSLIST"),
+        ),
+        c(
+            "SELECT * FROM information_schema.PROCESSLIST WHERE user = 'app'",
+            reject("Unsupported", "information_schema.PROCESSLIST"),
+        ),
+    ]);
+}
+
+#[test]
+fn kill_forms() {
+    run(vec![
+        c(
+            "KILL 7",
+            session(SessionAction::Kill {
+                query: false,
+                id: 7,
+            }),
+        ),
+        c(
+            "KILL CONNECTION 7",
+            session(SessionAction::Kill {
+                query: false,
+                id: 7,
+            }),
+        ),
+        c(
+            "kill query 12",
+            session(SessionAction::Kill {
+                query: true,
+                id: 12,
+            }),
+        ),
+    ]);
+}
