@@ -3,7 +3,9 @@
 //! connection knows neither the session's database, nor its composed
 //! 64-bit insert ID, nor its transaction state, so each is replaced by the
 //! session's value as a literal. One that is a whole select-list item keeps
-//! the column name a server gives it (as written).
+//! the column name a server gives it (as written). `@@max_allowed_packet`
+//! reads the proxy's own packet limit (`limits.max_allowed_packet`): a
+//! driver that sizes its packets by it must not size them by the servers'.
 
 use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::{Token, TokenWithSpan};
@@ -17,6 +19,7 @@ enum Function {
     LastInsertId,
     Autocommit,
     InTransaction,
+    MaxAllowedPacket,
 }
 
 /// Words that end a select list at its nesting depth.
@@ -100,6 +103,9 @@ impl Env<'_> {
                 Function::LastInsertId => self.ctx.last_insert_id.to_string(),
                 Function::Autocommit => u8::from(self.ctx.autocommit).to_string(),
                 Function::InTransaction => u8::from(self.ctx.in_transaction).to_string(),
+                Function::MaxAllowedPacket => {
+                    self.topo.config.limits.max_allowed_packet.to_string()
+                }
             };
             let previous = i
                 .checked_sub(1)
@@ -147,16 +153,21 @@ fn session_reference(significant: &[&TokenWithSpan], i: usize) -> Option<(Functi
             Some(Function::Autocommit)
         } else if name.eq_ignore_ascii_case("in_transaction") {
             Some(Function::InTransaction)
+        } else if name.eq_ignore_ascii_case("max_allowed_packet") {
+            Some(Function::MaxAllowedPacket)
         } else {
             None
         }
     };
     if let Some(rest) = name.strip_prefix("@@") {
-        if rest.eq_ignore_ascii_case("session") || rest.eq_ignore_ascii_case("local") {
+        let global = rest.eq_ignore_ascii_case("global");
+        if global || rest.eq_ignore_ascii_case("session") || rest.eq_ignore_ascii_case("local") {
             if !matches!(significant.get(i + 1)?.token, Token::Period) {
                 return None;
             }
-            return variable(word(i + 2)?).map(|f| (f, i + 2));
+            return variable(word(i + 2)?)
+                .filter(|f| !global || matches!(f, Function::MaxAllowedPacket))
+                .map(|f| (f, i + 2));
         }
         return variable(rest).map(|f| (f, i));
     }

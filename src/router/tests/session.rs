@@ -229,6 +229,19 @@ fn session_statements() {
             "SELECT @@autocommit, @@version",
             any("SELECT 1 AS `@@autocommit`, @@version"),
         ),
+        // The proxy's packet limit (16 MiB by default), not the servers'.
+        c(
+            "SELECT @@max_allowed_packet",
+            any("SELECT 16777216 AS `@@max_allowed_packet`"),
+        ),
+        c(
+            "select @@global.max_allowed_packet, @@session.max_allowed_packet - 1",
+            any("select 16777216 AS `@@global.max_allowed_packet`, 16777216 - 1"),
+        ),
+        c(
+            "SELECT @@global.autocommit",
+            any("SELECT @@global.autocommit"),
+        ),
         set(&["names"], "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci"),
         set(&["charset"], "SET CHARACTER SET utf8mb4"),
         set(&["sql_mode"], "SET sql_mode='STRICT_TRANS_TABLES'"),
