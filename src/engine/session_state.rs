@@ -213,6 +213,7 @@ impl SessionState {
             route: RouteContext {
                 current_db: None,
                 lex,
+                connection_id,
                 ..RouteContext::default()
             },
             settings: SessionSettings::default(),

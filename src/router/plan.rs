@@ -495,6 +495,8 @@ pub struct RouteContext {
     /// Whether the session has an open transaction: what
     /// `@@in_transaction` reads.
     pub in_transaction: bool,
+    /// The session's proxy-owned id: what `CONNECTION_ID()` reads.
+    pub connection_id: u32,
 }
 
 impl Default for RouteContext {
@@ -506,6 +508,7 @@ impl Default for RouteContext {
             last_insert_id: 0,
             autocommit: true,
             in_transaction: false,
+            connection_id: 0,
         }
     }
 }

@@ -1,9 +1,10 @@
-//! `DATABASE()`, `SCHEMA()`, `LAST_INSERT_ID()`, `@@autocommit` and
-//! `@@in_transaction` inside a statement sent to a backend: the pooled
-//! connection knows neither the session's database, nor its composed
-//! 64-bit insert ID, nor its transaction state, so each is replaced by the
-//! session's value as a literal. One that is a whole select-list item keeps
-//! the column name a server gives it (as written). `@@max_allowed_packet`
+//! `DATABASE()`, `SCHEMA()`, `LAST_INSERT_ID()`, `CONNECTION_ID()`,
+//! `@@autocommit` and `@@in_transaction` inside a statement sent to a
+//! backend: the pooled connection knows neither the session's database, nor
+//! its composed 64-bit insert ID, nor its id, nor its transaction state, so
+//! each is replaced by the session's value as a literal. One that is a
+//! whole select-list item keeps the column name a server gives it (as
+//! written). `@@max_allowed_packet`
 //! reads the proxy's own packet limit (`limits.max_allowed_packet`): a
 //! driver that sizes its packets by it must not size them by the servers'.
 
@@ -17,6 +18,7 @@ use crate::router::text::Edits;
 enum Function {
     Database,
     LastInsertId,
+    ConnectionId,
     Autocommit,
     InTransaction,
     MaxAllowedPacket,
@@ -46,10 +48,11 @@ fn keyword(token: Option<&Token>) -> Keyword {
 }
 
 impl Env<'_> {
-    /// The replacement of every argument-less `DATABASE()`, `SCHEMA()` and
-    /// `LAST_INSERT_ID()` call and every read of `@@autocommit` /
-    /// `@@in_transaction` (also `@@session.`, `@@local.`) by the session's
-    /// value (`'dbNNNNN'` or NULL, the 64-bit ID, 1 or 0), with
+    /// The replacement of every argument-less `DATABASE()`, `SCHEMA()`,
+    /// `LAST_INSERT_ID()` and `CONNECTION_ID()` call and every read of
+    /// `@@autocommit` / `@@in_transaction` / `@@max_allowed_packet` (also
+    /// `@@session.`, `@@local.`) by the session's value (`'dbNNNNN'` or
+    /// NULL, the 64-bit ID, the session id, 1 or 0, the packet limit), with
     /// `` AS `<as written>` `` after one that is a whole select-list item;
     /// `None` when the statement reads none of them.
     pub(super) fn session_function_edits(&self, tokens: &[TokenWithSpan]) -> Option<Edits> {
@@ -101,6 +104,7 @@ impl Env<'_> {
                         |name| format!("'{}'", name.replace('\'', "''")),
                     ),
                 Function::LastInsertId => self.ctx.last_insert_id.to_string(),
+                Function::ConnectionId => self.ctx.connection_id.to_string(),
                 Function::Autocommit => u8::from(self.ctx.autocommit).to_string(),
                 Function::InTransaction => u8::from(self.ctx.in_transaction).to_string(),
                 Function::MaxAllowedPacket => {
@@ -136,9 +140,10 @@ impl Env<'_> {
 }
 
 /// The session value read at `significant[i]`, and the index of its last
-/// token: an unquoted, unqualified `DATABASE`, `SCHEMA` or
-/// `LAST_INSERT_ID` followed by `()`, or `@@autocommit` /
-/// `@@in_transaction` (also after `@@session.` / `@@local.`).
+/// token: an unquoted, unqualified `DATABASE`, `SCHEMA`, `LAST_INSERT_ID`
+/// or `CONNECTION_ID` followed by `()`, or `@@autocommit` /
+/// `@@in_transaction` / `@@max_allowed_packet` (also after `@@session.` /
+/// `@@local.`; `@@global.` only for `max_allowed_packet`).
 fn session_reference(significant: &[&TokenWithSpan], i: usize) -> Option<(Function, usize)> {
     let word = |at: usize| match &significant.get(at)?.token {
         Token::Word(w) if w.quote_style.is_none() => Some(w.value.as_str()),
@@ -180,6 +185,8 @@ fn session_reference(significant: &[&TokenWithSpan], i: usize) -> Option<(Functi
         Some((Function::Database, i + 2))
     } else if name.eq_ignore_ascii_case("LAST_INSERT_ID") {
         Some((Function::LastInsertId, i + 2))
+    } else if name.eq_ignore_ascii_case("CONNECTION_ID") {
+        Some((Function::ConnectionId, i + 2))
     } else {
         None
     }

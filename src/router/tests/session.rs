@@ -242,6 +242,10 @@ fn session_statements() {
             "SELECT @@global.autocommit",
             any("SELECT @@global.autocommit"),
         ),
+        c(
+            "SELECT CONNECTION_ID() + 0, connection_id()",
+            any("SELECT 0 + 0, 0 AS `connection_id()`"),
+        ),
         set(&["names"], "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci"),
         set(&["charset"], "SET CHARACTER SET utf8mb4"),
         set(&["sql_mode"], "SET sql_mode='STRICT_TRANS_TABLES'"),
