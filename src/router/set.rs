@@ -362,10 +362,11 @@ fn autocommit_value(value: &[&Token]) -> Result<bool, RouteError> {
         _ => "",
     };
     match text.to_ascii_uppercase().as_str() {
-        "1" | "ON" | "TRUE" => Ok(true),
+        // DEFAULT is the global value, which the proxy's servers keep at 1.
+        "1" | "ON" | "TRUE" | "DEFAULT" => Ok(true),
         "0" | "OFF" | "FALSE" => Ok(false),
         _ => Err(unsupported(
-            "SET autocommit needs 0, 1, ON or OFF".to_owned(),
+            "SET autocommit needs 0, 1, ON, OFF or DEFAULT".to_owned(),
         )),
     }
 }

@@ -127,6 +127,10 @@ fn session_statements() {
             Expect::Session(SessionAction::SetAutocommit(false)),
         ),
         c(
+            "SET autocommit = DEFAULT",
+            Expect::Session(SessionAction::SetAutocommit(true)),
+        ),
+        c(
             "SET SESSION autocommit = ON",
             Expect::Session(SessionAction::SetAutocommit(true)),
         ),
