@@ -2,7 +2,8 @@
 //! on an arbitrary payload, then the whole `login` (HandshakeResponse, auth
 //! switch answer read from the stream) and `change_user` over in-memory
 //! streams. Checks: no panic; the parser and `login` agree on what they
-//! refuse; a parsed response keeps only capabilities the proxy offers.
+//! refuse; a parsed response keeps only capabilities the proxy offers (and
+//! CLIENT_INTERACTIVE, which picks the session's idle timeout).
 //!
 //! Input: a flags byte, a 2-byte length and that many bytes of first
 //! packet payload, then the rest of the client's stream (frames).
@@ -43,7 +44,8 @@ fuzz_target!(|data: &[u8]| {
     let _ = is_ssl_request(&first);
     let parsed = parse_handshake_response(&first, tls_offered);
     if let Ok(fields) = &parsed {
-        assert!(SERVER_CAPABILITIES.contains(fields.capabilities));
+        assert!((SERVER_CAPABILITIES | CapabilityFlags::CLIENT_INTERACTIVE)
+            .contains(fields.capabilities));
         assert!(fields
             .capabilities
             .contains(CapabilityFlags::CLIENT_PROTOCOL_41));
