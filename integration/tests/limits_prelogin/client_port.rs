@@ -304,7 +304,16 @@ where
 async fn a_statement_over_max_allowed_packet_gets_1153_and_the_connection_closes() {
     let _turn = serial().await;
     let proxy = proxy_with("max-allowed-packet", "{max_allowed_packet: 1048576}", "");
-    let mut conn = app(&proxy).await;
+    // A well-behaved driver reads the limit and stays under it...
+    let mut polite = app(&proxy).await;
+    let told: Option<u64> = polite
+        .query_first("SELECT @@max_allowed_packet")
+        .await
+        .expect("@@max_allowed_packet");
+    assert_eq!(told, Some(1_048_576), "the proxy's limit, not the servers'");
+    // ...so the oversized statements below come from a client that ignores
+    // it (its own limit set far above).
+    let mut conn = app_ignoring_packet_limit(&proxy).await;
     // Within the limit (in one frame): answered.
     let fits = format!("SELECT LENGTH('{}')", "x".repeat(1_000_000));
     let length: Option<u64> = conn
@@ -329,7 +338,7 @@ async fn a_statement_over_max_allowed_packet_gets_1153_and_the_connection_closes
     // At the default (16 MiB, MariaDB's) a 17 MiB statement is refused on
     // its second frame; the ERR follows the client's numbering.
     let defaults = proxy_with("max-allowed-packet-default", "{}", "");
-    let mut conn = app(&defaults).await;
+    let mut conn = app_ignoring_packet_limit(&defaults).await;
     let over = format!("SELECT LENGTH('{}')", "x".repeat(17 << 20));
     let (code, message) = server_error(conn.query_drop(over).await.unwrap_err());
     assert_eq!(code, 1153, "{message}");
@@ -389,4 +398,18 @@ async fn idle_unauthenticated_sockets_do_not_stop_logged_in_clients() {
     }
     println!("open fds after the proxy closed them: {}", open_fds());
     assert!(select_one(&mut app).await < Duration::from_secs(2));
+}
+
+/// The app account, with the client's own packet limit at 64 MiB whatever
+/// `@@max_allowed_packet` says, as a hostile or careless client would.
+async fn app_ignoring_packet_limit(proxy: &RunningProxy) -> mysql_async::Conn {
+    let addr = proxy.listening.client;
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(addr.port())
+        .user(Some(APP_USER))
+        .pass(Some(APP_PASSWORD))
+        .prefer_socket(false)
+        .max_allowed_packet(Some(64 << 20));
+    mysql_async::Conn::new(opts).await.expect("client login")
 }
