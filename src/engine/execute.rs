@@ -17,7 +17,7 @@ use super::lex_state;
 use super::pause::{Blocked, PausedShard, ShardGuard};
 use super::relay::InsertIdComposer;
 use super::session_state::{SessionState, SettingsLimits};
-use super::transaction::{on_bound_shard, recorded_text};
+use super::transaction::{check_combined_autocommit, on_bound_shard, recorded_text};
 use super::venue::{Statement, Venue};
 use super::Engine;
 use crate::backend::PooledConn;
@@ -394,7 +394,12 @@ impl Engine {
                 autocommit,
             } => {
                 let sql = recorded_text(sql)?;
-                let before = (state.autocommit, state.explicit_transaction);
+                check_combined_autocommit(state, autocommit)?;
+                let before = (
+                    state.autocommit,
+                    state.explicit_transaction,
+                    state.implicit_transaction,
+                );
                 if let Some(on) = autocommit {
                     self.apply_autocommit(topology, state, on, client).await?;
                 }
@@ -402,7 +407,11 @@ impl Engine {
                     .set_session(topology, state, variables, sql, client)
                     .await;
                 if !matches!(done, Ok(true)) {
-                    (state.autocommit, state.explicit_transaction) = before;
+                    (
+                        state.autocommit,
+                        state.explicit_transaction,
+                        state.implicit_transaction,
+                    ) = before;
                 }
                 done.map(|_| ())
             }
