@@ -71,3 +71,66 @@ async fn a_combined_set_that_fails_never_commits_the_transaction() {
         .unwrap();
     assert_eq!(in_transaction(&mut conn).await, (1, 0));
 }
+
+async fn raw_client() -> BackendConn {
+    let key = ConnKey {
+        framing: CapabilityFlags::empty(),
+        collation: 45,
+    };
+    let addr = proxy_addr().to_string();
+    BackendConn::connect(&addr, APP_USER, APP_PASSWORD, key, Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|e| panic!("raw login to {addr}: {e}"))
+}
+
+/// The status flags of the OK a statement gets.
+async fn ok_status(conn: &mut BackendConn, sql: &str) -> StatusFlags {
+    let answer = conn
+        .simple_command(Command::COM_QUERY, sql.as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(answer[0], 0x00, "{sql}: {:?}", parse_err(&answer));
+    parse_ok(&answer).unwrap().status
+}
+
+/// The status flags of a result set's two EOFs (columns, rows).
+async fn result_statuses(conn: &mut BackendConn, sql: &str) -> Vec<StatusFlags> {
+    conn.send_command(Command::COM_QUERY, sql.as_bytes())
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let (_, packet) = conn.reader.next_packet().await.unwrap();
+        assert_ne!(packet[0], 0xFF, "{sql}: {:?}", parse_err(&packet));
+        if packet[0] == 0xFE && packet.len() < 9 {
+            seen.push(parse_eof_status(&packet).unwrap());
+        }
+    }
+    seen
+}
+
+#[tokio::test]
+async fn a_schema_change_with_autocommit_off_leaves_no_transaction_open() {
+    let table = format!("fixe_ddl_{}", std::process::id());
+    let db = format!("db{SHARD_A:05}");
+    let mut raw = raw_client().await;
+    ok_status(&mut raw, "SET autocommit = 0").await;
+    // A read opens the implicit transaction; the schema change ends it.
+    let read = format!("SELECT data FROM pins WHERE id = {}", pin_id(SHARD_A, 1));
+    let seen = result_statuses(&mut raw, &read).await;
+    assert!(seen[0].contains(StatusFlags::SERVER_STATUS_IN_TRANS));
+    let status = ok_status(&mut raw, &format!("CREATE TABLE {db}.{table} (a INT)")).await;
+    assert!(
+        !status.contains(StatusFlags::SERVER_STATUS_IN_TRANS),
+        "the CREATE's OK: {status:?}"
+    );
+    let mut conn = client().await;
+    conn.query_drop("SET autocommit = 0").await.unwrap();
+    conn.query_drop(format!("DROP TABLE {db}.{table}"))
+        .await
+        .unwrap();
+    assert_eq!(in_transaction(&mut conn).await, (0, 0), "after the DROP");
+    conn.query_drop("SET TRANSACTION READ ONLY")
+        .await
+        .expect("no transaction is in progress");
+}

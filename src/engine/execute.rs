@@ -245,8 +245,20 @@ impl Engine {
         guard: ShardGuard,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
-        if matches!(plan, Plan::Shard(_) | Plan::MultiShard(_)) && !state.autocommit {
-            state.implicit_transaction = true;
+        match &plan {
+            // The server commits implicitly before and after a schema change:
+            // no transaction is open once it ran (one the proxy would have to
+            // keep open is refused before it is sent).
+            Plan::Shard(query) if query.kind == StatementKind::SchemaChange => {
+                if state.bound.is_none() && !state.explicit_transaction {
+                    state.implicit_transaction = false;
+                    state.pending_savepoints.clear();
+                }
+            }
+            Plan::Shard(_) | Plan::MultiShard(_) if !state.autocommit => {
+                state.implicit_transaction = true;
+            }
+            _ => {}
         }
         if matches!(plan, Plan::MultiShard(_)) && !state.in_transaction() {
             // A read over shards outside a transaction is the transaction a
