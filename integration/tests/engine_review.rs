@@ -134,3 +134,29 @@ async fn a_schema_change_with_autocommit_off_leaves_no_transaction_open() {
         .await
         .expect("no transaction is in progress");
 }
+
+#[tokio::test]
+async fn field_list_reports_the_sessions_status() {
+    let mut raw = raw_client().await;
+    ok_status(&mut raw, "SET autocommit = 0").await;
+    let answer = raw
+        .simple_command(Command::COM_INIT_DB, format!("db{SHARD_A:05}").as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(answer[0], 0x00, "{:?}", parse_err(&answer));
+    raw.send_command(Command::COM_FIELD_LIST, b"pins\0")
+        .await
+        .unwrap();
+    let end = loop {
+        let (_, packet) = raw.reader.next_packet().await.unwrap();
+        assert_ne!(packet[0], 0xFF, "{:?}", parse_err(&packet));
+        if packet[0] == 0xFE {
+            break packet;
+        }
+    };
+    let status = parse_eof_status(&end).unwrap();
+    assert!(
+        !status.contains(StatusFlags::SERVER_STATUS_AUTOCOMMIT),
+        "autocommit is off in the session: {status:?}"
+    );
+}
