@@ -25,12 +25,39 @@ pub const INFO_WIDTH: usize = 100;
 pub const MAX_INFO_BYTES: usize = 64 * 1024;
 
 /// Every client session of the proxy.
-#[derive(Default)]
 pub struct Sessions {
     map: Mutex<HashMap<u32, Arc<SessionEntry>>>,
+    next_id: Mutex<u32>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Self::starting_at(1)
+    }
 }
 
 impl Sessions {
+    fn starting_at(id: u32) -> Self {
+        Self {
+            map: Mutex::default(),
+            next_id: Mutex::new(id),
+        }
+    }
+
+    /// The id for a new connection: the next one in turn (from 1, wrapping
+    /// after `u32::MAX`, never 0), skipping those live sessions still have.
+    pub fn next_id(&self) -> u32 {
+        let map = lock(&self.map);
+        let mut next = lock(&self.next_id);
+        loop {
+            let id = *next;
+            *next = next.wrapping_add(1).max(1);
+            if !map.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
     /// Adds a logged-in session; it is removed when the returned
     /// registration is dropped.
     pub fn register(self: &Arc<Self>, id: u32, user: &str, host: &str) -> Registration {
@@ -344,6 +371,16 @@ mod tests {
         assert_eq!(sessions.count(), 1);
         drop(other);
         assert_eq!(sessions.count(), 0);
+    }
+
+    #[test]
+    fn ids_wrap_around_the_live_sessions() {
+        let sessions = Arc::new(Sessions::starting_at(u32::MAX));
+        let _one = sessions.register(1, "app", "h");
+        let _two = sessions.register(2, "app", "h");
+        assert_eq!(sessions.next_id(), u32::MAX);
+        assert_eq!(sessions.next_id(), 3, "0 is never an id; 1 and 2 are live");
+        assert_eq!(sessions.next_id(), 4);
     }
 
     #[test]

@@ -56,7 +56,10 @@ pub async fn serve_with(
     crate::net::accept_forever(
         listener,
         "client listener",
-        |stream, peer, connection_id| {
+        |stream, peer, _| {
+            // The registry's id, never one a live session still has (the
+            // accept loop's count wraps over them).
+            let connection_id = engine.sessions.next_id();
             let topology = engine.topology.load();
             let cap = ClientCap::new(&topology, files).effective;
             let slot = open.try_acquire(cap);
