@@ -160,3 +160,25 @@ async fn field_list_reports_the_sessions_status() {
         "autocommit is off in the session: {status:?}"
     );
 }
+
+#[tokio::test]
+async fn set_transaction_never_reaches_another_sessions_statement() {
+    let mut first = client().await;
+    first.query_drop("SET TRANSACTION READ ONLY").await.unwrap();
+    // A SHOW takes the characteristics to its connection but, on the
+    // server, does not consume them.
+    first
+        .query_drop(format!("SHOW COLUMNS FROM db{SHARD_A:05}.pins"))
+        .await
+        .unwrap();
+    let mut second = client().await;
+    for n in 0..4 {
+        let written = try_insert_pin(&mut second, SHARD_A, &format!("{TAG} rw {n}")).await;
+        assert!(
+            written.is_ok(),
+            "another session's write: {:?}",
+            written.map_err(server_error)
+        );
+    }
+    delete_pins(MASTER_A, &[SHARD_A], TAG).await;
+}

@@ -324,10 +324,11 @@ impl Engine {
         let schema_change = query.kind == StatementKind::SchemaChange;
         // Outside a transaction the statement is the transaction a pending
         // `SET TRANSACTION` is for, as on a server.
+        // It stays pending until it is sent (`Engine::send_prelude`).
         let prelude = if state.in_transaction() {
             None
         } else {
-            state.next_transaction.take()
+            state.next_transaction.clone()
         };
         let (venue, _guard) = self.venue_for(topology, state, &query, guard).await?;
         let outcome = self
