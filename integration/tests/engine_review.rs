@@ -182,3 +182,72 @@ async fn set_transaction_never_reaches_another_sessions_statement() {
     }
     delete_pins(MASTER_A, &[SHARD_A], TAG).await;
 }
+
+/// The server thread on master A running a statement containing `marker`.
+async fn thread_running(marker: &str) -> Option<u64> {
+    let mut ops = operations(MASTER_A).await;
+    let id = ops
+        .query_first(format!(
+            "SELECT ID FROM information_schema.PROCESSLIST \
+             WHERE INFO LIKE '%{marker}%' AND INFO NOT LIKE '%PROCESSLIST%'"
+        ))
+        .await
+        .expect("backend process list");
+    ops.disconnect().await.ok();
+    id
+}
+
+async fn thread_exists(id: u64) -> bool {
+    let mut ops = operations(MASTER_A).await;
+    let found: Option<u64> = ops
+        .query_first(format!(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE ID = {id}"
+        ))
+        .await
+        .expect("backend process list");
+    ops.disconnect().await.ok();
+    found.is_some()
+}
+
+#[tokio::test]
+async fn a_connection_a_kill_was_aimed_at_is_closed_not_pooled() {
+    let mut victim = client().await;
+    let mut killer = client().await;
+    let id = insert_pin(&mut victim, SHARD_A, &format!("{TAG} kill")).await;
+    let marker = "fixe_kill_marker";
+    let victim_id = victim.id();
+    let running = tokio::spawn(async move {
+        let result = victim
+            .query_drop(format!(
+                "SELECT SLEEP(30) AS {marker} FROM pins WHERE id = {id}"
+            ))
+            .await;
+        (victim, result)
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let thread = loop {
+        if let Some(thread) = thread_running(marker).await {
+            break thread;
+        }
+        assert!(std::time::Instant::now() < deadline, "never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    killer
+        .query_drop(format!("KILL QUERY {victim_id}"))
+        .await
+        .unwrap();
+    let (mut victim, result) = running.await.unwrap();
+    assert_eq!(server_error(result.expect_err("cancelled")).0, 1317);
+    // The next statement settles the previous one's connection.
+    let one: Option<u64> = victim.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while thread_exists(thread).await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backend thread {thread} went back to the pool"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    delete_pins(MASTER_A, &[SHARD_A], &format!("{TAG} kill")).await;
+}

@@ -85,7 +85,8 @@ impl Engine {
                         .map_err(|error| error.to_string())?;
                 // The statement may have ended while the control connection
                 // was opened, and its connection may serve someone else now.
-                if !target.still_using(&thread) {
+                // Otherwise the connection is closed, not pooled, after it.
+                if !target.aim_kill(&thread) {
                     return Ok(());
                 }
                 let sql = format!("KILL QUERY {}", thread.thread_id);

@@ -330,12 +330,15 @@ pub(super) async fn send_and_relay<W: AsyncWrite + Unpin>(
 ) -> Result<RelayOutcome, RelayFailure> {
     let started = Instant::now();
     let thread_id = pooled.conn().thread_id;
-    let _in_use = session.using(pooled.pool(), thread_id);
+    let in_use = session.using(pooled.pool(), thread_id);
     let conn = pooled.conn();
     let result = match conn.send_command(Command::COM_QUERY, sql).await {
         Err(error) => Err(RelayFailure::NotSent(error)),
         Ok(()) => relay_response(conn, client, options).await,
     };
+    if in_use.finish() {
+        conn.kill_aimed = true;
+    }
     let failed = result.as_ref().map_or(true, |outcome| outcome.failed);
     pooled.pool().statements.record(started.elapsed(), failed);
     result
