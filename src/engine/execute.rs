@@ -249,12 +249,15 @@ impl Engine {
             // The server commits implicitly before and after a schema change:
             // no transaction is open once it ran (one the proxy would have to
             // keep open is refused before it is sent).
-            Plan::Shard(query) if query.kind == StatementKind::SchemaChange => {
-                if state.bound.is_none() && !state.explicit_transaction {
-                    state.implicit_transaction = false;
-                    state.pending_savepoints.clear();
-                }
+            Plan::Shard(query)
+                if query.kind == StatementKind::SchemaChange
+                    && state.bound.is_none()
+                    && !state.explicit_transaction =>
+            {
+                state.implicit_transaction = false;
+                state.pending_savepoints.clear();
             }
+            Plan::Shard(query) if query.kind == StatementKind::SchemaChange => {}
             Plan::Shard(_) | Plan::MultiShard(_) if !state.autocommit => {
                 state.implicit_transaction = true;
             }
