@@ -222,8 +222,9 @@ async fn prepared_star_describes_and_returns_the_global_id() {
 }
 
 /// Databases of this binary's own fleet (`dbx{:04}`, covered by the data
-/// account's `db_____` grant), on master A.
-const STAR_DATABASES: [&str; 2] = ["dbx0000", "dbx0005"];
+/// account's `db_____` grant), on master A: the range's first and last
+/// (those the columns are read from) and the one written to.
+const STAR_DATABASES: [&str; 3] = ["dbx0000", "dbx0005", "dbx0015"];
 
 /// The test config plus fleet `star` (16 shards on master A) with object
 /// tables `star_notes` (created by the test) and `star_gone` (never
