@@ -330,6 +330,29 @@ async fn star_fleet_checks() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    // A column added on one database only: refused until every one has it.
+    let mut ops = operations(MASTER_A).await;
+    ops.query_drop("ALTER TABLE dbx0015.star_notes ADD COLUMN later INT")
+        .await
+        .expect("alter one database");
+    ops.disconnect().await.ok();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let message = loop {
+        match conn
+            .query_drop(format!("SELECT * FROM star_notes WHERE id = {id}"))
+            .await
+        {
+            Err(error) => break server_error(error).1,
+            Ok(()) => assert!(Instant::now() < deadline, "never refused"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        message.contains("dbx0000 has (local_id, body, extra)")
+            && message.contains("dbx0015 has (local_id, body, extra, later)"),
+        "{message}"
+    );
+
     let gone = compose(5, 902, 1);
     let error = conn
         .query_drop(format!("SELECT * FROM star_gone WHERE id = {gone}"))
