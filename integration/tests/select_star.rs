@@ -222,8 +222,9 @@ async fn prepared_star_describes_and_returns_the_global_id() {
 }
 
 /// Databases of this binary's own fleet (`dbx{:04}`, covered by the data
-/// account's `db_____` grant), on master A.
-const STAR_DATABASES: [&str; 2] = ["dbx0000", "dbx0005"];
+/// account's `db_____` grant), on master A: the range's first and last
+/// (those the columns are read from) and the one written to.
+const STAR_DATABASES: [&str; 3] = ["dbx0000", "dbx0005", "dbx0015"];
 
 /// The test config plus fleet `star` (16 shards on master A) with object
 /// tables `star_notes` (created by the test) and `star_gone` (never
@@ -328,6 +329,29 @@ async fn star_fleet_checks() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+
+    // A column added on one database only: refused until every one has it.
+    let mut ops = operations(MASTER_A).await;
+    ops.query_drop("ALTER TABLE dbx0015.star_notes ADD COLUMN later INT")
+        .await
+        .expect("alter one database");
+    ops.disconnect().await.ok();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let message = loop {
+        match conn
+            .query_drop(format!("SELECT * FROM star_notes WHERE id = {id}"))
+            .await
+        {
+            Err(error) => break server_error(error).1,
+            Ok(()) => assert!(Instant::now() < deadline, "never refused"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        message.contains("dbx0000 has (local_id, body, extra)")
+            && message.contains("dbx0015 has (local_id, body, extra, later)"),
+        "{message}"
+    );
 
     let gone = compose(5, 902, 1);
     let error = conn

@@ -125,6 +125,9 @@ pub struct BackendConn {
     /// The server's id of this connection (its handshake's connection id,
     /// what `KILL` takes).
     pub thread_id: u32,
+    /// A `KILL QUERY` was aimed at it: it may still arrive, so the
+    /// connection never goes back to the pool.
+    pub kill_aimed: bool,
 }
 
 impl BackendConn {
@@ -236,6 +239,7 @@ impl BackendConn {
             settings_fingerprint: 0,
             statement_timeout_ms: 0,
             thread_id,
+            kill_aimed: false,
         })
     }
 

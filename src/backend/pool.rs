@@ -207,9 +207,10 @@ impl PooledConn {
         &self.pool
     }
 
-    /// Puts a clean connection back in its pool.
+    /// Puts a clean connection back in its pool (one a `KILL` was aimed at
+    /// is closed instead).
     pub fn release(mut self) {
-        if let Some(conn) = self.conn.take() {
+        if let Some(conn) = self.conn.take().filter(|conn| !conn.kill_aimed) {
             let mut idle = lock(&self.pool.idle);
             if !self.pool.retired.load(Ordering::Acquire) {
                 idle.push(conn);

@@ -17,7 +17,7 @@ use super::lex_state;
 use super::pause::{Blocked, PausedShard, ShardGuard};
 use super::relay::InsertIdComposer;
 use super::session_state::{SessionState, SettingsLimits};
-use super::transaction::{on_bound_shard, recorded_text};
+use super::transaction::{check_combined_autocommit, on_bound_shard, recorded_text};
 use super::venue::{Statement, Venue};
 use super::Engine;
 use crate::backend::PooledConn;
@@ -245,8 +245,23 @@ impl Engine {
         guard: ShardGuard,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
-        if matches!(plan, Plan::Shard(_) | Plan::MultiShard(_)) && !state.autocommit {
-            state.implicit_transaction = true;
+        match &plan {
+            // The server commits implicitly before and after a schema change:
+            // no transaction is open once it ran (one the proxy would have to
+            // keep open is refused before it is sent).
+            Plan::Shard(query)
+                if query.kind == StatementKind::SchemaChange
+                    && state.bound.is_none()
+                    && !state.explicit_transaction =>
+            {
+                state.implicit_transaction = false;
+                state.pending_savepoints.clear();
+            }
+            Plan::Shard(query) if query.kind == StatementKind::SchemaChange => {}
+            Plan::Shard(_) | Plan::MultiShard(_) if !state.autocommit => {
+                state.implicit_transaction = true;
+            }
+            _ => {}
         }
         if matches!(plan, Plan::MultiShard(_)) && !state.in_transaction() {
             // A read over shards outside a transaction is the transaction a
@@ -312,10 +327,11 @@ impl Engine {
         let schema_change = query.kind == StatementKind::SchemaChange;
         // Outside a transaction the statement is the transaction a pending
         // `SET TRANSACTION` is for, as on a server.
+        // It stays pending until it is sent (`Engine::send_prelude`).
         let prelude = if state.in_transaction() {
             None
         } else {
-            state.next_transaction.take()
+            state.next_transaction.clone()
         };
         let (venue, _guard) = self.venue_for(topology, state, &query, guard).await?;
         let outcome = self
@@ -394,7 +410,12 @@ impl Engine {
                 autocommit,
             } => {
                 let sql = recorded_text(sql)?;
-                let before = (state.autocommit, state.explicit_transaction);
+                check_combined_autocommit(state, autocommit)?;
+                let before = (
+                    state.autocommit,
+                    state.explicit_transaction,
+                    state.implicit_transaction,
+                );
                 if let Some(on) = autocommit {
                     self.apply_autocommit(topology, state, on, client).await?;
                 }
@@ -402,7 +423,11 @@ impl Engine {
                     .set_session(topology, state, variables, sql, client)
                     .await;
                 if !matches!(done, Ok(true)) {
-                    (state.autocommit, state.explicit_transaction) = before;
+                    (
+                        state.autocommit,
+                        state.explicit_transaction,
+                        state.implicit_transaction,
+                    ) = before;
                 }
                 done.map(|_| ())
             }

@@ -10,7 +10,7 @@ use super::pause::Blocked;
 use super::session_state::SessionState;
 use super::Engine;
 use crate::error::ClientError;
-use crate::protocol::packets::{ends_result_set, ERR_HEADER};
+use crate::protocol::packets::{ends_result_set, rewrite_status, status_offset, ERR_HEADER};
 use crate::protocol::FrameWriter;
 use crate::router::{RouteError, Target};
 use crate::topology::{FleetId, Topology};
@@ -101,6 +101,14 @@ impl Engine {
             // with 0xFE: any 0xFE packet ends the list (an EOF, or an OK
             // under CLIENT_DEPRECATE_EOF).
             let end = ends_result_set(frame.payload(), true);
+            if end {
+                // The session's autocommit and transaction state, not the
+                // pooled connection's.
+                let eof = !state.deprecate_eof;
+                if let Some(at) = status_offset(frame.payload(), eof) {
+                    rewrite_status(frame.payload_mut(), at, state.status_flags(), false);
+                }
+            }
             client.write_raw(frame.raw()).await.map_err(|error| {
                 Failure::Client(ClientError::BackendLost {
                     host: "client".to_owned(),

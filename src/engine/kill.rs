@@ -9,20 +9,22 @@
 //! CONNECTION` also ends the session once its statement is over, at once
 //! when it is idle.
 
-use std::time::Duration;
+use std::sync::Arc;
 
-use mysql_common::constants::{CapabilityFlags, Command};
+use mysql_common::constants::Command;
 use tokio::io::AsyncWrite;
+use tokio::task::JoinSet;
 use tracing::debug;
 
 use super::answer::write_ok;
 use super::failure::Failure;
+use super::server_info::on_control_connection;
 use super::session_state::SessionState;
 use super::sessions::SessionEntry;
 use super::Engine;
-use crate::backend::{BackendConn, ConnKey};
+use crate::backend::BackendConn;
 use crate::error::ClientError;
-use crate::protocol::packets::{parse_err, ERR_HEADER, UTF8MB4_GENERAL_CI};
+use crate::protocol::packets::{parse_err, ERR_HEADER};
 use crate::protocol::FrameWriter;
 use crate::topology::Topology;
 
@@ -49,7 +51,7 @@ impl Engine {
         if !target.owned_by(&state.entry.user()) {
             return Err(Failure::Client(ClientError::NotOwner(id)));
         }
-        if std::sync::Arc::ptr_eq(&target, &state.entry) {
+        if Arc::ptr_eq(&target, &state.entry) {
             if query {
                 return Err(Failure::Client(ClientError::QueryInterrupted));
             }
@@ -65,59 +67,59 @@ impl Engine {
     }
 
     /// Runs `KILL QUERY` for every backend connection `target` uses now,
-    /// each on a control connection of its own to that host, checking just
-    /// before that the statement still runs there. A thread that ended
+    /// all at once, each on a control connection of its own to that host,
+    /// checking just before that the statement still runs there. A thread that ended
     /// meanwhile is no error; other failures are logged (the statement
     /// then runs to its end).
-    pub async fn cancel_statement(&self, topology: &Topology, target: &SessionEntry) {
-        let backend = &topology.config.backend;
-        let timeout = Duration::from_millis(backend.connect_timeout_ms);
-        let key = ConnKey {
-            framing: CapabilityFlags::empty(),
-            collation: UTF8MB4_GENERAL_CI as u8,
-        };
+    pub async fn cancel_statement(&self, topology: &Topology, target: &Arc<SessionEntry>) {
+        let mut kills = JoinSet::new();
         for thread in target.backends() {
-            let addr = thread.pool.addr.as_str();
-            let kill = async {
-                let mut conn =
-                    BackendConn::connect(addr, &backend.user, &backend.password, key, timeout)
-                        .await
-                        .map_err(|error| error.to_string())?;
-                // The statement may have ended while the control connection
-                // was opened, and its connection may serve someone else now.
-                if !target.still_using(&thread) {
-                    return Ok(());
-                }
-                let sql = format!("KILL QUERY {}", thread.thread_id);
-                let answer = conn
-                    .simple_command(Command::COM_QUERY, sql.as_bytes())
-                    .await
-                    .map_err(|error| error.to_string())?;
-                match answer.first() {
-                    Some(&ERR_HEADER) => match parse_err(&answer) {
-                        Some((NO_SUCH_THREAD, _, _)) => Ok(()),
-                        Some((code, _, message)) => Err(format!("{code} {message}")),
-                        None => Err("malformed error packet".to_owned()),
-                    },
-                    _ => Ok(()),
-                }
-            };
-            match tokio::time::timeout(timeout * 2, kill).await {
-                Ok(Ok(())) => {
-                    debug!(
+            let backend = topology.config.backend.clone();
+            let target = Arc::clone(target);
+            kills.spawn(async move {
+                let addr = thread.pool.addr.clone();
+                let result = on_control_connection(&backend, &addr, async |conn| {
+                    // The statement may have ended while the control
+                    // connection was opened, and its connection may serve
+                    // someone else now; otherwise the connection is closed,
+                    // not pooled, after it.
+                    if !target.aim_kill(&thread) {
+                        return Ok(());
+                    }
+                    kill_query(conn, thread.thread_id).await
+                })
+                .await;
+                match result {
+                    Ok(()) => debug!(
                         session = target.id,
                         host = addr,
                         thread = thread.thread_id,
                         "killed the session's backend statement"
-                    );
+                    ),
+                    Err(error) => {
+                        debug!(session = target.id, host = addr, thread = thread.thread_id, %error, "KILL QUERY failed")
+                    }
                 }
-                Ok(Err(error)) => {
-                    debug!(session = target.id, host = addr, thread = thread.thread_id, %error, "KILL QUERY failed");
-                }
-                Err(_) => {
-                    debug!(session = target.id, host = addr, "KILL QUERY timed out");
-                }
-            }
+            });
         }
+        while kills.join_next().await.is_some() {}
+    }
+}
+
+/// Runs `KILL QUERY thread` on a control connection; a thread that ended
+/// meanwhile is no error.
+async fn kill_query(conn: &mut BackendConn, thread: u32) -> Result<(), String> {
+    let sql = format!("KILL QUERY {thread}");
+    let answer = conn
+        .simple_command(Command::COM_QUERY, sql.as_bytes())
+        .await
+        .map_err(|error| error.to_string())?;
+    match answer.first() {
+        Some(&ERR_HEADER) => match parse_err(&answer) {
+            Some((NO_SUCH_THREAD, _, _)) => Ok(()),
+            Some((code, _, message)) => Err(format!("{code} {message}")),
+            None => Err("malformed error packet".to_owned()),
+        },
+        _ => Ok(()),
     }
 }

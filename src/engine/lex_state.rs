@@ -1,9 +1,10 @@
 //! Reads back from a server how it will read the session's statements
 //! (`sql_mode`, `character_set_client`), after a `SET` that may change it.
 
+use super::merge::decode_text_row;
 use crate::backend::BackendConn;
 use crate::protocol::frame::read_lenenc_int;
-use crate::protocol::packets::{ends_result_set, ERR_HEADER, TEXT_NULL};
+use crate::protocol::packets::{ends_result_set, ERR_HEADER};
 use mysql_common::constants::Command;
 
 /// The statement that reads the session's lexical state (and its
@@ -74,21 +75,11 @@ pub async fn read_row(conn: &mut BackendConn, query: &[u8]) -> Result<Vec<Option
         }
     }
     let row = row.ok_or("no row")?;
-    let mut rest = row.as_slice();
-    let mut values = Vec::new();
-    for _ in 0..columns {
-        if rest.first() == Some(&TEXT_NULL) {
-            rest = &rest[1..];
-            values.push(None);
-            continue;
-        }
-        let len = read_lenenc_int(&mut rest)
-            .and_then(|len| usize::try_from(len).ok())
-            .ok_or("malformed row")?;
-        let text = rest.get(..len).ok_or("malformed row")?;
-        values.push(Some(String::from_utf8_lossy(text).into_owned()));
-        rest = &rest[len..];
-    }
+    let count = usize::try_from(columns).map_err(|_| "malformed column count")?;
+    let values = decode_text_row(&row, count)
+        .into_iter()
+        .map(|value| value.map(|text| String::from_utf8_lossy(&text).into_owned()))
+        .collect();
     Ok(values)
 }
 

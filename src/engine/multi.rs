@@ -247,7 +247,9 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
         let started = Instant::now();
         let in_use = job.session.using(&job.pool, conn.conn().thread_id);
         let result = read_part(conn.conn(), &job.sql, &job.budget).await;
-        drop(in_use);
+        if in_use.finish() {
+            conn.conn().kill_aimed = true;
+        }
         job.pool
             .statements
             .record(started.elapsed(), !matches!(result, Ok(Ok(_))));

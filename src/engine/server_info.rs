@@ -12,6 +12,7 @@ use super::lex_state::read_row;
 use super::Engine;
 use crate::backend::{BackendConn, ConnKey};
 use crate::protocol::packets::UTF8MB4_GENERAL_CI;
+use crate::topology::config::BackendConfig;
 
 /// The version assumed when no master answered at start.
 const FALLBACK_BACKEND_VERSION: &str = "10.11.0";
@@ -105,32 +106,19 @@ impl Engine {
         }
         let topology = self.topology.load();
         let backend = &topology.config.backend;
-        let key = ConnKey {
-            framing: CapabilityFlags::empty(),
-            collation: UTF8MB4_GENERAL_CI as u8,
-        };
-        let timeout = Duration::from_millis(backend.connect_timeout_ms);
         for host in topology.masters() {
             let addr = super::checkout::host_addr(&topology, host);
-            let read = async {
-                let mut conn =
-                    BackendConn::connect(addr, &backend.user, &backend.password, key, timeout)
-                        .await
-                        .map_err(|e| e.to_string())?;
+            let read = on_control_connection(backend, addr, async |conn| {
                 read_row(
-                    &mut conn,
+                    conn,
                     b"SELECT VERSION(), @@global.wait_timeout, @@global.interactive_timeout",
                 )
                 .await
-            };
-            let values = match tokio::time::timeout(timeout * 2, read).await {
-                Ok(Ok(values)) => values,
-                Ok(Err(error)) => {
+            });
+            let values = match read.await {
+                Ok(values) => values,
+                Err(error) => {
                     warn!(host = addr, %error, "could not read the server version");
-                    continue;
-                }
-                Err(_) => {
-                    warn!(host = addr, "could not read the server version in time");
                     continue;
                 }
             };
@@ -153,6 +141,30 @@ impl Engine {
         }
         warn!("no master answered; presenting the default server version");
     }
+}
+
+/// Runs `work` on a control connection of its own to `addr` (the data
+/// account, utf8mb4, no client framing): opening it and the work together
+/// get twice the connect timeout. `Err` says what failed.
+pub(super) async fn on_control_connection<T>(
+    backend: &BackendConfig,
+    addr: &str,
+    work: impl AsyncFnOnce(&mut BackendConn) -> Result<T, String>,
+) -> Result<T, String> {
+    let key = ConnKey {
+        framing: CapabilityFlags::empty(),
+        collation: UTF8MB4_GENERAL_CI as u8,
+    };
+    let timeout = Duration::from_millis(backend.connect_timeout_ms);
+    let run = async {
+        let mut conn = BackendConn::connect(addr, &backend.user, &backend.password, key, timeout)
+            .await
+            .map_err(|error| error.to_string())?;
+        work(&mut conn).await
+    };
+    tokio::time::timeout(timeout * 2, run)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {:?}", timeout * 2)))
 }
 
 #[cfg(test)]

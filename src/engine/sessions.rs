@@ -25,12 +25,39 @@ pub const INFO_WIDTH: usize = 100;
 pub const MAX_INFO_BYTES: usize = 64 * 1024;
 
 /// Every client session of the proxy.
-#[derive(Default)]
 pub struct Sessions {
     map: Mutex<HashMap<u32, Arc<SessionEntry>>>,
+    next_id: Mutex<u32>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Self::starting_at(1)
+    }
 }
 
 impl Sessions {
+    fn starting_at(id: u32) -> Self {
+        Self {
+            map: Mutex::default(),
+            next_id: Mutex::new(id),
+        }
+    }
+
+    /// The id for a new connection: the next one in turn (from 1, wrapping
+    /// after `u32::MAX`, never 0), skipping those live sessions still have.
+    pub fn next_id(&self) -> u32 {
+        let map = lock(&self.map);
+        let mut next = lock(&self.next_id);
+        loop {
+            let id = *next;
+            *next = next.wrapping_add(1).max(1);
+            if !map.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
     /// Adds a logged-in session; it is removed when the returned
     /// registration is dropped.
     pub fn register(self: &Arc<Self>, id: u32, user: &str, host: &str) -> Registration {
@@ -128,6 +155,7 @@ pub struct BackendThread {
     /// The server's thread id of the connection.
     pub thread_id: u32,
     token: u64,
+    kill_aimed: bool,
 }
 
 /// One row of `SHOW PROCESSLIST`.
@@ -233,6 +261,7 @@ impl SessionEntry {
             pool: Arc::clone(pool),
             thread_id,
             token,
+            kill_aimed: false,
         });
         BackendUse {
             entry: Arc::clone(self),
@@ -246,11 +275,14 @@ impl SessionEntry {
     }
 
     /// Whether the session still uses `thread` (the same use of it, not a
-    /// later one of the same connection).
-    pub fn still_using(&self, thread: &BackendThread) -> bool {
+    /// later one of the same connection); if so, records that a `KILL` is
+    /// aimed at it ([`BackendUse::finish`] then says so).
+    pub fn aim_kill(&self, thread: &BackendThread) -> bool {
         lock(&self.backends)
-            .iter()
-            .any(|used| used.token == thread.token)
+            .iter_mut()
+            .find(|used| used.token == thread.token)
+            .map(|used| used.kill_aimed = true)
+            .is_some()
     }
 
     /// Cancels the session's current command (`KILL QUERY`): a statement
@@ -311,6 +343,19 @@ pub struct BackendUse {
     token: u64,
 }
 
+impl BackendUse {
+    /// Ends the use; true when a `KILL` was aimed at it meanwhile
+    /// ([`SessionEntry::aim_kill`]): the KILL may still reach the
+    /// connection, which must then serve no one else.
+    pub fn finish(self) -> bool {
+        let mut backends = lock(&self.entry.backends);
+        let index = backends
+            .iter()
+            .position(|thread| thread.token == self.token);
+        index.is_some_and(|index| backends.swap_remove(index).kill_aimed)
+    }
+}
+
 impl Drop for BackendUse {
     fn drop(&mut self) {
         lock(&self.entry.backends).retain(|thread| thread.token != self.token);
@@ -344,6 +389,37 @@ mod tests {
         assert_eq!(sessions.count(), 1);
         drop(other);
         assert_eq!(sessions.count(), 0);
+    }
+
+    #[test]
+    fn ids_wrap_around_the_live_sessions() {
+        let sessions = Arc::new(Sessions::starting_at(u32::MAX));
+        let _one = sessions.register(1, "app", "h");
+        let _two = sessions.register(2, "app", "h");
+        assert_eq!(sessions.next_id(), u32::MAX);
+        assert_eq!(sessions.next_id(), 3, "0 is never an id; 1 and 2 are live");
+        assert_eq!(sessions.next_id(), 4);
+    }
+
+    #[test]
+    fn a_use_a_kill_was_aimed_at_says_so_when_it_ends() {
+        let pool = crate::backend::Backends::new(crate::backend::pool::BackendSettings {
+            user: String::new(),
+            password: String::new(),
+            max_per_host: 1,
+            connect_timeout: std::time::Duration::from_secs(1),
+            checkout_timeout: std::time::Duration::from_secs(1),
+        })
+        .pool("127.0.0.1:1");
+        let entry = SessionEntry::detached(1);
+        let quiet = entry.using(&pool, 10);
+        assert!(!quiet.finish());
+        let aimed = entry.using(&pool, 11);
+        let thread = entry.backends().remove(0);
+        assert!(entry.aim_kill(&thread));
+        assert!(aimed.finish(), "the connection must not be pooled");
+        assert!(!entry.aim_kill(&thread), "that use is over");
+        assert!(entry.backends().is_empty());
     }
 
     #[test]

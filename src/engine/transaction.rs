@@ -311,6 +311,26 @@ pub(super) fn recorded_text(sql: SqlText) -> Result<String, Failure> {
     })
 }
 
+/// A `SET` that turns autocommit on among other variables: with a bound
+/// transaction, turning it on commits, and the other assignments could
+/// still fail after the commit; refused, so the transaction stays the
+/// client's to end. Without a bound transaction nothing is committed and
+/// a failed SET leaves the session as it was.
+pub(super) fn check_combined_autocommit(
+    state: &SessionState,
+    autocommit: Option<bool>,
+) -> Result<(), Failure> {
+    if autocommit != Some(true) || state.bound.is_none() {
+        return Ok(());
+    }
+    Err(Failure::Client(ClientError::Transaction(
+        "SET autocommit = 1 together with other variables inside a transaction would commit it \
+         before the other assignments are checked; COMMIT or ROLLBACK first, or SET autocommit = 1 \
+         on its own"
+            .to_owned(),
+    )))
+}
+
 /// A schema change makes the server commit the open transaction, which
 /// would end a bound transaction behind the client's back: refused while
 /// one is open (BEGIN given, or a transaction bound under autocommit off).

@@ -8,9 +8,10 @@ use std::time::Instant;
 use mysql_common::constants::StatusFlags;
 use tokio::io::AsyncWrite;
 
-use super::checkout::{host_addr, stamp_connection};
+use super::checkout::{host_addr, stamp_connection, DIRTY};
 use super::failure::{
-    backend_error, close_after_failure, no_masters, relay_failure_to_client, Failure, Scope,
+    backend_error, close_after_failure, lost_connection, no_masters, relay_failure_to_client,
+    Failure, Scope,
 };
 use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions, RelayOutcome};
 use super::session_state::SessionState;
@@ -152,7 +153,9 @@ impl Engine {
                 state.last_on_bound = false;
                 let mut conn = self.checkout(topology, &pool, target, state).await?;
                 if let Some(prelude) = &prelude {
-                    conn = send_unrelayed(conn, prelude).await?;
+                    conn = self
+                        .send_prelude(topology, state, conn, target, prelude)
+                        .await?;
                 }
                 self.run_pooled(topology, state, conn, (target, sql, stamp), options, client)
                     .await
@@ -214,6 +217,61 @@ impl Engine {
         finish_pooled(state, conn, result, stamp)
     }
 
+    /// Sends the pending `SET TRANSACTION` on a checked-out connection
+    /// before the statement that takes it, and returns the connection. Not
+    /// once the statement was cancelled. The connection is marked dirty
+    /// first: the characteristics outlive a statement that does not consume
+    /// them (one cancelled, refused, or a `SHOW`), so the next session to use
+    /// the connection resets it. A reused connection that turns out stale is
+    /// replaced once, as for the statement; once sent, the characteristics
+    /// are no longer the session's pending ones, and the statement is not
+    /// sent again on another connection (it would go without them).
+    async fn send_prelude(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        mut conn: PooledConn,
+        target: Option<Target>,
+        prelude: &str,
+    ) -> Result<PooledConn, Failure> {
+        if state.entry.is_cancelled() {
+            conn.release();
+            return Err(Failure::Client(ClientError::QueryInterrupted));
+        }
+        conn.conn().settings_fingerprint = DIRTY;
+        let sent = conn
+            .conn()
+            .send_command(Command::COM_QUERY, prelude.as_bytes())
+            .await;
+        if let Err(error) = sent {
+            let (pool, reused) = (conn.pool().clone(), conn.reused);
+            conn.discard_broken();
+            if !reused {
+                return Err(lost_connection(&pool.addr)(error));
+            }
+            conn = self.checkout(topology, &pool, target, state).await?;
+            conn.conn().settings_fingerprint = DIRTY;
+            conn.conn()
+                .send_command(Command::COM_QUERY, prelude.as_bytes())
+                .await
+                .map_err(lost_connection(&pool.addr))?;
+        }
+        state.next_transaction = None;
+        conn.reused = false;
+        match conn.conn().reader.next_packet().await {
+            Ok((_, answer)) if answer.first() == Some(&ERR_HEADER) => {
+                Err(Failure::Client(backend_error(&answer)))
+            }
+            Ok(_) => Ok(conn),
+            Err(error) => {
+                let addr = conn.pool().addr.clone();
+                conn.discard_broken();
+                let lost = lost_connection(&addr);
+                Err(lost(error))
+            }
+        }
+    }
+
     /// Where a statement any master can answer runs: on the bound
     /// connection inside a bound transaction, else on any master.
     pub(super) fn any_venue(
@@ -272,12 +330,15 @@ pub(super) async fn send_and_relay<W: AsyncWrite + Unpin>(
 ) -> Result<RelayOutcome, RelayFailure> {
     let started = Instant::now();
     let thread_id = pooled.conn().thread_id;
-    let _in_use = session.using(pooled.pool(), thread_id);
+    let in_use = session.using(pooled.pool(), thread_id);
     let conn = pooled.conn();
     let result = match conn.send_command(Command::COM_QUERY, sql).await {
         Err(error) => Err(RelayFailure::NotSent(error)),
         Ok(()) => relay_response(conn, client, options).await,
     };
+    if in_use.finish() {
+        conn.kill_aimed = true;
+    }
     let failed = result.as_ref().map_or(true, |outcome| outcome.failed);
     pooled.pool().statements.record(started.elapsed(), failed);
     result

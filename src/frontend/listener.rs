@@ -53,28 +53,27 @@ pub async fn serve_with(
     let files = open_file_limit();
     ClientCap::new(&engine.topology.load(), files).log(files);
     let open = ConnectionCount::default();
-    crate::net::accept_forever(
-        listener,
-        "client listener",
-        |stream, peer, connection_id| {
-            let topology = engine.topology.load();
-            let cap = ClientCap::new(&topology, files).effective;
-            let slot = open.try_acquire(cap);
-            let bounds = LoginBounds::new(&topology.config.limits);
-            let engine = engine.clone();
-            let tls = tls.clone();
-            async move {
-                let Some(_slot) = slot else {
-                    debug!(connection_id, %peer, cap, "too many client connections; answered 1040");
-                    handshake::refuse_too_many_connections(stream, cap);
-                    return;
-                };
-                if let Err(error) = session::run(engine, stream, connection_id, tls, bounds).await {
-                    debug!(connection_id, %peer, %error, "session ended with an error");
-                }
+    crate::net::accept_forever(listener, "client listener", |stream, peer, _| {
+        // The registry's id, never one a live session still has (the
+        // accept loop's count wraps over them).
+        let connection_id = engine.sessions.next_id();
+        let topology = engine.topology.load();
+        let cap = ClientCap::new(&topology, files).effective;
+        let slot = open.try_acquire(cap);
+        let bounds = LoginBounds::new(&topology.config.limits);
+        let engine = engine.clone();
+        let tls = tls.clone();
+        async move {
+            let Some(_slot) = slot else {
+                debug!(connection_id, %peer, cap, "too many client connections; answered 1040");
+                handshake::refuse_too_many_connections(stream, cap);
+                return;
+            };
+            if let Err(error) = session::run(engine, stream, connection_id, tls, bounds).await {
+                debug!(connection_id, %peer, %error, "session ended with an error");
             }
-        },
-    )
+        }
+    })
     .await;
     Ok(())
 }

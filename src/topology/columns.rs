@@ -21,6 +21,9 @@ use tokio::sync::Notify;
 pub struct TableColumns {
     /// Fleet name → lower-case table name → column names in order.
     fleets: HashMap<String, HashMap<String, Arc<[String]>>>,
+    /// Fleet name → lower-case table name → how its shard databases differ
+    /// (a schema change rolled out part-way): no columns are given for it.
+    differing: HashMap<String, HashMap<String, String>>,
 }
 
 impl TableColumns {
@@ -42,6 +45,24 @@ impl TableColumns {
         }
     }
 
+    /// Records that the shard databases of `fleet` differ on `table`
+    /// (`why` names them).
+    pub fn insert_differing(&mut self, fleet: &str, table: &str, why: String) {
+        self.differing
+            .entry(fleet.to_owned())
+            .or_default()
+            .insert(table.to_ascii_lowercase(), why);
+    }
+
+    /// How the shard databases of `fleet` differ on `table` (any case), if
+    /// they do.
+    pub fn differing(&self, fleet: &str, table: &str) -> Option<String> {
+        self.differing
+            .get(fleet)?
+            .get(&table.to_ascii_lowercase())
+            .cloned()
+    }
+
     /// Whether this reading has anything for `fleet`.
     pub fn has_fleet(&self, fleet: &str) -> bool {
         self.fleets.contains_key(fleet)
@@ -51,6 +72,9 @@ impl TableColumns {
     pub fn take_fleet(&mut self, fleet: &str, other: &TableColumns) {
         if let Some(tables) = other.fleets.get(fleet) {
             self.fleets.insert(fleet.to_owned(), tables.clone());
+        }
+        if let Some(tables) = other.differing.get(fleet) {
+            self.differing.insert(fleet.to_owned(), tables.clone());
         }
     }
 }

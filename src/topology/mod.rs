@@ -195,6 +195,13 @@ impl Topology {
         self.columns.get(&fleet.name, &rule.name)
     }
 
+    /// How the shard databases differ on an object table's columns, when
+    /// they do (its columns are then not given).
+    pub fn object_columns_differ(&self, rule: &TableRule) -> Option<String> {
+        let fleet = self.fleets.get(rule.fleet)?;
+        self.columns.load().differing(&fleet.name, &rule.name)
+    }
+
     /// The fleet with this config name.
     pub fn fleet_by_name(&self, name: &str) -> Option<FleetId> {
         self.fleets.iter().position(|f| f.name == name)

@@ -181,6 +181,14 @@ impl<'a> Planner<'a> {
         };
         let env = self.env;
         let Some(columns) = env.topo.object_columns(rule) else {
+            if let Some(why) = env.topo.object_columns_differ(rule) {
+                return Err(unsupported(format!(
+                    "SELECT * on object table {table}: {why} (a schema change is rolled out \
+                     part-way; finish it, e.g. with shardgate fleet migrate); meanwhile name \
+                     the columns: SELECT id, ... FROM {table}",
+                    table = rule.name
+                )));
+            }
             let fleet = env.fleet(rule.fleet)?;
             return Err(unsupported(format!(
                 "SELECT * on object table {table}: shardgate has not read its columns yet (it \

@@ -1,0 +1,253 @@
+//! Session and connection state at the edges, checked on the servers: a
+//! combined SET that fails never commits, a schema change with autocommit
+//! off leaves no transaction open, `SET TRANSACTION` never leaks to a
+//! pooled connection, and COM_FIELD_LIST reports the session's status.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use mysql_common::constants::{CapabilityFlags, Command, StatusFlags};
+use shardgate::backend::{BackendConn, ConnKey};
+use shardgate::protocol::packets::{parse_eof_status, parse_err, parse_ok};
+
+/// Shards this binary writes on (host A); rows are tagged.
+const SHARD_A: u32 = 1919;
+const TAG: &str = "engine-review";
+
+async fn pin_on_host(id: u64) -> Option<String> {
+    let fields = decode(id);
+    row_on_host(
+        main_master_port(fields.shard),
+        "pins",
+        fields.shard,
+        fields.local_id,
+    )
+    .await
+}
+
+async fn in_transaction(conn: &mut mysql_async::Conn) -> (i64, i64) {
+    conn.query_first("SELECT @@autocommit, @@in_transaction")
+        .await
+        .expect("session values")
+        .expect("one row")
+}
+
+#[tokio::test]
+async fn a_combined_set_that_fails_never_commits_the_transaction() {
+    let mut conn = client().await;
+    conn.query_drop("SET autocommit = 0").await.unwrap();
+    let id = insert_pin(&mut conn, SHARD_A, &format!("{TAG} combined")).await;
+    let refused = conn
+        .query_drop("SET autocommit = 1, sql_mode = 'BOGUS'")
+        .await
+        .expect_err("a bogus sql_mode");
+    let (code, message) = server_error(refused);
+    assert!(code == 1105 || code == 1231, "{code} {message}");
+    assert_eq!(pin_on_host(id).await, None, "nothing committed");
+    assert_eq!(in_transaction(&mut conn).await, (0, 1), "still in it");
+    conn.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(pin_on_host(id).await, None, "rolled back");
+
+    // Unbound: an explicit transaction and an implicit one stay open.
+    conn.query_drop("BEGIN").await.unwrap();
+    conn.query_drop("SET autocommit = 1, sql_mode = 'BOGUS'")
+        .await
+        .expect_err("a bogus sql_mode");
+    assert_eq!(in_transaction(&mut conn).await, (0, 1), "BEGIN kept");
+    conn.query_drop("ROLLBACK").await.unwrap();
+    let read = format!("SELECT data FROM pins WHERE id = {}", pin_id(SHARD_A, 1));
+    conn.query_drop(&read).await.unwrap();
+    conn.query_drop("SET autocommit = 1, sql_mode = 'BOGUS'")
+        .await
+        .expect_err("a bogus sql_mode");
+    assert_eq!(in_transaction(&mut conn).await, (0, 1), "implicit kept");
+    conn.query_drop("ROLLBACK").await.unwrap();
+    // Nothing bound: turning autocommit on with another variable works.
+    conn.query_drop("SET autocommit = 1, @engine_review = 1")
+        .await
+        .unwrap();
+    assert_eq!(in_transaction(&mut conn).await, (1, 0));
+}
+
+async fn raw_client() -> BackendConn {
+    let key = ConnKey {
+        framing: CapabilityFlags::empty(),
+        collation: 45,
+    };
+    let addr = proxy_addr().to_string();
+    BackendConn::connect(&addr, APP_USER, APP_PASSWORD, key, Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|e| panic!("raw login to {addr}: {e}"))
+}
+
+/// The status flags of the OK a statement gets.
+async fn ok_status(conn: &mut BackendConn, sql: &str) -> StatusFlags {
+    let answer = conn
+        .simple_command(Command::COM_QUERY, sql.as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(answer[0], 0x00, "{sql}: {:?}", parse_err(&answer));
+    parse_ok(&answer).unwrap().status
+}
+
+/// The status flags of a result set's two EOFs (columns, rows).
+async fn result_statuses(conn: &mut BackendConn, sql: &str) -> Vec<StatusFlags> {
+    conn.send_command(Command::COM_QUERY, sql.as_bytes())
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let (_, packet) = conn.reader.next_packet().await.unwrap();
+        assert_ne!(packet[0], 0xFF, "{sql}: {:?}", parse_err(&packet));
+        if packet[0] == 0xFE && packet.len() < 9 {
+            seen.push(parse_eof_status(&packet).unwrap());
+        }
+    }
+    seen
+}
+
+#[tokio::test]
+async fn a_schema_change_with_autocommit_off_leaves_no_transaction_open() {
+    let table = format!("fixe_ddl_{}", std::process::id());
+    let db = format!("db{SHARD_A:05}");
+    let mut raw = raw_client().await;
+    ok_status(&mut raw, "SET autocommit = 0").await;
+    // A read opens the implicit transaction; the schema change ends it.
+    let read = format!("SELECT data FROM pins WHERE id = {}", pin_id(SHARD_A, 1));
+    let seen = result_statuses(&mut raw, &read).await;
+    assert!(seen[0].contains(StatusFlags::SERVER_STATUS_IN_TRANS));
+    let status = ok_status(&mut raw, &format!("CREATE TABLE {db}.{table} (a INT)")).await;
+    assert!(
+        !status.contains(StatusFlags::SERVER_STATUS_IN_TRANS),
+        "the CREATE's OK: {status:?}"
+    );
+    let mut conn = client().await;
+    conn.query_drop("SET autocommit = 0").await.unwrap();
+    conn.query_drop(format!("DROP TABLE {db}.{table}"))
+        .await
+        .unwrap();
+    assert_eq!(in_transaction(&mut conn).await, (0, 0), "after the DROP");
+    conn.query_drop("SET TRANSACTION READ ONLY")
+        .await
+        .expect("no transaction is in progress");
+}
+
+#[tokio::test]
+async fn field_list_reports_the_sessions_status() {
+    let mut raw = raw_client().await;
+    ok_status(&mut raw, "SET autocommit = 0").await;
+    let answer = raw
+        .simple_command(Command::COM_INIT_DB, format!("db{SHARD_A:05}").as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(answer[0], 0x00, "{:?}", parse_err(&answer));
+    raw.send_command(Command::COM_FIELD_LIST, b"pins\0")
+        .await
+        .unwrap();
+    let end = loop {
+        let (_, packet) = raw.reader.next_packet().await.unwrap();
+        assert_ne!(packet[0], 0xFF, "{:?}", parse_err(&packet));
+        if packet[0] == 0xFE {
+            break packet;
+        }
+    };
+    let status = parse_eof_status(&end).unwrap();
+    assert!(
+        !status.contains(StatusFlags::SERVER_STATUS_AUTOCOMMIT),
+        "autocommit is off in the session: {status:?}"
+    );
+}
+
+#[tokio::test]
+async fn set_transaction_never_reaches_another_sessions_statement() {
+    let mut first = client().await;
+    first.query_drop("SET TRANSACTION READ ONLY").await.unwrap();
+    // A SHOW takes the characteristics to its connection but, on the
+    // server, does not consume them.
+    first
+        .query_drop(format!("SHOW COLUMNS FROM db{SHARD_A:05}.pins"))
+        .await
+        .unwrap();
+    let mut second = client().await;
+    for n in 0..4 {
+        let written = try_insert_pin(&mut second, SHARD_A, &format!("{TAG} rw {n}")).await;
+        assert!(
+            written.is_ok(),
+            "another session's write: {:?}",
+            written.map_err(server_error)
+        );
+    }
+    delete_pins(MASTER_A, &[SHARD_A], TAG).await;
+}
+
+/// The server thread on master A running a statement containing `marker`.
+async fn thread_running(marker: &str) -> Option<u64> {
+    let mut ops = operations(MASTER_A).await;
+    let id = ops
+        .query_first(format!(
+            "SELECT ID FROM information_schema.PROCESSLIST \
+             WHERE INFO LIKE '%{marker}%' AND INFO NOT LIKE '%PROCESSLIST%'"
+        ))
+        .await
+        .expect("backend process list");
+    ops.disconnect().await.ok();
+    id
+}
+
+async fn thread_exists(id: u64) -> bool {
+    let mut ops = operations(MASTER_A).await;
+    let found: Option<u64> = ops
+        .query_first(format!(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE ID = {id}"
+        ))
+        .await
+        .expect("backend process list");
+    ops.disconnect().await.ok();
+    found.is_some()
+}
+
+#[tokio::test]
+async fn a_connection_a_kill_was_aimed_at_is_closed_not_pooled() {
+    let mut victim = client().await;
+    let mut killer = client().await;
+    let id = insert_pin(&mut victim, SHARD_A, &format!("{TAG} kill")).await;
+    let marker = "fixe_kill_marker";
+    let victim_id = victim.id();
+    let running = tokio::spawn(async move {
+        let result = victim
+            .query_drop(format!(
+                "SELECT SLEEP(30) AS {marker} FROM pins WHERE id = {id}"
+            ))
+            .await;
+        (victim, result)
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let thread = loop {
+        if let Some(thread) = thread_running(marker).await {
+            break thread;
+        }
+        assert!(std::time::Instant::now() < deadline, "never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    killer
+        .query_drop(format!("KILL QUERY {victim_id}"))
+        .await
+        .unwrap();
+    let (mut victim, result) = running.await.unwrap();
+    assert_eq!(server_error(result.expect_err("cancelled")).0, 1317);
+    // The next statement settles the previous one's connection.
+    let one: Option<u64> = victim.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while thread_exists(thread).await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backend thread {thread} went back to the pool"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    delete_pins(MASTER_A, &[SHARD_A], &format!("{TAG} kill")).await;
+}
