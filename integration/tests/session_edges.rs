@@ -66,7 +66,7 @@ async fn a_combined_set_that_fails_never_commits_the_transaction() {
     assert_eq!(in_transaction(&mut conn).await, (0, 1), "implicit kept");
     conn.query_drop("ROLLBACK").await.unwrap();
     // Nothing bound: turning autocommit on with another variable works.
-    conn.query_drop("SET autocommit = 1, @engine_review = 1")
+    conn.query_drop("SET autocommit = 1, @session_edges = 1")
         .await
         .unwrap();
     assert_eq!(in_transaction(&mut conn).await, (1, 0));
