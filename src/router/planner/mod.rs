@@ -314,8 +314,15 @@ fn plan_tokens(
         return ddl::plan(env, command, &names, edits, &hints, placement);
     }
     if let Statement::Query(query) = statement {
-        if let Some(asked) = diagnostics::select_diagnostics(&src, query) {
-            return Ok(diagnostics::plan(sql, asked));
+        // With a session value to substitute, the substituted text is
+        // planned instead (below).
+        if substituted.is_none() {
+            if let Some(asked) = diagnostics::select_diagnostics(&src, query) {
+                let asked = diagnostics::reroute_fallback(asked?, |text| {
+                    route_inner(text, topo, ctx, placement, prepare)
+                })?;
+                return Ok(diagnostics::plan(sql, asked));
+            }
         }
         if let Some(action) = session::special_select(query) {
             return Ok(Plan::Session(action));
