@@ -199,6 +199,9 @@ fn route_inner(
                     plan => Ok(plan),
                 };
             }
+            None if tokens::names_processlist(&tokens) => {
+                return Err(unsupported(proxy_info::PROCESSLIST_REFUSED))
+            }
             None => return set::plan(&tokens, sql, &src),
         }
     }
@@ -227,7 +230,8 @@ fn plan_do(
     as_select.extend_from_slice(sql.get(after_do..).unwrap_or_default());
     match route_inner(&as_select, topo, ctx, placement, prepare) {
         Ok(Plan::AnyHost { .. }) => any_host(sql, edits),
-        Ok(Plan::Reject(error)) | Err(error @ RouteError::Syntax(_)) => Err(error),
+        Ok(Plan::Reject(error))
+        | Err(error @ (RouteError::Syntax(_) | RouteError::Unsupported(_))) => Err(error),
         _ => Err(unsupported(
             "DO over a sharded table; send it as a SELECT the proxy can route",
         )),
@@ -282,11 +286,15 @@ fn plan_tokens(
         prepare,
     };
     let substituted = env.session_function_edits(&tokens);
+    let reads_processlist = tokens::names_processlist(&tokens);
     let parsed = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
         .parse_statements();
     let statements = match parsed {
         Ok(statements) => statements,
+        Err(_) if reads_processlist => {
+            return Err(unsupported(proxy_info::PROCESSLIST_REFUSED));
+        }
         Err(error) => {
             if let Some(asked) = show_diagnostics {
                 return Ok(diagnostics::plan(sql, asked));
@@ -307,6 +315,16 @@ fn plan_tokens(
             ))
         }
     };
+    if reads_processlist {
+        let answered = match statement {
+            Statement::Query(query) => proxy_info::select(query),
+            _ => None,
+        };
+        return match answered {
+            Some(action) => action.map(Plan::Session),
+            None => Err(unsupported(proxy_info::PROCESSLIST_REFUSED)),
+        };
+    }
     if let (Statement::ShowVariable { .. }, Some(asked)) = (statement, show_diagnostics) {
         return Ok(diagnostics::plan(sql, asked));
     }

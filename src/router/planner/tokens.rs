@@ -308,6 +308,31 @@ pub(super) fn nesting_too_deep(tokens: &[TokenWithSpan]) -> Option<TooDeep> {
     None
 }
 
+/// Whether the statement names `information_schema.PROCESSLIST` anywhere
+/// (any clause, subquery, CTE, SET value; quoted or not). The backends'
+/// process list shows every session's statements under the shared data
+/// account: only the reads the proxy answers itself may name it.
+pub(super) fn names_processlist(tokens: &[TokenWithSpan]) -> bool {
+    let names: Vec<Option<&str>> = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .map(|t| match &t.token {
+            Token::Word(w) => Some(w.value.as_str()),
+            // An identifier under ANSI_QUOTES.
+            Token::DoubleQuotedString(s) => Some(s.as_str()),
+            Token::Period => Some("."),
+            _ => None,
+        })
+        .collect();
+    names.windows(3).any(|w| match w {
+        [Some(schema), Some("."), Some(table)] => {
+            schema.eq_ignore_ascii_case("information_schema")
+                && table.eq_ignore_ascii_case("processlist")
+        }
+        _ => false,
+    })
+}
+
 /// The servers' own schemas: no statement through the proxy may name them.
 pub(super) const PRIVATE_SCHEMAS: [&str; 3] = ["mysql", "performance_schema", "sys"];
 
