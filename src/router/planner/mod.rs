@@ -287,6 +287,10 @@ fn plan_tokens(
     };
     let substituted = env.session_function_edits(&tokens);
     let reads_processlist = tokens::names_processlist(&tokens);
+    let references = match keyword {
+        Keyword::CREATE | Keyword::ALTER => ddl::scan(&tokens)?,
+        _ => 0,
+    };
     let parsed = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
         .parse_statements();
@@ -329,6 +333,7 @@ fn plan_tokens(
         return Ok(diagnostics::plan(sql, asked));
     }
     if let Some((command, names)) = ddl::tables(statement)? {
+        ddl::check_references(statement, references)?;
         return ddl::plan(env, command, &names, edits, &hints, placement);
     }
     if let Statement::Query(query) = statement {
