@@ -202,7 +202,21 @@ fn route_inner(
             None if tokens::names_processlist(&tokens) => {
                 return Err(unsupported(proxy_info::PROCESSLIST_REFUSED))
             }
-            None => return set::plan(&tokens, sql, &src),
+            None => {
+                // A SET is replayed on every backend connection the session
+                // uses: the session's values go in as they are now.
+                let env = Env {
+                    topo,
+                    ctx,
+                    src: &src,
+                    prepare,
+                };
+                if let Some(substituted) = env.session_function_edits(&tokens) {
+                    let text = apply(substituted, sql)?;
+                    return route_inner(&text.0, topo, ctx, placement, prepare);
+                }
+                return set::plan(&tokens, sql, &src);
+            }
         }
     }
     plan_tokens(
@@ -223,6 +237,16 @@ fn plan_do(
     edits: Edits,
 ) -> Result<Plan, RouteError> {
     let sql = src.original;
+    let env = Env {
+        topo,
+        ctx,
+        src,
+        prepare,
+    };
+    if let Some(substituted) = env.session_function_edits(tokens) {
+        let text = apply(substituted, sql)?;
+        return route_inner(&text.0, topo, ctx, placement, prepare);
+    }
     let after_do = tokens::first_significant(tokens)
         .and_then(|t| src.range(t.span))
         .map_or(sql.len(), |range| range.end);
