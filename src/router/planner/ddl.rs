@@ -287,11 +287,21 @@ pub struct MigrationTable {
 
 /// Reads a schema change meant for every shard database: one routed schema
 /// change (not RENAME) naming its tables unqualified, without hints.
+/// Read as a server with the default `sql_mode` and a UTF-8 client reads
+/// it; [`migration_table_in`] reads it as a given session does.
 pub fn migration_table(sql: &str) -> Result<MigrationTable, RouteError> {
-    let mode = crate::router::plan::LexMode::default();
+    migration_table_in(sql, &crate::router::plan::LexMode::default())
+}
+
+/// [`migration_table`], read in `mode` (the `sql_mode`, character set and
+/// version of the session that will run it).
+pub fn migration_table_in(
+    sql: &str,
+    mode: &crate::router::plan::LexMode,
+) -> Result<MigrationTable, RouteError> {
     let lexed = lex::lex(
         sql.as_bytes(),
-        &mode,
+        mode,
         crate::topology::config::DEFAULT_MAX_STATEMENT_TOKENS,
     )?;
     let dialect = MySqlDialect {};

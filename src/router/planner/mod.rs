@@ -67,7 +67,7 @@ use super::plan::{
 use super::set;
 use super::text::{Edits, Source};
 use crate::topology::{Fleet, FleetId, TableRule, Topology};
-pub use ddl::{migration_table, MigrationTable};
+pub use ddl::{migration_table, migration_table_in, MigrationTable};
 use dml::Planner;
 #[cfg(test)]
 pub(crate) use dml::MAX_WALK_DEPTH;
