@@ -353,7 +353,7 @@ fn server_lex_mode(sql_mode: &str, charset: &str, version: &str) -> LexMode {
         // An unknown set is read the most cautious way.
         charset: ClientCharset::from_name(charset)
             .unwrap_or(ClientCharset::AsciiTrail(TrailCharset::Gbk)),
-        server_version: crate::backend::conn::version_number(version)
+        server_version: crate::router::plan::version_number(version)
             .unwrap_or(LexMode::default().server_version),
     }
 }
