@@ -313,24 +313,27 @@ pub(super) fn nesting_too_deep(tokens: &[TokenWithSpan]) -> Option<TooDeep> {
 /// process list shows every session's statements under the shared data
 /// account: only the reads the proxy answers itself may name it.
 pub(super) fn names_processlist(tokens: &[TokenWithSpan]) -> bool {
-    let names: Vec<Option<&str>> = tokens
-        .iter()
-        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
-        .map(|t| match &t.token {
-            Token::Word(w) => Some(w.value.as_str()),
-            // An identifier under ANSI_QUOTES.
-            Token::DoubleQuotedString(s) => Some(s.as_str()),
-            Token::Period => Some("."),
-            _ => None,
-        })
-        .collect();
-    names.windows(3).any(|w| match w {
-        [Some(schema), Some("."), Some(table)] => {
-            schema.eq_ignore_ascii_case("information_schema")
-                && table.eq_ignore_ascii_case("processlist")
-        }
+    let is = |token: &Token, wanted: &str| match token {
+        Token::Word(w) => w.value.eq_ignore_ascii_case(wanted),
+        // An identifier under ANSI_QUOTES.
+        Token::DoubleQuotedString(s) => s.eq_ignore_ascii_case(wanted),
         _ => false,
-    })
+    };
+    let significant = tokens
+        .iter()
+        .map(|t| &t.token)
+        .filter(|t| !matches!(t, Token::Whitespace(_)));
+    // 0: nothing yet, 1: after information_schema, 2: and its period.
+    let mut seen = 0;
+    for token in significant {
+        seen = match (seen, token) {
+            (1, Token::Period) => 2,
+            (2, _) if is(token, "processlist") => return true,
+            _ if is(token, "information_schema") => 1,
+            _ => 0,
+        };
+    }
+    false
 }
 
 /// The servers' own schemas: no statement through the proxy may name them.
