@@ -109,7 +109,7 @@ async fn migrate_a_scratch_table_on_every_shard() {
     assert!(plan.contains("16 shard databases on 1 hosts"), "{plan}");
     assert!(plan.contains("(db00000 .. db00015), 16 to do"), "{plan}");
     assert!(
-        plan.contains(&format!("USE `db00000`;\n{create}")),
+        plan.contains(&format!("USE `db00000`; then {create}")),
         "{plan}"
     );
     assert_eq!(columns_by_shard(&table).await, same_everywhere(&[]));
@@ -153,10 +153,28 @@ async fn migrate_a_scratch_table_on_every_shard() {
     );
 
     // Run again without a state file: every shard says "duplicate column"
-    // with the same definition, so all count as already applied.
-    let again = migrate(&dir, &config, &["--sql", &add]);
-    assert!(again.status.success(), "{}", text(&again));
-    assert!(text(&again).contains("0 applied, 16 already applied"));
+    // and none applied the statement, so there is no definition to compare
+    // with (a `v BIGINT` would meet the same errors): none counts as
+    // applied.
+    let again_state = dir.join("again.state");
+    let again = migrate(
+        &dir,
+        &config,
+        &[
+            "--sql",
+            &add,
+            "--state",
+            again_state.to_str().expect("utf-8 path"),
+        ],
+    );
+    assert!(!again.status.success(), "{}", text(&again));
+    let out = text(&again);
+    assert!(out.contains("0 applied, 0 already applied"), "{out}");
+    assert!(out.contains("16 failed"), "{out}");
+    assert!(
+        out.contains("no shard database applied the statement"),
+        "{out}"
+    );
 
     // Failing shards: db00003 has no table (1146), db00004 already has a
     // `w` of another type (1060, and a definition that differs).

@@ -235,3 +235,41 @@ async fn a_schema_change_never_ends_an_open_transaction() {
         .expect("autocommit on");
     nowhere(&name).await;
 }
+
+/// A foreign key to another shard database, or table options that reach
+/// other tables or files, are refused and nothing is created.
+#[tokio::test]
+async fn schema_changes_reach_no_other_shard() {
+    let mut conn = client().await;
+    let parent = table(90);
+    let child = table(91);
+    conn.query_drop(format!(
+        "CREATE TABLE db00006.{parent} (a INT PRIMARY KEY) ENGINE=InnoDB"
+    ))
+    .await
+    .expect("a parent on shard 6");
+    for sql in [
+        format!(
+            "CREATE TABLE db00005.{child} (a INT, FOREIGN KEY (a) REFERENCES db00006.{parent} (a) ON DELETE CASCADE) ENGINE=InnoDB"
+        ),
+        format!("CREATE TABLE db00005.{child} (a INT) ENGINE=MERGE UNION=(db00006.{parent})"),
+        format!("CREATE TABLE db00005.{child} (a INT) DATA DIRECTORY = '/tmp'"),
+    ] {
+        let (code, message) = refused(&mut conn, &sql).await;
+        assert!(message.contains("shard"), "{sql}: {code} {message}");
+    }
+    nowhere(&child).await;
+    // On its own shard the foreign key is the server's.
+    conn.query_drop(format!(
+        "CREATE TABLE db00006.{child} (a INT, FOREIGN KEY (a) REFERENCES db00006.{parent} (a)) ENGINE=InnoDB"
+    ))
+    .await
+    .expect("a foreign key within shard 6");
+    only_on(MASTER_A, "db00006", &child).await;
+    for name in [&child, &parent] {
+        conn.query_drop(format!("DROP TABLE db00006.{name}"))
+            .await
+            .expect("cleanup");
+    }
+    conn.disconnect().await.ok();
+}

@@ -313,3 +313,69 @@ async fn mysql_cli_sees_the_connector_j_set_through() {
     );
     assert!(stdout.contains("0\t+03:00"), "{stdout}");
 }
+
+/// Every byte the proxy sends was read by it in the session's character
+/// set: a gbk client cannot turn a comment inside `@@session/**/.warning_count`
+/// into a column name that ends early, and no statement but the proxy's
+/// own answers reads the servers' process list (every session's text).
+#[tokio::test]
+async fn no_text_reaches_a_server_unread() {
+    let mut conn = client().await;
+    conn.query_drop("SET NAMES gbk").await.expect("gbk");
+    // 中 in UTF-8 is E4 B8 AD: in gbk AD 60 is one character, eating a
+    // backtick of a doubled pair.
+    let injected = "SELECT @@session/*中`, (SELECT GROUP_CONCAT(info) FROM information_schema.PROCESSLIST) #*/.warning_count, @@version";
+    let error = conn
+        .query_drop(injected)
+        .await
+        .expect_err("refused, not sent with a copied name");
+    assert_eq!(server_error(error).0, 1105);
+    conn.query_drop("SET NAMES utf8mb4").await.expect("utf8mb4");
+    for sql in [
+        "SELECT (SELECT GROUP_CONCAT(info) FROM information_schema.processlist)",
+        "SELECT * FROM information_schema.PROCESSLIST ORDER BY id",
+        "SELECT * FROM (SELECT * FROM information_schema.PROCESSLIST) p",
+        "SET @leak = (SELECT GROUP_CONCAT(info) FROM information_schema.processlist)",
+    ] {
+        let error = conn.query_drop(sql).await.expect_err(sql);
+        let (code, message) = server_error(error);
+        assert_eq!(code, 1105, "{sql}: {message}");
+        assert!(message.contains("PROCESSLIST"), "{sql}: {message}");
+    }
+    let rows: Vec<mysql_async::Row> = conn
+        .query("SELECT * FROM information_schema.PROCESSLIST")
+        .await
+        .expect("the proxy's own list");
+    assert!(!rows.is_empty());
+    conn.disconnect().await.ok();
+}
+
+/// `DO` and `SET` see the session's values, not a pooled connection's.
+#[tokio::test]
+async fn do_and_set_read_the_sessions_values() {
+    let mut conn = client().await;
+    let id = insert_pin(&mut conn, SHARD_A, TAG).await;
+    conn.query_drop("SET @fixr_last = LAST_INSERT_ID()")
+        .await
+        .expect("set");
+    let read: Option<u64> = conn.query_first("SELECT @fixr_last").await.expect("read");
+    assert_eq!(read, Some(id));
+    conn.query_drop("DO LAST_INSERT_ID()").await.expect("do");
+    let (warnings, autocommit): (u64, u64) = conn
+        .query_first("SELECT @@warning_count, @@autocommit")
+        .await
+        .expect("counts")
+        .expect("a row");
+    assert_eq!((warnings, autocommit), (0, 1));
+    conn.query_drop("SET autocommit = 0").await.expect("off");
+    let autocommit: Option<u64> = conn.query_first("SELECT @@autocommit").await.expect("read");
+    assert_eq!(autocommit, Some(0));
+    let (_, autocommit, _): (u64, u64, String) = conn
+        .query_first("SELECT @@warning_count, @@autocommit, @@version")
+        .await
+        .expect("with a server's variable")
+        .expect("a row");
+    assert_eq!(autocommit, 0);
+    conn.query_drop("ROLLBACK").await.ok();
+    conn.disconnect().await.ok();
+}

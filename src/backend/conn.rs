@@ -89,25 +89,7 @@ pub fn backend_default_no_backslash_escapes() -> bool {
     DEFAULT_NO_BACKSLASH_ESCAPES.load(Ordering::Relaxed)
 }
 
-/// The version number of a handshake's server version string:
-/// `10.11.19-MariaDB-log` and `5.5.5-10.11.19-MariaDB` (the prefix MariaDB
-/// sends for old clients) are both 101119.
-pub fn version_number(text: &str) -> Option<u32> {
-    let text = match text.strip_prefix("5.5.5-") {
-        Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit()) => rest,
-        _ => text,
-    };
-    let mut parts = text.splitn(3, '.');
-    let mut number = |max: u32| -> Option<u32> {
-        let part = parts.next()?;
-        let end = part
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(part.len());
-        part.get(..end)?.parse().ok().filter(|n| *n <= max)
-    };
-    let (major, minor, patch) = (number(99)?, number(99)?, number(99)?);
-    Some(major * 10_000 + minor * 100 + patch)
-}
+pub use crate::router::plan::version_number;
 
 /// A logged-in connection to one backend server.
 pub struct BackendConn {
@@ -265,20 +247,5 @@ fn refusal(payload: &[u8]) -> BackendError {
     match parse_err(payload) {
         Some((code, _, message)) => BackendError::Auth { code, message },
         None => BackendError::Protocol("malformed error packet".to_owned()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn version_numbers() {
-        assert_eq!(version_number("10.11.19-MariaDB-log"), Some(101119));
-        assert_eq!(version_number("5.5.5-10.11.19-MariaDB"), Some(101119));
-        assert_eq!(version_number("8.0.36"), Some(80036));
-        assert_eq!(version_number("5.5.5"), Some(50505));
-        assert_eq!(version_number("junk"), None);
-        assert_eq!(version_number("10.11"), None);
     }
 }

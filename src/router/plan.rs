@@ -531,6 +531,26 @@ pub struct LexMode {
     pub server_version: u32,
 }
 
+/// The version number of a handshake's server version string:
+/// `10.11.19-MariaDB-log` and `5.5.5-10.11.19-MariaDB` (the prefix MariaDB
+/// sends for old clients) are both 101119.
+pub fn version_number(text: &str) -> Option<u32> {
+    let text = match text.strip_prefix("5.5.5-") {
+        Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit()) => rest,
+        _ => text,
+    };
+    let mut parts = text.splitn(3, '.');
+    let mut number = |max: u32| -> Option<u32> {
+        let part = parts.next()?;
+        let end = part
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(part.len());
+        part.get(..end)?.parse().ok().filter(|n| *n <= max)
+    };
+    let (major, minor, patch) = (number(99)?, number(99)?, number(99)?);
+    Some(major * 10_000 + minor * 100 + patch)
+}
+
 impl Default for LexMode {
     fn default() -> Self {
         Self {
@@ -592,5 +612,20 @@ impl ClientCharset {
             }
             _ => return None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_number;
+
+    #[test]
+    fn version_numbers() {
+        assert_eq!(version_number("10.11.19-MariaDB-log"), Some(101119));
+        assert_eq!(version_number("5.5.5-10.11.19-MariaDB"), Some(101119));
+        assert_eq!(version_number("8.0.36"), Some(80036));
+        assert_eq!(version_number("5.5.5"), Some(50505));
+        assert_eq!(version_number("junk"), None);
+        assert_eq!(version_number("10.11"), None);
     }
 }

@@ -29,7 +29,8 @@ use super::{
     drain_on_host, jobs_by_master, progress_bar, quote_ident, FleetError, HostLogin,
     DEFAULT_CONNECTIONS_PER_HOST,
 };
-use crate::router::{migration_table, MigrationTable};
+use crate::router::plan::{ClientCharset, LexMode, TrailCharset};
+use crate::router::{migration_table, migration_table_in, MigrationTable};
 use crate::topology::{FleetId, HostId, Topology};
 use state::{default_state_path, read_state, StateFile};
 
@@ -128,8 +129,9 @@ impl fmt::Display for MigratePlan {
             if let Some(db) = dbs.first() {
                 writeln!(
                     f,
-                    "  per shard database, e.g.: {}",
-                    shard_sql(db, &self.sql)
+                    "  per shard database, e.g.: {}; then {}",
+                    use_sql(db),
+                    self.sql
                 )?;
             }
         }
@@ -327,9 +329,48 @@ pub fn plan(topology: &Topology, options: &MigrateOptions) -> Result<MigratePlan
     })
 }
 
-/// The text sent for one shard database.
-fn shard_sql(database: &str, sql: &str) -> String {
-    format!("USE {};\n{sql}", quote_ident(database))
+/// The statement that selects one shard database, sent on its own before
+/// the migration statement.
+fn use_sql(database: &str) -> String {
+    format!("USE {}", quote_ident(database))
+}
+
+/// What reads the session's `sql_mode`, character set and version, which
+/// decide how the server splits and reads the statement.
+const LEX_STATE: &str = "SELECT @@session.sql_mode, @@session.character_set_client, @@version";
+
+/// How a server whose session reports `sql_mode`, `charset` and `version`
+/// reads a statement.
+fn server_lex_mode(sql_mode: &str, charset: &str, version: &str) -> LexMode {
+    let has = |flag: &str| {
+        sql_mode
+            .split(',')
+            .any(|mode| mode.trim().eq_ignore_ascii_case(flag))
+    };
+    LexMode {
+        no_backslash_escapes: has("NO_BACKSLASH_ESCAPES"),
+        ansi_quotes: has("ANSI_QUOTES"),
+        // An unknown set is read the most cautious way.
+        charset: ClientCharset::from_name(charset)
+            .unwrap_or(ClientCharset::AsciiTrail(TrailCharset::Gbk)),
+        server_version: crate::router::plan::version_number(version)
+            .unwrap_or(LexMode::default().server_version),
+    }
+}
+
+/// Refuses `sql` unless the session described by `mode` reads it as the
+/// plan did: one schema change of `table`.
+fn check_as_server_reads(sql: &str, mode: &LexMode, table: &MigrationTable) -> Result<(), String> {
+    match migration_table_in(sql, mode) {
+        Ok(read) if &read == table => Ok(()),
+        Ok(read) => Err(format!(
+            "the server's session would read the statement as a change of `{}`, not `{}`; not sent",
+            read.name, table.name
+        )),
+        Err(e) => Err(format!(
+            "the server's session (sql_mode, character set) reads the statement differently: {e}; not sent"
+        )),
+    }
 }
 
 /// An "already applied" error on a shard, to check against the reference.
@@ -343,6 +384,8 @@ struct Candidate {
 /// What the host tasks share.
 struct Shared {
     sql: String,
+    /// What the plan read the statement as.
+    table: MigrationTable,
     state: StateFile,
     applied: AtomicUsize,
     /// One shard database that applied the statement, and its host.
@@ -373,6 +416,7 @@ pub async fn migrate(
     bar.inc(plan.done_before.len() as u64);
     let shared = Arc::new(Shared {
         sql: plan.sql.clone(),
+        table: plan.table.clone(),
         state,
         applied: AtomicUsize::new(0),
         reference: Mutex::new(None),
@@ -471,13 +515,21 @@ async fn apply_one(
             return (conn, Ok(()));
         }
     }
-    let outcome = conn.query_drop(shard_sql(&database, &shared.sql)).await;
     let fail = |reason: String| {
         crate::sync::lock(&shared.failures).push(ShardFailure {
             host: addr.to_owned(),
             database: database.clone(),
             reason,
         })
+    };
+    let outcome = match read_as_server(&mut conn, &database, shared).await {
+        Ok(Ok(())) => conn.query_drop(&shared.sql).await,
+        Ok(Err(refused)) => {
+            fail(refused);
+            bar.inc(1);
+            return (conn, Ok(()));
+        }
+        Err(e) => Err(e),
     };
     match outcome {
         Ok(()) => {
@@ -508,9 +560,27 @@ async fn apply_one(
     (conn, Ok(()))
 }
 
+/// Selects `database` on `conn` and checks that its session reads the
+/// statement as the plan did (`Ok(Err)`: it does not, with why).
+async fn read_as_server(
+    conn: &mut Conn,
+    database: &str,
+    shared: &Shared,
+) -> Result<Result<(), String>, mysql_async::Error> {
+    conn.query_drop(use_sql(database)).await?;
+    let row: Option<(String, String, String)> = conn.query_first(LEX_STATE).await?;
+    let Some((sql_mode, charset, version)) = row else {
+        return Ok(Err(
+            "the server did not say its sql_mode; not sent".to_owned()
+        ));
+    };
+    let mode = server_lex_mode(&sql_mode, &charset, &version);
+    Ok(check_as_server_reads(&shared.sql, &mode, &shared.table))
+}
+
 /// Decides the "already applied" shards: done when their definition is
 /// the reference's (a shard that applied the statement, in this run or an
-/// earlier one; with none, the first candidate's). Returns the reference.
+/// earlier one; with none, every candidate fails). Returns the reference.
 async fn settle_candidates(
     topology: &Topology,
     plan: &MigratePlan,
@@ -527,10 +597,22 @@ async fn settle_candidates(
             .find(|db| plan.done_before.contains(*db))
             .map(|db| (*id, db.clone()))
     });
-    let Some(reference) = reference
-        .or(done_before)
-        .or_else(|| candidates.first().map(|c| (c.host, c.database.clone())))
-    else {
+    let Some(reference) = reference.or(done_before) else {
+        // Nothing to compare with: a definition every shard shares may
+        // still differ from the one the statement makes.
+        let mut failures = crate::sync::lock(&shared.failures);
+        for candidate in candidates {
+            failures.push(ShardFailure {
+                host: topology.hosts[candidate.host].addr.clone(),
+                database: candidate.database,
+                reason: format!(
+                    "{}, and no shard database applied the statement, so there is no definition \
+                     to compare `{table}` with: check it by hand (SHOW CREATE TABLE) and change the \
+                     statement (IF NOT EXISTS / IF EXISTS) rather than count it as applied",
+                    candidate.error
+                ),
+            });
+        }
         return Ok(None);
     };
     let expected = show_create(topology, reference.0, &reference.1, table).await?;

@@ -46,7 +46,7 @@ fn plans_name_the_fleet_and_its_shards() {
     let text = plan.to_string();
     assert!(text.contains("msdb00000 .. msdb04095"), "{text}");
     assert!(
-        text.contains("USE `msdb00000`;\nALTER TABLE user_by_email"),
+        text.contains("USE `msdb00000`; then ALTER TABLE user_by_email"),
         "{text}"
     );
 
@@ -76,4 +76,33 @@ fn plan_err(topology: &Topology, options: &MigrateOptions) -> String {
         Ok(plan) => panic!("planned {plan}"),
         Err(e) => e.to_string(),
     }
+}
+
+#[test]
+fn the_statement_is_checked_as_the_servers_session_reads_it() {
+    let sql = "ALTER TABLE pins ADD COLUMN c INT COMMENT 'a\\'; DROP TABLE pins; -- '";
+    let table = migration_table(sql).expect("one statement with backslash escapes");
+    assert_eq!(table.name, "pins");
+    let default = server_lex_mode("STRICT_TRANS_TABLES", "utf8mb4", "10.11.19-MariaDB");
+    assert_eq!(check_as_server_reads(sql, &default, &table), Ok(()));
+    let no_escapes = server_lex_mode(
+        "STRICT_TRANS_TABLES,NO_BACKSLASH_ESCAPES",
+        "utf8mb4",
+        "10.11.19-MariaDB",
+    );
+    assert!(no_escapes.no_backslash_escapes);
+    let refused = check_as_server_reads(sql, &no_escapes, &table).unwrap_err();
+    assert!(refused.contains("not sent"), "{refused}");
+    // A version comment above the server's version stays a comment.
+    let sql = "ALTER TABLE pins ADD COLUMN x INT /*!999999 , DROP COLUMN data */";
+    let table = migration_table(sql).expect("one statement");
+    let old = server_lex_mode("", "utf8mb4", "10.11.19-MariaDB");
+    assert_eq!(check_as_server_reads(sql, &old, &table), Ok(()));
+    assert_eq!(old.charset, ClientCharset::Utf8);
+    let unknown = server_lex_mode("ANSI_QUOTES", "klingon", "garbage");
+    assert!(unknown.ansi_quotes);
+    assert_eq!(
+        unknown.charset,
+        ClientCharset::AsciiTrail(TrailCharset::Gbk)
+    );
 }

@@ -12,9 +12,11 @@
 //! migrate`, which changes every shard database of the fleet.
 
 use sqlparser::ast::{
-    AlterTableOperation, CreateTableLikeKind, ObjectName, ObjectType, RenameTableNameKind,
-    Statement,
+    AlterTableOperation, ColumnOption, CreateTableLikeKind, ObjectName, ObjectType,
+    RenameTableNameKind, Statement, TableConstraint,
 };
+use sqlparser::keywords::Keyword;
+use sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
@@ -69,6 +71,7 @@ pub(super) fn tables(
                 | Some(CreateTableLikeKind::Plain(like)) => names.push(&like.name),
                 None => {}
             }
+            names.extend(foreign_tables(statement));
             ("CREATE", names)
         }
         Statement::AlterTable(alter) => {
@@ -82,6 +85,7 @@ pub(super) fn tables(
                     }
                 }
             }
+            names.extend(foreign_tables(statement));
             ("ALTER", names)
         }
         Statement::CreateIndex(index) => ("INDEX", vec![&index.table_name]),
@@ -111,6 +115,133 @@ pub(super) fn tables(
         ),
         _ => return Ok(None),
     }))
+}
+
+/// The tables a `CREATE TABLE` or `ALTER TABLE` references in its foreign
+/// keys (constraints and column `REFERENCES`).
+pub(super) fn foreign_tables(statement: &Statement) -> Vec<&ObjectName> {
+    let mut names = Vec::new();
+    match statement {
+        Statement::CreateTable(create) => {
+            let options = create.columns.iter().flat_map(|c| &c.options);
+            names.extend(options.filter_map(|o| referenced_by_column(&o.option)));
+            names.extend(
+                create
+                    .constraints
+                    .iter()
+                    .filter_map(referenced_by_constraint),
+            );
+        }
+        Statement::AlterTable(alter) => {
+            for operation in &alter.operations {
+                match operation {
+                    AlterTableOperation::AddConstraint { constraint, .. } => {
+                        names.extend(referenced_by_constraint(constraint))
+                    }
+                    AlterTableOperation::AddColumn { column_def, .. } => names.extend(
+                        column_def
+                            .options
+                            .iter()
+                            .filter_map(|o| referenced_by_column(&o.option)),
+                    ),
+                    AlterTableOperation::ChangeColumn { options, .. }
+                    | AlterTableOperation::ModifyColumn { options, .. } => {
+                        names.extend(options.iter().filter_map(referenced_by_column))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
+    }
+    names
+}
+
+/// The table a column's `REFERENCES` names.
+fn referenced_by_column(option: &ColumnOption) -> Option<&ObjectName> {
+    match option {
+        ColumnOption::ForeignKey(fk) => Some(&fk.foreign_table),
+        _ => None,
+    }
+}
+
+/// The table a `FOREIGN KEY ... REFERENCES` constraint names.
+fn referenced_by_constraint(constraint: &TableConstraint) -> Option<&ObjectName> {
+    match constraint {
+        TableConstraint::ForeignKey(fk) => Some(&fk.foreign_table),
+        _ => None,
+    }
+}
+
+/// Storage engines a schema change through the proxy may name: the others
+/// reach other tables or servers (MERGE, CONNECT, FEDERATED, SPIDER, ...).
+const ENGINES: [&str; 5] = ["InnoDB", "Aria", "MyISAM", "MEMORY", "HEAP"];
+
+/// The hint for a column named like a refused table option.
+const QUOTE: &str = " (a column named engine, union, directory or connection: quote it, `engine`)";
+
+/// What the tokens of a `CREATE` or `ALTER` say beyond the syntax tree:
+/// table options that reach outside the shard database are refused
+/// (`ENGINE` other than [`ENGINES`], `UNION=(...)`, `DATA DIRECTORY`,
+/// `INDEX DIRECTORY`, `CONNECTION=`), and the number of `REFERENCES`
+/// clauses, which must match the referenced tables [`tables`] found.
+pub(super) fn scan(tokens: &[TokenWithSpan]) -> Result<usize, RouteError> {
+    let words: Vec<&Token> = tokens
+        .iter()
+        .map(|t| &t.token)
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect();
+    let keyword = |t: Option<&&Token>| match t {
+        Some(Token::Word(w)) if w.quote_style.is_none() => w.keyword,
+        _ => Keyword::NoKeyword,
+    };
+    let mut references = 0;
+    for (i, token) in words.iter().enumerate() {
+        match keyword(Some(token)) {
+            Keyword::REFERENCES => references += 1,
+            Keyword::ENGINE => {
+                let value = match words.get(i + 1) {
+                    Some(Token::Eq) => words.get(i + 2),
+                    other => other,
+                };
+                let known = match value {
+                    Some(Token::Word(w)) => {
+                        ENGINES.iter().any(|e| e.eq_ignore_ascii_case(&w.value))
+                    }
+                    Some(Token::SingleQuotedString(s)) => {
+                        ENGINES.iter().any(|e| e.eq_ignore_ascii_case(s))
+                    }
+                    _ => false,
+                };
+                if !known {
+                    return Err(unsupported(format!(
+                        "this ENGINE in a schema change through the proxy; use one of {}{QUOTE}",
+                        ENGINES.join(", ")
+                    )));
+                }
+            }
+            Keyword::UNION | Keyword::DIRECTORY | Keyword::CONNECTION => {
+                return Err(unsupported(format!(
+                    "UNION=, DATA DIRECTORY, INDEX DIRECTORY and CONNECTION= in a schema change \
+                     through the proxy: a shard's table stays in its shard database{QUOTE}"
+                )))
+            }
+            _ => {}
+        }
+    }
+    Ok(references)
+}
+
+/// Refuses `statement` when its `REFERENCES` clauses (`references`, from
+/// [`scan`]) are more than the referenced tables found in its syntax tree:
+/// every table it names must be checked.
+pub(super) fn check_references(statement: &Statement, references: usize) -> Result<(), RouteError> {
+    if references > foreign_tables(statement).len() {
+        return Err(unsupported(
+            "a REFERENCES clause shardgate cannot read; write FOREIGN KEY (...) REFERENCES table (...)",
+        ));
+    }
+    Ok(())
 }
 
 /// Plans a schema change naming `names` (from [`tables`]) on the shard
@@ -156,11 +287,21 @@ pub struct MigrationTable {
 
 /// Reads a schema change meant for every shard database: one routed schema
 /// change (not RENAME) naming its tables unqualified, without hints.
+/// Read as a server with the default `sql_mode` and a UTF-8 client reads
+/// it; [`migration_table_in`] reads it as a given session does.
 pub fn migration_table(sql: &str) -> Result<MigrationTable, RouteError> {
-    let mode = crate::router::plan::LexMode::default();
+    migration_table_in(sql, &crate::router::plan::LexMode::default())
+}
+
+/// [`migration_table`], read in `mode` (the `sql_mode`, character set and
+/// version of the session that will run it).
+pub fn migration_table_in(
+    sql: &str,
+    mode: &crate::router::plan::LexMode,
+) -> Result<MigrationTable, RouteError> {
     let lexed = lex::lex(
         sql.as_bytes(),
-        &mode,
+        mode,
         crate::topology::config::DEFAULT_MAX_STATEMENT_TOKENS,
     )?;
     let dialect = MySqlDialect {};
@@ -175,6 +316,7 @@ pub fn migration_table(sql: &str) -> Result<MigrationTable, RouteError> {
             "a shardgate hint in a statement for every shard database",
         ));
     }
+    let references = scan(&tokens)?;
     let statements = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
         .parse_statements()
@@ -200,6 +342,7 @@ pub fn migration_table(sql: &str) -> Result<MigrationTable, RouteError> {
             "not a table schema change (CREATE/DROP/ALTER TABLE, CREATE/DROP INDEX, TRUNCATE)",
         ));
     };
+    check_references(statement, references)?;
     let mut idents_of = names.iter().map(|name| idents(name));
     let first = match idents_of.next().transpose()?.as_deref() {
         Some([table]) => table.value.clone(),

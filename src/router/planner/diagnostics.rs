@@ -12,7 +12,7 @@ use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use crate::router::plan::{
-    Diagnostics, DiagnosticsArea, DiagnosticsColumn, DiagnosticsValue, Plan, SqlText,
+    Diagnostics, DiagnosticsArea, DiagnosticsColumn, DiagnosticsValue, Plan, RouteError, SqlText,
 };
 use crate::router::text::Edits;
 use crate::router::text::Source;
@@ -70,8 +70,12 @@ pub(super) fn show_diagnostics(tokens: &[TokenWithSpan]) -> Option<Diagnostics> 
 /// What a table-less `SELECT` asks if its select list reads
 /// `@@warning_count` or `@@error_count` (in any scope that is the
 /// session's) and otherwise only literals: one column per item, named as
-/// a server names it.
-pub(super) fn select_diagnostics(src: &Source<'_>, query: &Query) -> Option<Diagnostics> {
+/// a server names it. The fallback text (see [`Diagnostics::Select`]) is
+/// not read yet: [`reroute_fallback`] routes it.
+pub(super) fn select_diagnostics(
+    src: &Source<'_>,
+    query: &Query,
+) -> Option<Result<Diagnostics, RouteError>> {
     if query.with.is_some() || query.order_by.is_some() {
         return None;
     }
@@ -109,7 +113,10 @@ pub(super) fn select_diagnostics(src: &Source<'_>, query: &Query) -> Option<Diag
                 let range = src.range(expr.span())?;
                 let zero = match alias {
                     Some(_) => "0".to_owned(),
-                    None => format!("0 AS `{}`", name.replace('`', "``")),
+                    // Doubling a backtick keeps it inside the name only
+                    // when no byte can belong to a multibyte character.
+                    None if name.is_ascii() => format!("0 AS `{}`", name.replace('`', "``")),
+                    None => return Some(Err(non_ascii_count())),
                 };
                 fallback.replace(range, zero);
                 (name, DiagnosticsValue::Count)
@@ -141,7 +148,46 @@ pub(super) fn select_diagnostics(src: &Source<'_>, query: &Query) -> Option<Diag
     } else {
         None
     };
-    Some(Diagnostics::Select { columns, fallback })
+    Some(Ok(Diagnostics::Select { columns, fallback }))
+}
+
+/// The refusal of a count written with non-ASCII bytes (in a comment)
+/// next to another system variable: its column name cannot be copied
+/// into the fallback text safely in every client character set.
+fn non_ascii_count() -> RouteError {
+    RouteError::Unsupported(
+        "@@warning_count or @@error_count written with non-ASCII characters next to another \
+         system variable; write it without comments, or give it an ASCII alias (AS c)"
+            .to_owned(),
+    )
+}
+
+/// `asked` with its fallback text replaced by the text `reroute` plans for
+/// it (the session's values substituted), which must run on any host:
+/// every byte sent is read by the router first.
+pub(super) fn reroute_fallback(
+    asked: Diagnostics,
+    reroute: impl FnOnce(&[u8]) -> Result<Plan, RouteError>,
+) -> Result<Diagnostics, RouteError> {
+    let Diagnostics::Select {
+        columns,
+        fallback: Some(text),
+    } = asked
+    else {
+        return Ok(asked);
+    };
+    match reroute(&text.0)? {
+        Plan::AnyHost { sql } => Ok(Diagnostics::Select {
+            columns,
+            fallback: Some(sql),
+        }),
+        Plan::Reject(error) => Err(error),
+        _ => Err(RouteError::Unsupported(
+            "this read of @@warning_count or @@error_count with other system variables; \
+             read the counts alone"
+                .to_owned(),
+        )),
+    }
 }
 
 /// The name of a session system variable read as `@@name`,

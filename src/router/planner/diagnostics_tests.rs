@@ -137,3 +137,74 @@ fn prepare_plans_diagnostics_the_same_way() {
         }
     );
 }
+
+fn route_in(sql: &[u8], ctx: &RouteContext) -> Plan {
+    route(sql, &topology(), ctx, &mut RandomPlacement::seeded(1))
+}
+
+#[test]
+fn a_count_named_with_multibyte_bytes_is_not_copied_into_the_fallback() {
+    use crate::router::plan::{ClientCharset, TrailCharset};
+    let mut ctx = RouteContext::default();
+    ctx.lex.charset = ClientCharset::AsciiTrail(TrailCharset::Gbk);
+    // 中 is E4 B8 AD in UTF-8; in gbk E4 B8 is one character and AD 60
+    // another: a doubled backtick after it would leave one backtick to
+    // close the column name early.
+    let sql = "SELECT @@session/*中`, (SELECT info FROM information_schema.tables) #*/.warning_count, @@version".as_bytes();
+    assert!(
+        matches!(route_in(sql, &ctx), Plan::Reject(_)),
+        "{:?}",
+        route_in(sql, &ctx)
+    );
+    // An alias needs no copy.
+    let sql = "SELECT @@session/*中`*/.warning_count AS w, @@version".as_bytes();
+    let Plan::Diagnostics {
+        asked: Diagnostics::Select { fallback, .. },
+        ..
+    } = route_in(sql, &ctx)
+    else {
+        panic!("diagnostics");
+    };
+    assert_eq!(fallback, Some("SELECT 0 AS w, @@version".into()));
+}
+
+#[test]
+fn session_values_are_substituted_in_diagnostics_selects() {
+    let ctx = RouteContext {
+        autocommit: true,
+        ..RouteContext::default()
+    };
+    assert_eq!(
+        route_in(b"SELECT @@warning_count, @@autocommit", &ctx),
+        Plan::Diagnostics {
+            sql: "SELECT @@warning_count, 1 AS `@@autocommit`".into(),
+            asked: Diagnostics::Select {
+                columns: vec![
+                    DiagnosticsColumn {
+                        name: "@@warning_count".to_owned(),
+                        value: DiagnosticsValue::Count,
+                    },
+                    DiagnosticsColumn {
+                        name: "@@autocommit".to_owned(),
+                        value: DiagnosticsValue::Number("1".to_owned()),
+                    },
+                ],
+                fallback: None,
+            },
+        }
+    );
+    let Plan::Diagnostics {
+        asked: Diagnostics::Select { fallback, .. },
+        ..
+    } = route_in(
+        b"SELECT @@error_count, @@session.autocommit, @@version",
+        &ctx,
+    )
+    else {
+        panic!("diagnostics");
+    };
+    assert_eq!(
+        fallback,
+        Some("SELECT 0 AS `@@error_count`, 1 AS `@@session.autocommit`, @@version".into())
+    );
+}

@@ -67,7 +67,7 @@ use super::plan::{
 use super::set;
 use super::text::{Edits, Source};
 use crate::topology::{Fleet, FleetId, TableRule, Topology};
-pub use ddl::{migration_table, MigrationTable};
+pub use ddl::{migration_table, migration_table_in, MigrationTable};
 use dml::Planner;
 #[cfg(test)]
 pub(crate) use dml::MAX_WALK_DEPTH;
@@ -199,7 +199,24 @@ fn route_inner(
                     plan => Ok(plan),
                 };
             }
-            None => return set::plan(&tokens, sql, &src),
+            None if tokens::names_processlist(&tokens) => {
+                return Err(unsupported(proxy_info::PROCESSLIST_REFUSED))
+            }
+            None => {
+                // A SET is replayed on every backend connection the session
+                // uses: the session's values go in as they are now.
+                let env = Env {
+                    topo,
+                    ctx,
+                    src: &src,
+                    prepare,
+                };
+                if let Some(substituted) = env.session_function_edits(&tokens) {
+                    let text = apply(substituted, sql)?;
+                    return route_inner(&text.0, topo, ctx, placement, prepare);
+                }
+                return set::plan(&tokens, sql, &src);
+            }
         }
     }
     plan_tokens(
@@ -220,6 +237,16 @@ fn plan_do(
     edits: Edits,
 ) -> Result<Plan, RouteError> {
     let sql = src.original;
+    let env = Env {
+        topo,
+        ctx,
+        src,
+        prepare,
+    };
+    if let Some(substituted) = env.session_function_edits(tokens) {
+        let text = apply(substituted, sql)?;
+        return route_inner(&text.0, topo, ctx, placement, prepare);
+    }
     let after_do = tokens::first_significant(tokens)
         .and_then(|t| src.range(t.span))
         .map_or(sql.len(), |range| range.end);
@@ -227,7 +254,8 @@ fn plan_do(
     as_select.extend_from_slice(sql.get(after_do..).unwrap_or_default());
     match route_inner(&as_select, topo, ctx, placement, prepare) {
         Ok(Plan::AnyHost { .. }) => any_host(sql, edits),
-        Ok(Plan::Reject(error)) | Err(error @ RouteError::Syntax(_)) => Err(error),
+        Ok(Plan::Reject(error))
+        | Err(error @ (RouteError::Syntax(_) | RouteError::Unsupported(_))) => Err(error),
         _ => Err(unsupported(
             "DO over a sharded table; send it as a SELECT the proxy can route",
         )),
@@ -282,11 +310,19 @@ fn plan_tokens(
         prepare,
     };
     let substituted = env.session_function_edits(&tokens);
+    let reads_processlist = tokens::names_processlist(&tokens);
+    let references = match keyword {
+        Keyword::CREATE | Keyword::ALTER => ddl::scan(&tokens)?,
+        _ => 0,
+    };
     let parsed = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
         .parse_statements();
     let statements = match parsed {
         Ok(statements) => statements,
+        Err(_) if reads_processlist => {
+            return Err(unsupported(proxy_info::PROCESSLIST_REFUSED));
+        }
         Err(error) => {
             if let Some(asked) = show_diagnostics {
                 return Ok(diagnostics::plan(sql, asked));
@@ -307,15 +343,33 @@ fn plan_tokens(
             ))
         }
     };
+    if reads_processlist {
+        let answered = match statement {
+            Statement::Query(query) => proxy_info::select(query),
+            _ => None,
+        };
+        return match answered {
+            Some(action) => action.map(Plan::Session),
+            None => Err(unsupported(proxy_info::PROCESSLIST_REFUSED)),
+        };
+    }
     if let (Statement::ShowVariable { .. }, Some(asked)) = (statement, show_diagnostics) {
         return Ok(diagnostics::plan(sql, asked));
     }
     if let Some((command, names)) = ddl::tables(statement)? {
+        ddl::check_references(statement, references)?;
         return ddl::plan(env, command, &names, edits, &hints, placement);
     }
     if let Statement::Query(query) = statement {
-        if let Some(asked) = diagnostics::select_diagnostics(&src, query) {
-            return Ok(diagnostics::plan(sql, asked));
+        // With a session value to substitute, the substituted text is
+        // planned instead (below).
+        if substituted.is_none() {
+            if let Some(asked) = diagnostics::select_diagnostics(&src, query) {
+                let asked = diagnostics::reroute_fallback(asked?, |text| {
+                    route_inner(text, topo, ctx, placement, prepare)
+                })?;
+                return Ok(diagnostics::plan(sql, asked));
+            }
         }
         if let Some(action) = session::special_select(query) {
             return Ok(Plan::Session(action));

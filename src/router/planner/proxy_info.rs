@@ -101,6 +101,10 @@ fn is_version_variable(name: &str) -> bool {
     name == "@@version" || name == "@@global.version"
 }
 
+/// What a statement naming `information_schema.PROCESSLIST` in a form the
+/// proxy does not answer is refused as.
+pub(super) const PROCESSLIST_REFUSED: &str = "this read of information_schema.PROCESSLIST; shardgate answers SELECT * FROM information_schema.PROCESSLIST [WHERE ID = n] and SHOW [FULL] PROCESSLIST";
+
 /// A read of `information_schema.PROCESSLIST`: `SELECT *` with no
 /// condition or `WHERE ID = n` is answered; other reads of it are refused
 /// (the backends' list is not the proxy's).
@@ -127,12 +131,7 @@ fn processlist_table(select: &sqlparser::ast::Select) -> Option<Result<SessionAc
     {
         return None;
     }
-    let refused = || {
-        Some(Err(
-            "this read of information_schema.PROCESSLIST; shardgate answers SELECT * FROM information_schema.PROCESSLIST [WHERE ID = n] and SHOW [FULL] PROCESSLIST"
-                .to_owned(),
-        ))
-    };
+    let refused = || Some(Err(PROCESSLIST_REFUSED.to_owned()));
     if !from.joins.is_empty()
         || !matches!(select.projection.as_slice(), [SelectItem::Wildcard(_)])
         || select.group_by != sqlparser::ast::GroupByExpr::Expressions(vec![], vec![])

@@ -62,6 +62,11 @@ impl Env<'_> {
             .iter()
             .filter(|t| !matches!(t.token, Token::Whitespace(_)))
             .collect();
+        // In a SET, a variable followed by `=` or `:=` is assigned, not read.
+        let is_set = matches!(
+            significant.first().map(|t| &t.token),
+            Some(Token::Word(w)) if w.quote_style.is_none() && w.keyword == Keyword::SET
+        );
         // Per nesting depth: whether a select list is being read there.
         let mut in_list = vec![false];
         for (i, token) in significant.iter().enumerate() {
@@ -84,6 +89,13 @@ impl Env<'_> {
             let Some((function, last)) = session_reference(&significant, i) else {
                 continue;
             };
+            let assigned = matches!(
+                significant.get(last + 1).map(|t| &t.token),
+                Some(Token::Eq | Token::Assignment)
+            );
+            if is_set && assigned {
+                continue;
+            }
             let (Some(start), Some(end)) = (
                 self.src.offset(token.span.start),
                 significant

@@ -201,6 +201,14 @@ impl<'a> Planner<'a> {
         if !columns.iter().any(|c| is_local_id(c)) {
             return Ok(None);
         }
+        if !columns.iter().all(|c| is_plain_name(c)) {
+            return Err(unsupported(format!(
+                "SELECT * on object table {table}: a column name is not plain ASCII \
+                 ([A-Za-z0-9_$]), and shardgate writes only such names into a statement; name \
+                 the columns: SELECT id, ... FROM {table}",
+                table = rule.name
+            )));
+        }
         Ok(Some(ObjectColumns { type_id, columns }))
     }
 
@@ -298,6 +306,15 @@ fn plain(options: &WildcardAdditionalOptions) -> bool {
         && options.opt_replace.is_none()
         && options.opt_rename.is_none()
         && options.opt_alias.is_none()
+}
+
+/// A column name made of `[A-Za-z0-9_$]` only: read the same in every
+/// client character set, so it can be written into the statement sent.
+fn is_plain_name(column: &str) -> bool {
+    !column.is_empty()
+        && column
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$')
 }
 
 fn is_local_id(column: &str) -> bool {

@@ -308,6 +308,34 @@ pub(super) fn nesting_too_deep(tokens: &[TokenWithSpan]) -> Option<TooDeep> {
     None
 }
 
+/// Whether the statement names `information_schema.PROCESSLIST` anywhere
+/// (any clause, subquery, CTE, SET value; quoted or not). The backends'
+/// process list shows every session's statements under the shared data
+/// account: only the reads the proxy answers itself may name it.
+pub(super) fn names_processlist(tokens: &[TokenWithSpan]) -> bool {
+    let is = |token: &Token, wanted: &str| match token {
+        Token::Word(w) => w.value.eq_ignore_ascii_case(wanted),
+        // An identifier under ANSI_QUOTES.
+        Token::DoubleQuotedString(s) => s.eq_ignore_ascii_case(wanted),
+        _ => false,
+    };
+    let significant = tokens
+        .iter()
+        .map(|t| &t.token)
+        .filter(|t| !matches!(t, Token::Whitespace(_)));
+    // 0: nothing yet, 1: after information_schema, 2: and its period.
+    let mut seen = 0;
+    for token in significant {
+        seen = match (seen, token) {
+            (1, Token::Period) => 2,
+            (2, _) if is(token, "processlist") => return true,
+            _ if is(token, "information_schema") => 1,
+            _ => 0,
+        };
+    }
+    false
+}
+
 /// The servers' own schemas: no statement through the proxy may name them.
 pub(super) const PRIVATE_SCHEMAS: [&str; 3] = ["mysql", "performance_schema", "sys"];
 

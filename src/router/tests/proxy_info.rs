@@ -77,6 +77,51 @@ fn the_process_list_is_the_proxys() {
 }
 
 #[test]
+fn every_other_statement_naming_the_process_list_is_refused() {
+    let refused = || reject("Unsupported", "information_schema.PROCESSLIST");
+    run(vec![
+        c("SELECT * FROM information_schema.PROCESSLIST ORDER BY id", refused()),
+        c("SELECT * FROM information_schema.PROCESSLIST LIMIT 5", refused()),
+        c(
+            "WITH p AS (SELECT * FROM information_schema.processlist) SELECT * FROM p",
+            refused(),
+        ),
+        c(
+            "SELECT 1 UNION SELECT id FROM information_schema.processlist",
+            refused(),
+        ),
+        c(
+            "SELECT * FROM (SELECT * FROM information_schema.processlist) AS p",
+            refused(),
+        ),
+        c(
+            "SELECT (SELECT GROUP_CONCAT(info) FROM information_schema.processlist)",
+            refused(),
+        ),
+        c(
+            "SELECT 1 FROM dual WHERE EXISTS (SELECT 1 FROM `information_schema` . `PROCESSLIST`)",
+            refused(),
+        ),
+        c(
+            "SET @x = (SELECT GROUP_CONCAT(info) FROM information_schema.processlist)",
+            refused(),
+        ),
+        c(
+            "DO (SELECT COUNT(*) FROM information_schema.processlist)",
+            refused(),
+        ),
+        c(
+            "SHOW TABLES FROM db00001 WHERE (SELECT 1 FROM information_schema.processlist LIMIT 1)",
+            refused(),
+        ),
+        c(
+            "SELECT * FROM pins WHERE id = 1 AND 1 IN (SELECT id FROM information_schema.processlist)",
+            refused(),
+        ),
+    ]);
+}
+
+#[test]
 fn kill_forms() {
     run(vec![
         c(

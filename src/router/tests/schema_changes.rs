@@ -191,6 +191,79 @@ fn schema_changes_refused() {
 }
 
 #[test]
+fn schema_changes_reach_no_other_shard_or_server() {
+    run(vec![
+        // A foreign key's table is one more name that must be on the shard.
+        u(
+            "db00007",
+            "CREATE TABLE t1 (a INT, FOREIGN KEY (a) REFERENCES db00002.boards (id) ON DELETE CASCADE)",
+            reject("CrossShard", "db00002"),
+        ),
+        c(
+            "ALTER TABLE db00007.t1 ADD CONSTRAINT f FOREIGN KEY (a) REFERENCES db00008.t2 (a)",
+            reject("CrossShard", "db00008"),
+        ),
+        c(
+            "CREATE TABLE db00007.t1 (a INT REFERENCES db00009.t2 (a))",
+            reject("CrossShard", "db00009"),
+        ),
+        c(
+            "CREATE TABLE db00007.t1 (a INT, FOREIGN KEY (a) REFERENCES mysql.user (a))",
+            reject("SystemSchema", "mysql.user"),
+        ),
+        u(
+            "db00007",
+            "CREATE TABLE t1 (a INT, FOREIGN KEY (a) REFERENCES t2 (a))",
+            ddl(
+                "db00007",
+                "CREATE TABLE db00007.t1 (a INT, FOREIGN KEY (a) REFERENCES db00007.t2 (a))",
+            ),
+        ),
+        // Table options that reach other tables, files or servers.
+        u(
+            "db00007",
+            "CREATE TABLE m (a INT) ENGINE=MERGE UNION=(db00002.t1)",
+            reject("Unsupported", "ENGINE"),
+        ),
+        u(
+            "db00007",
+            "CREATE TABLE m (a INT) UNION=(db00002.t1)",
+            reject("Unsupported", "UNION="),
+        ),
+        u(
+            "db00007",
+            "CREATE TABLE f (a INT) ENGINE=CONNECT TABLE_TYPE=MYSQL",
+            reject("Unsupported", "ENGINE"),
+        ),
+        u(
+            "db00007",
+            "ALTER TABLE t1 ENGINE = FEDERATED",
+            reject("Unsupported", "ENGINE"),
+        ),
+        u(
+            "db00007",
+            "CREATE TABLE s (a INT) ENGINE=SPIDER COMMENT='wrapper \"mysql\"'",
+            reject("Unsupported", "ENGINE"),
+        ),
+        u(
+            "db00007",
+            "CREATE TABLE d (a INT) DATA DIRECTORY = '/tmp'",
+            reject("Unsupported", "DIRECTORY"),
+        ),
+        u(
+            "db00007",
+            "CREATE TABLE d (a INT) INDEX DIRECTORY = '/tmp'",
+            reject("Unsupported", "DIRECTORY"),
+        ),
+        u(
+            "db00007",
+            "CREATE TABLE d (a INT) ENGINE=Aria",
+            ddl("db00007", "CREATE TABLE db00007.d (a INT) ENGINE=Aria"),
+        ),
+    ]);
+}
+
+#[test]
 fn schema_change_kind_and_codes() {
     let t = topo();
     let ctx = RouteContext::default();
@@ -239,6 +312,12 @@ fn statements_for_every_shard_name_their_table_alone() {
         ("ALTER TABLE pins ADD x INT; DROP TABLE pins", "exactly one"),
         ("UPDATE pins SET data = 1", "not a table schema change"),
         ("CREATE TEMPORARY TABLE t (a INT)", "temporary"),
+        (
+            "ALTER TABLE pins ADD FOREIGN KEY (board) REFERENCES db00002.boards (id)",
+            "qualified",
+        ),
+        ("CREATE TABLE m (a INT) ENGINE=MERGE UNION=(pins)", "ENGINE"),
+        ("CREATE TABLE d (a INT) DATA DIRECTORY='/tmp'", "DIRECTORY"),
     ] {
         match migration_table(sql) {
             Ok(found) => panic!("{sql}: {found:?}"),

@@ -631,3 +631,40 @@ fn a_key_given_as_last_insert_id_routes_by_the_sessions_id() {
         query.sql
     );
 }
+
+#[test]
+fn do_and_set_get_the_sessions_values() {
+    let ctx = RouteContext {
+        last_insert_id: 4242,
+        autocommit: false,
+        ..RouteContext::default()
+    };
+    let plan = |sql: &str| route(sql, &topo(), &ctx, &mut Fixed(3429));
+    assert_eq!(
+        plan("DO LAST_INSERT_ID(), @@autocommit"),
+        Plan::AnyHost {
+            sql: "DO 4242, 0".into()
+        }
+    );
+    assert_eq!(
+        plan("SET @x = LAST_INSERT_ID(), @y := (SELECT @@autocommit)"),
+        Plan::Session(SessionAction::SetSession {
+            variables: vec!["@x".to_owned(), "@y".to_owned()],
+            sql: "SET @x = 4242, @y := (SELECT 0 AS `@@autocommit`)".into(),
+            autocommit: None,
+        })
+    );
+    // An assigned variable stays a name.
+    assert_eq!(
+        plan("SET @@session.max_allowed_packet = 1024"),
+        Plan::Session(SessionAction::SetSession {
+            variables: vec!["max_allowed_packet".to_owned()],
+            sql: "SET @@session.max_allowed_packet = 1024".into(),
+            autocommit: None,
+        })
+    );
+    assert_eq!(
+        plan("SET @@autocommit = 1"),
+        Plan::Session(SessionAction::SetAutocommit(true))
+    );
+}

@@ -295,7 +295,7 @@ fn expanded_columns_are_quoted_and_tables_without_local_id_stay() {
     columns.insert(
         "main",
         "pins",
-        vec!["order".into(), "LOCAL_ID".into(), "a`b".into()],
+        vec!["order".into(), "LOCAL_ID".into(), "a$b".into()],
     );
     columns.insert("main", "boards", vec!["data".into()]);
     t.columns = Arc::new(SharedColumns::with(columns));
@@ -306,7 +306,7 @@ fn expanded_columns_are_quoted_and_tables_without_local_id_stay() {
                 "SELECT /*+ SHARD(7) */ * FROM pins",
                 shard(
                     "db00007",
-                    "SELECT `order`, ((7<<46)|(1<<36)|(LOCAL_ID + (LOCAL_ID >> 36) * 18446744073709551615)) AS id, `a``b` FROM db00007.pins",
+                    "SELECT `order`, ((7<<46)|(1<<36)|(LOCAL_ID + (LOCAL_ID >> 36) * 18446744073709551615)) AS id, `a$b` FROM db00007.pins",
                 ),
             ),
             c(
@@ -316,4 +316,32 @@ fn expanded_columns_are_quoted_and_tables_without_local_id_stay() {
         ],
         false,
     );
+}
+
+#[test]
+fn star_over_columns_with_other_names_is_refused() {
+    let refusal = "a column name is not plain ASCII";
+    for name in ["a`b", "caf\u{e9}", "x\u{4e2d}`, (SELECT 1) #", "a b", ""] {
+        let mut t = topo();
+        let mut columns = TableColumns::default();
+        columns.insert("main", "pins", vec!["local_id".into(), name.into()]);
+        t.columns = Arc::new(SharedColumns::with(columns));
+        run_cases(
+            &t,
+            vec![
+                c(
+                    "SELECT /*+ SHARD(7) */ * FROM pins",
+                    reject("Unsupported", refusal),
+                ),
+                c(
+                    "SELECT /*+ SHARD(7) */ id FROM pins",
+                    shard(
+                        "db00007",
+                        "SELECT ((7<<46)|(1<<36)|(local_id + (local_id >> 36) * 18446744073709551615)) AS id FROM db00007.pins",
+                    ),
+                ),
+            ],
+            false,
+        );
+    }
 }
