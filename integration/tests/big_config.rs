@@ -50,9 +50,8 @@ const SHARDS: u32 = MAX_SHARD + 1;
 const MASTERS: u32 = 2048;
 /// The load (debug build, shared machine) must take less than this.
 const LOAD_LIMIT: Duration = Duration::from_secs(2);
-/// Heap the loaded proxy state may keep (4.5 MiB when written): about 2 KiB
-/// per host (its pool,
-/// host state, counters, address, range) and the config's own copy.
+/// Heap the loaded proxy state may keep (4.5 MiB when written): per host
+/// its pool, state, counters, address and range, and the config's own copy.
 const HEAP_LIMIT: isize = 12 * 1024 * 1024;
 
 /// The config text: fleet `main` (65,536 shards, 32 per master, master `i`
