@@ -193,6 +193,12 @@ fn new_state(connection_id: u32, login: &LoggedIn, entry: &Arc<SessionEntry>) ->
     state
 }
 
+/// Whether the session goes on after a command.
+enum Next {
+    Continue,
+    Close,
+}
+
 struct Session<R, W> {
     engine: Arc<Engine>,
     reader: FrameReader<R>,
@@ -234,6 +240,8 @@ where
                 return self.close_killed().await;
             }
             let (limit, in_transaction) = self.idle_limit();
+            self.reader.release_idle();
+            self.writer.release_idle();
             let read = tokio::select! {
                 read = tokio::time::timeout(limit, self.reader.next_packet()) => match read {
                     Ok(read) => read,
@@ -269,96 +277,11 @@ where
                 activity_name(command),
                 (command == COM_QUERY).then_some(body),
             );
-            match command {
-                COM_QUERY => self.query(body).await?,
-                COM_INIT_DB => {
-                    let name = String::from_utf8_lossy(body);
-                    let topology = self.engine.topology_for(&mut self.state);
-                    let plan = match topology.parse_database(&name) {
-                        Some((fleet, shard)) => Plan::Session(SessionAction::Use { fleet, shard }),
-                        None => Plan::Reject(RouteError::UnknownDatabase(name.into_owned())),
-                    };
-                    self.engine
-                        .execute(&topology, &mut self.state, plan, &mut self.writer)
-                        .await?;
-                }
-                COM_PING => self.ok().await?,
-                COM_QUIT => return Ok(()),
-                COM_RESET_CONNECTION => {
-                    self.state.reset();
-                    self.ok().await?;
-                }
-                COM_CHANGE_USER => {
-                    if !self.change_user(body).await? {
-                        return self.writer.shutdown().await;
-                    }
-                }
-                COM_STMT_PREPARE => {
-                    let topology = self.engine.topology_for(&mut self.state);
-                    match statement_text(body) {
-                        Ok(sql) => {
-                            self.engine
-                                .prepare(&topology, &mut self.state, sql, &mut self.writer)
-                                .await?
-                        }
-                        Err(error) => self.refuse(error).await?,
-                    }
-                }
-                COM_STMT_EXECUTE => {
-                    self.engine
-                        .execute_prepared(
-                            &mut self.state,
-                            body,
-                            &mut self.placement,
-                            &mut self.writer,
-                        )
-                        .await?;
-                }
-                COM_STMT_SEND_LONG_DATA => self.engine.send_long_data(&mut self.state, body),
-                COM_STMT_CLOSE => self.state.prepared.close(body),
-                COM_STMT_RESET => {
-                    if self.state.prepared.reset(body) {
-                        self.ok().await?;
-                    } else {
-                        let id = body
-                            .get(..4)
-                            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                            .unwrap_or(0);
-                        self.refuse(ClientError::UnknownStatement(id)).await?;
-                    }
-                }
-                COM_SET_OPTION => self.set_option(body).await?,
-                COM_STATISTICS => self.statistics().await?,
-                COM_FIELD_LIST => {
-                    self.engine
-                        .field_list(&mut self.state, body, &mut self.writer)
-                        .await?;
-                }
-                COM_PROCESS_KILL => {
-                    let id = body
-                        .get(..4)
-                        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-                    let plan = Plan::Session(SessionAction::Kill {
-                        query: false,
-                        id: u64::from(id),
-                    });
-                    self.run_own(plan).await?;
-                }
-                COM_PROCESS_INFO => {
-                    let plan = Plan::Session(SessionAction::ProcessList {
-                        full: false,
-                        table: false,
-                        id: None,
-                    });
-                    self.run_own(plan).await?;
-                }
-                other => {
-                    self.refuse(ClientError::UnsupportedCommand(format!(
-                        "command {other:#04x} ({}) is not supported",
-                        command_name(other)
-                    )))
-                    .await?
-                }
+            // Boxed: the command's future (the whole statement path) lives
+            // on the heap only while it runs, so an idle session's task is
+            // small.
+            if let Next::Close = Box::pin(self.command(command, body)).await? {
+                return Ok(());
             }
             entry.sleep(self.state.database_name());
             if let Some(kind) = kind {
@@ -366,6 +289,99 @@ where
                 self.engine.stats.record(kind, received.elapsed(), error);
             }
         }
+    }
+
+    /// Runs one command (`command`, its packet's first byte, and `body`,
+    /// the rest); [`Next::Close`] when the session ends with it.
+    async fn command(&mut self, command: u8, body: &[u8]) -> io::Result<Next> {
+        match command {
+            COM_QUERY => self.query(body).await?,
+            COM_INIT_DB => {
+                let name = String::from_utf8_lossy(body);
+                let topology = self.engine.topology_for(&mut self.state);
+                let plan = match topology.parse_database(&name) {
+                    Some((fleet, shard)) => Plan::Session(SessionAction::Use { fleet, shard }),
+                    None => Plan::Reject(RouteError::UnknownDatabase(name.into_owned())),
+                };
+                self.engine
+                    .execute(&topology, &mut self.state, plan, &mut self.writer)
+                    .await?;
+            }
+            COM_PING => self.ok().await?,
+            COM_QUIT => return Ok(Next::Close),
+            COM_RESET_CONNECTION => {
+                self.state.reset();
+                self.ok().await?;
+            }
+            COM_CHANGE_USER => {
+                if !self.change_user(body).await? {
+                    self.writer.shutdown().await?;
+                    return Ok(Next::Close);
+                }
+            }
+            COM_STMT_PREPARE => {
+                let topology = self.engine.topology_for(&mut self.state);
+                match statement_text(body) {
+                    Ok(sql) => {
+                        self.engine
+                            .prepare(&topology, &mut self.state, sql, &mut self.writer)
+                            .await?
+                    }
+                    Err(error) => self.refuse(error).await?,
+                }
+            }
+            COM_STMT_EXECUTE => {
+                self.engine
+                    .execute_prepared(&mut self.state, body, &mut self.placement, &mut self.writer)
+                    .await?;
+            }
+            COM_STMT_SEND_LONG_DATA => self.engine.send_long_data(&mut self.state, body),
+            COM_STMT_CLOSE => self.state.prepared.close(body),
+            COM_STMT_RESET => {
+                if self.state.prepared.reset(body) {
+                    self.ok().await?;
+                } else {
+                    let id = body
+                        .get(..4)
+                        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                        .unwrap_or(0);
+                    self.refuse(ClientError::UnknownStatement(id)).await?;
+                }
+            }
+            COM_SET_OPTION => self.set_option(body).await?,
+            COM_STATISTICS => self.statistics().await?,
+            COM_FIELD_LIST => {
+                self.engine
+                    .field_list(&mut self.state, body, &mut self.writer)
+                    .await?;
+            }
+            COM_PROCESS_KILL => {
+                let id = body
+                    .get(..4)
+                    .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                let plan = Plan::Session(SessionAction::Kill {
+                    query: false,
+                    id: u64::from(id),
+                });
+                self.run_own(plan).await?;
+            }
+            COM_PROCESS_INFO => {
+                let plan = Plan::Session(SessionAction::ProcessList {
+                    full: false,
+                    table: false,
+                    id: None,
+                });
+                self.run_own(plan).await?;
+            }
+            other => {
+                self.refuse(ClientError::UnsupportedCommand(format!(
+                    "command {other:#04x} ({}) is not supported",
+                    command_name(other)
+                )))
+                .await?
+            }
+        }
+        Ok(Next::Continue)
     }
 
     /// A plan the proxy answers itself, on the topology in force.
@@ -642,5 +658,31 @@ fn command_name(command: u8) -> &'static str {
         BINLOG_DUMP => "COM_BINLOG_DUMP",
         STMT_FETCH => "COM_STMT_FETCH (cursors are not offered)",
         _ => "unknown command",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::tests::{load, SPEC_YAML};
+
+    /// What a session's task holds between commands is its state, not the
+    /// statement path's futures (boxed while a command runs): 10,000 idle
+    /// sessions must fit in a small budget.
+    #[test]
+    fn an_idle_session_task_stays_small() {
+        let engine = Arc::new(Engine::new(load(SPEC_YAML)));
+        let limits = engine.topology.load().config.limits.clone();
+        let (greeting, _) = handshake::Greeting::new(1, false, "5.5.5-test");
+        let session = serve_stream(
+            engine,
+            FrameReader::new(tokio::io::empty()),
+            FrameWriter::new(tokio::io::sink()),
+            (1, "127.0.0.1:1".to_owned()),
+            greeting,
+            LoginBounds::new(&limits),
+        );
+        let size = std::mem::size_of_val(&session);
+        assert!(size <= 4096, "a session's future is {size} bytes");
     }
 }

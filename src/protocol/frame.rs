@@ -16,6 +16,10 @@ pub const MAX_PACKET: usize = 64 * 1024 * 1024;
 
 const HEADER_LEN: usize = 4;
 const READ_CHUNK: usize = 16 * 1024;
+/// Room made for the first read after [`FrameReader::release_idle`] (and
+/// the very first read): a typical command fits, and an idle connection
+/// holds no more than this while it waits.
+const IDLE_READ: usize = 512;
 const WRITE_FLUSH_AT: usize = 64 * 1024;
 
 /// A peer declared a packet longer than the reader's limit. The reader
@@ -89,11 +93,14 @@ impl Frame {
 /// Reads frames from a byte stream through one growing buffer; frames are
 /// split off the buffer without copying. A packet longer than the reader's
 /// limit is refused on its frame header ([`PacketTooLarge`]), before any
-/// room is made for it.
+/// room is made for it. The buffer starts small and can be given back
+/// between packets ([`FrameReader::release_idle`]).
 pub struct FrameReader<R> {
     inner: R,
     buf: BytesMut,
     max_packet: usize,
+    /// The next read makes room for [`IDLE_READ`] bytes only.
+    lean: bool,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -106,8 +113,19 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     pub fn with_max_packet(inner: R, max_packet: usize) -> Self {
         Self {
             inner,
-            buf: BytesMut::with_capacity(READ_CHUNK),
+            buf: BytesMut::new(),
             max_packet,
+            lean: true,
+        }
+    }
+
+    /// Gives the read buffer back when nothing is buffered, so a peer that
+    /// stays silent costs a small buffer only (see [`IDLE_READ`]); the
+    /// next packet is read into a new one.
+    pub fn release_idle(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = BytesMut::new();
+            self.lean = true;
         }
     }
 
@@ -164,10 +182,14 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                     grown.extend_from_slice(&self.buf);
                     self.buf = grown;
                 }
+            } else if self.lean {
+                self.buf.reserve(IDLE_READ);
             } else {
                 self.buf.reserve(READ_CHUNK);
             }
-            if self.inner.read_buf(&mut self.buf).await? == 0 {
+            let read = self.inner.read_buf(&mut self.buf).await?;
+            self.lean = false;
+            if read == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "peer closed the connection",
@@ -200,7 +222,10 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 }
 
-/// Buffers outgoing frames and writes them in large chunks.
+/// Buffers outgoing frames and writes them in large chunks. The buffer is
+/// allocated at the first write and never grows far past
+/// [`WRITE_FLUSH_AT`]: a frame that long is written without being copied.
+/// It can be given back between answers ([`FrameWriter::release_idle`]).
 pub struct FrameWriter<W> {
     inner: W,
     buf: Vec<u8>,
@@ -213,7 +238,7 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     pub fn new(inner: W) -> Self {
         Self {
             inner,
-            buf: Vec::with_capacity(WRITE_FLUSH_AT),
+            buf: Vec::new(),
             next_seq: 0,
             last_was_error: false,
         }
@@ -230,15 +255,46 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         self.last_was_error
     }
 
+    /// Gives the write buffer back when everything was written, so a
+    /// connection waiting for its peer holds none.
+    pub fn release_idle(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = Vec::new();
+        }
+    }
+
     /// Queues a frame exactly as read from a peer.
     pub async fn write_raw(&mut self, raw: &[u8]) -> io::Result<()> {
         if raw.len() > HEADER_LEN {
             self.next_seq = raw[3].wrapping_add(1);
             self.last_was_error = raw[HEADER_LEN] == 0xFF;
         }
-        self.buf.extend_from_slice(raw);
+        self.queue(raw).await
+    }
+
+    /// Appends `bytes` to the buffer and writes it out from
+    /// [`WRITE_FLUSH_AT`] bytes on; bytes that long on their own are
+    /// written straight from the caller's slice, after what was queued.
+    async fn queue(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if bytes.len() >= WRITE_FLUSH_AT {
+            self.write_queued().await?;
+            return self.inner.write_all(bytes).await;
+        }
+        if self.buf.capacity() == 0 {
+            self.buf.reserve_exact(WRITE_FLUSH_AT);
+        }
+        self.buf.extend_from_slice(bytes);
         if self.buf.len() >= WRITE_FLUSH_AT {
-            self.flush().await?;
+            self.write_queued().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes out the buffer (without flushing the stream).
+    async fn write_queued(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.inner.write_all(&self.buf).await?;
+            self.buf.clear();
         }
         Ok(())
     }
@@ -252,15 +308,12 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         loop {
             let chunk = rest.len().min(MAX_FRAME_PAYLOAD);
             let len = chunk as u32;
-            self.buf
-                .extend_from_slice(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, seq]);
-            self.buf.extend_from_slice(&rest[..chunk]);
+            self.queue(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, seq])
+                .await?;
+            self.queue(&rest[..chunk]).await?;
             seq = seq.wrapping_add(1);
             self.next_seq = seq;
             rest = &rest[chunk..];
-            if self.buf.len() >= WRITE_FLUSH_AT {
-                self.flush().await?;
-            }
             if chunk < MAX_FRAME_PAYLOAD {
                 return Ok(seq);
             }
@@ -269,10 +322,7 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
 
     /// Writes out everything queued.
     pub async fn flush(&mut self) -> io::Result<()> {
-        if !self.buf.is_empty() {
-            self.inner.write_all(&self.buf).await?;
-            self.buf.clear();
-        }
+        self.write_queued().await?;
         self.inner.flush().await
     }
 
@@ -422,6 +472,34 @@ mod tests {
         let mut reader = FrameReader::new(stream.as_slice());
         let error = reader.next_packet().await.unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[tokio::test]
+    async fn idle_buffers_are_given_back_and_long_frames_are_not_copied() {
+        let long = vec![9u8; 3 * WRITE_FLUSH_AT];
+        let mut writer = FrameWriter::new(Vec::new());
+        assert_eq!(writer.buf.capacity(), 0, "allocated at the first write");
+        writer.write_packet(0, b"short").await.unwrap();
+        writer.write_packet(1, &long).await.unwrap();
+        writer.write_packet(2, b"after").await.unwrap();
+        assert!(
+            writer.buf.capacity() <= WRITE_FLUSH_AT,
+            "a long frame went through the buffer"
+        );
+        writer.flush().await.unwrap();
+        writer.release_idle();
+        assert_eq!(writer.buf.capacity(), 0);
+
+        let mut reader = FrameReader::new(writer.inner.as_slice());
+        assert_eq!(reader.next_packet().await.unwrap(), (0, b"short".to_vec()));
+        assert_eq!(reader.next_packet().await.unwrap().1, long);
+        reader.release_idle();
+        assert_eq!(reader.buf.capacity(), 0);
+        assert_eq!(reader.next_packet().await.unwrap(), (2, b"after".to_vec()));
+        assert!(
+            reader.buf.capacity() <= IDLE_READ,
+            "a short packet after idling reads into a small buffer"
+        );
     }
 
     #[tokio::test]

@@ -13,10 +13,11 @@ pub struct RandomPlacement {
 }
 
 impl RandomPlacement {
-    /// A policy seeded from the operating system.
+    /// A policy seeded from the thread's generator (itself seeded from
+    /// the operating system): no system call per session.
     pub fn new() -> Self {
         RandomPlacement {
-            rng: SmallRng::from_os_rng(),
+            rng: SmallRng::from_rng(&mut rand::rng()),
         }
     }
 
