@@ -266,7 +266,7 @@ start_haproxy() {
   cat >"$WORK/haproxy.cfg" <<EOF
 global
     nbthread 1
-    maxconn 20000
+    maxconn 4096
 
 defaults
     mode tcp
