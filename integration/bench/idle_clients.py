@@ -177,14 +177,16 @@ async def run_hold(host, port, user, password, count, concurrency, pid, hold_s):
     await asyncio.sleep(hold_s)
     rss2 = rss_kib(pid)
     idle_cpu = cpu_s(pid) - c1
-    # Still open? A closed connection is readable (EOF or an error packet).
-    closed = 0
-    for r, _ in conns:
+    # Still open? A closed connection is readable (EOF or an error packet);
+    # an open idle one times out.
+    async def readable(r):
         try:
-            await asyncio.wait_for(r.read(1), timeout=0.001)
-            closed += 1
+            await asyncio.wait_for(r.read(1), timeout=0.5)
+            return True
         except asyncio.TimeoutError:
-            pass
+            return False
+
+    closed = sum(await asyncio.gather(*(readable(r) for r, _ in conns)))
     for _, w in conns:
         quit_and_close(w)
     await asyncio.sleep(2)
