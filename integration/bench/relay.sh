@@ -101,6 +101,9 @@ for proto in $BENCH_PROTOCOLS; do
       for ((k = 0; k < ${#modes[@]}; k++)); do
         measure "${modes[(k + round - 1) % ${#modes[@]}]}" "$threads" "$round"
       done
+      log "$proto threads=$threads round=$round: $(awk -F'\t' -v P="$proto" -v T="$threads" -v R="$round" \
+        '$18 == P && $1 == T && $2 == R { q[$3] = $4 }
+         END { printf "shardgate/HAProxy %.3f, shardgate/direct %.3f", q["proxy"] / q["haproxy"], q["proxy"] / q["direct"] }' "$RUNS")"
     done
   done
 done
