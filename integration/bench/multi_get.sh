@@ -11,7 +11,7 @@
 #      (the client is the ignored test `bench_multi_get_proxy_vs_direct` in
 #      integration/tests/multi_shard/bench.rs: mysql_async on a 2-thread tokio runtime);
 #   2. starts a private copy of the release proxy on free ports with a copy of
-#      config/shardgate.yaml whose listen addresses are rewritten (config/ is
+#      config/shardgate.yaml whose listen, admin and metrics addresses are free ports (config/ is
 #      left alone), and stops it on exit;
 #   3. runs the client, which
 #      - seeds MULTI_GET_ROWS pins with 100-byte data 'mget:...' on each of
@@ -76,32 +76,11 @@ BENCH_BUILD=${BENCH_BUILD:-1}
 export SHARDGATE_FLEET_DIR=${SHARDGATE_FLEET_DIR:-$ROOT/integration/.fleet}
 CONFIG=${CONFIG:-$ROOT/config/shardgate.yaml}
 SHARDGATE_BIN=${SHARDGATE_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/shardgate}
-APP_USER=app
-APP_PASSWORD=app
+LOG_TAG=multi_get
+# Work directory, cleanup, start_proxy (private copy on free ports): lib.sh.
+# shellcheck source=integration/bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-log() { printf '[multi_get %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-WORK=$(mktemp -d /tmp/shardgate-multi-get.XXXXXX)
-PROXY_PID=
-cleanup() {
-  local rc=$?
-  if [[ -n "$PROXY_PID" ]] && kill -0 "$PROXY_PID" 2>/dev/null; then
-    kill "$PROXY_PID" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$PROXY_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$PROXY_PID" 2>/dev/null || true
-  fi
-  if [[ "${BENCH_KEEP:-0}" == 1 || $rc -ne 0 ]]; then
-    log "work directory kept: $WORK"
-  else
-    rm -rf "$WORK"
-  fi
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-command -v mariadb >/dev/null || die "the mariadb client is needed (apt-get install mariadb-client)"
 for port in 3307 3308; do
   mariadb -h127.0.0.1 -P"$port" -ushard -pshardpw -N -e 'SELECT 1' >/dev/null 2>&1 ||
     die "master 127.0.0.1:$port does not answer; start the fleet: integration/fleet.sh start"
@@ -122,35 +101,7 @@ cp "$CLIENT" "$WORK/multi_get_client"
 PROXY_PORT=0
 if [[ "$MULTI_GET_DIRECT_ONLY" != 1 ]]; then
   [[ -x "$SHARDGATE_BIN" ]] || die "no proxy binary at $SHARDGATE_BIN"
-  cp "$SHARDGATE_BIN" "$WORK/shardgate"
-  free_port() {
-    local p used
-    used=$(ss -Htan | awk '{n = split($4, a, ":"); print a[n]}' | sort -u)
-    for _ in $(seq 200); do
-      p=$((20000 + RANDOM % 30000))
-      grep -qx "$p" <<<"$used" || { echo "$p"; return; }
-    done
-    die "no free port"
-  }
-  PROXY_PORT=$(free_port)
-  ADMIN_PORT=$(free_port)
-  while [[ "$ADMIN_PORT" == "$PROXY_PORT" ]]; do ADMIN_PORT=$(free_port); done
-  sed -E -e "s/^listen:.*/listen: 127.0.0.1:$PROXY_PORT/" \
-         -e "s/^(  listen:).*/\1 127.0.0.1:$ADMIN_PORT/" "$CONFIG" >"$WORK/shardgate.yaml"
-  [[ $(grep -cE "^ *listen: 127.0.0.1:($PROXY_PORT|$ADMIN_PORT)\$" "$WORK/shardgate.yaml") == 2 ]] ||
-    die "could not rewrite both listen addresses in the config copy"
-  log "starting proxy on 127.0.0.1:$PROXY_PORT (admin $ADMIN_PORT)"
-  "$WORK/shardgate" serve --config "$WORK/shardgate.yaml" >"$WORK/proxy.log" 2>&1 &
-  PROXY_PID=$!
-  ready=0
-  for _ in $(seq 100); do
-    kill -0 "$PROXY_PID" 2>/dev/null || { cat "$WORK/proxy.log" >&2; PROXY_PID=; die "the proxy exited"; }
-    if mariadb -h127.0.0.1 -P"$PROXY_PORT" -u"$APP_USER" -p"$APP_PASSWORD" -N -e 'SELECT 1' >/dev/null 2>&1; then
-      ready=1; break
-    fi
-    sleep 0.2
-  done
-  ((ready)) || { tail -20 "$WORK/proxy.log" >&2; die "the proxy does not answer SELECT 1 within 20 s"; }
+  start_proxy
 fi
 
 # ---------------------------------------------------------------- run
