@@ -227,10 +227,7 @@ impl BackendConn {
 
     /// Sends a command packet (sequence id 0) and flushes it.
     pub async fn send_command(&mut self, command: Command, body: &[u8]) -> io::Result<()> {
-        let mut payload = Vec::with_capacity(1 + body.len());
-        payload.push(command as u8);
-        payload.extend_from_slice(body);
-        self.writer.write_packet(0, &payload).await?;
+        self.writer.write_command(command as u8, body).await?;
         self.writer.flush().await
     }
 

@@ -367,6 +367,11 @@ impl PoolShare {
     /// new one when the size changed: a reload resized the pools).
     fn semaphore(&self, addr: &str, size: usize) -> Arc<Semaphore> {
         let mut hosts = lock(&self.hosts);
+        if let Some((kept, semaphore)) = hosts.get(addr) {
+            if *kept == size {
+                return semaphore.clone();
+            }
+        }
         match hosts.entry(addr.to_owned()) {
             Entry::Occupied(mut entry) => {
                 if entry.get().0 != size {

@@ -320,6 +320,26 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         }
     }
 
+    /// Queues a command packet (sequence id 0): `command` followed by
+    /// `body`, without first copying them into one payload when they fit a
+    /// frame.
+    pub async fn write_command(&mut self, command: u8, body: &[u8]) -> io::Result<()> {
+        let len = 1 + body.len();
+        if len >= MAX_FRAME_PAYLOAD {
+            let mut payload = Vec::with_capacity(len);
+            payload.push(command);
+            payload.extend_from_slice(body);
+            self.write_packet(0, &payload).await?;
+            return Ok(());
+        }
+        self.last_was_error = command == 0xFF;
+        self.queue(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, 0, command])
+            .await?;
+        self.queue(body).await?;
+        self.next_seq = 1;
+        Ok(())
+    }
+
     /// Writes out everything queued.
     pub async fn flush(&mut self) -> io::Result<()> {
         self.write_queued().await?;
@@ -500,6 +520,29 @@ mod tests {
             reader.buf.capacity() <= IDLE_READ,
             "a short packet after idling reads into a small buffer"
         );
+    }
+
+    #[tokio::test]
+    async fn a_command_is_framed_as_its_packet() {
+        for body_len in [
+            0,
+            10,
+            MAX_FRAME_PAYLOAD - 2,
+            MAX_FRAME_PAYLOAD - 1,
+            MAX_FRAME_PAYLOAD + 5,
+        ] {
+            let body = vec![b'x'; body_len];
+            let mut payload = vec![3u8];
+            payload.extend_from_slice(&body);
+            let mut as_packet = FrameWriter::new(Vec::new());
+            as_packet.write_packet(0, &payload).await.unwrap();
+            as_packet.flush().await.unwrap();
+            let mut as_command = FrameWriter::new(Vec::new());
+            as_command.write_command(3, &body).await.unwrap();
+            as_command.flush().await.unwrap();
+            assert_eq!(as_command.next_seq(), as_packet.next_seq(), "{body_len}");
+            assert!(as_command.inner == as_packet.inner, "{body_len}");
+        }
     }
 
     #[tokio::test]

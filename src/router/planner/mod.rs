@@ -38,6 +38,7 @@ mod insert;
 mod keys;
 mod merge;
 mod multi;
+mod parse_cache;
 mod proxy_info;
 mod select;
 mod session;
@@ -55,7 +56,6 @@ use sqlparser::ast::{
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::keywords::Keyword;
-use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Span, Token, TokenWithSpan, Tokenizer};
 
 use super::hints;
@@ -283,7 +283,6 @@ fn plan_tokens(
     placement: &mut dyn Placement,
     prepare: bool,
 ) -> Result<Plan, RouteError> {
-    let dialect = MySqlDialect {};
     let first = tokens::first_significant(&tokens);
     let keyword = first_keyword(&tokens);
     // Names the statement in messages about ones shardgate does not handle.
@@ -315,9 +314,7 @@ fn plan_tokens(
         Keyword::CREATE | Keyword::ALTER => ddl::scan(&tokens)?,
         _ => 0,
     };
-    let parsed = Parser::new(&dialect)
-        .with_tokens_with_locations(tokens)
-        .parse_statements();
+    let parsed = parse_cache::parse_statements(tokens);
     let statements = match parsed {
         Ok(statements) => statements,
         Err(_) if reads_processlist => {

@@ -1,0 +1,331 @@
+//! sqlparser's reading of a statement, reused for the next statement of the
+//! same shape.
+//!
+//! Applications repeat a few statement shapes with different literals
+//! (`SELECT data FROM pins WHERE id = 1234`). The router still lexes every
+//! statement (MariaDB's reading and sqlparser's tokens, checked against
+//! each other) and plans it from its syntax tree, so every decision that
+//! depends on a literal (the shard of an ID, the type and 36-bit checks) is
+//! made again from the new literal. Only sqlparser's parser is skipped: the
+//! tree parsed for an earlier statement is cloned and its literals replaced
+//! by the new statement's.
+//!
+//! That is sound when the tree depends on the tokens alone and the literals
+//! only give values. A tree is reused only when:
+//! - every token of the new statement equals the cached statement's, span
+//!   included (same text layout, so every span in the tree is right), except
+//!   literal tokens: plain decimal integers (digits only) and single-quoted
+//!   strings, which may differ in content but not in kind or span;
+//! - when the tree was cached, each such literal token was found as exactly
+//!   one value in the tree, with its span, holding exactly that token's
+//!   value (a literal that sqlparser read as a name, a type argument, a
+//!   concatenated string, or anything else than a plain value makes the
+//!   statement not cacheable).
+//!
+//! The cache is per thread (the router is called from the runtime's worker
+//! threads), bounded in entries and in tokens per statement, and emptied
+//! when full.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{Statement, Value, ValueWithSpan, Visit, VisitMut, Visitor, VisitorMut};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::{Span, Token, TokenWithSpan};
+
+/// Most shapes kept per thread.
+const MAX_ENTRIES: usize = 256;
+/// Longest statement, in tokens, whose tree is kept.
+const MAX_TOKENS: usize = 128;
+
+/// One cached reading.
+struct Entry {
+    /// The tokens it was parsed from.
+    tokens: Vec<TokenWithSpan>,
+    /// The tree.
+    statements: Vec<Statement>,
+}
+
+thread_local! {
+    static CACHE: RefCell<HashMap<u64, Entry>> = RefCell::new(HashMap::new());
+}
+
+/// sqlparser's statements for `tokens`, from the cache when a statement of
+/// the same shape was parsed on this thread before.
+pub(super) fn parse_statements(tokens: Vec<TokenWithSpan>) -> Result<Vec<Statement>, ParserError> {
+    if tokens.len() > MAX_TOKENS {
+        return parse(tokens);
+    }
+    let key = shape_hash(&tokens);
+    let cached = CACHE.with(|cache| {
+        let cache = cache.borrow();
+        let entry = cache.get(&key)?;
+        same_shape(&entry.tokens, &tokens).then(|| entry.statements.clone())
+    });
+    if let Some(mut statements) = cached {
+        let mut literals = Literals {
+            tokens: &tokens,
+            found: 0,
+        };
+        let _ = VisitMut::visit(&mut statements, &mut literals);
+        if literals.found == tokens.iter().filter(|t| is_literal(&t.token)).count() {
+            // Every routing test that repeats a shape checks the reuse.
+            #[cfg(test)]
+            assert_eq!(Ok(&statements), parse(tokens.clone()).as_ref());
+            return Ok(statements);
+        }
+        return parse(tokens);
+    }
+    let kept = tokens.clone();
+    let statements = parse(tokens)?;
+    if cacheable(&kept, &statements) {
+        CACHE.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            if cache.len() >= MAX_ENTRIES {
+                cache.clear();
+            }
+            cache.insert(
+                key,
+                Entry {
+                    tokens: kept,
+                    statements: statements.clone(),
+                },
+            );
+        });
+    }
+    Ok(statements)
+}
+
+fn parse(tokens: Vec<TokenWithSpan>) -> Result<Vec<Statement>, ParserError> {
+    Parser::new(&MySqlDialect {})
+        .with_tokens_with_locations(tokens)
+        .parse_statements()
+}
+
+/// A literal token whose content may change without changing the tree.
+fn is_literal(token: &Token) -> bool {
+    match token {
+        Token::Number(digits, false) => {
+            !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+        }
+        Token::SingleQuotedString(_) => true,
+        _ => false,
+    }
+}
+
+/// The value sqlparser gives a literal token.
+fn literal_value(token: &Token) -> Option<Value> {
+    match token {
+        Token::Number(digits, false) => Some(Value::Number(digits.clone(), false)),
+        Token::SingleQuotedString(text) => Some(Value::SingleQuotedString(text.clone())),
+        _ => None,
+    }
+}
+
+/// Hash of the tokens with the literals' contents left out.
+fn shape_hash(tokens: &[TokenWithSpan]) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    tokens.len().hash(&mut hasher);
+    for token in tokens {
+        token.span.hash(&mut hasher);
+        if is_literal(&token.token) {
+            std::mem::discriminant(&token.token).hash(&mut hasher);
+        } else {
+            token.token.hash(&mut hasher);
+        }
+    }
+    hasher.finish()
+}
+
+/// Whether `new` has `cached`'s shape: the same tokens and spans, literals
+/// of the same kind aside.
+fn same_shape(cached: &[TokenWithSpan], new: &[TokenWithSpan]) -> bool {
+    cached.len() == new.len()
+        && cached.iter().zip(new).all(|(old, new)| {
+            old.span == new.span
+                && if is_literal(&old.token) {
+                    is_literal(&new.token)
+                        && std::mem::discriminant(&old.token) == std::mem::discriminant(&new.token)
+                } else {
+                    old.token == new.token
+                }
+        })
+}
+
+/// The position of the literal token at `span`, if any.
+fn literal_at(tokens: &[TokenWithSpan], span: Span) -> Option<usize> {
+    let at = tokens
+        .binary_search_by(|t| t.span.start.cmp(&span.start))
+        .ok()?;
+    let token = tokens.get(at)?;
+    (token.span == span && is_literal(&token.token)).then_some(at)
+}
+
+/// Whether every literal token of `tokens` is exactly one value of
+/// `statements`, with its span and its value.
+fn cacheable(tokens: &[TokenWithSpan], statements: &[Statement]) -> bool {
+    if !spans_ascend(tokens) {
+        return false;
+    }
+    let literals = tokens.iter().filter(|t| is_literal(&t.token)).count();
+    let mut check = Check {
+        tokens,
+        seen: vec![false; tokens.len()],
+        found: 0,
+    };
+    let complete = statements
+        .iter()
+        .all(|statement| Visit::visit(statement, &mut check).is_continue());
+    complete && check.found == literals
+}
+
+/// Whether the tokens' spans strictly ascend (what [`literal_at`]'s search
+/// needs).
+fn spans_ascend(tokens: &[TokenWithSpan]) -> bool {
+    tokens
+        .windows(2)
+        .all(|pair| pair[0].span.start < pair[1].span.start)
+}
+
+/// Matches a freshly parsed tree's values to the literal tokens.
+struct Check<'a> {
+    tokens: &'a [TokenWithSpan],
+    seen: Vec<bool>,
+    found: usize,
+}
+
+impl Visitor for Check<'_> {
+    type Break = ();
+
+    fn pre_visit_value(&mut self, value: &ValueWithSpan) -> ControlFlow<()> {
+        let Some(at) = literal_at(self.tokens, value.span) else {
+            return ControlFlow::Continue(());
+        };
+        let token = &self.tokens[at].token;
+        if self.seen[at] || literal_value(token).as_ref() != Some(&value.value) {
+            return ControlFlow::Break(());
+        }
+        self.seen[at] = true;
+        self.found += 1;
+        ControlFlow::Continue(())
+    }
+}
+
+/// Puts a new statement's literals into a cached tree.
+struct Literals<'a> {
+    tokens: &'a [TokenWithSpan],
+    found: usize,
+}
+
+impl VisitorMut for Literals<'_> {
+    type Break = ();
+
+    fn pre_visit_value(&mut self, value: &mut ValueWithSpan) -> ControlFlow<()> {
+        if let Some(new) =
+            literal_at(self.tokens, value.span).and_then(|at| literal_value(&self.tokens[at].token))
+        {
+            value.value = new;
+            self.found += 1;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlparser::tokenizer::Tokenizer;
+
+    fn tokens(sql: &str) -> Vec<TokenWithSpan> {
+        Tokenizer::new(&MySqlDialect {}, sql)
+            .tokenize_with_location()
+            .expect("tokenizes")
+    }
+
+    /// Parses `first`, then `second` (same shape), and compares the cached
+    /// reading of `second` with a fresh one.
+    fn reuse(first: &str, second: &str) -> bool {
+        CACHE.with(|cache| cache.borrow_mut().clear());
+        let _ = parse_statements(tokens(first));
+        let hit = CACHE.with(|cache| {
+            let key = shape_hash(&tokens(second));
+            cache
+                .borrow()
+                .get(&key)
+                .is_some_and(|entry| same_shape(&entry.tokens, &tokens(second)))
+        });
+        let cached = parse_statements(tokens(second));
+        let fresh = parse(tokens(second));
+        assert_eq!(cached, fresh, "{first} / {second}");
+        hit
+    }
+
+    #[test]
+    fn point_lookups_reuse_the_tree_with_the_new_literal() {
+        assert!(reuse(
+            "SELECT data FROM pins WHERE id = 1234567",
+            "SELECT data FROM pins WHERE id = 7654321",
+        ));
+        assert!(reuse(
+            "UPDATE pins SET data = 'abc' WHERE id = 12 LIMIT 5",
+            "UPDATE pins SET data = 'xyz' WHERE id = 98 LIMIT 7",
+        ));
+        assert!(reuse(
+            "SELECT a FROM t WHERE id IN (11, 22, 33) AND b = 'q'",
+            "SELECT a FROM t WHERE id IN (44, 55, 66) AND b = 'r'",
+        ));
+    }
+
+    #[test]
+    fn another_layout_or_kind_is_parsed_afresh() {
+        // Longer literal: other spans.
+        assert!(!reuse(
+            "SELECT data FROM pins WHERE id = 12",
+            "SELECT data FROM pins WHERE id = 123",
+        ));
+        // A number that is not a plain integer.
+        assert!(!reuse("SELECT 1.5", "SELECT 2.5"));
+        assert!(!reuse("SELECT 12", "SELECT .5"));
+        // A string where a number was.
+        assert!(!reuse("SELECT 12", "SELECT 'a'"));
+        // Another word.
+        assert!(!reuse(
+            "SELECT a FROM t WHERE id = 1",
+            "SELECT a FROM u WHERE id = 1"
+        ));
+    }
+
+    #[test]
+    fn literals_that_are_not_plain_values_are_not_cached() {
+        // A single-quoted alias is a name, not a value.
+        assert!(!reuse("SELECT 1 AS 'a'", "SELECT 1 AS 'b'"));
+        // Adjacent strings are concatenated into one value.
+        assert!(!reuse("SELECT 'a' 'b'", "SELECT 'c' 'd'"));
+        assert!(!reuse("SELECT 'a' ''", "SELECT 'c' ''"));
+        // Type arguments are not values.
+        assert!(!reuse(
+            "SELECT CAST(a AS CHAR(10))",
+            "SELECT CAST(a AS CHAR(99))"
+        ));
+        // Whether reused or not, the reading is the fresh one.
+        reuse("SELECT DATE '2020-01-01'", "SELECT DATE '2021-02-02'");
+        reuse(
+            "SELECT a FROM t WHERE b LIKE 'x%' ESCAPE '!'",
+            "SELECT a FROM t WHERE b LIKE 'y%' ESCAPE '#'",
+        );
+        reuse("SELECT INTERVAL '1' DAY + d", "SELECT INTERVAL '2' DAY + d");
+    }
+
+    #[test]
+    fn literal_lookup_needs_the_exact_span() {
+        let tokens = tokens("SELECT 12");
+        let number = tokens.last().expect("a token");
+        assert_eq!(literal_at(&tokens, number.span), Some(tokens.len() - 1));
+        let mut other = number.span;
+        other.end.column += 1;
+        assert_eq!(literal_at(&tokens, other), None);
+    }
+}
