@@ -15,18 +15,7 @@ use shardgate::protocol::packets::{parse_eof_status, parse_err, parse_ok};
 
 /// Shards this binary writes on (host A); rows are tagged.
 const SHARD_A: u32 = 1919;
-const TAG: &str = "engine-review";
-
-async fn pin_on_host(id: u64) -> Option<String> {
-    let fields = decode(id);
-    row_on_host(
-        main_master_port(fields.shard),
-        "pins",
-        fields.shard,
-        fields.local_id,
-    )
-    .await
-}
+const TAG: &str = "session-edges";
 
 async fn in_transaction(conn: &mut mysql_async::Conn) -> (i64, i64) {
     conn.query_first("SELECT @@autocommit, @@in_transaction")

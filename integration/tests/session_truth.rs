@@ -21,17 +21,6 @@ const SHARD_A: u32 = 1717;
 const SHARD_B: u32 = 2717;
 const TAG: &str = "session-truth";
 
-async fn pin_on_host(id: u64) -> Option<String> {
-    let fields = decode(id);
-    row_on_host(
-        main_master_port(fields.shard),
-        "pins",
-        fields.shard,
-        fields.local_id,
-    )
-    .await
-}
-
 #[tokio::test]
 async fn connector_j_connect_set_is_accepted_and_both_parts_take_effect() {
     let mut conn = client().await;

@@ -17,17 +17,6 @@ async fn insert_pin(conn: &mut Conn, shard: u32, data: &str) -> u64 {
     conn.last_insert_id().unwrap()
 }
 
-async fn pin_on_host(id: u64) -> Option<String> {
-    let fields = decode(id);
-    row_on_host(
-        main_master_port(fields.shard),
-        "pins",
-        fields.shard,
-        fields.local_id,
-    )
-    .await
-}
-
 #[tokio::test]
 async fn transaction_binds_to_one_shard_and_refuses_a_second() {
     let mut conn = client().await;

@@ -205,6 +205,19 @@ pub fn decode(id: u64) -> ObjectId {
     ObjectId::decode(id).expect("valid id")
 }
 
+/// The `data` of the pin with this 64-bit ID, read straight from the
+/// master of its shard, or None.
+pub async fn pin_on_host(id: u64) -> Option<String> {
+    let fields = decode(id);
+    row_on_host(
+        main_master_port(fields.shard),
+        "pins",
+        fields.shard,
+        fields.local_id,
+    )
+    .await
+}
+
 /// The `data` of an object row read straight from its master, or None.
 pub async fn row_on_host(port: u16, table: &str, shard: u32, local_id: u64) -> Option<String> {
     let mut conn = direct(port).await;
