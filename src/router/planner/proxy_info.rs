@@ -4,10 +4,10 @@
 //! [WHERE ID = n]` and `KILL`.
 
 use sqlparser::ast::{
-    BinaryOperator, Expr, FunctionArguments, KillType, ObjectNamePart, Query, SelectItem, SetExpr,
-    TableFactor, Value,
+    BinaryOperator, Expr, KillType, ObjectNamePart, Query, SelectItem, SetExpr, TableFactor, Value,
 };
 
+use super::session::argless_function_name;
 use super::unsupported;
 use crate::router::plan::{RouteError, SessionAction};
 
@@ -62,20 +62,10 @@ enum Asked {
 fn asked(expr: &Expr) -> Option<Asked> {
     match expr {
         Expr::Function(function) => {
-            let [ObjectNamePart::Identifier(name)] = function.name.0.as_slice() else {
-                return None;
-            };
-            let no_args = match &function.args {
-                FunctionArguments::None => true,
-                FunctionArguments::List(list) => list.args.is_empty(),
-                FunctionArguments::Subquery(_) => false,
-            };
-            if !no_args || function.over.is_some() {
-                return None;
-            }
-            if name.value.eq_ignore_ascii_case("CONNECTION_ID") {
+            let name = argless_function_name(function)?;
+            if name.eq_ignore_ascii_case("CONNECTION_ID") {
                 Some(Asked::ConnectionId)
-            } else if name.value.eq_ignore_ascii_case("VERSION") {
+            } else if name.eq_ignore_ascii_case("VERSION") {
                 Some(Asked::Version)
             } else {
                 None

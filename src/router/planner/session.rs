@@ -4,7 +4,7 @@
 //! parsed in `router::set`.)
 
 use sqlparser::ast::{
-    Expr, FunctionArguments, ObjectNamePart, Query, SelectItem, SetExpr, Statement, Use,
+    Expr, Function, FunctionArguments, ObjectNamePart, Query, SelectItem, SetExpr, Statement, Use,
 };
 
 use super::{object_name_text, unsupported, Env};
@@ -68,6 +68,23 @@ pub(super) fn special_select(query: &Query) -> Option<SessionAction> {
     else {
         return None;
     };
+    let name = argless_function_name(function)?;
+    let column = match item {
+        SelectItem::ExprWithAlias { alias, .. } => alias.value.clone(),
+        _ => function.to_string(),
+    };
+    if name.eq_ignore_ascii_case("DATABASE") || name.eq_ignore_ascii_case("SCHEMA") {
+        Some(SessionAction::SelectDatabase { column })
+    } else if name.eq_ignore_ascii_case("LAST_INSERT_ID") {
+        Some(SessionAction::SelectLastInsertId { column })
+    } else {
+        None
+    }
+}
+
+/// The name of a call without arguments and without `OVER` (`DATABASE()`,
+/// `CONNECTION_ID()`), unqualified.
+pub(super) fn argless_function_name(function: &Function) -> Option<&str> {
     let [ObjectNamePart::Identifier(name)] = function.name.0.as_slice() else {
         return None;
     };
@@ -76,21 +93,7 @@ pub(super) fn special_select(query: &Query) -> Option<SessionAction> {
         FunctionArguments::List(list) => list.args.is_empty(),
         FunctionArguments::Subquery(_) => false,
     };
-    if !no_args || function.over.is_some() {
-        return None;
-    }
-    let column = match item {
-        SelectItem::ExprWithAlias { alias, .. } => alias.value.clone(),
-        _ => function.to_string(),
-    };
-    let name = name.value.as_str();
-    if name.eq_ignore_ascii_case("DATABASE") || name.eq_ignore_ascii_case("SCHEMA") {
-        Some(SessionAction::SelectDatabase { column })
-    } else if name.eq_ignore_ascii_case("LAST_INSERT_ID") {
-        Some(SessionAction::SelectLastInsertId { column })
-    } else {
-        None
-    }
+    (no_args && function.over.is_none()).then_some(name.value.as_str())
 }
 
 /// The columns of a select list that reads only `@@autocommit` and
