@@ -260,7 +260,8 @@ where
                     let seq = PacketTooLarge::of(&error).map_or(1, |over| over.seq.wrapping_add(1));
                     let error = ClientError::PacketTooLarge(error.to_string());
                     write_error(&mut self.writer, seq, &error).await?;
-                    return self.writer.shutdown().await;
+                    self.writer.shutdown().await?;
+                    return skip_rest_of_packet(&mut self.reader).await;
                 }
                 Err(error) => return Err(error),
             };
@@ -612,6 +613,23 @@ where
         write_error(&mut self.writer, self.state.response_seq, &error).await?;
         self.writer.flush().await
     }
+}
+
+/// How long, and for how many bytes, a refused client is read (and
+/// ignored) before its socket is dropped.
+const SKIP_AFTER_REFUSAL: (Duration, usize) = (Duration::from_secs(5), 64 << 20);
+
+/// After an error that ends a logged-in session (written and the write
+/// side shut), reads what the client still sends (the rest of an oversized packet)
+/// until it closes, for a bounded time and byte count. Dropping a socket
+/// with unread bytes resets the connection, and a client still writing
+/// would see "broken pipe" instead of the error it was sent. (Before login
+/// a refused peer is dropped at once: an anonymous socket gets no time.)
+async fn skip_rest_of_packet<R: AsyncRead + Unpin>(reader: &mut FrameReader<R>) -> io::Result<()> {
+    let (time, bytes) = SKIP_AFTER_REFUSAL;
+    // An error or a timeout here changes nothing: the session is over.
+    let _ = tokio::time::timeout(time, reader.discard_until_eof(bytes)).await;
+    Ok(())
 }
 
 /// A prepared statement's text (kept as text to bind values into it): the

@@ -198,6 +198,25 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// Reads and throws away what the peer still sends, until it closes or
+    /// `limit` bytes went by. Used after refusing an oversized packet: a
+    /// socket closed with unread bytes resets the connection, and the peer,
+    /// still writing the rest of its packet, then loses the error sent to
+    /// it (a server skips the rest of the packet the same way).
+    pub async fn discard_until_eof(&mut self, limit: usize) -> io::Result<()> {
+        let mut seen = self.buf.len();
+        self.buf = BytesMut::new();
+        let mut scratch = vec![0u8; READ_CHUNK.min(limit.max(1))];
+        while seen < limit {
+            let read = self.inner.read(&mut scratch).await?;
+            if read == 0 {
+                break;
+            }
+            seen = seen.saturating_add(read);
+        }
+        Ok(())
+    }
+
     /// A whole logical packet (continuation frames joined): the sequence id
     /// of its last frame and its payload. A packet longer than the limit is
     /// refused on the header of the frame that goes over it: an
@@ -554,5 +573,21 @@ mod tests {
         let mut reader = FrameReader::new(writer.inner.as_slice());
         let (seq, joined) = reader.next_packet().await.unwrap();
         assert_eq!((seq, joined.len()), (6, MAX_FRAME_PAYLOAD));
+    }
+
+    #[tokio::test]
+    async fn discarding_stops_at_the_end_of_stream_or_the_byte_limit() {
+        let sent = vec![1u8; 100_000];
+        let mut reader = FrameReader::new(sent.as_slice());
+        reader.discard_until_eof(usize::MAX).await.unwrap();
+        assert!(reader.inner.is_empty(), "read to the end");
+
+        let mut reader = FrameReader::new(sent.as_slice());
+        reader.discard_until_eof(20_000).await.unwrap();
+        let left = reader.inner.len();
+        assert!(
+            left > 0 && left <= 80_000,
+            "stopped near the limit: {left} left"
+        );
     }
 }

@@ -331,6 +331,14 @@ async fn a_statement_over_max_allowed_packet_gets_1153_and_the_connection_closes
         conn.query_drop("SELECT 1").await.is_err(),
         "the connection was closed"
     );
+    // Far over it: the client is still writing when the proxy refuses on
+    // the header; it must still read the 1153, not a reset ("broken pipe").
+    for _ in 0..3 {
+        let mut conn = app_ignoring_packet_limit(&proxy).await;
+        let far_over = format!("SELECT LENGTH('{}')", "x".repeat(12 << 20));
+        let (code, message) = server_error(conn.query_drop(far_over).await.unwrap_err());
+        assert_eq!(code, 1153, "{message}");
+    }
     // Others are not affected.
     let mut other = app(&proxy).await;
     select_one(&mut other).await;
