@@ -24,6 +24,9 @@ pub const INFO_WIDTH: usize = 100;
 /// PROCESSLIST`: a session's memory stays bounded whatever it sends.
 pub const MAX_INFO_BYTES: usize = 64 * 1024;
 
+/// Room for a statement's text an idle session keeps for its next one.
+const KEPT_INFO_CAPACITY: usize = 512;
+
 /// Every client session of the proxy.
 pub struct Sessions {
     map: Mutex<HashMap<u32, Arc<SessionEntry>>>,
@@ -142,7 +145,10 @@ struct Activity {
     db: Option<String>,
     command: &'static str,
     state: &'static str,
-    info: Option<String>,
+    /// The statement running; its storage is kept between statements.
+    info: String,
+    /// Whether `info` holds a statement (none while idle).
+    has_info: bool,
     since: Instant,
 }
 
@@ -189,7 +195,8 @@ impl SessionEntry {
                 db: None,
                 command: "Sleep",
                 state: "",
-                info: None,
+                info: String::new(),
+                has_info: false,
                 since: Instant::now(),
             }),
             backends: Mutex::new(Vec::new()),
@@ -230,13 +237,10 @@ impl SessionEntry {
         let mut activity = lock(&self.activity);
         activity.command = command;
         activity.state = "executing";
-        match (info, &mut activity.info) {
-            (Some(text), Some(kept)) => {
-                kept.clear();
-                kept.push_str(&String::from_utf8_lossy(text));
-            }
-            (Some(text), slot) => *slot = Some(String::from_utf8_lossy(text).into_owned()),
-            (None, slot) => *slot = None,
+        activity.info.clear();
+        activity.has_info = info.is_some();
+        if let Some(text) = info {
+            activity.info.push_str(&String::from_utf8_lossy(text));
         }
         activity.since = Instant::now();
     }
@@ -246,7 +250,11 @@ impl SessionEntry {
         let mut activity = lock(&self.activity);
         activity.command = "Sleep";
         activity.state = "";
-        activity.info = None;
+        activity.has_info = false;
+        // A long statement's text is not held while idle.
+        if activity.info.capacity() > KEPT_INFO_CAPACITY {
+            activity.info = String::new();
+        }
         activity.since = Instant::now();
         if activity.db.as_deref() != db {
             activity.db = db.map(str::to_owned);
@@ -332,7 +340,7 @@ impl SessionEntry {
             },
             elapsed: activity.since.elapsed(),
             state: activity.state,
-            info: activity.info.clone(),
+            info: activity.has_info.then(|| activity.info.clone()),
         }
     }
 }

@@ -61,12 +61,8 @@ pub fn proxy_addr() -> SocketAddr {
 /// so it outlives each test's runtime, and returns its address.
 pub fn start_proxy(topology: Topology) -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
+    proxy_thread(move || {
+        let runtime = proxy_runtime();
         runtime.block_on(async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
@@ -94,6 +90,26 @@ pub struct RunningProxy {
     pub control: Arc<Control>,
     /// The engine (`control.engine`), to look inside.
     pub engine: Arc<Engine>,
+}
+
+/// The runtime a test proxy runs on: one thread, as `shardgate serve` runs
+/// on a 2-core machine (its default there), so every session and backend
+/// connection shares one event loop and a blocking call would show.
+fn proxy_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Starts `run` on a thread of its own with the proxy's stack size (8 MiB,
+/// as `shardgate serve` gives its threads).
+fn proxy_thread(run: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new()
+        .name("test-proxy".to_owned())
+        .stack_size(8 << 20)
+        .spawn(run)
+        .expect("spawn the proxy thread");
 }
 
 /// `config/shardgate.yaml` with every listen address on a free port
@@ -129,12 +145,8 @@ pub fn start_server(name: &str, yaml: &str) -> RunningProxy {
     let engine = control.engine.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     let started = control.clone();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
+    proxy_thread(move || {
+        let runtime = proxy_runtime();
         runtime.block_on(async move {
             let listening = shardgate::server::start(started).await.expect("start");
             tx.send(listening).expect("send");
