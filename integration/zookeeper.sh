@@ -108,6 +108,21 @@ check_java() {
 
 cmdline() { tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null || true; }
 
+# PID's command line on one line, cut to 100 characters.
+command_of() { cmdline "$1" | tr '\n' ' ' | cut -c1-100 | sed 's/ *$//'; }
+
+# Who holds the port, for messages: "pid N (another checkout's test
+# ZooKeeper, DIR)" or "pid N (COMMAND)".
+describe_pid() {
+    local dir
+    dir="$(marker_dir "$1")"
+    if [ -n "$dir" ]; then
+        echo "pid $1 (another checkout's test ZooKeeper, $dir)"
+    else
+        echo "pid $1 ($(command_of "$1"))"
+    fi
+}
+
 # The data directory / port a server pid was started with by this script
 # (from any checkout), or nothing.
 marker_dir()  { cmdline "$1" | sed -n "s/^$MARKER//p" | head -n 1; }
@@ -205,12 +220,12 @@ claim_port() {
     [ -n "$other" ] || die "port $PORT is in use by another process (pid unknown: see ss -ltnp); pick another with SHARDGATE_ZK_PORT"
     other_dir="$(marker_dir "$other")"
     if [ -z "$other_dir" ]; then
-        die "port $PORT is in use by pid $other ($(cmdline "$other" | head -n 1)), not a shardgate test ZooKeeper; stop it or pick another port with SHARDGATE_ZK_PORT"
+        die "port $PORT is in use by $(describe_pid "$other"), not a shardgate test ZooKeeper; stop it or pick another port with SHARDGATE_ZK_PORT"
     fi
     if [ "${SHARDGATE_ZK_REPLACE:-0}" != 1 ]; then
-        die "port $PORT is held by another checkout's test ZooKeeper (pid $other, $other_dir); stop it with: SHARDGATE_ZK_DIR=$other_dir $0 stop   (or set SHARDGATE_ZK_REPLACE=1)"
+        die "port $PORT is held by $(describe_pid "$other"); stop it with: SHARDGATE_ZK_DIR=$other_dir $0 stop   (or set SHARDGATE_ZK_REPLACE=1)"
     fi
-    log "port $PORT is held by another checkout's test ZooKeeper (pid $other, $other_dir); stopping it (SHARDGATE_ZK_REPLACE=1)"
+    log "port $PORT is held by $(describe_pid "$other"); stopping it (SHARDGATE_ZK_REPLACE=1)"
     stop_pid "$other"
     local deadline=$((SECONDS + 10))
     while port_in_use "$PORT"; do
@@ -257,7 +272,7 @@ start() {
     if [ -n "$pid" ]; then
         local port
         port="$(marker_port "$pid")"
-        [ "$port" = "$PORT" ] || die "already running from $ZK_DIR on port $port (pid $pid), not $PORT; stop it first: SHARDGATE_ZK_PORT=$port $0 stop"
+        [ "$port" = "$PORT" ] || die "already running from $ZK_DIR on port $port (pid $pid), not $PORT; stop it first: $0 stop"
         if frozen "$pid"; then
             log "pid $pid is frozen; thawing it"
             kill -CONT "$pid"
@@ -348,7 +363,11 @@ status() {
         if port_in_use "$port"; then
             local other
             other="$(port_holder "$port")"
-            detail="port held by pid ${other:-?} $(marker_dir "${other:-0}")"
+            if [ -n "$other" ]; then
+                detail="port held by $(describe_pid "$other")"
+            else
+                detail="port held by another process"
+            fi
         fi
     fi
     printf '%-6s %-8s %-8s %s\n' PORT RUNNING PID DETAIL
