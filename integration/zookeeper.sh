@@ -7,10 +7,11 @@
 #
 #   install   only install Debian's zookeeperd (and its JRE) if missing, with
 #             the package's own service kept from starting; check java runs.
-#   start     write the config, start the server unless it already runs from
-#             this data directory, wait until it answers `ruok` with `imok`
-#             and serves requests, print the status table. Idempotent; data
-#             is kept. A frozen server (see freeze) is thawed.
+#   start     install if missing (as install does), write the config, start
+#             the server unless it already runs from this data directory,
+#             wait until it answers `ruok` with `imok` and serves requests,
+#             print the status table. Idempotent; data is kept. A frozen
+#             server (see freeze) is thawed.
 #   stop      SIGTERM, wait up to 10 s, then SIGKILL. A server stopped by
 #             SIGTERM exits with status 143: that is a normal stop.
 #   restart   stop, then start.
@@ -281,6 +282,7 @@ start() {
         log "already running on 127.0.0.1:$PORT (pid $pid)"
         return 0
     fi
+    ensure_zookeeper
     check_java
     claim_port
     mkdir -p "$DATA_DIR"
