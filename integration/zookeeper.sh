@@ -422,7 +422,7 @@ case "$cmd" in
         signal_server CONT
         ;;
     *)
-        sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
+        awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
         [ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || [ "$cmd" = --help ] || exit 2
         ;;
 esac
