@@ -5,7 +5,9 @@
 #   integration/test.sh [extra cargo test arguments]
 #
 # Steps: cargo build (debug; the tests share its compiled dependencies) ->
-# integration/fleet.sh start -> shardgate fleet init --config
+# integration/fleet.sh start -> integration/zookeeper.sh start (the test
+# ZooKeeper on 127.0.0.1:${SHARDGATE_ZK_PORT:-2281}, exported to the tests as
+# SHARDGATE_ZK=127.0.0.1:PORT) -> shardgate fleet init --config
 # config/shardgate.yaml --schema config/schema.sql -> integration/drivers/setup.sh
 # (the Python virtualenv, Node's mysql2 and sysbench for the driver
 # conformance tests, integration/tests/drivers.rs) -> the fuzz targets for
@@ -17,10 +19,11 @@
 # The integration tests find the fleet on 127.0.0.1:3307-3310 and start the
 # proxy themselves. Exits non-zero if any step fails.
 #
-# With CI=true the fleet is stopped at the end (pass or fail), and a fleet of
-# another checkout still holding the ports is stopped first
-# (SHARDGATE_FLEET_REPLACE=1). Otherwise the fleet is left running for the
-# next run (start and init are idempotent and then take about a second).
+# With CI=true the fleet and ZooKeeper are stopped at the end (pass or fail),
+# and a fleet or ZooKeeper of another checkout still holding the ports is
+# stopped first (SHARDGATE_FLEET_REPLACE=1, SHARDGATE_ZK_REPLACE=1). Otherwise
+# both are left running for the next run (start and init are idempotent and
+# then take about a second).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,10 +35,12 @@ section() { printf '\n===== %s  [%ds]\n' "$*" "$((SECONDS - STARTED))"; }
 CI="${CI:-false}"
 if [ "$CI" = true ]; then
     export SHARDGATE_FLEET_REPLACE="${SHARDGATE_FLEET_REPLACE:-1}"
+    export SHARDGATE_ZK_REPLACE="${SHARDGATE_ZK_REPLACE:-1}"
     finish() {
         local rc=$?
-        section "stopping the fleet (CI=true)"
+        section "stopping the fleet and ZooKeeper (CI=true)"
         integration/fleet.sh stop || true
+        integration/zookeeper.sh stop || true
         if [ "$rc" -eq 0 ]; then
             section "PASS"
         else
@@ -45,6 +50,11 @@ if [ "$CI" = true ]; then
                 echo "--- last lines of $log"
                 tail -n 15 "$log"
             done
+            log="${SHARDGATE_ZK_DIR:-integration/.zookeeper}/zookeeper.log"
+            if [ -f "$log" ]; then
+                echo "--- last lines of $log"
+                tail -n 15 "$log"
+            fi
         fi
         exit "$rc"
     }
@@ -62,6 +72,11 @@ BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/shardgate"
 
 section "fleet: integration/fleet.sh start"
 integration/fleet.sh start
+
+ZK_PORT="${SHARDGATE_ZK_PORT:-2281}"
+section "ZooKeeper: integration/zookeeper.sh start (127.0.0.1:$ZK_PORT)"
+integration/zookeeper.sh start
+export SHARDGATE_ZK="127.0.0.1:$ZK_PORT"
 
 section "fleet init: shardgate fleet init --config config/shardgate.yaml --schema config/schema.sql"
 "$BIN" fleet init --config config/shardgate.yaml --schema config/schema.sql
@@ -86,5 +101,5 @@ if [ "$FUZZ_STATUS" -ne 0 ]; then
 fi
 
 if [ "$CI" != true ]; then
-    section "PASS (the fleet is still running; integration/fleet.sh stop stops it)"
+    section "PASS (the fleet and ZooKeeper are still running; integration/fleet.sh stop and integration/zookeeper.sh stop stop them)"
 fi
