@@ -485,7 +485,10 @@ async fn serve(control: Control) -> Result<(), String> {
 /// Waits for SIGTERM or SIGINT; its name.
 async fn stop_signal() -> &'static str {
     use tokio::signal::unix::{signal, SignalKind};
-    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
         (Ok(mut term), Ok(mut int)) => tokio::select! {
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "SIGINT",
@@ -503,8 +506,8 @@ fn config_command(command: ConfigCommand) -> Result<(), String> {
             expected_version,
         } => {
             let location = zookeeper_source(&source)?;
-            let bytes = std::fs::read(&file)
-                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            let bytes =
+                std::fs::read(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             let name = file.display().to_string();
             let pushed = runtime()?
                 .block_on(shardgate::control::zookeeper::push(

@@ -100,17 +100,16 @@ impl Control {
         let version = version_of(&bytes);
         let overrides = process.overrides.clone();
         let name = source.clone();
-        let topology =
-            tokio::task::spawn_blocking(move || build_config(&bytes, &name, &overrides))
-                .await
-                .map_err(|e| ZkError::Invalid {
-                    source_name: source.clone(),
-                    errors: ConfigErrors::single(&source, 0, format!("the parsing task failed: {e}")),
-                })?
-                .map_err(|errors| ZkError::Invalid {
-                    source_name: source.clone(),
-                    errors,
-                })?;
+        let topology = tokio::task::spawn_blocking(move || build_config(&bytes, &name, &overrides))
+            .await
+            .map_err(|e| ZkError::Invalid {
+                source_name: source.clone(),
+                errors: ConfigErrors::single(&source, 0, format!("the parsing task failed: {e}")),
+            })?
+            .map_err(|errors| ZkError::Invalid {
+                source_name: source.clone(),
+                errors,
+            })?;
         zookeeper
             .register(process.entry(version.clone(), Some(znode_version)))
             .await?;

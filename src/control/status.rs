@@ -37,7 +37,9 @@ impl ReloadTrigger {
     pub fn is_watch(self) -> bool {
         matches!(
             self,
-            ReloadTrigger::FileChange | ReloadTrigger::ZnodeChange | ReloadTrigger::ZooKeeperSession
+            ReloadTrigger::FileChange
+                | ReloadTrigger::ZnodeChange
+                | ReloadTrigger::ZooKeeperSession
         )
     }
 }

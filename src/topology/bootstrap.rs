@@ -148,7 +148,10 @@ mod tests {
             "b.yaml",
         )
         .unwrap();
-        assert_eq!(file.config.as_deref(), Some("zookeeper://127.0.0.1:2281/sg/config"));
+        assert_eq!(
+            file.config.as_deref(),
+            Some("zookeeper://127.0.0.1:2281/sg/config")
+        );
         assert_eq!(file.metrics_listen, None);
         let flags = Bootstrap {
             listen: Some("127.0.0.1:8033".into()),
@@ -156,24 +159,41 @@ mod tests {
             ..Bootstrap::default()
         };
         let merged = file.overlaid(flags);
-        assert_eq!(merged.listen.as_deref(), Some("127.0.0.1:8033"), "the flag wins");
-        assert_eq!(merged.admin_listen.as_deref(), Some("127.0.0.1:7032"), "the file fills in");
+        assert_eq!(
+            merged.listen.as_deref(),
+            Some("127.0.0.1:8033"),
+            "the flag wins"
+        );
+        assert_eq!(
+            merged.admin_listen.as_deref(),
+            Some("127.0.0.1:7032"),
+            "the file fills in"
+        );
         assert_eq!(merged.proxy_id.as_deref(), Some("web-1"));
         assert_eq!(merged.metrics_listen.as_deref(), Some("127.0.0.1:8104"));
-        assert_eq!(Bootstrap::parse("", "e.yaml").unwrap(), Bootstrap::default());
+        assert_eq!(
+            Bootstrap::parse("", "e.yaml").unwrap(),
+            Bootstrap::default()
+        );
     }
 
     #[test]
     fn unknown_keys_and_bad_addresses_are_refused() {
         let error = Bootstrap::parse("listen: 1.2.3.4:5\nlisten_admin: x\n", "b.yaml").unwrap_err();
-        assert!(error.contains("b.yaml") && error.contains("listen_admin"), "{error}");
+        assert!(
+            error.contains("b.yaml") && error.contains("listen_admin"),
+            "{error}"
+        );
         assert!(error.contains("admin_listen"), "lists the keys: {error}");
         let bad = Bootstrap {
             admin_listen: Some("6032".into()),
             ..Bootstrap::default()
         };
         let error = bad.overrides().unwrap_err();
-        assert!(error.starts_with("admin_listen: ") && error.contains("no port"), "{error}");
+        assert!(
+            error.starts_with("admin_listen: ") && error.contains("no port"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -189,7 +209,10 @@ mod tests {
         };
         overrides.apply(&mut config).unwrap();
         assert_eq!(config.listen, "127.0.0.1:7033");
-        assert_eq!(config.metrics.as_ref().map(|m| m.listen.as_str()), Some("127.0.0.1:7104"));
+        assert_eq!(
+            config.metrics.as_ref().map(|m| m.listen.as_str()),
+            Some("127.0.0.1:7104")
+        );
         let admin = ListenOverrides {
             admin_listen: Some("127.0.0.1:7032".into()),
             ..ListenOverrides::default()

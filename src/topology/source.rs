@@ -48,13 +48,21 @@ impl ZkLocation {
 
     /// The parent znode of the document, if it is not the root.
     pub fn parent(&self) -> Option<&str> {
-        self.path.rsplit_once('/').map(|(parent, _)| parent).filter(|p| !p.is_empty())
+        self.path
+            .rsplit_once('/')
+            .map(|(parent, _)| parent)
+            .filter(|p| !p.is_empty())
     }
 }
 
 impl fmt::Display for ZkLocation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{ZOOKEEPER_SCHEME}{}{}", self.connect_string(), self.path)
+        write!(
+            f,
+            "{ZOOKEEPER_SCHEME}{}{}",
+            self.connect_string(),
+            self.path
+        )
     }
 }
 
@@ -95,7 +103,11 @@ pub fn parse_source(text: &str) -> Result<ConfigSource, SourceError> {
         && text[..scheme_len].eq_ignore_ascii_case(ZOOKEEPER_SCHEME);
     if !is_zookeeper {
         if let Some((scheme, _)) = text.split_once("://") {
-            if !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+') {
+            if !scheme.is_empty()
+                && scheme
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'+')
+            {
                 return Err(error(format!(
                     "unknown scheme `{scheme}://`; give a file path, or {FORM}"
                 )));
@@ -124,16 +136,23 @@ pub fn parse_source(text: &str) -> Result<ConfigSource, SourceError> {
 
 fn check_host(host: &str) -> Result<String, String> {
     let Some((name, port)) = host.rsplit_once(':') else {
-        return Err(format!("server `{host}` has no port (ZooKeeper's is usually 2181)"));
+        return Err(format!(
+            "server `{host}` has no port (ZooKeeper's is usually 2181)"
+        ));
     };
     if name.is_empty() || name == "[]" {
         return Err(format!("server `{host}` has no host name"));
     }
-    if name.bytes().any(|b| b.is_ascii_whitespace() || b == b'@' || b == b'?') {
+    if name
+        .bytes()
+        .any(|b| b.is_ascii_whitespace() || b == b'@' || b == b'?')
+    {
         return Err(format!("server `{host}`: `{name}` is not a host name"));
     }
     if name.contains(':') && !(name.starts_with('[') && name.ends_with(']')) {
-        return Err(format!("server `{host}`: write an IPv6 address in brackets, e.g. [::1]:2181"));
+        return Err(format!(
+            "server `{host}`: write an IPv6 address in brackets, e.g. [::1]:2181"
+        ));
     }
     match port.parse::<u16>() {
         Ok(0) | Err(_) => Err(format!("server `{host}`: `{port}` is not a port (1-65535)")),
@@ -153,7 +172,9 @@ fn check_path(path: &str) -> Result<(), String> {
             return Err(format!("znode path `{path}` has an empty segment (`//`)"));
         }
         if segment == "." || segment == ".." {
-            return Err(format!("znode path `{path}`: `{segment}` is not allowed in a znode path"));
+            return Err(format!(
+                "znode path `{path}`: `{segment}` is not allowed in a znode path"
+            ));
         }
         if segment.chars().any(char::is_control) {
             return Err(format!("znode path `{path}` has a control character"));
@@ -168,9 +189,15 @@ fn check_path(path: &str) -> Result<(), String> {
 /// Whether `id` can name a registry entry (one znode name, printable).
 pub fn check_proxy_id(id: &str) -> Result<(), String> {
     if id.is_empty() || id == "." || id == ".." {
-        return Err(format!("proxy id `{id}` is not usable; give e.g. --proxy-id web-1"));
+        return Err(format!(
+            "proxy id `{id}` is not usable; give e.g. --proxy-id web-1"
+        ));
     }
-    if id.len() > 200 || id.chars().any(|c| c == '/' || c.is_control() || c.is_whitespace()) {
+    if id.len() > 200
+        || id
+            .chars()
+            .any(|c| c == '/' || c.is_control() || c.is_whitespace())
+    {
         return Err(format!(
             "proxy id `{id}`: use at most 200 characters without `/`, spaces or control characters"
         ));
@@ -207,9 +234,15 @@ mod tests {
         assert_eq!(one.path, "/shardgate/prod/config");
         assert_eq!(one.connect_string(), "127.0.0.1:2281");
         assert_eq!(one.registry_path(), "/shardgate/prod/config/proxies");
-        assert_eq!(one.registry_entry("web-1"), "/shardgate/prod/config/proxies/web-1");
+        assert_eq!(
+            one.registry_entry("web-1"),
+            "/shardgate/prod/config/proxies/web-1"
+        );
         assert_eq!(one.parent(), Some("/shardgate/prod"));
-        assert_eq!(one.to_string(), "zookeeper://127.0.0.1:2281/shardgate/prod/config");
+        assert_eq!(
+            one.to_string(),
+            "zookeeper://127.0.0.1:2281/shardgate/prod/config"
+        );
         let three = zk("ZooKeeper://zk1:2181,zk2:2181,[::1]:2182/c");
         assert_eq!(three.hosts, ["zk1:2181", "zk2:2181", "[::1]:2182"]);
         assert_eq!(three.connect_string(), "zk1:2181,zk2:2181,[::1]:2182");

@@ -95,21 +95,34 @@ async fn an_invalid_document_is_refused_and_the_old_one_keeps_serving() {
             let status = proxy.control.config_status();
             if let Some(Err(message)) = status.last_reload.as_ref().map(|a| a.result.clone()) {
                 assert!(message.contains("znode version 1"), "{message}");
-                assert!(message.contains("test.yaml") || message.contains(&location.path), "{message}");
+                assert!(
+                    message.contains("test.yaml") || message.contains(&location.path),
+                    "{message}"
+                );
                 break;
             }
-            assert!(started.elapsed() < Duration::from_secs(5), "no refusal recorded: {status:?}");
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "no refusal recorded: {status:?}"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let status = proxy.control.config_status();
-        assert_eq!(status.version, valid.version, "the old document stays in force");
+        assert_eq!(
+            status.version, valid.version,
+            "the old document stays in force"
+        );
         assert_eq!(status.znode_version, Some(0));
         let config = show_config(proxy).await;
         assert!(
-            config["last_reload_result"].starts_with("refused (the previous config stays in force)"),
+            config["last_reload_result"]
+                .starts_with("refused (the previous config stays in force)"),
             "{config:?}"
         );
-        assert!(config["last_reload_result"].contains("problem(s)"), "{config:?}");
+        assert!(
+            config["last_reload_result"].contains("problem(s)"),
+            "{config:?}"
+        );
         let mut app = app(proxy).await;
         let one: Option<u32> = app.query_first("SELECT 1").await.expect("still serving");
         assert_eq!(one, Some(1));
@@ -120,10 +133,15 @@ async fn an_invalid_document_is_refused_and_the_old_one_keeps_serving() {
     let mut conn = admin(&proxies[0]).await;
     let (code, message) = server_error(conn.query_drop("RELOAD CONFIG").await.unwrap_err());
     assert_eq!(code, 1105);
-    assert!(message.contains("znode version 1") && message.contains("invalid"), "{message}");
+    assert!(
+        message.contains("znode version 1") && message.contains("invalid"),
+        "{message}"
+    );
     // A promotion would change this process only: refused.
     let (_, message) = server_error(
-        conn.query_drop("PROMOTE REPLICA 127.0.0.1:3307").await.unwrap_err(),
+        conn.query_drop("PROMOTE REPLICA 127.0.0.1:3307")
+            .await
+            .unwrap_err(),
     );
     assert!(message.contains("shared by every proxy"), "{message}");
     assert!(message.contains("Nothing was changed"), "{message}");
@@ -134,7 +152,10 @@ async fn an_invalid_document_is_refused_and_the_old_one_keeps_serving() {
     for proxy in &proxies {
         let started = Instant::now();
         while proxy.control.config_status().version != fixed.version {
-            assert!(started.elapsed() < Duration::from_secs(5), "the valid push was not taken");
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "the valid push was not taken"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(proxy.control.config_status().znode_version, Some(2));
@@ -155,7 +176,10 @@ async fn a_proxy_refuses_to_start_on_an_invalid_or_missing_document() {
     let error = start_zk_server(location.clone(), "refuse-a", ListenOverrides::default())
         .err()
         .expect("no znode: refused");
-    assert!(error.contains("does not exist") && error.contains("config push"), "{error}");
+    assert!(
+        error.contains("does not exist") && error.contains("config push"),
+        "{error}"
+    );
 
     let client = raw_client().await;
     client
@@ -177,9 +201,16 @@ async fn a_proxy_refuses_to_start_on_an_invalid_or_missing_document() {
     let error = start_zk_server(location.clone(), "refuse-a", ListenOverrides::default())
         .err()
         .expect("invalid: refused");
-    assert!(error.contains("is invalid") && error.contains("fleetz"), "{error}");
     assert!(
-        client.list_children(&location.registry_path()).await.unwrap_or_default().is_empty(),
+        error.contains("is invalid") && error.contains("fleetz"),
+        "{error}"
+    );
+    assert!(
+        client
+            .list_children(&location.registry_path())
+            .await
+            .unwrap_or_default()
+            .is_empty(),
         "a refused proxy is not registered"
     );
     drop(client);

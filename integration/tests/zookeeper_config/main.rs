@@ -12,6 +12,7 @@
 mod common;
 
 mod cli;
+mod expiry;
 mod follow;
 mod registry;
 
@@ -101,7 +102,9 @@ fn document_with_account(tag: &str) -> String {
     assert!(yaml.contains(users), "the test config's users line moved");
     yaml.replace(
         users,
-        &format!("users: [{{ name: app, password: app }}, {{ name: zkcore_{tag}, password: pw_{tag} }}]"),
+        &format!(
+            "users: [{{ name: app, password: app }}, {{ name: zkcore_{tag}, password: pw_{tag} }}]"
+        ),
     )
 }
 

@@ -57,16 +57,26 @@ async fn show_proxies_lists_every_proxy_of_the_document() {
 
     for (proxy, own) in [(&alpha, "alpha"), (&beta, "beta")] {
         let listed = show_proxies(proxy).await;
-        assert_eq!(listed.keys().collect::<Vec<_>>(), ["alpha", "beta"], "{listed:?}");
+        assert_eq!(
+            listed.keys().collect::<Vec<_>>(),
+            ["alpha", "beta"],
+            "{listed:?}"
+        );
         for (id, other) in [("alpha", &alpha), ("beta", &beta)] {
-            assert_eq!(field(&listed, id, "config_version"), Some(first.version.as_str()));
+            assert_eq!(
+                field(&listed, id, "config_version"),
+                Some(first.version.as_str())
+            );
             assert_eq!(field(&listed, id, "znode_version"), Some("0"));
             assert_eq!(field(&listed, id, "runs_current"), Some("yes"));
             assert_eq!(
                 field(&listed, id, "client"),
                 Some(other.listening.client.to_string().as_str())
             );
-            assert_eq!(field(&listed, id, "this"), Some(if id == own { "yes" } else { "no" }));
+            assert_eq!(
+                field(&listed, id, "this"),
+                Some(if id == own { "yes" } else { "no" })
+            );
         }
     }
 
@@ -74,7 +84,10 @@ async fn show_proxies_lists_every_proxy_of_the_document() {
     let error = start_zk_server(location.clone(), "alpha", ListenOverrides::default())
         .err()
         .expect("a duplicate id is refused");
-    assert!(error.contains("proxy id `alpha` is already registered"), "{error}");
+    assert!(
+        error.contains("proxy id `alpha` is already registered"),
+        "{error}"
+    );
     assert!(error.contains("--proxy-id"), "{error}");
 
     // After a push, both entries carry the new version.
@@ -82,13 +95,20 @@ async fn show_proxies_lists_every_proxy_of_the_document() {
     let started = Instant::now();
     loop {
         let listed = show_proxies(&alpha).await;
-        let now = ["alpha", "beta"].map(|id| field(&listed, id, "config_version").map(str::to_owned));
-        if now.iter().all(|v| v.as_deref() == Some(second.version.as_str())) {
+        let now =
+            ["alpha", "beta"].map(|id| field(&listed, id, "config_version").map(str::to_owned));
+        if now
+            .iter()
+            .all(|v| v.as_deref() == Some(second.version.as_str()))
+        {
             assert_eq!(field(&listed, "beta", "znode_version"), Some("1"));
             assert_eq!(field(&listed, "beta", "runs_current"), Some("yes"));
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(5), "entries not updated: {listed:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "entries not updated: {listed:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
@@ -100,13 +120,29 @@ async fn show_proxies_lists_every_proxy_of_the_document() {
         .await
         .expect("write a broken document");
     let started = Instant::now();
-    while alpha.control.config_status().last_reload.and_then(|a| a.result.err()).is_none() {
-        assert!(started.elapsed() < Duration::from_secs(5), "alpha did not refuse it");
+    while alpha
+        .control
+        .config_status()
+        .last_reload
+        .and_then(|a| a.result.err())
+        .is_none()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "alpha did not refuse it"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let listed = show_proxies(&beta).await;
-    assert_eq!(field(&listed, "alpha", "runs_current"), Some("no"), "{listed:?}");
-    assert_eq!(field(&listed, "alpha", "config_version"), Some(second.version.as_str()));
+    assert_eq!(
+        field(&listed, "alpha", "runs_current"),
+        Some("no"),
+        "{listed:?}"
+    );
+    assert_eq!(
+        field(&listed, "alpha", "config_version"),
+        Some(second.version.as_str())
+    );
 
     // A proxy shut down leaves the registry.
     beta.control.shutdown().await;
@@ -152,8 +188,16 @@ async fn two_proxies_of_one_document_listen_where_they_are_told() {
     // The document names fixed ports: without overrides the second proxy
     // could not bind them.
     let yaml = document()
-        .replacen("listen: 127.0.0.1:0", &format!("listen: 127.0.0.1:{}", free_port()), 1)
-        .replacen("  listen: 127.0.0.1:0", &format!("  listen: 127.0.0.1:{}", free_port()), 1);
+        .replacen(
+            "listen: 127.0.0.1:0",
+            &format!("listen: 127.0.0.1:{}", free_port()),
+            1,
+        )
+        .replacen(
+            "  listen: 127.0.0.1:0",
+            &format!("  listen: 127.0.0.1:{}", free_port()),
+            1,
+        );
     push(&location, &yaml, None).await;
     let mut proxies = Vec::new();
     for id in ["listen-a", "listen-b"] {
@@ -184,12 +228,23 @@ async fn two_proxies_of_one_document_listen_where_they_are_told() {
     push(&location, &format!("{yaml}\n# edited\n"), Some(0)).await;
     let started = Instant::now();
     while proxies[1].control.config_status().znode_version != Some(1) {
-        assert!(started.elapsed() < Duration::from_secs(5), "the edit was not taken");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the edit was not taken"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let config = proxies[1].engine.topology.load().config.clone();
-    assert_eq!(config.listen, format!("127.0.0.1:{}", proxies[1].listening.client.port()));
-    let result = proxies[1].control.config_status().last_reload.unwrap().result;
+    assert_eq!(
+        config.listen,
+        format!("127.0.0.1:{}", proxies[1].listening.client.port())
+    );
+    let result = proxies[1]
+        .control
+        .config_status()
+        .last_reload
+        .unwrap()
+        .result;
     assert!(!result.as_ref().unwrap().contains("listen"), "{result:?}");
     for proxy in &proxies {
         proxy.control.shutdown().await;

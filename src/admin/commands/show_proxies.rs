@@ -42,7 +42,13 @@ pub async fn answer(control: &Control) -> Result<Answer, AdminError> {
     Ok(answer)
 }
 
-fn push(answer: &mut Answer, id: &str, entry: Option<&ProxyEntry>, current: Option<bool>, this: bool) {
+fn push(
+    answer: &mut Answer,
+    id: &str,
+    entry: Option<&ProxyEntry>,
+    current: Option<bool>,
+    this: bool,
+) {
     let yes_no = |flag: bool| if flag { "yes" } else { "no" };
     let field = |get: fn(&ProxyEntry) -> Option<String>| entry.and_then(get);
     answer.push(vec![

@@ -57,7 +57,9 @@ pub enum ReloadError {
     #[error("this proxy was started without a config file, so there is nothing to reload")]
     NoConfigFile,
     /// The znode cannot be read.
-    #[error("cannot read the config document {location}: {source}; the config in force keeps serving")]
+    #[error(
+        "cannot read the config document {location}: {source}; the config in force keeps serving"
+    )]
     ZooKeeper {
         /// The config source.
         location: String,
@@ -126,19 +128,20 @@ fn build_document(
     if version == in_force {
         return Ok(DocumentRead::Unchanged(version));
     }
-    let topology = build_config(&fetched.bytes, source, overrides).map_err(|errors| {
-        match fetched.znode_version {
-            Some(znode_version) => ReloadError::InvalidZnode {
-                znode_version,
-                version: in_force.to_owned(),
-                errors,
-            },
-            None => ReloadError::Invalid {
-                version: in_force.to_owned(),
-                errors,
-            },
-        }
-    })?;
+    let topology =
+        build_config(&fetched.bytes, source, overrides).map_err(|errors| {
+            match fetched.znode_version {
+                Some(znode_version) => ReloadError::InvalidZnode {
+                    znode_version,
+                    version: in_force.to_owned(),
+                    errors,
+                },
+                None => ReloadError::Invalid {
+                    version: in_force.to_owned(),
+                    errors,
+                },
+            }
+        })?;
     Ok(DocumentRead::Changed(version, Box::new(topology)))
 }
 

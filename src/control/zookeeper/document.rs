@@ -105,7 +105,11 @@ pub async fn push(
 }
 
 /// Creates the document's znode, and its parents if missing.
-async fn create(client: &zk::Client, location: &ZkLocation, bytes: &[u8]) -> Result<zk::Stat, zk::Error> {
+async fn create(
+    client: &zk::Client,
+    location: &ZkLocation,
+    bytes: &[u8],
+) -> Result<zk::Stat, zk::Error> {
     let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
     if let Some(parent) = location.parent() {
         client.mkdir(parent, &persistent).await?;

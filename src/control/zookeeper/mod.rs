@@ -127,7 +127,7 @@ fn version_text(version: Option<i32>) -> String {
     version.map_or_else(|| "<none: no znode>".to_owned(), |v| v.to_string())
 }
 
-fn request(what: &'static str, path: &str) -> impl FnOnce(zk::Error) -> ZkError + '_ {
+fn request<'a>(what: &'static str, path: &'a str) -> impl FnOnce(zk::Error) -> ZkError + 'a {
     move |source| ZkError::Request {
         what,
         path: path.to_owned(),
