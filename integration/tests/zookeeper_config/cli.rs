@@ -26,7 +26,7 @@ async fn a_push_with_a_stale_version_loses_and_the_znode_is_unchanged() {
     let test = "stale";
     clean(test).await;
     let location = location(test);
-    let missing = zookeeper::get(&location).await.err().expect("no znode yet");
+    let missing = zookeeper::get(&location).await.expect_err("no znode yet");
     assert!(missing.to_string().contains("does not exist"), "{missing}");
     let first = push(&location, &document(), None).await;
     let second = push(
