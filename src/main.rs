@@ -192,7 +192,9 @@ enum FleetCommand {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+            // The ZooKeeper client logs every session it opens at info.
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("info,zookeeper_client=warn")),
         )
         .with_writer(std::io::stderr)
         .init();
