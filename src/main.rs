@@ -13,8 +13,11 @@ use std::sync::Arc;
 compile_error!("shardgate must be built with panic = \"unwind\" (see net::isolate)");
 
 use clap::{Parser, Subcommand};
+use shardgate::control::process::Process;
 use shardgate::control::Control;
 use shardgate::id::ObjectId;
+use shardgate::topology::bootstrap::{default_proxy_id, Bootstrap};
+use shardgate::topology::source::{check_proxy_id, parse_source, ConfigSource, ZkLocation};
 use shardgate::topology::Topology;
 use tracing_subscriber::EnvFilter;
 
@@ -33,9 +36,33 @@ struct Cli {
 enum Command {
     /// Run the proxy.
     Serve {
-        /// Config file (YAML).
+        /// Where the config document is: a YAML file, or a znode as
+        /// zookeeper://host:port[,host:port...]/path (every proxy started
+        /// from it follows its changes). Required unless the bootstrap
+        /// file has `config:`.
         #[arg(long)]
-        config: PathBuf,
+        config: Option<String>,
+        /// A YAML file with this process's own settings: `config`,
+        /// `listen`, `admin_listen`, `metrics_listen`, `proxy_id` (flags
+        /// beat it).
+        #[arg(long)]
+        bootstrap: Option<PathBuf>,
+        /// Client listen address, instead of the document's `listen`
+        /// (a reload never changes it).
+        #[arg(long)]
+        listen: Option<String>,
+        /// Admin listen address, instead of the document's `admin.listen`.
+        #[arg(long)]
+        admin_listen: Option<String>,
+        /// Metrics listen address, instead of the document's
+        /// `metrics.listen` (adds the endpoint if the document has none).
+        #[arg(long)]
+        metrics_listen: Option<String>,
+        /// This proxy's id in the ZooKeeper registry (default: host
+        /// name:process id); a second live proxy with the same id is
+        /// refused.
+        #[arg(long)]
+        proxy_id: Option<String>,
         /// Threads that run client sessions and backend I/O (default: the
         /// machine's cores less one, at least one). One thread runs every
         /// session on a single event loop with no cross-thread wake-ups,
@@ -57,6 +84,36 @@ enum Command {
     Fleet {
         #[command(subcommand)]
         command: FleetCommand,
+    },
+    /// The config document in ZooKeeper.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate a config file fully (as check-config) and write it to the
+    /// znode, only if nobody wrote it since it was read (and it is at
+    /// `--expected-version`, when given); creates the znode and its parents
+    /// if missing. Exit status 1 when refused.
+    Push {
+        /// Config file (YAML).
+        file: PathBuf,
+        /// The znode: zookeeper://host:port[,host:port...]/path.
+        #[arg(long)]
+        source: String,
+        /// The znode version this file is based on (`config get` prints it).
+        #[arg(long)]
+        expected_version: Option<i32>,
+    },
+    /// Print the document to stdout, and its version (znode version and
+    /// MD5) to stderr.
+    Get {
+        /// The znode: zookeeper://host:port[,host:port...]/path.
+        #[arg(long)]
+        source: String,
     },
 }
 
@@ -135,7 +192,9 @@ enum FleetCommand {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+            // The ZooKeeper client logs every session it opens at info.
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("info,zookeeper_client=warn")),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -151,21 +210,42 @@ fn main() -> ExitCode {
 
 fn run(command: Command) -> Result<(), String> {
     match command {
-        Command::Serve { config, threads } => {
-            let control = Control::from_file(config).map_err(|errors| format!("{errors}"))?;
+        Command::Serve {
+            config,
+            bootstrap,
+            listen,
+            admin_listen,
+            metrics_listen,
+            proxy_id,
+            threads,
+        } => {
+            let flags = Bootstrap {
+                config,
+                listen,
+                admin_listen,
+                metrics_listen,
+                proxy_id,
+            };
+            let settings = match bootstrap {
+                Some(path) => Bootstrap::load(&path)?.overlaid(flags),
+                None => flags,
+            };
+            let (source, process) = serve_settings(settings)?;
             let threads = threads.unwrap_or_else(default_serve_threads);
             tracing::info!(threads, "starting the runtime");
             let runtime = serve_runtime(threads)?;
             // A one-thread runtime polls every task on the thread that calls
             // `block_on`: a thread of ours, with the workers' stack size.
+            // The ZooKeeper client must connect inside the runtime.
             std::thread::Builder::new()
                 .name("shardgate".to_owned())
                 .stack_size(THREAD_STACK_BYTES)
-                .spawn(move || runtime.block_on(serve(control)))
+                .spawn(move || runtime.block_on(start_and_serve(source, process)))
                 .map_err(|e| format!("cannot start the proxy's thread: {e}"))?
                 .join()
                 .map_err(|_| "the proxy's thread panicked".to_owned())?
         }
+        Command::Config { command } => config_command(command),
         Command::CheckConfig { file } => {
             let topology = load(&file)?;
             let shards: u32 = topology.fleets.iter().map(|f| f.shard_count).sum();
@@ -341,9 +421,40 @@ fn serve_runtime(threads: NonZeroUsize) -> Result<tokio::runtime::Runtime, Strin
         .map_err(|e| format!("cannot start the async runtime: {e}"))
 }
 
-/// Runs the proxy until its client listener ends (only on a failure).
+/// The config source and this process's settings from `serve`'s flags
+/// laid over its bootstrap file.
+fn serve_settings(settings: Bootstrap) -> Result<(ConfigSource, Process), String> {
+    let text = settings.config.clone().ok_or(
+        "give the config: --config FILE or --config zookeeper://host:port/path, \
+         or a --bootstrap file with `config:`",
+    )?;
+    let source = parse_source(&text).map_err(|e| e.to_string())?;
+    let overrides = settings.overrides()?;
+    let id = settings.proxy_id.unwrap_or_else(default_proxy_id);
+    check_proxy_id(&id)?;
+    Ok((source, Process::new(id, overrides)))
+}
+
+/// Loads the config from its source (inside the runtime: a ZooKeeper
+/// session is opened there) and runs the proxy.
+async fn start_and_serve(source: ConfigSource, process: Process) -> Result<(), String> {
+    let control = match source {
+        ConfigSource::File(path) => {
+            Control::from_file_as(path, process).map_err(|errors| format!("{errors}"))?
+        }
+        ConfigSource::ZooKeeper(location) => Control::from_zookeeper(location, process)
+            .await
+            .map_err(|e| format!("{e}"))?,
+    };
+    serve(control).await
+}
+
+/// Runs the proxy until its client listener ends (only on a failure). A
+/// ZooKeeper-sourced proxy also stops on SIGTERM or SIGINT, after leaving
+/// the registry.
 async fn serve(control: Control) -> Result<(), String> {
-    let running = shardgate::server::run(Arc::new(control))
+    let control = Arc::new(control);
+    let running = shardgate::server::run(control.clone())
         .await
         .map_err(|e| e.to_string())?;
     let listening = running.listening;
@@ -351,10 +462,95 @@ async fn serve(control: Control) -> Result<(), String> {
         client = %listening.client,
         admin = ?listening.admin,
         metrics = ?listening.metrics,
+        proxy_id = %control.process.id,
         "shardgate started"
     );
-    Err(format!(
-        "{}; shardgate stops",
-        running.client_listener_ended().await
-    ))
+    if control.zookeeper.is_none() {
+        return Err(format!(
+            "{}; shardgate stops",
+            running.client_listener_ended().await
+        ));
+    }
+    tokio::select! {
+        ended = running.client_listener_ended() => {
+            control.shutdown().await;
+            Err(format!("{ended}; shardgate stops"))
+        }
+        signal = stop_signal() => {
+            tracing::info!("{signal}: leaving the registry and stopping");
+            control.shutdown().await;
+            Ok(())
+        }
+    }
+}
+
+/// Waits for SIGTERM or SIGINT; its name.
+async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        },
+        _ => std::future::pending().await,
+    }
+}
+
+/// `shardgate config push|get`.
+fn config_command(command: ConfigCommand) -> Result<(), String> {
+    match command {
+        ConfigCommand::Push {
+            file,
+            source,
+            expected_version,
+        } => {
+            let location = zookeeper_source(&source)?;
+            let bytes =
+                std::fs::read(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            let name = file.display().to_string();
+            let pushed = runtime()?
+                .block_on(shardgate::control::zookeeper::push(
+                    &location,
+                    &bytes,
+                    &name,
+                    expected_version,
+                ))
+                .map_err(|e| format!("config push refused: {e}"))?;
+            let previous = pushed
+                .previous
+                .map_or_else(|| "created".to_owned(), |v| format!("was {v}"));
+            println!(
+                "{name}: pushed to {location}: znode version {} ({previous}), md5 {}",
+                pushed.znode_version, pushed.version
+            );
+            Ok(())
+        }
+        ConfigCommand::Get { source } => {
+            let location = zookeeper_source(&source)?;
+            let document = runtime()?
+                .block_on(shardgate::control::zookeeper::get(&location))
+                .map_err(|e| format!("config get failed: {e}"))?;
+            use std::io::Write;
+            std::io::stdout()
+                .write_all(&document.bytes)
+                .map_err(|e| format!("cannot write the document: {e}"))?;
+            eprintln!(
+                "{location}: znode version {}, md5 {}",
+                document.znode_version, document.version
+            );
+            Ok(())
+        }
+    }
+}
+
+fn zookeeper_source(text: &str) -> Result<ZkLocation, String> {
+    match parse_source(text).map_err(|e| e.to_string())? {
+        ConfigSource::ZooKeeper(location) => Ok(location),
+        ConfigSource::File(_) => Err(format!(
+            "--source {text}: give the znode as zookeeper://host:port[,host:port...]/path"
+        )),
+    }
 }

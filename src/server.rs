@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
+use crate::control::process::Addresses;
 use crate::control::Control;
 use crate::frontend::listener;
 use crate::net::open_file_limit;
@@ -76,6 +77,13 @@ pub async fn run(control: Arc<Control>) -> io::Result<Running> {
         admin: admin.as_ref().map(TcpListener::local_addr).transpose()?,
         metrics: metrics.as_ref().map(TcpListener::local_addr).transpose()?,
     };
+    let text = |addr: Option<SocketAddr>| addr.map(|a| a.to_string());
+    control.process.set_addresses(Addresses {
+        client: text(Some(listening.client)),
+        admin: text(listening.admin),
+        metrics: text(listening.metrics),
+    });
+    control.publish_entry();
     // The object tables' columns, before the first client's `SELECT *`.
     for problem in crate::backend::columns::refresh(&**engine).await {
         warn!(

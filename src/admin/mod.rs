@@ -19,6 +19,7 @@ use tracing::{debug, info};
 use crate::control::failover::FailoverError;
 use crate::control::pause::PauseError;
 use crate::control::reload::ReloadError;
+use crate::control::zookeeper::ZkError;
 use crate::control::Control;
 use crate::fleet::FleetError;
 use crate::frontend::handshake::{refuse_too_many_connections, LoginBounds};
@@ -95,6 +96,9 @@ pub enum AdminError {
     /// `PAUSE SHARDS` / `RESUME SHARDS` refused or failed (1105).
     #[error("{0}")]
     Pause(#[from] PauseError),
+    /// ZooKeeper did not answer (`SHOW PROXIES`) (1105).
+    #[error("{0}")]
+    ZooKeeper(#[from] ZkError),
 }
 
 impl AdminError {
@@ -107,7 +111,8 @@ impl AdminError {
             AdminError::Fleet(_)
             | AdminError::Reload(_)
             | AdminError::Failover(_)
-            | AdminError::Pause(_) => ErrorKind::ER_UNKNOWN_ERROR,
+            | AdminError::Pause(_)
+            | AdminError::ZooKeeper(_) => ErrorKind::ER_UNKNOWN_ERROR,
         }
     }
 }

@@ -13,6 +13,8 @@ pub const SHOW_HOSTS: &str = "SHOW HOSTS";
 pub const SHOW_STATS: &str = "SHOW STATS";
 /// `SHOW CONFIG`.
 pub const SHOW_CONFIG: &str = "SHOW CONFIG";
+/// `SHOW PROXIES`.
+pub const SHOW_PROXIES: &str = "SHOW PROXIES";
 /// `RELOAD CONFIG`.
 pub const RELOAD_CONFIG: &str = "RELOAD CONFIG";
 /// `EXPLAIN ROUTE`.
@@ -50,6 +52,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (
         SHOW_CONFIG,
         "the config file in force, its version, the last reload and the paused ranges",
+    ),
+    (
+        SHOW_PROXIES,
+        "every proxy registered under the config znode: addresses, config version, whether it runs the znode's (a file-sourced proxy: itself)",
     ),
     (RELOAD_CONFIG, "re-read the config file and swap it in if valid"),
     (
@@ -130,6 +136,8 @@ pub enum Command {
     ShowStats,
     /// `SHOW CONFIG`.
     ShowConfig,
+    /// `SHOW PROXIES`.
+    ShowProxies,
     /// `RELOAD CONFIG`.
     ReloadConfig,
     /// `EXPLAIN ROUTE <statement>`.
@@ -293,6 +301,9 @@ pub fn parse(text: &str) -> Result<Command, ParseError> {
         }
         if is(second, "CONFIG") {
             return no_arguments(rest, SHOW_CONFIG, Command::ShowConfig);
+        }
+        if is(second, "PROXIES") {
+            return no_arguments(rest, SHOW_PROXIES, Command::ShowProxies);
         }
         if is(second, "COMMANDS") {
             return no_arguments(rest, SHOW_COMMANDS, Command::Help);
@@ -576,220 +587,4 @@ fn parse_select(list: &str) -> Option<Command> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn range(first: u32, last: u32, fleet: Option<&str>) -> ShardRange {
-        ShardRange {
-            first,
-            last,
-            fleet: fleet.map(str::to_owned),
-        }
-    }
-
-    #[test]
-    fn keywords_any_case_trailing_semicolon_and_space() {
-        assert_eq!(parse("SHOW HOSTS").unwrap(), Command::ShowHosts);
-        assert_eq!(parse("  show   hosts ;; \n").unwrap(), Command::ShowHosts);
-        assert_eq!(parse("Show Stats;").unwrap(), Command::ShowStats);
-        assert_eq!(parse("show config").unwrap(), Command::ShowConfig);
-        assert_eq!(parse("reload config;").unwrap(), Command::ReloadConfig);
-        assert_eq!(parse("verify fleet").unwrap(), Command::VerifyFleet);
-        assert_eq!(parse("help").unwrap(), Command::Help);
-        assert_eq!(parse("SHOW COMMANDS").unwrap(), Command::Help);
-    }
-
-    #[test]
-    fn show_shards_and_shard() {
-        assert_eq!(
-            parse("SHOW SHARDS").unwrap(),
-            Command::ShowShards { like: None }
-        );
-        assert_eq!(
-            parse("show shards like 'db0342%';").unwrap(),
-            Command::ShowShards {
-                like: Some("db0342%".into())
-            }
-        );
-        assert_eq!(
-            parse("SHOW SHARDS LIKE \"34_9\"").unwrap(),
-            Command::ShowShards {
-                like: Some("34_9".into())
-            }
-        );
-        assert_eq!(
-            parse("SHOW SHARD 3429").unwrap(),
-            Command::ShowShard {
-                shard: 3429,
-                fleet: None
-            }
-        );
-        assert_eq!(
-            parse("show shard 12 in mod").unwrap(),
-            Command::ShowShard {
-                shard: 12,
-                fleet: Some("mod".into())
-            }
-        );
-        let error = parse("SHOW SHARD abc").unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "'abc' is not a shard number; expected: SHOW SHARD <n> [IN <fleet>]"
-        );
-        assert!(parse("SHOW SHARDS LIKE").is_err());
-        assert!(parse("SHOW SHARD").is_err());
-    }
-
-    #[test]
-    fn explain_route_keeps_the_statement_as_written() {
-        assert_eq!(
-            parse("explain route SELECT * FROM pins WHERE id = 5;").unwrap(),
-            Command::ExplainRoute {
-                statement: "SELECT * FROM pins WHERE id = 5".into()
-            }
-        );
-        assert_eq!(
-            parse("EXPLAIN\tROUTE /*+ SHARD(3) */ select 'a;b'").unwrap(),
-            Command::ExplainRoute {
-                statement: "/*+ SHARD(3) */ select 'a;b'".into()
-            }
-        );
-        assert!(parse("EXPLAIN ROUTE").is_err());
-        assert!(matches!(
-            parse("EXPLAIN ROUTES x").unwrap_err(),
-            ParseError::Unknown(_)
-        ));
-    }
-
-    #[test]
-    fn ids() {
-        assert_eq!(
-            parse("DECODE ID 241294492511762325").unwrap(),
-            Command::DecodeId {
-                id: 241294492511762325
-            }
-        );
-        assert_eq!(
-            parse("encode id 3429 pin 7075733").unwrap(),
-            Command::EncodeId {
-                shard: 3429,
-                object_type: "pin".into(),
-                local_id: 7075733
-            }
-        );
-        assert_eq!(
-            parse("ENCODE ID 3429 1 7075733").unwrap(),
-            Command::EncodeId {
-                shard: 3429,
-                object_type: "1".into(),
-                local_id: 7075733
-            }
-        );
-        let error = parse("DECODE ID -5").unwrap_err().to_string();
-        assert!(
-            error.contains("the ID must be a non-negative integer, not '-5'"),
-            "{error}"
-        );
-        assert!(error.ends_with("expected: DECODE ID <id>"), "{error}");
-        let error = parse("ENCODE ID 1 2").unwrap_err().to_string();
-        assert!(error.contains("three fields, got 2"), "{error}");
-    }
-
-    #[test]
-    fn promote() {
-        assert_eq!(
-            parse("PROMOTE REPLICA 127.0.0.1:3307").unwrap(),
-            Command::PromoteReplica {
-                master: "127.0.0.1:3307".into(),
-                stop_replication: false
-            }
-        );
-        assert_eq!(
-            parse("promote replica '127.0.0.1:3307' stop replication;").unwrap(),
-            Command::PromoteReplica {
-                master: "127.0.0.1:3307".into(),
-                stop_replication: true
-            }
-        );
-        assert!(parse("PROMOTE REPLICA").is_err());
-        assert!(parse("PROMOTE REPLICA a b").is_err());
-    }
-
-    #[test]
-    fn pause_and_resume_ranges() {
-        assert_eq!(
-            parse("PAUSE SHARDS 1024-2047").unwrap(),
-            Command::PauseShards(range(1024, 2047, None))
-        );
-        assert_eq!(
-            parse("pause shards 1024 - 2047 in main;").unwrap(),
-            Command::PauseShards(range(1024, 2047, Some("main")))
-        );
-        assert_eq!(
-            parse("PAUSE SHARDS 7").unwrap(),
-            Command::PauseShards(range(7, 7, None))
-        );
-        assert_eq!(
-            parse("RESUME SHARDS 256-511 IN `mod`").unwrap(),
-            Command::ResumeShards(range(256, 511, Some("mod")))
-        );
-        let error = parse("PAUSE SHARDS 9-3").unwrap_err().to_string();
-        assert!(error.contains("backwards"), "{error}");
-        assert!(error.ends_with(PAUSE_SHARDS), "{error}");
-        assert!(parse("PAUSE SHARDS").is_err());
-        assert!(parse("PAUSE SHARDS x-3").is_err());
-        assert!(parse("RESUME SHARDS 1-2 IN").is_err());
-    }
-
-    #[test]
-    fn unknown_commands_list_what_is_accepted() {
-        let error = parse("SHOW TABLES").unwrap_err();
-        assert!(matches!(error, ParseError::Unknown(_)));
-        let message = error.to_string();
-        assert!(message.starts_with("unknown admin command 'SHOW TABLES'"));
-        for (form, _) in COMMANDS {
-            assert!(message.contains(form), "{form} missing from {message}");
-        }
-        assert!(parse("")
-            .unwrap_err()
-            .to_string()
-            .starts_with("empty admin command"));
-        assert!(parse("SHOW HOSTS now")
-            .unwrap_err()
-            .to_string()
-            .contains("unexpected 'now'"));
-        let error = parse("SHOW SHARDS LIKE 'abc").unwrap_err().to_string();
-        assert!(error.contains("unterminated"), "{error}");
-        assert!(error.ends_with(SHOW_SHARDS), "{error}");
-    }
-
-    #[test]
-    fn client_queries() {
-        assert_eq!(
-            parse("select @@version_comment limit 1").unwrap(),
-            Command::Select(vec![SelectItem::Variable {
-                name: "version_comment".into(),
-                column: "@@version_comment".into()
-            }])
-        );
-        assert_eq!(
-            parse("SELECT DATABASE(), @@session.autocommit").unwrap(),
-            Command::Select(vec![
-                SelectItem::Function {
-                    name: "database".into(),
-                    column: "DATABASE()".into()
-                },
-                SelectItem::Variable {
-                    name: "autocommit".into(),
-                    column: "@@session.autocommit".into()
-                }
-            ])
-        );
-        assert_eq!(parse("SET NAMES utf8mb4").unwrap(), Command::Set);
-        assert!(matches!(
-            parse("SELECT * FROM pins").unwrap_err(),
-            ParseError::Unknown(_)
-        ));
-        assert!(parse("SETTINGS").is_err());
-    }
-}
+mod tests;

@@ -5,13 +5,16 @@
 //! operations on the statement path's pause gate ([`pause`]).
 //!
 //! [`Control`] holds what the control plane adds to the engine: the config
-//! file and the config status. The statement path in `engine` never calls
-//! into it.
+//! source (a file, or a znode with its ZooKeeper session: [`zookeeper`]),
+//! the config status and this process's identity ([`process`]). The
+//! statement path in `engine` never calls into it.
 
 pub mod failover;
 pub mod pause;
+pub mod process;
 pub mod reload;
 pub mod status;
+pub mod zookeeper;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,12 +22,16 @@ use std::sync::Arc;
 use crate::backend::health::Checked;
 use crate::backend::Backends;
 use crate::engine::Engine;
+use crate::topology::source::ZkLocation;
 use crate::topology::{ConfigErrors, SharedTopology, Topology};
-use status::{parse_config, version_of, ConfigStatus};
+use process::Process;
+use status::{build_config, version_of, ConfigStatus};
+use zookeeper::{ZkError, ZooKeeper};
 
 /// A running proxy's control plane: the engine it changes, the config file
-/// the routing table came from, and the config status (`SHOW CONFIG`),
-/// whose lock keeps reloads and promotions from interleaving.
+/// or znode the routing table came from, the config status (`SHOW
+/// CONFIG`), whose lock keeps reloads and promotions from interleaving,
+/// and this process's id and listen addresses.
 pub struct Control {
     /// The engine whose routing table, pools and pause gate the control
     /// plane changes.
@@ -33,6 +40,11 @@ pub struct Control {
     pub config_path: Option<PathBuf>,
     /// The config in force and the last reload attempt (`SHOW CONFIG`).
     pub config_status: ConfigStatus,
+    /// This process: its registry id and the listen addresses it lays over
+    /// every document it loads.
+    pub process: Process,
+    /// The ZooKeeper session of a proxy whose config is a znode.
+    pub zookeeper: Option<Arc<ZooKeeper>>,
 }
 
 impl Control {
@@ -51,12 +63,61 @@ impl Control {
     /// once: the routing table and the version in force come from the
     /// same bytes.
     pub fn from_file(path: PathBuf) -> Result<Self, ConfigErrors> {
+        Self::from_file_as(path, Process::default())
+    }
+
+    /// [`Control::from_file`] for `process`, whose listen addresses replace
+    /// the file's.
+    pub fn from_file_as(path: PathBuf, process: Process) -> Result<Self, ConfigErrors> {
         let source = path.display().to_string();
         let bytes = std::fs::read(&path).map_err(|e| {
             ConfigErrors::single(&source, 0, format!("cannot read the config file: {e}"))
         })?;
-        let topology = parse_config(&bytes, &source)?;
-        Ok(Self::with_version(topology, Some(path), version_of(&bytes)))
+        let topology = build_config(&bytes, &source, &process.overrides)?;
+        let mut control = Self::with_version(topology, Some(path), version_of(&bytes));
+        control.process = process;
+        Ok(control)
+    }
+
+    /// A control plane whose config is the document in the znode at
+    /// `location`: a session is opened (in the current runtime), the
+    /// document read and validated (refused with every problem), and
+    /// `process` registered under it (refused if its id is taken).
+    pub async fn from_zookeeper(location: ZkLocation, process: Process) -> Result<Self, ZkError> {
+        let zookeeper = ZooKeeper::open(location).await?;
+        let started = Self::start_on(&zookeeper, process).await;
+        if started.is_err() {
+            zookeeper.close().await;
+        }
+        let mut control = started?;
+        control.zookeeper = Some(Arc::new(zookeeper));
+        Ok(control)
+    }
+
+    async fn start_on(zookeeper: &ZooKeeper, process: Process) -> Result<Self, ZkError> {
+        let (bytes, znode_version) = zookeeper.fetch().await?;
+        let source = zookeeper.location.to_string();
+        let version = version_of(&bytes);
+        let overrides = process.overrides.clone();
+        let name = source.clone();
+        let topology = tokio::task::spawn_blocking(move || build_config(&bytes, &name, &overrides))
+            .await
+            .map_err(|e| ZkError::Invalid {
+                source_name: source.clone(),
+                errors: ConfigErrors::single(&source, 0, format!("the parsing task failed: {e}")),
+            })?
+            .map_err(|errors| ZkError::Invalid {
+                source_name: source.clone(),
+                errors,
+            })?;
+        zookeeper
+            .register(process.entry(version.clone(), Some(znode_version)))
+            .await?;
+        let mut control = Self::with_version(topology, None, version.clone());
+        control.config_status = ConfigStatus::new(source, version);
+        control.config_status.set_znode_version(Some(znode_version));
+        control.process = process;
+        Ok(control)
     }
 
     fn with_version(topology: Topology, config_path: Option<PathBuf>, version: String) -> Self {
@@ -67,6 +128,25 @@ impl Control {
             engine: Arc::new(Engine::new(topology)),
             config_path,
             config_status: ConfigStatus::new(source, version),
+            process: Process::default(),
+            zookeeper: None,
+        }
+    }
+
+    /// Writes this proxy's registry entry again (addresses, version in
+    /// force); nothing for a file-sourced proxy.
+    pub fn publish_entry(&self) {
+        if let Some(zookeeper) = &self.zookeeper {
+            let status = self.config_status.snapshot();
+            zookeeper.publish(self.process.entry(status.version, status.znode_version));
+        }
+    }
+
+    /// Leaves the fleet: deletes this proxy's registry entry and closes its
+    /// ZooKeeper session (nothing for a file-sourced proxy).
+    pub async fn shutdown(&self) {
+        if let Some(zookeeper) = &self.zookeeper {
+            zookeeper.close().await;
         }
     }
 }

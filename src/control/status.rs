@@ -1,7 +1,7 @@
 //! The config in force as the proxy reports it: its version (the MD5 of the
-//! file's bytes), where it came from, when it was loaded, and the last
-//! reload attempt; with the lock that keeps reloads and promotions from
-//! interleaving.
+//! document's bytes, and its znode version when it came from ZooKeeper),
+//! where it came from, when it was loaded, and the last reload attempt;
+//! with the lock that keeps reloads and promotions from interleaving.
 
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -9,6 +9,7 @@ use std::time::SystemTime;
 use md5::Digest;
 
 use crate::sync::lock;
+use crate::topology::bootstrap::ListenOverrides;
 use crate::topology::{ConfigErrors, Topology};
 
 /// What set off a reload.
@@ -22,6 +23,25 @@ pub enum ReloadTrigger {
     FileChange,
     /// `PROMOTE REPLICA` rewrote the file.
     Promotion,
+    /// The config znode changed (its watch fired).
+    ZnodeChange,
+    /// A ZooKeeper session was (re)established: the document is read again
+    /// in case a change was missed.
+    ZooKeeperSession,
+}
+
+impl ReloadTrigger {
+    /// Whether a watcher set it off (the file or the znode), rather than a
+    /// person: a reload that finds the version in force is then not
+    /// recorded.
+    pub fn is_watch(self) -> bool {
+        matches!(
+            self,
+            ReloadTrigger::FileChange
+                | ReloadTrigger::ZnodeChange
+                | ReloadTrigger::ZooKeeperSession
+        )
+    }
 }
 
 /// The outcome of one reload attempt, as `SHOW CONFIG` shows it.
@@ -42,6 +62,8 @@ pub struct ConfigStatusSnapshot {
     pub source: String,
     /// MD5 (hex) of the text in force.
     pub version: String,
+    /// The znode version of the text in force, when it came from ZooKeeper.
+    pub znode_version: Option<i32>,
     /// When the config in force was loaded.
     pub loaded_at: SystemTime,
     /// The last reload attempt, if any.
@@ -64,6 +86,7 @@ impl ConfigStatus {
             inner: Mutex::new(ConfigStatusSnapshot {
                 source,
                 version,
+                znode_version: None,
                 loaded_at: SystemTime::now(),
                 last_reload: None,
             }),
@@ -88,6 +111,11 @@ impl ConfigStatus {
             trigger,
             result,
         });
+    }
+
+    /// Records the znode version of the document in force.
+    pub fn set_znode_version(&self, version: Option<i32>) {
+        lock(&self.inner).znode_version = version;
     }
 
     /// Records a new config in force (version `version`).
@@ -115,4 +143,18 @@ pub fn parse_config(bytes: &[u8], source: &str) -> Result<Topology, ConfigErrors
     let text = std::str::from_utf8(bytes)
         .map_err(|e| ConfigErrors::single(source, 0, format!("the file is not UTF-8 text: {e}")))?;
     Topology::from_yaml_str(text, source)
+}
+
+/// [`parse_config`] with this process's listen addresses laid over the
+/// document's.
+pub fn build_config(
+    bytes: &[u8],
+    source: &str,
+    overrides: &ListenOverrides,
+) -> Result<Topology, ConfigErrors> {
+    let mut topology = parse_config(bytes, source)?;
+    overrides
+        .apply(&mut topology.config)
+        .map_err(|e| ConfigErrors::single(source, 0, e))?;
+    Ok(topology)
 }

@@ -4,10 +4,12 @@
 //! object tables' columns ([`columns`]), is shared by every table a running
 //! proxy swaps in and refreshed in place.
 
+pub mod bootstrap;
 pub mod columns;
 pub mod config;
 pub mod lines;
 pub mod rewrite;
+pub mod source;
 pub mod tls_files;
 pub mod validate;
 

@@ -162,6 +162,48 @@ pub fn start_server(name: &str, yaml: &str) -> RunningProxy {
     }
 }
 
+/// Starts a whole proxy from the config document in the znode at
+/// `location`, as `serve --config zookeeper://...` does (the session opened
+/// inside the proxy's runtime), with registry id `id` and `overrides` laid
+/// over the document's listen addresses; the start's error if refused.
+/// `config_path` is empty. Its listeners run until the test binary ends;
+/// `control.shutdown()` makes it leave the registry.
+pub fn start_zk_server(
+    location: shardgate::topology::source::ZkLocation,
+    id: &str,
+    overrides: shardgate::topology::bootstrap::ListenOverrides,
+) -> Result<RunningProxy, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let process = shardgate::control::process::Process::new(id.to_owned(), overrides);
+    proxy_thread(move || {
+        let runtime = proxy_runtime();
+        runtime.block_on(async move {
+            let started = match Control::from_zookeeper(location, process).await {
+                Ok(control) => {
+                    let control = Arc::new(control);
+                    shardgate::server::start(control.clone())
+                        .await
+                        .map(|listening| (listening, control))
+                        .map_err(|e| e.to_string())
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            let failed = started.is_err();
+            let _ = tx.send(started);
+            if !failed {
+                std::future::pending::<()>().await;
+            }
+        });
+    });
+    let (listening, control) = rx.recv().expect("the proxy thread answers")?;
+    Ok(RunningProxy {
+        listening,
+        config_path: PathBuf::new(),
+        engine: control.engine.clone(),
+        control,
+    })
+}
+
 /// A mysql_async connection to `addr` (a proxy's client or admin port).
 pub async fn connect_to(addr: SocketAddr, user: &str, password: &str) -> mysql_async::Result<Conn> {
     Conn::new(opts(addr.port(), user, password)).await

@@ -10,6 +10,7 @@ mod promote_replica;
 mod reload_config;
 mod show_config;
 mod show_hosts;
+mod show_proxies;
 mod show_shards;
 mod show_stats;
 mod verify_fleet;
@@ -48,6 +49,7 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
         Command::ShowHosts => Ok(show_hosts::answer(engine)),
         Command::ShowStats => Ok(show_stats::answer(engine)),
         Command::ShowConfig => Ok(show_config::answer(context.control)),
+        Command::ShowProxies => show_proxies::answer(context.control).await,
         Command::ReloadConfig => logged(
             context,
             "RELOAD CONFIG",

@@ -1,6 +1,6 @@
-//! `SHOW CONFIG`: the config file in force, its version, when it was
-//! loaded, the last reload attempt, and the paused shard ranges (a
-//! `paused` row each).
+//! `SHOW CONFIG`: the config source (file or znode), the version in force
+//! (with its znode version for a znode), when it was loaded, the last
+//! reload attempt, and the paused shard ranges (a `paused` row each).
 
 use crate::admin::answer::format_time;
 use crate::admin::Answer;
@@ -14,6 +14,9 @@ pub fn answer(control: &Control) -> Answer {
     let mut put = |name: &str, value: String| answer.push(vec![name.into(), value.into()]);
     put("source", status.source);
     put("version", status.version);
+    if let Some(znode_version) = status.znode_version {
+        put("znode_version", znode_version.to_string());
+    }
     put("loaded_at", format_time(status.loaded_at));
     match status.last_reload {
         None => put("last_reload", "none since start".to_owned()),
@@ -57,5 +60,7 @@ pub fn trigger_name(trigger: ReloadTrigger) -> &'static str {
         ReloadTrigger::Signal => "SIGHUP",
         ReloadTrigger::FileChange => "file change",
         ReloadTrigger::Promotion => "PROMOTE REPLICA",
+        ReloadTrigger::ZnodeChange => "znode change",
+        ReloadTrigger::ZooKeeperSession => "ZooKeeper session (re)established",
     }
 }

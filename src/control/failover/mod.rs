@@ -162,6 +162,18 @@ pub enum FailoverError {
         /// Whether replication was already stopped on the replica.
         replication_stopped: bool,
     },
+    /// The config is a znode shared by every proxy of the fleet.
+    #[error(
+        "this proxy's config is the ZooKeeper document {location}, shared by every proxy of the fleet: \
+         a promotion here would change this process only, and the other proxies would keep routing to \
+         the old master. Nothing was changed. Promote by editing the document: `shardgate config get \
+         --source {location}`, point the master's ranges at the replica once it has caught up, then \
+         `shardgate config push FILE --source {location}`"
+    )]
+    SharedDocument {
+        /// The config source.
+        location: String,
+    },
     /// A reload ran while the promotion was being checked.
     #[error("the routing table changed (a reload) while the promotion was being checked; run PROMOTE REPLICA again{}", replication_note(*replication_stopped))]
     Raced {
@@ -190,6 +202,11 @@ impl Control {
         master: &str,
         options: PromoteOptions,
     ) -> Result<PromoteReport, FailoverError> {
+        if let Some(zookeeper) = &self.zookeeper {
+            return Err(FailoverError::SharedDocument {
+                location: zookeeper.location.to_string(),
+            });
+        }
         let seen = self.engine.topology.load();
         let (_, entries) = rewrite::promote_in_config(&seen.config, master)
             .map_err(FailoverError::NotPromotable)?;

@@ -1,5 +1,7 @@
-//! Hot reload of the config file: parse, validate, build the new routing
-//! table, swap it in atomically; remember what happened for `SHOW CONFIG`.
+//! Hot reload of the config document (a file, or a znode: the bytes come
+//! from [`Control::fetch`], the rest is the same): parse, validate, build
+//! the new routing table, swap it in atomically; remember what happened
+//! for `SHOW CONFIG`.
 //! Triggers: any change in the file's directory (and, when the path is a
 //! symlink, in its target's directory: a Kubernetes ConfigMap swaps a
 //! `..data` symlink), SIGHUP, and the admin command `RELOAD CONFIG`. The
@@ -19,17 +21,20 @@ mod watch;
 
 use std::collections::BTreeSet;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use tracing::{debug, info, warn};
 
 use super::Control;
 use crate::backend::pool::BackendSettings;
+use crate::control::zookeeper::ZkError;
+use crate::topology::bootstrap::ListenOverrides;
 use crate::topology::{ConfigErrors, Topology};
 
 pub use super::status::{
-    parse_config, version_of, ConfigStatus, ConfigStatusSnapshot, ReloadAttempt, ReloadTrigger,
+    build_config, parse_config, version_of, ConfigStatus, ConfigStatusSnapshot, ReloadAttempt,
+    ReloadTrigger,
 };
 pub use watch::spawn_watchers;
 
@@ -51,6 +56,17 @@ pub enum ReloadError {
     /// The proxy was started from a config built in code.
     #[error("this proxy was started without a config file, so there is nothing to reload")]
     NoConfigFile,
+    /// The znode cannot be read.
+    #[error(
+        "cannot read the config document {location}: {source}; the config in force keeps serving"
+    )]
+    ZooKeeper {
+        /// The config source.
+        location: String,
+        /// Why.
+        #[source]
+        source: ZkError,
+    },
     /// The file cannot be read.
     #[error("cannot read the config file {}: {source}; the config in force keeps serving", path.display())]
     Read {
@@ -71,32 +87,62 @@ pub enum ReloadError {
         /// Every problem found.
         errors: ConfigErrors,
     },
+    /// The znode's document does not parse or validate.
+    #[error(
+        "the config document in the znode (znode version {znode_version}) is invalid, so it was not loaded; \
+         the config in force (version {version}) keeps serving. {} problem(s):\n{errors}",
+        errors.0.len()
+    )]
+    InvalidZnode {
+        /// The refused document's znode version.
+        znode_version: i32,
+        /// Version (MD5) of the config still in force.
+        version: String,
+        /// Every problem found.
+        errors: ConfigErrors,
+    },
 }
 
-/// A config file read once: its version and, if that is not the version in
-/// force, the routing table built from the same bytes.
-enum FileRead {
+/// A config document read once: its version and, if that is not the
+/// version in force, the routing table built from the same bytes.
+enum DocumentRead {
     Unchanged(String),
     Changed(String, Box<Topology>),
 }
 
-/// Reads and builds the file at `path` (blocking: run it off the runtime).
-fn read_file(path: &Path, in_force: &str) -> Result<FileRead, ReloadError> {
-    let bytes = std::fs::read(path).map_err(|source| ReloadError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    let version = version_of(&bytes);
+/// The bytes of a config document and, for a znode, its version.
+struct Fetched {
+    bytes: Vec<u8>,
+    znode_version: Option<i32>,
+}
+
+/// Builds the document's routing table unless it is the version in force
+/// (blocking: run it off the runtime).
+fn build_document(
+    fetched: &Fetched,
+    in_force: &str,
+    source: &str,
+    overrides: &ListenOverrides,
+) -> Result<DocumentRead, ReloadError> {
+    let version = version_of(&fetched.bytes);
     if version == in_force {
-        return Ok(FileRead::Unchanged(version));
+        return Ok(DocumentRead::Unchanged(version));
     }
-    let topology = parse_config(&bytes, &path.display().to_string()).map_err(|errors| {
-        ReloadError::Invalid {
-            version: in_force.to_owned(),
-            errors,
-        }
-    })?;
-    Ok(FileRead::Changed(version, Box::new(topology)))
+    let topology =
+        build_config(&fetched.bytes, source, overrides).map_err(|errors| {
+            match fetched.znode_version {
+                Some(znode_version) => ReloadError::InvalidZnode {
+                    znode_version,
+                    version: in_force.to_owned(),
+                    errors,
+                },
+                None => ReloadError::Invalid {
+                    version: in_force.to_owned(),
+                    errors,
+                },
+            }
+        })?;
+    Ok(DocumentRead::Changed(version, Box::new(topology)))
 }
 
 impl Control {
@@ -105,45 +151,64 @@ impl Control {
         self.config_status.snapshot()
     }
 
-    /// Reads the config file again and, if it is valid and differs from the
-    /// version in force, swaps in its routing table. An invalid file is
-    /// refused (and logged) and the table in force keeps serving. A file
-    /// equal to the version in force changes nothing; a file change that
-    /// only echoes it is not even recorded. The file is read and built on
-    /// the blocking pool.
-    pub async fn reload(&self, trigger: ReloadTrigger) -> Result<ReloadSummary, ReloadError> {
+    /// Reads the config document: the file (on the blocking pool) or the
+    /// znode.
+    async fn fetch(&self) -> Result<Fetched, ReloadError> {
+        if let Some(zookeeper) = &self.zookeeper {
+            let (bytes, znode_version) =
+                zookeeper
+                    .fetch()
+                    .await
+                    .map_err(|source| ReloadError::ZooKeeper {
+                        location: zookeeper.location.to_string(),
+                        source,
+                    })?;
+            return Ok(Fetched {
+                bytes,
+                znode_version: Some(znode_version),
+            });
+        }
         let Some(path) = self.config_path.clone() else {
             return Err(ReloadError::NoConfigFile);
         };
+        let read_path = path.clone();
+        let read = tokio::task::spawn_blocking(move || std::fs::read(&read_path))
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(format!("the reading task failed: {e}"))));
+        read.map(|bytes| Fetched {
+            bytes,
+            znode_version: None,
+        })
+        .map_err(|source| ReloadError::Read { path, source })
+    }
+
+    /// Reads the config document again (the file, or the znode) and, if it
+    /// is valid and differs from the version in force, swaps in its routing
+    /// table. An invalid document is refused (and logged) and the table in
+    /// force keeps serving. A document equal to the version in force
+    /// changes nothing; a watcher's reload that only echoes it is not even
+    /// recorded. The document is built on the blocking pool. Listen
+    /// addresses never change here (they are bound once).
+    pub async fn reload(&self, trigger: ReloadTrigger) -> Result<ReloadSummary, ReloadError> {
         let _serial = self.config_status.serialize().await;
         let status = self.config_status.snapshot();
-        let in_force = status.version.clone();
-        let read_path = path.clone();
-        let read = tokio::task::spawn_blocking(move || read_file(&read_path, &in_force))
-            .await
-            .unwrap_or_else(|e| {
-                Err(ReloadError::Read {
-                    path,
-                    source: io::Error::other(format!("the reading task failed: {e}")),
+        let result = match self.fetch().await {
+            Ok(fetched) => {
+                let znode_version = fetched.znode_version;
+                let in_force = status.version.clone();
+                let source = status.source.clone();
+                let overrides = self.process.overrides.clone();
+                let built = tokio::task::spawn_blocking(move || {
+                    build_document(&fetched, &in_force, &source, &overrides)
                 })
-            });
-        let result = match read {
-            Ok(FileRead::Unchanged(version)) => {
-                let description =
-                    format!("no change: the file is version {version}, already in force");
-                let last_failed = matches!(&status.last_reload, Some(a) if a.result.is_err());
-                if trigger != ReloadTrigger::FileChange || last_failed {
-                    self.config_status.record(trigger, Ok(description.clone()));
-                }
-                debug!(trigger = ?trigger, %version, "config reload: no change");
-                Ok(ReloadSummary {
-                    version,
-                    changed: false,
-                    description,
-                })
-            }
-            Ok(FileRead::Changed(version, topology)) => {
-                Ok(self.install(*topology, version, trigger, Vec::new()))
+                .await
+                .unwrap_or_else(|e| {
+                    Err(ReloadError::Read {
+                        path: PathBuf::from(&status.source),
+                        source: io::Error::other(format!("the building task failed: {e}")),
+                    })
+                });
+                built.map(|read| self.take(read, znode_version, trigger, &status))
             }
             Err(e) => Err(e),
         };
@@ -152,6 +217,45 @@ impl Control {
             self.config_status.record(trigger, Err(e.to_string()));
         }
         result
+    }
+
+    /// Swaps in a changed document, or records an unchanged one; then
+    /// updates the registry entry.
+    fn take(
+        &self,
+        read: DocumentRead,
+        znode_version: Option<i32>,
+        trigger: ReloadTrigger,
+        status: &ConfigStatusSnapshot,
+    ) -> ReloadSummary {
+        let summary = match read {
+            DocumentRead::Unchanged(version) => {
+                let description = match znode_version {
+                    Some(znode) => format!(
+                        "no change: the znode holds version {version} (znode version {znode}), already in force"
+                    ),
+                    None => format!("no change: the file is version {version}, already in force"),
+                };
+                let last_failed = matches!(&status.last_reload, Some(a) if a.result.is_err());
+                if !trigger.is_watch() || last_failed {
+                    self.config_status.record(trigger, Ok(description.clone()));
+                }
+                debug!(trigger = ?trigger, %version, "config reload: no change");
+                ReloadSummary {
+                    version,
+                    changed: false,
+                    description,
+                }
+            }
+            DocumentRead::Changed(version, topology) => {
+                self.install(*topology, version, trigger, Vec::new())
+            }
+        };
+        if summary.changed || znode_version != status.znode_version {
+            self.config_status.set_znode_version(znode_version);
+            self.publish_entry();
+        }
+        summary
     }
 
     /// Swaps in `topology` (version `version`), applies changed backend

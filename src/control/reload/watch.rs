@@ -1,5 +1,6 @@
 //! The config watchers: SIGHUP, and a watch on the config file's
-//! directory (and its symlink target's), each reloading the file.
+//! directory (and its symlink target's), or on the config znode, each
+//! reloading the document.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
@@ -16,15 +17,17 @@ use crate::control::Control;
 const DEBOUNCE: Duration = Duration::from_millis(200);
 
 /// Starts the config watchers of `control`: SIGHUP, and a watch on the
-/// directory of its config file (if it has one). Both log what happened
-/// and never stop on an error. The SIGHUP handler is installed before this
-/// returns; once the directory watch is in place, the file is reloaded
-/// once, for a change made between the first load and the watch.
+/// directory of its config file (if it has one) or on its config znode
+/// (with the registry task). They log what happened and never stop on an
+/// error. The SIGHUP handler is installed before this returns; once the
+/// directory or znode watch is in place, the document is reloaded once,
+/// for a change made between the first load and the watch.
 pub fn spawn_watchers(control: Arc<Control>) {
     spawn_signal_handler(Arc::downgrade(&control));
     if let Some(path) = control.config_path.clone() {
         spawn_file_watcher(Arc::downgrade(&control), path);
     }
+    crate::control::zookeeper::spawn_watch(&control);
 }
 
 fn spawn_signal_handler(control: Weak<Control>) {

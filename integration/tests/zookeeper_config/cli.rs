@@ -1,0 +1,187 @@
+//! `shardgate config push|get` and `serve --config zookeeper://...` through
+//! the built binary; the push's version checks through the library.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use super::*;
+
+fn shardgate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_shardgate"))
+        .args(args)
+        .output()
+        .expect("run target/debug/shardgate")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn a_push_with_a_stale_version_loses_and_the_znode_is_unchanged() {
+    let test = "stale";
+    clean(test).await;
+    let location = location(test);
+    let missing = zookeeper::get(&location).await.expect_err("no znode yet");
+    assert!(missing.to_string().contains("does not exist"), "{missing}");
+    let first = push(&location, &document(), None).await;
+    let second = push(
+        &location,
+        &document_with_account("stale"),
+        Some(first.znode_version),
+    )
+    .await;
+    assert_eq!(second.znode_version, 1);
+
+    // Based on version 0, which is gone.
+    let error = zookeeper::push(
+        &location,
+        format!("{}\n# late\n", document()).as_bytes(),
+        "late.yaml",
+        Some(0),
+    )
+    .await
+    .expect_err("a stale push loses");
+    let message = error.to_string();
+    assert!(
+        message.contains("at version 1, not the expected version 0"),
+        "{message}"
+    );
+    assert!(message.contains("nothing was written"), "{message}");
+    let now = zookeeper::get(&location).await.expect("get");
+    assert_eq!(now.znode_version, 1, "the znode is unchanged");
+    assert_eq!(now.bytes, document_with_account("stale").into_bytes());
+
+    // An invalid file is refused before anything is written.
+    let error = zookeeper::push(&location, b"fleets: 3\n", "bad.yaml", None)
+        .await
+        .expect_err("invalid");
+    assert!(error.to_string().contains("bad.yaml"), "{error}");
+    assert_eq!(zookeeper::get(&location).await.unwrap().znode_version, 1);
+    clean(test).await;
+}
+
+#[tokio::test]
+async fn the_cli_pushes_gets_and_serves_from_a_znode() {
+    let test = "cli";
+    clean(test).await;
+    let location = location(test);
+    let source = location.to_string();
+    let dir = repo_root()
+        .join("target/test-configs")
+        .join(format!("zk-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("shardgate.yaml");
+    std::fs::write(&file, document()).unwrap();
+    let file_arg = file.display().to_string();
+
+    let pushed = shardgate(&["config", "push", &file_arg, "--source", &source]);
+    assert!(pushed.status.success(), "{}", stderr(&pushed));
+    assert!(
+        stdout(&pushed).contains("znode version 0 (created)"),
+        "{}",
+        stdout(&pushed)
+    );
+
+    let got = shardgate(&["config", "get", "--source", &source]);
+    assert!(got.status.success(), "{}", stderr(&got));
+    assert_eq!(stdout(&got), document());
+    let md5 = shardgate::control::status::version_of(document().as_bytes());
+    assert!(
+        stderr(&got).contains(&format!("znode version 0, md5 {md5}")),
+        "{}",
+        stderr(&got)
+    );
+
+    let stale = shardgate(&[
+        "config",
+        "push",
+        &file_arg,
+        "--source",
+        &source,
+        "--expected-version",
+        "7",
+    ]);
+    assert_eq!(stale.status.code(), Some(1), "{}", stderr(&stale));
+    assert!(
+        stderr(&stale).contains("at version 0, not the expected version 7"),
+        "{}",
+        stderr(&stale)
+    );
+    let not_zk = shardgate(&["config", "get", "--source", "some/file.yaml"]);
+    assert_eq!(not_zk.status.code(), Some(1));
+    assert!(
+        stderr(&not_zk).contains("zookeeper://host:port"),
+        "{}",
+        stderr(&not_zk)
+    );
+
+    // serve from the znode, with a bootstrap file and a flag over it.
+    let bootstrap = dir.join("bootstrap.yaml");
+    std::fs::write(
+        &bootstrap,
+        format!("config: {source}\nproxy_id: from-bootstrap\nlisten: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n"),
+    )
+    .unwrap();
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_shardgate"))
+        .args([
+            "serve",
+            "--bootstrap",
+            &bootstrap.display().to_string(),
+            "--proxy-id",
+            "cli-1",
+        ])
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start shardgate serve");
+    let client = raw_client().await;
+    let entry_path = location.registry_entry("cli-1");
+    let started = Instant::now();
+    let entry = loop {
+        if let Ok((data, _)) = client.get_data(&entry_path).await {
+            let entry =
+                shardgate::control::process::ProxyEntry::from_json(&data).expect("an entry");
+            if entry.addresses.client.is_some() {
+                break entry;
+            }
+        }
+        if let Ok(Some(status)) = serve.try_wait() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(serve.stderr.as_mut().unwrap(), &mut err).ok();
+            panic!("serve exited ({status}): {err}");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "cli-1 never registered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(entry.id, "cli-1", "the flag beats the bootstrap file");
+    assert_eq!(entry.config_version, md5);
+    assert!(
+        entry.addresses.metrics.is_some(),
+        "--metrics-listen adds the endpoint"
+    );
+    // SIGTERM: it leaves the registry and exits cleanly.
+    let killed = Command::new("kill")
+        .args(["-TERM", &serve.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = serve.wait().expect("wait");
+    assert!(status.success(), "serve exits 0 on SIGTERM: {status}");
+    assert_eq!(
+        client.check_stat(&entry_path).await.expect("stat"),
+        None,
+        "the entry is gone"
+    );
+    drop(client);
+    std::fs::remove_dir_all(&dir).ok();
+    clean(test).await;
+}

@@ -1,0 +1,65 @@
+//! `SHOW PROXIES`: every proxy registered under this proxy's config znode,
+//! with the config version it runs and whether that is the document now in
+//! the znode. A file-sourced proxy lists only itself.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use crate::admin::answer::format_time;
+use crate::admin::{AdminError, Answer};
+use crate::control::process::ProxyEntry;
+use crate::control::Control;
+
+const COLUMNS: &[&str] = &[
+    "id",
+    "client",
+    "admin",
+    "metrics",
+    "config_version",
+    "znode_version",
+    "runs_current",
+    "started_at",
+    "this",
+];
+
+/// A row per proxy, by id.
+pub async fn answer(control: &Control) -> Result<Answer, AdminError> {
+    let mut answer = Answer::new(COLUMNS);
+    let own = &control.process.id;
+    let Some(zookeeper) = &control.zookeeper else {
+        let status = control.config_status();
+        let entry = control.process.entry(status.version, None);
+        push(&mut answer, &entry.id, Some(&entry), None, true);
+        return Ok(answer);
+    };
+    let registered = zookeeper.proxies().await?;
+    for (id, entry) in &registered.entries {
+        let current = entry
+            .as_ref()
+            .zip(registered.current_version.as_ref())
+            .map(|(entry, current)| entry.config_version == *current);
+        push(&mut answer, id, entry.as_ref(), current, id == own);
+    }
+    Ok(answer)
+}
+
+fn push(
+    answer: &mut Answer,
+    id: &str,
+    entry: Option<&ProxyEntry>,
+    current: Option<bool>,
+    this: bool,
+) {
+    let yes_no = |flag: bool| if flag { "yes" } else { "no" };
+    let field = |get: fn(&ProxyEntry) -> Option<String>| entry.and_then(get);
+    answer.push(vec![
+        id.into(),
+        field(|e| e.addresses.client.clone()).into(),
+        field(|e| e.addresses.admin.clone()).into(),
+        field(|e| e.addresses.metrics.clone()).into(),
+        field(|e| Some(e.config_version.clone())).into(),
+        field(|e| e.znode_version.map(|v| v.to_string())).into(),
+        current.map(yes_no).into(),
+        field(|e| Some(format_time(UNIX_EPOCH + Duration::from_secs(e.started_at)))).into(),
+        yes_no(this).into(),
+    ]);
+}

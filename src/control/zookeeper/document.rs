@@ -1,0 +1,121 @@
+//! `shardgate config push` and `config get`: the document written with a
+//! version check after full validation, and read with its version.
+
+use zookeeper_client as zk;
+
+use super::{connect, request, ZkError};
+use crate::control::status::{parse_config, version_of};
+use crate::topology::source::ZkLocation;
+
+/// A document read from its znode.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The YAML text's bytes.
+    pub bytes: Vec<u8>,
+    /// The znode version.
+    pub znode_version: i32,
+    /// MD5 (hex) of the bytes: the version `SHOW CONFIG` shows.
+    pub version: String,
+}
+
+/// What a push wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pushed {
+    /// The znode version before (none: the push created it).
+    pub previous: Option<i32>,
+    /// The znode version now.
+    pub znode_version: i32,
+    /// MD5 (hex) of the document.
+    pub version: String,
+}
+
+/// Reads the document at `location`.
+pub async fn get(location: &ZkLocation) -> Result<Document, ZkError> {
+    let client = connect(location).await?;
+    match client.get_data(&location.path).await {
+        Ok((bytes, stat)) => Ok(Document {
+            version: version_of(&bytes),
+            bytes,
+            znode_version: stat.version,
+        }),
+        Err(zk::Error::NoNode) => Err(ZkError::NoDocument {
+            location: location.to_string(),
+        }),
+        Err(e) => Err(request("read", &location.path)(e)),
+    }
+}
+
+/// Validates `bytes` fully (as `check-config` does; `source_name` names
+/// them in the errors) and writes them to the znode at `location` only if
+/// it is still the version read first (and `expected_version`, when
+/// given), creating it and its parents if it does not exist. A writer
+/// in between makes it fail with both versions named.
+pub async fn push(
+    location: &ZkLocation,
+    bytes: &[u8],
+    source_name: &str,
+    expected_version: Option<i32>,
+) -> Result<Pushed, ZkError> {
+    let client = connect(location).await?;
+    let path = &location.path;
+    let read = match client.check_stat(path).await {
+        Ok(stat) => stat.map(|stat| stat.version),
+        Err(e) => return Err(request("read", path)(e)),
+    };
+    if let Some(expected) = expected_version {
+        if read != Some(expected) {
+            return Err(ZkError::StaleVersion {
+                path: path.clone(),
+                expected,
+                actual: read,
+            });
+        }
+    }
+    parse_config(bytes, source_name).map_err(|errors| ZkError::Invalid {
+        source_name: source_name.to_owned(),
+        errors,
+    })?;
+    let version = version_of(bytes);
+    let lost = |now: Option<i32>| ZkError::ConcurrentWrite {
+        path: path.clone(),
+        read,
+        now,
+    };
+    let written = match read {
+        Some(read_version) => client.set_data(path, bytes, Some(read_version)).await,
+        None => create(&client, location, bytes).await,
+    };
+    match written {
+        Ok(stat) => Ok(Pushed {
+            previous: read,
+            znode_version: stat.version,
+            version,
+        }),
+        Err(zk::Error::BadVersion | zk::Error::NodeExists | zk::Error::NoNode) => {
+            let now = client
+                .check_stat(path)
+                .await
+                .ok()
+                .flatten()
+                .map(|stat| stat.version);
+            Err(lost(now))
+        }
+        Err(e) => Err(request("write", path)(e)),
+    }
+}
+
+/// Creates the document's znode, and its parents if missing.
+async fn create(
+    client: &zk::Client,
+    location: &ZkLocation,
+    bytes: &[u8],
+) -> Result<zk::Stat, zk::Error> {
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    if let Some(parent) = location.parent() {
+        client.mkdir(parent, &persistent).await?;
+    }
+    client
+        .create(&location.path, bytes, &persistent)
+        .await
+        .map(|(stat, _)| stat)
+}

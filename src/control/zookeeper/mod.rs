@@ -1,0 +1,235 @@
+//! The config document in ZooKeeper: one session per proxy, the document
+//! read from its znode and watched (`watch`), this proxy's ephemeral entry
+//! in the registry under the document (`registry`), and the version-checked
+//! writes of `shardgate config push` and the reads of `config get`
+//! (`document`).
+//!
+//! The session lives in [`ZooKeeper`]. A session that expired is dead for
+//! good: the watcher builds a new client, registers again and re-reads the
+//! document. The document's znode is the root of everything about one
+//! fleet's proxies (`<path>/proxies/<id>` today), so what is built later on
+//! ZooKeeper (fleet-wide pauses, fencing) hangs under it too.
+
+mod document;
+mod registry;
+mod watch;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use zookeeper_client as zk;
+
+use super::process::ProxyEntry;
+use crate::sync::lock;
+use crate::topology::source::ZkLocation;
+use crate::topology::ConfigErrors;
+
+pub use document::{get, push, Document, Pushed};
+pub use registry::Registered;
+pub use watch::spawn_watch;
+
+/// The session timeout a proxy asks ZooKeeper for (the server clamps it to
+/// its own minimum and maximum).
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Longest wait for a first session, on top of what the client allows.
+const CONNECT_WAIT: Duration = Duration::from_secs(10);
+
+/// Why a ZooKeeper operation failed. Nothing was changed unless the
+/// message says so.
+#[derive(Debug, thiserror::Error)]
+pub enum ZkError {
+    /// No server of the ensemble gave a session.
+    #[error("cannot reach ZooKeeper at {hosts}: {reason}; is it running and reachable?")]
+    Connect {
+        /// The connect string.
+        hosts: String,
+        /// The client's error.
+        reason: String,
+    },
+    /// A request failed.
+    #[error("ZooKeeper {what} of {path} failed: {source}")]
+    Request {
+        /// The request (`read`, `create`, ...).
+        what: &'static str,
+        /// The znode.
+        path: String,
+        /// The client's error.
+        #[source]
+        source: zk::Error,
+    },
+    /// The document's znode does not exist.
+    #[error("the config znode {location} does not exist; write it with `shardgate config push FILE --source {location}`")]
+    NoDocument {
+        /// The source.
+        location: String,
+    },
+    /// The document does not parse or validate.
+    #[error("the config document {source_name} is invalid ({} problem(s)):\n{errors}", errors.0.len())]
+    Invalid {
+        /// The document's name in the messages.
+        source_name: String,
+        /// Every problem, each with its line.
+        errors: ConfigErrors,
+    },
+    /// Another live proxy holds this id.
+    #[error(
+        "proxy id `{id}` is already registered at {path} by a live proxy (ZooKeeper session {owner:#x}); \
+         give this proxy another --proxy-id, or, if that proxy just stopped, wait for its session to expire \
+         (at most {timeout_ms} ms) and start again"
+    )]
+    DuplicateId {
+        /// The id.
+        id: String,
+        /// Its registry znode.
+        path: String,
+        /// The session that holds it.
+        owner: i64,
+        /// This client's session timeout.
+        timeout_ms: u128,
+    },
+    /// `config push --expected-version N` but the znode is at another version.
+    #[error(
+        "the config znode {path} is at version {}, not the expected version {expected}; nothing was written. \
+         `shardgate config get` it, merge your change, and push again",
+        actual.map_or_else(|| "<none: it does not exist>".to_owned(), |v| v.to_string())
+    )]
+    StaleVersion {
+        /// The znode.
+        path: String,
+        /// The version the push was based on.
+        expected: i32,
+        /// The version found (none: no znode).
+        actual: Option<i32>,
+    },
+    /// Another writer changed the znode between the push's read and write.
+    #[error(
+        "another writer changed the config znode {path} during this push: read at version {}, now at version {}; \
+         nothing was written. `shardgate config get` it, merge your change, and push again",
+        version_text(*read), version_text(*now)
+    )]
+    ConcurrentWrite {
+        /// The znode.
+        path: String,
+        /// The version the push read.
+        read: Option<i32>,
+        /// The version found after the refused write.
+        now: Option<i32>,
+    },
+    /// The session was closed (the proxy is shutting down).
+    #[error("the ZooKeeper session of this proxy is closed")]
+    Closed,
+}
+
+fn version_text(version: Option<i32>) -> String {
+    version.map_or_else(|| "<none: no znode>".to_owned(), |v| v.to_string())
+}
+
+fn request<'a>(what: &'static str, path: &'a str) -> impl FnOnce(zk::Error) -> ZkError + 'a {
+    move |source| ZkError::Request {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Opens a session on the ensemble of `location`, inside the current tokio
+/// runtime (the client spawns its own task there). Fails at once when no
+/// server answers.
+pub async fn connect(location: &ZkLocation) -> Result<zk::Client, ZkError> {
+    let hosts = location.connect_string();
+    let connecting = zk::Client::connector()
+        .with_session_timeout(SESSION_TIMEOUT)
+        .with_fail_eagerly()
+        .connect(&hosts);
+    match tokio::time::timeout(CONNECT_WAIT, connecting).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(e)) => Err(ZkError::Connect {
+            hosts,
+            reason: e.to_string(),
+        }),
+        Err(_) => Err(ZkError::Connect {
+            hosts,
+            reason: format!("no session within {} s", CONNECT_WAIT.as_secs()),
+        }),
+    }
+}
+
+/// A proxy's link to ZooKeeper: the document's location, the session in
+/// use (replaced after an expiry), the registry entry it keeps, and its
+/// background tasks.
+#[derive(Debug)]
+pub struct ZooKeeper {
+    /// Where the document is.
+    pub location: ZkLocation,
+    client: Mutex<Option<zk::Client>>,
+    entry: Mutex<Option<ProxyEntry>>,
+    publish_wanted: tokio::sync::Notify,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    closed: AtomicBool,
+}
+
+impl ZooKeeper {
+    /// Opens a session for the document at `location`.
+    pub async fn open(location: ZkLocation) -> Result<Self, ZkError> {
+        let client = connect(&location).await?;
+        Ok(Self {
+            location,
+            client: Mutex::new(Some(client)),
+            entry: Mutex::new(None),
+            publish_wanted: tokio::sync::Notify::new(),
+            tasks: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// The session in use.
+    fn client(&self) -> Result<zk::Client, ZkError> {
+        lock(&self.client).clone().ok_or(ZkError::Closed)
+    }
+
+    /// The session timeout ZooKeeper granted.
+    pub fn session_timeout(&self) -> Option<Duration> {
+        lock(&self.client).as_ref().map(zk::Client::session_timeout)
+    }
+
+    /// Reads the document: its bytes and znode version.
+    pub async fn fetch(&self) -> Result<(Vec<u8>, i32), ZkError> {
+        let client = self.client()?;
+        match client.get_data(&self.location.path).await {
+            Ok((bytes, stat)) => Ok((bytes, stat.version)),
+            Err(zk::Error::NoNode) => Err(ZkError::NoDocument {
+                location: self.location.to_string(),
+            }),
+            Err(e) => Err(request("read", &self.location.path)(e)),
+        }
+    }
+
+    fn keep(&self, task: JoinHandle<()>) {
+        lock(&self.tasks).push(task);
+    }
+
+    /// Ends the session: stops the watcher and the registry task, deletes
+    /// this proxy's registry entry and closes the session (which would
+    /// delete it too).
+    pub async fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        for task in lock(&self.tasks).drain(..) {
+            task.abort();
+        }
+        let client = lock(&self.client).take();
+        let id = lock(&self.entry).as_ref().map(|entry| entry.id.clone());
+        if let (Some(client), Some(id)) = (client, id) {
+            let path = self.location.registry_entry(&id);
+            if let Err(e) = client.delete(&path, None).await {
+                tracing::warn!(%path, "cannot delete this proxy's registry entry ({e}); it goes with the session");
+            }
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+}

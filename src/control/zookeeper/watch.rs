@@ -1,0 +1,138 @@
+//! The watch on the document's znode: a one-shot watch armed, the document
+//! read and swapped in through the reload path (same validation, same
+//! all-or-nothing rule), then a wait for the next change. A reconnect
+//! (same session) re-reads the document, since a change may have been
+//! missed meanwhile; an expired session is replaced by a new client, which
+//! registers again and re-reads.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tracing::{info, warn};
+use zookeeper_client as zk;
+
+use super::{connect, registry, ZooKeeper};
+use crate::control::status::ReloadTrigger;
+use crate::control::Control;
+use crate::sync::lock;
+
+/// Pause before retrying a failed request or connection.
+const RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// What ended a wait on the watch.
+enum Wake {
+    /// The znode changed (or was created or deleted).
+    Changed,
+    /// The same session is connected again.
+    Reconnected,
+    /// The session expired or was closed: a new client is needed.
+    Lost,
+}
+
+/// Starts the watch and the registry task of a ZooKeeper-sourced proxy
+/// (nothing for a file-sourced one).
+pub fn spawn_watch(control: &Arc<Control>) {
+    let Some(zookeeper) = control.zookeeper.clone() else {
+        return;
+    };
+    registry::spawn_publisher(&zookeeper);
+    let weak = Arc::downgrade(control);
+    let zk = Arc::clone(&zookeeper);
+    zookeeper.keep(tokio::spawn(async move { watch(weak, zk).await }));
+}
+
+async fn watch(control: Weak<Control>, zookeeper: Arc<ZooKeeper>) {
+    let path = zookeeper.location.path.clone();
+    // The first pass catches a change made between the start's read and
+    // the watch.
+    let mut trigger = ReloadTrigger::ZooKeeperSession;
+    loop {
+        let Ok(client) = zookeeper.client() else {
+            return;
+        };
+        let mut states = client.state_watcher();
+        let wake = match client.check_and_watch_stat(&path).await {
+            Ok((_, watcher)) => {
+                let Some(control) = control.upgrade() else {
+                    return;
+                };
+                let _ = control.reload(trigger).await;
+                drop(control);
+                wait(watcher, &mut states).await
+            }
+            Err(zk::Error::SessionExpired | zk::Error::ClientClosed) => Wake::Lost,
+            Err(e) => {
+                warn!(%path, "cannot watch the config znode ({e}); retrying");
+                tokio::time::sleep(RETRY_PAUSE).await;
+                Wake::Reconnected
+            }
+        };
+        trigger = match wake {
+            Wake::Changed => ReloadTrigger::ZnodeChange,
+            Wake::Reconnected => ReloadTrigger::ZooKeeperSession,
+            Wake::Lost => {
+                if !renew(&zookeeper).await {
+                    return;
+                }
+                ReloadTrigger::ZooKeeperSession
+            }
+        };
+    }
+}
+
+/// Waits for the watch to fire or the session to change state.
+async fn wait(watcher: zk::OneshotWatcher, states: &mut zk::StateWatcher) -> Wake {
+    let fired = watcher.changed();
+    tokio::pin!(fired);
+    loop {
+        tokio::select! {
+            event = &mut fired => {
+                return if matches!(event.event_type, zk::EventType::Session) {
+                    Wake::Lost
+                } else {
+                    Wake::Changed
+                };
+            }
+            state = states.changed() => match state {
+                zk::SessionState::Disconnected => {
+                    warn!("ZooKeeper connection lost; the config in force keeps serving while the client reconnects");
+                }
+                zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                    info!("ZooKeeper connection back (same session): reading the config document again");
+                    return Wake::Reconnected;
+                }
+                _ => return Wake::Lost,
+            }
+        }
+    }
+}
+
+/// Replaces an expired session with a new client, retrying until one
+/// connects, and registers this proxy on it; false once the link is
+/// closed.
+async fn renew(zookeeper: &ZooKeeper) -> bool {
+    warn!("ZooKeeper session expired: opening a new one (the config in force keeps serving)");
+    loop {
+        if zookeeper.is_closed() {
+            return false;
+        }
+        match connect(&zookeeper.location).await {
+            Ok(client) => {
+                {
+                    let mut current = lock(&zookeeper.client);
+                    if current.is_none() {
+                        return false;
+                    }
+                    *current = Some(client.clone());
+                }
+                zookeeper.register_again(&client).await;
+                info!(session = %client.session_id(), "new ZooKeeper session: registered again, reading the config document");
+                return true;
+            }
+            Err(e) => {
+                warn!("cannot open a new ZooKeeper session ({e}); retrying");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+}
