@@ -454,9 +454,15 @@ async fn start_and_serve(source: ConfigSource, process: Process) -> Result<(), S
 /// the registry.
 async fn serve(control: Control) -> Result<(), String> {
     let control = Arc::new(control);
-    let running = shardgate::server::run(control.clone())
-        .await
-        .map_err(|e| e.to_string())?;
+    let running = match shardgate::server::run(control.clone()).await {
+        Ok(running) => running,
+        Err(e) => {
+            // Registered before binding: leave the registry at once, so a
+            // retry with the same id is not refused for a session timeout.
+            control.shutdown().await;
+            return Err(e.to_string());
+        }
+    };
     let listening = running.listening;
     tracing::info!(
         client = %listening.client,

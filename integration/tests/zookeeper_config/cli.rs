@@ -137,9 +137,11 @@ async fn the_cli_pushes_gets_and_serves_from_a_znode() {
         ])
         .args(["--metrics-listen", "127.0.0.1:0"])
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        // A file, not a pipe nobody reads while it runs.
+        .stderr(std::fs::File::create(dir.join("serve.log")).expect("serve.log"))
         .spawn()
         .expect("start shardgate serve");
+    let serve_log = || std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default();
     let client = raw_client().await;
     let entry_path = location.registry_entry("cli-1");
     let started = Instant::now();
@@ -152,14 +154,12 @@ async fn the_cli_pushes_gets_and_serves_from_a_znode() {
             }
         }
         if let Ok(Some(status)) = serve.try_wait() {
-            let mut err = String::new();
-            std::io::Read::read_to_string(serve.stderr.as_mut().unwrap(), &mut err).ok();
-            panic!("serve exited ({status}): {err}");
+            panic!("serve exited ({status}): {}", serve_log());
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "cli-1 never registered"
-        );
+        if started.elapsed() > Duration::from_secs(10) {
+            serve.kill().ok();
+            panic!("cli-1 never registered: {}", serve_log());
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(entry.id, "cli-1", "the flag beats the bootstrap file");
@@ -174,8 +174,22 @@ async fn the_cli_pushes_gets_and_serves_from_a_znode() {
         .status()
         .expect("kill");
     assert!(killed.success());
-    let status = serve.wait().expect("wait");
-    assert!(status.success(), "serve exits 0 on SIGTERM: {status}");
+    let stopping = Instant::now();
+    let status = loop {
+        if let Some(status) = serve.try_wait().expect("wait") {
+            break status;
+        }
+        if stopping.elapsed() > Duration::from_secs(10) {
+            serve.kill().ok();
+            panic!("serve did not stop within 10 s of SIGTERM: {}", serve_log());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        status.success(),
+        "serve exits 0 on SIGTERM: {status}: {}",
+        serve_log()
+    );
     assert_eq!(
         client.check_stat(&entry_path).await.expect("stat"),
         None,

@@ -59,7 +59,14 @@ fn push(
         field(|e| Some(e.config_version.clone())).into(),
         field(|e| e.znode_version.map(|v| v.to_string())).into(),
         current.map(yes_no).into(),
-        field(|e| Some(format_time(UNIX_EPOCH + Duration::from_secs(e.started_at)))).into(),
+        // An entry is anyone's writing (open ACLs): a time out of range
+        // shows as NULL.
+        field(|e| {
+            UNIX_EPOCH
+                .checked_add(Duration::from_secs(e.started_at))
+                .map(format_time)
+        })
+        .into(),
         yes_no(this).into(),
     ]);
 }

@@ -6,7 +6,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::FailoverError;
-use crate::control::status::version_of;
+use crate::control::status::{build_config, version_of};
+use crate::topology::bootstrap::ListenOverrides;
 use crate::topology::rewrite;
 use crate::topology::{ConfigErrors, Topology};
 
@@ -50,6 +51,7 @@ pub(super) fn rewrite_file(
     master: &str,
     in_force: &str,
     replication_stopped: bool,
+    overrides: &ListenOverrides,
 ) -> Result<(Topology, String, PathBuf), FailoverError> {
     let file_error = |reason: String| FailoverError::ConfigFile {
         path: path.to_owned(),
@@ -70,12 +72,15 @@ pub(super) fn rewrite_file(
     let text = String::from_utf8(bytes).map_err(|e| file_error(format!("not UTF-8 text: {e}")))?;
     let promoted =
         rewrite::promote_replica(&text, &source, master).map_err(|e| file_error(e.to_string()))?;
-    let topology =
-        Topology::from_yaml_str(&promoted.text, &source).map_err(|errors: ConfigErrors| {
+    // This process's listen addresses stay laid over the file's, as on
+    // every reload.
+    let topology = build_config(promoted.text.as_bytes(), &source, overrides).map_err(
+        |errors: ConfigErrors| {
             file_error(format!(
                 "the promoted config would be invalid, so it was not written:\n{errors}"
             ))
-        })?;
+        },
+    )?;
     let written = write_atomically(path, &promoted.text)
         .map_err(|e| file_error(format!("cannot write it: {e}")))?;
     Ok((topology, version_of(promoted.text.as_bytes()), written))

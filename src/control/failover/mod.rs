@@ -375,9 +375,10 @@ impl Control {
             self.install(topology, in_force, ReloadTrigger::Promotion, moved);
             return Ok(None);
         };
+        let overrides = self.process.overrides.clone();
         let (topology, version, written) =
             off_runtime(path.clone(), replication_stopped, move || {
-                rewrite_file(&path, &master, &in_force, replication_stopped)
+                rewrite_file(&path, &master, &in_force, replication_stopped, &overrides)
             })
             .await?;
         self.install(topology, version, ReloadTrigger::Promotion, moved);

@@ -4,8 +4,15 @@
 use zookeeper_client as zk;
 
 use super::{connect, request, ZkError};
+use crate::control::process::ProxyEntry;
 use crate::control::status::{parse_config, version_of};
 use crate::topology::source::ZkLocation;
+use crate::topology::ConfigErrors;
+
+/// Largest document `config push` writes: ZooKeeper refuses a request
+/// over its `jute.maxbuffer` (1 MiB less a byte by default) by dropping the
+/// connection, which would read as "connection loss".
+const MAX_DOCUMENT_BYTES: usize = 1_000_000;
 
 /// A document read from its znode.
 #[derive(Debug, Clone)]
@@ -71,10 +78,36 @@ pub async fn push(
             });
         }
     }
-    parse_config(bytes, source_name).map_err(|errors| ZkError::Invalid {
+    let invalid = |errors| ZkError::Invalid {
         source_name: source_name.to_owned(),
         errors,
-    })?;
+    };
+    if bytes.len() > MAX_DOCUMENT_BYTES {
+        return Err(invalid(ConfigErrors::single(
+            source_name,
+            0,
+            format!(
+                "the document is {} bytes; ZooKeeper takes at most {MAX_DOCUMENT_BYTES} in one znode \
+                 (its jute.maxbuffer): shorten it",
+                bytes.len()
+            ),
+        )));
+    }
+    let topology = parse_config(bytes, source_name).map_err(invalid)?;
+    if topology.config.admin.is_none() {
+        let with_admin = proxies_with_admin_port(&client, location).await?;
+        if !with_admin.is_empty() {
+            return Err(invalid(ConfigErrors::single(
+                source_name,
+                0,
+                format!(
+                    "the document has no `admin` section, but registered proxies listen on an admin port \
+                     ({}); they would refuse it. Keep the `admin` section (its users log in there)",
+                    with_admin.join(", ")
+                ),
+            )));
+        }
+    }
     let version = version_of(bytes);
     let lost = |now: Option<i32>| ZkError::ConcurrentWrite {
         path: path.clone(),
@@ -118,4 +151,32 @@ async fn create(
         .create(&location.path, bytes, &persistent)
         .await
         .map(|(stat, _)| stat)
+}
+
+/// The ids of the proxies registered under `location` that listen on an
+/// admin port.
+async fn proxies_with_admin_port(
+    client: &zk::Client,
+    location: &ZkLocation,
+) -> Result<Vec<String>, ZkError> {
+    let dir = location.registry_path();
+    let ids = match client.list_children(&dir).await {
+        Ok(ids) => ids,
+        Err(zk::Error::NoNode) => return Ok(Vec::new()),
+        Err(e) => return Err(request("list", &dir)(e)),
+    };
+    let mut with_admin = Vec::new();
+    for id in ids {
+        let path = location.registry_entry(&id);
+        let entry = match client.get_data(&path).await {
+            Ok((bytes, _)) => ProxyEntry::from_json(&bytes),
+            Err(zk::Error::NoNode) => None,
+            Err(e) => return Err(request("read", &path)(e)),
+        };
+        if entry.is_some_and(|entry| entry.addresses.admin.is_some()) {
+            with_admin.push(id);
+        }
+    }
+    with_admin.sort();
+    Ok(with_admin)
 }

@@ -14,7 +14,7 @@ mod document;
 mod registry;
 mod watch;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -33,6 +33,10 @@ pub use watch::spawn_watch;
 /// The session timeout a proxy asks ZooKeeper for (the server clamps it to
 /// its own minimum and maximum).
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Longest wait for the registry entry's deletion at shutdown (ZooKeeper
+/// may be unreachable: the entry then goes with the session).
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// Longest wait for a first session, on top of what the client allows.
 const CONNECT_WAIT: Duration = Duration::from_secs(10);
@@ -118,6 +122,20 @@ pub enum ZkError {
         /// The version found after the refused write.
         now: Option<i32>,
     },
+    /// A read returned an older document than one this proxy already read
+    /// (a new session on a server that lags behind the leader).
+    #[error(
+        "the ZooKeeper server answered with an older state of {path} (change {read:#x}) than this proxy \
+         already read (change {seen:#x}); the config in force keeps serving and the read is retried"
+    )]
+    Stale {
+        /// The znode.
+        path: String,
+        /// The transaction id of the change the read returned.
+        read: i64,
+        /// The newest change read before.
+        seen: i64,
+    },
     /// The session was closed (the proxy is shutting down).
     #[error("the ZooKeeper session of this proxy is closed")]
     Closed,
@@ -169,6 +187,15 @@ pub struct ZooKeeper {
     publish_wanted: tokio::sync::Notify,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     closed: AtomicBool,
+    /// The newest change of the document read so far (its `mzxid`): a read
+    /// never goes back before it, across sessions too.
+    newest_read: AtomicI64,
+    /// The session that created this proxy's registry entry (0: none):
+    /// only that session writes or deletes it.
+    registered_session: AtomicI64,
+    /// The session in use has not read the document yet (a new session
+    /// first syncs its server with the leader).
+    unsynced: AtomicBool,
 }
 
 impl ZooKeeper {
@@ -182,6 +209,9 @@ impl ZooKeeper {
             publish_wanted: tokio::sync::Notify::new(),
             tasks: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
+            newest_read: AtomicI64::new(i64::MIN),
+            registered_session: AtomicI64::new(0),
+            unsynced: AtomicBool::new(false),
         })
     }
 
@@ -190,21 +220,58 @@ impl ZooKeeper {
         lock(&self.client).clone().ok_or(ZkError::Closed)
     }
 
+    /// The id of the session in use.
+    fn session(&self) -> Option<i64> {
+        lock(&self.client)
+            .as_ref()
+            .map(|client| client.session_id().0)
+    }
+
     /// The session timeout ZooKeeper granted.
     pub fn session_timeout(&self) -> Option<Duration> {
         lock(&self.client).as_ref().map(zk::Client::session_timeout)
     }
 
-    /// Reads the document: its bytes and znode version.
+    /// Reads the document: its bytes and znode version. Never an older
+    /// state than one read before: the first read of a new session syncs
+    /// its server with the leader, and a read older than the newest one
+    /// seen is refused ([`ZkError::Stale`]).
     pub async fn fetch(&self) -> Result<(Vec<u8>, i32), ZkError> {
         let client = self.client()?;
-        match client.get_data(&self.location.path).await {
-            Ok((bytes, stat)) => Ok((bytes, stat.version)),
+        let path = &self.location.path;
+        if self.unsynced.load(Ordering::SeqCst) {
+            client.sync(path).await.map_err(request("sync", path))?;
+            self.unsynced.store(false, Ordering::SeqCst);
+        }
+        match client.get_data(path).await {
+            Ok((bytes, stat)) => {
+                let seen = self.newest_read.fetch_max(stat.mzxid, Ordering::SeqCst);
+                if stat.mzxid < seen {
+                    return Err(ZkError::Stale {
+                        path: path.clone(),
+                        read: stat.mzxid,
+                        seen,
+                    });
+                }
+                Ok((bytes, stat.version))
+            }
             Err(zk::Error::NoNode) => Err(ZkError::NoDocument {
                 location: self.location.to_string(),
             }),
-            Err(e) => Err(request("read", &self.location.path)(e)),
+            Err(e) => Err(request("read", path)(e)),
         }
+    }
+
+    /// Puts `client`, a new session, in use; false when the link was
+    /// closed meanwhile.
+    fn replace_client(&self, client: zk::Client) -> bool {
+        let mut current = lock(&self.client);
+        if current.is_none() {
+            return false;
+        }
+        *current = Some(client);
+        self.unsynced.store(true, Ordering::SeqCst);
+        true
     }
 
     fn keep(&self, task: JoinHandle<()>) {
@@ -222,9 +289,19 @@ impl ZooKeeper {
         let client = lock(&self.client).take();
         let id = lock(&self.entry).as_ref().map(|entry| entry.id.clone());
         if let (Some(client), Some(id)) = (client, id) {
+            if self.registered_session.load(Ordering::SeqCst) != client.session_id().0 {
+                // Not ours (any more): the id may be another proxy's now.
+                return;
+            }
             let path = self.location.registry_entry(&id);
-            if let Err(e) = client.delete(&path, None).await {
-                tracing::warn!(%path, "cannot delete this proxy's registry entry ({e}); it goes with the session");
+            match tokio::time::timeout(CLOSE_WAIT, client.delete(&path, None)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(%path, "cannot delete this proxy's registry entry ({e}); it goes with the session");
+                }
+                Err(_) => {
+                    tracing::warn!(%path, "ZooKeeper did not answer the deletion of this proxy's registry entry; it goes when the session expires");
+                }
             }
         }
     }

@@ -3,6 +3,7 @@
 //! JSON, created at start (a live duplicate id is refused), rewritten
 //! after every swap, re-created on a new session, deleted at shutdown.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +14,13 @@ use super::{request, ZkError, ZooKeeper};
 use crate::control::process::ProxyEntry;
 use crate::control::status::version_of;
 use crate::sync::lock;
+
+/// First pause between attempts to register again on a new session.
+const REGISTER_RETRY_FIRST: Duration = Duration::from_millis(200);
+/// Longest pause between them.
+const REGISTER_RETRY_MAX: Duration = Duration::from_secs(5);
+/// Attempts between two log lines about a registration that keeps failing.
+const REGISTER_LOG_EVERY: u32 = 10;
 
 /// Every registered proxy of a document, and the document now in its znode.
 #[derive(Debug, Clone)]
@@ -29,9 +37,22 @@ impl ZooKeeper {
     /// Claims this proxy's id with `entry`: creates its ephemeral znode
     /// (and the registry's directory). Refused when another live session
     /// holds the id.
+    ///
+    /// A proxy restarted at once after a crash finds its previous entry
+    /// still there until that session expires: the id is retried for up to
+    /// twice the session timeout before it is refused.
     pub async fn register(&self, entry: ProxyEntry) -> Result<(), ZkError> {
         let client = self.client()?;
-        self.create_entry(&client, &entry).await?;
+        let give_up = tokio::time::Instant::now() + client.session_timeout() * 2;
+        loop {
+            match self.create_entry(&client, &entry).await {
+                Ok(()) => break,
+                Err(ZkError::DuplicateId { .. }) if tokio::time::Instant::now() < give_up => {
+                    tokio::time::sleep(REGISTER_RETRY_FIRST).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
         *lock(&self.entry) = Some(entry);
         Ok(())
     }
@@ -45,19 +66,24 @@ impl ZooKeeper {
             .mkdir(&dir, &persistent)
             .await
             .map_err(request("create", &dir))?;
+        let session = client.session_id().0;
         match client.create(&path, &entry.to_json(), &ephemeral).await {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.registered_session.store(session, Ordering::SeqCst);
+                Ok(())
+            }
             Err(zk::Error::NodeExists) => {
                 let owner = client
                     .check_stat(&path)
                     .await
                     .map_err(request("read", &path))?
                     .map_or(0, |stat| stat.ephemeral_owner);
-                if owner == client.session_id().0 {
+                if owner == session {
                     client
                         .set_data(&path, &entry.to_json(), None)
                         .await
                         .map_err(request("write", &path))?;
+                    self.registered_session.store(session, Ordering::SeqCst);
                     return Ok(());
                 }
                 Err(ZkError::DuplicateId {
@@ -71,25 +97,44 @@ impl ZooKeeper {
         }
     }
 
-    /// Re-creates the entry on a new session. The previous session's
-    /// entry may outlive it by up to a session timeout: wait for it.
-    pub(super) async fn register_again(&self, client: &zk::Client) {
-        let Some(entry) = lock(&self.entry).clone() else {
-            return;
-        };
-        let give_up = tokio::time::Instant::now() + client.session_timeout() * 2;
-        loop {
-            match self.create_entry(client, &entry).await {
-                Ok(()) => return,
-                Err(ZkError::DuplicateId { .. }) if tokio::time::Instant::now() < give_up => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => {
-                    error!("cannot register this proxy again on its new ZooKeeper session: {e}");
+    /// Re-creates the entry on `client`, a new session, in the background
+    /// until it is created or the session is replaced: the previous
+    /// session's entry may outlive it by up to a session timeout, and
+    /// another proxy may hold the id meanwhile (this proxy then keeps
+    /// serving unregistered, and says so).
+    pub(super) fn spawn_register_again(self: &Arc<Self>, client: zk::Client) {
+        let zookeeper = Arc::clone(self);
+        let task = tokio::spawn(async move {
+            let session = client.session_id().0;
+            let mut pause = REGISTER_RETRY_FIRST;
+            for attempt in 0u32.. {
+                if zookeeper.is_closed() || zookeeper.session() != Some(session) {
                     return;
                 }
+                // The latest entry: a swap may have happened meanwhile.
+                let Some(entry) = lock(&zookeeper.entry).clone() else {
+                    return;
+                };
+                match zookeeper.create_entry(&client, &entry).await {
+                    Ok(()) => {
+                        if attempt > 0 {
+                            warn!(id = %entry.id, "registered again after {attempt} attempt(s)");
+                        }
+                        return;
+                    }
+                    Err(e) => {
+                        if attempt % REGISTER_LOG_EVERY == REGISTER_LOG_EVERY - 1 {
+                            error!(
+                                "this proxy is not registered (SHOW PROXIES does not list it) and keeps trying: {e}"
+                            );
+                        }
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(REGISTER_RETRY_MAX);
+                    }
+                }
             }
-        }
+        });
+        self.keep(task);
     }
 
     /// Replaces the entry (a swap, or the addresses once bound); the
@@ -147,6 +192,11 @@ pub(super) fn spawn_publisher(zookeeper: &Arc<ZooKeeper>) {
             let Ok(client) = zk.client() else {
                 return;
             };
+            // Only the session that created the entry writes it: after a
+            // lost session the id may belong to another proxy now.
+            if zk.registered_session.load(Ordering::SeqCst) != client.session_id().0 {
+                continue;
+            }
             let path = zk.location.registry_entry(&entry.id);
             if let Err(e) = client.set_data(&path, &entry.to_json(), None).await {
                 warn!(%path, "cannot update this proxy's registry entry ({e}); it is written again on the next change or session");

@@ -14,10 +14,39 @@ use zookeeper_client as zk;
 use super::{connect, registry, ZooKeeper};
 use crate::control::status::ReloadTrigger;
 use crate::control::Control;
-use crate::sync::lock;
 
-/// Pause before retrying a failed request or connection.
+/// First pause before retrying a failed request or connection; it doubles
+/// on each failure in a row up to [`RETRY_PAUSE_MAX`].
 const RETRY_PAUSE: Duration = Duration::from_millis(250);
+/// Longest pause between retries.
+const RETRY_PAUSE_MAX: Duration = Duration::from_secs(10);
+/// Failures in a row between two log lines (the first is always logged).
+const LOG_EVERY: u32 = 20;
+
+/// Retries with a growing pause, logging the first failure and then one in
+/// [`LOG_EVERY`] (a long outage is one line a few minutes, not four a
+/// second).
+struct Backoff {
+    failures: u32,
+}
+
+impl Backoff {
+    fn new() -> Self {
+        Self { failures: 0 }
+    }
+
+    /// Logs `what` failing (if it is time to) and waits before the retry.
+    async fn failed(&mut self, what: String) {
+        if self.failures % LOG_EVERY == 0 {
+            warn!(failures = self.failures + 1, "{what}; retrying");
+        }
+        let pause = RETRY_PAUSE
+            .saturating_mul(1 << self.failures.min(6))
+            .min(RETRY_PAUSE_MAX);
+        self.failures = self.failures.saturating_add(1);
+        tokio::time::sleep(pause).await;
+    }
+}
 
 /// What ended a wait on the watch.
 enum Wake {
@@ -46,6 +75,7 @@ async fn watch(control: Weak<Control>, zookeeper: Arc<ZooKeeper>) {
     // The first pass catches a change made between the start's read and
     // the watch.
     let mut trigger = ReloadTrigger::ZooKeeperSession;
+    let mut backoff = Backoff::new();
     loop {
         let Ok(client) = zookeeper.client() else {
             return;
@@ -58,12 +88,15 @@ async fn watch(control: Weak<Control>, zookeeper: Arc<ZooKeeper>) {
                 };
                 let _ = control.reload(trigger).await;
                 drop(control);
+                backoff = Backoff::new();
                 wait(watcher, &mut states).await
             }
             Err(zk::Error::SessionExpired | zk::Error::ClientClosed) => Wake::Lost,
+            Err(_) if client.state().is_terminated() => Wake::Lost,
             Err(e) => {
-                warn!(%path, "cannot watch the config znode ({e}); retrying");
-                tokio::time::sleep(RETRY_PAUSE).await;
+                backoff
+                    .failed(format!("cannot watch the config znode {path} ({e})"))
+                    .await;
                 Wake::Reconnected
             }
         };
@@ -110,28 +143,26 @@ async fn wait(watcher: zk::OneshotWatcher, states: &mut zk::StateWatcher) -> Wak
 /// Replaces an expired session with a new client, retrying until one
 /// connects, and registers this proxy on it; false once the link is
 /// closed.
-async fn renew(zookeeper: &ZooKeeper) -> bool {
+async fn renew(zookeeper: &Arc<ZooKeeper>) -> bool {
     warn!("ZooKeeper session expired: opening a new one (the config in force keeps serving)");
+    let mut backoff = Backoff::new();
     loop {
         if zookeeper.is_closed() {
             return false;
         }
         match connect(&zookeeper.location).await {
             Ok(client) => {
-                {
-                    let mut current = lock(&zookeeper.client);
-                    if current.is_none() {
-                        return false;
-                    }
-                    *current = Some(client.clone());
+                if !zookeeper.replace_client(client.clone()) {
+                    return false;
                 }
-                zookeeper.register_again(&client).await;
-                info!(session = %client.session_id(), "new ZooKeeper session: registered again, reading the config document");
+                zookeeper.spawn_register_again(client.clone());
+                info!(session = %client.session_id(), "new ZooKeeper session: registering again, reading the config document");
                 return true;
             }
             Err(e) => {
-                warn!("cannot open a new ZooKeeper session ({e}); retrying");
-                tokio::time::sleep(RETRY_PAUSE).await;
+                backoff
+                    .failed(format!("cannot open a new ZooKeeper session ({e})"))
+                    .await;
             }
         }
     }
