@@ -37,7 +37,7 @@ impl Backoff {
 
     /// Logs `what` failing (if it is time to) and waits before the retry.
     async fn failed(&mut self, what: String) {
-        if self.failures % LOG_EVERY == 0 {
+        if self.failures.is_multiple_of(LOG_EVERY) {
             warn!(failures = self.failures + 1, "{what}; retrying");
         }
         let pause = RETRY_PAUSE
