@@ -400,6 +400,24 @@ async fn a_proxy_started_during_a_pause_holds_the_range_until_resume() {
     assert!(!held.is_finished());
     let listed = acked(&alpha).await;
     assert_eq!(listed.get("beta"), Some(&pause), "beta did not ack");
+    // The local refusals hold fleet-wide, and change nothing.
+    for (sql, expected) in [
+        ("PAUSE SHARDS 1741-1750 IN main", "paused already"),
+        (
+            "RESUME SHARDS 1740-1740 IN main",
+            "only part of the paused range",
+        ),
+        ("RESUME SHARDS 1800-1900 IN main", "are not paused"),
+    ] {
+        let error = admin_try(&beta, sql).await.expect_err(sql);
+        let (_, message) = server_error(error);
+        assert!(message.contains(expected), "{sql}: {message}");
+    }
+    assert_eq!(
+        records(&raw_client().await, &location).await,
+        [pause.clone()]
+    );
+    assert!(paused(&alpha, 1740, 1741) && paused(&beta, 1740, 1741));
     let sent = Instant::now();
     admin_try(&beta, "RESUME SHARDS 1740-1741 IN main")
         .await
