@@ -151,6 +151,16 @@ impl Control {
         }
     }
 
+    /// [`Control::publish_entry`], written before it returns.
+    pub async fn publish_entry_now(&self) {
+        if let Some(zookeeper) = &self.zookeeper {
+            let status = self.config_status.snapshot();
+            zookeeper
+                .publish_now(self.process.entry(status.version, status.znode_version))
+                .await;
+        }
+    }
+
     /// Leaves the fleet: deletes this proxy's registry entry and closes its
     /// ZooKeeper session (nothing for a file-sourced proxy).
     pub async fn shutdown(&self) {

@@ -415,7 +415,7 @@ async fn a_proxy_started_during_a_pause_holds_the_range_until_resume() {
     }
     assert_eq!(
         records(&raw_client().await, &location).await,
-        [pause.clone()]
+        std::slice::from_ref(&pause)
     );
     assert!(paused(&alpha, 1740, 1741) && paused(&beta, 1740, 1741));
     let sent = Instant::now();

@@ -102,6 +102,27 @@ impl ZooKeeper {
         }
     }
 
+    /// Replaces the entry and writes it now (the start's write of the
+    /// bound addresses, so the registry shows them once the proxy
+    /// listens); a failure is logged, the entry is written again on the
+    /// next change or session.
+    pub async fn publish_now(&self, entry: ProxyEntry) {
+        {
+            let mut current = lock(&self.entry);
+            if current.is_none() {
+                return;
+            }
+            *current = Some(entry.clone());
+        }
+        let Ok(client) = self.client() else {
+            return;
+        };
+        let path = self.location.registry_entry(&entry.id);
+        if let Err(e) = client.set_data(&path, &entry.to_json(), None).await {
+            warn!(%path, "cannot update this proxy's registry entry ({e}); it is written again on the next change or session");
+        }
+    }
+
     /// Every registered proxy of this document.
     pub async fn proxies(&self) -> Result<Registered, ZkError> {
         let client = self.client()?;
