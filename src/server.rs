@@ -83,7 +83,7 @@ pub async fn run(control: Arc<Control>) -> io::Result<Running> {
         admin: text(listening.admin),
         metrics: text(listening.metrics),
     });
-    control.publish_entry();
+    control.publish_entry_now().await;
     // The object tables' columns, before the first client's `SELECT *`.
     for problem in crate::backend::columns::refresh(&**engine).await {
         warn!(

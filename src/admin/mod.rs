@@ -17,7 +17,7 @@ use tokio::net::TcpListener;
 use tracing::{debug, info};
 
 use crate::control::failover::FailoverError;
-use crate::control::pause::PauseError;
+use crate::control::pause::{FleetPauseError, PauseError};
 use crate::control::reload::ReloadError;
 use crate::control::zookeeper::ZkError;
 use crate::control::Control;
@@ -96,6 +96,9 @@ pub enum AdminError {
     /// `PAUSE SHARDS` / `RESUME SHARDS` refused or failed (1105).
     #[error("{0}")]
     Pause(#[from] PauseError),
+    /// A fleet-wide `PAUSE SHARDS` / `RESUME SHARDS` refused or failed (1105).
+    #[error("{0}")]
+    FleetPause(#[from] FleetPauseError),
     /// ZooKeeper did not answer (`SHOW PROXIES`) (1105).
     #[error("{0}")]
     ZooKeeper(#[from] ZkError),
@@ -112,6 +115,7 @@ impl AdminError {
             | AdminError::Reload(_)
             | AdminError::Failover(_)
             | AdminError::Pause(_)
+            | AdminError::FleetPause(_)
             | AdminError::ZooKeeper(_) => ErrorKind::ER_UNKNOWN_ERROR,
         }
     }

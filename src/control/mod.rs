@@ -45,6 +45,8 @@ pub struct Control {
     pub process: Process,
     /// The ZooKeeper session of a proxy whose config is a znode.
     pub zookeeper: Option<Arc<ZooKeeper>>,
+    /// The fleet-wide pause records this proxy applied to its gate.
+    pub followed: pause::Followed,
 }
 
 impl Control {
@@ -81,8 +83,9 @@ impl Control {
 
     /// A control plane whose config is the document in the znode at
     /// `location`: a session is opened (in the current runtime), the
-    /// document read and validated (refused with every problem), and
-    /// `process` registered under it (refused if its id is taken).
+    /// document read and validated (refused with every problem),
+    /// `process` registered under it (refused if its id is taken), and the
+    /// fleet-wide pauses in force applied to the gate and acked.
     pub async fn from_zookeeper(location: ZkLocation, process: Process) -> Result<Self, ZkError> {
         let zookeeper = ZooKeeper::open(location).await?;
         let started = Self::start_on(&zookeeper, process).await;
@@ -90,7 +93,12 @@ impl Control {
             zookeeper.close().await;
         }
         let mut control = started?;
-        control.zookeeper = Some(Arc::new(zookeeper));
+        let zookeeper = Arc::new(zookeeper);
+        control.zookeeper = Some(Arc::clone(&zookeeper));
+        if let Err(e) = pause::apply_found(&control).await {
+            zookeeper.close().await;
+            return Err(e);
+        }
         Ok(control)
     }
 
@@ -130,6 +138,7 @@ impl Control {
             config_status: ConfigStatus::new(source, version),
             process: Process::default(),
             zookeeper: None,
+            followed: pause::Followed::default(),
         }
     }
 
@@ -139,6 +148,16 @@ impl Control {
         if let Some(zookeeper) = &self.zookeeper {
             let status = self.config_status.snapshot();
             zookeeper.publish(self.process.entry(status.version, status.znode_version));
+        }
+    }
+
+    /// [`Control::publish_entry`], written before it returns.
+    pub async fn publish_entry_now(&self) {
+        if let Some(zookeeper) = &self.zookeeper {
+            let status = self.config_status.snapshot();
+            zookeeper
+                .publish_now(self.process.entry(status.version, status.znode_version))
+                .await;
         }
     }
 

@@ -16,12 +16,12 @@ use tokio::net::{TcpListener, TcpStream};
 use super::*;
 
 /// A TCP relay to ZooKeeper that can stop passing bytes (without closing).
-struct Relay {
-    addr: SocketAddr,
-    blocked: Arc<AtomicBool>,
+pub(super) struct Relay {
+    pub(super) addr: SocketAddr,
+    pub(super) blocked: Arc<AtomicBool>,
 }
 
-async fn relay(upstream: String) -> Relay {
+pub(super) async fn relay(upstream: String) -> Relay {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind the relay");

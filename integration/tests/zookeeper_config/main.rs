@@ -14,6 +14,7 @@ mod common;
 mod cli;
 mod expiry;
 mod follow;
+mod pause;
 mod registry;
 
 use std::time::Duration;

@@ -81,11 +81,19 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
         Command::PauseShards(range) => {
             let what = format!("PAUSE SHARDS {}", describe(&range));
             info!(user = context.user, "{what}: draining");
-            logged(context, &what, pause_shards::pause(engine, &range).await)
+            logged(
+                context,
+                &what,
+                pause_shards::pause(context.control, context.user, &range).await,
+            )
         }
         Command::ResumeShards(range) => {
             let what = format!("RESUME SHARDS {}", describe(&range));
-            logged(context, &what, pause_shards::resume(engine, &range))
+            logged(
+                context,
+                &what,
+                pause_shards::resume(context.control, &range).await,
+            )
         }
         Command::VerifyFleet => verify_fleet::answer(context.control).await,
         Command::Select(items) => client::select(context, &items),

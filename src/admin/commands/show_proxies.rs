@@ -1,7 +1,9 @@
 //! `SHOW PROXIES`: every proxy registered under this proxy's config znode,
 //! with the config version it runs and whether that is the document now in
-//! the znode. A file-sourced proxy lists only itself.
+//! the znode, and the fleet-wide pauses it has acked. A file-sourced proxy
+//! lists only itself.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::admin::answer::format_time;
@@ -19,6 +21,7 @@ const COLUMNS: &[&str] = &[
     "runs_current",
     "started_at",
     "this",
+    "pauses_acked",
 ];
 
 /// A row per proxy, by id.
@@ -28,16 +31,30 @@ pub async fn answer(control: &Control) -> Result<Answer, AdminError> {
     let Some(zookeeper) = &control.zookeeper else {
         let status = control.config_status();
         let entry = control.process.entry(status.version, None);
-        push(&mut answer, &entry.id, Some(&entry), None, true);
+        push(&mut answer, &entry.id, Some(&entry), None, true, None);
         return Ok(answer);
     };
     let registered = zookeeper.proxies().await?;
+    let mut acked: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (pause, _) in zookeeper.pause_records().await? {
+        for proxy in zookeeper.acks(&pause).await?.unwrap_or_default() {
+            acked.entry(proxy).or_default().push(pause.clone());
+        }
+    }
     for (id, entry) in &registered.entries {
         let current = entry
             .as_ref()
             .zip(registered.current_version.as_ref())
             .map(|(entry, current)| entry.config_version == *current);
-        push(&mut answer, id, entry.as_ref(), current, id == own);
+        let pauses = acked.get(id).map_or_else(String::new, |ids| ids.join(", "));
+        push(
+            &mut answer,
+            id,
+            entry.as_ref(),
+            current,
+            id == own,
+            Some(pauses),
+        );
     }
     Ok(answer)
 }
@@ -48,6 +65,7 @@ fn push(
     entry: Option<&ProxyEntry>,
     current: Option<bool>,
     this: bool,
+    pauses: Option<String>,
 ) {
     let yes_no = |flag: bool| if flag { "yes" } else { "no" };
     let field = |get: fn(&ProxyEntry) -> Option<String>| entry.and_then(get);
@@ -68,5 +86,6 @@ fn push(
         })
         .into(),
         yes_no(this).into(),
+        pauses.into(),
     ]);
 }

@@ -3,7 +3,16 @@
 //! already running on them finish; `RESUME SHARDS a-b` lets the waiting
 //! statements go, routed on the topology in force at that moment. Both
 //! change the statement path's gate ([`PauseGate`]); this module adds the
-//! drain, its timeout and the errors the operator reads.
+//! drain, its timeout and the errors the operator reads. On a
+//! ZooKeeper-sourced proxy the same pause is fleet-wide: a record under
+//! the document that every proxy applies to its own gate ([`fleet`],
+//! [`follow`]).
+
+mod fleet;
+mod follow;
+
+pub use fleet::{pause_fleet, resume_fleet, FleetPauseError, FleetPauseReport, Requester};
+pub use follow::{apply_found, spawn_follower, Followed};
 
 use std::time::{Duration, Instant};
 

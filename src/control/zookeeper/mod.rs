@@ -7,10 +7,11 @@
 //! The session lives in [`ZooKeeper`]. A session that expired is dead for
 //! good: the watcher builds a new client, registers again and re-reads the
 //! document. The document's znode is the root of everything about one
-//! fleet's proxies (`<path>/proxies/<id>` today), so what is built later on
-//! ZooKeeper (fleet-wide pauses, fencing) hangs under it too.
+//! fleet's proxies: the registry (`<path>/proxies/<id>`) and the fleet-wide
+//! pause records (`<path>/pauses/<id>`, `pauses`).
 
 mod document;
+mod pauses;
 mod registry;
 mod watch;
 
@@ -27,6 +28,7 @@ use crate::topology::source::ZkLocation;
 use crate::topology::ConfigErrors;
 
 pub use document::{get, push, Document, Pushed};
+pub use pauses::{missing, PauseRecord};
 pub use registry::Registered;
 pub use watch::spawn_watch;
 
@@ -135,6 +137,16 @@ pub enum ZkError {
         read: i64,
         /// The newest change read before.
         seen: i64,
+    },
+    /// A multi (several writes, all or none) failed; nothing was changed.
+    #[error("ZooKeeper {what} of {path} (all or nothing) failed: {reason}; nothing was changed, try again")]
+    Multi {
+        /// The writes (`create`, `delete`).
+        what: &'static str,
+        /// The znodes.
+        path: String,
+        /// The client's error.
+        reason: String,
     },
     /// The session was closed (the proxy is shutting down).
     #[error("the ZooKeeper session of this proxy is closed")]
@@ -274,7 +286,8 @@ impl ZooKeeper {
         true
     }
 
-    fn keep(&self, task: JoinHandle<()>) {
+    /// Keeps a background task of this link (aborted by [`ZooKeeper::close`]).
+    pub(crate) fn keep(&self, task: JoinHandle<()>) {
         lock(&self.tasks).push(task);
     }
 
@@ -306,7 +319,8 @@ impl ZooKeeper {
         }
     }
 
-    fn is_closed(&self) -> bool {
+    /// Whether [`ZooKeeper::close`] ran.
+    pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }
 }

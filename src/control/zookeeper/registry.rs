@@ -147,6 +147,36 @@ impl ZooKeeper {
         }
     }
 
+    /// Replaces the entry and writes it now (the start's write of the
+    /// bound addresses, so the registry shows them once the proxy
+    /// listens); a failure is logged, the entry is written again on the
+    /// next change or session.
+    pub async fn publish_now(&self, entry: ProxyEntry) {
+        {
+            let mut current = lock(&self.entry);
+            if current.is_none() {
+                return;
+            }
+            *current = Some(entry.clone());
+        }
+        let Ok(client) = self.client() else {
+            return;
+        };
+        self.write_entry(&client, &entry).await;
+    }
+
+    /// Writes `entry` over this proxy's registry znode, if this session
+    /// created it: after a lost session the id may be another proxy's now.
+    async fn write_entry(&self, client: &zk::Client, entry: &ProxyEntry) {
+        if self.registered_session.load(Ordering::SeqCst) != client.session_id().0 {
+            return;
+        }
+        let path = self.location.registry_entry(&entry.id);
+        if let Err(e) = client.set_data(&path, &entry.to_json(), None).await {
+            warn!(%path, "cannot update this proxy's registry entry ({e}); it is written again on the next change or session");
+        }
+    }
+
     /// Every registered proxy of this document.
     pub async fn proxies(&self) -> Result<Registered, ZkError> {
         let client = self.client()?;
@@ -192,15 +222,7 @@ pub(super) fn spawn_publisher(zookeeper: &Arc<ZooKeeper>) {
             let Ok(client) = zk.client() else {
                 return;
             };
-            // Only the session that created the entry writes it: after a
-            // lost session the id may belong to another proxy now.
-            if zk.registered_session.load(Ordering::SeqCst) != client.session_id().0 {
-                continue;
-            }
-            let path = zk.location.registry_entry(&entry.id);
-            if let Err(e) = client.set_data(&path, &entry.to_json(), None).await {
-                warn!(%path, "cannot update this proxy's registry entry ({e}); it is written again on the next change or session");
-            }
+            zk.write_entry(&client, &entry).await;
         }
     });
     zookeeper.keep(task);

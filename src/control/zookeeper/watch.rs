@@ -65,6 +65,7 @@ pub fn spawn_watch(control: &Arc<Control>) {
         return;
     };
     registry::spawn_publisher(&zookeeper);
+    crate::control::pause::spawn_follower(control);
     let weak = Arc::downgrade(control);
     let zk = Arc::clone(&zookeeper);
     zookeeper.keep(tokio::spawn(async move { watch(weak, zk).await }));
