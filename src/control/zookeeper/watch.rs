@@ -3,15 +3,16 @@
 //! all-or-nothing rule), then a wait for the next change. A reconnect
 //! (same session) re-reads the document, since a change may have been
 //! missed meanwhile; an expired session is replaced by a new client, which
-//! registers again and re-reads.
+//! registers again and re-reads. A read that succeeds lowers the fence
+//! raised before it (`fence`).
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 use zookeeper_client as zk;
 
-use super::{connect, registry, ZooKeeper};
+use super::{connect, fence, registry, ZooKeeper};
 use crate::control::status::ReloadTrigger;
 use crate::control::Control;
 
@@ -67,6 +68,7 @@ pub fn spawn_watch(control: &Arc<Control>) {
     registry::spawn_publisher(&zookeeper);
     crate::control::pause::spawn_follower(control);
     let weak = Arc::downgrade(control);
+    fence::spawn(weak.clone(), &zookeeper);
     let zk = Arc::clone(&zookeeper);
     zookeeper.keep(tokio::spawn(async move { watch(weak, zk).await }));
 }
@@ -87,7 +89,12 @@ async fn watch(control: Weak<Control>, zookeeper: Arc<ZooKeeper>) {
                 let Some(control) = control.upgrade() else {
                     return;
                 };
-                let _ = control.reload(trigger).await;
+                let raised = control.engine.fence.is_raised();
+                let sent = Instant::now();
+                if control.reload(trigger).await.is_ok() {
+                    zookeeper.answered(&client, sent);
+                    fence::unfence(&control, raised);
+                }
                 drop(control);
                 backoff = Backoff::new();
                 wait(watcher, &mut states).await
