@@ -6,7 +6,7 @@
 //! Statements read one atomic; the time in the message is read only when
 //! a statement is refused.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
@@ -18,6 +18,8 @@ use crate::sync::lock;
 #[derive(Debug, Default)]
 pub struct Fence {
     raised: AtomicBool,
+    /// How many times it went up.
+    raises: AtomicU64,
     /// When the session was last known live, and when the fence went up.
     times: Mutex<Option<(SystemTime, SystemTime)>>,
 }
@@ -36,13 +38,24 @@ impl Fence {
             return false;
         }
         *times = Some((lost_at, SystemTime::now()));
+        self.raises.fetch_add(1, Ordering::AcqRel);
         self.raised.store(true, Ordering::Release);
         true
     }
 
-    /// Lowers the fence; false when it was down.
-    pub fn lower(&self) -> bool {
+    /// How many times the fence went up: a read that starts at `n` and
+    /// finds `n` still after it saw no new raise.
+    pub fn raises(&self) -> u64 {
+        self.raises.load(Ordering::Acquire)
+    }
+
+    /// Lowers the fence if it went up `raises` times (not once more since);
+    /// false when it was down or went up again.
+    pub fn lower(&self, raises: u64) -> bool {
         let _times = lock(&self.times);
+        if self.raises.load(Ordering::Acquire) != raises {
+            return false;
+        }
         self.raised.swap(false, Ordering::AcqRel)
     }
 

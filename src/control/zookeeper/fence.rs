@@ -218,6 +218,7 @@ async fn watchdog(control: Weak<Control>, zookeeper: std::sync::Arc<ZooKeeper>) 
             };
             let lost_at = wall(clock.last_ok_sent());
             if control.engine.fence.raise(lost_at) {
+                zookeeper.raises.send_replace(control.engine.fence.raises());
                 warn!(
                     lost_at = %crate::clock::format_time(lost_at),
                     "no answer from ZooKeeper for the session timeout minus a margin: this proxy's session may expire \
@@ -231,12 +232,61 @@ async fn watchdog(control: Weak<Control>, zookeeper: std::sync::Arc<ZooKeeper>) 
     }
 }
 
-/// Lowers the fence after a session re-read the config, if the fence was
-/// already up when that read started (one raised during the read waits
-/// for the next read).
-pub(super) fn unfence(control: &Control, raised_before_read: bool) {
-    if raised_before_read && control.engine.fence.lower() {
-        info!("ZooKeeper session live and the config re-read: writes and locking reads are served again");
+/// A read that started on session `session` when the fence had gone up
+/// `raises` times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    /// The session's id.
+    pub session: i64,
+    /// [`crate::engine::fence::Fence::raises`] before the read.
+    pub raises: u64,
+}
+
+/// What has been read again since the fence went up.
+#[derive(Debug, Default)]
+pub(super) struct Recovery {
+    config: Mutex<Option<Mark>>,
+    pauses: Mutex<Option<Mark>>,
+}
+
+impl ZooKeeper {
+    /// The config was read (and swapped in, or found unchanged) by a read
+    /// marked `mark`: lowers the fence if the fleet-wide pauses were read
+    /// and applied by the same session since the same raise.
+    pub(super) fn config_reread(&self, control: &Control, mark: Mark) {
+        *lock(&self.recovery.config) = Some(mark);
+        self.try_unfence(control, mark);
+    }
+
+    /// The fleet-wide pause records were read and applied by a read marked
+    /// `mark`: lowers the fence if the config was re-read likewise.
+    pub fn pauses_applied(&self, control: &Control, mark: Mark) {
+        *lock(&self.recovery.pauses) = Some(mark);
+        self.try_unfence(control, mark);
+    }
+
+    /// Returns once the fence went up after a read marked `mark` started
+    /// (at once if it did already): that read cannot lower it, so the
+    /// reader reads again.
+    pub async fn raised_after(&self, mark: Mark) {
+        let mut raises = self.raises.subscribe();
+        let _ = raises.wait_for(|raises| *raises != mark.raises).await;
+    }
+
+    fn try_unfence(&self, control: &Control, mark: Mark) {
+        let fence = &control.engine.fence;
+        let both = *lock(&self.recovery.config) == Some(mark)
+            && *lock(&self.recovery.pauses) == Some(mark);
+        if both
+            && self.session() == Some(mark.session)
+            && fence.is_raised()
+            && fence.lower(mark.raises)
+        {
+            info!(
+                session = %zk::SessionId(mark.session),
+                "ZooKeeper session live, config and fleet-wide pauses read again: writes and locking reads are served again"
+            );
+        }
     }
 }
 

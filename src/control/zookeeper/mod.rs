@@ -31,8 +31,8 @@ use crate::topology::source::ZkLocation;
 use crate::topology::ConfigErrors;
 
 pub use document::{get, push, Document, Pushed};
-pub use fence::{Clock, Liveness};
-pub use pauses::{missing, PauseRecord};
+pub use fence::{Clock, Liveness, Mark};
+pub use pauses::{missing, PauseRecord, WatchedPauses};
 pub use registry::Registered;
 pub use watch::spawn_watch;
 
@@ -214,6 +214,10 @@ pub struct ZooKeeper {
     unsynced: AtomicBool,
     /// The fencing clock (`fence`).
     heartbeat: fence::Heartbeat,
+    /// What was read again since the fence went up.
+    recovery: fence::Recovery,
+    /// The fence's count of raises, for reads to start again after one.
+    raises: tokio::sync::watch::Sender<u64>,
 }
 
 impl ZooKeeper {
@@ -233,6 +237,8 @@ impl ZooKeeper {
             registered_session: AtomicI64::new(0),
             unsynced: AtomicBool::new(false),
             heartbeat,
+            recovery: fence::Recovery::default(),
+            raises: tokio::sync::watch::Sender::new(0),
         })
     }
 
