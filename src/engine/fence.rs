@@ -87,3 +87,41 @@ fn refuses(plan: &Plan, bound: bool) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_raise_after_a_read_started_keeps_the_fence_up() {
+        let fence = Fence::default();
+        assert!(!fence.is_raised() && fence.raised_times().is_none());
+        let lost_at = SystemTime::now();
+        assert!(fence.raise(lost_at));
+        assert!(!fence.raise(SystemTime::now()), "already up");
+        assert_eq!(fence.raised_times().map(|(lost, _)| lost), Some(lost_at));
+        assert!(!fence.lower(0), "a read that started before the raise");
+        assert!(fence.lower(fence.raises()));
+        assert!(!fence.is_raised() && !fence.lower(1));
+        assert!(
+            fence
+                .refusal(&Plan::Session(SessionAction::Commit), true)
+                .is_none(),
+            "nothing is refused while the fence is down"
+        );
+        fence.raise(lost_at);
+        assert_eq!(
+            fence.refusal(&Plan::Session(SessionAction::Commit), true),
+            Some(ClientError::Fenced { lost_at })
+        );
+        assert!(fence
+            .refusal(&Plan::Session(SessionAction::Commit), false)
+            .is_none());
+        assert_eq!(
+            fence
+                .refusal(&Plan::Session(SessionAction::Commit), true)
+                .map(|e| e.code()),
+            Some(1105)
+        );
+    }
+}
