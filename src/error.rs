@@ -120,6 +120,19 @@ pub enum ClientError {
         /// The shard's master now (or why there is none).
         to: String,
     },
+    /// A write, locking read or COMMIT of a bound transaction while this
+    /// proxy is fenced: it lost its ZooKeeper session (1105).
+    #[error(
+        "shardgate: this proxy lost its ZooKeeper session at {}; writes, locking reads and COMMIT of a transaction \
+         that wrote are refused until it reconnects and reloads the config, because another proxy may have moved \
+         shards meanwhile; plain reads are served on the last config. The statement did not run; retry it later \
+         or on another proxy",
+        crate::clock::format_time(*lost_at)
+    )]
+    Fenced {
+        /// When the session was last known live.
+        lost_at: std::time::SystemTime,
+    },
     /// `KILL` of a session id the proxy does not have (1094).
     #[error("Unknown thread id: {0}")]
     UnknownThread(u64),

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 /// of a lower one; `main.rs` (the binary) and `lib.rs` may use anything.
 const LAYERS: &[&[&str]] = &[
     // Pure parts and shared vocabulary: no sockets, no pools.
-    &["id", "sync", "protocol", "topology", "router", "error"],
+    &[
+        "id", "sync", "clock", "protocol", "topology", "router", "error",
+    ],
     // Hosts, fleet tooling, counters and the accept loop; nothing of the
     // statement path.
     &["backend", "stats", "fleet", "net"],

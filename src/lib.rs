@@ -9,6 +9,7 @@
 
 pub mod admin;
 pub mod backend;
+pub mod clock;
 pub mod control;
 pub mod engine;
 pub mod error;

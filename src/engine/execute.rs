@@ -54,7 +54,8 @@ impl Engine {
     /// most `pause.timeout_ms`, then fails without having run) and is
     /// routed again: the shard may have moved. `more` says whether more
     /// statements of a multi-statement follow. Returns whether the batch
-    /// may go on (routed, and succeeded).
+    /// may go on (routed, and succeeded). While the fence is up, a write or
+    /// locking read is refused before it is admitted.
     ///
     /// A statement longer than `limits.max_statement_analysis_bytes` is
     /// refused (1105) before it is analysed; one of at least
@@ -92,6 +93,11 @@ impl Engine {
             } else {
                 route(sql, &topology, &state.route, placement)
             };
+            if let Some(error) = self.fence.refusal(&plan, state.bound.is_some()) {
+                write_error(client, state.response_seq, &error).await?;
+                state.response_seq = client.next_seq();
+                return Ok(false);
+            }
             match self.admit(&topology, state, &plan, epoch) {
                 Ok(guard) => {
                     let rejected = matches!(plan, Plan::Reject(_));

@@ -5,6 +5,7 @@ mod answer;
 mod checkout;
 pub mod execute;
 mod failure;
+pub mod fence;
 pub mod field_list;
 mod kill;
 mod lex_state;
@@ -24,6 +25,7 @@ use crate::backend::pool::BackendSettings;
 use crate::backend::Backends;
 use crate::stats::Stats;
 use crate::topology::{SharedTopology, Topology};
+use fence::Fence;
 use pause::PauseGate;
 use std::sync::{Arc, OnceLock};
 
@@ -40,6 +42,9 @@ pub struct Engine {
     pub backends: Backends,
     /// Shards paused for a cutover, and statements running per shard.
     pub pauses: PauseGate,
+    /// Raised while this proxy cannot prove it holds its ZooKeeper session:
+    /// writes and locking reads are refused.
+    pub fence: Fence,
     /// Statement counts, errors and latencies (`SHOW STATS`, `/metrics`).
     pub stats: Stats,
     /// The client sessions, by id (`SHOW PROCESSLIST`, `KILL`).
@@ -59,6 +64,7 @@ impl Engine {
             topology: SharedTopology::new(topology),
             backends,
             pauses: PauseGate::new(),
+            fence: Fence::default(),
             stats: Stats::new(),
             sessions: Arc::default(),
             server: OnceLock::new(),

@@ -13,6 +13,7 @@ mod common;
 
 mod cli;
 mod expiry;
+mod fencing;
 mod follow;
 mod pause;
 mod registry;

@@ -1,10 +1,13 @@
 //! `SHOW CONFIG`: the config source (file or znode), the version in force
 //! (with its znode version for a znode), when it was loaded, the last
-//! reload attempt, and the paused shard ranges (a `paused` row each).
+//! reload attempt, the ZooKeeper session's state (connected, disconnected
+//! with the time the fence goes up, fenced), and the paused shard ranges
+//! (a `paused` row each).
 
 use crate::admin::answer::format_time;
 use crate::admin::Answer;
 use crate::control::reload::ReloadTrigger;
+use crate::control::zookeeper::Liveness;
 use crate::control::Control;
 
 /// One `name`/`value` row per fact.
@@ -35,6 +38,23 @@ pub fn answer(control: &Control) -> Answer {
                     }
                 },
             );
+        }
+    }
+    if let Some(zookeeper) = &control.zookeeper {
+        match zookeeper.liveness(&control.engine.fence) {
+            Liveness::Connected => put("zookeeper", "connected".to_owned()),
+            Liveness::Disconnected { since, fence_at } => {
+                put("zookeeper", format!("disconnected since {}", format_time(since)));
+                put("zookeeper_fence_at", format_time(fence_at));
+            }
+            Liveness::Fenced { since, lost_at } => put(
+                "zookeeper",
+                format!(
+                    "fenced since {} (session last known live at {}): writes and locking reads are refused",
+                    format_time(since),
+                    format_time(lost_at)
+                ),
+            ),
         }
     }
     for paused in control.engine.pauses.paused() {

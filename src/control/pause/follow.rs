@@ -59,15 +59,22 @@ async fn follow(control: Weak<Control>, zookeeper: Arc<ZooKeeper>) {
         if zookeeper.is_closed() {
             return;
         }
-        let watched = zookeeper.watch_pause_records().await;
+        let Some(raises) = control.upgrade().map(|c| c.engine.fence.raises()) else {
+            return;
+        };
+        let watched = zookeeper.watch_pause_records(raises).await;
         let Some(control) = control.upgrade() else {
             return;
         };
         match watched {
-            Ok((records, watcher, states)) => {
-                reconcile(&control, &zookeeper, &records).await;
+            Ok(watched) => {
+                reconcile(&control, &zookeeper, &watched.records).await;
+                zookeeper.pauses_applied(&control, watched.mark);
                 drop(control);
-                wait(watcher, states).await;
+                tokio::select! {
+                    () = wait(watched.watcher, watched.states) => {}
+                    () = zookeeper.raised_after(watched.mark) => {}
+                }
             }
             Err(e) => {
                 drop(control);

@@ -8,16 +8,19 @@
 //! good: the watcher builds a new client, registers again and re-reads the
 //! document. The document's znode is the root of everything about one
 //! fleet's proxies: the registry (`<path>/proxies/<id>`) and the fleet-wide
-//! pause records (`<path>/pauses/<id>`, `pauses`).
+//! pause records (`<path>/pauses/<id>`, `pauses`). Cut off from ZooKeeper
+//! for nearly a session timeout, the proxy refuses writes until a session
+//! re-reads the document (`fence`).
 
 mod document;
+mod fence;
 mod pauses;
 mod registry;
 mod watch;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 use zookeeper_client as zk;
@@ -28,7 +31,8 @@ use crate::topology::source::ZkLocation;
 use crate::topology::ConfigErrors;
 
 pub use document::{get, push, Document, Pushed};
-pub use pauses::{missing, PauseRecord};
+pub use fence::{Clock, Liveness, Mark};
+pub use pauses::{missing, PauseRecord, WatchedPauses};
 pub use registry::Registered;
 pub use watch::spawn_watch;
 
@@ -208,12 +212,20 @@ pub struct ZooKeeper {
     /// The session in use has not read the document yet (a new session
     /// first syncs its server with the leader).
     unsynced: AtomicBool,
+    /// The fencing clock (`fence`).
+    heartbeat: fence::Heartbeat,
+    /// What was read again since the fence went up.
+    recovery: fence::Recovery,
+    /// The fence's count of raises, for reads to start again after one.
+    raises: tokio::sync::watch::Sender<u64>,
 }
 
 impl ZooKeeper {
     /// Opens a session for the document at `location`.
     pub async fn open(location: ZkLocation) -> Result<Self, ZkError> {
+        let sent = Instant::now();
         let client = connect(&location).await?;
+        let heartbeat = fence::Heartbeat::new(sent, client.session_timeout());
         Ok(Self {
             location,
             client: Mutex::new(Some(client)),
@@ -224,6 +236,9 @@ impl ZooKeeper {
             newest_read: AtomicI64::new(i64::MIN),
             registered_session: AtomicI64::new(0),
             unsynced: AtomicBool::new(false),
+            heartbeat,
+            recovery: fence::Recovery::default(),
+            raises: tokio::sync::watch::Sender::new(0),
         })
     }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
-use super::{request, ZkError, ZooKeeper};
+use super::{request, Mark, ZkError, ZooKeeper};
 
 /// One fleet-wide pause, as stored in its znode.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,6 +83,19 @@ fn persistent() -> zk::CreateOptions<'static> {
     zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
 }
 
+/// The fleet-wide pause records, read with a watch on their list.
+#[derive(Debug)]
+pub struct WatchedPauses {
+    /// The records, by id.
+    pub records: Vec<(String, PauseRecord)>,
+    /// Fires when the list changes.
+    pub watcher: zk::OneshotWatcher,
+    /// The session's state changes.
+    pub states: zk::StateWatcher,
+    /// The session that read them and the fence's count before the read.
+    pub mark: Mark,
+}
+
 impl ZooKeeper {
     /// `<document>/pauses`.
     fn pauses_path(&self) -> String {
@@ -133,18 +146,14 @@ impl ZooKeeper {
     }
 
     /// [`ZooKeeper::pause_records`] with a one-shot watch on the list and
-    /// the session's state watcher.
-    pub async fn watch_pause_records(
-        &self,
-    ) -> Result<
-        (
-            Vec<(String, PauseRecord)>,
-            zk::OneshotWatcher,
-            zk::StateWatcher,
-        ),
-        ZkError,
-    > {
+    /// the session's state watcher; the read is marked with its session and
+    /// `raises` (the fence's count before the read).
+    pub async fn watch_pause_records(&self, raises: u64) -> Result<WatchedPauses, ZkError> {
         let client = self.client()?;
+        let mark = Mark {
+            session: client.session_id().0,
+            raises,
+        };
         let states = client.state_watcher();
         let dir = self.pauses_path();
         client
@@ -155,7 +164,12 @@ impl ZooKeeper {
             .list_and_watch_children(&dir)
             .await
             .map_err(request("watch", &dir))?;
-        Ok((read_records(&client, &dir, ids).await?, watcher, states))
+        Ok(WatchedPauses {
+            records: read_records(&client, &dir, ids).await?,
+            watcher,
+            states,
+            mark,
+        })
     }
 
     /// The proxies that acked record `id` (none when it is gone).

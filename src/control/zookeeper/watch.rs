@@ -3,15 +3,16 @@
 //! all-or-nothing rule), then a wait for the next change. A reconnect
 //! (same session) re-reads the document, since a change may have been
 //! missed meanwhile; an expired session is replaced by a new client, which
-//! registers again and re-reads.
+//! registers again and re-reads. A read that succeeds may lower the fence
+//! raised before it (`fence`).
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 use zookeeper_client as zk;
 
-use super::{connect, registry, ZooKeeper};
+use super::{connect, fence, registry, ZooKeeper};
 use crate::control::status::ReloadTrigger;
 use crate::control::Control;
 
@@ -67,6 +68,7 @@ pub fn spawn_watch(control: &Arc<Control>) {
     registry::spawn_publisher(&zookeeper);
     crate::control::pause::spawn_follower(control);
     let weak = Arc::downgrade(control);
+    fence::spawn(weak.clone(), &zookeeper);
     let zk = Arc::clone(&zookeeper);
     zookeeper.keep(tokio::spawn(async move { watch(weak, zk).await }));
 }
@@ -87,10 +89,18 @@ async fn watch(control: Weak<Control>, zookeeper: Arc<ZooKeeper>) {
                 let Some(control) = control.upgrade() else {
                     return;
                 };
-                let _ = control.reload(trigger).await;
+                let mark = fence::Mark {
+                    session: client.session_id().0,
+                    raises: control.engine.fence.raises(),
+                };
+                let sent = Instant::now();
+                if control.reload(trigger).await.is_ok() {
+                    zookeeper.answered(&client, sent);
+                    zookeeper.config_reread(&control, mark);
+                }
                 drop(control);
                 backoff = Backoff::new();
-                wait(watcher, &mut states).await
+                wait(watcher, &mut states, zookeeper.raised_after(mark)).await
             }
             Err(zk::Error::SessionExpired | zk::Error::ClientClosed) => Wake::Lost,
             Err(_) if client.state().is_terminated() => Wake::Lost,
@@ -114,12 +124,19 @@ async fn watch(control: Weak<Control>, zookeeper: Arc<ZooKeeper>) {
     }
 }
 
-/// Waits for the watch to fire or the session to change state.
-async fn wait(watcher: zk::OneshotWatcher, states: &mut zk::StateWatcher) -> Wake {
+/// Waits for the watch to fire, the session to change state, or the fence
+/// to go up after the read (`fenced`: the document is read again).
+async fn wait(
+    watcher: zk::OneshotWatcher,
+    states: &mut zk::StateWatcher,
+    fenced: impl std::future::Future<Output = ()>,
+) -> Wake {
     let fired = watcher.changed();
     tokio::pin!(fired);
+    tokio::pin!(fenced);
     loop {
         tokio::select! {
+            () = &mut fenced => return Wake::Reconnected,
             event = &mut fired => {
                 return if matches!(event.event_type, zk::EventType::Session) {
                     Wake::Lost
