@@ -18,8 +18,6 @@ mod follow;
 mod pause;
 mod registry;
 
-use std::time::Duration;
-
 use common::*;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
@@ -49,18 +47,13 @@ fn location(test: &str) -> ZkLocation {
 
 /// A session of the test's own, failing clearly when nothing answers.
 async fn raw_client() -> zk::Client {
-    let hosts = zk_hosts();
-    let connecting = zk::Client::connector()
-        .with_session_timeout(Duration::from_secs(4))
-        .with_fail_eagerly()
-        .connect(&hosts);
-    match tokio::time::timeout(Duration::from_secs(10), connecting).await {
-        Ok(Ok(client)) => client,
-        Ok(Err(e)) => panic!(
-            "no ZooKeeper answers at {hosts} (SHARDGATE_ZK): {e}; start it: integration/zookeeper.sh start"
-        ),
-        Err(_) => panic!(
-            "no ZooKeeper session at {hosts} (SHARDGATE_ZK) within 10 s; start it: integration/zookeeper.sh start"
+    // The same connect as the proxy's (4 s session, fails at once when
+    // nothing answers), on the test's root.
+    match zookeeper::connect(&location("raw")).await {
+        Ok(client) => client,
+        Err(e) => panic!(
+            "{e} (SHARDGATE_ZK={}); start it: integration/zookeeper.sh start",
+            zk_hosts()
         ),
     }
 }

@@ -3,7 +3,7 @@
 
 use zookeeper_client as zk;
 
-use super::{connect, request, ZkError};
+use super::{connect, persistent, request, ZkError};
 use crate::control::process::ProxyEntry;
 use crate::control::status::{parse_config, version_of};
 use crate::topology::source::ZkLocation;
@@ -143,12 +143,11 @@ async fn create(
     location: &ZkLocation,
     bytes: &[u8],
 ) -> Result<zk::Stat, zk::Error> {
-    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
     if let Some(parent) = location.parent() {
-        client.mkdir(parent, &persistent).await?;
+        client.mkdir(parent, &persistent()).await?;
     }
     client
-        .create(&location.path, bytes, &persistent)
+        .create(&location.path, bytes, &persistent())
         .await
         .map(|(stat, _)| stat)
 }

@@ -157,6 +157,16 @@ pub enum ZkError {
     Closed,
 }
 
+/// A persistent znode anyone may read and write (no ZooKeeper auth yet).
+fn persistent() -> zk::CreateOptions<'static> {
+    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
+}
+
+/// An ephemeral znode (gone with its session) anyone may read and write.
+fn ephemeral() -> zk::CreateOptions<'static> {
+    zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all())
+}
+
 fn version_text(version: Option<i32>) -> String {
     version.map_or_else(|| "<none: no znode>".to_owned(), |v| v.to_string())
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
-use super::{request, Mark, ZkError, ZooKeeper};
+use super::{ephemeral, persistent, request, Mark, ZkError, ZooKeeper};
 
 /// One fleet-wide pause, as stored in its znode.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,10 +77,6 @@ pub fn missing(live: &[String], acked: &[String]) -> Vec<String> {
     let acked: BTreeSet<&String> = acked.iter().collect();
     let missing: BTreeSet<&String> = live.iter().filter(|id| !acked.contains(id)).collect();
     missing.into_iter().cloned().collect()
-}
-
-fn persistent() -> zk::CreateOptions<'static> {
-    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
 }
 
 /// The fleet-wide pause records, read with a watch on their list.
@@ -199,8 +195,7 @@ impl ZooKeeper {
     pub async fn ack(&self, id: &str, proxy: &str) -> Result<bool, ZkError> {
         let client = self.client()?;
         let path = format!("{}/{proxy}", self.acks_path(id));
-        let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
-        match client.create(&path, b"", &ephemeral).await {
+        match client.create(&path, b"", &ephemeral()).await {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(true),
             Err(zk::Error::NoNode) => Ok(false),
             Err(e) => Err(request("create", &path)(e)),

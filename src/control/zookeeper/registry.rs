@@ -10,7 +10,7 @@ use std::time::Duration;
 use tracing::{error, warn};
 use zookeeper_client as zk;
 
-use super::{request, ZkError, ZooKeeper};
+use super::{ephemeral, persistent, request, ZkError, ZooKeeper};
 use crate::control::process::ProxyEntry;
 use crate::control::status::version_of;
 use crate::sync::lock;
@@ -60,14 +60,12 @@ impl ZooKeeper {
     async fn create_entry(&self, client: &zk::Client, entry: &ProxyEntry) -> Result<(), ZkError> {
         let dir = self.location.registry_path();
         let path = self.location.registry_entry(&entry.id);
-        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-        let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
         client
-            .mkdir(&dir, &persistent)
+            .mkdir(&dir, &persistent())
             .await
             .map_err(request("create", &dir))?;
         let session = client.session_id().0;
-        match client.create(&path, &entry.to_json(), &ephemeral).await {
+        match client.create(&path, &entry.to_json(), &ephemeral()).await {
             Ok(_) => {
                 self.registered_session.store(session, Ordering::SeqCst);
                 Ok(())
