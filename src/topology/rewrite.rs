@@ -1,5 +1,6 @@
 //! Edits of the config file's text that keep the operator's comments and
-//! layout: the master/replica swap written by `PROMOTE REPLICA`.
+//! layout: the master/replica swap written by `PROMOTE REPLICA`, and the
+//! split of a host entry written by `MOVE SHARDS` ([`move_shards`]).
 //!
 //! Only the `master:` and `replica:` values of the host entries concerned
 //! change (plus a comment line above each entry saying what happened). The
@@ -8,11 +9,15 @@
 //! edit does not handle, nothing is produced and the error says how to make
 //! the change by hand.
 
+mod moves;
+
 use std::ops::Range;
 
 use super::config::Config;
 use super::lines::LineIndex;
 use super::validate::{self, ConfigErrors};
+
+pub use moves::{move_in_config, move_shards, Moved, MovedRange};
 
 /// One host entry whose replica became its master.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +89,19 @@ pub enum RewriteError {
         why: String,
         /// The replica that should become the master.
         replica: String,
+    },
+    /// A `MOVE SHARDS` that cannot be written (unknown fleet, a range not
+    /// inside one host entry, the shards already on the target).
+    #[error("cannot move shards {first}-{last} of fleet {fleet}: {why}")]
+    NotMovable {
+        /// Fleet asked for.
+        fleet: String,
+        /// First shard asked for.
+        first: u32,
+        /// Last shard asked for.
+        last: u32,
+        /// Why.
+        why: String,
     },
     /// The edited text would not load as the intended config.
     #[error(
