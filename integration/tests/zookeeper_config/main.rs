@@ -2,7 +2,8 @@
 //! a `config push` within a second, refuse an invalid document and keep
 //! serving, register themselves (`SHOW PROXIES`), take their own listen
 //! addresses; `config push` loses to a concurrent writer; the CLI end to
-//! end.
+//! end; proxy processes killed, or started, during a fleet-wide pause; a
+//! ZooKeeper outage on a private server.
 //!
 //! Needs a ZooKeeper at `SHARDGATE_ZK` (default 127.0.0.1:2281:
 //! `integration/zookeeper.sh start`) and the fleet. Each test works under
@@ -15,8 +16,12 @@ mod cli;
 mod expiry;
 mod fencing;
 mod follow;
+mod outage;
 mod pause;
+mod pause_process;
+mod push_race;
 mod registry;
+mod serve;
 
 use common::*;
 use mysql_async::prelude::Queryable;

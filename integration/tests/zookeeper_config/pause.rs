@@ -13,10 +13,10 @@ use super::expiry::relay;
 use super::*;
 
 /// A statement on an unpaused shard must answer within this.
-const PROMPT: Duration = Duration::from_secs(2);
+pub(super) const PROMPT: Duration = Duration::from_secs(2);
 
 /// The test document with its pause section replaced.
-fn document_with_pause(timeout_ms: u64, drain_timeout_ms: u64) -> String {
+pub(super) fn document_with_pause(timeout_ms: u64, drain_timeout_ms: u64) -> String {
     let yaml = document();
     let line = "pause: { timeout_ms: 5000, drain_timeout_ms: 5000 }";
     assert!(
@@ -30,7 +30,7 @@ fn document_with_pause(timeout_ms: u64, drain_timeout_ms: u64) -> String {
 }
 
 /// A marker unique to this run, put in every row's `data`.
-fn marker(what: &str) -> String {
+pub(super) fn marker(what: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -39,7 +39,7 @@ fn marker(what: &str) -> String {
 }
 
 /// Rows of `db<shard>.pins` on `port` whose data starts with `prefix`.
-async fn count_on(port: u16, shard: u32, prefix: &str) -> usize {
+pub(super) async fn count_on(port: u16, shard: u32, prefix: &str) -> usize {
     let mut conn = direct(port).await;
     let n: Option<u64> = conn
         .query_first(format!(
@@ -79,7 +79,7 @@ async fn until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool)
 }
 
 /// The pause records under the document.
-async fn records(client: &zk::Client, location: &ZkLocation) -> Vec<String> {
+pub(super) async fn records(client: &zk::Client, location: &ZkLocation) -> Vec<String> {
     match client
         .list_children(&format!("{}/pauses", location.path))
         .await

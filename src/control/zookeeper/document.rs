@@ -63,6 +63,19 @@ pub async fn push(
     source_name: &str,
     expected_version: Option<i32>,
 ) -> Result<Pushed, ZkError> {
+    push_with(location, bytes, source_name, expected_version, async {}).await
+}
+
+/// [`push`], awaiting `between` after the version is read and the document
+/// validated, right before the write: the window another writer can take,
+/// made deterministic for tests.
+pub async fn push_with(
+    location: &ZkLocation,
+    bytes: &[u8],
+    source_name: &str,
+    expected_version: Option<i32>,
+    between: impl std::future::Future<Output = ()>,
+) -> Result<Pushed, ZkError> {
     let client = connect(location).await?;
     let path = &location.path;
     let read = match client.check_stat(path).await {
@@ -114,6 +127,7 @@ pub async fn push(
         read,
         now,
     };
+    between.await;
     let written = match read {
         Some(read_version) => client.set_data(path, bytes, Some(read_version)).await,
         None => create(&client, location, bytes).await,

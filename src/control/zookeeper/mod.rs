@@ -30,7 +30,7 @@ use crate::sync::lock;
 use crate::topology::source::ZkLocation;
 use crate::topology::ConfigErrors;
 
-pub use document::{get, push, Document, Pushed};
+pub use document::{get, push, push_with, Document, Pushed};
 pub use fence::{Clock, Liveness, Mark};
 pub use pauses::{missing, PauseRecord, WatchedPauses};
 pub use registry::Registered;

@@ -1,0 +1,209 @@
+//! Fleet-wide PAUSE with real `shardgate serve` processes: a proxy killed
+//! with SIGKILL while it could not ack holds the pause only until its
+//! session expires; a proxy process started while a pause record exists
+//! holds the range until RESUME and acks.
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant};
+
+use shardgate::control::zookeeper::SESSION_TIMEOUT;
+
+use super::pause::{count_on, document_with_pause, marker, records, PROMPT};
+use super::serve::{admin_on, serve, Served};
+use super::*;
+
+/// Starts one process per id, in order.
+async fn serve_all(location: &ZkLocation, ids: &[&str]) -> Vec<Served> {
+    let mut proxies = Vec::new();
+    for id in ids {
+        proxies.push(serve(location, id).await);
+    }
+    proxies
+}
+
+/// Polls `proxy`'s `SHOW PROXIES` until `acked(listed)` holds (5 s at most).
+async fn until_listed(
+    proxy: &Served,
+    what: &str,
+    acked: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
+) {
+    let deadline = Deadline::new(what, Duration::from_secs(5));
+    loop {
+        let listed = proxy.proxies().await;
+        if acked(&listed) {
+            return;
+        }
+        deadline.retry(listed).await;
+    }
+}
+
+/// An insert of a pin on `shard` through `proxy`, on a task: its result
+/// and when it returned.
+fn insert_later(
+    proxy: &Served,
+    shard: u32,
+    data: String,
+) -> tokio::task::JoinHandle<(mysql_async::Result<u64>, Instant)> {
+    let addr = proxy.client;
+    tokio::spawn(async move {
+        let mut conn = connect_to(addr, APP_USER, APP_PASSWORD)
+            .await
+            .expect("client login");
+        let id = try_insert_pin(&mut conn, shard, &data).await;
+        let returned = Instant::now();
+        conn.disconnect().await.ok();
+        (id, returned)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_answers_once_the_session_of_a_proxy_killed_mid_pause_expired() {
+    let test = "pause-kill";
+    clean(test).await;
+    let location = location(test);
+    push(&location, &document_with_pause(15_000, 10_000), None).await;
+    let mut proxies = serve_all(&location, &["kill-1", "kill-2", "kill-3"]).await;
+    let mark = marker("kill");
+    // kill-3 cannot drain: a transaction wrote on the range through it.
+    let mut transaction = proxies[2].app().await;
+    transaction.query_drop("BEGIN").await.expect("BEGIN");
+    insert_pin(&mut transaction, 1760, &format!("{mark}-tx")).await;
+
+    let first = proxies[0].admin;
+    let pausing = tokio::spawn(async move {
+        let answer = admin_on(first, "PAUSE SHARDS 1760-1761 IN main").await;
+        (answer, Instant::now())
+    });
+    until_listed(&proxies[1], "kill-1 and kill-2 ack", |listed| {
+        ["kill-1", "kill-2"]
+            .iter()
+            .all(|id| listed.get(*id).is_some_and(|acked| !acked.is_empty()))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        proxies[1].proxies().await["kill-3"].is_empty(),
+        "kill-3 acked with a transaction open on the range"
+    );
+    assert!(!pausing.is_finished(), "the pause answered without kill-3");
+
+    let killed_at = Instant::now();
+    proxies[2].signal("KILL");
+    let status = proxies[2].exited().await;
+    assert_eq!(status.signal(), Some(9), "kill-3: {status}");
+    drop(transaction);
+    let (answer, answered_at) = pausing.await.expect("the PAUSE task");
+    let answer = answer.expect("PAUSE SHARDS answers OK once kill-3's session expired");
+    let waited = answered_at.duration_since(killed_at);
+    println!("PAUSE answered {waited:?} after SIGKILL (session timeout {SESSION_TIMEOUT:?})");
+    // The server heard from kill-3 at most one heartbeat (T/10) before the
+    // kill, and expires it a server tick (200 ms) after T at the latest.
+    let slack = Duration::from_millis(1500);
+    assert!(
+        waited >= SESSION_TIMEOUT - SESSION_TIMEOUT / 5 && waited < SESSION_TIMEOUT + slack,
+        "the PAUSE answered {waited:?} after the kill, not after the session expired \
+         ({SESSION_TIMEOUT:?}, slack {slack:?})"
+    );
+    assert_eq!(
+        text(&answer[0], "proxies").as_deref(),
+        Some("kill-1, kill-2")
+    );
+    let listed = proxies[0].proxies().await;
+    assert_eq!(
+        listed.keys().collect::<Vec<_>>(),
+        ["kill-1", "kill-2"],
+        "kill-3's entry is still there: {listed:?}"
+    );
+    let client = raw_client().await;
+    assert_eq!(records(&client, &location).await.len(), 1);
+
+    let held = insert_later(&proxies[0], 1760, format!("{mark}-held"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        count_on(MASTER_A, 1760, &format!("{mark}-held")).await,
+        0,
+        "kill-1 wrote to a paused shard"
+    );
+    assert!(!held.is_finished());
+    let resume_sent = Instant::now();
+    proxies[1]
+        .admin("RESUME SHARDS 1760-1761 IN main")
+        .await
+        .expect("RESUME SHARDS");
+    let (id, returned) = held.await.expect("the held insert");
+    id.expect("the held insert runs after RESUME");
+    assert!(returned >= resume_sent && returned - resume_sent < PROMPT);
+    assert!(records(&client, &location).await.is_empty());
+    assert_eq!(count_on(MASTER_A, 1760, &format!("{mark}-held")).await, 1);
+    assert_eq!(
+        count_on(MASTER_A, 1760, &format!("{mark}-tx")).await,
+        0,
+        "the killed proxy's open transaction was committed"
+    );
+
+    for proxy in proxies.drain(..2) {
+        proxy.stop().await;
+    }
+    drop(client);
+    delete_pins(MASTER_A, &[1760], &mark).await;
+    clean(test).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_process_started_during_a_pause_holds_the_range_until_resume() {
+    let test = "pause-start-process";
+    clean(test).await;
+    let location = location(test);
+    push(&location, &document_with_pause(15_000, 3000), None).await;
+    let proxies = serve_all(&location, &["start-1", "start-2", "start-3"]).await;
+    let answer = proxies[0]
+        .admin("PAUSE SHARDS 1770-1771 IN main")
+        .await
+        .expect("PAUSE SHARDS");
+    assert_eq!(
+        text(&answer[0], "proxies").as_deref(),
+        Some("start-1, start-2, start-3")
+    );
+    let pause = text(&answer[0], "pause").expect("a pause id");
+
+    let fourth = serve(&location, "start-4").await;
+    let mark = marker("start4");
+    until_listed(&proxies[1], "start-4 acks the pause", |listed| {
+        listed.get("start-4") == Some(&pause)
+    })
+    .await;
+    // It serves the rest of the fleet at once.
+    let mut conn = fourth.app().await;
+    let sent = Instant::now();
+    insert_pin(&mut conn, 1772, &format!("{mark}-free")).await;
+    assert!(sent.elapsed() < PROMPT, "start-4 held an unpaused shard");
+    conn.disconnect().await.ok();
+
+    let held = insert_later(&fourth, 1770, format!("{mark}-held"));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        count_on(MASTER_A, 1770, &mark).await,
+        0,
+        "start-4 wrote to a paused shard"
+    );
+    assert!(
+        !held.is_finished(),
+        "start-4 answered a write to a paused shard"
+    );
+    let resume_sent = Instant::now();
+    proxies[2]
+        .admin("RESUME SHARDS 1770-1771 IN main")
+        .await
+        .expect("RESUME SHARDS");
+    let (id, returned) = held.await.expect("the held insert");
+    id.expect("the held insert runs after RESUME");
+    assert!(returned >= resume_sent && returned - resume_sent < PROMPT);
+    assert_eq!(count_on(MASTER_A, 1770, &mark).await, 1);
+
+    fourth.stop().await;
+    for proxy in proxies {
+        proxy.stop().await;
+    }
+    delete_pins(MASTER_A, &[1770, 1772], &mark).await;
+    clean(test).await;
+}

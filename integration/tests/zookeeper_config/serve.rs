@@ -1,0 +1,194 @@
+//! Real `shardgate serve` processes started from a znode, for the tests
+//! that kill, stop or start a whole proxy: where each listens is read from
+//! its registry entry; a process still running when its handle is dropped
+//! is killed (also when a test fails).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use shardgate::control::process::ProxyEntry;
+
+use super::*;
+
+/// How long a process may take to register with its client port.
+const START_LIMIT: Duration = Duration::from_secs(20);
+
+/// One `shardgate serve` process.
+pub(super) struct Served {
+    /// Its registry id.
+    pub(super) id: String,
+    /// Its client port.
+    pub(super) client: SocketAddr,
+    /// Its admin port.
+    pub(super) admin: SocketAddr,
+    child: Child,
+    log: PathBuf,
+}
+
+/// An address from a registry entry.
+fn address(id: &str, what: &str, text: Option<&String>) -> SocketAddr {
+    let text = text.unwrap_or_else(|| panic!("{id} registered without a {what} address"));
+    text.parse()
+        .unwrap_or_else(|e| panic!("{id}'s {what} address {text}: {e}"))
+}
+
+/// Starts `shardgate serve --config <location> --proxy-id <id>` (the
+/// document's listen addresses, port 0 in the tests) and waits until its
+/// registry entry names its client port.
+pub(super) async fn serve(location: &ZkLocation, id: &str) -> Served {
+    let dir = repo_root().join("target/test-configs");
+    std::fs::create_dir_all(&dir).expect("create target/test-configs");
+    let log = dir.join(format!("serve-{id}-{}.log", std::process::id()));
+    let child = Command::new(env!("CARGO_BIN_EXE_shardgate"))
+        .args(["serve", "--config", &location.to_string(), "--proxy-id", id])
+        .args(["--threads", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        // A file, not a pipe nobody reads while it runs.
+        .stderr(std::fs::File::create(&log).expect("create the serve log"))
+        .spawn()
+        .expect("start shardgate serve");
+    let mut served = Served {
+        id: id.to_owned(),
+        client: SocketAddr::from(([0, 0, 0, 0], 0)),
+        admin: SocketAddr::from(([0, 0, 0, 0], 0)),
+        child,
+        log,
+    };
+    let registry = zookeeper::connect(location)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let path = location.registry_entry(id);
+    let started = Instant::now();
+    let entry = loop {
+        if let Ok((data, _)) = registry.get_data(&path).await {
+            let entry = ProxyEntry::from_json(&data).expect("a registry entry");
+            if entry.pid == served.child.id() && entry.addresses.client.is_some() {
+                break entry;
+            }
+        }
+        if let Ok(Some(status)) = served.child.try_wait() {
+            panic!("{id} exited ({status}): {}", served.log_text());
+        }
+        assert!(
+            started.elapsed() < START_LIMIT,
+            "{id} did not register within {START_LIMIT:?}: {}",
+            served.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    served.client = address(id, "client", entry.addresses.client.as_ref());
+    served.admin = address(id, "admin", entry.addresses.admin.as_ref());
+    served
+}
+
+/// Runs `sql` on the admin port at `addr`; the rows or the error.
+pub(super) async fn admin_on(addr: SocketAddr, sql: &str) -> Result<Vec<Row>, mysql_async::Error> {
+    let mut conn = connect_to(addr, "admin", "admin")
+        .await
+        .unwrap_or_else(|e| panic!("admin login to {addr}: {e}"));
+    let answer = conn.query(sql).await;
+    conn.disconnect().await.ok();
+    answer
+}
+
+impl Served {
+    /// Its log so far (stderr).
+    pub(super) fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// A session on its client port as the app account.
+    pub(super) async fn app(&self) -> Conn {
+        connect_to(self.client, APP_USER, APP_PASSWORD)
+            .await
+            .unwrap_or_else(|e| panic!("log in to {}: {e}", self.id))
+    }
+
+    /// Runs `sql` on its admin port; the rows or the error.
+    pub(super) async fn admin(&self, sql: &str) -> Result<Vec<Row>, mysql_async::Error> {
+        admin_on(self.admin, sql).await
+    }
+
+    /// `SHOW CONFIG` as name → value.
+    pub(super) async fn show_config(&self) -> std::collections::BTreeMap<String, String> {
+        let answer = self
+            .admin("SHOW CONFIG")
+            .await
+            .unwrap_or_else(|e| panic!("SHOW CONFIG on {}: {e}", self.id));
+        answer
+            .iter()
+            .map(|row| {
+                (
+                    text(row, "name").unwrap_or_default(),
+                    text(row, "value").unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// `SHOW PROXIES` as id → pauses_acked.
+    pub(super) async fn proxies(&self) -> std::collections::BTreeMap<String, String> {
+        let answer = self
+            .admin("SHOW PROXIES")
+            .await
+            .unwrap_or_else(|e| panic!("SHOW PROXIES on {}: {e}", self.id));
+        answer
+            .iter()
+            .map(|row| {
+                (
+                    text(row, "id").expect("an id"),
+                    text(row, "pauses_acked").unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// Sends `signal` (a `kill` name: KILL, TERM, STOP, CONT).
+    pub(super) fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -{signal} {}", self.id);
+    }
+
+    /// Waits (10 s at most) for the process to exit; its status.
+    pub(super) async fn exited(&mut self) -> ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for serve") {
+                return status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{} did not exit: {}",
+                self.id,
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// SIGTERM (it leaves the registry) and the wait for its exit, which
+    /// must be clean.
+    pub(super) async fn stop(mut self) {
+        self.signal("TERM");
+        let status = self.exited().await;
+        assert!(status.success(), "{} on SIGTERM: {status}", self.id);
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.child.kill().ok();
+            self.child.wait().ok();
+        }
+        if !std::thread::panicking() {
+            std::fs::remove_file(&self.log).ok();
+        }
+    }
+}
