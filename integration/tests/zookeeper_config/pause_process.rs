@@ -168,6 +168,8 @@ async fn a_proxy_process_started_during_a_pause_holds_the_range_until_resume() {
 
     let fourth = serve(&location, "start-4").await;
     let mark = marker("start4");
+    // Sent as soon as it listens.
+    let held = insert_later(&fourth, 1770, format!("{mark}-held"));
     until_listed(&proxies[1], "start-4 acks the pause", |listed| {
         listed.get("start-4") == Some(&pause)
     })
@@ -179,7 +181,6 @@ async fn a_proxy_process_started_during_a_pause_holds_the_range_until_resume() {
     assert!(sent.elapsed() < PROMPT, "start-4 held an unpaused shard");
     conn.disconnect().await.ok();
 
-    let held = insert_later(&fourth, 1770, format!("{mark}-held"));
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert_eq!(
         count_on(MASTER_A, 1770, &mark).await,
