@@ -15,6 +15,7 @@ mod common;
 mod cli;
 mod expiry;
 mod fencing;
+mod figures;
 mod follow;
 mod outage;
 mod pause;
