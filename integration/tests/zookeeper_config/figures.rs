@@ -176,13 +176,13 @@ async fn figures() {
         row(
             &mut report,
             &format!(
-                "`PAUSE SHARDS` sent → answer, {proxies} proxies registered ({rounds} rounds)"
+                "`PAUSE SHARDS` sent → answer, registered proxies: {proxies} ({rounds} rounds)"
             ),
             pause,
         );
         row(
             &mut report,
-            &format!("`RESUME SHARDS` sent → answer, {proxies} proxies registered"),
+            &format!("`RESUME SHARDS` sent → answer, registered proxies: {proxies}"),
             resume,
         );
     }
