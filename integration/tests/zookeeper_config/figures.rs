@@ -64,7 +64,7 @@ async fn first_runs(mut conn: Conn, version: String) -> (Conn, Instant) {
 fn summary(samples: &mut [Duration]) -> [f64; 3] {
     samples.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    let p50 = samples[(samples.len() + 1) / 2 - 1];
+    let p50 = samples[samples.len().div_ceil(2) - 1];
     [ms(p50), ms(samples[samples.len() - 1]), ms(samples[0])]
 }
 
