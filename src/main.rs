@@ -438,21 +438,29 @@ fn serve_settings(settings: Bootstrap) -> Result<(ConfigSource, Process), String
 /// Loads the config from its source (inside the runtime: a ZooKeeper
 /// session is opened there) and runs the proxy.
 async fn start_and_serve(source: ConfigSource, process: Process) -> Result<(), String> {
-    let control = match source {
-        ConfigSource::File(path) => {
-            Control::from_file_as(path, process).map_err(|errors| format!("{errors}"))?
+    let (control, stop) = match source {
+        ConfigSource::File(path) => (
+            Control::from_file_as(path, process).map_err(|errors| format!("{errors}"))?,
+            None,
+        ),
+        ConfigSource::ZooKeeper(location) => {
+            // Caught before the proxy registers: a SIGTERM during the start
+            // makes it leave the registry once started, instead of leaving
+            // its entry until the session expires.
+            let stop = StopSignals::catch();
+            let control = Control::from_zookeeper(location, process)
+                .await
+                .map_err(|e| format!("{e}"))?;
+            (control, Some(stop))
         }
-        ConfigSource::ZooKeeper(location) => Control::from_zookeeper(location, process)
-            .await
-            .map_err(|e| format!("{e}"))?,
     };
-    serve(control).await
+    serve(control, stop).await
 }
 
 /// Runs the proxy until its client listener ends (only on a failure). A
-/// ZooKeeper-sourced proxy also stops on SIGTERM or SIGINT, after leaving
-/// the registry.
-async fn serve(control: Control) -> Result<(), String> {
+/// ZooKeeper-sourced proxy (given `stop`) also stops on SIGTERM or SIGINT,
+/// after leaving the registry.
+async fn serve(control: Control, stop: Option<StopSignals>) -> Result<(), String> {
     let control = Arc::new(control);
     let running = match shardgate::server::run(control.clone()).await {
         Ok(running) => running,
@@ -471,18 +479,18 @@ async fn serve(control: Control) -> Result<(), String> {
         proxy_id = %control.process.id,
         "shardgate started"
     );
-    if control.zookeeper.is_none() {
+    let Some(mut stop) = stop else {
         return Err(format!(
             "{}; shardgate stops",
             running.client_listener_ended().await
         ));
-    }
+    };
     tokio::select! {
         ended = running.client_listener_ended() => {
             control.shutdown().await;
             Err(format!("{ended}; shardgate stops"))
         }
-        signal = stop_signal() => {
+        signal = stop.received() => {
             tracing::info!("{signal}: leaving the registry and stopping");
             control.shutdown().await;
             Ok(())
@@ -490,18 +498,32 @@ async fn serve(control: Control) -> Result<(), String> {
     }
 }
 
-/// Waits for SIGTERM or SIGINT; its name.
-async fn stop_signal() -> &'static str {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        },
-        _ => std::future::pending().await,
+/// SIGTERM and SIGINT, caught from the moment [`StopSignals::catch`]
+/// runs: one received before it is awaited is not lost.
+struct StopSignals {
+    term: std::io::Result<tokio::signal::unix::Signal>,
+    int: std::io::Result<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    /// Replaces the default action (exit at once) of both signals.
+    fn catch() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        Self {
+            term: signal(SignalKind::terminate()),
+            int: signal(SignalKind::interrupt()),
+        }
+    }
+
+    /// Waits for either; its name.
+    async fn received(&mut self) -> &'static str {
+        match (&mut self.term, &mut self.int) {
+            (Ok(term), Ok(int)) => tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            },
+            _ => std::future::pending().await,
+        }
     }
 }
 

@@ -2,8 +2,9 @@
 //! the built binary; the push's version checks through the library.
 
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::serve::serve_with;
 use super::*;
 
 fn shardgate(args: &[&str]) -> Output {
@@ -127,75 +128,98 @@ async fn the_cli_pushes_gets_and_serves_from_a_znode() {
         format!("config: {source}\nproxy_id: from-bootstrap\nlisten: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n"),
     )
     .unwrap();
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_shardgate"))
-        .args([
-            "serve",
+    let served = serve_with(
+        &location,
+        "cli-1",
+        &[
             "--bootstrap",
             &bootstrap.display().to_string(),
             "--proxy-id",
             "cli-1",
-        ])
-        .args(["--metrics-listen", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        // A file, not a pipe nobody reads while it runs.
-        .stderr(std::fs::File::create(dir.join("serve.log")).expect("serve.log"))
-        .spawn()
-        .expect("start shardgate serve");
-    let serve_log = || std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default();
-    let client = raw_client().await;
-    let entry_path = location.registry_entry("cli-1");
-    let started = Instant::now();
-    let entry = loop {
-        if let Ok((data, _)) = client.get_data(&entry_path).await {
-            let entry =
-                shardgate::control::process::ProxyEntry::from_json(&data).expect("an entry");
-            if entry.addresses.client.is_some() {
-                break entry;
-            }
-        }
-        if let Ok(Some(status)) = serve.try_wait() {
-            panic!("serve exited ({status}): {}", serve_log());
-        }
-        if started.elapsed() > Duration::from_secs(10) {
-            serve.kill().ok();
-            panic!("cli-1 never registered: {}", serve_log());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(entry.id, "cli-1", "the flag beats the bootstrap file");
-    assert_eq!(entry.config_version, md5);
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+    )
+    .await;
+    assert_eq!(
+        served.entry.id, "cli-1",
+        "the flag beats the bootstrap file"
+    );
+    assert_eq!(served.entry.config_version, md5);
     assert!(
-        entry.addresses.metrics.is_some(),
+        served.entry.addresses.metrics.is_some(),
         "--metrics-listen adds the endpoint"
     );
     // SIGTERM: it leaves the registry and exits cleanly.
-    let killed = Command::new("kill")
-        .args(["-TERM", &serve.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let stopping = Instant::now();
-    let status = loop {
-        if let Some(status) = serve.try_wait().expect("wait") {
-            break status;
-        }
-        if stopping.elapsed() > Duration::from_secs(10) {
-            serve.kill().ok();
-            panic!("serve did not stop within 10 s of SIGTERM: {}", serve_log());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert!(
-        status.success(),
-        "serve exits 0 on SIGTERM: {status}: {}",
-        serve_log()
-    );
+    served.stop().await;
+    let client = raw_client().await;
     assert_eq!(
-        client.check_stat(&entry_path).await.expect("stat"),
+        client
+            .check_stat(&location.registry_entry("cli-1"))
+            .await
+            .expect("stat"),
         None,
         "the entry is gone"
     );
     drop(client);
     std::fs::remove_dir_all(&dir).ok();
+    clean(test).await;
+}
+
+#[tokio::test]
+async fn a_sigterm_while_serve_starts_makes_it_leave_the_registry() {
+    let test = "cli-term";
+    clean(test).await;
+    let location = location(test);
+    push(&location, &document(), None).await;
+    let log = repo_root()
+        .join("target/test-configs")
+        .join(format!("zk-cli-term-{}.log", std::process::id()));
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_shardgate"))
+        .args(["serve", "--config", &location.to_string()])
+        .args(["--proxy-id", "term-1"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("create the serve log"))
+        .spawn()
+        .expect("start shardgate serve");
+    let client = raw_client().await;
+    let entry_path = location.registry_entry("term-1");
+    // The entry exists from the start's registration on, before the proxy
+    // listens: the signal comes while it starts.
+    let deadline =
+        Deadline::new("term-1 registers", Duration::from_secs(20)).every(Duration::from_millis(1));
+    while client
+        .check_stat(&entry_path)
+        .await
+        .expect("stat")
+        .is_none()
+    {
+        deadline.retry("no entry").await;
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &serve.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let deadline = Deadline::new("serve exits on SIGTERM", Duration::from_secs(15));
+    let status = loop {
+        if let Some(status) = serve.try_wait().expect("wait") {
+            break status;
+        }
+        deadline.retry("running").await;
+    };
+    let serve_log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status.success(), "serve on SIGTERM: {status}: {serve_log}");
+    assert!(
+        serve_log.contains("SIGTERM: leaving the registry"),
+        "{serve_log}"
+    );
+    assert_eq!(
+        client.check_stat(&entry_path).await.expect("stat"),
+        None,
+        "the entry is still there"
+    );
+    std::fs::remove_file(&log).ok();
+    drop(client);
     clean(test).await;
 }

@@ -135,7 +135,14 @@ fn text(row: &Row, column: &str) -> Option<String> {
 
 /// `SHOW CONFIG` as name → value.
 async fn show_config(proxy: &RunningProxy) -> std::collections::BTreeMap<String, String> {
-    let mut conn = admin(proxy).await;
+    show_config_at(admin_addr(proxy)).await
+}
+
+/// `SHOW CONFIG` on the admin port at `addr` as name → value.
+async fn show_config_at(addr: std::net::SocketAddr) -> std::collections::BTreeMap<String, String> {
+    let mut conn = connect_to(addr, "admin", "admin")
+        .await
+        .unwrap_or_else(|e| panic!("admin login to {addr}: {e}"));
     let answer = rows(&mut conn, "SHOW CONFIG").await;
     conn.disconnect().await.ok();
     answer

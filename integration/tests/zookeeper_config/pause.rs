@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::expiry::relay;
+use super::serve::admin_on;
 use super::*;
 
 /// A statement on an unpaused shard must answer within this.
@@ -53,10 +54,7 @@ pub(super) async fn count_on(port: u16, shard: u32, prefix: &str) -> usize {
 
 /// Runs `sql` on the admin port of `proxy`; its rows, or the error.
 async fn admin_try(proxy: &RunningProxy, sql: &str) -> Result<Vec<Row>, mysql_async::Error> {
-    let mut conn = admin(proxy).await;
-    let answer = conn.query(sql).await;
-    conn.disconnect().await.ok();
-    answer
+    admin_on(admin_addr(proxy), sql).await
 }
 
 /// Whether `proxy`'s gate has shards `first-last` of main paused.
@@ -92,9 +90,12 @@ pub(super) async fn records(client: &zk::Client, location: &ZkLocation) -> Vec<S
 
 /// `SHOW PROXIES` as id → pauses_acked.
 async fn acked(proxy: &RunningProxy) -> BTreeMap<String, String> {
-    let answer = admin_try(proxy, "SHOW PROXIES")
-        .await
-        .expect("SHOW PROXIES");
+    acked_at(admin_addr(proxy)).await
+}
+
+/// `SHOW PROXIES` on the admin port at `addr` as id → pauses_acked.
+pub(super) async fn acked_at(addr: std::net::SocketAddr) -> BTreeMap<String, String> {
+    let answer = admin_on(addr, "SHOW PROXIES").await.expect("SHOW PROXIES");
     answer
         .iter()
         .map(|row| {

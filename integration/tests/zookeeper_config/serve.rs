@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use shardgate::control::process::ProxyEntry;
 
+use super::pause::acked_at;
 use super::*;
 
 /// How long a process may take to register with its client port.
@@ -23,6 +24,8 @@ pub(super) struct Served {
     pub(super) client: SocketAddr,
     /// Its admin port.
     pub(super) admin: SocketAddr,
+    /// Its registry entry once it listened.
+    pub(super) entry: ProxyEntry,
     child: Child,
     log: PathBuf,
 }
@@ -38,11 +41,20 @@ fn address(id: &str, what: &str, text: Option<&String>) -> SocketAddr {
 /// document's listen addresses, port 0 in the tests) and waits until its
 /// registry entry names its client port.
 pub(super) async fn serve(location: &ZkLocation, id: &str) -> Served {
+    let config = location.to_string();
+    serve_with(location, id, &["--config", &config, "--proxy-id", id]).await
+}
+
+/// Starts `shardgate serve <args> --threads 1`, which must register as
+/// `id` under `location`, and waits until its registry entry names its
+/// client port.
+pub(super) async fn serve_with(location: &ZkLocation, id: &str, args: &[&str]) -> Served {
     let dir = repo_root().join("target/test-configs");
     std::fs::create_dir_all(&dir).expect("create target/test-configs");
     let log = dir.join(format!("serve-{id}-{}.log", std::process::id()));
     let child = Command::new(env!("CARGO_BIN_EXE_shardgate"))
-        .args(["serve", "--config", &location.to_string(), "--proxy-id", id])
+        .arg("serve")
+        .args(args)
         .args(["--threads", "1"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -50,38 +62,54 @@ pub(super) async fn serve(location: &ZkLocation, id: &str) -> Served {
         .stderr(std::fs::File::create(&log).expect("create the serve log"))
         .spawn()
         .expect("start shardgate serve");
-    let mut served = Served {
-        id: id.to_owned(),
-        client: SocketAddr::from(([0, 0, 0, 0], 0)),
-        admin: SocketAddr::from(([0, 0, 0, 0], 0)),
-        child,
-        log,
-    };
+    // Until it registered: killed if the wait fails.
+    let mut starting = Starting { child: Some(child) };
     let registry = zookeeper::connect(location)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let path = location.registry_entry(id);
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
     let started = Instant::now();
     let entry = loop {
+        let child = starting.child.as_mut().expect("the child");
         if let Ok((data, _)) = registry.get_data(&path).await {
             let entry = ProxyEntry::from_json(&data).expect("a registry entry");
-            if entry.pid == served.child.id() && entry.addresses.client.is_some() {
+            if entry.pid == child.id() && entry.addresses.client.is_some() {
                 break entry;
             }
         }
-        if let Ok(Some(status)) = served.child.try_wait() {
-            panic!("{id} exited ({status}): {}", served.log_text());
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{id} exited ({status}): {}", log_text());
         }
         assert!(
             started.elapsed() < START_LIMIT,
             "{id} did not register within {START_LIMIT:?}: {}",
-            served.log_text()
+            log_text()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    served.client = address(id, "client", entry.addresses.client.as_ref());
-    served.admin = address(id, "admin", entry.addresses.admin.as_ref());
-    served
+    Served {
+        id: id.to_owned(),
+        client: address(id, "client", entry.addresses.client.as_ref()),
+        admin: address(id, "admin", entry.addresses.admin.as_ref()),
+        entry,
+        child: starting.child.take().expect("the child"),
+        log,
+    }
+}
+
+/// A process not registered yet, killed if dropped.
+struct Starting {
+    child: Option<Child>,
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            child.kill().ok();
+            child.wait().ok();
+        }
+    }
 }
 
 /// Runs `sql` on the admin port at `addr`; the rows or the error.
@@ -114,36 +142,12 @@ impl Served {
 
     /// `SHOW CONFIG` as name → value.
     pub(super) async fn show_config(&self) -> std::collections::BTreeMap<String, String> {
-        let answer = self
-            .admin("SHOW CONFIG")
-            .await
-            .unwrap_or_else(|e| panic!("SHOW CONFIG on {}: {e}", self.id));
-        answer
-            .iter()
-            .map(|row| {
-                (
-                    text(row, "name").unwrap_or_default(),
-                    text(row, "value").unwrap_or_default(),
-                )
-            })
-            .collect()
+        show_config_at(self.admin).await
     }
 
     /// `SHOW PROXIES` as id → pauses_acked.
     pub(super) async fn proxies(&self) -> std::collections::BTreeMap<String, String> {
-        let answer = self
-            .admin("SHOW PROXIES")
-            .await
-            .unwrap_or_else(|e| panic!("SHOW PROXIES on {}: {e}", self.id));
-        answer
-            .iter()
-            .map(|row| {
-                (
-                    text(row, "id").expect("an id"),
-                    text(row, "pauses_acked").unwrap_or_default(),
-                )
-            })
-            .collect()
+        acked_at(self.admin).await
     }
 
     /// Sends `signal` (a `kill` name: KILL, TERM, STOP, CONT).
