@@ -11,6 +11,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod auth;
 mod cli;
 mod expiry;
 mod fencing;
