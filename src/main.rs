@@ -464,6 +464,9 @@ fn serve_settings(settings: Bootstrap) -> Result<(ConfigSource, Process), String
 /// Loads the config from its source (inside the runtime: a ZooKeeper
 /// session is opened there) and runs the proxy.
 async fn start_and_serve(source: ConfigSource, process: Process) -> Result<(), String> {
+    // Taken over before the proxy registers anywhere: a SIGTERM from then
+    // on leaves the registry cleanly instead of killing the process.
+    let stop = StopSignals::take();
     let control = match source {
         ConfigSource::File(path) => {
             Control::from_file_as(path, process).map_err(|errors| format!("{errors}"))?
@@ -472,13 +475,13 @@ async fn start_and_serve(source: ConfigSource, process: Process) -> Result<(), S
             .await
             .map_err(|e| format!("{e}"))?,
     };
-    serve(control).await
+    serve(control, stop).await
 }
 
-/// Runs the proxy until its client listener ends (only on a failure). A
-/// ZooKeeper-sourced proxy also stops on SIGTERM or SIGINT, after leaving
-/// the registry.
-async fn serve(control: Control) -> Result<(), String> {
+/// Runs the proxy until its client listener ends (only on a failure) or
+/// SIGTERM or SIGINT comes (a ZooKeeper-sourced proxy leaves the registry
+/// first).
+async fn serve(control: Control, stop: StopSignals) -> Result<(), String> {
     let control = Arc::new(control);
     let running = match shardgate::server::run(control.clone()).await {
         Ok(running) => running,
@@ -497,37 +500,44 @@ async fn serve(control: Control) -> Result<(), String> {
         proxy_id = %control.process.id,
         "shardgate started"
     );
-    if control.zookeeper.is_none() {
-        return Err(format!(
-            "{}; shardgate stops",
-            running.client_listener_ended().await
-        ));
-    }
     tokio::select! {
         ended = running.client_listener_ended() => {
             control.shutdown().await;
             Err(format!("{ended}; shardgate stops"))
         }
-        signal = stop_signal() => {
-            tracing::info!("{signal}: leaving the registry and stopping");
+        signal = stop.received() => {
+            tracing::info!("{signal}: stopping (a ZooKeeper-sourced proxy leaves the registry first)");
             control.shutdown().await;
             Ok(())
         }
     }
 }
 
-/// Waits for SIGTERM or SIGINT; its name.
-async fn stop_signal() -> &'static str {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        },
-        _ => std::future::pending().await,
+/// SIGTERM and SIGINT, handled by the process from the moment they are
+/// taken (a signal that came meanwhile is kept until [`StopSignals::received`]).
+struct StopSignals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
+
+impl StopSignals {
+    fn take() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(term), Ok(int)) => Self(Some((term, int))),
+            _ => Self(None),
+        }
+    }
+
+    /// Waits for one; its name.
+    async fn received(self) -> &'static str {
+        match self.0 {
+            Some((mut term, mut int)) => tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            },
+            None => std::future::pending().await,
+        }
     }
 }
 
