@@ -25,7 +25,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 use shardgate::control::zookeeper;
 use shardgate::topology::bootstrap::ListenOverrides;
-use shardgate::topology::source::{parse_source, ConfigSource, ZkLocation};
+use shardgate::topology::source::ZkLocation;
 use zk_harness::*;
 use zookeeper_client as zk;
 
