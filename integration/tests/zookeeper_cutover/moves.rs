@@ -120,3 +120,86 @@ async fn a_concurrent_push_makes_the_move_fail_with_nothing_changed() {
         1
     );
 }
+
+/// A live proxy that never takes the new document keeps the move from
+/// resuming: the shards stay paused on every proxy and the error names it;
+/// once it is gone, RESUME SHARDS lets them go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_that_does_not_take_the_new_map_keeps_the_shards_paused() {
+    let _serial = serial().await;
+    let _guard = FleetGuard::new("cut-stuck").await;
+    let location = location("cut-stuck");
+    let yaml = test_config_yaml().replace(
+        "pause: { timeout_ms: 5000, drain_timeout_ms: 5000 }",
+        "pause: { timeout_ms: 1000, drain_timeout_ms: 3000 }",
+    );
+    assert_ne!(
+        yaml,
+        test_config_yaml(),
+        "the pause line of the config moved"
+    );
+    push(&location, &yaml, None).await;
+    let (one, two) = (start(&location, "stuck-1"), start(&location, "stuck-2"));
+    // A registered "proxy" that acks pauses but stays on znode version 0.
+    let stuck = raw_client().await;
+    let ephemeral =
+        zookeeper_client::CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all());
+    let entry = shardgate::control::process::Process::new(
+        "stuck-3".to_owned(),
+        shardgate::topology::bootstrap::ListenOverrides::default(),
+    )
+    .entry("old".to_owned(), Some(0));
+    stuck
+        .create(
+            &location.registry_entry("stuck-3"),
+            &entry.to_json(),
+            &ephemeral,
+        )
+        .await
+        .expect("register the stuck proxy");
+    let moving = tokio::spawn(admin_command_at(admin_addr(&one), MOVE.to_owned()));
+    let deadline = Deadline::new("the move's pause record", Duration::from_secs(5));
+    let record = loop {
+        if let Some(id) = pause_records(&location).await.pop() {
+            break id;
+        }
+        deadline.retry("no record").await;
+    };
+    stuck
+        .create(
+            &format!("{}/pauses/{record}/acks/stuck-3", location.path),
+            b"",
+            &ephemeral,
+        )
+        .await
+        .expect("ack as the stuck proxy");
+
+    let (code, message) = moving.await.unwrap().expect_err("the move cannot resume");
+    assert_eq!(code, 1105, "{message}");
+    assert!(
+        message.contains("was written, but proxies stuck-3 (znode version 0)"),
+        "{message}"
+    );
+    assert!(message.contains("STAY PAUSED"), "{message}");
+    assert_eq!(
+        pause_records(&location).await,
+        [record.clone()],
+        "the pause stays"
+    );
+    for proxy in [&one, &two] {
+        wait_for_znode(proxy, 1).await;
+        assert_eq!(master_of(proxy, MOVED_SHARD), "127.0.0.1:3309");
+        assert!(!proxy.engine.pauses.paused().is_empty(), "still paused");
+    }
+    stuck
+        .delete(&location.registry_entry("stuck-3"), None)
+        .await
+        .unwrap();
+    let resumed = admin_command(&one, "RESUME SHARDS 1024-2047 IN main")
+        .await
+        .unwrap_or_else(|e| panic!("resume: {e:?}"));
+    assert_eq!(resumed.len(), 1, "{resumed:?}");
+    for proxy in [&one, &two] {
+        wait_resumed(proxy).await;
+    }
+}
