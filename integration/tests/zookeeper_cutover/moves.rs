@@ -181,11 +181,7 @@ async fn a_proxy_that_does_not_take_the_new_map_keeps_the_shards_paused() {
         "{message}"
     );
     assert!(message.contains("STAY PAUSED"), "{message}");
-    assert_eq!(
-        pause_records(&location).await,
-        [record.clone()],
-        "the pause stays"
-    );
+    assert_eq!(pause_records(&location).await, [record], "the pause stays");
     for proxy in [&one, &two] {
         wait_for_znode(proxy, 1).await;
         assert_eq!(master_of(proxy, MOVED_SHARD), "127.0.0.1:3309");
