@@ -18,6 +18,7 @@ mod common;
 #[path = "../common/zookeeper.rs"]
 mod zk_harness;
 
+mod cli;
 mod file_source;
 mod moves;
 mod promote;
