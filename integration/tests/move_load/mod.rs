@@ -348,11 +348,11 @@ pub struct Checked {
 }
 
 /// Asserts where the acknowledged writes are: every write to a moving
-/// shard on the new master; those acknowledged after `switched` (the moved
-/// shards' new master in force everywhere) not on 3307 and written there
-/// (a local id from 3309's raised AUTO_INCREMENT); every write to a control
-/// shard on its master; each write once and no row nobody acknowledged.
-/// `before` is when the move began.
+/// shard on the new master; those acknowledged after `switched` (when a
+/// proxy first routed the moved shards to their new master) not on 3307
+/// and written on 3309 (a local id from its raised AUTO_INCREMENT); every
+/// write to a control shard on its master; each write once and no row
+/// nobody acknowledged. `before` is when the move began.
 pub fn check_placement(
     acked: &[&Acked],
     placement: &Placement,

@@ -85,22 +85,49 @@ async fn a_move_under_load_through_three_proxies_loses_no_write() {
         still_replicating,
         "3309 stopped replicating: {replication_error}"
     );
-    // The switch: every proxy runs the new document.
-    let mut switched = run.started;
-    for timeline in &timelines {
-        let at = timeline
-            .switched
-            .unwrap_or_else(|| panic!("{} never ran another document", timeline.id));
-        switched = switched.max(at);
+    // The switch: the first and the last proxy to run the new document.
+    let switches: Vec<Instant> = timelines
+        .iter()
+        .map(|t| {
+            t.switched
+                .unwrap_or_else(|| panic!("{} never ran another document", t.id))
+        })
+        .collect();
+    let first_switch = switches.iter().min().copied().unwrap_or(run.ended);
+    let switched = switches.iter().max().copied().unwrap_or(run.ended);
+    // Nothing reached 3307 through a proxy once it had paused: 3309 had
+    // every row of the moved shards before any proxy routed to it.
+    for log in &logs {
+        let timeline = timelines
+            .iter()
+            .find(|t| log.client.starts_with(&t.id))
+            .expect("the client's proxy");
+        let (paused, _) = timeline
+            .paused
+            .unwrap_or_else(|| panic!("{} was never seen paused", timeline.id));
+        for write in log.acked.iter().filter(moving) {
+            let local = common::decode(write.id).local_id;
+            if placement.old[&write.shard].contains_key(&local) {
+                assert!(
+                    write.acked < paused,
+                    "write {} (shard {}) through {} reached 3307 {:?} after that proxy paused",
+                    write.id,
+                    write.shard,
+                    timeline.id,
+                    write.acked - paused
+                );
+            }
+        }
     }
-    assert!(
-        switched <= run.ended,
-        "a proxy switched after the CLI ended"
-    );
-    let checked = check_placement(&acked, &placement, run.started, switched);
+    // No write reached 3307 once any proxy routed to 3309.
+    let checked = check_placement(&acked, &placement, run.started, first_switch);
     assert!(
         checked.moving_before > 0 && checked.moving_after > 0,
         "{checked:?}"
+    );
+    assert!(
+        switched <= run.ended,
+        "a proxy switched after the CLI ended"
     );
     // Every client wrote to the moved shards on 3309 after the switch.
     for log in &logs {
@@ -143,7 +170,7 @@ async fn a_move_under_load_through_three_proxies_loses_no_write() {
     }
     assert!(records.is_empty(), "pause records left: {records:?}");
     println!(
-        "moving shards: {} writes before the CLI started, {} after the switch; {} to control shards",
+        "moving shards: {} writes before the CLI started, {} after the first proxy switched; {} to control shards",
         checked.moving_before, checked.moving_after, checked.control
     );
 }
