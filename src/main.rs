@@ -176,6 +176,34 @@ enum FleetCommand {
         #[arg(long)]
         limit: Option<usize>,
     },
+    /// Give shards a new master through ZooKeeper, for every proxy of the
+    /// document: checks (the edit, the source answers, the target is a
+    /// running GTID replica of it), a fleet-wide pause, the target's
+    /// catch-up, the version-checked push, the wait until every live proxy
+    /// runs it, the resume. Prints each step, then what is left to clean
+    /// up; exit status 1 on failure.
+    Move {
+        /// The document: zookeeper://host:port[,host:port...]/path.
+        #[arg(long)]
+        source: Option<String>,
+        /// Refused: a file-sourced proxy moves shards with MOVE SHARDS on
+        /// its admin port.
+        #[arg(long, conflicts_with = "source")]
+        config: Option<PathBuf>,
+        /// The shards, `A-B` (or one shard).
+        #[arg(long)]
+        shards: String,
+        /// The fleet (needed when several fleets have those shards).
+        #[arg(long)]
+        fleet: Option<String>,
+        /// The new master, HOST:PORT: a running GTID replica of the
+        /// shards' master.
+        #[arg(long)]
+        to: String,
+        /// Run the checks and say what would happen; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Check every host: each shard database on its master and nowhere else,
     /// with the schema's tables and columns; a line per problem, exit status
     /// 1 when there is one.
@@ -277,6 +305,17 @@ fn run(command: Command) -> Result<(), String> {
         } => fleet_verify(&config, schema.as_deref()),
         Command::Fleet {
             command:
+                FleetCommand::Move {
+                    source,
+                    config,
+                    shards,
+                    fleet,
+                    to,
+                    dry_run,
+                },
+        } => fleet_move_command(source, config, &shards, fleet, to, dry_run),
+        Command::Fleet {
+            command:
                 FleetCommand::Migrate {
                     config,
                     sql,
@@ -317,6 +356,59 @@ fn fleet_migrate(
     } else {
         Err(report.to_string())
     }
+}
+
+fn fleet_move_command(
+    source: Option<String>,
+    config: Option<PathBuf>,
+    shards: &str,
+    fleet: Option<String>,
+    to: String,
+    dry_run: bool,
+) -> Result<(), String> {
+    use shardgate::control::cutover::{fleet_move, MoveRequest, StepEvent};
+    if let Some(file) = config {
+        return Err(format!(
+            "fleet move works on a ZooKeeper document (--source zookeeper://...); a proxy started from \
+             the config file {} moves shards itself: run MOVE SHARDS {shards}{} TO {to} on its admin port",
+            file.display(),
+            fleet
+                .as_deref()
+                .map_or_else(String::new, |f| format!(" IN {f}"))
+        ));
+    }
+    let location =
+        zookeeper_source(&source.ok_or("give the document: --source zookeeper://host:port/path")?)?;
+    let number = |text: &str| {
+        text.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("--shards {shards}: '{text}' is not a shard number; expected A-B"))
+    };
+    let (first, last) = match shards.split_once('-') {
+        Some((first, last)) => (number(first)?, number(last)?),
+        None => (number(shards)?, number(shards)?),
+    };
+    let request = MoveRequest {
+        first,
+        last,
+        fleet,
+        target: to,
+        dry_run,
+    };
+    let progress = |event: StepEvent<'_>| match event {
+        StepEvent::Started(name) => eprintln!("{name} ..."),
+        StepEvent::Ended(step) => eprintln!("{step}"),
+    };
+    let report = runtime()?
+        .block_on(fleet_move(location, &request, &progress))
+        .map_err(|e| format!("fleet move failed: {e}"))?;
+    for step in &report.steps {
+        println!("{}\t{}\t{}", step.name, step.ms, step.detail);
+    }
+    for cleanup in &report.cleanup {
+        println!("cleanup\t\t{cleanup}");
+    }
+    Ok(())
 }
 
 fn fleet_verify(config: &Path, schema: Option<&Path>) -> Result<(), String> {

@@ -9,10 +9,12 @@
 //! the config status and this process's identity ([`process`]). The
 //! statement path in `engine` never calls into it.
 
+pub mod cutover;
 pub mod failover;
 pub mod pause;
 pub mod process;
 pub mod reload;
+pub mod replica;
 pub mod status;
 pub mod zookeeper;
 
