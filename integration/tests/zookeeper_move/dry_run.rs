@@ -44,6 +44,13 @@ async fn a_dry_run_changes_nothing() {
         "the dry run says what would move where: {}",
         run.output()
     );
+    for id in PROXIES {
+        assert!(
+            run.stdout.contains(id),
+            "the dry run names {id} among the proxies it would pause: {}",
+            run.output()
+        );
+    }
     assert_eq!(now.znode_version, pushed.znode_version, "the znode changed");
     assert_eq!(now.bytes, document().into_bytes(), "the document changed");
     assert!(records.is_empty(), "pause records: {records:?}");
