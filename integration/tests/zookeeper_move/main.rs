@@ -118,12 +118,17 @@ impl CliRun {
     }
 
     /// The pause as the report times it: the steps from `pause` to
-    /// `resume`, both included.
-    fn pause_ms(&self) -> Option<u64> {
+    /// `resume`, both included, and their sum.
+    fn pause_ms(&self) -> Option<(u64, String)> {
         let steps = self.steps();
         let first = steps.iter().position(|(name, ..)| name == "pause")?;
         let last = steps.iter().rposition(|(name, ..)| name == "resume")?;
-        Some(steps[first..=last].iter().map(|(_, ms, _)| ms).sum())
+        let paused = &steps[first..=last];
+        let parts: Vec<String> = paused
+            .iter()
+            .map(|(name, ms, _)| format!("{name} {ms}"))
+            .collect();
+        Some((paused.iter().map(|(_, ms, _)| ms).sum(), parts.join(" + ")))
     }
 
     /// Everything it printed, for a failure message.

@@ -64,9 +64,10 @@ async fn a_move_under_load_through_three_proxies_loses_no_write() {
         );
     }
     println!(
-        "FIGURES fleet move under load: cli {:?}, cli-reported pause {:?} ms, paused as polled {:?}, worst stall moving {stall_moving:?}, control {stall_control:?}, {} writes acknowledged through {} clients",
+        "FIGURES fleet move under load: cli {:?}, cli-reported pause {} ms, paused as polled {:?}, worst stall moving {stall_moving:?}, control {stall_control:?}, {} writes acknowledged through {} clients",
         run.ended - run.started,
-        run.pause_ms(),
+        run.pause_ms()
+            .map_or_else(|| "none".to_owned(), |(ms, parts)| format!("{ms} ({parts})")),
         paused_seen.map(|(first, last)| last - first),
         acked.len(),
         logs.len(),
