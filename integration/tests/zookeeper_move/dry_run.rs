@@ -17,7 +17,7 @@ async fn a_dry_run_changes_nothing() {
     for proxy in &proxies {
         load.spawn_client(proxy.client, &proxy.id);
     }
-    let watch = Watch::start(&proxies);
+    let mut watch = Watch::start(&proxies);
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let run = fleet_move(&location, &["--dry-run"])

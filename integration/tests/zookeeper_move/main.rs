@@ -272,9 +272,17 @@ impl Watch {
         Self { stop, task }
     }
 
-    async fn stop(self) -> Vec<Timeline> {
+    async fn stop(&mut self) -> Vec<Timeline> {
         self.stop.store(true, Ordering::SeqCst);
-        self.task.await.expect("the SHOW CONFIG poller")
+        (&mut self.task).await.expect("the SHOW CONFIG poller")
+    }
+}
+
+impl Drop for Watch {
+    /// A test that fails before [`Watch::stop`] ends the polls before its
+    /// proxies go away.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
     }
 }
 

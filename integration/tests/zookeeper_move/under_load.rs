@@ -19,7 +19,7 @@ async fn a_move_under_load_through_three_proxies_loses_no_write() {
             load.spawn_client(proxy.client, &format!("{}-{writer}", proxy.id));
         }
     }
-    let watch = Watch::start(&proxies);
+    let mut watch = Watch::start(&proxies);
     tokio::time::sleep(Duration::from_millis(700)).await;
 
     let run = fleet_move(&location, &[]).await.expect("the CLI's thread");
