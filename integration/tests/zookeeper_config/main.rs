@@ -4,11 +4,13 @@
 //! addresses; `config push` loses to a concurrent writer; the CLI end to
 //! end.
 //!
-//! Needs a ZooKeeper (see `zk_harness`) and the fleet.
+//! Needs a ZooKeeper at `SHARDGATE_ZK` (default 127.0.0.1:2281:
+//! `integration/zookeeper.sh start`) and the fleet. Each test works under
+//! its own root, `/shardgate-test/<test>-<pid>`, and removes it at the end.
 
 #[path = "../common/mod.rs"]
 mod common;
-#[path = "../zk_harness/mod.rs"]
+#[path = "../common/zookeeper.rs"]
 mod zk_harness;
 
 mod cli;
@@ -26,6 +28,11 @@ use shardgate::topology::bootstrap::ListenOverrides;
 use shardgate::topology::source::ZkLocation;
 use zk_harness::*;
 
+/// The test fleet's config with every listen address on a free port.
+fn document() -> String {
+    test_config_yaml()
+}
+
 /// `document()` with one more client account, `zkcore_<tag>`: a change a
 /// login shows.
 fn document_with_account(tag: &str) -> String {
@@ -38,12 +45,6 @@ fn document_with_account(tag: &str) -> String {
             "users: [{{ name: app, password: app }}, {{ name: zkcore_{tag}, password: pw_{tag} }}]"
         ),
     )
-}
-
-/// Starts a proxy from `location` as `id`, panicking if refused.
-fn start(location: &ZkLocation, id: &str) -> RunningProxy {
-    start_zk_server(location.clone(), id, ListenOverrides::default())
-        .unwrap_or_else(|e| panic!("start proxy {id}: {e}"))
 }
 
 /// `SHOW CONFIG` as name → value.

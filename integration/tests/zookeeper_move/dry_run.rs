@@ -11,7 +11,7 @@ async fn a_dry_run_changes_nothing() {
     let test = "move-dry";
     let _tree = Tree::clean(test).await;
     let location = location(test);
-    let pushed = push(&location, &document(), None).await;
+    let pushed = push(&location, &common::test_config_yaml(), None).await;
     let proxies = start_proxies(&location).await;
     let mut load = MoveLoad::prepare(marker("zkmove-dry")).await;
     for proxy in &proxies {
@@ -52,7 +52,11 @@ async fn a_dry_run_changes_nothing() {
         );
     }
     assert_eq!(now.znode_version, pushed.znode_version, "the znode changed");
-    assert_eq!(now.bytes, document().into_bytes(), "the document changed");
+    assert_eq!(
+        now.bytes,
+        common::test_config_yaml().into_bytes(),
+        "the document changed"
+    );
     assert!(records.is_empty(), "pause records: {records:?}");
     for timeline in &timelines {
         assert!(timeline.polls > 0, "{} was never polled", timeline.id);

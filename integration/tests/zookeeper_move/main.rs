@@ -8,7 +8,7 @@
 //!
 //! Moves shards: run it under the fleet lock (`flock /work/fleet.lock
 //! cargo test --test zookeeper_move`). Needs the fleet and a ZooKeeper
-//! (see `zk_harness`). Every test leaves the fleet as it found it, also
+//! (see `common/zookeeper.rs`). Every test leaves the fleet as it found it, also
 //! when it fails (rows, AUTO_INCREMENT, 3307's read_only, the znodes, the
 //! processes).
 
@@ -16,8 +16,10 @@
 mod common;
 #[path = "../move_load/mod.rs"]
 mod move_load;
-#[path = "../zk_harness/mod.rs"]
+#[path = "../common/zookeeper.rs"]
 mod zk_harness;
+#[path = "../common/zk_serve.rs"]
+mod zk_serve;
 
 mod dry_run;
 mod under_load;
@@ -33,8 +35,8 @@ use std::time::{Duration, Instant};
 use move_load::{Acked, LoadLog, MOVING};
 use shardgate::topology::source::ZkLocation;
 use tokio::task::JoinHandle;
-use zk_harness::serve::ServeProcess;
 use zk_harness::*;
+use zk_serve::ServeProcess;
 
 /// The proxies' ids.
 const PROXIES: [&str; 3] = ["alpha", "beta", "gamma"];

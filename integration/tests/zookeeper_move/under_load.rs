@@ -11,7 +11,7 @@ async fn a_move_under_load_through_three_proxies_loses_no_write() {
     let test = "move-load";
     let _tree = Tree::clean(test).await;
     let location = location(test);
-    let pushed = push(&location, &document(), None).await;
+    let pushed = push(&location, &common::test_config_yaml(), None).await;
     let proxies = start_proxies(&location).await;
     let mut load = MoveLoad::prepare(marker("zkmove-load")).await;
     for proxy in &proxies {

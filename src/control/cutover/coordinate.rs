@@ -88,10 +88,10 @@ impl Coordinator<'_> {
                 let document = zookeeper::get(location).await?;
                 let source_name = location.to_string();
                 let text = String::from_utf8(document.bytes).map_err(|e| {
-                    CutoverError::ConfigFile(format!("{source_name}: not UTF-8: {e}"))
+                    CutoverError::Document(format!("{source_name}: not UTF-8: {e}"))
                 })?;
                 let topology = parse_config(text.as_bytes(), &source_name).map_err(|errors| {
-                    CutoverError::ConfigFile(format!(
+                    CutoverError::Document(format!(
                         "the document {source_name} is invalid:\n{errors}"
                     ))
                 })?;
@@ -105,7 +105,7 @@ impl Coordinator<'_> {
             }
             Coordinator::Local(control) => {
                 let Some(path) = control.config_path.clone() else {
-                    return Err(CutoverError::ConfigFile(
+                    return Err(CutoverError::Document(
                         "this proxy was started without a config file: there is no map to rewrite"
                             .into(),
                     ));
@@ -115,20 +115,20 @@ impl Coordinator<'_> {
                 let read = path.clone();
                 let bytes = tokio::task::spawn_blocking(move || std::fs::read(read))
                     .await
-                    .map_err(|e| CutoverError::ConfigFile(format!("the reading task failed: {e}")))?
+                    .map_err(|e| CutoverError::Document(format!("the reading task failed: {e}")))?
                     .map_err(|e| {
-                        CutoverError::ConfigFile(format!("cannot read {}: {e}", path.display()))
+                        CutoverError::Document(format!("cannot read {}: {e}", path.display()))
                     })?;
                 let version = version_of(&bytes);
                 if version != in_force {
-                    return Err(CutoverError::ConfigFile(format!(
+                    return Err(CutoverError::Document(format!(
                         "the config file {} has changes that are not loaded (version {version} on disk, \
                          {in_force} in force); RELOAD CONFIG or undo them first",
                         path.display()
                     )));
                 }
                 let text = String::from_utf8(bytes).map_err(|e| {
-                    CutoverError::ConfigFile(format!("{}: not UTF-8: {e}", path.display()))
+                    CutoverError::Document(format!("{}: not UTF-8: {e}", path.display()))
                 })?;
                 Ok(Base {
                     text,

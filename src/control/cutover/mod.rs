@@ -101,9 +101,10 @@ pub enum CutoverError {
     /// The document or the registry could not be read.
     #[error("{0}; nothing was changed")]
     ZooKeeper(#[from] ZkError),
-    /// The config file cannot be the base of the change.
+    /// The document (znode or config file) cannot be read, or is not the
+    /// one in force.
     #[error("{0}; nothing was changed")]
-    ConfigFile(String),
+    Document(String),
     /// The shards could not be paused.
     #[error("cannot pause shards {ranges}: {reason}; nothing was changed")]
     Pause {

@@ -1,19 +1,16 @@
-//! The ZooKeeper side of the integration tests that run proxies from a
-//! config document in a znode: the test's own root znode, its document,
-//! a raw session to look at what the proxies wrote, and the cleanup.
-//!
-//! Needs a ZooKeeper at `SHARDGATE_ZK` (default 127.0.0.1:2281:
-//! `integration/zookeeper.sh start`). Each test works under its own root,
-//! `/shardgate-test/<test>-<pid>`, and removes it at the end.
+//! The ZooKeeper side of the integration tests: the test ensemble, a root
+//! znode per test, a raw client, proxies started from a document, the
+//! fleet-wide pause records and admin answers (`SHOW CONFIG`).
 #![allow(dead_code)]
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
+
+use super::common::{start_zk_server, RunningProxy};
 use shardgate::control::zookeeper;
+use shardgate::topology::bootstrap::ListenOverrides;
 use shardgate::topology::source::{parse_source, ConfigSource, ZkLocation};
 use zookeeper_client as zk;
-
-use crate::common::test_config_yaml;
 
 /// The ensemble the tests use.
 pub fn zk_hosts() -> String {
@@ -49,22 +46,32 @@ pub async fn raw_client() -> zk::Client {
 
 /// Deletes `path` and everything under it.
 pub async fn remove_tree(client: &zk::Client, path: &str) {
-    let mut stack = vec![path.to_owned()];
-    let mut order = Vec::new();
-    while let Some(node) = stack.pop() {
-        match client.list_children(&node).await {
-            Ok(children) => stack.extend(children.into_iter().map(|c| format!("{node}/{c}"))),
-            Err(zk::Error::NoNode) => continue,
-            Err(e) => panic!("list {node}: {e}"),
+    // Proxies still running may add znodes (registry entries, acks) while
+    // the tree is deleted: a non-empty node is listed again.
+    for _ in 0..20 {
+        let mut stack = vec![path.to_owned()];
+        let mut order = Vec::new();
+        while let Some(node) = stack.pop() {
+            match client.list_children(&node).await {
+                Ok(children) => stack.extend(children.into_iter().map(|c| format!("{node}/{c}"))),
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => panic!("list {node}: {e}"),
+            }
+            order.push(node);
         }
-        order.push(node);
-    }
-    for node in order.into_iter().rev() {
-        match client.delete(&node, None).await {
-            Ok(()) | Err(zk::Error::NoNode) => {}
-            Err(e) => panic!("delete {node}: {e}"),
+        let mut again = false;
+        for node in order.into_iter().rev() {
+            match client.delete(&node, None).await {
+                Ok(()) | Err(zk::Error::NoNode) => {}
+                Err(zk::Error::NotEmpty) => again = true,
+                Err(e) => panic!("delete {node}: {e}"),
+            }
+        }
+        if !again {
+            return;
         }
     }
+    panic!("{path}: znodes kept appearing under it while it was deleted");
 }
 
 /// Removes the test's root (left by an earlier run of the same pid, or at
@@ -73,16 +80,17 @@ pub async fn clean(test: &str) {
     remove_tree(&raw_client().await, &root(test)).await;
 }
 
-/// The test fleet's config with every listen address on a free port.
-pub fn document() -> String {
-    test_config_yaml()
-}
-
 /// Pushes `yaml` with the library function `config push` uses.
 pub async fn push(location: &ZkLocation, yaml: &str, expected: Option<i32>) -> zookeeper::Pushed {
     zookeeper::push(location, yaml.as_bytes(), "test.yaml", expected)
         .await
         .unwrap_or_else(|e| panic!("push to {location}: {e}"))
+}
+
+/// Starts a proxy from `location` as `id`, panicking if refused.
+pub fn start(location: &ZkLocation, id: &str) -> RunningProxy {
+    start_zk_server(location.clone(), id, ListenOverrides::default())
+        .unwrap_or_else(|e| panic!("start proxy {id}: {e}"))
 }
 
 /// The fleet-wide pause records under the document.
@@ -124,5 +132,3 @@ pub async fn config_rows(conn: &mut Conn) -> Vec<(String, String)> {
         })
         .collect()
 }
-
-pub mod serve;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use shardgate::control::process::ProxyEntry;
 use shardgate::topology::source::ZkLocation;
 
-use super::raw_client;
+use crate::zk_harness::raw_client;
 
 /// How long a process may take to register with its ports.
 const START_LIMIT: Duration = Duration::from_secs(20);
