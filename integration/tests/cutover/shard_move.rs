@@ -44,8 +44,8 @@ async fn shard_move_under_load_loses_no_write() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     let logs = load.stop().await;
     // Collect what is where, then clean up, then judge.
-    let placement = load.finish().await;
     let (still_replicating, replication_error) = common::replication_running(NEW_MASTER).await;
+    let placement = load.finish().await;
 
     println!(
         "PAUSE answered in {:?} ({paused:?}), GTID wait {:?}, RELOAD {reloaded:?}, RESUME {resumed:?}; pause to resume {pause_took:?}",

@@ -250,7 +250,7 @@ impl Drop for MoveLoad {
         });
         if undo.join().is_err() {
             eprintln!(
-                "cleaning up after the shard move test failed: SET GLOBAL read_only = {} on 3307, delete the rows with data LIKE '{}%' on 3309 (sql_log_bin=0), 3307 and 3308, and reset 3309's AUTO_INCREMENT of the moving shards",
+                "cleaning up after the shard move test failed: SET GLOBAL read_only = {} on 3307, START SLAVE on 3309 if stopped, delete the rows with data LIKE '{}%' on 3309 (sql_log_bin=0), 3307 and 3308, and reset 3309's AUTO_INCREMENT of the moving shards",
                 u8::from(read_only),
                 self.mark
             );
@@ -258,7 +258,8 @@ impl Drop for MoveLoad {
     }
 }
 
-/// Puts 3307's `read_only` back to `read_only`. Deletes the test's rows:
+/// Puts 3307's `read_only` back to `read_only` and starts 3309's
+/// replication if it was stopped. Deletes the test's rows:
 /// first those only on 3309 (written through a proxy after the move),
 /// straight on 3309 and not binlogged; then every test row on 3307 (the
 /// deletes replicate to 3309) and 3308. Resets 3309's AUTO_INCREMENT of
@@ -270,6 +271,14 @@ async fn cleanup(mark: &str, read_only: bool) {
         .await
         .expect("restore read_only on 3307");
     let mut replica = common::operations(NEW_MASTER).await;
+    let (replicating, error) = common::replication_running(NEW_MASTER).await;
+    if !replicating {
+        eprintln!("3309 does not replicate from 3307 ({error}): START SLAVE");
+        replica
+            .query_drop("START SLAVE")
+            .await
+            .expect("START SLAVE on 3309");
+    }
     replica
         .query_drop("SET SESSION sql_log_bin = 0")
         .await

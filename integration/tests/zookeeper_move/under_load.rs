@@ -36,8 +36,8 @@ async fn a_move_under_load_through_three_proxies_loses_no_write() {
     }
     let records = pause_records(&raw_client().await, &location).await;
     // Collect what is where, then clean up, then judge.
-    let placement = load.finish().await;
     let (still_replicating, replication_error) = common::replication_running(NEW_MASTER).await;
+    let placement = load.finish().await;
 
     let acked = acknowledged(&logs);
     let during = |moving_shards: bool| {
