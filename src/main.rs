@@ -30,6 +30,17 @@ use tracing_subscriber::EnvFilter;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// A file holding `user:password` of the ZooKeeper digest identity to
+    /// authenticate as; znodes this process creates are then readable and
+    /// writable by that identity only (for `serve`, also the bootstrap
+    /// file's `zookeeper_auth_file`).
+    #[arg(
+        long,
+        global = true,
+        env = "SHARDGATE_ZK_AUTH_FILE",
+        value_name = "FILE"
+    )]
+    zk_auth_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -227,7 +238,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    match run(cli.command) {
+    match run(cli.command, cli.zk_auth_file) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("{message}");
@@ -236,7 +247,20 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(command: Command) -> Result<(), String> {
+/// Authenticates every ZooKeeper session of this process with the
+/// credentials in `file`, if one is given.
+fn install_zk_auth(file: Option<&std::path::Path>) -> Result<(), String> {
+    let auth = file
+        .map(shardgate::control::zookeeper::auth::ZkAuth::load)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    shardgate::control::zookeeper::auth::install(auth).map_err(|e| e.to_string())
+}
+
+fn run(command: Command, zk_auth_file: Option<PathBuf>) -> Result<(), String> {
+    if !matches!(command, Command::Serve { .. }) {
+        install_zk_auth(zk_auth_file.as_deref())?;
+    }
     match command {
         Command::Serve {
             config,
@@ -253,11 +277,13 @@ fn run(command: Command) -> Result<(), String> {
                 admin_listen,
                 metrics_listen,
                 proxy_id,
+                zookeeper_auth_file: zk_auth_file,
             };
             let settings = match bootstrap {
                 Some(path) => Bootstrap::load(&path)?.overlaid(flags),
                 None => flags,
             };
+            install_zk_auth(settings.zookeeper_auth_file.as_deref())?;
             let (source, process) = serve_settings(settings)?;
             let threads = threads.unwrap_or_else(default_serve_threads);
             tracing::info!(threads, "starting the runtime");

@@ -30,7 +30,7 @@ pub const PAUSE_SHARDS: &str = "PAUSE SHARDS <a>[-<b>] [IN <fleet>]";
 /// `RESUME SHARDS`.
 pub const RESUME_SHARDS: &str = "RESUME SHARDS <a>[-<b>] [IN <fleet>]";
 /// `MOVE SHARDS`.
-pub const MOVE_SHARDS: &str = "MOVE SHARDS <a>[-<b>] [IN <fleet>] TO <host:port> [DRY RUN]";
+pub const MOVE_SHARDS: &str = "MOVE SHARDS <a>-<b> [IN <fleet>] TO <host:port> [DRY RUN]";
 /// `VERIFY FLEET`.
 pub const VERIFY_FLEET: &str = "VERIFY FLEET";
 /// `SHOW COMMANDS` / `HELP`.
@@ -242,7 +242,7 @@ fn write_command_list(f: &mut fmt::Formatter<'_>) -> fmt::Result {
 /// The command as echoed in an error: short, so the whole list fits in the
 /// 512 bytes the C client library keeps of an error message.
 fn shorten(text: &str) -> String {
-    const MAX: usize = 40;
+    const MAX: usize = 20;
     match text.char_indices().nth(MAX) {
         Some((end, _)) => format!("{}...", &text[..end]),
         None => text.to_owned(),

@@ -10,6 +10,7 @@ use mysql_async::{Conn, Row};
 use tracing::warn;
 
 use crate::backend::health::connect;
+use crate::topology::rewrite::same_address;
 use crate::topology::Topology;
 
 /// Longest wait for a replica to apply the master's last transaction.
@@ -189,16 +190,18 @@ impl Replication {
 }
 
 /// Whether two `host:port` addresses name the same server: as the config
-/// compares them, or with `localhost` taken as `127.0.0.1`.
+/// compares them ([`same_address`]), with `localhost` taken as `127.0.0.1`.
 pub fn same_server(a: &str, b: &str) -> bool {
     let plain = |addr: &str| {
-        let addr = addr.trim().to_ascii_lowercase();
-        match addr.strip_prefix("localhost:") {
-            Some(port) => format!("127.0.0.1:{port}"),
-            None => addr,
+        let addr = addr.trim();
+        match addr.get(..10) {
+            Some(host) if host.eq_ignore_ascii_case("localhost:") => {
+                format!("127.0.0.1:{}", &addr[10..])
+            }
+            _ => addr.to_owned(),
         }
     };
-    plain(a) == plain(b)
+    same_address(&plain(a), &plain(b))
 }
 
 /// `SHOW SLAVE STATUS` on `conn`; `None` when the server is no replica.

@@ -13,6 +13,7 @@ mod common;
 #[path = "../common/zookeeper.rs"]
 mod zk_harness;
 
+mod auth;
 mod cli;
 mod expiry;
 mod fencing;

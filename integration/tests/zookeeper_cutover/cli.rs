@@ -21,10 +21,13 @@ fn text(bytes: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fleet_move_runs_the_move_from_the_command_line() {
     let _serial = serial().await;
-    let _guard = FleetGuard::new("cut-cli").await;
+    let guard = FleetGuard::new("cut-cli").await;
     let location = location("cut-cli");
     push(&location, &test_config_yaml(), None).await;
-    let (one, two) = (start(&location, "cli-1"), start(&location, "cli-2"));
+    let (one, two) = (
+        guard.start(&location, "cli-1"),
+        guard.start(&location, "cli-2"),
+    );
     let source = location.to_string();
     let move_args = [
         "--source",

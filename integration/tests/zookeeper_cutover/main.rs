@@ -187,6 +187,9 @@ async fn new_master_auto_increment(conn: &mut Conn, value: u64) {
 struct FleetGuard {
     test: &'static str,
     tag: String,
+    /// The proxies the test started: they leave ZooKeeper before its
+    /// znodes are removed (else they re-create some).
+    proxies: std::sync::Mutex<Vec<std::sync::Arc<shardgate::control::Control>>>,
 }
 
 impl FleetGuard {
@@ -196,6 +199,7 @@ impl FleetGuard {
         let guard = Self {
             test,
             tag: tag(test),
+            proxies: std::sync::Mutex::default(),
         };
         let (running, error) = replication_running(NEW_MASTER).await;
         assert!(
@@ -209,7 +213,22 @@ impl FleetGuard {
     }
 }
 
-async fn restore(test: &str, tag: &str) {
+impl FleetGuard {
+    /// Starts a proxy from `location` as `id`, shut down by the guard.
+    fn start(&self, location: &ZkLocation, id: &str) -> RunningProxy {
+        let proxy = start(location, id);
+        self.proxies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(proxy.control.clone());
+        proxy
+    }
+}
+
+async fn restore(test: &str, tag: &str, proxies: Vec<std::sync::Arc<shardgate::control::Control>>) {
+    for control in proxies {
+        control.shutdown().await;
+    }
     let mut replica = operations(NEW_MASTER).await;
     replica
         .query_drop("SET SESSION sql_log_bin = 0")
@@ -267,12 +286,13 @@ async fn restore(test: &str, tag: &str) {
 impl Drop for FleetGuard {
     fn drop(&mut self) {
         let (test, tag) = (self.test, self.tag.clone());
+        let proxies = std::mem::take(&mut *self.proxies.lock().unwrap_or_else(|e| e.into_inner()));
         let undo = std::thread::spawn(move || {
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("cleanup runtime")
-                .block_on(restore(test, &tag));
+                .block_on(restore(test, &tag, proxies));
         });
         if undo.join().is_err() {
             eprintln!(

@@ -9,7 +9,10 @@ async fn a_move_through_zookeeper_switches_every_proxy_before_it_answers() {
     let guard = FleetGuard::new("cut-move").await;
     let location = location("cut-move");
     push(&location, &test_config_yaml(), None).await;
-    let (one, two) = (start(&location, "move-1"), start(&location, "move-2"));
+    let (one, two) = (
+        guard.start(&location, "move-1"),
+        guard.start(&location, "move-2"),
+    );
     // A write before the move lands on 3307.
     let mut before = app(&two).await;
     insert_pin(&mut before, MOVED_SHARD, &format!("{}-before", guard.tag)).await;
@@ -71,7 +74,10 @@ async fn a_concurrent_push_makes_the_move_fail_with_nothing_changed() {
     let guard = FleetGuard::new("cut-race").await;
     let location = location("cut-race");
     push(&location, &test_config_yaml(), None).await;
-    let (one, two) = (start(&location, "race-1"), start(&location, "race-2"));
+    let (one, two) = (
+        guard.start(&location, "race-1"),
+        guard.start(&location, "race-2"),
+    );
     // An open transaction on a moving shard holds the move in its pause
     // while another writer pushes the document.
     let mut open = app(&two).await;
@@ -127,7 +133,7 @@ async fn a_concurrent_push_makes_the_move_fail_with_nothing_changed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxy_that_does_not_take_the_new_map_keeps_the_shards_paused() {
     let _serial = serial().await;
-    let _guard = FleetGuard::new("cut-stuck").await;
+    let guard = FleetGuard::new("cut-stuck").await;
     let location = location("cut-stuck");
     let yaml = test_config_yaml().replace(
         "pause: { timeout_ms: 5000, drain_timeout_ms: 5000 }",
@@ -139,7 +145,10 @@ async fn a_proxy_that_does_not_take_the_new_map_keeps_the_shards_paused() {
         "the pause line of the config moved"
     );
     push(&location, &yaml, None).await;
-    let (one, two) = (start(&location, "stuck-1"), start(&location, "stuck-2"));
+    let (one, two) = (
+        guard.start(&location, "stuck-1"),
+        guard.start(&location, "stuck-2"),
+    );
     // A registered "proxy" that acks pauses but stays on znode version 0.
     let stuck = raw_client().await;
     let ephemeral =

@@ -9,7 +9,10 @@ async fn a_promotion_through_zookeeper_switches_every_proxy_and_fences_the_old_m
     let guard = FleetGuard::new("cut-promote").await;
     let location = location("cut-promote");
     push(&location, &test_config_yaml(), None).await;
-    let (one, two) = (start(&location, "promote-1"), start(&location, "promote-2"));
+    let (one, two) = (
+        guard.start(&location, "promote-1"),
+        guard.start(&location, "promote-2"),
+    );
     assert_eq!(read_only(MASTER_A).await, 0);
 
     let rows = admin_command(&one, "PROMOTE REPLICA 127.0.0.1:3307")

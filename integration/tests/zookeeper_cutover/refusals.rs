@@ -24,10 +24,13 @@ async fn nothing_changed(location: &ZkLocation, proxies: &[&RunningProxy]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_checks_and_changes_nothing() {
     let _serial = serial().await;
-    let _guard = FleetGuard::new("cut-dry").await;
+    let guard = FleetGuard::new("cut-dry").await;
     let location = location("cut-dry");
     push(&location, &test_config_yaml(), None).await;
-    let (one, two) = (start(&location, "dry-1"), start(&location, "dry-2"));
+    let (one, two) = (
+        guard.start(&location, "dry-1"),
+        guard.start(&location, "dry-2"),
+    );
 
     let rows = admin_command(&one, &format!("{MOVE} DRY RUN"))
         .await
@@ -73,10 +76,10 @@ async fn a_dry_run_checks_and_changes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_moves_change_nothing() {
     let _serial = serial().await;
-    let _guard = FleetGuard::new("cut-refuse").await;
+    let guard = FleetGuard::new("cut-refuse").await;
     let location = location("cut-refuse");
     push(&location, &test_config_yaml(), None).await;
-    let one = start(&location, "refuse-1");
+    let one = guard.start(&location, "refuse-1");
     let refusals = [
         (
             "MOVE SHARDS 2048-3000 IN main TO 127.0.0.1:3309",

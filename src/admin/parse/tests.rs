@@ -140,6 +140,14 @@ fn promote() {
 }
 
 #[test]
+fn an_unknown_command_lists_every_form_within_what_the_cli_keeps() {
+    // The mariadb CLI keeps 511 bytes of an error message.
+    let message = parse(&"X".repeat(300)).unwrap_err().to_string();
+    assert!(message.len() <= 511, "{} bytes: {message}", message.len());
+    assert!(message.ends_with(SHOW_COMMANDS), "{message}");
+}
+
+#[test]
 fn move_shards() {
     assert_eq!(
         parse("MOVE SHARDS 1024-2047 IN main TO 127.0.0.1:3309").unwrap(),

@@ -85,14 +85,18 @@ pub(super) async fn run_plan(
                 .map(|detail| ((), detail))
         })
         .await;
-    if let Err(lagging) = adopted {
-        return Err(CutoverError::NotAdopted {
+    match (adopted, &held) {
+        (Err(lagging), None) => notes.push(format!(
+            "proxies {lagging} did not run the new map yet (nothing was paused: they send statements for those shards to {source} until they do)"
+        )),
+        (Err(lagging), Some(_)) => return Err(CutoverError::NotAdopted {
             version: written.describe.clone(),
             lagging: lagging.proxies,
             waited_ms: lagging.waited_ms,
             ranges: list(&plan.ranges, Range::to_string, ", "),
             resume: list(&plan.ranges, Range::command, "; RESUME SHARDS "),
-        });
+        }),
+        (Ok(()), _) => {}
     }
     if plan.fence_source && held.is_some() {
         let fenced = steps
