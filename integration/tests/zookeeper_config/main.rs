@@ -28,6 +28,7 @@ use shardgate::control::zookeeper;
 use shardgate::topology::bootstrap::ListenOverrides;
 use shardgate::topology::source::ZkLocation;
 use zk_harness::*;
+use zookeeper_client as zk;
 
 /// The test fleet's config with every listen address on a free port.
 fn document() -> String {
