@@ -8,9 +8,10 @@
 //!
 //! Moves shards: run it under the fleet lock (`flock /work/fleet.lock
 //! cargo test --test zookeeper_move`). Needs the fleet and a ZooKeeper
-//! (see `common/zookeeper.rs`). Every test leaves the fleet as it found it, also
-//! when it fails (rows, AUTO_INCREMENT, 3307's read_only, the znodes, the
-//! processes).
+//! (see `common/zookeeper.rs`). Every test leaves the fleet as it found
+//! it, also when it fails: rows, AUTO_INCREMENT, 3307's read_only, 3309's
+//! replication (`move_load`), the znodes ([`Tree`]), the processes
+//! ([`ServeProcess`]).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -133,9 +134,14 @@ impl CliRun {
         Some((paused.iter().map(|(_, ms, _)| ms).sum(), parts.join(" + ")))
     }
 
-    /// Everything it printed, for a failure message.
+    /// Everything it printed, the progress lines with their time since
+    /// the start.
     fn output(&self) -> String {
-        let progress: Vec<&str> = self.progress.iter().map(|(_, l)| l.as_str()).collect();
+        let progress: Vec<String> = self
+            .progress
+            .iter()
+            .map(|(at, line)| format!("+{:?} {line}", *at - self.started))
+            .collect();
         format!(
             "exit {}\nstdout:\n{}\nstderr:\n{}",
             self.status,
