@@ -16,7 +16,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-#[path = "../move_load/mod.rs"]
+#[path = "../common/move_load.rs"]
 mod move_load;
 
 use std::collections::BTreeMap;

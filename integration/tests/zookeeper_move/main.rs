@@ -15,7 +15,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-#[path = "../move_load/mod.rs"]
+#[path = "../common/move_load.rs"]
 mod move_load;
 #[path = "../common/zookeeper.rs"]
 mod zk_harness;
