@@ -1,6 +1,10 @@
 //! The ZooKeeper side of the integration tests: the test ensemble, a root
-//! znode per test, a raw client, and proxies started from a document.
+//! znode per test, a raw client, proxies started from a document, the
+//! fleet-wide pause records and admin answers (`SHOW CONFIG`).
 #![allow(dead_code)]
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row};
 
 use super::common::{start_zk_server, RunningProxy};
 use shardgate::control::zookeeper;
@@ -87,4 +91,44 @@ pub async fn push(location: &ZkLocation, yaml: &str, expected: Option<i32>) -> z
 pub fn start(location: &ZkLocation, id: &str) -> RunningProxy {
     start_zk_server(location.clone(), id, ListenOverrides::default())
         .unwrap_or_else(|e| panic!("start proxy {id}: {e}"))
+}
+
+/// The fleet-wide pause records under the document.
+pub async fn pause_records(client: &zk::Client, location: &ZkLocation) -> Vec<String> {
+    match client
+        .list_children(&format!("{}/pauses", location.path))
+        .await
+    {
+        Ok(ids) => ids,
+        Err(zk::Error::NoNode) => Vec::new(),
+        Err(e) => panic!("list the pauses: {e}"),
+    }
+}
+
+/// The rows `sql` answers on `conn`, panicking on an error.
+pub async fn rows(conn: &mut Conn, sql: &str) -> Vec<Row> {
+    conn.query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// A text column of `row` (None for NULL), panicking if it has no such
+/// column.
+pub fn text(row: &Row, column: &str) -> Option<String> {
+    row.get::<Option<String>, _>(column)
+        .unwrap_or_else(|| panic!("no column {column}"))
+}
+
+/// `SHOW CONFIG` on an admin connection, as (name, value) rows in order.
+pub async fn config_rows(conn: &mut Conn) -> Vec<(String, String)> {
+    rows(conn, "SHOW CONFIG")
+        .await
+        .iter()
+        .map(|row| {
+            (
+                text(row, "name").unwrap_or_default(),
+                text(row, "value").unwrap_or_default(),
+            )
+        })
+        .collect()
 }

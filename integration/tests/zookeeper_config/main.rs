@@ -23,7 +23,7 @@ mod registry;
 
 use common::*;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Row};
+use mysql_async::Row;
 use shardgate::control::zookeeper;
 use shardgate::topology::bootstrap::ListenOverrides;
 use shardgate::topology::source::ZkLocation;
@@ -49,31 +49,12 @@ fn document_with_account(tag: &str) -> String {
     )
 }
 
-async fn rows(conn: &mut Conn, sql: &str) -> Vec<Row> {
-    conn.query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-}
-
-fn text(row: &Row, column: &str) -> Option<String> {
-    row.get::<Option<String>, _>(column)
-        .unwrap_or_else(|| panic!("no column {column}"))
-}
-
 /// `SHOW CONFIG` as name → value.
 async fn show_config(proxy: &RunningProxy) -> std::collections::BTreeMap<String, String> {
     let mut conn = admin(proxy).await;
-    let answer = rows(&mut conn, "SHOW CONFIG").await;
+    let answer = config_rows(&mut conn).await;
     conn.disconnect().await.ok();
-    answer
-        .iter()
-        .map(|row| {
-            (
-                text(row, "name").unwrap_or_default(),
-                text(row, "value").unwrap_or_default(),
-            )
-        })
-        .collect()
+    answer.into_iter().collect()
 }
 
 /// Whether `user`/`password` can log in to the proxy's client port.
