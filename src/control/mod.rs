@@ -101,6 +101,15 @@ impl Control {
             zookeeper.close().await;
             return Err(e);
         }
+        // A push that landed between the first read and the registration
+        // did not wait for this proxy (it was not registered yet): read the
+        // document again now that it is, before the client port opens.
+        if let Err(e) = control
+            .reload(status::ReloadTrigger::ZooKeeperSession)
+            .await
+        {
+            tracing::warn!("the document read again after registering was refused: {e}");
+        }
         Ok(control)
     }
 
