@@ -30,6 +30,17 @@ use tracing_subscriber::EnvFilter;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// A file holding `user:password` of the ZooKeeper digest identity to
+    /// authenticate as; znodes this process creates are then readable and
+    /// writable by that identity only (for `serve`, also the bootstrap
+    /// file's `zookeeper_auth_file`).
+    #[arg(
+        long,
+        global = true,
+        env = "SHARDGATE_ZK_AUTH_FILE",
+        value_name = "FILE"
+    )]
+    zk_auth_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -176,6 +187,34 @@ enum FleetCommand {
         #[arg(long)]
         limit: Option<usize>,
     },
+    /// Give shards a new master through ZooKeeper, for every proxy of the
+    /// document: checks (the edit, the source answers, the target is a
+    /// running GTID replica of it), a fleet-wide pause, the target's
+    /// catch-up, the version-checked push, the wait until every live proxy
+    /// runs it, the resume. Prints each step, then what is left to clean
+    /// up; exit status 1 on failure.
+    Move {
+        /// The document: zookeeper://host:port[,host:port...]/path.
+        #[arg(long)]
+        source: Option<String>,
+        /// Refused: a file-sourced proxy moves shards with MOVE SHARDS on
+        /// its admin port.
+        #[arg(long, conflicts_with = "source")]
+        config: Option<PathBuf>,
+        /// The shards, `A-B` (or one shard).
+        #[arg(long)]
+        shards: String,
+        /// The fleet (needed when several fleets have those shards).
+        #[arg(long)]
+        fleet: Option<String>,
+        /// The new master, HOST:PORT: a running GTID replica of the
+        /// shards' master.
+        #[arg(long)]
+        to: String,
+        /// Run the checks and say what would happen; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Check every host: each shard database on its master and nowhere else,
     /// with the schema's tables and columns; a line per problem, exit status
     /// 1 when there is one.
@@ -199,7 +238,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    match run(cli.command) {
+    match run(cli.command, cli.zk_auth_file) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("{message}");
@@ -208,7 +247,20 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(command: Command) -> Result<(), String> {
+/// Authenticates every ZooKeeper session of this process with the
+/// credentials in `file`, if one is given.
+fn install_zk_auth(file: Option<&std::path::Path>) -> Result<(), String> {
+    let auth = file
+        .map(shardgate::control::zookeeper::auth::ZkAuth::load)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    shardgate::control::zookeeper::auth::install(auth).map_err(|e| e.to_string())
+}
+
+fn run(command: Command, zk_auth_file: Option<PathBuf>) -> Result<(), String> {
+    if !matches!(command, Command::Serve { .. }) {
+        install_zk_auth(zk_auth_file.as_deref())?;
+    }
     match command {
         Command::Serve {
             config,
@@ -225,11 +277,13 @@ fn run(command: Command) -> Result<(), String> {
                 admin_listen,
                 metrics_listen,
                 proxy_id,
+                zookeeper_auth_file: zk_auth_file,
             };
             let settings = match bootstrap {
                 Some(path) => Bootstrap::load(&path)?.overlaid(flags),
                 None => flags,
             };
+            install_zk_auth(settings.zookeeper_auth_file.as_deref())?;
             let (source, process) = serve_settings(settings)?;
             let threads = threads.unwrap_or_else(default_serve_threads);
             tracing::info!(threads, "starting the runtime");
@@ -277,6 +331,17 @@ fn run(command: Command) -> Result<(), String> {
         } => fleet_verify(&config, schema.as_deref()),
         Command::Fleet {
             command:
+                FleetCommand::Move {
+                    source,
+                    config,
+                    shards,
+                    fleet,
+                    to,
+                    dry_run,
+                },
+        } => fleet_move_command(source, config, &shards, fleet, to, dry_run),
+        Command::Fleet {
+            command:
                 FleetCommand::Migrate {
                     config,
                     sql,
@@ -317,6 +382,59 @@ fn fleet_migrate(
     } else {
         Err(report.to_string())
     }
+}
+
+fn fleet_move_command(
+    source: Option<String>,
+    config: Option<PathBuf>,
+    shards: &str,
+    fleet: Option<String>,
+    to: String,
+    dry_run: bool,
+) -> Result<(), String> {
+    use shardgate::control::cutover::{fleet_move, MoveRequest, StepEvent};
+    if let Some(file) = config {
+        return Err(format!(
+            "fleet move works on a ZooKeeper document (--source zookeeper://...); a proxy started from \
+             the config file {} moves shards itself: run MOVE SHARDS {shards}{} TO {to} on its admin port",
+            file.display(),
+            fleet
+                .as_deref()
+                .map_or_else(String::new, |f| format!(" IN {f}"))
+        ));
+    }
+    let location =
+        zookeeper_source(&source.ok_or("give the document: --source zookeeper://host:port/path")?)?;
+    let number = |text: &str| {
+        text.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("--shards {shards}: '{text}' is not a shard number; expected A-B"))
+    };
+    let (first, last) = match shards.split_once('-') {
+        Some((first, last)) => (number(first)?, number(last)?),
+        None => (number(shards)?, number(shards)?),
+    };
+    let request = MoveRequest {
+        first,
+        last,
+        fleet,
+        target: to,
+        dry_run,
+    };
+    let progress = |event: StepEvent<'_>| match event {
+        StepEvent::Started(name) => eprintln!("{name} ..."),
+        StepEvent::Ended(step) => eprintln!("{step}"),
+    };
+    let report = runtime()?
+        .block_on(fleet_move(location, &request, &progress))
+        .map_err(|e| format!("fleet move failed: {e}"))?;
+    for step in &report.steps {
+        println!("{}\t{}\t{}", step.name, step.ms, step.detail);
+    }
+    for cleanup in &report.cleanup {
+        println!("cleanup\t\t{cleanup}");
+    }
+    Ok(())
 }
 
 fn fleet_verify(config: &Path, schema: Option<&Path>) -> Result<(), String> {
@@ -438,29 +556,24 @@ fn serve_settings(settings: Bootstrap) -> Result<(ConfigSource, Process), String
 /// Loads the config from its source (inside the runtime: a ZooKeeper
 /// session is opened there) and runs the proxy.
 async fn start_and_serve(source: ConfigSource, process: Process) -> Result<(), String> {
-    let (control, stop) = match source {
-        ConfigSource::File(path) => (
-            Control::from_file_as(path, process).map_err(|errors| format!("{errors}"))?,
-            None,
-        ),
-        ConfigSource::ZooKeeper(location) => {
-            // Caught before the proxy registers: a SIGTERM during the start
-            // makes it leave the registry once started, instead of leaving
-            // its entry until the session expires.
-            let stop = StopSignals::catch();
-            let control = Control::from_zookeeper(location, process)
-                .await
-                .map_err(|e| format!("{e}"))?;
-            (control, Some(stop))
+    // Taken over before the proxy registers anywhere: a SIGTERM from then
+    // on leaves the registry cleanly instead of killing the process.
+    let stop = StopSignals::take();
+    let control = match source {
+        ConfigSource::File(path) => {
+            Control::from_file_as(path, process).map_err(|errors| format!("{errors}"))?
         }
+        ConfigSource::ZooKeeper(location) => Control::from_zookeeper(location, process)
+            .await
+            .map_err(|e| format!("{e}"))?,
     };
     serve(control, stop).await
 }
 
-/// Runs the proxy until its client listener ends (only on a failure). A
-/// ZooKeeper-sourced proxy (given `stop`) also stops on SIGTERM or SIGINT,
-/// after leaving the registry.
-async fn serve(control: Control, stop: Option<StopSignals>) -> Result<(), String> {
+/// Runs the proxy until its client listener ends (only on a failure) or
+/// SIGTERM or SIGINT comes (a ZooKeeper-sourced proxy leaves the registry
+/// first).
+async fn serve(control: Control, stop: StopSignals) -> Result<(), String> {
     let control = Arc::new(control);
     let running = match shardgate::server::run(control.clone()).await {
         Ok(running) => running,
@@ -479,50 +592,43 @@ async fn serve(control: Control, stop: Option<StopSignals>) -> Result<(), String
         proxy_id = %control.process.id,
         "shardgate started"
     );
-    let Some(mut stop) = stop else {
-        return Err(format!(
-            "{}; shardgate stops",
-            running.client_listener_ended().await
-        ));
-    };
     tokio::select! {
         ended = running.client_listener_ended() => {
             control.shutdown().await;
             Err(format!("{ended}; shardgate stops"))
         }
         signal = stop.received() => {
-            tracing::info!("{signal}: leaving the registry and stopping");
+            tracing::info!("{signal}: stopping (a ZooKeeper-sourced proxy leaves the registry first)");
             control.shutdown().await;
             Ok(())
         }
     }
 }
 
-/// SIGTERM and SIGINT, caught from the moment [`StopSignals::catch`]
-/// runs: one received before it is awaited is not lost.
-struct StopSignals {
-    term: std::io::Result<tokio::signal::unix::Signal>,
-    int: std::io::Result<tokio::signal::unix::Signal>,
-}
+/// SIGTERM and SIGINT, handled by the process from the moment they are
+/// taken (a signal that came meanwhile is kept until [`StopSignals::received`]).
+struct StopSignals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
 
 impl StopSignals {
-    /// Replaces the default action (exit at once) of both signals.
-    fn catch() -> Self {
+    fn take() -> Self {
         use tokio::signal::unix::{signal, SignalKind};
-        Self {
-            term: signal(SignalKind::terminate()),
-            int: signal(SignalKind::interrupt()),
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(term), Ok(int)) => Self(Some((term, int))),
+            _ => Self(None),
         }
     }
 
-    /// Waits for either; its name.
-    async fn received(&mut self) -> &'static str {
-        match (&mut self.term, &mut self.int) {
-            (Ok(term), Ok(int)) => tokio::select! {
+    /// Waits for one; its name.
+    async fn received(self) -> &'static str {
+        match self.0 {
+            Some((mut term, mut int)) => tokio::select! {
                 _ = term.recv() => "SIGTERM",
                 _ = int.recv() => "SIGINT",
             },
-            _ => std::future::pending().await,
+            None => std::future::pending().await,
         }
     }
 }

@@ -350,6 +350,7 @@ async fn unknown_commands_and_bad_arguments_say_what_is_accepted() {
             "PROMOTE REPLICA <master>",
             "PAUSE SHARDS",
             "RESUME SHARDS",
+            "MOVE SHARDS",
             "VERIFY FLEET",
             "HELP",
         ],
@@ -365,12 +366,12 @@ async fn unknown_commands_and_bad_arguments_say_what_is_accepted() {
 
     let help = rows(&mut conn, "help").await;
     assert_eq!(columns(&help[0]), ["command", "answer"]);
-    assert_eq!(help.len(), 15);
+    assert_eq!(help.len(), 16);
     assert_eq!(
         text(&help[0], "command").as_deref(),
         Some("SHOW SHARDS [LIKE '<pattern>']")
     );
-    assert_eq!(rows(&mut conn, "SHOW COMMANDS;").await.len(), 15);
+    assert_eq!(rows(&mut conn, "SHOW COMMANDS;").await.len(), 16);
 
     // Drivers' own queries are answered; prepared statements are not taken.
     let comment: Option<String> = conn

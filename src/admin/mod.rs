@@ -16,6 +16,7 @@ use opensrv_mysql::{AsyncMysqlIntermediary, ErrorKind};
 use tokio::net::TcpListener;
 use tracing::{debug, info};
 
+use crate::control::cutover::CutoverError;
 use crate::control::failover::FailoverError;
 use crate::control::pause::{FleetPauseError, PauseError};
 use crate::control::reload::ReloadError;
@@ -99,9 +100,18 @@ pub enum AdminError {
     /// A fleet-wide `PAUSE SHARDS` / `RESUME SHARDS` refused or failed (1105).
     #[error("{0}")]
     FleetPause(#[from] FleetPauseError),
+    /// `MOVE SHARDS` refused (1210 for arguments) or failed (1105).
+    #[error("MOVE SHARDS: {0}")]
+    Cutover(Box<CutoverError>),
     /// ZooKeeper did not answer (`SHOW PROXIES`) (1105).
     #[error("{0}")]
     ZooKeeper(#[from] ZkError),
+}
+
+impl From<CutoverError> for AdminError {
+    fn from(error: CutoverError) -> Self {
+        AdminError::Cutover(Box::new(error))
+    }
 }
 
 impl AdminError {
@@ -111,11 +121,13 @@ impl AdminError {
             AdminError::Parse(_) => ErrorKind::ER_PARSE_ERROR,
             AdminError::Argument(_) | AdminError::Id(_) => ErrorKind::ER_WRONG_ARGUMENTS,
             AdminError::Route(error) => ErrorKind::from(error.code()),
+            AdminError::Cutover(error) if error.is_argument() => ErrorKind::ER_WRONG_ARGUMENTS,
             AdminError::Fleet(_)
             | AdminError::Reload(_)
             | AdminError::Failover(_)
             | AdminError::Pause(_)
             | AdminError::FleetPause(_)
+            | AdminError::Cutover(_)
             | AdminError::ZooKeeper(_) => ErrorKind::ER_UNKNOWN_ERROR,
         }
     }

@@ -29,6 +29,8 @@ pub const PROMOTE_REPLICA: &str = "PROMOTE REPLICA <master> [STOP REPLICATION]";
 pub const PAUSE_SHARDS: &str = "PAUSE SHARDS <a>[-<b>] [IN <fleet>]";
 /// `RESUME SHARDS`.
 pub const RESUME_SHARDS: &str = "RESUME SHARDS <a>[-<b>] [IN <fleet>]";
+/// `MOVE SHARDS`.
+pub const MOVE_SHARDS: &str = "MOVE SHARDS <a>-<b> [IN <fleet>] TO <host:port> [DRY RUN]";
 /// `VERIFY FLEET`.
 pub const VERIFY_FLEET: &str = "VERIFY FLEET";
 /// `SHOW COMMANDS` / `HELP`.
@@ -76,6 +78,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "new statements for those shards wait (bounded) while running ones finish",
     ),
     (RESUME_SHARDS, "release the statements waiting on paused shards"),
+    (
+        MOVE_SHARDS,
+        "give shards a new master (a GTID replica of theirs): check, pause, catch up, write the map, resume; DRY RUN checks only",
+    ),
     (
         VERIFY_FLEET,
         "every shard database on its master only, with the tables of the schema",
@@ -170,6 +176,15 @@ pub enum Command {
     PauseShards(ShardRange),
     /// `RESUME SHARDS a-b [IN fleet]`.
     ResumeShards(ShardRange),
+    /// `MOVE SHARDS a-b [IN fleet] TO host:port [DRY RUN]`.
+    MoveShards {
+        /// The shards (and the fleet, if named).
+        range: ShardRange,
+        /// The new master.
+        target: String,
+        /// Check and describe only.
+        dry_run: bool,
+    },
     /// `VERIFY FLEET`.
     VerifyFleet,
     /// A client's own `SELECT @@var, DATABASE(), ...` (the `mariadb` CLI
@@ -227,7 +242,7 @@ fn write_command_list(f: &mut fmt::Formatter<'_>) -> fmt::Result {
 /// The command as echoed in an error: short, so the whole list fits in the
 /// 512 bytes the C client library keeps of an error message.
 fn shorten(text: &str) -> String {
-    const MAX: usize = 40;
+    const MAX: usize = 20;
     match text.char_indices().nth(MAX) {
         Some((end, _)) => format!("{}...", &text[..end]),
         None => text.to_owned(),
@@ -326,6 +341,9 @@ pub fn parse(text: &str) -> Result<Command, ParseError> {
     }
     if first.is("RESUME") && is(second, "SHARDS") {
         return parse_range(rest, RESUME_SHARDS).map(Command::ResumeShards);
+    }
+    if first.is("MOVE") && is(second, "SHARDS") {
+        return parse_move(rest);
     }
     if first.is("VERIFY") && is(second, "FLEET") {
         return no_arguments(rest, VERIFY_FLEET, Command::VerifyFleet);
@@ -498,6 +516,32 @@ fn parse_promote(rest: &[Token]) -> Result<Command, ParseError> {
         )),
         _ => Err(bad(PROMOTE_REPLICA, "unexpected arguments")),
     }
+}
+
+fn parse_move(rest: &[Token]) -> Result<Command, ParseError> {
+    let Some(to) = rest.iter().position(|t| t.is("TO")) else {
+        return Err(bad(
+            MOVE_SHARDS,
+            "MOVE SHARDS needs TO and the new master's host:port",
+        ));
+    };
+    let range = parse_range(&rest[..to], MOVE_SHARDS)?;
+    let (target, dry_run) = match &rest[to + 1..] {
+        [target] => (target, false),
+        [target, dry, run] if dry.is("DRY") && run.is("RUN") => (target, true),
+        [] => return Err(bad(MOVE_SHARDS, "TO needs the new master's host:port")),
+        [_, extra, ..] => {
+            return Err(bad(
+                MOVE_SHARDS,
+                format!("unexpected '{}' after the new master", extra.text()),
+            ))
+        }
+    };
+    Ok(Command::MoveShards {
+        range,
+        target: target.text().to_owned(),
+        dry_run,
+    })
 }
 
 fn parse_range(rest: &[Token], form: &'static str) -> Result<ShardRange, ParseError> {

@@ -9,10 +9,12 @@
 //! the config status and this process's identity ([`process`]). The
 //! statement path in `engine` never calls into it.
 
+pub mod cutover;
 pub mod failover;
 pub mod pause;
 pub mod process;
 pub mod reload;
+pub mod replica;
 pub mod status;
 pub mod zookeeper;
 
@@ -98,6 +100,15 @@ impl Control {
         if let Err(e) = pause::apply_found(&control).await {
             zookeeper.close().await;
             return Err(e);
+        }
+        // A push that landed between the first read and the registration
+        // did not wait for this proxy (it was not registered yet): read the
+        // document again now that it is, before the client port opens.
+        if let Err(e) = control
+            .reload(status::ReloadTrigger::ZooKeeperSession)
+            .await
+        {
+            tracing::warn!("the document read again after registering was refused: {e}");
         }
         Ok(control)
     }

@@ -3,12 +3,15 @@
 //! writes or locks) are refused; plain reads run. The control plane raises
 //! it when this proxy can no longer prove that it holds its ZooKeeper
 //! session, and lowers it once a new session has re-read the config.
-//! Statements read one atomic; the time in the message is read only when
-//! a statement is refused.
+//! Statements read one atomic; a write or locking read also compares the
+//! clock with the [`Deadline`] the control plane keeps, so a proxy whose
+//! process stalled past its deadline refuses writes before its watchdog
+//! has run. The time in the message is read only when a statement is
+//! refused.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::ClientError;
 use crate::router::{Plan, SessionAction, StatementKind};
@@ -22,6 +25,67 @@ pub struct Fence {
     raises: AtomicU64,
     /// When the session was last known live, and when the fence went up.
     times: Mutex<Option<(SystemTime, SystemTime)>>,
+    /// Past this moment writes are refused even before the fence is raised.
+    deadline: Deadline,
+}
+
+/// The moment past which a ZooKeeper-sourced proxy may no longer hold its
+/// session (its last answered heartbeat's send time plus the session
+/// timeout, less a margin), shared between the control plane's heartbeat
+/// (which moves it on) and the statement path (which compares the clock
+/// with it). None is set for a file-sourced proxy.
+#[derive(Debug, Clone, Default)]
+pub struct Deadline {
+    /// Nanoseconds since [`epoch`] plus one; 0 when none is set.
+    at: Arc<AtomicU64>,
+    /// When the session was last known live, in the same unit.
+    live: Arc<AtomicU64>,
+}
+
+/// The process's reference instant for [`Deadline`]: an hour before its
+/// first use when the clock allows (moments before it count as it).
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(|| {
+        let now = Instant::now();
+        [3600, 60, 1]
+            .iter()
+            .find_map(|secs| now.checked_sub(Duration::from_secs(*secs)))
+            .unwrap_or(now)
+    })
+}
+
+fn ticks(instant: Instant) -> u64 {
+    u64::try_from(instant.saturating_duration_since(epoch()).as_nanos())
+        .unwrap_or(u64::MAX - 1)
+        .saturating_add(1)
+}
+
+fn instant_of(ticks: u64) -> Instant {
+    epoch() + Duration::from_nanos(ticks.saturating_sub(1))
+}
+
+impl Deadline {
+    /// Moves the deadline to `at` (never back), the session having been
+    /// known live at `live`.
+    pub fn extend(&self, at: Instant, live: Instant) {
+        self.live.fetch_max(ticks(live), Ordering::AcqRel);
+        self.at.fetch_max(ticks(at), Ordering::AcqRel);
+    }
+
+    /// Whether a deadline is set and the clock is past it.
+    pub fn passed(&self) -> bool {
+        let at = self.at.load(Ordering::Acquire);
+        at != 0 && ticks(Instant::now()) >= at
+    }
+
+    /// When the session was last known live, on the wall clock.
+    fn live_at(&self) -> SystemTime {
+        let live = instant_of(self.live.load(Ordering::Acquire));
+        SystemTime::now()
+            .checked_sub(live.elapsed())
+            .unwrap_or(SystemTime::UNIX_EPOCH)
+    }
 }
 
 impl Fence {
@@ -66,16 +130,27 @@ impl Fence {
         self.is_raised().then(|| *times).flatten()
     }
 
-    /// The error for a statement `plan` when the fence is up and refuses
-    /// it; `bound`: the session's transaction is bound to a shard.
+    /// The deadline the control plane keeps for this fence.
+    pub fn deadline(&self) -> &Deadline {
+        &self.deadline
+    }
+
+    /// The error for a statement `plan` when the fence is up, or its
+    /// deadline has passed, and it refuses `plan`; `bound`: the session's
+    /// transaction is bound to a shard.
     pub fn refusal(&self, plan: &Plan, bound: bool) -> Option<ClientError> {
-        if !self.is_raised() || !refuses(plan, bound) {
+        if !refuses(plan, bound) {
             return None;
         }
-        let lost_at = self
-            .raised_times()
-            .map_or(SystemTime::now(), |(lost, _)| lost);
-        Some(ClientError::Fenced { lost_at })
+        if self.is_raised() {
+            let lost_at = self
+                .raised_times()
+                .map_or(SystemTime::now(), |(lost, _)| lost);
+            return Some(ClientError::Fenced { lost_at });
+        }
+        self.deadline.passed().then(|| ClientError::Fenced {
+            lost_at: self.deadline.live_at(),
+        })
     }
 }
 
@@ -91,6 +166,45 @@ fn refuses(plan: &Plan, bound: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_passed_deadline_refuses_writes_before_the_fence_is_raised() {
+        let fence = Fence::default();
+        let commit = Plan::Session(SessionAction::Commit);
+        assert!(fence.refusal(&commit, true).is_none(), "no deadline set");
+        let now = Instant::now();
+        fence.deadline().extend(now + Duration::from_secs(60), now);
+        assert!(fence.refusal(&commit, true).is_none(), "deadline ahead");
+        let stalled = Fence::default();
+        let sent = now - Duration::from_secs(10);
+        stalled
+            .deadline()
+            .extend(sent + Duration::from_millis(3600), sent);
+        assert!(!stalled.is_raised());
+        match stalled.refusal(&commit, true) {
+            Some(ClientError::Fenced { lost_at }) => {
+                let ago = SystemTime::now().duration_since(lost_at).unwrap();
+                assert!(
+                    ago >= Duration::from_secs(9) && ago < Duration::from_secs(11),
+                    "{ago:?}"
+                );
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert!(
+            stalled.refusal(&commit, false).is_none(),
+            "what a raised fence lets through, a passed deadline does too"
+        );
+        stalled.deadline().extend(sent, sent);
+        assert!(stalled.deadline().passed(), "a deadline never moves back");
+        stalled
+            .deadline()
+            .extend(Instant::now() + Duration::from_secs(60), Instant::now());
+        assert!(
+            stalled.refusal(&commit, true).is_none(),
+            "moved on by a later answer"
+        );
+    }
 
     #[test]
     fn a_raise_after_a_read_started_keeps_the_fence_up() {

@@ -4,7 +4,7 @@
 //! the file, and both beat the document's addresses. A reload never
 //! changes them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -30,6 +30,10 @@ pub struct Bootstrap {
     /// The proxy's id in the registry.
     #[serde(default)]
     pub proxy_id: Option<String>,
+    /// A file with the `user:password` of the ZooKeeper digest identity
+    /// the proxy authenticates as.
+    #[serde(default)]
+    pub zookeeper_auth_file: Option<PathBuf>,
 }
 
 impl Bootstrap {
@@ -41,7 +45,7 @@ impl Bootstrap {
         serde_yaml::from_str(text).map_err(|e| {
             format!(
                 "bootstrap file {source}: {e}; it may hold only config, listen, admin_listen, \
-                 metrics_listen and proxy_id"
+                 metrics_listen, proxy_id and zookeeper_auth_file"
             )
         })
     }
@@ -62,6 +66,7 @@ impl Bootstrap {
             admin_listen: flags.admin_listen.or(self.admin_listen),
             metrics_listen: flags.metrics_listen.or(self.metrics_listen),
             proxy_id: flags.proxy_id.or(self.proxy_id),
+            zookeeper_auth_file: flags.zookeeper_auth_file.or(self.zookeeper_auth_file),
         }
     }
 

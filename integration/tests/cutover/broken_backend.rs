@@ -148,7 +148,7 @@ async fn a_statement_whose_answer_is_lost_is_not_sent_again() {
     let _serial = serial().await;
     let forwarder = Forwarder::start(MASTER_B).await;
     let proxy = proxy_through("cutover-lost", &forwarder);
-    let mark = marker("lost");
+    let mark = marker("cutover-lost");
     let mut conn = app(&proxy).await;
     // Leaves a pooled connection to B, which the next statement reuses.
     insert_pin(&mut conn, 3000, &format!("{mark}-warm")).await;
@@ -176,7 +176,7 @@ async fn a_pooled_connection_closed_while_idle_is_replaced() {
     let _serial = serial().await;
     let forwarder = Forwarder::start(MASTER_B).await;
     let proxy = proxy_through("cutover-stale", &forwarder);
-    let mark = marker("stale");
+    let mark = marker("cutover-stale");
     let mut conn = app(&proxy).await;
     insert_pin(&mut conn, 3000, &format!("{mark}-warm")).await;
     forwarder.close_all().await;

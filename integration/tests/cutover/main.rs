@@ -16,8 +16,10 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../common/move_load.rs"]
+mod move_load;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -30,24 +32,14 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 use common::{
-    admin, app, delete_pins, insert_pin, replication_running, try_insert_pin, write_config,
-    Deadline, RunningProxy, MASTER_A, MASTER_B,
+    admin, app, delete_pins, insert_pin, try_insert_pin, write_config, Deadline, RunningProxy,
+    MASTER_A, MASTER_B,
 };
+use move_load::{marker, rows_on, NEW_MASTER};
 
 mod broken_backend;
 mod pause;
 mod shard_move;
-
-/// The new master: 3307's GTID replica.
-const NEW_MASTER: u16 = 3309;
-/// Moving shards the load writes to (inside 1024-2047).
-const MOVING: [u32; 6] = [1031, 1298, 1555, 1789, 1902, 2040];
-/// Control shards the load writes to (0-1023, staying on 3307).
-const CONTROL: [u32; 2] = [211, 977];
-/// 3309's AUTO_INCREMENT for the moving shards during the test: rows the
-/// proxy writes there cannot collide with rows another test writes on 3307
-/// meanwhile (a duplicate key would stop replication).
-const HIGH_LOCAL_ID: u64 = 1 << 34;
 
 /// Bound for what should be immediate, generous for a loaded machine.
 const PROMPT: Duration = Duration::from_secs(2);
@@ -77,15 +69,6 @@ fn paused_with(proxy: &RunningProxy, first: u32, last: u32, waiting: usize) -> b
             && range.last == last
             && range.waiting >= waiting
     })
-}
-
-/// A marker unique to this run, put in every row's `data`.
-fn marker(what: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("cutover-{what}-{}-{nanos}", std::process::id())
 }
 
 /// Runs an admin command; its answer rows, each cell as text.
@@ -119,18 +102,4 @@ fn moved_yaml() -> String {
         "the host lines of config/shardgate.yaml changed"
     );
     moved
-}
-
-/// `local_id`s of the rows of `db<shard>.pins` on `port` whose data starts
-/// with `prefix`, with their data.
-async fn rows_on(port: u16, shard: u32, prefix: &str) -> BTreeMap<u64, String> {
-    let mut conn = common::direct(port).await;
-    let rows: Vec<(u64, String)> = conn
-        .query(format!(
-            "SELECT local_id, data FROM db{shard:05}.pins WHERE data LIKE '{prefix}%'"
-        ))
-        .await
-        .expect("direct read");
-    conn.disconnect().await.ok();
-    rows.into_iter().collect()
 }

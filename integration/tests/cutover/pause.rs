@@ -13,7 +13,7 @@ async fn paused_statements_wait_for_resume_or_time_out() {
     assert!(yaml.contains("timeout_ms: 700,"), "the pause section moved");
     let _serial = serial().await;
     let proxy = common::start_server("cutover-wait", &yaml);
-    let mark = marker("wait");
+    let mark = marker("cutover-wait");
     let mut ops = admin(&proxy).await;
     admin_command(&mut ops, "PAUSE SHARDS 600-601 IN main").await;
 
@@ -93,7 +93,7 @@ async fn pause_drains_open_transactions() {
     );
     let _serial = serial().await;
     let proxy = common::start_server("cutover-drain", &yaml);
-    let mark = marker("drain");
+    let mark = marker("cutover-drain");
     let mut ops = admin(&proxy).await;
     let mut tx = app(&proxy).await;
     tx.query_drop("BEGIN").await.unwrap();

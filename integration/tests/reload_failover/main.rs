@@ -7,7 +7,8 @@
 //!
 //! Fleet hygiene: nothing is written through a proxy to a shard served by
 //! 3309; rows written on 3307 (they replicate) are deleted on 3307, rows on
-//! 3308 on 3308. Replication on 3309 is never touched.
+//! 3308 on 3308. A promotion of the live 3307 sets it read-only: a guard
+//! ([`Writable`]) sets it back. Run under the fleet lock.
 //!
 //! The tests share one lock: a SIGHUP reloads every proxy of the process.
 
@@ -53,6 +54,35 @@ fn base_yaml() -> String {
 const KEEP_REPLICATION: PromoteOptions = PromoteOptions {
     stop_replication: false,
 };
+
+/// Makes the server at `port` writable again (`read_only = 0`) when
+/// dropped: a promotion of a live master leaves it read-only.
+struct Writable(u16);
+
+impl Drop for Writable {
+    fn drop(&mut self) {
+        let output = std::process::Command::new("mariadb")
+            .args(["-h", "127.0.0.1", "-P", &self.0.to_string()])
+            .args(["-u", OPS_USER, &format!("-p{OPS_PASSWORD}")])
+            .args(["-e", "SET GLOBAL read_only = 0"])
+            .output()
+            .expect("run the mariadb CLI");
+        assert!(
+            output.status.success(),
+            "SET GLOBAL read_only = 0 on {} failed: {}",
+            self.0,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+/// `@@read_only` of the server at `port`.
+async fn read_only(port: u16) -> Option<u8> {
+    let mut conn = operations(port).await;
+    let value = conn.query_first("SELECT @@read_only").await.unwrap();
+    conn.disconnect().await.ok();
+    value
+}
 
 /// Waits (5 s at most) until `control` has loaded `yaml`.
 async fn wait_for_version(control: &Control, what: &str, yaml: &str) {

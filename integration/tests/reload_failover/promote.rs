@@ -110,6 +110,7 @@ async fn promotion_can_stop_replication_on_the_replica() {
     );
     let proxy = start_server("reload-e", &base_yaml());
     let restore = RestoreReplication;
+    let _writable = Writable(MASTER_A);
     let report = proxy
         .control
         .promote_replica(
@@ -177,6 +178,7 @@ async fn a_promotion_holds_the_masters_shards_paused_until_the_swap() {
         (MASTER_A, a_shards.to_vec(), tag.clone()),
         (MASTER_B, vec![2600], tag.clone()),
     ]);
+    let _writable = Writable(MASTER_A);
     let proxy = start_server("reload-pause", &base_yaml());
     let engine = proxy.engine.clone();
     let control = proxy.control.clone();

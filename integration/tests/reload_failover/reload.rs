@@ -108,6 +108,7 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
     load.wait_rounds(3).await;
 
     // 4. PROMOTE REPLICA 127.0.0.1:3307 while the reads go on.
+    let writable = Writable(MASTER_A);
     let report = control
         .promote_replica("127.0.0.1:3307", KEEP_REPLICATION)
         .await
@@ -124,6 +125,15 @@ async fn a_client_sees_no_error_through_three_reloads_and_a_promotion() {
         n.starts_with("shards main 0-2047 were paused for ")
     });
     assert!(proxy.engine.pauses.paused().is_empty(), "the pause ended");
+    assert_noted(&report.notes, |n| {
+        n.starts_with("the old master 127.0.0.1:3307 was set read_only = 1")
+    });
+    assert_eq!(
+        read_only(MASTER_A).await,
+        Some(1),
+        "the old master is fenced"
+    );
+    drop(writable);
     let written = report.config_written.expect("the config file was written");
     assert_eq!(written, std::fs::canonicalize(&proxy.config_path).unwrap());
 

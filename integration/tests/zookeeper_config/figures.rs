@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use shardgate::control::status::version_of;
 
-use super::serve::{serve, Served};
+use super::serve::ServeProcess;
 use super::*;
 
 /// Pushes, and PAUSE/RESUME rounds per proxy count (`BENCH_ROUNDS`).
@@ -29,19 +29,20 @@ const POLL: Duration = Duration::from_millis(1);
 const RANGE: &str = "1790-1791 IN main";
 
 /// A persistent admin session on `proxy`.
-async fn admin_session(proxy: &Served) -> Conn {
+async fn admin_session(proxy: &ServeProcess) -> Conn {
     connect_to(proxy.admin, "admin", "admin")
         .await
         .unwrap_or_else(|e| panic!("admin login to {}: {e}", proxy.id))
 }
 
-/// `SHOW CONFIG` rows named `name` on an open admin session.
-async fn config_rows(conn: &mut Conn, name: &str) -> Vec<String> {
-    rows(conn, "SHOW CONFIG")
+/// The values of the `SHOW CONFIG` rows named `name` on an open admin
+/// session.
+async fn config_values(conn: &mut Conn, name: &str) -> Vec<String> {
+    config_rows(conn)
         .await
-        .iter()
-        .filter(|row| text(row, "name").as_deref() == Some(name))
-        .filter_map(|row| text(row, "value"))
+        .into_iter()
+        .filter(|(row, _)| row == name)
+        .map(|(_, value)| value)
         .collect()
 }
 
@@ -49,7 +50,7 @@ async fn config_rows(conn: &mut Conn, name: &str) -> Vec<String> {
 async fn first_runs(mut conn: Conn, version: String) -> (Conn, Instant) {
     let started = Instant::now();
     loop {
-        if config_rows(&mut conn, "version").await.first() == Some(&version) {
+        if config_values(&mut conn, "version").await.first() == Some(&version) {
             return (conn, Instant::now());
         }
         assert!(
@@ -120,7 +121,7 @@ async fn pause_rounds(sessions: &mut [Conn], rounds: usize) -> (Vec<Duration>, V
         let deadline = Deadline::new("every proxy resumed", Duration::from_secs(10));
         for conn in sessions.iter_mut() {
             loop {
-                let paused = config_rows(conn, "paused").await;
+                let paused = config_values(conn, "paused").await;
                 if paused.is_empty() {
                     break;
                 }
@@ -139,11 +140,11 @@ async fn figures() {
     let location = location(test);
     let rounds = rounds();
     push(&location, &document(), None).await;
-    let mut proxies = vec![serve(&location, "figures-1").await];
+    let mut proxies = vec![ServeProcess::start(&location, "figures-1").await];
     let mut sessions = vec![admin_session(&proxies[0]).await];
     let (mut pause_one, mut resume_one) = pause_rounds(&mut sessions, rounds).await;
     for id in ["figures-2", "figures-3"] {
-        let proxy = serve(&location, id).await;
+        let proxy = ServeProcess::start(&location, id).await;
         sessions.push(admin_session(&proxy).await);
         proxies.push(proxy);
     }
@@ -192,7 +193,7 @@ async fn figures() {
     }
     drop(sessions);
     for proxy in proxies {
-        proxy.stop().await;
+        proxy.terminate().await;
     }
     clean(test).await;
 }

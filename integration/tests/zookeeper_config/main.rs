@@ -11,7 +11,12 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../common/zookeeper.rs"]
+mod zk_harness;
+#[path = "../common/zk_serve.rs"]
+mod zk_serve;
 
+mod auth;
 mod cli;
 mod expiry;
 mod fencing;
@@ -29,66 +34,9 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 use shardgate::control::zookeeper;
 use shardgate::topology::bootstrap::ListenOverrides;
-use shardgate::topology::source::{parse_source, ConfigSource, ZkLocation};
+use shardgate::topology::source::ZkLocation;
+use zk_harness::*;
 use zookeeper_client as zk;
-
-/// The ensemble the tests use.
-fn zk_hosts() -> String {
-    std::env::var("SHARDGATE_ZK").unwrap_or_else(|_| "127.0.0.1:2281".to_owned())
-}
-
-/// The test's own root znode.
-fn root(test: &str) -> String {
-    format!("/shardgate-test/{test}-{}", std::process::id())
-}
-
-/// The config document's location under the test's root.
-fn location(test: &str) -> ZkLocation {
-    let text = format!("zookeeper://{}{}/config", zk_hosts(), root(test));
-    match parse_source(&text) {
-        Ok(ConfigSource::ZooKeeper(location)) => location,
-        other => panic!("{text}: {other:?}"),
-    }
-}
-
-/// A session of the test's own, failing clearly when nothing answers.
-async fn raw_client() -> zk::Client {
-    // The same connect as the proxy's (4 s session, fails at once when
-    // nothing answers), on the test's root.
-    match zookeeper::connect(&location("raw")).await {
-        Ok(client) => client,
-        Err(e) => panic!(
-            "{e} (SHARDGATE_ZK={}); start it: integration/zookeeper.sh start",
-            zk_hosts()
-        ),
-    }
-}
-
-/// Deletes `path` and everything under it.
-async fn remove_tree(client: &zk::Client, path: &str) {
-    let mut stack = vec![path.to_owned()];
-    let mut order = Vec::new();
-    while let Some(node) = stack.pop() {
-        match client.list_children(&node).await {
-            Ok(children) => stack.extend(children.into_iter().map(|c| format!("{node}/{c}"))),
-            Err(zk::Error::NoNode) => continue,
-            Err(e) => panic!("list {node}: {e}"),
-        }
-        order.push(node);
-    }
-    for node in order.into_iter().rev() {
-        match client.delete(&node, None).await {
-            Ok(()) | Err(zk::Error::NoNode) => {}
-            Err(e) => panic!("delete {node}: {e}"),
-        }
-    }
-}
-
-/// Removes the test's root (left by an earlier run of the same pid, or at
-/// the end).
-async fn clean(test: &str) {
-    remove_tree(&raw_client().await, &root(test)).await;
-}
 
 /// The test fleet's config with every listen address on a free port.
 fn document() -> String {
@@ -109,30 +57,6 @@ fn document_with_account(tag: &str) -> String {
     )
 }
 
-/// Pushes `yaml` with the library function `config push` uses.
-async fn push(location: &ZkLocation, yaml: &str, expected: Option<i32>) -> zookeeper::Pushed {
-    zookeeper::push(location, yaml.as_bytes(), "test.yaml", expected)
-        .await
-        .unwrap_or_else(|e| panic!("push to {location}: {e}"))
-}
-
-/// Starts a proxy from `location` as `id`, panicking if refused.
-fn start(location: &ZkLocation, id: &str) -> RunningProxy {
-    start_zk_server(location.clone(), id, ListenOverrides::default())
-        .unwrap_or_else(|e| panic!("start proxy {id}: {e}"))
-}
-
-async fn rows(conn: &mut Conn, sql: &str) -> Vec<Row> {
-    conn.query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-}
-
-fn text(row: &Row, column: &str) -> Option<String> {
-    row.get::<Option<String>, _>(column)
-        .unwrap_or_else(|| panic!("no column {column}"))
-}
-
 /// `SHOW CONFIG` as name → value.
 async fn show_config(proxy: &RunningProxy) -> std::collections::BTreeMap<String, String> {
     show_config_at(admin_addr(proxy)).await
@@ -143,17 +67,9 @@ async fn show_config_at(addr: std::net::SocketAddr) -> std::collections::BTreeMa
     let mut conn = connect_to(addr, "admin", "admin")
         .await
         .unwrap_or_else(|e| panic!("admin login to {addr}: {e}"));
-    let answer = rows(&mut conn, "SHOW CONFIG").await;
+    let answer = config_rows(&mut conn).await;
     conn.disconnect().await.ok();
-    answer
-        .iter()
-        .map(|row| {
-            (
-                text(row, "name").unwrap_or_default(),
-                text(row, "value").unwrap_or_default(),
-            )
-        })
-        .collect()
+    answer.into_iter().collect()
 }
 
 /// Whether `user`/`password` can log in to the proxy's client port.

@@ -9,8 +9,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use shardgate::topology::source::{parse_source, ConfigSource};
+
 use super::pause::{count_on, marker};
-use super::serve::{serve, Served};
+use super::serve::{acked_on, app_on, config_of, ServeProcess};
 use super::*;
 
 /// The shard the test writes on (master A).
@@ -96,7 +98,7 @@ impl Drop for PrivateZooKeeper {
 
 /// One proxy process with a session that reads and one that writes.
 struct Proxy {
-    served: Served,
+    served: ServeProcess,
     reader: Conn,
     writer: Conn,
     /// The rows it wrote: `<mark>-<id>`.
@@ -108,12 +110,12 @@ struct Proxy {
 }
 
 impl Proxy {
-    async fn new(served: Served, mark: &str) -> Self {
+    async fn new(served: ServeProcess, mark: &str) -> Self {
         let data = format!("{mark}-{}", served.id);
-        let mut writer = served.app().await;
+        let mut writer = app_on(&served).await;
         let pin = insert_pin(&mut writer, SHARD, &data).await;
         Self {
-            reader: served.app().await,
+            reader: app_on(&served).await,
             served,
             writer,
             data,
@@ -140,7 +142,7 @@ impl Proxy {
     }
 
     async fn zookeeper_state(&self) -> String {
-        self.served.show_config().await["zookeeper"].clone()
+        config_of(&self.served).await["zookeeper"].clone()
     }
 }
 
@@ -153,7 +155,7 @@ async fn through_a_zookeeper_outage_proxies_serve_then_fence_then_write_again() 
     let mark = marker("outage");
     let mut proxies = Vec::new();
     for id in ["outage-1", "outage-2"] {
-        proxies.push(Proxy::new(serve(&location, id).await, &mark).await);
+        proxies.push(Proxy::new(ServeProcess::start(&location, id).await, &mark).await);
     }
     for proxy in &proxies {
         assert_eq!(proxy.zookeeper_state().await, "connected");
@@ -247,7 +249,7 @@ async fn through_a_zookeeper_outage_proxies_serve_then_fence_then_write_again() 
     let deadline = Deadline::new("both proxies registered again", Duration::from_secs(10));
     for proxy in &proxies {
         loop {
-            let listed = proxy.served.proxies().await;
+            let listed = acked_on(&proxy.served).await;
             if listed.keys().eq(["outage-1", "outage-2"].iter()) {
                 break;
             }
@@ -265,7 +267,7 @@ async fn through_a_zookeeper_outage_proxies_serve_then_fence_then_write_again() 
     }
 
     for proxy in proxies {
-        proxy.served.stop().await;
+        proxy.served.terminate().await;
     }
     delete_pins(MASTER_A, &[SHARD], &mark).await;
 }

@@ -76,18 +76,6 @@ async fn until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool)
     }
 }
 
-/// The pause records under the document.
-pub(super) async fn records(client: &zk::Client, location: &ZkLocation) -> Vec<String> {
-    match client
-        .list_children(&format!("{}/pauses", location.path))
-        .await
-    {
-        Ok(ids) => ids,
-        Err(zk::Error::NoNode) => Vec::new(),
-        Err(e) => panic!("list the pauses: {e}"),
-    }
-}
-
 /// `SHOW PROXIES` as id → pauses_acked.
 async fn acked(proxy: &RunningProxy) -> BTreeMap<String, String> {
     acked_at(admin_addr(proxy)).await
@@ -226,7 +214,9 @@ async fn a_pause_holds_the_range_on_every_proxy_and_loses_no_write() {
             "acknowledged writes through {id} to shard {shard} missing or extra on the server"
         );
     }
-    assert!(records(&raw_client().await, &location).await.is_empty());
+    assert!(pause_records(&raw_client().await, &location)
+        .await
+        .is_empty());
     delete_pins(MASTER_A, &[held, free], &mark).await;
     for proxy in &proxies {
         proxy.control.shutdown().await;
@@ -267,7 +257,9 @@ async fn a_proxy_that_cannot_drain_withdraws_the_pause_and_is_named() {
         "{message}"
     );
     assert!(started.elapsed() >= Duration::from_millis(1500));
-    assert!(records(&raw_client().await, &location).await.is_empty());
+    assert!(pause_records(&raw_client().await, &location)
+        .await
+        .is_empty());
     for (proxy, id) in [(&alpha, "alpha"), (&beta, "beta")] {
         until(&format!("{id} serves the range again"), PROMPT, || {
             !paused(proxy, 1720, 1721)
@@ -415,7 +407,7 @@ async fn a_proxy_started_during_a_pause_holds_the_range_until_resume() {
         assert!(message.contains(expected), "{sql}: {message}");
     }
     assert_eq!(
-        records(&raw_client().await, &location).await,
+        pause_records(&raw_client().await, &location).await,
         std::slice::from_ref(&pause)
     );
     assert!(paused(&alpha, 1740, 1741) && paused(&beta, 1740, 1741));

@@ -8,28 +8,28 @@ use std::time::{Duration, Instant};
 
 use shardgate::control::zookeeper::SESSION_TIMEOUT;
 
-use super::pause::{count_on, document_with_pause, marker, records, PROMPT};
-use super::serve::{admin_on, serve, Served};
+use super::pause::{count_on, document_with_pause, marker, PROMPT};
+use super::serve::{acked_on, admin_on, app_on, ServeProcess};
 use super::*;
 
 /// Starts one process per id, in order.
-async fn serve_all(location: &ZkLocation, ids: &[&str]) -> Vec<Served> {
+async fn serve_all(location: &ZkLocation, ids: &[&str]) -> Vec<ServeProcess> {
     let mut proxies = Vec::new();
     for id in ids {
-        proxies.push(serve(location, id).await);
+        proxies.push(ServeProcess::start(location, id).await);
     }
     proxies
 }
 
 /// Polls `proxy`'s `SHOW PROXIES` until `acked(listed)` holds (5 s at most).
 async fn until_listed(
-    proxy: &Served,
+    proxy: &ServeProcess,
     what: &str,
     acked: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
 ) {
     let deadline = Deadline::new(what, Duration::from_secs(5));
     loop {
-        let listed = proxy.proxies().await;
+        let listed = acked_on(proxy).await;
         if acked(&listed) {
             return;
         }
@@ -40,7 +40,7 @@ async fn until_listed(
 /// An insert of a pin on `shard` through `proxy`, on a task: its result
 /// and when it returned.
 fn insert_later(
-    proxy: &Served,
+    proxy: &ServeProcess,
     shard: u32,
     data: String,
 ) -> tokio::task::JoinHandle<(mysql_async::Result<u64>, Instant)> {
@@ -65,7 +65,7 @@ async fn a_pause_answers_once_the_session_of_a_proxy_killed_mid_pause_expired() 
     let mut proxies = serve_all(&location, &["kill-1", "kill-2", "kill-3"]).await;
     let mark = marker("kill");
     // kill-3 cannot drain: a transaction wrote on the range through it.
-    let mut transaction = proxies[2].app().await;
+    let mut transaction = app_on(&proxies[2]).await;
     transaction.query_drop("BEGIN").await.expect("BEGIN");
     insert_pin(&mut transaction, 1760, &format!("{mark}-tx")).await;
 
@@ -82,7 +82,7 @@ async fn a_pause_answers_once_the_session_of_a_proxy_killed_mid_pause_expired() 
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
-        proxies[1].proxies().await["kill-3"].is_empty(),
+        acked_on(&proxies[1]).await["kill-3"].is_empty(),
         "kill-3 acked with a transaction open on the range"
     );
     assert!(!pausing.is_finished(), "the pause answered without kill-3");
@@ -108,14 +108,14 @@ async fn a_pause_answers_once_the_session_of_a_proxy_killed_mid_pause_expired() 
         text(&answer[0], "proxies").as_deref(),
         Some("kill-1, kill-2")
     );
-    let listed = proxies[0].proxies().await;
+    let listed = acked_on(&proxies[0]).await;
     assert_eq!(
         listed.keys().collect::<Vec<_>>(),
         ["kill-1", "kill-2"],
         "kill-3's entry is still there: {listed:?}"
     );
     let client = raw_client().await;
-    assert_eq!(records(&client, &location).await.len(), 1);
+    assert_eq!(pause_records(&client, &location).await.len(), 1);
 
     let held = insert_later(&proxies[0], 1760, format!("{mark}-held"));
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -126,14 +126,13 @@ async fn a_pause_answers_once_the_session_of_a_proxy_killed_mid_pause_expired() 
     );
     assert!(!held.is_finished());
     let resume_sent = Instant::now();
-    proxies[1]
-        .admin("RESUME SHARDS 1760-1761 IN main")
+    admin_on(proxies[1].admin, "RESUME SHARDS 1760-1761 IN main")
         .await
         .expect("RESUME SHARDS");
     let (id, returned) = held.await.expect("the held insert");
     id.expect("the held insert runs after RESUME");
     assert!(returned >= resume_sent && returned - resume_sent < PROMPT);
-    assert!(records(&client, &location).await.is_empty());
+    assert!(pause_records(&client, &location).await.is_empty());
     assert_eq!(count_on(MASTER_A, 1760, &format!("{mark}-held")).await, 1);
     assert_eq!(
         count_on(MASTER_A, 1760, &format!("{mark}-tx")).await,
@@ -142,7 +141,7 @@ async fn a_pause_answers_once_the_session_of_a_proxy_killed_mid_pause_expired() 
     );
 
     for proxy in proxies.drain(..2) {
-        proxy.stop().await;
+        proxy.terminate().await;
     }
     drop(client);
     delete_pins(MASTER_A, &[1760], &mark).await;
@@ -156,8 +155,7 @@ async fn a_proxy_process_started_during_a_pause_holds_the_range_until_resume() {
     let location = location(test);
     push(&location, &document_with_pause(15_000, 3000), None).await;
     let proxies = serve_all(&location, &["start-1", "start-2", "start-3"]).await;
-    let answer = proxies[0]
-        .admin("PAUSE SHARDS 1770-1771 IN main")
+    let answer = admin_on(proxies[0].admin, "PAUSE SHARDS 1770-1771 IN main")
         .await
         .expect("PAUSE SHARDS");
     assert_eq!(
@@ -166,15 +164,15 @@ async fn a_proxy_process_started_during_a_pause_holds_the_range_until_resume() {
     );
     let pause = text(&answer[0], "pause").expect("a pause id");
 
-    let fourth = serve(&location, "start-4").await;
+    let fourth = ServeProcess::start(&location, "start-4").await;
     let mark = marker("start4");
     // Sent as soon as it listens.
     let held = insert_later(&fourth, 1770, format!("{mark}-held"));
     // It acked before it published its client port.
-    let listed = proxies[1].proxies().await;
+    let listed = acked_on(&proxies[1]).await;
     assert_eq!(listed.get("start-4"), Some(&pause), "{listed:?}");
     // It serves the rest of the fleet at once.
-    let mut conn = fourth.app().await;
+    let mut conn = app_on(&fourth).await;
     let sent = Instant::now();
     insert_pin(&mut conn, 1772, &format!("{mark}-free")).await;
     assert!(sent.elapsed() < PROMPT, "start-4 held an unpaused shard");
@@ -191,8 +189,7 @@ async fn a_proxy_process_started_during_a_pause_holds_the_range_until_resume() {
         "start-4 answered a write to a paused shard"
     );
     let resume_sent = Instant::now();
-    proxies[2]
-        .admin("RESUME SHARDS 1770-1771 IN main")
+    admin_on(proxies[2].admin, "RESUME SHARDS 1770-1771 IN main")
         .await
         .expect("RESUME SHARDS");
     let (id, returned) = held.await.expect("the held insert");
@@ -200,9 +197,9 @@ async fn a_proxy_process_started_during_a_pause_holds_the_range_until_resume() {
     assert!(returned >= resume_sent && returned - resume_sent < PROMPT);
     assert_eq!(count_on(MASTER_A, 1770, &mark).await, 1);
 
-    fourth.stop().await;
+    fourth.terminate().await;
     for proxy in proxies {
-        proxy.stop().await;
+        proxy.terminate().await;
     }
     delete_pins(MASTER_A, &[1770, 1772], &mark).await;
     clean(test).await;

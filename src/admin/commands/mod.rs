@@ -5,6 +5,7 @@ mod decode_id;
 mod encode_id;
 mod explain_route;
 mod help;
+mod move_shards;
 mod pause_shards;
 mod promote_replica;
 mod reload_config;
@@ -94,6 +95,21 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
                 &what,
                 pause_shards::resume(context.control, &range).await,
             )
+        }
+        Command::MoveShards {
+            range,
+            target,
+            dry_run,
+        } => {
+            let what = format!(
+                "MOVE SHARDS {} TO {target}{}",
+                describe(&range),
+                if dry_run { " DRY RUN" } else { "" }
+            );
+            info!(user = context.user, "{what}: starting");
+            let result =
+                move_shards::answer(context.control, context.user, &range, &target, dry_run).await;
+            logged(context, &what, result)
         }
         Command::VerifyFleet => verify_fleet::answer(context.control).await,
         Command::Select(items) => client::select(context, &items),

@@ -80,6 +80,7 @@ pub fn trigger_name(trigger: ReloadTrigger) -> &'static str {
         ReloadTrigger::Signal => "SIGHUP",
         ReloadTrigger::FileChange => "file change",
         ReloadTrigger::Promotion => "PROMOTE REPLICA",
+        ReloadTrigger::MoveShards => "MOVE SHARDS",
         ReloadTrigger::ZnodeChange => "znode change",
         ReloadTrigger::ZooKeeperSession => "ZooKeeper session (re)established",
     }

@@ -140,6 +140,43 @@ fn promote() {
 }
 
 #[test]
+fn an_unknown_command_lists_every_form_within_what_the_cli_keeps() {
+    // The mariadb CLI keeps 511 bytes of an error message.
+    let message = parse(&"X".repeat(300)).unwrap_err().to_string();
+    assert!(message.len() <= 511, "{} bytes: {message}", message.len());
+    assert!(message.ends_with(SHOW_COMMANDS), "{message}");
+}
+
+#[test]
+fn move_shards() {
+    assert_eq!(
+        parse("MOVE SHARDS 1024-2047 IN main TO 127.0.0.1:3309").unwrap(),
+        Command::MoveShards {
+            range: range(1024, 2047, Some("main")),
+            target: "127.0.0.1:3309".into(),
+            dry_run: false
+        }
+    );
+    assert_eq!(
+        parse("move shards 7 to '127.0.0.1:3309' dry run;").unwrap(),
+        Command::MoveShards {
+            range: range(7, 7, None),
+            target: "127.0.0.1:3309".into(),
+            dry_run: true
+        }
+    );
+    let error = parse("MOVE SHARDS 1-2").unwrap_err().to_string();
+    assert!(error.contains("needs TO"), "{error}");
+    assert!(error.ends_with(MOVE_SHARDS), "{error}");
+    assert!(parse("MOVE SHARDS 1-2 TO").is_err());
+    assert!(parse("MOVE SHARDS TO h:1").is_err());
+    assert!(parse("MOVE SHARDS 2-1 TO h:1").is_err());
+    let error = parse("MOVE SHARDS 1-2 TO h:1 NOW").unwrap_err().to_string();
+    assert!(error.contains("unexpected 'NOW'"), "{error}");
+    assert!(parse("MOVE SHARDS 1-2 TO h:1 DRY").is_err());
+}
+
+#[test]
 fn pause_and_resume_ranges() {
     assert_eq!(
         parse("PAUSE SHARDS 1024-2047").unwrap(),

@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::{error, warn};
 
-use super::PromoteOptions;
+use super::{FailoverError, PromoteOptions};
 use crate::backend::health::HostEvent;
 use crate::control::Control;
 
@@ -45,6 +45,14 @@ async fn fail_over(control: Arc<Control>, master: String, replica: String) {
             notes = %report.notes.join("; "),
             "auto_failover: replica promoted"
         ),
+        Err(e @ (FailoverError::NotPromotable(_) | FailoverError::Cutover(_)))
+            if control.zookeeper.is_some() =>
+        {
+            warn!(
+                %master, %replica, error = %e,
+                "auto_failover: not promoted by this proxy (another proxy of the document may have promoted first)"
+            );
+        }
         Err(e) => error!(%master, %replica, error = %e, "auto_failover: promotion failed"),
     }
 }

@@ -2,11 +2,10 @@
 //! table (in memory, or rewritten into the config file) and the atomic
 //! write of the file.
 
-use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::FailoverError;
-use crate::control::status::{build_config, version_of};
+use crate::control::status::{build_config, version_of, write_atomically};
 use crate::topology::bootstrap::ListenOverrides;
 use crate::topology::rewrite;
 use crate::topology::{ConfigErrors, Topology};
@@ -84,69 +83,4 @@ pub(super) fn rewrite_file(
     let written = write_atomically(path, &promoted.text)
         .map_err(|e| file_error(format!("cannot write it: {e}")))?;
     Ok((topology, version_of(promoted.text.as_bytes()), written))
-}
-
-/// Replaces the file at `path` (the file a symlink points to, if it is
-/// one) with `text`: a temporary file in the same directory, synced,
-/// renamed over it, then the directory synced. Returns the file written.
-pub fn write_atomically(path: &Path, text: &str) -> io::Result<PathBuf> {
-    let target = std::fs::canonicalize(path)?;
-    let dir = target
-        .parent()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the file has no directory"))?;
-    let name = target
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))?;
-    let temp = dir.join(format!(
-        ".{}.shardgate-{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let written = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(text.as_bytes())?;
-        file.set_permissions(std::fs::metadata(&target)?.permissions())?;
-        file.sync_all()?;
-        std::fs::rename(&temp, &target)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temp);
-        return Err(e);
-    }
-    std::fs::File::open(dir)?.sync_all()?;
-    Ok(target)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn atomic_write_replaces_the_file_and_keeps_its_mode() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("shardgate-atomic-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("c.yaml");
-        std::fs::write(&path, "old").unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
-        let link = dir.join("link.yaml");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&path, &link).unwrap();
-        let written = write_atomically(&link, "new").unwrap();
-        assert_eq!(written, std::fs::canonicalize(&path).unwrap());
-        assert_eq!(std::fs::read_to_string(&link).unwrap(), "new");
-        assert!(std::fs::symlink_metadata(&link)
-            .unwrap()
-            .file_type()
-            .is_symlink());
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o640);
-        let leftovers: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
-            .collect();
-        assert!(leftovers.is_empty());
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 }

@@ -23,7 +23,7 @@
 mod auto;
 mod config_file;
 mod hold;
-mod replica;
+mod shared;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,22 +33,16 @@ use mysql_async::prelude::Queryable;
 use tracing::info;
 
 use super::Control;
+use crate::control::cutover::CutoverError;
 use crate::control::reload::ReloadTrigger;
+use crate::control::replica::{gtid, set_read_only, wait_for, Access, CatchUpError};
 use crate::topology::rewrite::{self, PromotedEntry, RewriteError};
 use crate::topology::Topology;
 use config_file::{off_runtime, promote_in_memory, rewrite_file};
 use hold::PromotionPause;
-use replica::{gtid, wait_for, Access};
 
+pub use crate::control::replica::{CATCH_UP_WAIT, STOP_REPLICATION};
 pub use auto::spawn_auto_failover;
-pub use config_file::write_atomically;
-
-/// Longest wait for the replica to apply the master's last transaction.
-pub const CATCH_UP_WAIT: Duration = Duration::from_secs(5);
-
-/// What the replica runs when `stop_replication` is asked for (MariaDB).
-pub const STOP_REPLICATION: [&str; 3] =
-    ["STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only = 0"];
 
 /// Knobs of [`Control::promote_replica`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -162,24 +156,45 @@ pub enum FailoverError {
         /// Whether replication was already stopped on the replica.
         replication_stopped: bool,
     },
-    /// The config is a znode shared by every proxy of the fleet.
-    #[error(
-        "this proxy's config is the ZooKeeper document {location}, shared by every proxy of the fleet: \
-         a promotion here would change this process only, and the other proxies would keep routing to \
-         the old master. Nothing was changed. Promote by editing the document: `shardgate config get \
-         --source {location}`, point the master's ranges at the replica once it has caught up, then \
-         `shardgate config push FILE --source {location}`"
-    )]
-    SharedDocument {
-        /// The config source.
-        location: String,
-    },
+    /// The promotion through ZooKeeper stopped (the message says what
+    /// changed).
+    #[error("{0}")]
+    Cutover(Box<CutoverError>),
     /// A reload ran while the promotion was being checked.
     #[error("the routing table changed (a reload) while the promotion was being checked; run PROMOTE REPLICA again{}", replication_note(*replication_stopped))]
     Raced {
         /// Whether replication was already stopped on the replica.
         replication_stopped: bool,
     },
+}
+
+impl From<CatchUpError> for FailoverError {
+    fn from(error: CatchUpError) -> Self {
+        match error {
+            CatchUpError::Behind {
+                master,
+                replica,
+                master_pos,
+                replica_pos,
+                waited,
+            } => FailoverError::ReplicaBehind {
+                master,
+                replica,
+                master_pos,
+                replica_pos,
+                waited,
+            },
+            CatchUpError::Statement {
+                replica,
+                what,
+                reason,
+            } => FailoverError::Replica {
+                replica,
+                what,
+                reason,
+            },
+        }
+    }
 }
 
 fn replication_note(stopped: bool) -> &'static str {
@@ -195,17 +210,17 @@ impl Control {
     /// the replica answers and, if the master still answers, pauses the
     /// master's shards, then waits until the replica has applied the
     /// master's position; optionally stops replication on it; rewrites the
-    /// config file; swaps in the new routing table; ends its pause (on
-    /// every path, errors included).
+    /// config file; swaps in the new routing table; sets the old master
+    /// `read_only` if it answers; ends its pause (on every path, errors
+    /// included). On a ZooKeeper-sourced proxy the same happens for every
+    /// proxy of the document, through the cutover sequence.
     pub async fn promote_replica(
         &self,
         master: &str,
         options: PromoteOptions,
     ) -> Result<PromoteReport, FailoverError> {
         if let Some(zookeeper) = &self.zookeeper {
-            return Err(FailoverError::SharedDocument {
-                location: zookeeper.location.to_string(),
-            });
+            return self.promote_shared(zookeeper, master, options).await;
         }
         let seen = self.engine.topology.load();
         let (_, entries) = rewrite::promote_in_config(&seen.config, master)
@@ -252,9 +267,6 @@ impl Control {
                         "master {master} still answers: {replica} had applied all of its transactions (GTID {position})"
                     ));
                 }
-                notes.push(format!(
-                    "master {master} still answers and accepts writes from other clients: fence it (read_only, or stop it)"
-                ));
             }
             Err(reason) => {
                 for (replica, conn) in &mut replica_conns {
@@ -308,6 +320,16 @@ impl Control {
             .iter()
             .map(|e| format!("{} {}-{}", e.fleet, e.first, e.last))
             .collect();
+        if paused.is_some() {
+            notes.push(match set_read_only(&access, &master).await {
+                Ok(()) => format!(
+                    "the old master {master} was set read_only = 1: a writer still pointed at it fails (accounts with READ_ONLY ADMIN still write)"
+                ),
+                Err(e) => format!(
+                    "the old master {master} still answers but could NOT be set read_only ({e}): fence it yourself (SET GLOBAL read_only = 1, or stop it)"
+                ),
+            });
+        }
         if let Some(pause) = paused {
             let (held, operator) = pause.release();
             notes.push(format!(

@@ -311,7 +311,7 @@ pub fn resume(
 }
 
 /// The fleets a pause of `first..=last` applies to, checked.
-fn pausable_fleets(
+pub(crate) fn pausable_fleets(
     topology: &Topology,
     fleet: Option<&str>,
     first: u32,

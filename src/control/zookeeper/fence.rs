@@ -109,6 +109,9 @@ pub enum Liveness {
 pub(super) struct Heartbeat {
     clock: Mutex<Clock>,
     disconnected_since: Mutex<Option<SystemTime>>,
+    /// The statement path's copy of the clock's deadline, once the control
+    /// plane runs.
+    deadline: std::sync::OnceLock<crate::engine::fence::Deadline>,
 }
 
 impl Heartbeat {
@@ -117,12 +120,31 @@ impl Heartbeat {
         Self {
             clock: Mutex::new(Clock::new(sent, timeout)),
             disconnected_since: Mutex::new(None),
+            deadline: std::sync::OnceLock::new(),
         }
     }
 
     /// A round trip sent at `sent` on a session of `timeout` succeeded.
     pub(super) fn answered(&self, sent: Instant, timeout: Duration) {
-        lock(&self.clock).answered(sent, timeout);
+        let clock = {
+            let mut clock = lock(&self.clock);
+            clock.answered(sent, timeout);
+            *clock
+        };
+        self.publish(clock);
+    }
+
+    /// From now on the statement path's `deadline` follows this clock.
+    fn follow(&self, deadline: &crate::engine::fence::Deadline) {
+        if self.deadline.set(deadline.clone()).is_ok() {
+            self.publish(self.clock());
+        }
+    }
+
+    fn publish(&self, clock: Clock) {
+        if let Some(deadline) = self.deadline.get() {
+            deadline.extend(clock.fence_at(), clock.last_ok_sent());
+        }
     }
 
     fn clock(&self) -> Clock {
@@ -164,6 +186,9 @@ impl ZooKeeper {
 
 /// Starts the heartbeat and the watchdog of a ZooKeeper-sourced proxy.
 pub(super) fn spawn(control: Weak<Control>, zookeeper: &std::sync::Arc<ZooKeeper>) {
+    if let Some(control) = control.upgrade() {
+        zookeeper.heartbeat.follow(control.engine.fence.deadline());
+    }
     let zk = std::sync::Arc::clone(zookeeper);
     zookeeper.keep(tokio::spawn(heartbeat(zk)));
     let zk = std::sync::Arc::clone(zookeeper);

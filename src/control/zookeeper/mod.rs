@@ -12,6 +12,7 @@
 //! for nearly a session timeout, the proxy refuses writes until a session
 //! re-reads the document (`fence`).
 
+pub mod auth;
 mod document;
 mod fence;
 mod pauses;
@@ -60,7 +61,7 @@ pub enum ZkError {
         reason: String,
     },
     /// A request failed.
-    #[error("ZooKeeper {what} of {path} failed: {source}")]
+    #[error("ZooKeeper {what} of {path} failed: {source}{}", access_hint(source))]
     Request {
         /// The request (`read`, `create`, ...).
         what: &'static str,
@@ -157,14 +158,28 @@ pub enum ZkError {
     Closed,
 }
 
-/// A persistent znode anyone may read and write (no ZooKeeper auth yet).
-fn persistent() -> zk::CreateOptions<'static> {
-    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
+/// What to do about a request the znode's ACL refused.
+fn access_hint(error: &zk::Error) -> &'static str {
+    if matches!(error, zk::Error::NoAuth) {
+        match auth::installed() {
+            None => " (the znode's ACL admits only an identity this process was not given: pass --zk-auth-file with its user:password)",
+            Some(_) => " (the znode's ACL does not admit the identity of --zk-auth-file: use the one that created it)",
+        }
+    } else {
+        ""
+    }
 }
 
-/// An ephemeral znode (gone with its session) anyone may read and write.
+/// A persistent znode: only this process's ZooKeeper identity may read and
+/// write it when it has one ([`auth`]), else anyone.
+fn persistent() -> zk::CreateOptions<'static> {
+    zk::CreateMode::Persistent.with_acls(auth::acls())
+}
+
+/// An ephemeral znode (gone with its session), with the same ACL as
+/// [`persistent`].
 fn ephemeral() -> zk::CreateOptions<'static> {
-    zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all())
+    zk::CreateMode::Ephemeral.with_acls(auth::acls())
 }
 
 fn version_text(version: Option<i32>) -> String {
@@ -184,7 +199,7 @@ fn request<'a>(what: &'static str, path: &'a str) -> impl FnOnce(zk::Error) -> Z
 /// server answers.
 pub async fn connect(location: &ZkLocation) -> Result<zk::Client, ZkError> {
     let hosts = location.connect_string();
-    let connecting = zk::Client::connector()
+    let connecting = auth::authenticate(zk::Client::connector())
         .with_session_timeout(SESSION_TIMEOUT)
         .with_fail_eagerly()
         .connect(&hosts);
