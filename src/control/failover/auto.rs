@@ -45,14 +45,49 @@ async fn fail_over(control: Arc<Control>, master: String, replica: String) {
             notes = %report.notes.join("; "),
             "auto_failover: replica promoted"
         ),
-        Err(e @ (FailoverError::NotPromotable(_) | FailoverError::Cutover(_)))
-            if control.zookeeper.is_some() =>
-        {
-            warn!(
-                %master, %replica, error = %e,
-                "auto_failover: not promoted by this proxy (another proxy of the document may have promoted first)"
-            );
-        }
-        Err(e) => error!(%master, %replica, error = %e, "auto_failover: promotion failed"),
+        Err(e) if lost_a_race(&e) => warn!(
+            %master, %replica, error = %e,
+            "auto_failover: not promoted by this proxy (another promotion got there first)"
+        ),
+        Err(e) => error!(
+            %master, %replica, error = %e,
+            "auto_failover: promotion failed: do what the error says"
+        ),
+    }
+}
+
+/// Whether the promotion failed, with nothing changed, because another one
+/// got there first: the master is no master any more, or (through
+/// ZooKeeper) its shards are paused already or the document moved on
+/// under the push.
+fn lost_a_race(error: &FailoverError) -> bool {
+    match error {
+        FailoverError::NotPromotable(_) => true,
+        FailoverError::Cutover(e) => e.lost_a_race(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::cutover::CutoverError;
+
+    #[test]
+    fn only_a_lost_race_is_harmless() {
+        let race = FailoverError::Cutover(Box::new(CutoverError::Write {
+            reason: "the config znode /x is at version 4, not the expected version 3".into(),
+        }));
+        assert!(lost_a_race(&race));
+        let stuck = FailoverError::Cutover(Box::new(CutoverError::Resume {
+            reason: "connection loss".into(),
+            resume: "0-2047 IN main".into(),
+        }));
+        assert!(!lost_a_race(&stuck));
+        let alive = FailoverError::MasterAlive {
+            master: "127.0.0.1:3307".into(),
+            why: "its replica is connected to it".into(),
+        };
+        assert!(!lost_a_race(&alive));
     }
 }
