@@ -271,3 +271,42 @@ impl Drop for DeletePins {
         }
     }
 }
+
+/// A master this proxy cannot reach is not taken for dead while its
+/// replica is still connected to it: the config names 3307 by a closed
+/// port, and 3309 (its replica) replicates from the real 3307, so the
+/// promotion is refused and nothing changes.
+#[tokio::test]
+async fn a_master_alive_for_its_replica_is_not_promoted() {
+    let _serial = serial().await;
+    let unreachable = "127.0.0.1:1";
+    let yaml = base_yaml().replace(
+        MAIN_A_LINE,
+        &MAIN_A_LINE.replace("master: 127.0.0.1:3307", &format!("master: {unreachable}")),
+    );
+    assert_ne!(yaml, base_yaml());
+    let proxy = start_server("reload-partition", &yaml);
+    let control = proxy.control.clone();
+    let version = control.config_status().version;
+
+    let error = control
+        .promote_replica(unreachable, KEEP_REPLICATION)
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, FailoverError::MasterAlive { .. }),
+        "{message}"
+    );
+    assert!(
+        message.contains(
+            "its replica 127.0.0.1:3309 is connected to its master 127.0.0.1:3307 (Slave_IO_Running = Yes)"
+        ),
+        "{message}"
+    );
+    assert!(message.contains("nothing was changed"), "{message}");
+    assert_eq!(std::fs::read_to_string(&proxy.config_path).unwrap(), yaml);
+    assert_eq!(control.config_status().version, version);
+    assert_eq!(main_master(&proxy.engine, 0), unreachable);
+    assert!(proxy.engine.pauses.paused().is_empty());
+}

@@ -118,3 +118,58 @@ async fn refused_moves_change_nothing() {
         nothing_changed(&location, &[&one]).await;
     }
 }
+
+/// Makes 3309 `read_only` until dropped (then writable again, as the
+/// fleet runs it).
+struct ReadOnlyTarget;
+
+impl ReadOnlyTarget {
+    async fn set() -> Self {
+        let mut conn = operations(NEW_MASTER).await;
+        conn.query_drop("SET GLOBAL read_only = 1").await.unwrap();
+        conn.disconnect().await.ok();
+        ReadOnlyTarget
+    }
+}
+
+impl Drop for ReadOnlyTarget {
+    fn drop(&mut self) {
+        let output = std::process::Command::new("mariadb")
+            .args(["-h", "127.0.0.1", "-P", &NEW_MASTER.to_string()])
+            .args(["-u", OPS_USER, &format!("-p{OPS_PASSWORD}")])
+            .args(["-e", "SET GLOBAL read_only = 0"])
+            .output()
+            .expect("run the mariadb CLI");
+        assert!(
+            output.status.success(),
+            "SET GLOBAL read_only = 0 on {NEW_MASTER} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+/// A read-only target would fail every write to the moved shards: the
+/// move and its dry run refuse it and name the command that fixes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_target_is_refused() {
+    let _serial = serial().await;
+    let guard = FleetGuard::new("cut-readonly").await;
+    let location = location("cut-readonly");
+    push(&location, &test_config_yaml(), None).await;
+    let one = guard.start(&location, "readonly-1");
+    let _read_only = ReadOnlyTarget::set().await;
+    for command in [format!("{MOVE} DRY RUN"), MOVE.to_owned()] {
+        let (code, message) = admin_command(&one, &command).await.expect_err(&command);
+        assert_eq!(code, 1105, "{command}: {message}");
+        assert!(
+            message.contains("target 127.0.0.1:3309 is read_only")
+                && message.contains("Run SET GLOBAL read_only = 0 on 127.0.0.1:3309"),
+            "{command}: {message}"
+        );
+        assert!(
+            message.contains("nothing was changed"),
+            "{command}: {message}"
+        );
+        nothing_changed(&location, &[&one]).await;
+    }
+}
