@@ -222,8 +222,10 @@ async fn a_promotion_holds_the_masters_shards_paused_until_the_swap() {
         },
     )
     .await;
-    // The pause waits for the open transaction: nothing is swapped yet.
+    // The pause waits for the open transaction: nothing is swapped yet,
+    // and the old master is not fenced before it is drained.
     assert!(!promotion.is_finished());
+    assert_eq!(read_only(MASTER_A).await, Some(0));
     assert_eq!(main_master(&engine, 11), "127.0.0.1:3307");
     bound
         .query_drop("COMMIT")
@@ -235,6 +237,12 @@ async fn a_promotion_holds_the_masters_shards_paused_until_the_swap() {
     assert_noted(&report.notes, |n| {
         n.starts_with("shards main 0-2047 were paused for ")
     });
+    assert_noted(&report.notes, |n| {
+        n.starts_with(
+            "the old master 127.0.0.1:3307 was set read_only = 1 before its GTID position was read",
+        )
+    });
+    assert_eq!(read_only(MASTER_A).await, Some(1));
     assert!(engine.pauses.paused().is_empty(), "the pause ended");
     assert_eq!(main_master(&engine, 11), "127.0.0.1:3309");
     load.wait_rounds(3).await;
@@ -309,4 +317,62 @@ async fn a_master_alive_for_its_replica_is_not_promoted() {
     assert_eq!(control.config_status().version, version);
     assert_eq!(main_master(&proxy.engine, 0), unreachable);
     assert!(proxy.engine.pauses.paused().is_empty());
+}
+
+/// Starts 3309's SQL thread again when dropped.
+struct StartSqlThread;
+
+impl Drop for StartSqlThread {
+    fn drop(&mut self) {
+        let output = std::process::Command::new("mariadb")
+            .args(["-h", "127.0.0.1", "-P", "3309"])
+            .args(["-u", OPS_USER, &format!("-p{OPS_PASSWORD}")])
+            .args(["-e", "START SLAVE SQL_THREAD"])
+            .output()
+            .expect("run the mariadb CLI");
+        assert!(
+            output.status.success(),
+            "START SLAVE SQL_THREAD on 3309 failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+/// The old master is made read-only right after the pause, before its
+/// GTID position is read; a promotion that fails before the file is
+/// written (the replica does not catch up: its SQL thread is stopped)
+/// makes it writable again.
+#[tokio::test]
+async fn a_failed_promotion_makes_the_fenced_master_writable_again() {
+    let _serial = serial().await;
+    let tag = format!("reload-unfence-{}", std::process::id());
+    let _cleanup = DeletePins(vec![(MASTER_A, vec![11], tag.clone())]);
+    let _writable = Writable(MASTER_A);
+    let proxy = start_server("reload-unfence", &base_yaml());
+    let mut replica = operations(3309).await;
+    let _start = StartSqlThread;
+    replica.query_drop("STOP SLAVE SQL_THREAD").await.unwrap();
+    let mut master = direct(MASTER_A).await;
+    master
+        .query_drop(format!(
+            "INSERT INTO db00011.pins (data) VALUES ('{tag}-behind')"
+        ))
+        .await
+        .unwrap();
+    master.disconnect().await.ok();
+
+    let error = proxy
+        .control
+        .promote_replica("127.0.0.1:3307", KEEP_REPLICATION)
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, FailoverError::ReplicaBehind { .. }),
+        "{message}"
+    );
+    assert_eq!(read_only(MASTER_A).await, Some(0), "writable again");
+    assert_eq!(main_master(&proxy.engine, 11), "127.0.0.1:3307");
+    assert!(proxy.engine.pauses.paused().is_empty());
+    replica.disconnect().await.ok();
 }
