@@ -112,3 +112,32 @@ async fn a_failed_promotion_makes_the_fenced_master_writable_again() {
         assert_eq!(master_of(proxy, MOVED_SHARD), "127.0.0.1:3307");
     }
 }
+
+/// A master this proxy cannot reach while its replica is connected to it
+/// (the document names 3307 by a closed port; 3309 replicates from the
+/// real 3307) is not promoted: nothing is paused or written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_alive_for_its_replica_is_not_promoted_through_zookeeper() {
+    let _serial = serial().await;
+    let guard = FleetGuard::new("cut-partition").await;
+    let location = location("cut-partition");
+    let yaml = test_config_yaml().replace(
+        "master: 127.0.0.1:3307, replica: 127.0.0.1:3309",
+        "master: 127.0.0.1:1, replica: 127.0.0.1:3309",
+    );
+    assert_ne!(yaml, test_config_yaml());
+    push(&location, &yaml, None).await;
+    let one = guard.start(&location, "partition-1");
+    let (code, message) = admin_command(&one, "PROMOTE REPLICA 127.0.0.1:1")
+        .await
+        .expect_err("refused");
+    assert_eq!(code, 1105, "{message}");
+    assert!(
+        message.contains("its replica 127.0.0.1:3309 is connected to its master 127.0.0.1:3307")
+            && message.contains("nothing was changed"),
+        "{message}"
+    );
+    assert_eq!(znode_version(&location).await, 0);
+    assert!(pause_records(&location).await.is_empty());
+    assert_eq!(master_of(&one, 0), "127.0.0.1:1");
+}

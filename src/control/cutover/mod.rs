@@ -6,12 +6,16 @@
 //! In order, each step timed and reported: read the document (the znode
 //! and its version, or the config file in force) and check the change →
 //! pause the shards (fleet-wide through ZooKeeper, every registered proxy
-//! acknowledging, or the proxy's own gate for a config file) → read
-//! `@@gtid_binlog_pos` on the old master → `MASTER_GTID_WAIT` on the new
-//! one → write the new map (a version-checked push of the edited document,
-//! so a concurrent writer makes it fail; or the atomic rewrite of the file,
-//! then its routing table swapped in) → wait until every live proxy runs
-//! it → resume. A failure before the write resumes and changes nothing.
+//! acknowledging, or the proxy's own gate for a config file) → (for a
+//! promotion, whose whole host is paused: the old master `read_only = 1`,
+//! so writers outside the proxies stop too) → read `@@gtid_binlog_pos` on
+//! the old master → `MASTER_GTID_WAIT` on the new one → write the new map
+//! (a version-checked push of the edited document, so a concurrent writer
+//! makes it fail; or the atomic rewrite of the file, then its routing
+//! table swapped in) → (stop replication on the new masters, when asked)
+//! → wait until every live proxy runs it → resume. A failure before the
+//! write resumes, makes the old master writable again and changes nothing;
+//! what could not be undone is in the error.
 //! Once the map is written, a live proxy that does not run it in time
 //! leaves the shards paused: resumed on the old map, it would write to the
 //! old master.

@@ -1,11 +1,14 @@
 //! Failover: `PROMOTE REPLICA <master>` points the master's ranges at its
 //! replica, in memory and in the config file (written atomically).
 //!
-//! Before anything changes, the replica must answer. If the old master
-//! still answers, the master's shards are paused first (the cutover gate:
-//! new statements wait, running ones drain), so no write through the proxy
-//! lands on the old master after its GTID position is read; then the
-//! replica must apply everything up to that position (`MASTER_GTID_WAIT`),
+//! Before anything changes, the replica must answer. A master this proxy
+//! cannot reach is not taken for dead while it answers with an error or
+//! its replica's IO thread is connected to it. If the old master still
+//! answers, the master's shards are paused first (the cutover gate: new
+//! statements wait, running ones drain) and it is made `read_only`, so no
+//! write (through the proxy or not) lands on it after its GTID position is
+//! read; then the replica must apply everything up to that position
+//! (`MASTER_GTID_WAIT`),
 //! so no acknowledged write is left behind; the pause ends once the new
 //! routing table is in force (or the promotion failed), and the waiting
 //! statements go to the new master. The file is edited as text
@@ -219,12 +222,13 @@ impl From<CatchUpError> for FailoverError {
 
 impl Control {
     /// Points every range whose master is `master` at its replica: checks
-    /// the replica answers and, if the master still answers, pauses the
-    /// master's shards, then waits until the replica has applied the
-    /// master's position; optionally stops replication on it; rewrites the
-    /// config file; swaps in the new routing table; sets the old master
-    /// `read_only` if it answers; ends its pause (on every path, errors
-    /// included). On a ZooKeeper-sourced proxy the same happens for every
+    /// the replica answers and the master is not alive out of this proxy's
+    /// reach; if the master answers, pauses its shards and sets it
+    /// `read_only`, then waits until the replica has applied the master's
+    /// position; rewrites the config file; swaps in the new routing table;
+    /// optionally stops replication on the replica; ends its pause (on
+    /// every path, errors included; a failure before the file is written
+    /// makes the old master writable again). On a ZooKeeper-sourced proxy the same happens for every
     /// proxy of the document, through the cutover sequence.
     pub async fn promote_replica(
         &self,
