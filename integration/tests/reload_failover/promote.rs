@@ -319,20 +319,22 @@ async fn a_master_alive_for_its_replica_is_not_promoted() {
     assert!(proxy.engine.pauses.paused().is_empty());
 }
 
-/// Starts 3309's SQL thread again when dropped.
-struct StartSqlThread;
+/// Starts a replication thread of 3309 again when dropped (`START SLAVE
+/// SQL_THREAD` or `START SLAVE IO_THREAD`).
+struct StartThread(&'static str);
 
-impl Drop for StartSqlThread {
+impl Drop for StartThread {
     fn drop(&mut self) {
         let output = std::process::Command::new("mariadb")
             .args(["-h", "127.0.0.1", "-P", "3309"])
             .args(["-u", OPS_USER, &format!("-p{OPS_PASSWORD}")])
-            .args(["-e", "START SLAVE SQL_THREAD"])
+            .args(["-e", self.0])
             .output()
             .expect("run the mariadb CLI");
         assert!(
             output.status.success(),
-            "START SLAVE SQL_THREAD on 3309 failed: {}",
+            "{} on 3309 failed: {}",
+            self.0,
             String::from_utf8_lossy(&output.stderr)
         );
     }
@@ -350,7 +352,7 @@ async fn a_failed_promotion_makes_the_fenced_master_writable_again() {
     let _writable = Writable(MASTER_A);
     let proxy = start_server("reload-unfence", &base_yaml());
     let mut replica = operations(3309).await;
-    let _start = StartSqlThread;
+    let _start = StartThread("START SLAVE SQL_THREAD");
     replica.query_drop("STOP SLAVE SQL_THREAD").await.unwrap();
     let mut master = direct(MASTER_A).await;
     master
@@ -375,4 +377,56 @@ async fn a_failed_promotion_makes_the_fenced_master_writable_again() {
     assert_eq!(main_master(&proxy.engine, 11), "127.0.0.1:3307");
     assert!(proxy.engine.pauses.paused().is_empty());
     replica.disconnect().await.ok();
+}
+
+/// Automatic failover of a master this proxy cannot reach does not promote
+/// while the master's replica is still connected to it, and tries again
+/// while the master stays down: once the replica has lost it too (its IO
+/// thread stopped here), the replica is promoted.
+#[tokio::test]
+async fn auto_failover_waits_until_the_replica_has_lost_the_master_too() {
+    let _serial = serial().await;
+    let unreachable = "127.0.0.1:1";
+    let health = "health: { interval_ms: 1000, timeout_ms: 1000, failures_before_down: 2, auto_failover: false }";
+    let yaml = base_yaml()
+        .replace(
+            MAIN_A_LINE,
+            &MAIN_A_LINE.replace("master: 127.0.0.1:3307", &format!("master: {unreachable}")),
+        )
+        .replace(
+            health,
+            "health: { interval_ms: 200, timeout_ms: 500, failures_before_down: 2, auto_failover: true }",
+        );
+    assert!(yaml.contains("auto_failover: true") && yaml.contains(unreachable));
+    let proxy = start_server("reload-auto", &yaml);
+    let engine = proxy.engine.clone();
+    wait_until(
+        "the checker to mark the master down",
+        Duration::from_secs(5),
+        || {
+            engine
+                .backends
+                .host(unreachable)
+                .is_some_and(|h| h.host_health.is_down())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        main_master(&engine, 0),
+        unreachable,
+        "not promoted while 3309 is connected to its master"
+    );
+
+    let mut replica = operations(3309).await;
+    let _start = StartThread("START SLAVE IO_THREAD");
+    replica.query_drop("STOP SLAVE IO_THREAD").await.unwrap();
+    replica.disconnect().await.ok();
+    let engine = proxy.engine.clone();
+    wait_until(
+        "the range to fail over to 3309",
+        Duration::from_secs(10),
+        || main_master(&engine, 0) == "127.0.0.1:3309",
+    )
+    .await;
 }
