@@ -289,6 +289,30 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_stop_replication_names_the_hosts_stopped() {
+        let error = CutoverError::StopReplication {
+            host: "127.0.0.1:3310".into(),
+            what: "RESET SLAVE ALL".into(),
+            reason: "denied".into(),
+            stopped: vec!["127.0.0.1:3309".into()],
+        };
+        let message = error.to_string();
+        assert!(
+            message.contains("on 127.0.0.1:3310 RESET SLAVE ALL failed: denied; replication was stopped on 127.0.0.1:3309."),
+            "{message}"
+        );
+        let none = CutoverError::StopReplication {
+            host: "127.0.0.1:3309".into(),
+            what: "STOP SLAVE".into(),
+            reason: "denied".into(),
+            stopped: Vec::new(),
+        };
+        assert!(none
+            .to_string()
+            .contains("replication was stopped on no host"));
+    }
+
+    #[test]
     fn lost_races_are_told_apart() {
         let race = CutoverError::Write {
             reason: "another writer changed the config znode /x during this push".into(),
