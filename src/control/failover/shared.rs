@@ -5,6 +5,8 @@
 //! first push wins, the others fail on the version check or find the
 //! master no longer a master.
 
+use mysql_async::Conn;
+
 use super::{FailoverError, PromoteOptions, PromoteReport};
 use crate::control::cutover::{self, Coordinator, FleetSide, Plan, Range};
 use crate::control::reload::ReloadTrigger;
@@ -12,7 +14,6 @@ use crate::control::replica::{read_only, Access, OldMaster};
 use crate::control::zookeeper::ZooKeeper;
 use crate::control::Control;
 use crate::topology::rewrite;
-use mysql_async::Conn;
 
 impl Control {
     /// Promotes `master`'s replicas in the document at `zookeeper`'s znode,
