@@ -82,6 +82,54 @@ impl Access {
             Err(_) => Err(format!("no answer within {} ms", self.timeout.as_millis())),
         }
     }
+
+    /// Whether the old master `master` of a promotion is up, down, or
+    /// alive though this proxy cannot use it. A server that answers with
+    /// an error (too many connections, access denied) is alive; so is one
+    /// whose replica (one of `replicas`) has its IO thread connected: this
+    /// proxy may be cut off from a master the rest of the fleet still
+    /// writes to, and promoting would split the writes.
+    pub async fn old_master(&self, master: &str, replicas: &mut [(String, Conn)]) -> OldMaster {
+        let reason = match self.open(master).await {
+            Ok(conn) => return OldMaster::Up(conn),
+            Err(reason) => reason,
+        };
+        if let Some(code) = server_error_code(&reason) {
+            return OldMaster::Alive(format!(
+                "{master} answered this proxy with an error ({reason}): the server runs (error {code} is no outage)"
+            ));
+        }
+        for (replica, conn) in replicas.iter_mut() {
+            if let Ok(Some(status)) = replication(conn).await {
+                if status.io_running == "Yes" && status.last_error.is_empty() {
+                    return OldMaster::Alive(format!(
+                        "{master} does not answer this proxy ({reason}), but its replica {replica} is connected to its master \
+                         {} (Slave_IO_Running = Yes): the master is alive (a network partition between this proxy and it?)",
+                        status.master
+                    ));
+                }
+            }
+        }
+        OldMaster::Down(reason)
+    }
+}
+
+/// What [`Access::old_master`] found.
+pub enum OldMaster {
+    /// It answers: the connection.
+    Up(Conn),
+    /// It does not answer anyone: why.
+    Down(String),
+    /// It runs, but this proxy cannot use it: the evidence.
+    Alive(String),
+}
+
+/// The MySQL error code in a connect error's text (`ERROR 1040 (...)`):
+/// the server answered.
+fn server_error_code(reason: &str) -> Option<u16> {
+    let rest = &reason[reason.find("ERROR ")? + 6..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// A GTID position variable of the server.
@@ -143,7 +191,20 @@ pub struct Replication {
     pub seconds_behind: Option<u64>,
     /// `Last_IO_Error` or `Last_SQL_Error`, whichever is set.
     pub last_error: String,
+    /// The replication filters set (`Replicate_Do_DB = db1`, ...).
+    pub filters: Vec<String>,
 }
+
+/// The `SHOW SLAVE STATUS` columns of replication filters: a replica with
+/// one set has not applied every transaction of its master.
+const FILTERS: [&str; 6] = [
+    "Replicate_Do_DB",
+    "Replicate_Ignore_DB",
+    "Replicate_Do_Table",
+    "Replicate_Ignore_Table",
+    "Replicate_Wild_Do_Table",
+    "Replicate_Wild_Ignore_Table",
+];
 
 impl Replication {
     /// Why this is not a running GTID replica of `master` (none: it is).
@@ -171,6 +232,13 @@ impl Replication {
                 "it does not replicate with GTIDs (Using_Gtid = No): CHANGE MASTER TO MASTER_USE_GTID=slave_pos"
                     .to_owned(),
             );
+        }
+        if !self.filters.is_empty() {
+            return Some(format!(
+                "it has replication filters ({}): it may lack rows of the moved shards; \
+                 remove them (SET GLOBAL Replicate_Do_DB = '' and the like, with replication stopped)",
+                self.filters.join(", ")
+            ));
         }
         None
     }
@@ -229,20 +297,49 @@ pub async fn replication(conn: &mut Conn) -> Result<Option<Replication>, String>
             } else {
                 io_error
             },
+            filters: FILTERS
+                .iter()
+                .filter_map(|name| {
+                    let value = field(name);
+                    (!value.is_empty()).then(|| format!("{name} = {value}"))
+                })
+                .collect(),
         }
     }))
 }
 
-/// Makes the server read-only for accounts without `READ_ONLY ADMIN`
-/// (the data path's account), so a writer still pointed at it fails.
-pub async fn set_read_only(access: &Access, addr: &str) -> Result<(), String> {
+/// Makes the server read-only (`on`) for accounts without `READ_ONLY
+/// ADMIN` (the data path's account), so a writer still pointed at it
+/// fails; or writable again.
+pub async fn set_read_only(access: &Access, addr: &str, on: bool) -> Result<(), String> {
     let mut conn = access.open(addr).await?;
     let done = conn
-        .query_drop("SET GLOBAL read_only = 1")
+        .query_drop(format!("SET GLOBAL read_only = {}", u8::from(on)))
         .await
         .map_err(|e| e.to_string());
     let _ = conn.disconnect().await;
     done
+}
+
+/// Fences an old master on `conn` before its GTID position is read:
+/// `read_only = 1`. `true` when it was writable (then a promotion that
+/// fails before the map is written sets it back to 0).
+pub async fn fence(conn: &mut Conn) -> Result<bool, String> {
+    if read_only(conn).await? {
+        return Ok(false);
+    }
+    conn.query_drop("SET GLOBAL read_only = 1")
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(true)
+}
+
+/// `@@read_only` of the server on `conn`.
+pub async fn read_only(conn: &mut Conn) -> Result<bool, String> {
+    conn.query_first::<Option<u8>, _>("SELECT @@read_only")
+        .await
+        .map(|v| v.flatten() == Some(1))
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -257,7 +354,22 @@ mod tests {
             using_gtid: "Slave_Pos".into(),
             seconds_behind: Some(0),
             last_error: String::new(),
+            filters: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_server_error_means_the_server_runs() {
+        assert_eq!(
+            server_error_code("cannot connect: ERROR 1040 (08004): Too many connections"),
+            Some(1040)
+        );
+        assert_eq!(
+            server_error_code(
+                "cannot connect: Input/output error: Connection refused (os error 111)"
+            ),
+            None
+        );
     }
 
     #[test]
@@ -284,6 +396,11 @@ mod tests {
         assert!(positional
             .problem_for("127.0.0.1:3307")
             .is_some_and(|p| p.contains("GTID")));
+        let mut filtered = running("127.0.0.1:3307");
+        filtered.filters = vec!["Replicate_Ignore_DB = db00011".into()];
+        assert!(filtered
+            .problem_for("127.0.0.1:3307")
+            .is_some_and(|p| p.contains("replication filters (Replicate_Ignore_DB = db00011)")));
         assert!(!same_server("127.0.0.1:3307", "127.0.0.1:33070"));
         assert!(same_server("LOCALHOST:3307", "127.0.0.1:3307"));
     }

@@ -222,8 +222,10 @@ async fn a_promotion_holds_the_masters_shards_paused_until_the_swap() {
         },
     )
     .await;
-    // The pause waits for the open transaction: nothing is swapped yet.
+    // The pause waits for the open transaction: nothing is swapped yet,
+    // and the old master is not fenced before it is drained.
     assert!(!promotion.is_finished());
+    assert_eq!(read_only(MASTER_A).await, Some(0));
     assert_eq!(main_master(&engine, 11), "127.0.0.1:3307");
     bound
         .query_drop("COMMIT")
@@ -235,6 +237,12 @@ async fn a_promotion_holds_the_masters_shards_paused_until_the_swap() {
     assert_noted(&report.notes, |n| {
         n.starts_with("shards main 0-2047 were paused for ")
     });
+    assert_noted(&report.notes, |n| {
+        n.starts_with(
+            "the old master 127.0.0.1:3307 was set read_only = 1 before its GTID position was read",
+        )
+    });
+    assert_eq!(read_only(MASTER_A).await, Some(1));
     assert!(engine.pauses.paused().is_empty(), "the pause ended");
     assert_eq!(main_master(&engine, 11), "127.0.0.1:3309");
     load.wait_rounds(3).await;
@@ -270,4 +278,155 @@ impl Drop for DeletePins {
             );
         }
     }
+}
+
+/// A master this proxy cannot reach is not taken for dead while its
+/// replica is still connected to it: the config names 3307 by a closed
+/// port, and 3309 (its replica) replicates from the real 3307, so the
+/// promotion is refused and nothing changes.
+#[tokio::test]
+async fn a_master_alive_for_its_replica_is_not_promoted() {
+    let _serial = serial().await;
+    let unreachable = "127.0.0.1:1";
+    let yaml = base_yaml().replace(
+        MAIN_A_LINE,
+        &MAIN_A_LINE.replace("master: 127.0.0.1:3307", &format!("master: {unreachable}")),
+    );
+    assert_ne!(yaml, base_yaml());
+    let proxy = start_server("reload-partition", &yaml);
+    let control = proxy.control.clone();
+    let version = control.config_status().version;
+
+    let error = control
+        .promote_replica(unreachable, KEEP_REPLICATION)
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, FailoverError::MasterAlive { .. }),
+        "{message}"
+    );
+    assert!(
+        message.contains(
+            "its replica 127.0.0.1:3309 is connected to its master 127.0.0.1:3307 (Slave_IO_Running = Yes)"
+        ),
+        "{message}"
+    );
+    assert!(message.contains("nothing was changed"), "{message}");
+    assert_eq!(std::fs::read_to_string(&proxy.config_path).unwrap(), yaml);
+    assert_eq!(control.config_status().version, version);
+    assert_eq!(main_master(&proxy.engine, 0), unreachable);
+    assert!(proxy.engine.pauses.paused().is_empty());
+}
+
+/// Starts a replication thread of 3309 again when dropped (`START SLAVE
+/// SQL_THREAD` or `START SLAVE IO_THREAD`).
+struct StartThread(&'static str);
+
+impl Drop for StartThread {
+    fn drop(&mut self) {
+        let output = std::process::Command::new("mariadb")
+            .args(["-h", "127.0.0.1", "-P", "3309"])
+            .args(["-u", OPS_USER, &format!("-p{OPS_PASSWORD}")])
+            .args(["-e", self.0])
+            .output()
+            .expect("run the mariadb CLI");
+        assert!(
+            output.status.success(),
+            "{} on 3309 failed: {}",
+            self.0,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+/// The old master is made read-only right after the pause, before its
+/// GTID position is read; a promotion that fails before the file is
+/// written (the replica does not catch up: its SQL thread is stopped)
+/// makes it writable again.
+#[tokio::test]
+async fn a_failed_promotion_makes_the_fenced_master_writable_again() {
+    let _serial = serial().await;
+    let tag = format!("reload-unfence-{}", std::process::id());
+    let _cleanup = DeletePins(vec![(MASTER_A, vec![11], tag.clone())]);
+    let _writable = Writable(MASTER_A);
+    let proxy = start_server("reload-unfence", &base_yaml());
+    let mut replica = operations(3309).await;
+    let _start = StartThread("START SLAVE SQL_THREAD");
+    replica.query_drop("STOP SLAVE SQL_THREAD").await.unwrap();
+    let mut master = direct(MASTER_A).await;
+    master
+        .query_drop(format!(
+            "INSERT INTO db00011.pins (data) VALUES ('{tag}-behind')"
+        ))
+        .await
+        .unwrap();
+    master.disconnect().await.ok();
+
+    let error = proxy
+        .control
+        .promote_replica("127.0.0.1:3307", KEEP_REPLICATION)
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, FailoverError::ReplicaBehind { .. }),
+        "{message}"
+    );
+    assert_eq!(read_only(MASTER_A).await, Some(0), "writable again");
+    assert_eq!(main_master(&proxy.engine, 11), "127.0.0.1:3307");
+    assert!(proxy.engine.pauses.paused().is_empty());
+    replica.disconnect().await.ok();
+}
+
+/// Automatic failover of a master this proxy cannot reach does not promote
+/// while the master's replica is still connected to it, and tries again
+/// while the master stays down: once the replica has lost it too (its IO
+/// thread stopped here), the replica is promoted.
+#[tokio::test]
+async fn auto_failover_waits_until_the_replica_has_lost_the_master_too() {
+    let _serial = serial().await;
+    let unreachable = "127.0.0.1:1";
+    let health = "health: { interval_ms: 1000, timeout_ms: 1000, failures_before_down: 2, auto_failover: false }";
+    let yaml = base_yaml()
+        .replace(
+            MAIN_A_LINE,
+            &MAIN_A_LINE.replace("master: 127.0.0.1:3307", &format!("master: {unreachable}")),
+        )
+        .replace(
+            health,
+            "health: { interval_ms: 200, timeout_ms: 500, failures_before_down: 2, auto_failover: true }",
+        );
+    assert!(yaml.contains("auto_failover: true") && yaml.contains(unreachable));
+    let proxy = start_server("reload-auto", &yaml);
+    let engine = proxy.engine.clone();
+    wait_until(
+        "the checker to mark the master down",
+        Duration::from_secs(5),
+        || {
+            engine
+                .backends
+                .host(unreachable)
+                .is_some_and(|h| h.host_health.is_down())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        main_master(&engine, 0),
+        unreachable,
+        "not promoted while 3309 is connected to its master"
+    );
+
+    let mut replica = operations(3309).await;
+    let _start = StartThread("START SLAVE IO_THREAD");
+    replica.query_drop("STOP SLAVE IO_THREAD").await.unwrap();
+    replica.disconnect().await.ok();
+    let engine = proxy.engine.clone();
+    wait_until(
+        "the range to fail over to 3309",
+        Duration::from_secs(10),
+        || main_master(&engine, 0) == "127.0.0.1:3309",
+    )
+    .await;
 }

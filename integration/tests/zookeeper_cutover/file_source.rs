@@ -16,6 +16,14 @@ async fn a_move_on_a_file_sourced_proxy_rewrites_its_file() {
     for step in ["pause", "gtid", "catch-up", "write", "proxies", "resume"] {
         assert!(steps.contains(&step), "{step} in {steps:?}");
     }
+    assert!(
+        rows.iter().any(
+            |row| row[2].starts_with("only this proxy and its config file")
+                && row[2]
+                    .contains("every other proxy still sends shards 1024-2047 to 127.0.0.1:3307")
+        ),
+        "{rows:#?}"
+    );
     let text = std::fs::read_to_string(&proxy.config_path).unwrap();
     assert!(!text.contains("range: [0, 2047]"), "{text}");
     assert!(text.contains("1024, 2047]"), "{text}");

@@ -118,3 +118,87 @@ async fn refused_moves_change_nothing() {
         nothing_changed(&location, &[&one]).await;
     }
 }
+
+/// A global variable of 3309 set for a test, set back (to the value the
+/// fleet runs) when dropped.
+struct TargetSetting(&'static str);
+
+impl TargetSetting {
+    /// Runs `SET GLOBAL {variable} = {value}` on 3309; the guard sets it to
+    /// `restore`.
+    async fn set(variable: &'static str, value: u8, restore: &'static str) -> Self {
+        let mut conn = operations(NEW_MASTER).await;
+        conn.query_drop(format!("SET GLOBAL {variable} = {value}"))
+            .await
+            .unwrap();
+        conn.disconnect().await.ok();
+        TargetSetting(restore)
+    }
+}
+
+impl Drop for TargetSetting {
+    fn drop(&mut self) {
+        let output = std::process::Command::new("mariadb")
+            .args(["-h", "127.0.0.1", "-P", &NEW_MASTER.to_string()])
+            .args(["-u", OPS_USER, &format!("-p{OPS_PASSWORD}")])
+            .args(["-e", self.0])
+            .output()
+            .expect("run the mariadb CLI");
+        assert!(
+            output.status.success(),
+            "{} on {NEW_MASTER} failed: {}",
+            self.0,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+/// A read-only target would fail every write to the moved shards: the
+/// move and its dry run refuse it and name the command that fixes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_target_is_refused() {
+    let _serial = serial().await;
+    let guard = FleetGuard::new("cut-readonly").await;
+    let location = location("cut-readonly");
+    push(&location, &test_config_yaml(), None).await;
+    let one = guard.start(&location, "readonly-1");
+    let _read_only = TargetSetting::set("read_only", 1, "SET GLOBAL read_only = 0").await;
+    for command in [format!("{MOVE} DRY RUN"), MOVE.to_owned()] {
+        let (code, message) = admin_command(&one, &command).await.expect_err(&command);
+        assert_eq!(code, 1105, "{command}: {message}");
+        assert!(
+            message.contains("target 127.0.0.1:3309 is read_only")
+                && message.contains("Run SET GLOBAL read_only = 0 on 127.0.0.1:3309"),
+            "{command}: {message}"
+        );
+        assert!(
+            message.contains("nothing was changed"),
+            "{command}: {message}"
+        );
+        nothing_changed(&location, &[&one]).await;
+    }
+}
+
+/// A target in strict GTID mode, in the same GTID domain as its master:
+/// the dry run warns that keeping it replicating after the move breaks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_warns_of_a_strict_mode_target() {
+    let _serial = serial().await;
+    let guard = FleetGuard::new("cut-strict").await;
+    let location = location("cut-strict");
+    push(&location, &test_config_yaml(), None).await;
+    let one = guard.start(&location, "strict-1");
+    let _strict =
+        TargetSetting::set("gtid_strict_mode", 1, "SET GLOBAL gtid_strict_mode = 0").await;
+    let rows = admin_command(&one, &format!("{MOVE} DRY RUN"))
+        .await
+        .unwrap_or_else(|e| panic!("dry run: {e:?}"));
+    assert!(
+        rows.iter().any(|row| row[0] == "cleanup after"
+            && row[2].starts_with(
+                "127.0.0.1:3309 runs gtid_strict_mode = ON in the same GTID domain as 127.0.0.1:3307"
+            )),
+        "{rows:#?}"
+    );
+    nothing_changed(&location, &[&one]).await;
+}

@@ -3,6 +3,7 @@
 //! running GTID replica of it), then the cutover sequence, then the
 //! cleanup the operator does by hand.
 
+use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 
 use super::coordinate::{Base, Coordinator, FleetSide};
@@ -11,7 +12,7 @@ use super::sequence::{run_plan, Plan};
 use super::{CutoverError, Range};
 use crate::control::pause::pausable_fleets;
 use crate::control::reload::ReloadTrigger;
-use crate::control::replica::{gtid, replication, Access};
+use crate::control::replica::{gtid, read_only, replication, Access};
 use crate::control::zookeeper::ZooKeeper;
 use crate::control::Control;
 use crate::topology::bootstrap::default_proxy_id;
@@ -118,6 +119,21 @@ struct Checked {
     text: String,
     source: Conn,
     target: Conn,
+    /// The target runs `gtid_strict_mode` in the source's GTID domain.
+    same_domain: bool,
+}
+
+/// The target's `@@gtid_domain_id` when it runs `gtid_strict_mode = ON`.
+async fn strict_mode(conn: &mut Conn) -> Option<String> {
+    let row: Option<(Option<u8>, Option<String>)> = conn
+        .query_first("SELECT @@gtid_strict_mode, CAST(@@gtid_domain_id AS CHAR)")
+        .await
+        .ok()
+        .flatten();
+    match row {
+        Some((Some(1), domain)) => domain,
+        _ => None,
+    }
 }
 
 async fn checked_move(
@@ -141,7 +157,25 @@ async fn checked_move(
         .await?;
     let access = Access::of(&base.topology);
     let checked = check(&base, &access, request, steps).await?;
-    let cleanup = cleanup(&base, &checked.fleet, &checked.moved);
+    let local = matches!(coordinator, Coordinator::Local(_));
+    let mut cleanup = cleanup(&base, &checked.fleet, &checked.moved);
+    if checked.same_domain {
+        cleanup.insert(0, format!(
+            "{to} runs gtid_strict_mode = ON in the same GTID domain as {from}: once {to} takes writes, the events it \
+             still receives from {from} are out of order for strict mode and its replication stops with an error. \
+             Stop replication on {to} (STOP SLAVE; RESET SLAVE ALL) as soon as nothing writes the moved shards on {from}, \
+             or give {to} its own gtid_domain_id before the next move",
+            to = checked.moved.to,
+            from = checked.moved.from
+        ));
+    }
+    if local {
+        cleanup.push(format!(
+            "only this proxy and its config file {} changed: every other proxy still sends shards {}-{} to {} \
+             until its own config says {} (run the same MOVE SHARDS on each, or use a ZooKeeper config)",
+            base.source_name, checked.moved.first, checked.moved.last, checked.moved.from, checked.moved.to
+        ));
+    }
     let moved = &checked.moved;
     if request.dry_run {
         steps.note(
@@ -291,20 +325,44 @@ async fn check(
                 let _ = conn.disconnect().await;
                 return Err(not_replicating(why));
             }
+            match read_only(&mut conn).await {
+                Ok(false) => {}
+                Ok(true) => {
+                    let _ = conn.disconnect().await;
+                    return Err(CutoverError::TargetReadOnly {
+                        target: moved.to.clone(),
+                    });
+                }
+                Err(reason) => {
+                    let _ = conn.disconnect().await;
+                    return Err(unreachable(format!("SELECT @@read_only failed: {reason}")));
+                }
+            }
+            let strict = strict_mode(&mut conn).await;
             let detail = status
                 .ok()
                 .flatten()
                 .map(|s| s.describe())
                 .unwrap_or_default();
-            Ok((conn, detail))
+            Ok(((conn, strict), format!("{detail}, read_only 0")))
         })
         .await;
-    let target = match target {
-        Ok(conn) => conn,
+    let (target, strict) = match target {
+        Ok(found) => found,
         Err(e) => {
             let _ = source.disconnect().await;
             return Err(e);
         }
+    };
+    let mut source = source;
+    let same_domain = match strict {
+        Some(domain) => {
+            gtid(&mut source, "CAST(@@gtid_domain_id AS CHAR)")
+                .await
+                .ok()
+                == Some(domain)
+        }
+        None => false,
     };
     Ok(Checked {
         fleet,
@@ -312,6 +370,7 @@ async fn check(
         text,
         source,
         target,
+        same_domain,
     })
 }
 

@@ -10,7 +10,7 @@ use super::coordinate::{Base, Coordinator, Held};
 use super::report::Steps;
 use super::{list, CutoverError, Range};
 use crate::control::reload::ReloadTrigger;
-use crate::control::replica::{gtid, set_read_only, wait_for, Access, STOP_REPLICATION};
+use crate::control::replica::{fence, gtid, set_read_only, wait_for, Access, STOP_REPLICATION};
 
 /// One cutover, checked and ready to run.
 pub struct Plan {
@@ -29,16 +29,18 @@ pub struct Plan {
     pub trigger: ReloadTrigger,
     /// What changed, for `SHOW CONFIG`.
     pub changes: Vec<String>,
-    /// Stop replication on the new masters before the write.
+    /// Stop replication on the new masters once the map is written.
     pub stop_replication: bool,
-    /// Make the old master `read_only` once the map is written.
+    /// Make the old master `read_only` right after the pause, before its
+    /// GTID position is read (a promotion: the whole host is paused).
     pub fence_source: bool,
 }
 
-/// Runs `plan` over `base`: pause (when the old master answers), GTID
-/// position, catch-up, (stop replication), write, wait for every proxy,
-/// (fence the old master), resume. Notes for the operator are added to
-/// `notes`.
+/// Runs `plan` over `base`: pause (when the old master answers), (fence
+/// the old master: `read_only = 1`), GTID position, catch-up, write, (stop
+/// replication on the new masters), wait for every proxy, resume. A
+/// failure before the write resumes and makes the old master writable
+/// again. Notes for the operator are added to `notes`.
 pub(super) async fn run_plan(
     coordinator: &Coordinator<'_>,
     base: &Base,
@@ -49,11 +51,19 @@ pub(super) async fn run_plan(
 ) -> Result<(), CutoverError> {
     let (source, source_conn) = (plan.source.0.clone(), plan.source.1.take());
     let held = match &source_conn {
-        Some(_) => Some(
-            steps
-                .run("pause", coordinator.pause(&base.topology, &plan.ranges))
-                .await?,
-        ),
+        Some(_) => match steps
+            .run("pause", coordinator.pause(&base.topology, &plan.ranges))
+            .await
+        {
+            Ok(held) => Some(held),
+            Err(e) => {
+                disconnect(plan.targets).await;
+                if let Some(conn) = source_conn {
+                    let _ = conn.disconnect().await;
+                }
+                return Err(e);
+            }
+        },
         None => {
             notes.push(format!(
                 "{source} does not answer: nothing was paused and transactions it had not shipped are not on the new master"
@@ -61,21 +71,66 @@ pub(super) async fn run_plan(
             None
         }
     };
-    let before = before_write(coordinator, base, &mut plan, source_conn, steps).await;
+    let mut fenced = false;
+    let before = before_write(
+        coordinator,
+        base,
+        &mut plan,
+        source_conn,
+        &mut fenced,
+        steps,
+    )
+    .await;
     let written = match before {
         Ok(written) => written,
-        Err(e) => {
-            if let Some(held) = &held {
-                if let Err(undo) = steps.run("resume", undo(coordinator, held)).await {
-                    warn!(what = %plan.what, "could not resume after a failed cutover: {undo}");
-                    notes.push(format!("resuming failed: {undo}"));
-                }
-            }
+        Err(cause) => {
+            let read_only = if fenced {
+                steps
+                    .run("read_only", async {
+                        set_read_only(access, &source, false)
+                            .await
+                            .map(|()| ((), format!("{source}: read_only = 0 again")))
+                    })
+                    .await
+                    .err()
+                    .map(|reason| (source.clone(), reason))
+            } else {
+                None
+            };
+            let not_resumed = match &held {
+                Some(held) => steps.run("resume", undo(coordinator, held)).await.err().map(|reason| {
+                    warn!(what = %plan.what, "could not resume after a failed cutover: {reason}");
+                    (
+                        list(&plan.ranges, Range::to_string, ", "),
+                        reason,
+                        list(&plan.ranges, Range::command, "; RESUME SHARDS "),
+                    )
+                }),
+                None => None,
+            };
             disconnect(plan.targets).await;
-            return Err(e);
+            return Err(match (not_resumed, read_only) {
+                (None, None) => cause,
+                (not_resumed, read_only) => CutoverError::Unfinished {
+                    cause: Box::new(cause),
+                    not_resumed,
+                    read_only,
+                },
+            });
         }
     };
-    disconnect(std::mem::take(&mut plan.targets)).await;
+    if fenced {
+        notes.push(format!(
+            "the old master {source} was set read_only = 1 before its GTID position was read: a writer still pointed at it fails (accounts with READ_ONLY ADMIN still write)"
+        ));
+    }
+    let targets = std::mem::take(&mut plan.targets);
+    let stop_failed = if plan.stop_replication {
+        stop_replication(targets, steps).await.err()
+    } else {
+        disconnect(targets).await;
+        None
+    };
     let timeout = Duration::from_millis(base.topology.config.pause.timeout_ms);
     let adopted = steps
         .run("proxies", async {
@@ -98,31 +153,20 @@ pub(super) async fn run_plan(
         }),
         (Ok(()), _) => {}
     }
-    if plan.fence_source && held.is_some() {
-        let fenced = steps
-            .run("read_only", async {
-                set_read_only(access, &source)
-                    .await
-                    .map(|()| ((), format!("{source}: read_only = 1")))
-            })
-            .await;
-        notes.push(match fenced {
-            Ok(()) => format!(
-                "the old master {source} was set read_only = 1: a writer still pointed at it fails (accounts with READ_ONLY ADMIN still write)"
-            ),
-            Err(e) => format!(
-                "the old master {source} could NOT be set read_only ({e}): fence it yourself (SET GLOBAL read_only = 1, or stop it)"
-            ),
-        });
-    }
     if let Some(held) = held {
         steps
             .run("resume", undo(coordinator, &held))
             .await
             .map_err(|reason| CutoverError::Resume {
-                reason,
+                reason: match &stop_failed {
+                    Some(stop) => format!("{reason}; besides, {stop}"),
+                    None => reason,
+                },
                 resume: list(&plan.ranges, Range::command, "; RESUME SHARDS "),
             })?;
+    }
+    if let Some(stop) = stop_failed {
+        return Err(stop);
     }
     info!(what = %plan.what, steps = %steps.summary(), "cutover done");
     Ok(())
@@ -132,16 +176,43 @@ async fn undo(coordinator: &Coordinator<'_>, held: &Held) -> Result<((), String)
     coordinator.resume(held).await.map(|detail| ((), detail))
 }
 
-/// The steps up to the write: what a failure here leaves unchanged.
+/// The steps up to the write: what a failure here leaves unchanged (once
+/// the caller has undone the pause and, when `fenced` is set, the old
+/// master's `read_only`).
 async fn before_write(
     coordinator: &Coordinator<'_>,
     base: &Base,
     plan: &mut Plan,
     source_conn: Option<Conn>,
+    fenced: &mut bool,
     steps: &mut Steps<'_>,
 ) -> Result<super::coordinate::Written, CutoverError> {
     let source = plan.source.0.clone();
     if let Some(mut conn) = source_conn {
+        if plan.fence_source {
+            let fenced_now = steps
+                .run("read_only", async {
+                    fence(&mut conn).await.map(|set| {
+                        let detail = if set {
+                            "read_only = 1"
+                        } else {
+                            "read_only = 1 already"
+                        };
+                        (set, format!("{source}: {detail}"))
+                    })
+                })
+                .await;
+            match fenced_now {
+                Ok(set) => *fenced = set,
+                Err(reason) => {
+                    let _ = conn.disconnect().await;
+                    return Err(CutoverError::Fence {
+                        addr: source,
+                        reason,
+                    });
+                }
+            }
+        }
         let position = steps
             .run("gtid", async {
                 gtid(&mut conn, "@@gtid_binlog_pos")
@@ -165,28 +236,6 @@ async fn before_write(
                 .await?;
         }
     }
-    let mut replication_stopped = false;
-    if plan.stop_replication {
-        for (target, conn) in &mut plan.targets {
-            for sql in STOP_REPLICATION {
-                let stopped = replication_stopped;
-                steps
-                    .run("stop replication", async {
-                        conn.query_drop(sql)
-                            .await
-                            .map(|()| ((), format!("{target}: {sql}")))
-                            .map_err(|e| CutoverError::StopReplication {
-                                host: target.clone(),
-                                what: sql.to_owned(),
-                                reason: e.to_string(),
-                                stopped,
-                            })
-                    })
-                    .await?;
-                replication_stopped = true;
-            }
-        }
-    }
     let changes = plan.changes.clone();
     steps
         .run("write", async {
@@ -199,10 +248,48 @@ async fn before_write(
                 })
         })
         .await
-        .map_err(|reason| CutoverError::Write {
+        .map_err(|reason| CutoverError::Write { reason })
+}
+
+/// [`STOP_REPLICATION`] on every new master, once the map is written; the
+/// error names the hosts whose replication was stopped.
+async fn stop_replication(
+    targets: Vec<(String, Conn)>,
+    steps: &mut Steps<'_>,
+) -> Result<(), CutoverError> {
+    let mut stopped = Vec::new();
+    let mut failed = None;
+    for (target, mut conn) in targets {
+        if failed.is_none() {
+            for sql in STOP_REPLICATION {
+                let done = steps
+                    .run("stop replication", async {
+                        conn.query_drop(sql)
+                            .await
+                            .map(|()| ((), format!("{target}: {sql}")))
+                            .map_err(|e| e.to_string())
+                    })
+                    .await;
+                if let Err(reason) = done {
+                    failed = Some((target.clone(), sql.to_owned(), reason));
+                    break;
+                }
+            }
+            if failed.is_none() {
+                stopped.push(target.clone());
+            }
+        }
+        let _ = conn.disconnect().await;
+    }
+    match failed {
+        None => Ok(()),
+        Some((host, what, reason)) => Err(CutoverError::StopReplication {
+            host,
+            what,
             reason,
-            replication_stopped,
-        })
+            stopped,
+        }),
+    }
 }
 
 async fn disconnect(targets: Vec<(String, Conn)>) {

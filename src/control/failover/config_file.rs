@@ -14,14 +14,12 @@ use crate::topology::{ConfigErrors, Topology};
 /// against the config file `path`.
 pub(super) async fn off_runtime<T: Send + 'static>(
     path: PathBuf,
-    replication_stopped: bool,
     work: impl FnOnce() -> Result<T, FailoverError> + Send + 'static,
 ) -> Result<T, FailoverError> {
     tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
         Err(FailoverError::ConfigFile {
             path,
             reason: format!("the task editing it failed: {e}"),
-            replication_stopped,
         })
     })
 }
@@ -30,14 +28,12 @@ pub(super) async fn off_runtime<T: Send + 'static>(
 pub(super) fn promote_in_memory(
     config: crate::topology::Config,
     master: &str,
-    replication_stopped: bool,
 ) -> Result<Topology, FailoverError> {
     let (config, _) =
         rewrite::promote_in_config(&config, master).map_err(FailoverError::NotPromotable)?;
     Topology::from_config(config, "<promotion>").map_err(|errors| FailoverError::ConfigFile {
         path: PathBuf::from("<none>"),
         reason: format!("the promoted config is invalid: {errors}"),
-        replication_stopped,
     })
 }
 
@@ -49,13 +45,11 @@ pub(super) fn rewrite_file(
     path: &Path,
     master: &str,
     in_force: &str,
-    replication_stopped: bool,
     overrides: &ListenOverrides,
 ) -> Result<(Topology, String, PathBuf), FailoverError> {
     let file_error = |reason: String| FailoverError::ConfigFile {
         path: path.to_owned(),
         reason,
-        replication_stopped,
     };
     let bytes = std::fs::read(path).map_err(|e| file_error(format!("cannot read it: {e}")))?;
     let on_disk = version_of(&bytes);
@@ -64,7 +58,6 @@ pub(super) fn rewrite_file(
             path: path.to_owned(),
             on_disk,
             in_force: in_force.to_owned(),
-            replication_stopped,
         });
     }
     let source = path.display().to_string();

@@ -1,11 +1,14 @@
 //! Failover: `PROMOTE REPLICA <master>` points the master's ranges at its
 //! replica, in memory and in the config file (written atomically).
 //!
-//! Before anything changes, the replica must answer. If the old master
-//! still answers, the master's shards are paused first (the cutover gate:
-//! new statements wait, running ones drain), so no write through the proxy
-//! lands on the old master after its GTID position is read; then the
-//! replica must apply everything up to that position (`MASTER_GTID_WAIT`),
+//! Before anything changes, the replica must answer. A master this proxy
+//! cannot reach is not taken for dead while it answers with an error or
+//! its replica's IO thread is connected to it. If the old master still
+//! answers, the master's shards are paused first (the cutover gate: new
+//! statements wait, running ones drain) and it is made `read_only`, so no
+//! write (through the proxy or not) lands on it after its GTID position is
+//! read; then the replica must apply everything up to that position
+//! (`MASTER_GTID_WAIT`),
 //! so no acknowledged write is left behind; the pause ends once the new
 //! routing table is in force (or the promotion failed), and the waiting
 //! statements go to the new master. The file is edited as text
@@ -35,7 +38,9 @@ use tracing::info;
 use super::Control;
 use crate::control::cutover::CutoverError;
 use crate::control::reload::ReloadTrigger;
-use crate::control::replica::{gtid, set_read_only, wait_for, Access, CatchUpError};
+use crate::control::replica::{
+    fence, gtid, read_only, set_read_only, wait_for, Access, CatchUpError, OldMaster,
+};
 use crate::topology::rewrite::{self, PromotedEntry, RewriteError};
 use crate::topology::Topology;
 use config_file::{off_runtime, promote_in_memory, rewrite_file};
@@ -132,9 +137,8 @@ pub enum FailoverError {
     /// The file on disk is not the version in force (edited, not reloaded).
     #[error(
         "the config file {} has changes that are not loaded (version {on_disk} on disk, {in_force} in force); \
-         RELOAD CONFIG or undo them, then promote again. The routing table was not changed{}",
-        path.display(),
-        replication_note(*replication_stopped)
+         RELOAD CONFIG or undo them, then promote again. The routing table was not changed",
+        path.display()
     )]
     FileChanged {
         /// The config file.
@@ -143,28 +147,47 @@ pub enum FailoverError {
         on_disk: String,
         /// Version in force.
         in_force: String,
-        /// Whether replication was already stopped on the replica.
-        replication_stopped: bool,
     },
     /// The config file could not be edited, read or written.
-    #[error("config file {}: {reason}. The routing table was not changed{}", path.display(), replication_note(*replication_stopped))]
+    #[error("config file {}: {reason}. The routing table was not changed", path.display())]
     ConfigFile {
         /// The config file.
         path: PathBuf,
         /// What went wrong.
         reason: String,
-        /// Whether replication was already stopped on the replica.
-        replication_stopped: bool,
     },
     /// The promotion through ZooKeeper stopped (the message says what
     /// changed).
     #[error("{0}")]
     Cutover(Box<CutoverError>),
     /// A reload ran while the promotion was being checked.
-    #[error("the routing table changed (a reload) while the promotion was being checked; run PROMOTE REPLICA again{}", replication_note(*replication_stopped))]
-    Raced {
-        /// Whether replication was already stopped on the replica.
-        replication_stopped: bool,
+    #[error("the routing table changed (a reload) while the promotion was being checked; run PROMOTE REPLICA again")]
+    Raced,
+    /// The old master cannot be used by this proxy but runs: promoting
+    /// would split the writes.
+    #[error(
+        "master {master} is not promoted: {why}; nothing was changed. If it is really gone, stop it \
+         (or STOP SLAVE on its replica), then promote again"
+    )]
+    MasterAlive {
+        /// The old master.
+        master: String,
+        /// The evidence that it runs.
+        why: String,
+    },
+    /// A promotion that failed after the old master was set `read_only`,
+    /// which could not be undone.
+    #[error(
+        "{cause}. The old master {master} was set read_only = 1 and could NOT be made writable again ({reason}): \
+         SET GLOBAL read_only = 0 on it"
+    )]
+    ReadOnlyLeft {
+        /// The failure.
+        cause: Box<FailoverError>,
+        /// The old master.
+        master: String,
+        /// Why `read_only = 0` failed.
+        reason: String,
     },
 }
 
@@ -197,22 +220,15 @@ impl From<CatchUpError> for FailoverError {
     }
 }
 
-fn replication_note(stopped: bool) -> &'static str {
-    if stopped {
-        " (replication on the replica WAS already stopped and it is writable)"
-    } else {
-        ""
-    }
-}
-
 impl Control {
     /// Points every range whose master is `master` at its replica: checks
-    /// the replica answers and, if the master still answers, pauses the
-    /// master's shards, then waits until the replica has applied the
-    /// master's position; optionally stops replication on it; rewrites the
-    /// config file; swaps in the new routing table; sets the old master
-    /// `read_only` if it answers; ends its pause (on every path, errors
-    /// included). On a ZooKeeper-sourced proxy the same happens for every
+    /// the replica answers and the master is not alive out of this proxy's
+    /// reach; if the master answers, pauses its shards and sets it
+    /// `read_only`, then waits until the replica has applied the master's
+    /// position; rewrites the config file; swaps in the new routing table;
+    /// optionally stops replication on the replica; ends its pause (on
+    /// every path, errors included; a failure before the file is written
+    /// makes the old master writable again). On a ZooKeeper-sourced proxy the same happens for every
     /// proxy of the document, through the cutover sequence.
     pub async fn promote_replica(
         &self,
@@ -244,8 +260,10 @@ impl Control {
             replica_conns.push((replica.clone(), conn));
         }
         let mut paused = None;
-        match access.open(&master).await {
-            Ok(mut conn) => {
+        let mut fenced = false;
+        let mut source = None;
+        match access.old_master(&master, &mut replica_conns).await {
+            OldMaster::Up(mut conn) => {
                 let drain = Duration::from_millis(seen.config.pause.drain_timeout_ms);
                 match PromotionPause::hold(&self.engine.pauses, &seen, &entries, drain).await {
                     Ok(pause) => paused = Some(pause),
@@ -254,6 +272,32 @@ impl Control {
                         return Err(e);
                     }
                 }
+                match fence(&mut conn).await {
+                    Ok(set) => fenced = set,
+                    Err(reason) => {
+                        let _ = conn.disconnect().await;
+                        return Err(FailoverError::Cutover(Box::new(CutoverError::Fence {
+                            addr: master.clone(),
+                            reason,
+                        })));
+                    }
+                }
+                source = Some(conn);
+            }
+            OldMaster::Alive(why) => return Err(FailoverError::MasterAlive { master, why }),
+            OldMaster::Down(reason) => {
+                for (replica, conn) in &mut replica_conns {
+                    let applied = gtid(conn, "@@gtid_slave_pos")
+                        .await
+                        .unwrap_or_else(|e| format!("unknown ({e})"));
+                    notes.push(format!(
+                        "master {master} does not answer ({reason}): transactions it had not shipped are not on {replica}, which had applied GTID {applied}"
+                    ));
+                }
+            }
+        }
+        let committed = async {
+            if let Some(mut conn) = source {
                 let position = gtid(&mut conn, "@@gtid_binlog_pos").await;
                 let _ = conn.disconnect().await;
                 let position = position.map_err(|reason| FailoverError::Replica {
@@ -268,38 +312,36 @@ impl Control {
                     ));
                 }
             }
-            Err(reason) => {
-                for (replica, conn) in &mut replica_conns {
-                    let applied = gtid(conn, "@@gtid_slave_pos")
-                        .await
-                        .unwrap_or_else(|e| format!("unknown ({e})"));
-                    notes.push(format!(
-                        "master {master} does not answer ({reason}): transactions it had not shipped are not on {replica}, which had applied GTID {applied}"
-                    ));
-                }
-            }
+            self.commit_promotion(&seen, &master, &entries, &mut notes)
+                .await
         }
-
-        let mut replication_stopped = false;
-        for (replica, conn) in &mut replica_conns {
-            if options.stop_replication {
-                for sql in STOP_REPLICATION {
-                    conn.query_drop(sql)
-                        .await
-                        .map_err(|e| FailoverError::Replica {
-                            replica: replica.clone(),
-                            what: sql.to_owned(),
-                            reason: format!("{e}{}", replication_note(replication_stopped)),
-                        })?;
-                    replication_stopped = true;
+        .await;
+        let config_written = match committed {
+            Ok(written) => written,
+            Err(cause) => {
+                if !fenced {
+                    return Err(cause);
                 }
-                notes.push(format!(
-                    "{replica}: replication stopped and forgotten, read_only = 0"
-                ));
-            } else {
-                let read_only: Option<u8> =
-                    conn.query_first("SELECT @@read_only").await.ok().flatten();
-                if read_only == Some(1) {
+                return Err(match set_read_only(&access, &master, false).await {
+                    Ok(()) => cause,
+                    Err(reason) => FailoverError::ReadOnlyLeft {
+                        cause: Box::new(cause),
+                        master,
+                        reason,
+                    },
+                });
+            }
+        };
+        if fenced {
+            notes.push(format!(
+                "the old master {master} was set read_only = 1 before its GTID position was read: a writer still pointed at it fails (accounts with READ_ONLY ADMIN still write)"
+            ));
+        }
+        let mut stop_failed = None;
+        let mut stopped = Vec::new();
+        for (replica, conn) in &mut replica_conns {
+            if !options.stop_replication {
+                if read_only(conn).await == Ok(true) {
                     notes.push(format!(
                         "{replica} is read_only: writes fail until you run SET GLOBAL read_only = 0 on it"
                     ));
@@ -307,29 +349,31 @@ impl Control {
                 notes.push(format!(
                     "{replica} still replicates from {master}: once the old master is fenced, run STOP SLAVE; RESET SLAVE ALL on it"
                 ));
+                continue;
+            }
+            if stop_failed.is_some() {
+                continue;
+            }
+            for sql in STOP_REPLICATION {
+                if let Err(e) = conn.query_drop(sql).await {
+                    stop_failed = Some((replica.clone(), sql.to_owned(), e.to_string()));
+                    break;
+                }
+            }
+            if stop_failed.is_none() {
+                notes.push(format!(
+                    "{replica}: replication stopped and forgotten, read_only = 0"
+                ));
+                stopped.push(replica.clone());
             }
         }
         for (_, conn) in replica_conns {
             let _ = conn.disconnect().await;
         }
-
-        let config_written = self
-            .commit_promotion(&seen, &master, &entries, &mut notes, replication_stopped)
-            .await?;
         let ranges: Vec<String> = entries
             .iter()
             .map(|e| format!("{} {}-{}", e.fleet, e.first, e.last))
             .collect();
-        if paused.is_some() {
-            notes.push(match set_read_only(&access, &master).await {
-                Ok(()) => format!(
-                    "the old master {master} was set read_only = 1: a writer still pointed at it fails (accounts with READ_ONLY ADMIN still write)"
-                ),
-                Err(e) => format!(
-                    "the old master {master} still answers but could NOT be set read_only ({e}): fence it yourself (SET GLOBAL read_only = 1, or stop it)"
-                ),
-            });
-        }
         if let Some(pause) = paused {
             let (held, operator) = pause.release();
             notes.push(format!(
@@ -345,12 +389,22 @@ impl Control {
                 ));
             }
         }
+        if let Some((host, what, reason)) = stop_failed {
+            return Err(FailoverError::Cutover(Box::new(
+                CutoverError::StopReplication {
+                    host,
+                    what,
+                    reason,
+                    stopped,
+                },
+            )));
+        }
         info!(%master, replica = %replicas.join(", "), ranges = %ranges.join(", "), "replica promoted");
         Ok(PromoteReport {
             master,
             replica: replicas.join(", "),
             ranges,
-            replication_stopped,
+            replication_stopped: options.stop_replication,
             config_written,
             notes,
         })
@@ -365,13 +419,10 @@ impl Control {
         master: &str,
         entries: &[PromotedEntry],
         notes: &mut Vec<String>,
-        replication_stopped: bool,
     ) -> Result<Option<PathBuf>, FailoverError> {
         let _serial = self.config_status.serialize().await;
         if !Arc::ptr_eq(&self.engine.topology.load(), seen) {
-            return Err(FailoverError::Raced {
-                replication_stopped,
-            });
+            return Err(FailoverError::Raced);
         }
         let moved = entries
             .iter()
@@ -386,8 +437,8 @@ impl Control {
         let master = master.to_owned();
         let Some(path) = self.config_path.clone() else {
             let config = seen.config.clone();
-            let topology = off_runtime(PathBuf::from("<none>"), replication_stopped, move || {
-                promote_in_memory(config, &master, replication_stopped)
+            let topology = off_runtime(PathBuf::from("<none>"), move || {
+                promote_in_memory(config, &master)
             })
             .await?;
             notes.push(
@@ -398,11 +449,10 @@ impl Control {
             return Ok(None);
         };
         let overrides = self.process.overrides.clone();
-        let (topology, version, written) =
-            off_runtime(path.clone(), replication_stopped, move || {
-                rewrite_file(&path, &master, &in_force, replication_stopped, &overrides)
-            })
-            .await?;
+        let (topology, version, written) = off_runtime(path.clone(), move || {
+            rewrite_file(&path, &master, &in_force, &overrides)
+        })
+        .await?;
         self.install(topology, version, ReloadTrigger::Promotion, moved);
         Ok(Some(written))
     }

@@ -5,10 +5,12 @@
 //! first push wins, the others fail on the version check or find the
 //! master no longer a master.
 
+use mysql_async::Conn;
+
 use super::{FailoverError, PromoteOptions, PromoteReport};
 use crate::control::cutover::{self, Coordinator, FleetSide, Plan, Range};
 use crate::control::reload::ReloadTrigger;
-use crate::control::replica::Access;
+use crate::control::replica::{read_only, Access, OldMaster};
 use crate::control::zookeeper::ZooKeeper;
 use crate::control::Control;
 use crate::topology::rewrite;
@@ -46,9 +48,7 @@ impl Control {
             match access.open(replica).await {
                 Ok(conn) => targets.push((replica.clone(), conn)),
                 Err(reason) => {
-                    for (_, conn) in targets {
-                        let _ = conn.disconnect().await;
-                    }
+                    disconnect(targets).await;
                     return Err(FailoverError::ReplicaDown {
                         replica: replica.clone(),
                         reason,
@@ -56,7 +56,24 @@ impl Control {
                 }
             }
         }
-        let source = access.open(&master).await.ok();
+        let source = match access.old_master(&master, &mut targets).await {
+            OldMaster::Up(conn) => Some(conn),
+            OldMaster::Down(_) => None,
+            OldMaster::Alive(why) => {
+                disconnect(targets).await;
+                return Err(FailoverError::MasterAlive { master, why });
+            }
+        };
+        let mut notes = Vec::new();
+        if !options.stop_replication {
+            for (replica, conn) in &mut targets {
+                if read_only(conn).await == Ok(true) {
+                    notes.push(format!(
+                        "{replica} is read_only: writes fail until you run SET GLOBAL read_only = 0 on it"
+                    ));
+                }
+            }
+        }
         let ranges: Vec<Range> = entries
             .iter()
             .map(|e| Range {
@@ -85,7 +102,6 @@ impl Control {
             stop_replication: options.stop_replication,
             fence_source: true,
         };
-        let mut notes = Vec::new();
         let steps = cutover::run(&coordinator, &base, plan, &mut notes)
             .await
             .map_err(|(error, _)| FailoverError::Cutover(Box::new(error)))?;
@@ -105,5 +121,11 @@ impl Control {
             config_written: None,
             notes,
         })
+    }
+}
+
+async fn disconnect(targets: Vec<(String, Conn)>) {
+    for (_, conn) in targets {
+        let _ = conn.disconnect().await;
     }
 }
