@@ -557,3 +557,24 @@ pub fn with_limits(yaml: &str, entries: &str) -> String {
         format!("{yaml}\nlimits:\n{entries}")
     }
 }
+
+/// Starts a replication thread of 3309 again when dropped (`START SLAVE
+/// SQL_THREAD` or `START SLAVE IO_THREAD`), as the operations account.
+pub struct StartThread(pub &'static str);
+
+impl Drop for StartThread {
+    fn drop(&mut self) {
+        let output = std::process::Command::new("mariadb")
+            .args(["-h", "127.0.0.1", "-P", "3309"])
+            .args(["-u", OPS_USER, &format!("-p{OPS_PASSWORD}")])
+            .args(["-e", self.0])
+            .output()
+            .expect("run the mariadb CLI");
+        assert!(
+            output.status.success(),
+            "{} on 3309 failed: {}",
+            self.0,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}

@@ -319,27 +319,6 @@ async fn a_master_alive_for_its_replica_is_not_promoted() {
     assert!(proxy.engine.pauses.paused().is_empty());
 }
 
-/// Starts a replication thread of 3309 again when dropped (`START SLAVE
-/// SQL_THREAD` or `START SLAVE IO_THREAD`).
-struct StartThread(&'static str);
-
-impl Drop for StartThread {
-    fn drop(&mut self) {
-        let output = std::process::Command::new("mariadb")
-            .args(["-h", "127.0.0.1", "-P", "3309"])
-            .args(["-u", OPS_USER, &format!("-p{OPS_PASSWORD}")])
-            .args(["-e", self.0])
-            .output()
-            .expect("run the mariadb CLI");
-        assert!(
-            output.status.success(),
-            "{} on 3309 failed: {}",
-            self.0,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-}
-
 /// The old master is made read-only right after the pause, before its
 /// GTID position is read; a promotion that fails before the file is
 /// written (the replica does not catch up: its SQL thread is stopped)
