@@ -48,9 +48,10 @@ pub struct Range {
 }
 
 impl Range {
-    /// The range as `RESUME SHARDS` takes it: `1024-2047 IN main`.
+    /// The range as `RESUME SHARDS` takes it for a cutover's pause:
+    /// `1024-2047 IN main FORCE`.
     pub fn command(&self) -> String {
-        format!("{}-{} IN {}", self.first, self.last, self.fleet)
+        format!("{}-{} IN {} FORCE", self.first, self.last, self.fleet)
     }
 }
 
@@ -141,6 +142,21 @@ pub enum CutoverError {
         reason: String,
         /// Whether replication on the new master was stopped before.
         replication_stopped: bool,
+    },
+    /// The push's answer was lost and the document could not be read back:
+    /// the new map may be in force, so the shards stay paused.
+    #[error(
+        "{reason}; shards {ranges} STAY PAUSED on every proxy. Check which map is in force \
+         (`shardgate config get`, and SHOW PROXIES for the version each proxy runs); once every live proxy \
+         runs the version the document has, RESUME SHARDS {resume}"
+    )]
+    WriteUnknown {
+        /// What was lost and what the read-back found.
+        reason: String,
+        /// The paused ranges.
+        ranges: String,
+        /// The ranges as `RESUME SHARDS` takes them.
+        resume: String,
     },
     /// The map was written, but some live proxies do not run it.
     #[error(

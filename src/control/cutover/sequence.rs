@@ -51,7 +51,10 @@ pub(super) async fn run_plan(
     let held = match &source_conn {
         Some(_) => Some(
             steps
-                .run("pause", coordinator.pause(&base.topology, &plan.ranges))
+                .run(
+                    "pause",
+                    coordinator.pause(&base.topology, &plan.ranges, &plan.what),
+                )
                 .await?,
         ),
         None => {
@@ -61,11 +64,20 @@ pub(super) async fn run_plan(
             None
         }
     };
-    let before = before_write(coordinator, base, &mut plan, source_conn, steps).await;
+    let before = before_write(
+        coordinator,
+        base,
+        &mut plan,
+        source_conn,
+        held.as_ref(),
+        steps,
+    )
+    .await;
     let written = match before {
         Ok(written) => written,
         Err(e) => {
-            if let Some(held) = &held {
+            let keep = matches!(e, CutoverError::WriteUnknown { .. });
+            if let (Some(held), false) = (&held, keep) {
                 if let Err(undo) = steps.run("resume", undo(coordinator, held)).await {
                     warn!(what = %plan.what, "could not resume after a failed cutover: {undo}");
                     notes.push(format!("resuming failed: {undo}"));
@@ -138,6 +150,7 @@ async fn before_write(
     base: &Base,
     plan: &mut Plan,
     source_conn: Option<Conn>,
+    held: Option<&Held>,
     steps: &mut Steps<'_>,
 ) -> Result<super::coordinate::Written, CutoverError> {
     let source = plan.source.0.clone();
@@ -191,7 +204,7 @@ async fn before_write(
     steps
         .run("write", async {
             coordinator
-                .write(base, &plan.text, plan.trigger, changes)
+                .write(base, &plan.text, plan.trigger, changes, held)
                 .await
                 .map(|written| {
                     let detail = written.describe.clone();
@@ -199,9 +212,16 @@ async fn before_write(
                 })
         })
         .await
-        .map_err(|reason| CutoverError::Write {
-            reason,
-            replication_stopped,
+        .map_err(|failure| match failure.outcome_unknown {
+            true => CutoverError::WriteUnknown {
+                reason: failure.reason,
+                ranges: list(&plan.ranges, Range::to_string, ", "),
+                resume: list(&plan.ranges, Range::command, "; RESUME SHARDS "),
+            },
+            false => CutoverError::Write {
+                reason: failure.reason,
+                replication_stopped,
+            },
         })
 }
 
