@@ -18,9 +18,11 @@
 //!
 //! Here: the errors and the shard ranges; `report` the timed steps,
 //! `coordinate` the two ways to pause and write (ZooKeeper or the file),
+//! `interrupt` `shardgate fleet move` stopped by a signal,
 //! `sequence` the steps in order, `moves` `MOVE SHARDS` itself.
 
 mod coordinate;
+mod interrupt;
 mod moves;
 mod report;
 mod sequence;
@@ -32,6 +34,7 @@ use crate::control::zookeeper::ZkError;
 use crate::topology::rewrite::RewriteError;
 
 pub use coordinate::{Base, Coordinator, FleetSide};
+pub use interrupt::{cli_requester, fleet_move_until, FleetMoveError};
 pub use moves::{fleet_move, MoveRequest};
 pub use report::{CutoverReport, Progress, Step, StepEvent};
 pub use sequence::{run, Plan};
