@@ -15,6 +15,7 @@ mod zk_harness;
 
 mod auth;
 mod cli;
+mod cutover_guard;
 mod expiry;
 mod fencing;
 mod follow;
