@@ -20,6 +20,7 @@ mod zk_harness;
 
 mod cli;
 mod file_source;
+mod interrupt;
 mod moves;
 mod promote;
 mod refusals;
