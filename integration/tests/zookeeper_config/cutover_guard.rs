@@ -47,9 +47,15 @@ async fn a_cutover_push_is_not_written_once_a_held_record_is_deleted() {
     let resumer = raw_client().await;
     let record = format!("{}/pauses/{id}", location.path);
     let lost = zookeeper
-        .push_guarded_with(other.as_bytes(), "test.yaml", 0, &[id.clone()], async {
-            remove_tree(&resumer, &record).await;
-        })
+        .push_guarded_with(
+            other.as_bytes(),
+            "test.yaml",
+            0,
+            std::slice::from_ref(&id),
+            async {
+                remove_tree(&resumer, &record).await;
+            },
+        )
         .await
         .expect_err("the record is gone");
     assert!(
@@ -94,7 +100,7 @@ async fn resume_leaves_a_cutovers_record_unless_forced() {
         message.contains("RESUME SHARDS 1024-2047 IN main FORCE"),
         "{message}"
     );
-    assert_eq!(pause_records(&client, &location).await, [id.clone()]);
+    assert_eq!(pause_records(&client, &location).await, [id]);
 
     let resumed = resume_fleet(&zookeeper, Some("main"), 1024, 2047, true)
         .await
