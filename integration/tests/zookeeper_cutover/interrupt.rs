@@ -3,7 +3,8 @@
 //! pause) the pause is withdrawn and nothing changed, and a RESUME SHARDS
 //! typed meanwhile is refused naming the move; after the write (it acks
 //! but stays on the old version) the pause stays and the CLI names the
-//! version written and the RESUME SHARDS ... FORCE.
+//! version written and the RESUME SHARDS ... FORCE. A RESUME SHARDS ...
+//! FORCE typed after a move's write is reported when the move resumes.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -206,4 +207,62 @@ async fn sigint_after_the_write_keeps_the_pause_and_names_the_resume() {
     );
     assert_eq!(pause_records(&location).await, [id], "the pause stays");
     assert_eq!(znode_version(&location).await, 1);
+}
+
+/// A `RESUME SHARDS ... FORCE` after the move's write (a proxy held the
+/// adoption wait) is found at the move's final resume and reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_resume_during_the_move_is_reported_at_its_end() {
+    let _serial = serial().await;
+    let guard = FleetGuard::new("cut-forced").await;
+    let location = location("cut-forced");
+    push(&location, &test_config_yaml(), None).await;
+    let one = guard.start(&location, "forced-1");
+    let stale = raw_client().await;
+    register(&stale, &location, "lagging").await;
+
+    let moving = tokio::spawn(admin_command_at(admin_addr(&one), MOVE.to_owned()));
+    let (id, _) = first_record(&location).await;
+    stale
+        .create(
+            &format!("{}/pauses/{id}/acks/lagging", location.path),
+            b"",
+            &zookeeper_client::CreateMode::Ephemeral
+                .with_acls(zookeeper_client::Acls::anyone_all()),
+        )
+        .await
+        .expect("ack as the lagging proxy");
+    let deadline = Deadline::new("the move's write", Duration::from_secs(10));
+    while znode_version(&location).await != 1 {
+        deadline.retry("not written").await;
+    }
+    let forced = admin_command(&one, "RESUME SHARDS 1024-2047 IN main FORCE")
+        .await
+        .unwrap_or_else(|e| panic!("forced resume: {e:?}"));
+    assert_eq!(forced.len(), 1, "{forced:?}");
+    assert_eq!(forced[0][5], MOVE, "the cutover column: {forced:?}");
+    // The lagging proxy takes the new map: the move goes on to resume.
+    let entry = shardgate::control::process::Process::new(
+        "lagging".to_owned(),
+        shardgate::topology::bootstrap::ListenOverrides::default(),
+    )
+    .entry("new".to_owned(), Some(1));
+    stale
+        .set_data(&location.registry_entry("lagging"), &entry.to_json(), None)
+        .await
+        .expect("the lagging proxy runs version 1");
+
+    let (code, message) = moving
+        .await
+        .unwrap()
+        .expect_err("the lost record is an error");
+    assert_eq!(code, 1105, "{message}");
+    assert!(
+        message.contains(&format!(
+            "the pause records {id} were deleted by someone else"
+        )),
+        "{message}"
+    );
+    assert!(pause_records(&location).await.is_empty());
+    wait_resumed(&one).await;
 }

@@ -86,7 +86,8 @@ pub async fn resume(
             force,
         )
         .await?;
-        let mut answer = Answer::new(&["pause", "fleet", "first", "last", "requested_by"]);
+        let mut answer =
+            Answer::new(&["pause", "fleet", "first", "last", "requested_by", "cutover"]);
         for record in resumed {
             answer.push(vec![
                 record.id().into(),
@@ -94,6 +95,7 @@ pub async fn resume(
                 record.first.into(),
                 record.last.into(),
                 record.requested_by.clone().into(),
+                record.cutover.clone().into(),
             ]);
         }
         return Ok(answer);

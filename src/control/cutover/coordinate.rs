@@ -286,9 +286,10 @@ impl Coordinator<'_> {
                 }
                 if !gone.is_empty() {
                     return Err(format!(
-                        "the pause records {} were deleted before the cutover ended (a RESUME SHARDS ... FORCE, \
-                         or by hand): proxies may have written to those shards on the old master meanwhile; compare \
-                         the old and the new master for rows written during the cutover{}",
+                        "the pause records {} were deleted by someone else before the cutover ended (a RESUME \
+                         SHARDS ... FORCE, or by hand); if the new map was written, proxies may have written to those \
+                         shards on the old master before they took it: compare the old and the new master for rows \
+                         written during the cutover{}",
                         gone.join(", "),
                         if present.is_empty() {
                             String::new()
