@@ -2,7 +2,8 @@
 //! ZooKeeper: its push is one multi with a check on each pause record it
 //! holds (a record deleted in between aborts it, nothing written);
 //! `RESUME SHARDS` leaves a record a cutover holds unless told `FORCE`; a
-//! fleet-wide pause whose ack wait fails on ZooKeeper withdraws its record.
+//! fleet-wide pause whose ack wait fails on ZooKeeper withdraws its record;
+//! a push whose answer is lost and cannot be read back is "unknown".
 
 use std::time::Duration;
 
@@ -184,4 +185,39 @@ async fn a_zookeeper_error_while_the_pause_waits_withdraws_its_record() {
     );
     zookeeper.close().await;
     clean("zk-guard-fail").await;
+}
+
+/// The push's answer lost (ZooKeeper cut off while the multi is out) and
+/// the znode unreadable afterwards: the outcome is unknown and said so,
+/// never "not written".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_answer_that_cannot_be_read_back_is_unknown() {
+    use std::sync::atomic::Ordering;
+
+    clean("zk-guard-lost").await;
+    let direct = location("zk-guard-lost");
+    push(&direct, &document(), None).await;
+    let relay = super::expiry::relay(zk_hosts()).await;
+    let through_relay = ZkLocation {
+        hosts: vec![relay.addr.to_string()],
+        path: direct.path.clone(),
+    };
+    let zookeeper = ZooKeeper::open(through_relay).await.expect("session");
+    let other = document_with_account("lost");
+    let blocked = relay.blocked.clone();
+    let lost = zookeeper
+        .push_guarded_with(other.as_bytes(), "test.yaml", 0, &[], async move {
+            blocked.store(true, Ordering::SeqCst);
+        })
+        .await
+        .expect_err("ZooKeeper is cut off");
+    relay.blocked.store(false, Ordering::SeqCst);
+    assert!(
+        matches!(lost, GuardedPushError::Unknown { would_be: 1, .. }),
+        "{lost}"
+    );
+    let message = lost.to_string();
+    assert!(message.contains("may or may not be in force"), "{message}");
+    zookeeper.close().await;
+    clean("zk-guard-lost").await;
 }
