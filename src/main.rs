@@ -392,7 +392,7 @@ fn fleet_move_command(
     to: String,
     dry_run: bool,
 ) -> Result<(), String> {
-    use shardgate::control::cutover::{fleet_move, MoveRequest, StepEvent};
+    use shardgate::control::cutover::{fleet_move_until, MoveRequest, StepEvent};
     if let Some(file) = config {
         return Err(format!(
             "fleet move works on a ZooKeeper document (--source zookeeper://...); a proxy started from \
@@ -426,8 +426,13 @@ fn fleet_move_command(
         StepEvent::Ended(step) => eprintln!("{step}"),
     };
     let report = runtime()?
-        .block_on(fleet_move(location, &request, &progress))
-        .map_err(|e| format!("fleet move failed: {e}"))?;
+        .block_on(async {
+            // Taken before the move starts: SIGINT or SIGTERM withdraws its
+            // pause (before the write) or says how to resume (after).
+            let stop = StopSignals::take();
+            fleet_move_until(location, &request, &progress, stop.received()).await
+        })
+        .map_err(|e| e.to_string())?;
     for step in &report.steps {
         println!("{}\t{}\t{}", step.name, step.ms, step.detail);
     }

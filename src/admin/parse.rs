@@ -28,7 +28,7 @@ pub const PROMOTE_REPLICA: &str = "PROMOTE REPLICA <master> [STOP REPLICATION]";
 /// `PAUSE SHARDS`.
 pub const PAUSE_SHARDS: &str = "PAUSE SHARDS <a>[-<b>] [IN <fleet>]";
 /// `RESUME SHARDS`.
-pub const RESUME_SHARDS: &str = "RESUME SHARDS <a>[-<b>] [IN <fleet>]";
+pub const RESUME_SHARDS: &str = "RESUME SHARDS <a>[-<b>] [IN <fleet>] [FORCE]";
 /// `MOVE SHARDS`.
 pub const MOVE_SHARDS: &str = "MOVE SHARDS <a>-<b> [IN <fleet>] TO <host:port> [DRY RUN]";
 /// `VERIFY FLEET`.
@@ -174,8 +174,13 @@ pub enum Command {
     },
     /// `PAUSE SHARDS a-b [IN fleet]`.
     PauseShards(ShardRange),
-    /// `RESUME SHARDS a-b [IN fleet]`.
-    ResumeShards(ShardRange),
+    /// `RESUME SHARDS a-b [IN fleet] [FORCE]`.
+    ResumeShards {
+        /// The range.
+        range: ShardRange,
+        /// Resume also what a running cutover holds.
+        force: bool,
+    },
     /// `MOVE SHARDS a-b [IN fleet] TO host:port [DRY RUN]`.
     MoveShards {
         /// The shards (and the fleet, if named).
@@ -242,7 +247,7 @@ fn write_command_list(f: &mut fmt::Formatter<'_>) -> fmt::Result {
 /// The command as echoed in an error: short, so the whole list fits in the
 /// 512 bytes the C client library keeps of an error message.
 fn shorten(text: &str) -> String {
-    const MAX: usize = 20;
+    const MAX: usize = 12;
     match text.char_indices().nth(MAX) {
         Some((end, _)) => format!("{}...", &text[..end]),
         None => text.to_owned(),
@@ -340,7 +345,12 @@ pub fn parse(text: &str) -> Result<Command, ParseError> {
         return parse_range(rest, PAUSE_SHARDS).map(Command::PauseShards);
     }
     if first.is("RESUME") && is(second, "SHARDS") {
-        return parse_range(rest, RESUME_SHARDS).map(Command::ResumeShards);
+        let (rest, force) = match rest.split_last() {
+            Some((last, before)) if last.is("FORCE") => (before, true),
+            _ => (rest, false),
+        };
+        return parse_range(rest, RESUME_SHARDS)
+            .map(|range| Command::ResumeShards { range, force });
     }
     if first.is("MOVE") && is(second, "SHARDS") {
         return parse_move(rest);

@@ -18,6 +18,7 @@ mod zk_serve;
 
 mod auth;
 mod cli;
+mod cutover_guard;
 mod expiry;
 mod fencing;
 mod figures;

@@ -4,7 +4,9 @@
 //! and writes through either land on the new master only; a move on a
 //! file-sourced proxy rewrites its file; a promotion switches both proxies
 //! and makes the old master read-only; a concurrent push makes a move fail
-//! with nothing changed.
+//! with nothing changed; `fleet move` stopped by SIGINT withdraws its pause
+//! before the write and keeps it after; RESUME SHARDS refuses a move's
+//! pause without FORCE.
 //!
 //! Run under the fleet lock (`flock /work/fleet.lock cargo test --test
 //! zookeeper_cutover`): the moves route writes to 3309 and the promotion
@@ -20,6 +22,7 @@ mod zk_harness;
 
 mod cli;
 mod file_source;
+mod interrupt;
 mod moves;
 mod promote;
 mod refusals;

@@ -200,7 +200,7 @@ async fn a_proxy_that_does_not_take_the_new_map_keeps_the_shards_paused() {
         .delete(&location.registry_entry("stuck-3"), None)
         .await
         .unwrap();
-    let resumed = admin_command(&one, "RESUME SHARDS 1024-2047 IN main")
+    let resumed = admin_command(&one, "RESUME SHARDS 1024-2047 IN main FORCE")
         .await
         .unwrap_or_else(|e| panic!("resume: {e:?}"));
     assert_eq!(resumed.len(), 1, "{resumed:?}");

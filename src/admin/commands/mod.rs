@@ -88,12 +88,16 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
                 pause_shards::pause(context.control, context.user, &range).await,
             )
         }
-        Command::ResumeShards(range) => {
-            let what = format!("RESUME SHARDS {}", describe(&range));
+        Command::ResumeShards { range, force } => {
+            let what = format!(
+                "RESUME SHARDS {}{}",
+                describe(&range),
+                if force { " FORCE" } else { "" }
+            );
             logged(
                 context,
                 &what,
-                pause_shards::resume(context.control, &range).await,
+                pause_shards::resume(context.control, &range, force).await,
             )
         }
         Command::MoveShards {

@@ -2,7 +2,8 @@
 //! cutover pause. PAUSE answers once the statements already running on
 //! those shards have finished; RESUME releases the waiting ones. On a
 //! ZooKeeper-sourced proxy both are fleet-wide: PAUSE answers once every
-//! registered proxy has paused and drained, RESUME resumes them all.
+//! registered proxy has paused and drained, RESUME resumes them all,
+//! except the shards a running cutover holds: those only with `FORCE`.
 
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ pub async fn pause(
         let requester = Requester {
             proxy: &control.process.id,
             user,
+            cutover: None,
         };
         let report = control::pause::pause_fleet(
             zookeeper,
@@ -68,17 +70,24 @@ pub async fn pause(
 }
 
 /// Resumes the range; a row with the statements released and how long the
-/// range was paused (fleet-wide: a row per pause record deleted).
-pub async fn resume(control: &Control, range: &ShardRange) -> Result<Answer, AdminError> {
+/// range was paused (fleet-wide: a row per pause record deleted; `force`
+/// also deletes those a cutover holds).
+pub async fn resume(
+    control: &Control,
+    range: &ShardRange,
+    force: bool,
+) -> Result<Answer, AdminError> {
     if let Some(zookeeper) = &control.zookeeper {
         let resumed = control::pause::resume_fleet(
             zookeeper,
             range.fleet.as_deref(),
             range.first,
             range.last,
+            force,
         )
         .await?;
-        let mut answer = Answer::new(&["pause", "fleet", "first", "last", "requested_by"]);
+        let mut answer =
+            Answer::new(&["pause", "fleet", "first", "last", "requested_by", "cutover"]);
         for record in resumed {
             answer.push(vec![
                 record.id().into(),
@@ -86,6 +95,7 @@ pub async fn resume(control: &Control, range: &ShardRange) -> Result<Answer, Adm
                 record.first.into(),
                 record.last.into(),
                 record.requested_by.clone().into(),
+                record.cutover.clone().into(),
             ]);
         }
         return Ok(answer);

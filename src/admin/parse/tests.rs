@@ -192,7 +192,24 @@ fn pause_and_resume_ranges() {
     );
     assert_eq!(
         parse("RESUME SHARDS 256-511 IN `mod`").unwrap(),
-        Command::ResumeShards(range(256, 511, Some("mod")))
+        Command::ResumeShards {
+            range: range(256, 511, Some("mod")),
+            force: false
+        }
+    );
+    assert_eq!(
+        parse("resume shards 1024-2047 IN main force").unwrap(),
+        Command::ResumeShards {
+            range: range(1024, 2047, Some("main")),
+            force: true
+        }
+    );
+    assert_eq!(
+        parse("RESUME SHARDS 7 FORCE").unwrap(),
+        Command::ResumeShards {
+            range: range(7, 7, None),
+            force: true
+        }
     );
     let error = parse("PAUSE SHARDS 9-3").unwrap_err().to_string();
     assert!(error.contains("backwards"), "{error}");

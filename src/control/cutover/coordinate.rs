@@ -9,7 +9,7 @@ use super::{list, CutoverError, Range};
 use crate::control::pause::{self, pause_fleet, Requester};
 use crate::control::reload::ReloadTrigger;
 use crate::control::status::{build_config, parse_config, version_of, write_atomically};
-use crate::control::zookeeper::{self, ZooKeeper};
+use crate::control::zookeeper::{self, GuardedPushError, ZooKeeper};
 use crate::control::Control;
 use crate::topology::Topology;
 
@@ -62,6 +62,31 @@ pub(super) struct Written {
     pub(super) describe: String,
     /// The znode version, for the wait on the registry.
     pub(super) znode_version: Option<i32>,
+}
+
+/// Why the new map was not written, or may not have been.
+#[derive(Debug)]
+pub(super) struct WriteFailure {
+    /// What happened.
+    pub(super) reason: String,
+    /// The push's answer was lost and the znode could not be read back:
+    /// the map may be in force, so the pause must stay.
+    pub(super) outcome_unknown: bool,
+}
+
+impl From<String> for WriteFailure {
+    fn from(reason: String) -> Self {
+        Self {
+            reason,
+            outcome_unknown: false,
+        }
+    }
+}
+
+impl std::fmt::Display for WriteFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
 }
 
 /// The live proxies that did not take the new map in time.
@@ -153,12 +178,14 @@ impl Coordinator<'_> {
         }
     }
 
-    /// Pauses every range (all or none); answers once every proxy has
-    /// paused and drained them.
+    /// Pauses every range (all or none) for the cutover `what` (the
+    /// fleet-wide records name it); answers once every proxy has paused
+    /// and drained them.
     pub(super) async fn pause(
         &self,
         topology: &Topology,
         ranges: &[Range],
+        what: &str,
     ) -> Result<(Held, String), CutoverError> {
         let drain = Duration::from_millis(topology.config.pause.drain_timeout_ms);
         let refused = |reason: String| CutoverError::Pause {
@@ -173,6 +200,7 @@ impl Coordinator<'_> {
                     let requester = Requester {
                         proxy: &side.requester,
                         user: &side.user,
+                        cutover: Some(what),
                     };
                     let paused = pause_fleet(
                         side.zookeeper,
@@ -238,15 +266,37 @@ impl Coordinator<'_> {
         }
     }
 
-    /// Ends the pauses held.
+    /// Ends the pauses held. A fleet-wide record deleted by someone else
+    /// meanwhile is an error (proxies may have resumed early), once the
+    /// others are deleted.
     pub(super) async fn resume(&self, held: &Held) -> Result<String, String> {
         match (self, held) {
             (Coordinator::Fleet(side), Held::Fleet(ids)) => {
-                if !ids.is_empty() {
+                let existing = side
+                    .zookeeper
+                    .pause_records()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let (present, gone) = split_present(ids, &existing);
+                if !present.is_empty() {
                     side.zookeeper
-                        .delete_pauses(ids)
+                        .delete_pauses(&present)
                         .await
                         .map_err(|e| e.to_string())?;
+                }
+                if !gone.is_empty() {
+                    return Err(format!(
+                        "the pause records {} were deleted by someone else before the cutover ended (a RESUME \
+                         SHARDS ... FORCE, or by hand); if the new map was written, proxies may have written to those \
+                         shards on the old master before they took it: compare the old and the new master for rows \
+                         written during the cutover{}",
+                        gone.join(", "),
+                        if present.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (the other records were deleted: {})", present.join(", "))
+                        }
+                    ));
                 }
                 Ok(format!("pause records deleted: {}", ids.join(", ")))
             }
@@ -269,7 +319,8 @@ impl Coordinator<'_> {
     }
 
     /// Writes `text` as the new map, only over the document `base`: the
-    /// znode still at its version, or the file still the version in force
+    /// znode still at its version and every fleet-wide pause in `held`
+    /// still there (one multi), or the file still the version in force
     /// (then its routing table is swapped in, recorded with `trigger`).
     pub(super) async fn write(
         &self,
@@ -277,35 +328,44 @@ impl Coordinator<'_> {
         text: &str,
         trigger: ReloadTrigger,
         changes: Vec<String>,
-    ) -> Result<Written, String> {
+        held: Option<&Held>,
+    ) -> Result<Written, WriteFailure> {
         match self {
             Coordinator::Fleet(side) => {
-                let pushed = zookeeper::push(
-                    &side.zookeeper.location,
-                    text.as_bytes(),
-                    &base.source_name,
-                    base.znode_version,
-                )
-                .await
-                .map_err(|e| e.to_string())?;
+                let Some(znode_version) = base.znode_version else {
+                    return Err("the document was read without its znode version"
+                        .to_owned()
+                        .into());
+                };
+                let ids = match held {
+                    Some(Held::Fleet(ids)) => ids.as_slice(),
+                    _ => &[],
+                };
+                let pushed = side
+                    .zookeeper
+                    .push_guarded(text.as_bytes(), &base.source_name, znode_version, ids)
+                    .await
+                    .map_err(|e| WriteFailure {
+                        outcome_unknown: matches!(e, GuardedPushError::Unknown { .. }),
+                        reason: e.to_string(),
+                    })?;
                 Ok(Written {
                     describe: format!(
-                        "znode version {} (md5 {}), was {}",
-                        pushed.znode_version,
-                        pushed.version,
-                        base.znode_version
-                            .map_or_else(|| "none".to_owned(), |v| v.to_string())
+                        "znode version {} (md5 {}), was {znode_version}",
+                        pushed.znode_version, pushed.version,
                     ),
                     znode_version: Some(pushed.znode_version),
                 })
             }
             Coordinator::Local(control) => {
                 let Some(path) = control.config_path.clone() else {
-                    return Err("this proxy has no config file".to_owned());
+                    return Err("this proxy has no config file".to_owned().into());
                 };
                 let _serial = control.config_status.serialize().await;
                 if control.config_status.snapshot().version != base.version {
-                    return Err("a reload changed the config in force meanwhile".to_owned());
+                    return Err("a reload changed the config in force meanwhile"
+                        .to_owned()
+                        .into());
                 }
                 let overrides = control.process.overrides.clone();
                 let (expected, source, new_text) = (
@@ -364,7 +424,7 @@ impl Coordinator<'_> {
                     let mut lagging = Vec::new();
                     for (id, entry) in registered.entries {
                         match entry.and_then(|entry| entry.znode_version) {
-                            Some(v) if v == version => running.push(id),
+                            Some(v) if runs(v, version) => running.push(id),
                             other => lagging.push(format!(
                                 "{id} (znode version {})",
                                 other.map_or_else(|| "unknown".to_owned(), |v| v.to_string())
@@ -373,7 +433,7 @@ impl Coordinator<'_> {
                     }
                     if lagging.is_empty() {
                         return Ok(format!(
-                            "every live proxy runs znode version {version}: {}",
+                            "every live proxy runs znode version {version} or later: {}",
                             if running.is_empty() {
                                 "none registered".to_owned()
                             } else {
@@ -393,5 +453,53 @@ impl Coordinator<'_> {
             }
             tokio::time::sleep(REGISTRY_POLL).await;
         }
+    }
+}
+
+/// Whether a proxy on znode version `running` runs the map written at
+/// `written`: that version or a later push over it.
+fn runs(running: i32, written: i32) -> bool {
+    running >= written
+}
+
+/// `ids` split into those still among `records` and those gone.
+fn split_present(
+    ids: &[String],
+    records: &[(String, zookeeper::PauseRecord)],
+) -> (Vec<String>, Vec<String>) {
+    ids.iter()
+        .cloned()
+        .partition(|id| records.iter().any(|(present, _)| present == id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_later_push_counts_as_running_the_map_written() {
+        assert!(runs(7, 7));
+        assert!(runs(8, 7));
+        assert!(!runs(6, 7));
+    }
+
+    #[test]
+    fn the_records_held_are_split_into_present_and_gone() {
+        let record = zookeeper::PauseRecord {
+            fleet: None,
+            first: 0,
+            last: 1,
+            requested_by: "p".to_owned(),
+            user: "u".to_owned(),
+            requested_at_ms: 0,
+            timeout_ms: 0,
+            cutover: None,
+        };
+        let ids = vec!["a".to_owned(), "b".to_owned()];
+        let (present, gone) = split_present(&ids, &[("b".to_owned(), record)]);
+        assert_eq!(
+            (present, gone),
+            (vec!["b".to_owned()], vec!["a".to_owned()])
+        );
     }
 }

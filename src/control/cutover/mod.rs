@@ -22,9 +22,11 @@
 //!
 //! Here: the errors and the shard ranges; `report` the timed steps,
 //! `coordinate` the two ways to pause and write (ZooKeeper or the file),
+//! `interrupt` `shardgate fleet move` stopped by a signal,
 //! `sequence` the steps in order, `moves` `MOVE SHARDS` itself.
 
 mod coordinate;
+mod interrupt;
 mod moves;
 mod report;
 mod sequence;
@@ -36,6 +38,7 @@ use crate::control::zookeeper::ZkError;
 use crate::topology::rewrite::RewriteError;
 
 pub use coordinate::{Base, Coordinator, FleetSide};
+pub use interrupt::{cli_requester, fleet_move_until, FleetMoveError};
 pub use moves::{fleet_move, MoveRequest};
 pub use report::{CutoverReport, Progress, Step, StepEvent};
 pub use sequence::{run, Plan};
@@ -52,9 +55,10 @@ pub struct Range {
 }
 
 impl Range {
-    /// The range as `RESUME SHARDS` takes it: `1024-2047 IN main`.
+    /// The range as `RESUME SHARDS` takes it for a cutover's pause:
+    /// `1024-2047 IN main FORCE`.
     pub fn command(&self) -> String {
-        format!("{}-{} IN {}", self.first, self.last, self.fleet)
+        format!("{}-{} IN {} FORCE", self.first, self.last, self.fleet)
     }
 }
 
@@ -180,6 +184,21 @@ pub enum CutoverError {
         reason: String,
         /// The new masters whose replication was stopped.
         stopped: Vec<String>,
+    },
+    /// The push's answer was lost and the document could not be read back:
+    /// the new map may be in force, so the shards stay paused.
+    #[error(
+        "{reason}; shards {ranges} STAY PAUSED on every proxy. Check which map is in force \
+         (`shardgate config get`, and SHOW PROXIES for the version each proxy runs); once every live proxy \
+         runs the version the document has, RESUME SHARDS {resume}"
+    )]
+    WriteUnknown {
+        /// What was lost and what the read-back found.
+        reason: String,
+        /// The paused ranges.
+        ranges: String,
+        /// The ranges as `RESUME SHARDS` takes them.
+        resume: String,
     },
     /// The map was written, but some live proxies do not run it.
     #[error(

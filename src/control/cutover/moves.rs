@@ -15,7 +15,6 @@ use crate::control::reload::ReloadTrigger;
 use crate::control::replica::{gtid, read_only, replication, Access};
 use crate::control::zookeeper::ZooKeeper;
 use crate::control::Control;
-use crate::topology::bootstrap::default_proxy_id;
 use crate::topology::config::HostConfig;
 use crate::topology::rewrite::{move_in_config, move_shards, MovedRange};
 use crate::topology::source::ZkLocation;
@@ -83,7 +82,7 @@ pub async fn fleet_move(
     let zookeeper = ZooKeeper::open(location).await?;
     let coordinator = Coordinator::Fleet(FleetSide {
         zookeeper: &zookeeper,
-        requester: format!("cli:{}", default_proxy_id()),
+        requester: super::cli_requester(),
         user: "cli".to_owned(),
     });
     let result = run_move(&coordinator, request, Some(progress)).await;

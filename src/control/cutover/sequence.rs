@@ -52,7 +52,10 @@ pub(super) async fn run_plan(
     let (source, source_conn) = (plan.source.0.clone(), plan.source.1.take());
     let held = match &source_conn {
         Some(_) => match steps
-            .run("pause", coordinator.pause(&base.topology, &plan.ranges))
+            .run(
+                "pause",
+                coordinator.pause(&base.topology, &plan.ranges, &plan.what),
+            )
             .await
         {
             Ok(held) => Some(held),
@@ -77,12 +80,18 @@ pub(super) async fn run_plan(
         base,
         &mut plan,
         source_conn,
+        held.as_ref(),
         &mut fenced,
         steps,
     )
     .await;
     let written = match before {
         Ok(written) => written,
+        Err(cause @ CutoverError::WriteUnknown { .. }) => {
+            // The map may be in force: the pause and the fence stay.
+            disconnect(plan.targets).await;
+            return Err(cause);
+        }
         Err(cause) => {
             let read_only = if fenced {
                 steps
@@ -184,6 +193,7 @@ async fn before_write(
     base: &Base,
     plan: &mut Plan,
     source_conn: Option<Conn>,
+    held: Option<&Held>,
     fenced: &mut bool,
     steps: &mut Steps<'_>,
 ) -> Result<super::coordinate::Written, CutoverError> {
@@ -240,7 +250,7 @@ async fn before_write(
     steps
         .run("write", async {
             coordinator
-                .write(base, &plan.text, plan.trigger, changes)
+                .write(base, &plan.text, plan.trigger, changes, held)
                 .await
                 .map(|written| {
                     let detail = written.describe.clone();
@@ -248,7 +258,16 @@ async fn before_write(
                 })
         })
         .await
-        .map_err(|reason| CutoverError::Write { reason })
+        .map_err(|failure| match failure.outcome_unknown {
+            true => CutoverError::WriteUnknown {
+                reason: failure.reason,
+                ranges: list(&plan.ranges, Range::to_string, ", "),
+                resume: list(&plan.ranges, Range::command, "; RESUME SHARDS "),
+            },
+            false => CutoverError::Write {
+                reason: failure.reason,
+            },
+        })
 }
 
 /// [`STOP_REPLICATION`] on every new master, once the map is written; the

@@ -11,7 +11,9 @@
 mod fleet;
 mod follow;
 
-pub use fleet::{pause_fleet, resume_fleet, FleetPauseError, FleetPauseReport, Requester};
+pub use fleet::{
+    pause_fleet, resume_command, resume_fleet, FleetPauseError, FleetPauseReport, Requester,
+};
 pub use follow::{apply_found, spawn_follower, Followed};
 
 use std::time::{Duration, Instant};

@@ -52,6 +52,48 @@ pub async fn get(location: &ZkLocation) -> Result<Document, ZkError> {
     }
 }
 
+/// Checks `bytes` as a push does before writing them: size, full
+/// validation (`source_name` names them in the errors), and an `admin`
+/// section while registered proxies listen on an admin port.
+pub(super) async fn validate(
+    client: &zk::Client,
+    location: &ZkLocation,
+    bytes: &[u8],
+    source_name: &str,
+) -> Result<(), ZkError> {
+    let invalid = |errors| ZkError::Invalid {
+        source_name: source_name.to_owned(),
+        errors,
+    };
+    if bytes.len() > MAX_DOCUMENT_BYTES {
+        return Err(invalid(ConfigErrors::single(
+            source_name,
+            0,
+            format!(
+                "the document is {} bytes; ZooKeeper takes at most {MAX_DOCUMENT_BYTES} in one znode \
+                 (its jute.maxbuffer): shorten it",
+                bytes.len()
+            ),
+        )));
+    }
+    let topology = parse_config(bytes, source_name).map_err(invalid)?;
+    if topology.config.admin.is_none() {
+        let with_admin = proxies_with_admin_port(client, location).await?;
+        if !with_admin.is_empty() {
+            return Err(invalid(ConfigErrors::single(
+                source_name,
+                0,
+                format!(
+                    "the document has no `admin` section, but registered proxies listen on an admin port \
+                     ({}); they would refuse it. Keep the `admin` section (its users log in there)",
+                    with_admin.join(", ")
+                ),
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Validates `bytes` fully (as `check-config` does; `source_name` names
 /// them in the errors) and writes them to the znode at `location` only if
 /// it is still the version read first (and `expected_version`, when
@@ -91,36 +133,7 @@ pub async fn push_with(
             });
         }
     }
-    let invalid = |errors| ZkError::Invalid {
-        source_name: source_name.to_owned(),
-        errors,
-    };
-    if bytes.len() > MAX_DOCUMENT_BYTES {
-        return Err(invalid(ConfigErrors::single(
-            source_name,
-            0,
-            format!(
-                "the document is {} bytes; ZooKeeper takes at most {MAX_DOCUMENT_BYTES} in one znode \
-                 (its jute.maxbuffer): shorten it",
-                bytes.len()
-            ),
-        )));
-    }
-    let topology = parse_config(bytes, source_name).map_err(invalid)?;
-    if topology.config.admin.is_none() {
-        let with_admin = proxies_with_admin_port(&client, location).await?;
-        if !with_admin.is_empty() {
-            return Err(invalid(ConfigErrors::single(
-                source_name,
-                0,
-                format!(
-                    "the document has no `admin` section, but registered proxies listen on an admin port \
-                     ({}); they would refuse it. Keep the `admin` section (its users log in there)",
-                    with_admin.join(", ")
-                ),
-            )));
-        }
-    }
+    validate(&client, location, bytes, source_name).await?;
     let version = version_of(bytes);
     let lost = |now: Option<i32>| ZkError::ConcurrentWrite {
         path: path.clone(),

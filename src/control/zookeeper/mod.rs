@@ -2,7 +2,8 @@
 //! read from its znode and watched (`watch`), this proxy's ephemeral entry
 //! in the registry under the document (`registry`), and the version-checked
 //! writes of `shardgate config push` and the reads of `config get`
-//! (`document`).
+//! (`document`), and a cutover's push guarded by its pause records
+//! (`guarded`).
 //!
 //! The session lives in [`ZooKeeper`]. A session that expired is dead for
 //! good: the watcher builds a new client, registers again and re-reads the
@@ -15,6 +16,7 @@
 pub mod auth;
 mod document;
 mod fence;
+mod guarded;
 mod pauses;
 mod registry;
 mod watch;
@@ -33,6 +35,7 @@ use crate::topology::ConfigErrors;
 
 pub use document::{get, push, push_with, Document, Pushed};
 pub use fence::{Clock, Liveness, Mark};
+pub use guarded::{outcome, GuardedPushError, Outcome};
 pub use pauses::{missing, PauseRecord, WatchedPauses};
 pub use registry::Registered;
 pub use watch::spawn_watch;

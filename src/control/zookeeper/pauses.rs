@@ -28,6 +28,11 @@ pub struct PauseRecord {
     pub requested_at_ms: u64,
     /// How long each proxy may drain, and the coordinator waits, in ms.
     pub timeout_ms: u64,
+    /// The cutover that holds the pause (`MOVE SHARDS 1024-2047 IN main TO
+    /// ...`); none for a `PAUSE SHARDS`. `RESUME SHARDS` leaves such a
+    /// record alone unless told `FORCE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cutover: Option<String>,
 }
 
 impl PauseRecord {
@@ -98,7 +103,8 @@ impl ZooKeeper {
         format!("{}/pauses", self.location.path)
     }
 
-    fn record_path(&self, id: &str) -> String {
+    /// `<document>/pauses/<id>`.
+    pub(super) fn record_path(&self, id: &str) -> String {
         format!("{}/{id}", self.pauses_path())
     }
 
@@ -282,6 +288,7 @@ mod tests {
             user: "admin".to_owned(),
             requested_at_ms: 1_700_000_000_000,
             timeout_ms: 5000,
+            cutover: None,
         }
     }
 
@@ -294,6 +301,15 @@ mod tests {
         let written = record(Some("main"), 100, 199);
         assert_eq!(PauseRecord::from_json(&written.to_json()), Some(written));
         assert_eq!(PauseRecord::from_json(b"{not json"), None);
+    }
+
+    #[test]
+    fn the_cutover_field_reads_back_and_an_older_record_has_none() {
+        let mut held = record(Some("main"), 1024, 2047);
+        held.cutover = Some("MOVE SHARDS 1024-2047 IN main TO h:1".to_owned());
+        assert_eq!(PauseRecord::from_json(&held.to_json()), Some(held));
+        let older = br#"{"fleet":"main","first":1,"last":2,"requested_by":"a","user":"u","requested_at_ms":1,"timeout_ms":5}"#;
+        assert_eq!(PauseRecord::from_json(older).map(|r| r.cutover), Some(None));
     }
 
     #[test]
