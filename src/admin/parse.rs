@@ -244,14 +244,19 @@ fn write_command_list(f: &mut fmt::Formatter<'_>) -> fmt::Result {
     Ok(())
 }
 
-/// The command as echoed in an error: short, so the whole list fits in the
-/// 512 bytes the C client library keeps of an error message.
+/// The command as echoed in an error: at most 12 bytes (cut on a character
+/// boundary), so the whole list fits in the 512 bytes the C client library
+/// keeps of an error message whatever the characters.
 fn shorten(text: &str) -> String {
-    const MAX: usize = 12;
-    match text.char_indices().nth(MAX) {
-        Some((end, _)) => format!("{}...", &text[..end]),
-        None => text.to_owned(),
+    const MAX_BYTES: usize = 12;
+    if text.len() <= MAX_BYTES {
+        return text.to_owned();
     }
+    let end = (0..=MAX_BYTES)
+        .rev()
+        .find(|&at| text.is_char_boundary(at))
+        .unwrap_or(0);
+    format!("{}...", &text[..end])
 }
 
 /// A word or a quoted string of the command text.

@@ -142,9 +142,15 @@ fn promote() {
 #[test]
 fn an_unknown_command_lists_every_form_within_what_the_cli_keeps() {
     // The mariadb CLI keeps 511 bytes of an error message.
-    let message = parse(&"X".repeat(300)).unwrap_err().to_string();
-    assert!(message.len() <= 511, "{} bytes: {message}", message.len());
-    assert!(message.ends_with(SHOW_COMMANDS), "{message}");
+    for command in [
+        "X".repeat(300),
+        "SELECT @@\u{fffd}v()".to_owned(),
+        "\u{10348}".repeat(100),
+    ] {
+        let message = parse(&command).unwrap_err().to_string();
+        assert!(message.len() <= 511, "{} bytes: {message}", message.len());
+        assert!(message.ends_with(SHOW_COMMANDS), "{message}");
+    }
 }
 
 #[test]
