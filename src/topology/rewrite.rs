@@ -34,6 +34,16 @@ pub struct PromotedEntry {
     pub replica: String,
 }
 
+impl std::fmt::Display for PromotedEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "fleet {} shards {}-{} promoted from {} to {}",
+            self.fleet, self.first, self.last, self.master, self.replica
+        )
+    }
+}
+
 /// The edited config text and what it now says.
 #[derive(Debug, Clone)]
 pub struct Promoted {

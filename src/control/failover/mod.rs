@@ -424,15 +424,7 @@ impl Control {
         if !Arc::ptr_eq(&self.engine.topology.load(), seen) {
             return Err(FailoverError::Raced);
         }
-        let moved = entries
-            .iter()
-            .map(|e| {
-                format!(
-                    "fleet {} shards {}-{} promoted from {} to {}",
-                    e.fleet, e.first, e.last, e.master, e.replica
-                )
-            })
-            .collect::<Vec<_>>();
+        let moved = entries.iter().map(ToString::to_string).collect::<Vec<_>>();
         let in_force = self.config_status.snapshot().version;
         let master = master.to_owned();
         let Some(path) = self.config_path.clone() else {

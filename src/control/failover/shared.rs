@@ -82,15 +82,7 @@ impl Control {
                 last: e.last,
             })
             .collect();
-        let changes = entries
-            .iter()
-            .map(|e| {
-                format!(
-                    "fleet {} shards {}-{} promoted from {} to {}",
-                    e.fleet, e.first, e.last, e.master, e.replica
-                )
-            })
-            .collect();
+        let changes = entries.iter().map(ToString::to_string).collect();
         let plan = Plan {
             what: format!("PROMOTE REPLICA {master}"),
             ranges: ranges.clone(),

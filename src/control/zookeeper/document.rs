@@ -3,7 +3,7 @@
 
 use zookeeper_client as zk;
 
-use super::{connect, persistent, request, ZkError};
+use super::{connect, persistent, request, version_now, ZkError};
 use crate::control::process::ProxyEntry;
 use crate::control::status::{parse_config, version_of};
 use crate::topology::source::ZkLocation;
@@ -152,12 +152,7 @@ pub async fn push_with(
             version,
         }),
         Err(zk::Error::BadVersion | zk::Error::NodeExists | zk::Error::NoNode) => {
-            let now = client
-                .check_stat(path)
-                .await
-                .ok()
-                .flatten()
-                .map(|stat| stat.version);
+            let now = version_now(&client, path).await;
             Err(lost(now))
         }
         Err(e) => Err(request("write", path)(e)),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use zookeeper_client as zk;
 
 use super::document::validate;
-use super::{request, Pushed, ZkError, ZooKeeper};
+use super::{request, version_now, Pushed, ZkError, ZooKeeper};
 use crate::control::status::version_of;
 
 /// How many times the znode is read back after a lost answer.
@@ -159,12 +159,7 @@ impl ZooKeeper {
                 return Err(match held.get(index) {
                     Some(id) => GuardedPushError::PauseGone { id: id.clone() },
                     None if matches!(source, zk::Error::BadVersion | zk::Error::NoNode) => {
-                        let now = client
-                            .check_stat(path)
-                            .await
-                            .ok()
-                            .flatten()
-                            .map(|stat| stat.version);
+                        let now = version_now(&client, path).await;
                         ZkError::ConcurrentWrite {
                             path: path.clone(),
                             read,

@@ -185,6 +185,17 @@ fn ephemeral() -> zk::CreateOptions<'static> {
     zk::CreateMode::Ephemeral.with_acls(auth::acls())
 }
 
+/// The znode's version now, if it exists and can be read: what a writer
+/// that lost a version check found in its way.
+async fn version_now(client: &zk::Client, path: &str) -> Option<i32> {
+    client
+        .check_stat(path)
+        .await
+        .ok()
+        .flatten()
+        .map(|stat| stat.version)
+}
+
 fn version_text(version: Option<i32>) -> String {
     version.map_or_else(|| "<none: no znode>".to_owned(), |v| v.to_string())
 }
