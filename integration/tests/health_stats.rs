@@ -207,7 +207,7 @@ async fn auto_failover_points_a_dead_masters_range_at_its_replica() {
     wait_for_pin_on(3309, 13, local_id, &marker).await;
     // The master "died": its replica must not see it either, or the
     // promotion is refused (the master may be alive behind a partition).
-    let _start = StartThread("START SLAVE IO_THREAD");
+    let _start = RunOn3309WhenDropped("START SLAVE IO_THREAD");
     let mut replica = operations(3309).await;
     replica.query_drop("STOP SLAVE IO_THREAD").await.unwrap();
     drop(replica);

@@ -558,11 +558,12 @@ pub fn with_limits(yaml: &str, entries: &str) -> String {
     }
 }
 
-/// Starts a replication thread of 3309 again when dropped (`START SLAVE
-/// SQL_THREAD` or `START SLAVE IO_THREAD`), as the operations account.
-pub struct StartThread(pub &'static str);
+/// Runs a statement on 3309 as the operations account when dropped: a
+/// test's guard that puts the replica back (`START SLAVE IO_THREAD`,
+/// `SET GLOBAL read_only = 0`, ...).
+pub struct RunOn3309WhenDropped(pub &'static str);
 
-impl Drop for StartThread {
+impl Drop for RunOn3309WhenDropped {
     fn drop(&mut self) {
         let output = std::process::Command::new("mariadb")
             .args(["-h", "127.0.0.1", "-P", "3309"])
@@ -576,5 +577,21 @@ impl Drop for StartThread {
             self.0,
             String::from_utf8_lossy(&output.stderr)
         );
+    }
+}
+
+/// The replication status of the server behind `conn` once both threads
+/// run, waiting up to 10 s (an IO thread just started reads `Connecting`
+/// for a moment); the last status seen if they never do.
+pub async fn slave_status_running(conn: &mut Conn) -> Option<SlaveStatus> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let status = slave_status(conn).await;
+        if status.as_ref().is_some_and(SlaveStatus::running)
+            || std::time::Instant::now() >= deadline
+        {
+            return status;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }

@@ -103,7 +103,7 @@ impl Drop for RestoreReplication {
 async fn promotion_can_stop_replication_on_the_replica() {
     let _serial = serial().await;
     let mut replica = operations(3309).await;
-    let before = slave_status(&mut replica).await;
+    let before = slave_status_running(&mut replica).await;
     assert!(
         before.as_ref().is_some_and(SlaveStatus::running),
         "3309 must replicate before the test: {before:?}"
@@ -331,7 +331,7 @@ async fn a_failed_promotion_makes_the_fenced_master_writable_again() {
     let _writable = Writable(MASTER_A);
     let proxy = start_server("reload-unfence", &base_yaml());
     let mut replica = operations(3309).await;
-    let _start = StartThread("START SLAVE SQL_THREAD");
+    let _start = RunOn3309WhenDropped("START SLAVE SQL_THREAD");
     replica.query_drop("STOP SLAVE SQL_THREAD").await.unwrap();
     let mut master = direct(MASTER_A).await;
     master
@@ -398,7 +398,7 @@ async fn auto_failover_waits_until_the_replica_has_lost_the_master_too() {
     );
 
     let mut replica = operations(3309).await;
-    let _start = StartThread("START SLAVE IO_THREAD");
+    let _start = RunOn3309WhenDropped("START SLAVE IO_THREAD");
     replica.query_drop("STOP SLAVE IO_THREAD").await.unwrap();
     replica.disconnect().await.ok();
     let engine = proxy.engine.clone();

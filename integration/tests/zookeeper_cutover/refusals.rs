@@ -119,38 +119,19 @@ async fn refused_moves_change_nothing() {
     }
 }
 
-/// A global variable of 3309 set for a test, set back (to the value the
-/// fleet runs) when dropped.
-struct TargetSetting(&'static str);
-
-impl TargetSetting {
-    /// Runs `SET GLOBAL {variable} = {value}` on 3309; the guard sets it to
-    /// `restore`.
-    async fn set(variable: &'static str, value: u8, restore: &'static str) -> Self {
-        let mut conn = operations(NEW_MASTER).await;
-        conn.query_drop(format!("SET GLOBAL {variable} = {value}"))
-            .await
-            .unwrap();
-        conn.disconnect().await.ok();
-        TargetSetting(restore)
-    }
-}
-
-impl Drop for TargetSetting {
-    fn drop(&mut self) {
-        let output = std::process::Command::new("mariadb")
-            .args(["-h", "127.0.0.1", "-P", &NEW_MASTER.to_string()])
-            .args(["-u", OPS_USER, &format!("-p{OPS_PASSWORD}")])
-            .args(["-e", self.0])
-            .output()
-            .expect("run the mariadb CLI");
-        assert!(
-            output.status.success(),
-            "{} on {NEW_MASTER} failed: {}",
-            self.0,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+/// Sets `SET GLOBAL {variable} = {value}` on 3309 for a test; the guard
+/// returned runs `restore` (the value the fleet runs) when dropped.
+async fn set_on_target(
+    variable: &'static str,
+    value: u8,
+    restore: &'static str,
+) -> RunOn3309WhenDropped {
+    let mut conn = operations(NEW_MASTER).await;
+    conn.query_drop(format!("SET GLOBAL {variable} = {value}"))
+        .await
+        .unwrap();
+    conn.disconnect().await.ok();
+    RunOn3309WhenDropped(restore)
 }
 
 /// A read-only target would fail every write to the moved shards: the
@@ -162,7 +143,7 @@ async fn a_read_only_target_is_refused() {
     let location = location("cut-readonly");
     push(&location, &test_config_yaml(), None).await;
     let one = guard.start(&location, "readonly-1");
-    let _read_only = TargetSetting::set("read_only", 1, "SET GLOBAL read_only = 0").await;
+    let _read_only = set_on_target("read_only", 1, "SET GLOBAL read_only = 0").await;
     for command in [format!("{MOVE} DRY RUN"), MOVE.to_owned()] {
         let (code, message) = admin_command(&one, &command).await.expect_err(&command);
         assert_eq!(code, 1105, "{command}: {message}");
@@ -188,8 +169,7 @@ async fn a_dry_run_warns_of_a_strict_mode_target() {
     let location = location("cut-strict");
     push(&location, &test_config_yaml(), None).await;
     let one = guard.start(&location, "strict-1");
-    let _strict =
-        TargetSetting::set("gtid_strict_mode", 1, "SET GLOBAL gtid_strict_mode = 0").await;
+    let _strict = set_on_target("gtid_strict_mode", 1, "SET GLOBAL gtid_strict_mode = 0").await;
     let rows = admin_command(&one, &format!("{MOVE} DRY RUN"))
         .await
         .unwrap_or_else(|e| panic!("dry run: {e:?}"));

@@ -1,15 +1,6 @@
 use super::*;
 
-const HEAD: &str = "\
-# The operator's own comment.
-listen: 127.0.0.1:6033
-users: [{ name: app, password: app }]
-backend: { user: shard, password: shardpw }
-types: { pin: 1 }
-tables:
-  pins: { fleet: main, object: pin }
-fleets:
-";
+use crate::topology::rewrite::tests::HEAD;
 
 fn fleet(hosts: &str) -> String {
     format!("{HEAD}  main:\n    shards: 4096\n    hosts:\n{hosts}  other:\n    shards: 16\n    hosts:\n      - {{ range: [0, 15], master: 10.0.0.9:3306 }}\n")

@@ -1,6 +1,7 @@
 use super::*;
 
-const HEAD: &str = "\
+/// The config above `fleets:` every edit test shares.
+pub(super) const HEAD: &str = "\
 # The operator's own comment.
 listen: 127.0.0.1:6033
 users: [{ name: app, password: app }]
