@@ -120,13 +120,17 @@ pub enum ClientError {
         /// The shard's master now (or why there is none).
         to: String,
     },
-    /// A write, locking read or COMMIT of a bound transaction while this
-    /// proxy is fenced: it lost its ZooKeeper session (1105).
+    /// A write, locking read, write through a function (sequence, user
+    /// lock, stored function), or a statement that would commit a bound
+    /// transaction while this proxy is fenced: it lost its ZooKeeper
+    /// session (1105).
     #[error(
-        "shardgate: this proxy lost its ZooKeeper session at {}; writes, locking reads and COMMIT of a transaction \
-         that wrote are refused until it reconnects and reloads the config, because another proxy may have moved \
-         shards meanwhile; plain reads are served on the last config. The statement did not run; retry it later \
-         or on another proxy",
+        "shardgate: this proxy lost its ZooKeeper session at {}; writes, locking reads, functions that write \
+         (sequences, GET_LOCK/RELEASE_LOCK, stored functions) and every statement that would commit a transaction \
+         that wrote (COMMIT, BEGIN, SET autocommit=1, schema changes) are refused until it reconnects and reloads \
+         the config, because another proxy may have moved shards meanwhile; plain reads are served on the last \
+         config. The statement did not run (an open transaction stays open: ROLLBACK it); retry it later or on \
+         another proxy",
         crate::clock::format_time(*lost_at)
     )]
     Fenced {

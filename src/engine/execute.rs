@@ -277,7 +277,7 @@ impl Engine {
         match plan {
             Plan::Shard(query) => self.run_shard(topology, state, query, guard, client).await,
             Plan::MultiShard(query) => self.run_multi_shard(topology, state, query, client).await,
-            Plan::AnyHost { sql } => self.run_anywhere(topology, state, &sql, client).await,
+            Plan::AnyHost { sql, .. } => self.run_anywhere(topology, state, &sql, client).await,
             Plan::Session(action) => self.run_session(topology, state, action, client).await,
             Plan::Diagnostics { sql, asked } => {
                 self.run_diagnostics(topology, state, None, (&sql, &asked), client)
@@ -414,6 +414,7 @@ impl Engine {
                 variables,
                 sql,
                 autocommit,
+                ..
             } => {
                 let sql = recorded_text(sql)?;
                 check_combined_autocommit(state, autocommit)?;

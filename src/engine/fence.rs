@@ -1,6 +1,8 @@
 //! The fence on the statement path: while raised, statements that write or
-//! lock (and the COMMIT of a transaction bound to a shard, which holds
-//! writes or locks) are refused; plain reads run. The control plane raises
+//! lock, write through a function (sequences, user locks, stored
+//! functions), or would commit a transaction bound to a shard (which holds
+//! writes or locks: COMMIT, BEGIN, `SET autocommit = 1`, a schema change)
+//! are refused; plain reads run. The control plane raises
 //! it when this proxy can no longer prove that it holds its ZooKeeper
 //! session, and lowers it once a new session has re-read the config.
 //! Statements read one atomic; a write or locking read also compares the
@@ -14,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::ClientError;
-use crate::router::{Plan, SessionAction, StatementKind};
+use crate::router::{Plan, StatementKind};
 use crate::sync::lock;
 
 /// Whether writes are refused, and since when.
@@ -142,6 +144,20 @@ impl Fence {
         if !refuses(plan, bound) {
             return None;
         }
+        self.error()
+    }
+
+    /// The error for committing a transaction bound to a shard (an
+    /// explicit COMMIT, or the commit the server makes implicitly before
+    /// BEGIN, `SET autocommit = 1` or a schema change) when the fence is
+    /// up or its deadline has passed. Every commit of a bound transaction
+    /// checks it right before it is sent.
+    pub fn commit_refusal(&self) -> Option<ClientError> {
+        self.error()
+    }
+
+    /// The refusal while the fence is up or its deadline has passed.
+    fn error(&self) -> Option<ClientError> {
         if self.is_raised() {
             let lost_at = self
                 .raised_times()
@@ -154,18 +170,24 @@ impl Fence {
     }
 }
 
-/// Whether a raised fence refuses `plan`.
+/// Whether a raised fence refuses `plan`: a write, locking read or schema
+/// change; a statement that writes through a function (a sequence, a user
+/// lock, a stored function), whatever its form; and, with a transaction
+/// bound to a shard (which holds writes or locks), every statement that
+/// would commit it (COMMIT, BEGIN, `SET autocommit = 1`, a schema change).
+/// A ROLLBACK, or the client's disconnect, ends such a transaction without
+/// committing it.
 fn refuses(plan: &Plan, bound: bool) -> bool {
-    match plan {
-        Plan::Shard(query) => query.kind != StatementKind::Read,
-        Plan::Session(SessionAction::Commit) => bound,
-        _ => false,
+    if plan.writes_through_function() || (bound && plan.commits_transaction()) {
+        return true;
     }
+    matches!(plan, Plan::Shard(query) if query.kind != StatementKind::Read)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::router::SessionAction;
 
     #[test]
     fn a_passed_deadline_refuses_writes_before_the_fence_is_raised() {
@@ -237,5 +259,46 @@ mod tests {
                 .map(|e| e.code()),
             Some(1105)
         );
+    }
+
+    #[test]
+    fn a_raised_fence_refuses_function_writes_and_every_commit_of_a_bound_transaction() {
+        let fence = Fence::default();
+        fence.raise(SystemTime::now());
+        let any = |writes| Plan::AnyHost {
+            sql: "SELECT GET_LOCK('a', 0)".into(),
+            writes_through_function: writes,
+        };
+        assert!(fence.refusal(&any(true), false).is_some());
+        assert!(fence.refusal(&any(false), false).is_none(), "a plain read");
+        let commits = [
+            Plan::Session(SessionAction::Commit),
+            Plan::Session(SessionAction::Begin {
+                sql: "START TRANSACTION READ ONLY".into(),
+            }),
+            Plan::Session(SessionAction::SetAutocommit(true)),
+            Plan::Session(SessionAction::SetSession {
+                variables: vec!["sql_mode".into()],
+                sql: "SET sql_mode = ''".into(),
+                autocommit: Some(true),
+                writes_through_function: false,
+            }),
+        ];
+        for plan in &commits {
+            assert!(fence.refusal(plan, true).is_some(), "{plan:?}");
+            assert!(
+                fence.refusal(plan, false).is_none(),
+                "nothing bound: {plan:?}"
+            );
+        }
+        for plan in [
+            Plan::Session(SessionAction::Rollback),
+            Plan::Session(SessionAction::SetAutocommit(false)),
+        ] {
+            assert!(fence.refusal(&plan, true).is_none(), "{plan:?}");
+        }
+        assert!(fence.commit_refusal().is_some());
+        assert!(fence.lower(fence.raises()));
+        assert!(fence.commit_refusal().is_none());
     }
 }

@@ -240,7 +240,7 @@ impl Engine {
                 None => (self.any_pool(topology, state)?, None, sql.into()),
             },
             Plan::Reject(error) => return Err(Failure::Client(error.into())),
-            Plan::AnyHost { sql } | Plan::Diagnostics { sql, .. } => {
+            Plan::AnyHost { sql, .. } | Plan::Diagnostics { sql, .. } => {
                 (self.any_pool(topology, state)?, None, sql)
             }
             Plan::Session(_) => (self.any_pool(topology, state)?, None, sql.into()),

@@ -203,7 +203,10 @@ impl Engine {
 
     /// Sends COMMIT or ROLLBACK to the bound connection (answering with its
     /// response when `answer` is set) and unbinds it. A COMMIT whose shard
-    /// moved to another master meanwhile is a rollback and an error.
+    /// moved to another master meanwhile is a rollback and an error. A
+    /// COMMIT (explicit, or the implicit one before BEGIN, `SET autocommit
+    /// = 1` or a schema change) while the fence is up is refused, the
+    /// transaction left open ([`super::fence::Fence::commit_refusal`]).
     pub(super) async fn end_transaction<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
@@ -212,7 +215,10 @@ impl Engine {
         client: &mut FrameWriter<W>,
         answer: bool,
     ) -> Result<(), Failure> {
-        if sql == "COMMIT" {
+        if sql == "COMMIT" && state.bound.is_some() {
+            if let Some(error) = self.fence.commit_refusal() {
+                return Err(Failure::Client(error));
+            }
             self.check_not_moved(topology, state).await?;
         }
         if answer {

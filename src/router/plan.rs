@@ -129,6 +129,9 @@ pub struct ShardQuery {
     /// For an INSERT into an object table: the type id used to compose the
     /// 64-bit ID from the OK packet's last-insert-id.
     pub compose_insert_id: Option<u16>,
+    /// It calls a function that writes, or may (a sequence, a user lock,
+    /// a stored function): a read in form, a write in effect.
+    pub writes_through_function: bool,
 }
 
 /// A read that runs on several shards, merged by the proxy.
@@ -224,6 +227,9 @@ pub enum SessionAction {
         /// The `autocommit` value the same SET gave, applied by the proxy
         /// once the rest succeeded.
         autocommit: Option<bool>,
+        /// A value calls a function that writes, or may
+        /// ([`ShardQuery::writes_through_function`]).
+        writes_through_function: bool,
     },
     /// `SET TRANSACTION ISOLATION LEVEL ... | READ ONLY | READ WRITE`
     /// without `SESSION`: the characteristics of the session's next
@@ -307,6 +313,9 @@ pub enum Plan {
     AnyHost {
         /// Text to send (the original).
         sql: SqlText,
+        /// It calls a function that writes, or may
+        /// ([`ShardQuery::writes_through_function`]).
+        writes_through_function: bool,
     },
     /// Handled by the proxy itself.
     Session(SessionAction),
@@ -322,6 +331,71 @@ pub enum Plan {
     },
     /// Refused, with the error the client will see.
     Reject(RouteError),
+}
+
+impl Plan {
+    /// Marks a plan whose statement calls a function that writes, or may
+    /// (every part of a multi-shard read; a `SET`'s value).
+    pub fn with_function_writes(mut self) -> Plan {
+        match &mut self {
+            Plan::Shard(query) => query.writes_through_function = true,
+            Plan::MultiShard(query) => {
+                for part in &mut query.parts {
+                    part.writes_through_function = true;
+                }
+            }
+            Plan::AnyHost {
+                writes_through_function,
+                ..
+            }
+            | Plan::Session(SessionAction::SetSession {
+                writes_through_function,
+                ..
+            }) => *writes_through_function = true,
+            _ => {}
+        }
+        self
+    }
+
+    /// Whether it calls a function that writes, or may: a sequence
+    /// (`NEXTVAL`, `SETVAL`, `NEXT VALUE FOR`), a user lock (`GET_LOCK`,
+    /// `RELEASE_LOCK`, `RELEASE_ALL_LOCKS`), a stored function or UDF.
+    pub fn writes_through_function(&self) -> bool {
+        match self {
+            Plan::Shard(query) => query.writes_through_function,
+            Plan::MultiShard(query) => query.parts.iter().any(|p| p.writes_through_function),
+            Plan::AnyHost {
+                writes_through_function,
+                ..
+            }
+            | Plan::Session(SessionAction::SetSession {
+                writes_through_function,
+                ..
+            }) => *writes_through_function,
+            _ => false,
+        }
+    }
+
+    /// Whether the server would commit an open transaction to run it:
+    /// `COMMIT`, `BEGIN` / `START TRANSACTION` (any characteristics),
+    /// `SET autocommit = 1` (alone or with other variables), a schema
+    /// change. With a transaction bound to a shard, each ends it with a
+    /// commit.
+    pub fn commits_transaction(&self) -> bool {
+        match self {
+            Plan::Shard(query) => query.kind == StatementKind::SchemaChange,
+            Plan::Session(
+                SessionAction::Commit
+                | SessionAction::Begin { .. }
+                | SessionAction::SetAutocommit(true)
+                | SessionAction::SetSession {
+                    autocommit: Some(true),
+                    ..
+                },
+            ) => true,
+            _ => false,
+        }
+    }
 }
 
 /// Which list of the previous statement's diagnostics a statement reads.

@@ -76,6 +76,7 @@ pub(crate) fn plan(
             variables: assignments.into_iter().map(|a| a.name).collect(),
             sql: sql.into(),
             autocommit: None,
+            writes_through_function: false,
         }));
     };
     let on = autocommit_value(&assignments[position].value)?;
@@ -106,6 +107,7 @@ pub(crate) fn plan(
         variables,
         sql: SqlText(text),
         autocommit: Some(on),
+        writes_through_function: false,
     }))
 }
 

@@ -45,7 +45,7 @@ pub fn answer(engine: &Engine, statement: &str) -> Result<Answer, AdminError> {
                 answer.push(shard_row(&topology, part, note));
             }
         }
-        Plan::AnyHost { sql } => answer.push(other_row(
+        Plan::AnyHost { sql, .. } => answer.push(other_row(
             "any healthy master",
             &sql.to_string(),
             "names no sharded table: runs unchanged on any healthy master",

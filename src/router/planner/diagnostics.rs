@@ -177,7 +177,7 @@ pub(super) fn reroute_fallback(
         return Ok(asked);
     };
     match reroute(&text.0)? {
-        Plan::AnyHost { sql } => Ok(Diagnostics::Select {
+        Plan::AnyHost { sql, .. } => Ok(Diagnostics::Select {
             columns,
             fallback: Some(sql),
         }),

@@ -34,6 +34,8 @@ mod decide;
 mod diagnostics;
 mod dml;
 mod expr;
+mod function_names;
+mod function_writes;
 mod insert;
 mod keys;
 mod merge;
@@ -143,13 +145,34 @@ impl Placement for FirstShard {
     }
 }
 
-/// [`route`] (`prepare` false) and [`route_prepare`] (true).
+/// [`route`] (`prepare` false) and [`route_prepare`] (true); a statement
+/// that calls a function that writes, or may, is marked so
+/// ([`Plan::with_function_writes`]) whatever it plans as.
 fn route_inner(
     sql: &[u8],
     topo: &Topology,
     ctx: &RouteContext,
     placement: &mut dyn Placement,
     prepare: bool,
+) -> Result<Plan, RouteError> {
+    let mut writes = false;
+    let plan = route_text(sql, topo, ctx, placement, prepare, &mut writes)?;
+    Ok(if writes {
+        plan.with_function_writes()
+    } else {
+        plan
+    })
+}
+
+/// [`route_inner`]'s work; sets `writes` when the statement calls a
+/// function that writes, or may.
+fn route_text(
+    sql: &[u8],
+    topo: &Topology,
+    ctx: &RouteContext,
+    placement: &mut dyn Placement,
+    prepare: bool,
+    writes: &mut bool,
 ) -> Result<Plan, RouteError> {
     let dialect = MySqlDialect {};
     // MariaDB's reading first; sqlparser reads the lexer's shadow, and the
@@ -159,6 +182,7 @@ fn route_inner(
         .tokenize_with_location()
         .map_err(syntax)?;
     lex::check_tokens(&lexed, &tokens)?;
+    *writes = function_writes::writes_through_function(&tokens);
     let src = Source::new(sql, &lexed.shadow);
     let mut edits = Edits::default();
     let hints = hints::scan(&tokens, &src, &mut edits)?;
@@ -510,6 +534,7 @@ fn syntax(error: impl fmt::Display) -> RouteError {
 fn any_host(sql: &[u8], edits: Edits) -> Result<Plan, RouteError> {
     Ok(Plan::AnyHost {
         sql: apply(edits, sql)?,
+        writes_through_function: false,
     })
 }
 
@@ -625,6 +650,7 @@ impl<'a> Env<'a> {
             sql,
             kind,
             compose_insert_id,
+            writes_through_function: false,
         }))
     }
 

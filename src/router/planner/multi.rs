@@ -187,6 +187,7 @@ impl<'a> Planner<'a> {
                 sql: apply(e, env.src.original)?,
                 kind: StatementKind::Read,
                 compose_insert_id: None,
+                writes_through_function: false,
             });
         }
         Ok(Plan::MultiShard(MultiShardQuery { parts, merge }))

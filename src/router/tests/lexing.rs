@@ -35,7 +35,8 @@ fn executable_comments_are_read_as_the_server_reads_them() {
     assert_eq!(
         plan,
         Plan::AnyHost {
-            sql: "SELECT 1 /*!50708 , (SELECT 1 FROM pins) */".into()
+            sql: "SELECT 1 /*!50708 , (SELECT 1 FROM pins) */".into(),
+            writes_through_function: false,
         }
     );
     // Edits inside an executed comment land in place.

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::topology::columns::{SharedColumns, TableColumns};
 use crate::topology::Topology;
 
+mod function_writes;
 mod insert;
 mod keys;
 mod lexing;
@@ -162,7 +163,7 @@ fn check_plan(
                 && &q.sql == text
                 && q.kind == *kind
         }
-        (Expect::Any(text), Plan::AnyHost { sql }) => sql == text,
+        (Expect::Any(text), Plan::AnyHost { sql, .. }) => sql == text,
         (Expect::Session(action), Plan::Session(got)) => action == got,
         (Expect::Diagnostics(text), Plan::Diagnostics { sql, .. }) => sql == text,
         (Expect::Reject(kind, contains), Plan::Reject(e)) => {

@@ -52,7 +52,7 @@ fn comment_only_and_do_run_on_any_host_as_written() {
         "DO (SELECT 1)",
     ] {
         match route(sql, &t, &ctx, &mut Fixed(0)) {
-            Plan::AnyHost { sql: text } => assert_eq!(text, sql),
+            Plan::AnyHost { sql: text, .. } => assert_eq!(text, sql),
             other => panic!("{sql:?} routed to {other:?}"),
         }
     }
@@ -70,7 +70,7 @@ fn faithful_forwarding() {
         "SELECT x'414243', 0x41, b'01', _utf8mb4'é' COLLATE utf8mb4_bin",
     ] {
         let text = match route(sql, &t, &ctx, &mut Fixed(0)) {
-            Plan::AnyHost { sql } => sql,
+            Plan::AnyHost { sql, .. } => sql,
             Plan::Shard(q) => q.sql,
             other => panic!("{sql:?} routed to {other:?}"),
         };
@@ -314,7 +314,10 @@ fn bytes_in_bytes_out() {
     let sql: &[u8] = b"SELECT HEX('\xe9')";
     assert_eq!(
         route(sql, &t, &latin1, &mut Fixed(0)),
-        Plan::AnyHost { sql: sql.into() }
+        Plan::AnyHost {
+            sql: sql.into(),
+            writes_through_function: false,
+        }
     );
     let mut sql = format!("SELECT data FROM pins WHERE id = {PIN} AND data = '").into_bytes();
     sql.extend_from_slice(b"\xe9\xff'");

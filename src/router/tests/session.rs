@@ -100,6 +100,7 @@ fn session_statements() {
                 variables: vars.iter().map(|v| v.to_string()).collect(),
                 sql: sql.into(),
                 autocommit: None,
+                writes_through_function: false,
             }),
         )
     };
@@ -145,6 +146,7 @@ fn session_statements() {
                 variables: vec!["sql_mode".into()],
                 sql: "SET sql_mode = ''".into(),
                 autocommit: Some(false),
+                writes_through_function: false,
             }),
         ),
         // MariaDB Connector/J's first statement.
@@ -154,6 +156,7 @@ fn session_statements() {
                 variables: vec!["sql_mode".into()],
                 sql: "SET sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')".into(),
                 autocommit: Some(true),
+                writes_through_function: false,
             }),
         ),
         c(
@@ -162,6 +165,7 @@ fn session_statements() {
                 variables: vec!["names".into(), "time_zone".into()],
                 sql: "SET NAMES utf8mb4, @@local.time_zone='+00:00'".into(),
                 autocommit: Some(false),
+                writes_through_function: false,
             }),
         ),
         c(
@@ -170,6 +174,7 @@ fn session_statements() {
                 variables: vec!["sql_mode".into()],
                 sql: "SET sql_mode = ''".into(),
                 autocommit: Some(false),
+                writes_through_function: false,
             }),
         ),
         c(
@@ -184,6 +189,7 @@ fn session_statements() {
                 variables: vec!["sql_mode".into()],
                 sql: "SET sql_mode = ''".into(),
                 autocommit: Some(false),
+                writes_through_function: false,
             }),
         ),
         c(
@@ -506,7 +512,8 @@ fn set_statement_routes_the_wrapped_statement() {
     assert_eq!(
         plan,
         Plan::AnyHost {
-            sql: "SET STATEMENT max_statement_time=1 FOR SELECT 1".into()
+            sql: "SET STATEMENT max_statement_time=1 FOR SELECT 1".into(),
+            writes_through_function: false,
         }
     );
     let sql = format!(
@@ -643,7 +650,8 @@ fn do_and_set_get_the_sessions_values() {
     assert_eq!(
         plan("DO LAST_INSERT_ID(), @@autocommit"),
         Plan::AnyHost {
-            sql: "DO 4242, 0".into()
+            sql: "DO 4242, 0".into(),
+            writes_through_function: false,
         }
     );
     assert_eq!(
@@ -652,6 +660,7 @@ fn do_and_set_get_the_sessions_values() {
             variables: vec!["@x".to_owned(), "@y".to_owned()],
             sql: "SET @x = 4242, @y := (SELECT 0 AS `@@autocommit`)".into(),
             autocommit: None,
+            writes_through_function: false,
         })
     );
     // An assigned variable stays a name.
@@ -661,6 +670,7 @@ fn do_and_set_get_the_sessions_values() {
             variables: vec!["max_allowed_packet".to_owned()],
             sql: "SET @@session.max_allowed_packet = 1024".into(),
             autocommit: None,
+            writes_through_function: false,
         })
     );
     assert_eq!(

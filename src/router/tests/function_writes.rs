@@ -1,0 +1,147 @@
+//! Statements that write through a function (sequences, user locks,
+//! stored functions) and statements that would commit an open
+//! transaction, as the plan says: what the fence refuses.
+
+use super::*;
+
+/// The plan of `sql`, under `USE db` when given.
+fn plan_of(sql: &str, db: Option<&str>) -> Plan {
+    let t = topo();
+    let ctx = RouteContext {
+        current_db: db.map(|d| t.parse_database(d).expect("test database")),
+        ..RouteContext::default()
+    };
+    route(sql, &t, &ctx, &mut Fixed(3429))
+}
+
+#[test]
+fn functions_that_write_mark_the_plan_whatever_its_form() {
+    let writing = [
+        ("SELECT NEXTVAL(db00001.s)", None),
+        ("SELECT nextval(s)", Some("db00001")),
+        ("SELECT SETVAL(db00001.s, 100)", None),
+        ("SET @a = NEXT VALUE FOR db00001.s", None),
+        ("SET @a = next /* c */ value for db00001.s", None),
+        ("SET @a = GET_LOCK('a', 0)", None),
+        ("SELECT GET_LOCK('a', 0)", None),
+        ("select get_lock /* c */ ('a', 1)", None),
+        ("DO RELEASE_LOCK('a')", None),
+        ("DO RELEASE_ALL_LOCKS()", None),
+        (
+            "SELECT GET_LOCK('a', 0), data FROM pins WHERE id = 241294492511762325",
+            None,
+        ),
+        (
+            "SELECT data FROM db00001.pins WHERE local_id = db00001.f(1)",
+            None,
+        ),
+        ("SELECT db00001.f(1)", None),
+        ("SELECT `f`(1)", Some("db00001")),
+        ("SELECT f(1)", Some("db00001")),
+        // Without IGNORE_SPACE, `name (` is a stored function or UDF.
+        ("SELECT concat ('a')", Some("db00001")),
+        ("SELECT SUM (1) FROM db00001.pins", None),
+        ("SET @a = 1 + my_udf(2)", None),
+    ];
+    let reading = [
+        ("SELECT LASTVAL(db00001.s)", None),
+        ("SELECT IS_FREE_LOCK('a'), IS_USED_LOCK('a')", None),
+        ("SELECT SLEEP(0)", None),
+        (
+            "SELECT CONCAT('a', 'b'), count(*) FROM pins WHERE id = 241294492511762325",
+            None,
+        ),
+        (
+            "SELECT CAST(1 AS DECIMAL(10,2)), CONVERT('a', CHAR(3)), IF(1, 2, 3)",
+            None,
+        ),
+        (
+            "SELECT ST_X(POINT(1, 2)), JSON_EXTRACT('[1]', '$[0]')",
+            None,
+        ),
+        ("WITH c (a) AS (SELECT 1) SELECT * FROM c", None),
+        ("SELECT 'GET_LOCK(1)', `NEXTVAL`", None),
+        ("SELECT 1 /* NEXTVAL(s) */", None),
+        (
+            "SET @a = (SELECT 1), sql_mode = CONCAT(@@sql_mode, ',STRICT_TRANS_TABLES')",
+            None,
+        ),
+        (
+            "SELECT data FROM pins WHERE id IN (241294492511762325, 1) = (1)",
+            None,
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (sql, db) in writing {
+        let plan = plan_of(sql, db);
+        if matches!(plan, Plan::Reject(_)) || !plan.writes_through_function() {
+            wrong.push(format!("{sql}: should write through a function: {plan:?}"));
+        }
+    }
+    for (sql, db) in reading {
+        let plan = plan_of(sql, db);
+        if plan.writes_through_function() {
+            wrong.push(format!("{sql}: only reads: {plan:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn every_part_of_a_multi_shard_read_carries_the_mark() {
+    let sql = format!("SELECT GET_LOCK('x', 0), data FROM pins WHERE id IN ({PIN}, {PIN_FAR})");
+    match plan_of(&sql, None) {
+        Plan::MultiShard(query) => {
+            assert_eq!(query.parts.len(), 2);
+            assert!(query.parts.iter().all(|p| p.writes_through_function));
+        }
+        other => panic!("expected a multi-shard read: {other:?}"),
+    }
+    let plain = format!("SELECT data FROM pins WHERE id IN ({PIN}, {PIN_FAR})");
+    assert!(!plan_of(&plain, None).writes_through_function());
+}
+
+#[test]
+fn statements_that_would_commit_an_open_transaction() {
+    let commits = [
+        "COMMIT",
+        "BEGIN",
+        "START TRANSACTION",
+        "START TRANSACTION READ ONLY",
+        "START TRANSACTION READ WRITE",
+        "SET autocommit = 1",
+        "SET @@session.autocommit = ON",
+        "SET autocommit = 1, sql_mode = ''",
+        "ALTER TABLE db00001.pins ADD COLUMN x INT",
+        "CREATE INDEX i ON db00001.pins (data)",
+    ];
+    let keeps = [
+        "ROLLBACK",
+        "SET autocommit = 0",
+        "SET autocommit = 0, sql_mode = ''",
+        "SET sql_mode = ''",
+        "SAVEPOINT a",
+        "SELECT 1",
+        "SELECT data FROM db00001.pins",
+        "INSERT INTO db00001.pins (data) VALUES ('x')",
+    ];
+    // Not routed at all: never sent.
+    assert!(matches!(
+        plan_of("START TRANSACTION WITH CONSISTENT SNAPSHOT", None),
+        Plan::Reject(_)
+    ));
+    let mut wrong = Vec::new();
+    for sql in commits {
+        let plan = plan_of(sql, None);
+        if !plan.commits_transaction() {
+            wrong.push(format!("{sql}: commits: {plan:?}"));
+        }
+    }
+    for sql in keeps {
+        let plan = plan_of(sql, None);
+        if matches!(plan, Plan::Reject(_)) || plan.commits_transaction() {
+            wrong.push(format!("{sql}: does not commit: {plan:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
