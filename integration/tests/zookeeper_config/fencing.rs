@@ -179,3 +179,209 @@ async fn a_proxy_cut_off_from_zookeeper_stops_writing_before_its_session_can_exp
     delete_pins(main_master_port(SHARD), &[SHARD], TAG).await;
     clean(test).await;
 }
+
+/// The prefix of the rows of the implicit-commit test.
+const IMPLICIT_TAG: &str = "zkimplicit";
+
+/// `value` as the sequence `db<SHARD>.zkimplicit_seq` holds it on its
+/// master: the next value it would hand out.
+async fn sequence_next(ops: &mut Conn) -> Option<i64> {
+    ops.query_first(format!(
+        "SELECT next_not_cached_value FROM db{SHARD:05}.zkimplicit_seq"
+    ))
+    .await
+    .expect("read the sequence on its master")
+}
+
+/// Who holds the user lock `zkimplicit_lock` on each master (NULL: free).
+async fn lock_holders() -> Vec<Option<u64>> {
+    let mut holders = Vec::new();
+    for port in [MASTER_A, MASTER_B] {
+        let mut conn = direct(port).await;
+        let holder: Option<Option<u64>> = conn
+            .query_first("SELECT IS_USED_LOCK('zkimplicit_lock')")
+            .await
+            .expect("IS_USED_LOCK on a master");
+        conn.disconnect().await.ok();
+        holders.push(holder.flatten());
+    }
+    holders
+}
+
+/// While fenced, no statement makes the server commit a transaction that
+/// wrote (`SET autocommit = 1`, `BEGIN`, `START TRANSACTION [READ ONLY |
+/// READ WRITE]`, a schema change, COMMIT), and no statement writes through
+/// a function (sequences, user locks, stored functions) whatever its form:
+/// each is refused with the fence's error, and on the masters the rows
+/// stay uncommitted, the sequence where it was, the lock free. A client
+/// that leaves (disconnect, COM_RESET_CONNECTION) rolls its transaction
+/// back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_proxy_commits_no_transaction_and_writes_through_no_function() {
+    let test = "fence-implicit";
+    clean(test).await;
+    let master = main_master_port(SHARD);
+    delete_pins(master, &[SHARD], IMPLICIT_TAG).await;
+    let mut ops = operations(master).await;
+    ops.query_drop(format!(
+        "CREATE OR REPLACE SEQUENCE db{SHARD:05}.zkimplicit_seq NOCACHE"
+    ))
+    .await
+    .expect("create the sequence");
+    ops.query_drop(format!("DROP TABLE IF EXISTS db{SHARD:05}.zkimplicit_t"))
+        .await
+        .expect("drop the DDL's table");
+    let direct_location = location(test);
+    push(&direct_location, &document(), None).await;
+    let relay = relay(zk_hosts()).await;
+    let through_relay = ZkLocation {
+        hosts: vec![relay.addr.to_string()],
+        path: direct_location.path.clone(),
+    };
+    let proxy = start(&through_relay, "fence-implicit");
+    let timeout = proxy
+        .control
+        .zookeeper
+        .as_ref()
+        .and_then(|zookeeper| zookeeper.session_timeout())
+        .expect("a ZooKeeper session");
+    let mut reads = app(&proxy).await;
+    let mut explicit = app(&proxy).await;
+    let mut implicit = app(&proxy).await;
+    let mut leaving = app(&proxy).await;
+    let mut reset = app(&proxy).await;
+    for conn in [&mut explicit, &mut leaving, &mut reset] {
+        conn.query_drop("BEGIN").await.expect("BEGIN");
+    }
+    implicit
+        .query_drop("SET autocommit = 0")
+        .await
+        .expect("autocommit off");
+    for (conn, name) in [
+        (&mut explicit, "explicit"),
+        (&mut implicit, "implicit"),
+        (&mut leaving, "leaving"),
+        (&mut reset, "reset"),
+    ] {
+        insert_pin(conn, SHARD, &format!("{IMPLICIT_TAG}-{name}")).await;
+    }
+    let sequence_before = sequence_next(&mut ops).await;
+    assert_eq!(lock_holders().await, vec![None, None]);
+
+    relay.blocked.store(true, Ordering::SeqCst);
+    let blocked_at = Instant::now();
+    while !proxy.control.engine.fence.is_raised() {
+        assert!(
+            blocked_at.elapsed() < timeout * 2,
+            "not fenced within twice the session timeout"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let uncommitted = |name: &str| format!("{IMPLICIT_TAG}-{name}");
+    for statement in [
+        "SET autocommit = 1".to_owned(),
+        "SET autocommit = 1, sql_mode = @@sql_mode".to_owned(),
+        "BEGIN".to_owned(),
+        "START TRANSACTION".to_owned(),
+        "START TRANSACTION READ ONLY".to_owned(),
+        "START TRANSACTION READ WRITE".to_owned(),
+        format!("CREATE TABLE db{SHARD:05}.zkimplicit_t (a INT)"),
+        "COMMIT".to_owned(),
+    ] {
+        let refused = explicit.query_drop(&statement).await;
+        assert_fenced_refusal(refused.expect_err(&statement), &statement);
+        assert_eq!(
+            rows_tagged(&uncommitted("explicit")).await,
+            0,
+            "{statement} committed the open transaction"
+        );
+    }
+    for statement in [
+        "SET autocommit = 1",
+        "SET @@session.autocommit = ON",
+        "BEGIN",
+        "COMMIT",
+    ] {
+        let refused = implicit.query_drop(statement).await;
+        assert_fenced_refusal(refused.expect_err(statement), statement);
+        assert_eq!(
+            rows_tagged(&uncommitted("implicit")).await,
+            0,
+            "{statement} committed the open transaction (autocommit off)"
+        );
+    }
+    let tables: Option<u64> = ops
+        .query_first(format!(
+            "SELECT COUNT(*) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = 'db{SHARD:05}' AND TABLE_NAME = 'zkimplicit_t'"
+        ))
+        .await
+        .expect("look for the DDL's table");
+    assert_eq!(tables, Some(0), "the schema change ran while fenced");
+
+    for statement in [
+        format!("SELECT NEXTVAL(db{SHARD:05}.zkimplicit_seq)"),
+        format!("SELECT SETVAL(db{SHARD:05}.zkimplicit_seq, 1000)"),
+        format!("SET @v = NEXT VALUE FOR db{SHARD:05}.zkimplicit_seq"),
+        format!("DO NEXTVAL(db{SHARD:05}.zkimplicit_seq)"),
+        "SELECT GET_LOCK('zkimplicit_lock', 0)".to_owned(),
+        "DO GET_LOCK('zkimplicit_lock', 0)".to_owned(),
+        "SET @l = GET_LOCK('zkimplicit_lock', 0)".to_owned(),
+        format!("SELECT GET_LOCK('zkimplicit_lock', 0) FROM db{SHARD:05}.pins LIMIT 1"),
+        "SELECT RELEASE_ALL_LOCKS()".to_owned(),
+        format!("SELECT db{SHARD:05}.zkimplicit_function()"),
+    ] {
+        let refused = reads.query_drop(&statement).await;
+        assert_fenced_refusal(refused.expect_err(&statement), &statement);
+    }
+    assert_eq!(
+        sequence_next(&mut ops).await,
+        sequence_before,
+        "the sequence moved while fenced"
+    );
+    assert_eq!(
+        lock_holders().await,
+        vec![None, None],
+        "a user lock was taken while fenced"
+    );
+    // What only reads is served.
+    let free: Option<u64> = reads
+        .query_first("SELECT IS_FREE_LOCK('zkimplicit_lock')")
+        .await
+        .expect("IS_FREE_LOCK is served while fenced");
+    assert_eq!(free, Some(1));
+    reads
+        .query_drop(format!(
+            "SELECT LASTVAL(db{SHARD:05}.zkimplicit_seq), SLEEP(0) FROM db{SHARD:05}.pins LIMIT 1"
+        ))
+        .await
+        .expect("LASTVAL and SLEEP are served while fenced");
+
+    // Leaving rolls back.
+    leaving.disconnect().await.expect("disconnect");
+    reset.reset().await.expect("COM_RESET_CONNECTION");
+    explicit.query_drop("ROLLBACK").await.expect("ROLLBACK");
+    implicit.query_drop("ROLLBACK").await.expect("ROLLBACK");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for name in ["explicit", "implicit", "leaving", "reset"] {
+        assert_eq!(rows_tagged(&uncommitted(name)).await, 0, "{name}");
+    }
+
+    relay.blocked.store(false, Ordering::SeqCst);
+    for conn in [reads, explicit, implicit, reset] {
+        conn.disconnect().await.ok();
+    }
+    proxy.control.shutdown().await;
+    ops.query_drop(format!(
+        "DROP SEQUENCE IF EXISTS db{SHARD:05}.zkimplicit_seq"
+    ))
+    .await
+    .ok();
+    ops.query_drop(format!("DROP TABLE IF EXISTS db{SHARD:05}.zkimplicit_t"))
+        .await
+        .ok();
+    ops.disconnect().await.ok();
+    delete_pins(master, &[SHARD], IMPLICIT_TAG).await;
+    clean(test).await;
+}
