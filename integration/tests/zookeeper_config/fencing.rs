@@ -321,6 +321,11 @@ async fn a_fenced_proxy_commits_no_transaction_and_writes_through_no_function() 
     assert_eq!(tables, Some(0), "the schema change ran while fenced");
 
     for statement in [
+        // On the sequence's shard (its table has one row).
+        format!("SELECT NEXTVAL(db{SHARD:05}.zkimplicit_seq) FROM db{SHARD:05}.zkimplicit_seq"),
+        format!(
+            "SELECT SETVAL(db{SHARD:05}.zkimplicit_seq, 1000) FROM db{SHARD:05}.zkimplicit_seq"
+        ),
         format!("SELECT NEXTVAL(db{SHARD:05}.zkimplicit_seq)"),
         format!("SELECT SETVAL(db{SHARD:05}.zkimplicit_seq, 1000)"),
         format!("SET @v = NEXT VALUE FOR db{SHARD:05}.zkimplicit_seq"),
