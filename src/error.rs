@@ -81,6 +81,20 @@ pub enum ClientError {
     /// A multi-shard merge that would hold too much (1105).
     #[error("shardgate: a multi-shard read needs more than limits.max_merge_bytes ({0} bytes) to merge its parts (rows, column definitions, per-part overhead); add a LIMIT, select fewer columns or narrow the IN list")]
     MergeTooLarge(u64),
+    /// A healthy shard's part of a multi-shard read that ran past
+    /// `limits.multi_shard_part_timeout_ms` (1969, as MariaDB's statement
+    /// timeout); the whole statement failed.
+    #[error("shardgate: shard {shard} of fleet {fleet} (host {host}) did not finish its part of a multi-shard read within limits.multi_shard_part_timeout_ms ({timeout_ms} ms); the statement was abandoned on every shard (its parts' connections closed). Raise limits.multi_shard_part_timeout_ms, or narrow or speed up the read")]
+    PartTimeout {
+        /// Fleet name.
+        fleet: String,
+        /// The slow part's shard.
+        shard: u32,
+        /// Its host.
+        host: String,
+        /// `limits.multi_shard_part_timeout_ms`.
+        timeout_ms: u64,
+    },
     /// A statement longer than the router analyses (1105).
     #[error("shardgate: the statement is {bytes} bytes, more than limits.max_statement_analysis_bytes ({limit}); send it in smaller statements")]
     StatementTooLarge {
@@ -170,6 +184,7 @@ impl ClientError {
             ClientError::NotOwner(_) => 1095,
             ClientError::QueryInterrupted => 1317,
             ClientError::ConnectionKilled => 1927,
+            ClientError::PartTimeout { .. } => 1969,
             _ => 1105,
         }
     }
@@ -183,7 +198,9 @@ impl ClientError {
             ClientError::NoDatabaseSelected => "3D000",
             ClientError::UnsupportedCommand(_) | ClientError::PacketTooLarge(_) => "08S01",
             ClientError::ShardMoved { .. } => "40001",
-            ClientError::QueryInterrupted | ClientError::ConnectionKilled => "70100",
+            ClientError::QueryInterrupted
+            | ClientError::ConnectionKilled
+            | ClientError::PartTimeout { .. } => "70100",
             _ => "HY000",
         }
     }

@@ -448,6 +448,52 @@ async fn statement_timeout_interrupts_a_long_statement() {
     assert_eq!(slept, Some(0));
 }
 
+/// A multi-shard read whose part runs past
+/// `limits.multi_shard_part_timeout_ms` on a healthy host fails with an
+/// error that names that limit (1969, a statement timeout), not with
+/// "host unavailable"; the session goes on.
+#[tokio::test]
+async fn a_slow_multi_shard_part_reports_its_time_limit() {
+    let _serial = serial().await;
+    let proxy = start_server(
+        "limits-part-timeout",
+        &config("", "multi_shard_part_timeout_ms: 1000"),
+    );
+    let tag = format!("limitspart-{}", std::process::id());
+    let mut client = app(&proxy).await;
+    let on_a = insert_pin(&mut client, 5, &tag).await;
+    let on_b = insert_pin(&mut client, 3000, &tag).await;
+    let started = Instant::now();
+    let error = client
+        .query_drop(format!(
+            "SELECT id, SLEEP(3) FROM pins WHERE id IN ({on_a}, {on_b})"
+        ))
+        .await
+        .expect_err("past the part timeout");
+    let took = started.elapsed();
+    let (code, message) = server_error(error);
+    eprintln!("part timeout: {code} {message} after {took:?}");
+    assert_eq!(code, 1969, "{message}");
+    assert!(
+        message.contains("limits.multi_shard_part_timeout_ms (1000 ms)")
+            && message.contains("Raise limits.multi_shard_part_timeout_ms"),
+        "{message}"
+    );
+    assert!(!message.contains("unavailable"), "{message}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    alive(&mut client).await;
+    // Within the limit the same read is served.
+    let rows: Vec<(u64, u8)> = client
+        .query(format!(
+            "SELECT id, SLEEP(0.2) FROM pins WHERE id IN ({on_a}, {on_b}) ORDER BY id"
+        ))
+        .await
+        .expect("a read within the part timeout");
+    assert_eq!(rows, vec![(on_a, 0), (on_b, 0)]);
+    delete_pins(MASTER_A, &[5], &tag).await;
+    delete_pins(MASTER_B, &[3000], &tag).await;
+}
+
 #[tokio::test]
 async fn a_session_idle_in_a_transaction_is_closed_and_rolled_back() {
     let _serial = serial().await;

@@ -1,6 +1,6 @@
 //! Multi-shard reads: runs a [`MultiShardQuery`]'s parts concurrently
 //! (at most [`FANOUT_CONCURRENCY`] in flight per client statement, each
-//! bounded by [`PART_TIMEOUT`]), then merges their rows (`engine::merge`:
+//! bounded by `limits.multi_shard_part_timeout_ms`), then merges their rows (`engine::merge`:
 //! concatenated, in order by a k-way merge of the sorted parts, or
 //! aggregated; then OFFSET/LIMIT) and answers with one result set.
 //!
@@ -12,7 +12,7 @@
 //! error that says so rather than exhausting memory. The session's
 //! settings are shared by the parts, not copied.
 
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,8 +40,6 @@ use mysql_common::constants::Command;
 
 /// Most backend statements in flight for one client statement.
 pub const FANOUT_CONCURRENCY: usize = 32;
-/// Longest a part may take before the whole statement fails.
-pub const PART_TIMEOUT: Duration = Duration::from_secs(10);
 /// What one part costs before it holds anything: its task, its job and
 /// its slot in the results (its text is counted by length).
 const PART_OVERHEAD: u64 = 1024;
@@ -116,6 +114,8 @@ struct PartJob {
     share_percent: u32,
     /// `limits.statement_timeout_ms`.
     statement_timeout_ms: u64,
+    /// `limits.multi_shard_part_timeout_ms` (0: none).
+    part_timeout_ms: u64,
     /// The session, which lists the part's connection while it runs.
     session: Arc<SessionEntry>,
 }
@@ -169,6 +169,7 @@ impl Engine {
                 share: Arc::clone(&state.share),
                 share_percent: topology.config.limits.max_host_share_percent,
                 statement_timeout_ms: topology.config.limits.statement_timeout_ms,
+                part_timeout_ms: topology.config.limits.multi_shard_part_timeout_ms,
                 session: Arc::clone(&state.entry),
             };
             tasks.spawn(async move { (index, run_part(job).await) });
@@ -221,8 +222,13 @@ impl Engine {
     }
 }
 
-/// Runs one part on its shard's master and reads the whole result.
+/// Runs one part on its shard's master and reads the whole result, within
+/// `limits.multi_shard_part_timeout_ms`: a part that had its connection
+/// and was still running then fails with [`ClientError::PartTimeout`]
+/// (the host answered; the statement was slow), one still waiting for a
+/// connection with [`ClientError::HostUnavailable`].
 async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
+    let sent = AtomicBool::new(false);
     let unavailable = |reason: String| ClientError::HostUnavailable {
         fleet: job.fleet.clone(),
         shard: job.shard,
@@ -245,6 +251,7 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
             return Err(ClientError::QueryInterrupted);
         }
         let started = Instant::now();
+        sent.store(true, AtomicOrdering::Relaxed);
         let in_use = job.session.using(&job.pool, conn.conn().thread_id);
         let result = read_part(conn.conn(), &job.sql, &job.budget).await;
         if in_use.finish() {
@@ -273,9 +280,23 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
             }
         }
     };
-    tokio::time::timeout(PART_TIMEOUT, work)
-        .await
-        .unwrap_or_else(|_| Err(unavailable(format!("no answer within {PART_TIMEOUT:?}"))))
+    if job.part_timeout_ms == 0 {
+        return work.await;
+    }
+    let limit = Duration::from_millis(job.part_timeout_ms);
+    match tokio::time::timeout(limit, work).await {
+        Ok(outcome) => outcome,
+        Err(_) if sent.load(AtomicOrdering::Relaxed) => Err(ClientError::PartTimeout {
+            fleet: job.fleet.clone(),
+            shard: job.shard,
+            host: job.pool.addr.clone(),
+            timeout_ms: job.part_timeout_ms,
+        }),
+        Err(_) => Err(unavailable(format!(
+            "no connection within limits.multi_shard_part_timeout_ms ({} ms)",
+            job.part_timeout_ms
+        ))),
+    }
 }
 
 /// Sends `sql` and reads its result set, counting what it keeps against
