@@ -224,4 +224,21 @@ mod tests {
             (1047, "08S01")
         );
     }
+
+    #[test]
+    fn a_slow_multi_shard_part_is_a_statement_timeout_naming_its_setting() {
+        let slow = ClientError::PartTimeout {
+            fleet: "main".to_owned(),
+            shard: 5,
+            host: "127.0.0.1:3307".to_owned(),
+            timeout_ms: 1000,
+        };
+        assert_eq!((slow.code(), slow.sql_state()), (1969, "70100"));
+        let message = slow.to_string();
+        assert!(
+            message.contains("limits.multi_shard_part_timeout_ms (1000 ms)")
+                && !message.contains("unavailable"),
+            "{message}"
+        );
+    }
 }
