@@ -84,7 +84,7 @@ pub enum ClientError {
     /// A healthy shard's part of a multi-shard read that ran past
     /// `limits.multi_shard_part_timeout_ms` (1969, as MariaDB's statement
     /// timeout); the whole statement failed.
-    #[error("shardgate: shard {shard} of fleet {fleet} (host {host}) did not finish its part of a multi-shard read within limits.multi_shard_part_timeout_ms ({timeout_ms} ms); the statement was abandoned on every shard (its parts' connections closed). Raise limits.multi_shard_part_timeout_ms, or narrow or speed up the read")]
+    #[error("shardgate: shard {shard} of fleet {fleet} (host {host}) did not finish its part of a multi-shard read within limits.multi_shard_part_timeout_ms ({timeout_ms} ms); the statement was cancelled on every shard. Raise limits.multi_shard_part_timeout_ms, or narrow or speed up the read")]
     PartTimeout {
         /// Fleet name.
         fleet: String,

@@ -451,7 +451,8 @@ async fn statement_timeout_interrupts_a_long_statement() {
 /// A multi-shard read whose part runs past
 /// `limits.multi_shard_part_timeout_ms` on a healthy host fails with an
 /// error that names that limit (1969, a statement timeout), not with
-/// "host unavailable"; the session goes on.
+/// "host unavailable"; no part goes on running on its server; the session
+/// goes on.
 #[tokio::test]
 async fn a_slow_multi_shard_part_reports_its_time_limit() {
     let _serial = serial().await;
@@ -466,7 +467,7 @@ async fn a_slow_multi_shard_part_reports_its_time_limit() {
     let started = Instant::now();
     let error = client
         .query_drop(format!(
-            "SELECT id, SLEEP(3) FROM pins WHERE id IN ({on_a}, {on_b})"
+            "SELECT id, SLEEP(8) FROM pins WHERE id IN ({on_a}, {on_b})"
         ))
         .await
         .expect_err("past the part timeout");
@@ -481,6 +482,26 @@ async fn a_slow_multi_shard_part_reports_its_time_limit() {
     );
     assert!(!message.contains("unavailable"), "{message}");
     assert!(took < Duration::from_secs(3), "{took:?}");
+    // Neither part goes on running on its server.
+    for port in [MASTER_A, MASTER_B] {
+        let mut ops = operations(port).await;
+        let mut running: Option<u64> = None;
+        for _ in 0..40 {
+            running = ops
+                .query_first(
+                    "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                     WHERE INFO LIKE '%SLEEP(8) FROM db0%' AND INFO NOT LIKE '%PROCESSLIST%'",
+                )
+                .await
+                .expect("the server's process list");
+            if running == Some(0) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(running, Some(0), "a part still runs on {port}");
+        ops.disconnect().await.ok();
+    }
     alive(&mut client).await;
     // Within the limit the same read is served.
     let rows: Vec<(u64, u8)> = client

@@ -26,6 +26,7 @@ use crate::backend::BackendConn;
 use crate::error::ClientError;
 use crate::protocol::packets::{parse_err, ERR_HEADER};
 use crate::protocol::FrameWriter;
+use crate::topology::config::BackendConfig;
 use crate::topology::Topology;
 
 /// MariaDB's ER_NO_SUCH_THREAD: the thread ended before the KILL came.
@@ -104,6 +105,20 @@ impl Engine {
         }
         while kills.join_next().await.is_some() {}
     }
+}
+
+/// Kills, in the background, the statement still running on backend
+/// `thread` of `addr` whose connection the proxy gave up on (closed): a
+/// server goes on running a statement whose client left.
+pub(super) fn kill_abandoned(backend: Arc<BackendConfig>, addr: String, thread: u32) {
+    tokio::spawn(async move {
+        let result =
+            on_control_connection(&backend, &addr, async |conn| kill_query(conn, thread).await)
+                .await;
+        if let Err(error) = result {
+            debug!(host = addr, thread, %error, "KILL QUERY of an abandoned statement failed");
+        }
+    });
 }
 
 /// Runs `KILL QUERY thread` on a control connection; a thread that ended

@@ -12,7 +12,7 @@
 //! error that says so rather than exhausting memory. The session's
 //! settings are shared by the parts, not copied.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,7 @@ use tracing::debug;
 use super::answer::write_result_set;
 use super::checkout::{apply_settings, checkout_open};
 use super::failure::{backend_error, Failure};
+use super::kill::kill_abandoned;
 use super::merge::{decode_text_row, merge_rows, Value};
 use super::session_state::SessionSettings;
 use super::sessions::SessionEntry;
@@ -35,6 +36,7 @@ use crate::protocol::frame::read_lenenc_int;
 use crate::protocol::packets::{ends_result_set, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER};
 use crate::protocol::FrameWriter;
 use crate::router::MultiShardQuery;
+use crate::topology::config::BackendConfig;
 use crate::topology::Topology;
 use mysql_common::constants::Command;
 
@@ -116,6 +118,8 @@ struct PartJob {
     statement_timeout_ms: u64,
     /// `limits.multi_shard_part_timeout_ms` (0: none).
     part_timeout_ms: u64,
+    /// The backend account, to kill a part that ran past its time.
+    backend: Arc<BackendConfig>,
     /// The session, which lists the part's connection while it runs.
     session: Arc<SessionEntry>,
 }
@@ -138,6 +142,7 @@ impl Engine {
             .sum();
         budget.take(texts).map_err(Failure::Client)?;
         let settings = Arc::new(state.settings.clone());
+        let backend = Arc::new(topology.config.backend.clone());
         let count = parts.len();
         // Parts start as others finish, at most FANOUT_CONCURRENCY at once:
         // no task (and its future's state) exists for a part not running.
@@ -170,6 +175,7 @@ impl Engine {
                 share_percent: topology.config.limits.max_host_share_percent,
                 statement_timeout_ms: topology.config.limits.statement_timeout_ms,
                 part_timeout_ms: topology.config.limits.multi_shard_part_timeout_ms,
+                backend: Arc::clone(&backend),
                 session: Arc::clone(&state.entry),
             };
             tasks.spawn(async move { (index, run_part(job).await) });
@@ -187,7 +193,15 @@ impl Engine {
                     "a multi-shard part failed: {error}"
                 )))
             })?;
-            let mut result = outcome.map_err(Failure::Client)?;
+            let mut result = match outcome {
+                Ok(result) => result,
+                Err(error) => {
+                    // The other parts still run on their servers: killed,
+                    // not left running behind closed connections.
+                    self.cancel_statement(topology, &state.entry).await;
+                    return Err(Failure::Client(error));
+                }
+            };
             start_next(&mut tasks)?;
             // One part's column definitions describe them all.
             let definitions = std::mem::take(&mut result.definitions);
@@ -225,10 +239,13 @@ impl Engine {
 /// Runs one part on its shard's master and reads the whole result, within
 /// `limits.multi_shard_part_timeout_ms`: a part that had its connection
 /// and was still running then fails with [`ClientError::PartTimeout`]
-/// (the host answered; the statement was slow), one still waiting for a
-/// connection with [`ClientError::HostUnavailable`].
+/// (the host answered; the statement was slow) and its statement is
+/// killed on the server; one still waiting for a connection fails with
+/// [`ClientError::HostUnavailable`].
 async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
-    let sent = AtomicBool::new(false);
+    // One more than the backend thread the statement was sent on; 0 until
+    // it is sent.
+    let sent_on = AtomicU64::new(0);
     let unavailable = |reason: String| ClientError::HostUnavailable {
         fleet: job.fleet.clone(),
         shard: job.shard,
@@ -251,7 +268,10 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
             return Err(ClientError::QueryInterrupted);
         }
         let started = Instant::now();
-        sent.store(true, AtomicOrdering::Relaxed);
+        sent_on.store(
+            u64::from(conn.conn().thread_id) + 1,
+            AtomicOrdering::Relaxed,
+        );
         let in_use = job.session.using(&job.pool, conn.conn().thread_id);
         let result = read_part(conn.conn(), &job.sql, &job.budget).await;
         if in_use.finish() {
@@ -286,12 +306,16 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
     let limit = Duration::from_millis(job.part_timeout_ms);
     match tokio::time::timeout(limit, work).await {
         Ok(outcome) => outcome,
-        Err(_) if sent.load(AtomicOrdering::Relaxed) => Err(ClientError::PartTimeout {
-            fleet: job.fleet.clone(),
-            shard: job.shard,
-            host: job.pool.addr.clone(),
-            timeout_ms: job.part_timeout_ms,
-        }),
+        Err(_) if sent_on.load(AtomicOrdering::Relaxed) != 0 => {
+            let thread = u32::try_from(sent_on.load(AtomicOrdering::Relaxed) - 1).unwrap_or(0);
+            kill_abandoned(Arc::clone(&job.backend), job.pool.addr.clone(), thread);
+            Err(ClientError::PartTimeout {
+                fleet: job.fleet.clone(),
+                shard: job.shard,
+                host: job.pool.addr.clone(),
+                timeout_ms: job.part_timeout_ms,
+            })
+        }
         Err(_) => Err(unavailable(format!(
             "no connection within limits.multi_shard_part_timeout_ms ({} ms)",
             job.part_timeout_ms
