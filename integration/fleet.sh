@@ -287,8 +287,16 @@ launch() {
     rm -f "$(pid_file "$port")" "$(sock_file "$port")"
     log "$port: starting mariadbd (${ROLE[$port]})"
     # setsid: the server must outlive this script and its process group.
-    setsid mariadbd --defaults-file="$(cnf_file "$port")" --user=root \
-        </dev/null >>"$(err_log "$port").stdout" 2>&1 &
+    # Descriptors the caller holds (a lock file of a test run, a pipe) are
+    # closed first: a server that inherits a lock holds it until it stops.
+    (
+        for fd in /proc/$BASHPID/fd/*; do
+            fd=${fd##*/}
+            [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null
+        done
+        exec setsid mariadbd --defaults-file="$(cnf_file "$port")" --user=root \
+            </dev/null >>"$(err_log "$port").stdout" 2>&1
+    ) &
     disown || true
 }
 

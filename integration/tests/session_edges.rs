@@ -150,6 +150,27 @@ async fn field_list_reports_the_sessions_status() {
     );
 }
 
+/// An unknown table's COM_FIELD_LIST answers the server's ERR untouched:
+/// its SQLSTATE marker is not taken for status flags.
+#[tokio::test]
+async fn field_list_of_an_unknown_table_keeps_the_servers_error() {
+    let mut raw = raw_client().await;
+    let answer = raw
+        .simple_command(Command::COM_INIT_DB, format!("db{SHARD_A:05}").as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(answer[0], 0x00, "{:?}", parse_err(&answer));
+    raw.send_command(Command::COM_FIELD_LIST, b"no_such_table_fl\0")
+        .await
+        .unwrap();
+    let (_, packet) = raw.reader.next_packet().await.unwrap();
+    assert_eq!(packet[0], 0xFF, "an ERR: {packet:?}");
+    assert_eq!(packet[3], b'#', "the SQLSTATE marker: {packet:?}");
+    assert_eq!(&packet[4..9], b"42S02", "the SQLSTATE: {packet:?}");
+    let message = String::from_utf8_lossy(&packet[9..]);
+    assert!(message.contains("no_such_table_fl"), "{message}");
+}
+
 #[tokio::test]
 async fn set_transaction_never_reaches_another_sessions_statement() {
     let mut first = client().await;
@@ -239,4 +260,56 @@ async fn a_connection_a_kill_was_aimed_at_is_closed_not_pooled() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     delete_pins(MASTER_A, &[SHARD_A], &format!("{TAG} kill")).await;
+}
+
+/// Session variables that would undo the proxy's rules are refused before
+/// they reach a server, and a session that tried them keeps working as
+/// before: `completion_type = CHAIN` would have left a committed-looking
+/// write in a server-side transaction the proxy did not know of.
+#[tokio::test]
+async fn variables_that_undo_the_proxys_rules_are_refused() {
+    let mut conn = client().await;
+    for statement in [
+        "SET completion_type = 1",
+        "SET SESSION completion_type = 'RELEASE'",
+        "SET DEFAULT ROLE NONE",
+        "SET ROLE NONE",
+        "SET SESSION default_storage_engine = 'MRG_MyISAM'",
+        "SET skip_replication = 1",
+        "SHOW EXPLAIN FOR 1",
+        "SHOW ANALYZE FOR 1",
+    ] {
+        let refused = conn.query_drop(statement).await.expect_err(statement);
+        let (code, message) = server_error(refused);
+        assert_eq!(code, 1105, "{statement}: {message}");
+    }
+    // The session's connection still chains nothing.
+    conn.query_drop("BEGIN").await.unwrap();
+    let first = insert_pin(&mut conn, SHARD_A, &format!("{TAG} chain 1")).await;
+    conn.query_drop("COMMIT").await.unwrap();
+    assert_eq!(in_transaction(&mut conn).await, (1, 0));
+    let second = insert_pin(&mut conn, SHARD_A, &format!("{TAG} chain 2")).await;
+    drop(conn);
+    assert!(pin_on_host(first).await.is_some(), "the committed write");
+    assert!(pin_on_host(second).await.is_some(), "the autocommitted write");
+    // A CREATE TABLE without ENGINE made no MERGE table.
+    let mut conn = client().await;
+    let table = format!("fixe_engine_{}", std::process::id());
+    let db = format!("db{SHARD_A:05}");
+    conn.query_drop(format!("CREATE TABLE {db}.{table} (a INT)"))
+        .await
+        .unwrap();
+    let mut server = direct(main_master_port(SHARD_A)).await;
+    let engine: Option<String> = server
+        .exec_first(
+            "SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+            (db.as_str(), table.as_str()),
+        )
+        .await
+        .unwrap();
+    conn.query_drop(format!("DROP TABLE {db}.{table}"))
+        .await
+        .unwrap();
+    assert_eq!(engine.as_deref(), Some("InnoDB"));
+    delete_pins(MASTER_A, &[SHARD_A], TAG).await;
 }

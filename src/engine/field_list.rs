@@ -101,7 +101,10 @@ impl Engine {
             // with 0xFE: any 0xFE packet ends the list (an EOF, or an OK
             // under CLIENT_DEPRECATE_EOF).
             let end = ends_result_set(frame.payload(), true);
-            if end {
+            // An ERR packet also ends the list; it carries no status flags
+            // (its bytes 3-4 are the SQLSTATE marker and the first SQLSTATE
+            // character), so only an EOF/OK is rewritten.
+            if end && frame.payload().first() != Some(&ERR_HEADER) {
                 // The session's autocommit and transaction state, not the
                 // pooled connection's.
                 let eof = !state.deprecate_eof;

@@ -636,6 +636,12 @@ impl Default for LexMode {
     }
 }
 
+/// Storage engines a table created or changed through the proxy may use
+/// (named in the statement or as the session's default engine): the
+/// others reach other tables or servers (MERGE, CONNECT, FEDERATED,
+/// SPIDER, ...).
+pub const SCHEMA_ENGINES: [&str; 5] = ["InnoDB", "Aria", "MyISAM", "MEMORY", "HEAP"];
+
 /// The version assumed for `/*!NNNNN` comments until the backends' real
 /// version is known (MariaDB 10.11.0).
 pub const DEFAULT_SERVER_VERSION: u32 = 101100;

@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use sqlparser::tokenizer::{Token, TokenWithSpan, Whitespace};
 
-use super::plan::{Plan, RouteError, SessionAction, SqlText};
+use super::plan::{Plan, RouteError, SessionAction, SqlText, SCHEMA_ENGINES};
 use super::text::Source;
 
 /// One `name = value` assignment of a SET: the lower-case variable name,
@@ -311,6 +311,8 @@ fn assignment<'t>(item: &[&'t Token]) -> Result<Assignment<'t>, RouteError> {
             })
         }
         "PASSWORD" => return Err(unsupported("SET PASSWORD; change passwords on the hosts")),
+        "ROLE" => return Err(unsupported(ROLES_REFUSED)),
+        "DEFAULT" if is_word(item.get(1), "ROLE") => return Err(unsupported(ROLES_REFUSED)),
         _ => {}
     }
     // The name is everything before `=` / `:=`.
@@ -348,11 +350,56 @@ fn assignment<'t>(item: &[&'t Token]) -> Result<Assignment<'t>, RouteError> {
             "SET expects a variable name before '='".to_owned(),
         ));
     }
+    let value = item.get(eq + 1..).unwrap_or_default();
+    refuse_variable(&name, value)?;
     Ok(Assignment {
         name,
-        value: item.get(eq + 1..).unwrap_or_default().to_vec(),
+        value: value.to_vec(),
         tokens: 0..0,
     })
+}
+
+/// Why `SET ROLE` and `SET DEFAULT ROLE` are refused.
+const ROLES_REFUSED: &str = "SET ROLE / SET DEFAULT ROLE: they change what the proxy's shared data account may do (SET DEFAULT ROLE is stored in mysql.global_priv and replicated); manage roles on the hosts";
+
+/// Session variables a client may not set through the proxy, or only to
+/// some values: each would let the session's statements do what the
+/// proxy's rules exist to prevent.
+///
+/// - `completion_type` other than `NO_CHAIN` (0): a COMMIT the proxy sends
+///   would open a transaction the proxy does not know of (CHAIN) or close
+///   a pooled connection (RELEASE);
+/// - `default_storage_engine`, `storage_engine`,
+///   `default_tmp_storage_engine` outside [`SCHEMA_ENGINES`]: a CREATE
+///   TABLE without ENGINE would make a table of an engine that reaches
+///   other tables or servers;
+/// - `skip_replication`: writes a replica that filters marked events never
+///   sees, lost at the next promotion.
+fn refuse_variable(name: &str, value: &[&Token]) -> Result<(), RouteError> {
+    let text = match value {
+        [Token::Number(n, _)] => Some(n.as_str()),
+        [Token::Word(w)] => Some(w.value.as_str()),
+        [Token::SingleQuotedString(s)] | [Token::DoubleQuotedString(s)] => Some(s.as_str()),
+        _ => None,
+    };
+    let is = |wanted: &[&str]| text.is_some_and(|t| wanted.iter().any(|w| w.eq_ignore_ascii_case(t)));
+    match name {
+        "completion_type" if !is(&["0", "NO_CHAIN", "DEFAULT"]) => Err(unsupported(
+            "SET completion_type other than NO_CHAIN (0): COMMIT AND CHAIN and RELEASE are not supported through the proxy",
+        )),
+        "default_storage_engine" | "storage_engine" | "default_tmp_storage_engine"
+            if !is(&SCHEMA_ENGINES) && !is(&["DEFAULT"]) =>
+        {
+            Err(unsupported(format!(
+                "SET {name} to an engine other than {}: tables made through the proxy stay inside their shard database",
+                SCHEMA_ENGINES.join(", ")
+            )))
+        }
+        "skip_replication" => Err(unsupported(
+            "SET skip_replication: the session's writes could be filtered out by a replica and lost at its promotion",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `0`, `1`, `ON`, `OFF`, `TRUE`, `FALSE` (also quoted).

@@ -173,9 +173,7 @@ fn referenced_by_constraint(constraint: &TableConstraint) -> Option<&ObjectName>
     }
 }
 
-/// Storage engines a schema change through the proxy may name: the others
-/// reach other tables or servers (MERGE, CONNECT, FEDERATED, SPIDER, ...).
-const ENGINES: [&str; 5] = ["InnoDB", "Aria", "MyISAM", "MEMORY", "HEAP"];
+use crate::router::plan::SCHEMA_ENGINES as ENGINES;
 
 /// The hint for a column named like a refused table option.
 const QUOTE: &str = " (a column named engine, union, directory or connection: quote it, `engine`)";

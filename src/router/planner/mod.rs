@@ -314,6 +314,9 @@ fn plan_tokens(
     if let Some(too_deep) = tokens::nesting_too_deep(&tokens) {
         return Err(too_deep.error());
     }
+    if tokens::reads_another_connection(&tokens) {
+        return Err(unsupported(proxy_info::OTHER_CONNECTION_REFUSED));
+    }
     let is_show = keyword == Keyword::SHOW;
     let show_diagnostics = if is_show {
         diagnostics::show_diagnostics(&tokens)

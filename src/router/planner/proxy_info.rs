@@ -95,6 +95,9 @@ fn is_version_variable(name: &str) -> bool {
 /// proxy does not answer is refused as.
 pub(super) const PROCESSLIST_REFUSED: &str = "this read of information_schema.PROCESSLIST; shardgate answers SELECT * FROM information_schema.PROCESSLIST [WHERE ID = n] and SHOW [FULL] PROCESSLIST";
 
+/// Why `SHOW EXPLAIN FOR n` and its kin are refused.
+pub(super) const OTHER_CONNECTION_REFUSED: &str = "SHOW EXPLAIN / SHOW ANALYZE / EXPLAIN FOR CONNECTION: backend threads are shared by every client of the proxy; EXPLAIN the statement itself instead";
+
 /// A read of `information_schema.PROCESSLIST`: `SELECT *` with no
 /// condition or `WHERE ID = n` is answered; other reads of it are refused
 /// (the backends' list is not the proxy's).

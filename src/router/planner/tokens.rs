@@ -336,6 +336,28 @@ pub(super) fn names_processlist(tokens: &[TokenWithSpan]) -> bool {
     false
 }
 
+/// Whether the statement reads what another connection is running: `SHOW
+/// EXPLAIN | ANALYZE [FORMAT=..] FOR n` and `EXPLAIN | ANALYZE | DESCRIBE
+/// [FORMAT=..] FOR CONNECTION n`. Every backend thread belongs to the one
+/// data account, so the server would show any client's statement, literals
+/// included, to any other.
+pub(super) fn reads_another_connection(tokens: &[TokenWithSpan]) -> bool {
+    let words: Vec<&str> = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .map(|t| match &t.token {
+            Token::Word(w) => w.value.as_str(),
+            _ => "",
+        })
+        .collect();
+    let is = |i: usize, wanted: &str| words.get(i).is_some_and(|w| w.eq_ignore_ascii_case(wanted));
+    let explains = |i: usize| ["EXPLAIN", "ANALYZE", "DESCRIBE", "DESC"].iter().any(|w| is(i, w));
+    if is(0, "SHOW") && (is(1, "EXPLAIN") || is(1, "ANALYZE")) {
+        return true;
+    }
+    explains(0) && (1..words.len()).any(|i| is(i, "FOR") && is(i + 1, "CONNECTION"))
+}
+
 /// The servers' own schemas: no statement through the proxy may name them.
 pub(super) const PRIVATE_SCHEMAS: [&str; 3] = ["mysql", "performance_schema", "sys"];
 

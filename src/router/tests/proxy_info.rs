@@ -147,3 +147,23 @@ fn kill_forms() {
         ),
     ]);
 }
+
+#[test]
+fn reading_another_connections_statement_is_refused() {
+    let refused = || reject("Unsupported", "SHOW EXPLAIN");
+    run(vec![
+        c("SHOW EXPLAIN FOR 239", refused()),
+        c("show explain format=json for 12", refused()),
+        c("SHOW ANALYZE FOR 5", refused()),
+        c("/* x */ SHOW\tANALYZE FORMAT = JSON FOR 5", refused()),
+        c("EXPLAIN FOR CONNECTION 7", refused()),
+        c("explain format=json for connection 7", refused()),
+        c("ANALYZE FOR CONNECTION 7", refused()),
+        c("DESCRIBE FOR CONNECTION 7", refused()),
+        // EXPLAIN of a statement is still planned as that statement.
+        c(
+            "EXPLAIN SELECT data FROM db00001.pins FOR UPDATE",
+            shard("db00001", "EXPLAIN SELECT data FROM db00001.pins FOR UPDATE"),
+        ),
+    ]);
+}

@@ -678,3 +678,65 @@ fn do_and_set_get_the_sessions_values() {
         Plan::Session(SessionAction::SetAutocommit(true))
     );
 }
+
+#[test]
+fn variables_that_would_undo_the_proxys_rules_are_refused() {
+    let set = |vars: &[&str], sql: &str| {
+        c(
+            sql,
+            Expect::Session(SessionAction::SetSession {
+                variables: vars.iter().map(|v| v.to_string()).collect(),
+                sql: sql.into(),
+                autocommit: None,
+            }),
+        )
+    };
+    run(vec![
+        c("SET ROLE NONE", reject("Unsupported", "SET ROLE")),
+        c("set role admin_role", reject("Unsupported", "SET ROLE")),
+        c("SET DEFAULT ROLE NONE", reject("Unsupported", "DEFAULT ROLE")),
+        c(
+            "SET DEFAULT ROLE r FOR CURRENT_USER",
+            reject("Unsupported", "DEFAULT ROLE"),
+        ),
+        c("SET completion_type = 1", reject("Unsupported", "completion_type")),
+        c(
+            "SET @@session.completion_type = 'CHAIN'",
+            reject("Unsupported", "completion_type"),
+        ),
+        c(
+            "SET sql_mode = '', completion_type = RELEASE",
+            reject("Unsupported", "completion_type"),
+        ),
+        c(
+            "SET STATEMENT completion_type = 2 FOR SELECT 1",
+            reject("Unsupported", "completion_type"),
+        ),
+        set(&["completion_type"], "SET completion_type = NO_CHAIN"),
+        set(&["completion_type"], "SET completion_type = 0"),
+        c(
+            "SET SESSION default_storage_engine = 'MRG_MyISAM'",
+            reject("Unsupported", "default_storage_engine"),
+        ),
+        c(
+            "SET storage_engine = SPIDER",
+            reject("Unsupported", "storage_engine"),
+        ),
+        c(
+            "SET default_tmp_storage_engine = CONNECT",
+            reject("Unsupported", "default_tmp_storage_engine"),
+        ),
+        set(
+            &["default_storage_engine"],
+            "SET default_storage_engine = innodb",
+        ),
+        set(
+            &["default_storage_engine"],
+            "SET default_storage_engine = 'Aria'",
+        ),
+        c(
+            "SET SESSION skip_replication = 1",
+            reject("Unsupported", "skip_replication"),
+        ),
+    ]);
+}
