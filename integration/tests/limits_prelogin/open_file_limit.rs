@@ -1,5 +1,6 @@
 //! The `shardgate serve` binary under a low open-file `ulimit`: the limit is
-//! raised, or the client connection cap is lowered to fit it.
+//! raised, or the client connection cap is lowered to fit it, or, when it
+//! leaves room for no client, the start is refused.
 
 use super::*;
 
@@ -180,4 +181,70 @@ async fn the_open_file_limit_is_raised_or_lowers_the_client_cap() {
         .await
         .expect("log in after the idle sockets were closed");
     select_one(&mut later).await;
+}
+
+/// A hard limit that leaves no descriptor for a client beside the pools,
+/// the admin port and the headroom stops `serve` with a non-zero exit
+/// that names the limit it needs; one more descriptor and it starts.
+#[tokio::test]
+async fn an_open_file_limit_with_room_for_no_client_stops_the_start() {
+    let _turn = serial().await;
+    let yaml = test_config_yaml().replace("pool_max_per_host: 64", "pool_max_per_host: 2");
+    assert!(yaml.contains("pool_max_per_host: 2"));
+    // 4 hosts x (2 + 1) backend descriptors, 64 admin connections, 128 spare.
+    let reserved = 4 * 3 + 64 + 128;
+    let dir = repo_root()
+        .join("target/test-configs")
+        .join(format!("fd-none-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        repo_root().join("config/schema.sql"),
+        dir.join("schema.sql"),
+    )
+    .unwrap();
+    let config = dir.join("shardgate.yaml");
+    std::fs::write(&config, &yaml).unwrap();
+    let mut child = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("ulimit -n {reserved} && exec \"$0\" serve --config \"$1\""),
+            env!("CARGO_BIN_EXE_shardgate"),
+            &config.display().to_string(),
+        ])
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start shardgate serve");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("shardgate serve under `ulimit -n {reserved}` did not exit");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+    let log = strip_ansi(&log);
+    assert!(!status.success(), "{status}: {log}");
+    assert!(
+        log.contains(&format!(
+            "open file limit (RLIMIT_NOFILE, `ulimit -n`) of {reserved} "
+        )) && log.contains(&format!("at least {} to serve one client", reserved + 1)),
+        "{log}"
+    );
+    assert!(!log.contains("shardgate started"), "{log}");
+
+    // Room for one client: it starts and serves that client.
+    let one = serve_under("fd-one", &format!("ulimit -n {}", reserved + 1), &yaml);
+    assert!(one.log.contains("effective=1"), "{}", one.log);
+    let mut app = connect_to(one.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("log in");
+    select_one(&mut app).await;
 }
