@@ -9,6 +9,8 @@
 //! not disturbed by each other.
 
 mod common;
+#[path = "common/file_serve.rs"]
+mod file_serve;
 
 use std::time::{Duration, Instant};
 
@@ -485,4 +487,203 @@ async fn a_session_idle_in_a_transaction_is_closed_and_rolled_back() {
     assert_eq!(row, None, "the transaction was rolled back");
     let mut again = app(&proxy).await;
     alive(&mut again).await;
+}
+
+/// One case of [`statement_memory`]: what it sends, under which limits.
+struct MemoryCase {
+    name: &'static str,
+    limits: &'static str,
+    /// Bytes of statement text (or long data) the case sends at once.
+    bytes: usize,
+    /// What the string literals are made of (repeated).
+    fill: &'static str,
+}
+
+const MIB: usize = 1 << 20;
+
+/// `SELECT LENGTH('<n bytes>')` with `tag` at the start of the string, so
+/// texts of one case differ.
+fn length_of_literal(tag: usize, n: usize, fill: &str) -> String {
+    let body = format!("{tag:08}{}", fill.repeat(n.saturating_sub(8) / fill.len()));
+    format!("SELECT LENGTH('{body}')")
+}
+
+/// Runs `case` against a `shardgate serve` process of its own (its RSS is
+/// its own) started with `case.limits`, after a login and a `SELECT 1`;
+/// returns its peak RSS growth (VmHWM after less VmRSS before) in KiB and
+/// what the case's statements answered.
+async fn statement_memory(case: &MemoryCase) -> (u64, Vec<Result<(), (u16, String)>>) {
+    let server = file_serve::FileServe::start(
+        &format!("mem-{}", case.name),
+        "true",
+        &config("", case.limits),
+    );
+    let mut conn = connect_to(server.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("log in");
+    alive(&mut conn).await;
+    // Texts are built before the baseline is read: they are this
+    // process's memory, not the proxy's.
+    let (n, fill) = (case.bytes, case.fill);
+    let literal = fill.repeat(n / fill.len());
+    let before = server.rss_kib();
+    let mut answers = Vec::new();
+    let mut answer = |result: mysql_async::Result<()>| answers.push(result.map_err(server_error));
+    match case.name {
+        "set_refused" | "set_accepted" => {
+            let sql = format!("SET @x = '{literal}'");
+            answer(conn.query_drop(sql).await);
+        }
+        "com_query_any_host" => answer(conn.query_drop(length_of_literal(0, n, fill)).await),
+        "com_query_shard" => {
+            let sql = format!(
+                "SELECT id FROM pins WHERE id = {} AND data = '{}'",
+                pin_id(5, 1),
+                literal
+            );
+            answer(conn.query_drop(sql).await);
+        }
+        "sql_prepare" => {
+            let sql = format!("PREPARE s FROM 'SELECT LENGTH(''{literal}'')'");
+            answer(conn.query_drop(sql).await);
+        }
+        "com_stmt_prepare_4x" => {
+            for tag in 0..4 {
+                let prepared = conn.prep(length_of_literal(tag, n, fill)).await;
+                match prepared {
+                    Ok(statement) => answer(conn.close(statement).await),
+                    Err(error) => answer(Err(error)),
+                }
+            }
+        }
+        "com_stmt_prepare_4x_held" => {
+            let mut held = Vec::new();
+            for tag in 0..4 {
+                match conn.prep(length_of_literal(tag, n, fill)).await {
+                    Ok(statement) => {
+                        held.push(statement);
+                        answer(Ok(()));
+                    }
+                    Err(error) => answer(Err(error)),
+                }
+            }
+        }
+        "long_data" => {
+            // Over 16 MiB in all: mysql_async sends it as long data.
+            let statement = conn.prep("SELECT LENGTH(?)").await.expect("prepare");
+            let value = mysql_async::Value::Bytes(vec![b'x'; n]);
+            let result: mysql_async::Result<Option<u64>> =
+                conn.exec_first(&statement, vec![value]).await;
+            answer(result.map(|_| ()));
+        }
+        other => panic!("unknown case {other}"),
+    }
+    // A session that cannot answer after it would be a failure too.
+    alive(&mut conn).await;
+    let peak = server.peak_rss_kib();
+    (peak.saturating_sub(before), answers)
+}
+
+/// The statement memory cases, each measured in a proxy process of its
+/// own; prints one line per case. Run it with
+/// `cargo test --release --test limits_session statement_memory_figures -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "a measurement: prints figures, asserts only that the proxy answered"]
+async fn statement_memory_figures() {
+    let _serial = serial().await;
+    let big = "max_allowed_packet: 67108864";
+    let cases = [
+        MemoryCase {
+            name: "set_refused",
+            limits: "",
+            bytes: 8 * MIB,
+            fill: "x",
+        },
+        MemoryCase {
+            name: "set_refused",
+            limits: "",
+            bytes: 8 * MIB,
+            fill: "\u{e9}",
+        },
+        MemoryCase {
+            name: "set_refused",
+            limits: "",
+            bytes: 8 * MIB,
+            fill: "a b ",
+        },
+        MemoryCase {
+            name: "set_refused",
+            limits: "",
+            bytes: 8 * MIB,
+            fill: "''",
+        },
+        MemoryCase {
+            name: "set_refused",
+            limits: "",
+            bytes: 8 * MIB,
+            fill: "\\n",
+        },
+        MemoryCase {
+            name: "set_accepted",
+            limits: "max_session_settings_bytes: 16777216",
+            bytes: 8 * MIB,
+            fill: "x",
+        },
+        MemoryCase {
+            name: "com_query_any_host",
+            limits: "",
+            bytes: 8 * MIB,
+            fill: "x",
+        },
+        MemoryCase {
+            name: "com_query_shard",
+            limits: "",
+            bytes: 8 * MIB,
+            fill: "x",
+        },
+        MemoryCase {
+            name: "sql_prepare",
+            limits: "",
+            bytes: 8 * MIB,
+            fill: "x",
+        },
+        MemoryCase {
+            name: "com_stmt_prepare_4x",
+            limits: "",
+            bytes: 15 * MIB,
+            fill: "x",
+        },
+        MemoryCase {
+            name: "com_stmt_prepare_4x_held",
+            limits: big,
+            bytes: 15 * MIB,
+            fill: "x",
+        },
+        MemoryCase {
+            name: "long_data",
+            limits: big,
+            bytes: 20 * MIB,
+            fill: "x",
+        },
+    ];
+    for case in &cases {
+        let (growth, answers) = statement_memory(case).await;
+        let answers: Vec<String> = answers
+            .iter()
+            .map(|a| match a {
+                Ok(()) => "ok".to_owned(),
+                Err((code, message)) => {
+                    format!("{code} {}", message.chars().take(90).collect::<String>())
+                }
+            })
+            .collect();
+        println!(
+            "{:<26} {:>4} {:>3} MiB sent: peak RSS +{:>5} MiB ({:.1}x)  {answers:?}",
+            case.name,
+            format!("{:?}", case.fill),
+            case.bytes / MIB,
+            growth / 1024,
+            growth as f64 * 1024.0 / case.bytes as f64,
+        );
+    }
 }

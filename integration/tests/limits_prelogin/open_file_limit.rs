@@ -3,101 +3,7 @@
 //! leaves room for no client, the start is refused.
 
 use super::*;
-
-/// A `shardgate serve` process started under a shell `ulimit`; killed on drop.
-struct ServeProcess {
-    child: std::process::Child,
-    client: SocketAddr,
-    /// Its log up to "shardgate started", ANSI colours removed.
-    log: String,
-}
-
-impl Drop for ServeProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Runs the `shardgate` binary on `yaml` after the shell command `ulimit`.
-fn serve_under(name: &str, ulimit: &str, yaml: &str) -> ServeProcess {
-    use std::io::BufRead;
-    let dir = repo_root()
-        .join("target/test-configs")
-        .join(format!("{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(
-        repo_root().join("config/schema.sql"),
-        dir.join("schema.sql"),
-    )
-    .unwrap();
-    let config = dir.join("shardgate.yaml");
-    std::fs::write(&config, yaml).unwrap();
-    let mut child = std::process::Command::new("sh")
-        .args([
-            "-c",
-            &format!("{ulimit} && exec \"$0\" serve --config \"$1\""),
-            env!("CARGO_BIN_EXE_shardgate"),
-            &config.display().to_string(),
-        ])
-        .env("RUST_LOG", "info")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start shardgate serve");
-    let stderr = child.stderr.take().unwrap();
-    // Killed on drop from here on, also when it does not start.
-    let mut process = ServeProcess {
-        child,
-        client: SocketAddr::from(([0, 0, 0, 0], 0)),
-        log: String::new(),
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(strip_ansi(&line)).is_err() {
-                break;
-            }
-        }
-    });
-    loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|_| panic!("shardgate did not start:\n{}", process.log));
-        process.log.push_str(&line);
-        process.log.push('\n');
-        if line.contains("shardgate started") {
-            process.client = line
-                .split_whitespace()
-                .find_map(|field| field.strip_prefix("client="))
-                .and_then(|addr| addr.parse().ok())
-                .unwrap_or_else(|| panic!("no client address in {line}"));
-        }
-        // The client listener's task logs its cap, maybe after the start.
-        let cap_logged = process.log.contains("client connection cap")
-            || process.log.contains("does not fit the open file limit");
-        if cap_logged && process.client.port() != 0 {
-            return process;
-        }
-    }
-}
-
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
+use crate::file_serve::{strip_ansi, write_config, FileServe};
 
 #[tokio::test]
 async fn the_open_file_limit_is_raised_or_lowers_the_client_cap() {
@@ -109,7 +15,7 @@ async fn the_open_file_limit_is_raised_or_lowers_the_client_cap() {
     assert!(yaml.contains("pool_max_per_host: 2"));
 
     // A soft limit under the hard one is raised to it.
-    let raised = serve_under("fd-raised", "ulimit -Sn 300", &yaml);
+    let raised = FileServe::start("fd-raised", "ulimit -Sn 300", &yaml);
     let hard = std::process::Command::new("sh")
         .args(["-c", "ulimit -Hn"])
         .output()
@@ -126,7 +32,7 @@ async fn the_open_file_limit_is_raised_or_lowers_the_client_cap() {
 
     // A hard limit of 300 with 4 hosts x (2 + 1) backend descriptors, 64
     // admin connections and 128 spare: at most 96 clients, said at start.
-    let tight = serve_under("fd-tight", "ulimit -n 300", &yaml);
+    let tight = FileServe::start("fd-tight", "ulimit -n 300", &yaml);
     assert!(
         tight.log.contains("does not fit the open file limit")
             && tight.log.contains("effective=96"),
@@ -193,17 +99,7 @@ async fn an_open_file_limit_with_room_for_no_client_stops_the_start() {
     assert!(yaml.contains("pool_max_per_host: 2"));
     // 4 hosts x (2 + 1) backend descriptors, 64 admin connections, 128 spare.
     let reserved = 4 * 3 + 64 + 128;
-    let dir = repo_root()
-        .join("target/test-configs")
-        .join(format!("fd-none-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(
-        repo_root().join("config/schema.sql"),
-        dir.join("schema.sql"),
-    )
-    .unwrap();
-    let config = dir.join("shardgate.yaml");
-    std::fs::write(&config, &yaml).unwrap();
+    let config = write_config("fd-none", &yaml);
     let mut child = std::process::Command::new("sh")
         .args([
             "-c",
@@ -241,7 +137,7 @@ async fn an_open_file_limit_with_room_for_no_client_stops_the_start() {
     assert!(!log.contains("shardgate started"), "{log}");
 
     // Room for one client: it starts and serves that client.
-    let one = serve_under("fd-one", &format!("ulimit -n {}", reserved + 1), &yaml);
+    let one = FileServe::start("fd-one", &format!("ulimit -n {}", reserved + 1), &yaml);
     assert!(one.log.contains("effective=1"), "{}", one.log);
     let mut app = connect_to(one.client, APP_USER, APP_PASSWORD)
         .await

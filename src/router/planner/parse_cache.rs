@@ -34,12 +34,16 @@ use std::ops::ControlFlow;
 use sqlparser::ast::{Statement, Value, ValueWithSpan, Visit, VisitMut, Visitor, VisitorMut};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::{Span, Token, TokenWithSpan};
+use sqlparser::tokenizer::{Span, Token, TokenWithSpan, Whitespace};
 
 /// Most shapes kept per thread.
 const MAX_ENTRIES: usize = 256;
 /// Longest statement, in tokens, whose tree is kept.
 const MAX_TOKENS: usize = 128;
+/// Most bytes of token text (literals included) of a statement whose tree
+/// is kept: a short statement with a huge literal would otherwise be held
+/// twice per thread (tokens and tree) after it ran, and cloned on reuse.
+const MAX_TEXT_BYTES: usize = 4096;
 
 /// One cached reading.
 struct Entry {
@@ -56,7 +60,7 @@ thread_local! {
 /// sqlparser's statements for `tokens`, from the cache when a statement of
 /// the same shape was parsed on this thread before.
 pub(super) fn parse_statements(tokens: Vec<TokenWithSpan>) -> Result<Vec<Statement>, ParserError> {
-    if tokens.len() > MAX_TOKENS {
+    if tokens.len() > MAX_TOKENS || text_bytes(&tokens) > MAX_TEXT_BYTES {
         return parse(tokens);
     }
     let key = shape_hash(&tokens);
@@ -103,6 +107,26 @@ fn parse(tokens: Vec<TokenWithSpan>) -> Result<Vec<Statement>, ParserError> {
     Parser::new(&MySqlDialect {})
         .with_tokens_with_locations(tokens)
         .parse_statements()
+}
+
+/// Bytes of text the tokens hold (strings, words, numbers, comments).
+fn text_bytes(tokens: &[TokenWithSpan]) -> usize {
+    tokens
+        .iter()
+        .map(|t| match &t.token {
+            Token::SingleQuotedString(text)
+            | Token::DoubleQuotedString(text)
+            | Token::NationalStringLiteral(text)
+            | Token::HexStringLiteral(text)
+            | Token::Number(text, _) => text.len(),
+            Token::Word(word) => word.value.len(),
+            Token::Whitespace(
+                Whitespace::MultiLineComment(text)
+                | Whitespace::SingleLineComment { comment: text, .. },
+            ) => text.len(),
+            _ => 1,
+        })
+        .sum()
 }
 
 /// A literal token whose content may change without changing the tree.
@@ -277,6 +301,29 @@ mod tests {
             "SELECT a FROM t WHERE id IN (11, 22, 33) AND b = 'q'",
             "SELECT a FROM t WHERE id IN (44, 55, 66) AND b = 'r'",
         ));
+    }
+
+    /// A short statement with a long literal is not kept: the cache would
+    /// hold its text twice per thread after it ran.
+    #[test]
+    fn statements_with_long_literals_are_not_kept() {
+        let long = |c: char| {
+            format!(
+                "SELECT data FROM pins WHERE data = '{}'",
+                c.to_string().repeat(MAX_TEXT_BYTES)
+            )
+        };
+        assert!(!reuse(&long('a'), &long('b')));
+        CACHE.with(|cache| cache.borrow_mut().clear());
+        let _ = parse_statements(tokens(&long('a')));
+        assert!(CACHE.with(|cache| cache.borrow().is_empty()));
+        let short = |c: char| {
+            format!(
+                "SELECT data FROM pins WHERE data = '{}'",
+                c.to_string().repeat(MAX_TEXT_BYTES / 2)
+            )
+        };
+        assert!(reuse(&short('a'), &short('b')));
     }
 
     #[test]
