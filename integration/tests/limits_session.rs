@@ -581,6 +581,15 @@ async fn statement_memory(case: &MemoryCase) -> (u64, Vec<Result<(), (u16, Strin
     // A session that cannot answer after it would be a failure too.
     alive(&mut conn).await;
     let peak = server.peak_rss_kib();
+    if case.name == "com_stmt_prepare_4x" {
+        // The statements were the server's: one of them runs.
+        let statement = conn
+            .prep(length_of_literal(3, n, fill))
+            .await
+            .expect("prepare again");
+        let length: Option<u64> = conn.exec_first(&statement, ()).await.expect("execute");
+        assert_eq!(length, Some((n - (n - 8) % fill.len()) as u64));
+    }
     (peak.saturating_sub(before), answers)
 }
 
@@ -686,4 +695,56 @@ async fn statement_memory_figures() {
             growth as f64 * 1024.0 / case.bytes as f64,
         );
     }
+}
+
+/// A SET too long to record (8 MiB, `max_session_settings_bytes` 64 KiB)
+/// is refused before it is analysed: the proxy's peak RSS grows by less
+/// than 3x the statement (it grew 6x, 48 MiB, when the refusal came after
+/// the analysis), and the variable is not set.
+#[tokio::test]
+async fn a_set_too_long_to_record_is_refused_in_bounded_memory() {
+    let _serial = serial().await;
+    let case = MemoryCase {
+        name: "set_refused",
+        limits: "",
+        bytes: 8 * MIB,
+        fill: "x",
+    };
+    let (growth_kib, answers) = statement_memory(&case).await;
+    let [Err((code, message))] = answers.as_slice() else {
+        panic!("the SET was not refused: {answers:?}");
+    };
+    assert_eq!(*code, 1105, "{message}");
+    assert!(message.contains("max_session_settings_bytes"), "{message}");
+    println!("8 MiB SET refused: peak RSS +{} MiB", growth_kib / 1024);
+    assert!(
+        growth_kib * 1024 < 3 * case.bytes as u64,
+        "peak RSS grew by {growth_kib} KiB for a {} byte SET",
+        case.bytes
+    );
+}
+
+/// Four 15 MiB statements prepared (COM_STMT_PREPARE) and closed one
+/// after the other stay within 6.5x a statement of peak RSS growth (9x,
+/// 135 MiB, before the parse cache stopped keeping long statements and
+/// sqlparser stopped copying long literals); the statements are the
+/// server's (one prepared again runs and counts its literal).
+#[tokio::test]
+async fn long_prepared_statements_stay_in_bounded_memory() {
+    let _serial = serial().await;
+    let case = MemoryCase {
+        name: "com_stmt_prepare_4x",
+        limits: "",
+        bytes: 15 * MIB,
+        fill: "x",
+    };
+    let (growth_kib, answers) = statement_memory(&case).await;
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+    assert_eq!(answers.len(), 4);
+    println!("4 x 15 MiB prepared: peak RSS +{} MiB", growth_kib / 1024);
+    assert!(
+        growth_kib * 1024 < 13 * case.bytes as u64 / 2,
+        "peak RSS grew by {growth_kib} KiB for statements of {} bytes",
+        case.bytes
+    );
 }
