@@ -314,6 +314,32 @@ impl ClientCap {
         }
     }
 
+    /// `Err` with what to raise when the open-file limit `files` leaves
+    /// room for no client at all (a proxy that would answer every client
+    /// 1040 must not start): the limit in force, what the pools, the admin
+    /// port and the headroom take, and the limit that serves one client and
+    /// the configured number.
+    pub fn check(&self, files: Option<FileLimit>) -> Result<(), String> {
+        let Some(files) = files else { return Ok(()) };
+        if self.effective > 0 || self.configured == 0 {
+            return Ok(());
+        }
+        Err(format!(
+            "the open file limit (RLIMIT_NOFILE, `ulimit -n`) of {} leaves no descriptor for a \
+             client connection: the backend pools (every host × (backend.pool_max_per_host + 1)), \
+             {MAX_ADMIN_CONNECTIONS} admin connections and {FD_HEADROOM} spare descriptors take {}; \
+             the proxy needs an open file limit of at least {} to serve one client ({} for \
+             limits.max_client_connections = {}); raise `ulimit -n` (hard limit {}) or lower \
+             backend.pool_max_per_host",
+            files.soft,
+            self.reserved,
+            self.reserved + 1,
+            self.reserved.saturating_add(self.configured as u64),
+            self.configured,
+            files.hard,
+        ))
+    }
+
     /// Logs the cap at start; a warning when the open-file limit lowered it.
     pub fn log(&self, files: Option<FileLimit>) {
         let soft = files.map(|f| f.soft);
@@ -458,8 +484,20 @@ mod tests {
         assert_eq!(roomy.effective, roomy.configured);
         let tight = ClientCap::new(&topology, Some(files(reserved + 100)));
         assert_eq!(tight.effective, 100);
-        let none = ClientCap::new(&topology, Some(files(10)));
+        assert_eq!(tight.check(Some(files(reserved + 100))), Ok(()));
+        let one = ClientCap::new(&topology, Some(files(reserved + 1)));
+        assert_eq!(one.effective, 1);
+        assert_eq!(one.check(Some(files(reserved + 1))), Ok(()));
+        let none = ClientCap::new(&topology, Some(files(reserved)));
         assert_eq!(none.effective, 0);
+        let refusal = none.check(Some(files(reserved))).unwrap_err();
+        assert!(
+            refusal.contains(&format!(
+                "open file limit (RLIMIT_NOFILE, `ulimit -n`) of {reserved} "
+            )) && refusal.contains(&format!("at least {} to serve one client", reserved + 1)),
+            "{refusal}"
+        );
+        assert_eq!(unlimited.check(None), Ok(()));
     }
 
     #[test]

@@ -25,8 +25,8 @@ use crate::error::ClientError;
 use crate::protocol::packets::LocalColumnType;
 use crate::protocol::FrameWriter;
 use crate::router::{
-    route, Diagnostics, DiagnosticsArea, DiagnosticsValue, Placement, Plan, RouteContext,
-    RouteError, SessionAction, SessionValue, ShardQuery, StatementKind,
+    records_whole_text, route, Diagnostics, DiagnosticsArea, DiagnosticsValue, Placement, Plan,
+    RouteContext, RouteError, SessionAction, SessionValue, ShardQuery, StatementKind,
 };
 use crate::topology::{FleetId, TableKind, Topology};
 
@@ -58,7 +58,9 @@ impl Engine {
     /// locking read is refused before it is admitted.
     ///
     /// A statement longer than `limits.max_statement_analysis_bytes` is
-    /// refused (1105) before it is analysed; one of at least
+    /// refused (1105) before it is analysed, and so is a SET the session
+    /// would record whole ([`records_whole_text`]) that is longer than
+    /// `limits.max_session_settings_bytes` on its own; one of at least
     /// `limits.blocking_analysis_bytes` is routed on the blocking pool, so
     /// its analysis never holds a runtime worker other sessions need.
     pub async fn run_statement<W: AsyncWrite + Unpin, P: Placement + Clone + Send + 'static>(
@@ -81,6 +83,15 @@ impl Engine {
                     bytes: size,
                     limit: limits.max_statement_analysis_bytes,
                 };
+                write_error(client, state.response_seq, &error).await?;
+                state.response_seq = client.next_seq();
+                return Ok(false);
+            }
+            if size > limits.max_session_settings_bytes && records_whole_text(sql) {
+                let error = ClientError::SessionLimit(format!(
+                    "recording this SET would hold at least {size} bytes of SET statements, more than limits.max_session_settings_bytes ({}); refused before it was analysed",
+                    limits.max_session_settings_bytes
+                ));
                 write_error(client, state.response_seq, &error).await?;
                 state.response_seq = client.next_seq();
                 return Ok(false);

@@ -373,21 +373,24 @@ fn render_statement(
     charset: Charset,
 ) -> Result<String, BinaryError> {
     let mut text = String::with_capacity(sql.len() + 16 * params.len());
-    let mut literal = String::new();
     let mut copied = 0;
     for (range, value) in placeholders.iter().zip(params) {
         let before = sql.get(copied..range.start).unwrap_or_default();
         text.push_str(before);
-        literal.clear();
-        render_literal(value, charset, &mut literal)?;
-        text.push_str(bind_separator(
+        // Rendered in place (a long value is not copied once more); the
+        // separator, which depends on its first character, goes in after.
+        let at = text.len();
+        render_literal(value, charset, &mut text)?;
+        let literal = &text[at..];
+        let (first, last) = (literal.chars().next(), literal.chars().next_back());
+        let separator = bind_separator(
             sql.get(..range.start)
                 .and_then(|head| head.chars().next_back()),
-            literal.chars().next(),
-        ));
-        text.push_str(&literal);
+            first,
+        );
+        text.insert_str(at, separator);
         let after = sql.get(range.end..).and_then(|tail| tail.chars().next());
-        if bind_separator(literal.chars().next_back(), after) == " " {
+        if bind_separator(last, after) == " " {
             text.push(' ');
         }
         copied = range.end;

@@ -24,4 +24,5 @@ pub use lex::{skip_blanks_and_comments, Comment, LexError};
 pub use placement::RandomPlacement;
 pub use plan::*;
 pub use planner::{migration_table, migration_table_in, route, route_prepare, MigrationTable};
+pub use set::records_whole_text;
 pub use split::{outline, placeholders, split_statements, Outline};

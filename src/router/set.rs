@@ -111,6 +111,78 @@ pub(crate) fn plan(
     }))
 }
 
+/// Whether `sql` is a `SET` that a session records whole for replay, so
+/// that its length alone counts against `limits.max_session_settings_bytes`:
+/// `SET` then a user variable (`@u`), a session variable (`@@x`,
+/// `@@session.x`, `@@local.x`) or a plain variable name, with nothing but
+/// blanks before them, and no `autocommit` anywhere in the text (with it
+/// the recorded text is rebuilt from the other assignments). A look at the
+/// first bytes (and one pass for `autocommit`), so a SET too long to record
+/// is refused before it is analysed; `false` whenever unsure (`SET
+/// STATEMENT ... FOR`, `SET TRANSACTION`, `SET GLOBAL`, `SET NAMES`, a
+/// comment, ...), and such a statement is analysed as any other.
+pub fn records_whole_text(sql: &[u8]) -> bool {
+    let blanks = |text: &[u8]| {
+        text.iter()
+            .take_while(|&&b| super::lex::is_space(b))
+            .count()
+    };
+    let rest = &sql[blanks(sql)..];
+    let Some(rest) = rest
+        .get(..3)
+        .filter(|set| set.eq_ignore_ascii_case(b"SET"))
+        .and_then(|_| rest.get(3..))
+    else {
+        return false;
+    };
+    let skipped = blanks(rest);
+    let rest = &rest[skipped..];
+    let variable = match rest {
+        _ if skipped == 0 => false,
+        [b'@', b'@', tail @ ..] => {
+            let scope_end = tail.iter().position(|&b| b == b'.');
+            match scope_end.map(|end| &tail[..end]) {
+                Some(scope) => {
+                    scope.eq_ignore_ascii_case(b"session") || scope.eq_ignore_ascii_case(b"local")
+                }
+                None => tail.first().is_some_and(|b| b.is_ascii_alphabetic()),
+            }
+        }
+        [b'@', next, ..] => next.is_ascii_alphanumeric() || matches!(next, b'_' | b'$'),
+        _ => {
+            let word_len = rest
+                .iter()
+                .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+                .count();
+            let word = &rest[..word_len];
+            let next = rest.get(word_len).copied();
+            word_len > 0
+                && next.is_some_and(|b| super::lex::is_space(b) || b == b'=' || b == b':')
+                && ![
+                    &b"STATEMENT"[..],
+                    b"TRANSACTION",
+                    b"GLOBAL",
+                    b"PERSIST",
+                    b"PERSIST_ONLY",
+                    b"SESSION",
+                    b"LOCAL",
+                    b"PASSWORD",
+                    b"ROLE",
+                    b"DEFAULT",
+                    b"NAMES",
+                    b"CHARACTER",
+                    b"CHARSET",
+                ]
+                .iter()
+                .any(|keyword| word.eq_ignore_ascii_case(keyword))
+        }
+    };
+    variable
+        && !sql
+            .windows(b"autocommit".len())
+            .any(|w| w.eq_ignore_ascii_case(b"autocommit"))
+}
+
 /// Whether `range` of the original text reads as it is written, so it can
 /// be copied into another statement: no comment (executable or not) in it,
 /// no byte the lexer's shadow changed.

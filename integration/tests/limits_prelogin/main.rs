@@ -10,6 +10,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../common/file_serve.rs"]
+mod file_serve;
 
 use std::net::SocketAddr;
 use std::sync::Mutex;

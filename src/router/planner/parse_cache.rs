@@ -34,12 +34,16 @@ use std::ops::ControlFlow;
 use sqlparser::ast::{Statement, Value, ValueWithSpan, Visit, VisitMut, Visitor, VisitorMut};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::{Span, Token, TokenWithSpan};
+use sqlparser::tokenizer::{Span, Token, TokenWithSpan, Whitespace};
 
 /// Most shapes kept per thread.
 const MAX_ENTRIES: usize = 256;
 /// Longest statement, in tokens, whose tree is kept.
 const MAX_TOKENS: usize = 128;
+/// Most bytes of token text (literals included) of a statement whose tree
+/// is kept: a short statement with a huge literal would otherwise be held
+/// twice per thread (tokens and tree) after it ran, and cloned on reuse.
+const MAX_TEXT_BYTES: usize = 4096;
 
 /// One cached reading.
 struct Entry {
@@ -56,8 +60,8 @@ thread_local! {
 /// sqlparser's statements for `tokens`, from the cache when a statement of
 /// the same shape was parsed on this thread before.
 pub(super) fn parse_statements(tokens: Vec<TokenWithSpan>) -> Result<Vec<Statement>, ParserError> {
-    if tokens.len() > MAX_TOKENS {
-        return parse(tokens);
+    if tokens.len() > MAX_TOKENS || text_bytes(&tokens) > MAX_TEXT_BYTES {
+        return parse_long_literals_aside(tokens);
     }
     let key = shape_hash(&tokens);
     let cached = CACHE.with(|cache| {
@@ -99,10 +103,194 @@ pub(super) fn parse_statements(tokens: Vec<TokenWithSpan>) -> Result<Vec<Stateme
     Ok(statements)
 }
 
+/// String literals longer than this are parsed with their content set
+/// aside ([`parse_long_literals_aside`]).
+const LONG_LITERAL_BYTES: usize = 1024;
+/// The bytes of a set-aside literal's content that stay in its token (what
+/// a syntax error near it shows).
+const SET_ASIDE_KEPT_BYTES: usize = 32;
+
+/// [`parse`], with the content of every string literal longer than
+/// [`LONG_LITERAL_BYTES`] taken out of its token and put back into the tree
+/// once parsed. sqlparser clones a token each time it looks at it and
+/// formats a literal into the error of every alternative it tries (an
+/// expression is first tried as `type 'string'`), so a huge literal cost
+/// several copies of itself; set aside it costs none. The tree is the one a
+/// parse of the whole tokens gives when every set-aside literal comes back
+/// as exactly one string value with its span, as the cache requires;
+/// otherwise (sqlparser read it as a name, joined it with another, ...) the
+/// tokens are parsed again whole.
+fn parse_long_literals_aside(
+    mut tokens: Vec<TokenWithSpan>,
+) -> Result<Vec<Statement>, ParserError> {
+    let mut aside = Vec::new();
+    for token in &mut tokens {
+        if let Some(text) = string_content(&mut token.token) {
+            if text.len() > LONG_LITERAL_BYTES {
+                let mut kept = SET_ASIDE_KEPT_BYTES;
+                while !text.is_char_boundary(kept) {
+                    kept -= 1;
+                }
+                let stub = format!("{}...", &text[..kept]);
+                aside.push(SetAside {
+                    span: token.span,
+                    content: std::mem::replace(text, stub),
+                    found: false,
+                });
+            }
+        }
+    }
+    if aside.is_empty() || !spans_ascend(&tokens) {
+        restore_tokens(&mut tokens, &mut aside);
+        return parse(tokens);
+    }
+    let stubbed = tokens.clone();
+    let mut statements = parse(tokens)?;
+    let mut check = FindAside {
+        aside: &mut aside,
+        stubs: &stubbed,
+        complete: true,
+    };
+    let _ = VisitMut::visit(&mut statements, &mut check);
+    let complete = check.complete && aside.iter().all(|a| a.found);
+    if complete {
+        let mut put_back = PutBack { aside: &mut aside };
+        let _ = VisitMut::visit(&mut statements, &mut put_back);
+        return Ok(statements);
+    }
+    let mut tokens = stubbed;
+    restore_tokens(&mut tokens, &mut aside);
+    parse(tokens)
+}
+
+/// A long literal's content, taken out of its token.
+struct SetAside {
+    span: Span,
+    content: String,
+    /// Found as a string value of the tree, with its span.
+    found: bool,
+}
+
+/// The text of a string literal token (quoted, national or hex).
+fn string_content(token: &mut Token) -> Option<&mut String> {
+    match token {
+        Token::SingleQuotedString(text)
+        | Token::DoubleQuotedString(text)
+        | Token::HexStringLiteral(text)
+        | Token::NationalStringLiteral(text) => Some(text),
+        _ => None,
+    }
+}
+
+/// The value sqlparser gives a string literal token.
+fn string_value(token: &Token) -> Option<Value> {
+    Some(match token {
+        Token::SingleQuotedString(text) => Value::SingleQuotedString(text.clone()),
+        Token::DoubleQuotedString(text) => Value::DoubleQuotedString(text.clone()),
+        Token::HexStringLiteral(text) => Value::HexStringLiteral(text.clone()),
+        Token::NationalStringLiteral(text) => Value::NationalStringLiteral(text.clone()),
+        _ => return None,
+    })
+}
+
+/// The set-aside literal at `span` (`aside` is in text order).
+fn aside_at(aside: &mut [SetAside], span: Span) -> Option<&mut SetAside> {
+    let at = aside
+        .binary_search_by(|a| a.span.start.cmp(&span.start))
+        .ok()?;
+    aside.get_mut(at).filter(|a| a.span == span)
+}
+
+/// Puts the set-aside contents back into their tokens (`aside` was taken
+/// from `tokens` in order).
+fn restore_tokens(tokens: &mut [TokenWithSpan], aside: &mut [SetAside]) {
+    let mut next = aside.iter_mut().peekable();
+    for token in tokens.iter_mut() {
+        let Some(entry) = next.next_if(|entry| entry.span == token.span) else {
+            continue;
+        };
+        if let Some(text) = string_content(&mut token.token) {
+            *text = std::mem::take(&mut entry.content);
+        }
+    }
+}
+
+/// Marks each set-aside literal found as exactly one string value with its
+/// span and stub; `complete` turns false on a second sighting or a value
+/// at a set-aside literal's span holding anything else.
+struct FindAside<'a> {
+    aside: &'a mut [SetAside],
+    stubs: &'a [TokenWithSpan],
+    complete: bool,
+}
+
+impl VisitorMut for FindAside<'_> {
+    type Break = ();
+
+    fn pre_visit_value(&mut self, value: &mut ValueWithSpan) -> ControlFlow<()> {
+        let Some(entry) = aside_at(self.aside, value.span) else {
+            return ControlFlow::Continue(());
+        };
+        let stub = self
+            .stubs
+            .binary_search_by(|t| t.span.start.cmp(&value.span.start))
+            .ok()
+            .and_then(|at| string_value(&self.stubs[at].token));
+        if entry.found || stub.as_ref() != Some(&value.value) {
+            self.complete = false;
+            return ControlFlow::Break(());
+        }
+        entry.found = true;
+        ControlFlow::Continue(())
+    }
+}
+
+/// Moves the set-aside contents into the tree's values at their spans.
+struct PutBack<'a> {
+    aside: &'a mut [SetAside],
+}
+
+impl VisitorMut for PutBack<'_> {
+    type Break = ();
+
+    fn pre_visit_value(&mut self, value: &mut ValueWithSpan) -> ControlFlow<()> {
+        if let Some(entry) = aside_at(self.aside, value.span) {
+            if let Value::SingleQuotedString(text)
+            | Value::DoubleQuotedString(text)
+            | Value::HexStringLiteral(text)
+            | Value::NationalStringLiteral(text) = &mut value.value
+            {
+                *text = std::mem::take(&mut entry.content);
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 fn parse(tokens: Vec<TokenWithSpan>) -> Result<Vec<Statement>, ParserError> {
     Parser::new(&MySqlDialect {})
         .with_tokens_with_locations(tokens)
         .parse_statements()
+}
+
+/// Bytes of text the tokens hold (strings, words, numbers, comments).
+fn text_bytes(tokens: &[TokenWithSpan]) -> usize {
+    tokens
+        .iter()
+        .map(|t| match &t.token {
+            Token::SingleQuotedString(text)
+            | Token::DoubleQuotedString(text)
+            | Token::NationalStringLiteral(text)
+            | Token::HexStringLiteral(text)
+            | Token::Number(text, _) => text.len(),
+            Token::Word(word) => word.value.len(),
+            Token::Whitespace(
+                Whitespace::MultiLineComment(text)
+                | Whitespace::SingleLineComment { comment: text, .. },
+            ) => text.len(),
+            _ => 1,
+        })
+        .sum()
 }
 
 /// A literal token whose content may change without changing the tree.
@@ -277,6 +465,64 @@ mod tests {
             "SELECT a FROM t WHERE id IN (11, 22, 33) AND b = 'q'",
             "SELECT a FROM t WHERE id IN (44, 55, 66) AND b = 'r'",
         ));
+    }
+
+    /// A short statement with a long literal is not kept: the cache would
+    /// hold its text twice per thread after it ran.
+    #[test]
+    fn statements_with_long_literals_are_not_kept() {
+        let long = |c: char| {
+            format!(
+                "SELECT data FROM pins WHERE data = '{}'",
+                c.to_string().repeat(MAX_TEXT_BYTES)
+            )
+        };
+        assert!(!reuse(&long('a'), &long('b')));
+        CACHE.with(|cache| cache.borrow_mut().clear());
+        let _ = parse_statements(tokens(&long('a')));
+        assert!(CACHE.with(|cache| cache.borrow().is_empty()));
+        let short = |c: char| {
+            format!(
+                "SELECT data FROM pins WHERE data = '{}'",
+                c.to_string().repeat(MAX_TEXT_BYTES / 2)
+            )
+        };
+        assert!(reuse(&short('a'), &short('b')));
+    }
+
+    /// Long string literals parsed with their content set aside give the
+    /// tree of a whole parse, where they are plain values and where they
+    /// are not (names, LIKE filters, joined strings), and a syntax error
+    /// stays one.
+    #[test]
+    fn long_literals_set_aside_give_the_same_tree() {
+        let long = "é\\'x".repeat(LONG_LITERAL_BYTES);
+        let other = "y".repeat(LONG_LITERAL_BYTES + 1);
+        let cases = [
+            format!("SELECT LENGTH('{long}')"),
+            format!("SELECT '{long}', '{other}', 'short', 12"),
+            format!("INSERT INTO pins (id, data) VALUES (1, '{long}'), (2, '{other}')"),
+            format!("UPDATE pins SET data = '{long}' WHERE id = 7"),
+            format!("SELECT data FROM pins WHERE data = '{long}' OR data LIKE '{other}'"),
+            format!("SELECT DATE '{long}'"),
+            format!("SELECT '{long}' '{other}'"),
+            format!("SHOW TABLES LIKE '{long}'"),
+            format!("SELECT 1 AS '{long}'"),
+            format!("SELECT * FROM t WHERE a = '{long}' ORDER BY '{other}'"),
+            format!(
+                "SELECT LENGTH(_binary X'{}'), X'{}'",
+                "AB".repeat(LONG_LITERAL_BYTES),
+                "0F".repeat(LONG_LITERAL_BYTES)
+            ),
+            format!("SELECT _utf8mb4'{long}', N'{other}', \"{other}\""),
+        ];
+        for sql in &cases {
+            let set_aside = parse_statements(tokens(sql));
+            assert_eq!(set_aside, parse(tokens(sql)), "{}", &sql[..40]);
+            assert!(set_aside.is_ok(), "{}", &sql[..40]);
+        }
+        let broken = format!("SELECT ('{long}'");
+        assert!(parse_statements(tokens(&broken)).is_err());
     }
 
     #[test]

@@ -688,6 +688,7 @@ fn variables_that_would_undo_the_proxys_rules_are_refused() {
                 variables: vars.iter().map(|v| v.to_string()).collect(),
                 sql: sql.into(),
                 autocommit: None,
+                writes_through_function: false,
             }),
         )
     };
@@ -739,4 +740,55 @@ fn variables_that_would_undo_the_proxys_rules_are_refused() {
             reject("Unsupported", "skip_replication"),
         ),
     ]);
+}
+
+/// [`records_whole_text`] says yes only for SETs the planner records
+/// whole (so their length alone may refuse them before analysis), and no
+/// for every SET it records otherwise or not at all.
+#[test]
+fn a_set_recorded_whole_is_known_from_its_first_bytes() {
+    let topology = topo();
+    let recorded_whole =
+        |sql: &str| match route(sql, &topology, &RouteContext::default(), &mut Fixed(0)) {
+            Plan::Session(SessionAction::SetSession { sql: text, .. }) => text.0 == sql.as_bytes(),
+            _ => false,
+        };
+    for sql in [
+        "SET @x = 'abc'",
+        "  SET @x = 1, @y = 2",
+        "SET @@session.sql_mode = ''",
+        "SET @@local.wait_timeout = 10",
+        "SET @@max_statement_time = 1",
+        "SET sql_mode = 'ANSI'",
+        "SET wait_timeout=10",
+        "SET\tmax_statement_time = 1, @z = 'q'",
+    ] {
+        assert!(records_whole_text(sql.as_bytes()), "{sql}");
+        assert!(
+            recorded_whole(sql),
+            "{sql}: {:?}",
+            route(sql, &topology, &RouteContext::default(), &mut Fixed(0))
+        );
+    }
+    for sql in [
+        "SET autocommit = 0",
+        "SET @x = 1, autocommit = 1",
+        "SET AUTOCOMMIT = 1",
+        "SET STATEMENT max_statement_time = 1 FOR SELECT 1",
+        "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        "SET SESSION TRANSACTION READ ONLY",
+        "SET GLOBAL wait_timeout = 1",
+        "SET @@global.wait_timeout = 1",
+        "SET NAMES utf8mb4",
+        "SET CHARACTER SET utf8mb4",
+        "SET PASSWORD = 'x'",
+        "/* c */ SET @x = 1",
+        "set @`odd name` = 1",
+        "SET@x=1",
+        "SETx = 1",
+        "SELECT 1",
+        "SET",
+    ] {
+        assert!(!records_whole_text(sql.as_bytes()), "{sql}");
+    }
 }
