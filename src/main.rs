@@ -648,7 +648,8 @@ fn config_command(command: ConfigCommand) -> Result<(), String> {
         } => {
             let location = zookeeper_source(&source)?;
             let bytes =
-                std::fs::read(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+                shardgate::topology::prescan::read_bounded(&file)
+                    .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             let name = file.display().to_string();
             let pushed = runtime()?
                 .block_on(shardgate::control::zookeeper::push(

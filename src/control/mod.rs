@@ -74,7 +74,7 @@ impl Control {
     /// the file's.
     pub fn from_file_as(path: PathBuf, process: Process) -> Result<Self, ConfigErrors> {
         let source = path.display().to_string();
-        let bytes = std::fs::read(&path).map_err(|e| {
+        let bytes = crate::topology::prescan::read_bounded(&path).map_err(|e| {
             ConfigErrors::single(&source, 0, format!("cannot read the config file: {e}"))
         })?;
         let topology = build_config(&bytes, &source, &process.overrides)?;

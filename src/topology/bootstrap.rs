@@ -42,6 +42,7 @@ impl Bootstrap {
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
+        super::prescan::check(text).map_err(|e| format!("bootstrap file {source}: {e}"))?;
         serde_yaml::from_str(text).map_err(|e| {
             format!(
                 "bootstrap file {source}: {e}; it may hold only config, listen, admin_listen, \
@@ -53,8 +54,10 @@ impl Bootstrap {
     /// Reads and parses the bootstrap file at `path`.
     pub fn load(path: &Path) -> Result<Self, String> {
         let source = path.display().to_string();
-        let text = std::fs::read_to_string(path)
+        let bytes = super::prescan::read_bounded(path)
             .map_err(|e| format!("cannot read the bootstrap file {source}: {e}"))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| format!("bootstrap file {source} is not UTF-8 text: {e}"))?;
         Self::parse(&text, &source)
     }
 

@@ -30,6 +30,7 @@ use super::Control;
 use crate::backend::pool::BackendSettings;
 use crate::control::zookeeper::ZkError;
 use crate::topology::bootstrap::ListenOverrides;
+use crate::topology::prescan;
 use crate::topology::{ConfigErrors, Topology};
 
 pub use super::status::{
@@ -172,7 +173,7 @@ impl Control {
             return Err(ReloadError::NoConfigFile);
         };
         let read_path = path.clone();
-        let read = tokio::task::spawn_blocking(move || std::fs::read(&read_path))
+        let read = tokio::task::spawn_blocking(move || prescan::read_bounded(&read_path))
             .await
             .unwrap_or_else(|e| Err(io::Error::other(format!("the reading task failed: {e}"))));
         read.map(|bytes| Fetched {
