@@ -114,7 +114,16 @@ impl Control {
     }
 
     async fn start_on(zookeeper: &ZooKeeper, process: Process) -> Result<Self, ZkError> {
-        let (bytes, znode_version) = zookeeper.fetch().await?;
+        let (bytes, znode_version, openness) = zookeeper.fetch(process.allow_open_acl).await?;
+        let path = &zookeeper.location.path;
+        if openness.writable {
+            tracing::warn!(
+                "the config znode {path} is writable by anyone who can reach ZooKeeper; running on it \
+                 because --zk-allow-open-acl was given"
+            );
+        } else if openness.readable {
+            tracing::warn!("{}", zookeeper::acl::readable_document_warning(path));
+        }
         let source = zookeeper.location.to_string();
         let version = version_of(&bytes);
         let overrides = process.overrides.clone();

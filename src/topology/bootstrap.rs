@@ -34,6 +34,9 @@ pub struct Bootstrap {
     /// the proxy authenticates as.
     #[serde(default)]
     pub zookeeper_auth_file: Option<PathBuf>,
+    /// Run on a config znode anyone can write (refused otherwise).
+    #[serde(default)]
+    pub zookeeper_allow_open_acl: bool,
 }
 
 impl Bootstrap {
@@ -46,7 +49,7 @@ impl Bootstrap {
         serde_yaml::from_str(text).map_err(|e| {
             format!(
                 "bootstrap file {source}: {e}; it may hold only config, listen, admin_listen, \
-                 metrics_listen, proxy_id and zookeeper_auth_file"
+                 metrics_listen, proxy_id, zookeeper_auth_file and zookeeper_allow_open_acl"
             )
         })
     }
@@ -70,6 +73,8 @@ impl Bootstrap {
             metrics_listen: flags.metrics_listen.or(self.metrics_listen),
             proxy_id: flags.proxy_id.or(self.proxy_id),
             zookeeper_auth_file: flags.zookeeper_auth_file.or(self.zookeeper_auth_file),
+            zookeeper_allow_open_acl: flags.zookeeper_allow_open_acl
+                || self.zookeeper_allow_open_acl,
         }
     }
 

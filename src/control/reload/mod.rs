@@ -156,10 +156,9 @@ impl Control {
     /// znode.
     async fn fetch(&self) -> Result<Fetched, ReloadError> {
         if let Some(zookeeper) = &self.zookeeper {
-            let (bytes, znode_version) =
-                zookeeper
-                    .fetch()
-                    .await
+            let (bytes, znode_version, _) = zookeeper
+                .fetch(self.process.allow_open_acl)
+                .await
                     .map_err(|source| ReloadError::ZooKeeper {
                         location: zookeeper.location.to_string(),
                         source,
