@@ -660,9 +660,8 @@ fn config_command(command: ConfigCommand, allow_open_acl: bool) -> Result<(), St
             expected_version,
         } => {
             let location = zookeeper_source(&source)?;
-            let bytes =
-                shardgate::topology::prescan::read_bounded(&file)
-                    .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            let bytes = shardgate::topology::prescan::read_bounded(&file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             let name = file.display().to_string();
             let pushed = runtime()?
                 .block_on(async {

@@ -87,7 +87,10 @@ impl Table {
         if self.entries.contains_key(&ip) {
             return self.entries.get_mut(&ip);
         }
-        if self.shared.is_some_and(|e| now.duration_since(e.last_failure) >= FORGET_AFTER) {
+        if self
+            .shared
+            .is_some_and(|e| now.duration_since(e.last_failure) >= FORGET_AFTER)
+        {
             self.shared = None;
         }
         self.shared.as_mut()
@@ -175,7 +178,10 @@ mod tests {
             throttle.record(a, false, at);
         }
         assert_eq!(waits, [0, 0, 0, 100, 200, 400, 800, 1600, 2000]);
-        assert_eq!(throttle.turn(ip("10.0.0.2"), at), Turn::Wait(Duration::ZERO));
+        assert_eq!(
+            throttle.turn(ip("10.0.0.2"), at),
+            Turn::Wait(Duration::ZERO)
+        );
         throttle.record(a, true, at);
         assert_eq!(throttle.turn(a, at), Turn::Wait(Duration::ZERO));
     }
@@ -201,7 +207,11 @@ mod tests {
             ]
         );
         let later = now + FORGET_AFTER + MAX_QUEUE;
-        assert_eq!(throttle.turn(a, later), Turn::Wait(Duration::ZERO), "forgotten");
+        assert_eq!(
+            throttle.turn(a, later),
+            Turn::Wait(Duration::ZERO),
+            "forgotten"
+        );
     }
 
     #[test]

@@ -303,9 +303,8 @@ impl Scan {
                     let mut end = at;
                     while end < bytes.len() {
                         let c = bytes[end];
-                        let followed_by_space = bytes
-                            .get(end + 1)
-                            .is_none_or(|&n| n == b' ' || n == b'\t');
+                        let followed_by_space =
+                            bytes.get(end + 1).is_none_or(|&n| n == b' ' || n == b'\t');
                         if (c == b':' && followed_by_space)
                             || (c == b'#' && end > at && bytes[end - 1] == b' ')
                         {
@@ -333,9 +332,7 @@ impl Scan {
             end += 1;
         }
         if bytes.get(end) == Some(&b':')
-            && bytes
-                .get(end + 1)
-                .is_none_or(|&n| n == b' ' || n == b'\t')
+            && bytes.get(end + 1).is_none_or(|&n| n == b' ' || n == b'\t')
         {
             self.push_indent(start)?;
             *owner = Owner::Block(start);
@@ -451,7 +448,10 @@ operations: *b
         let error = refused(&text);
         assert!(started.elapsed() < std::time::Duration::from_millis(500));
         assert_eq!(error.line, 2);
-        assert!(error.message.contains("nested more than 32 deep"), "{error}");
+        assert!(
+            error.message.contains("nested more than 32 deep"),
+            "{error}"
+        );
         let ok = format!("a: {}{}\n", "[".repeat(30), "]".repeat(30));
         assert_eq!(check(&ok), Ok(()));
         let spread = format!("a: {}\n{}\n", "{ b: ".repeat(33), "}".repeat(33));
@@ -488,14 +488,22 @@ operations: *b
         let error = refused(&bomb);
         assert!(error.message.contains("replay more than"), "{error}");
         let mut laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n".to_owned();
-        for (name, previous) in ["b", "c", "d", "e", "f", "g", "h"].iter().zip(["a", "b", "c", "d", "e", "f", "g"]) {
-            laughs.push_str(&format!("{name}: &{name} [{}]\n", vec![format!("*{previous}"); 10].join(", ")));
+        for (name, previous) in ["b", "c", "d", "e", "f", "g", "h"]
+            .iter()
+            .zip(["a", "b", "c", "d", "e", "f", "g"])
+        {
+            laughs.push_str(&format!(
+                "{name}: &{name} [{}]\n",
+                vec![format!("*{previous}"); 10].join(", ")
+            ));
         }
         assert!(refused(&laughs).message.contains("replay"));
         let block = "base: &b\n  user: u\n  password: p\nx: *b\ny: *b\n";
         assert_eq!(check(block), Ok(()));
         let recursive = "a: &a [1, *a]\n";
-        assert!(refused(recursive).message.contains("refers to the node it is in"));
+        assert!(refused(recursive)
+            .message
+            .contains("refers to the node it is in"));
     }
 
     #[test]

@@ -209,7 +209,9 @@ async fn an_open_document_is_refused_unless_that_is_intended() {
     for expected in ["would create", "--zk-auth-file", "--zk-allow-open-acl"] {
         assert!(message.contains(expected), "{expected}: {message}");
     }
-    let missing = zookeeper::get(&location).await.expect_err("nothing written");
+    let missing = zookeeper::get(&location)
+        .await
+        .expect_err("nothing written");
     assert!(missing.to_string().contains("does not exist"), "{missing}");
     // Told it is intended: written, open to anyone.
     let pushed = shardgate(&[
@@ -254,7 +256,10 @@ async fn an_open_document_is_refused_unless_that_is_intended() {
     assert!(started.elapsed() < Duration::from_secs(10));
     let open = raw_client().await;
     assert_eq!(
-        open.check_stat(&location.registry_entry("open-0")).await.ok().flatten(),
+        open.check_stat(&location.registry_entry("open-0"))
+            .await
+            .ok()
+            .flatten(),
         None,
         "it never registered"
     );

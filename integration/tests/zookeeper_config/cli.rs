@@ -263,7 +263,9 @@ async fn check_config_and_push_refuse_a_hostile_document_at_once() {
         );
         assert!(took < Duration::from_secs(2), "{args:?} took {took:?}");
     }
-    let missing = zookeeper::get(&location).await.expect_err("nothing written");
+    let missing = zookeeper::get(&location)
+        .await
+        .expect_err("nothing written");
     assert!(missing.to_string().contains("does not exist"), "{missing}");
     clean(test).await;
 }

@@ -56,7 +56,10 @@ async fn failed_admin_logins_are_slowed_and_the_right_password_still_works() {
     // Three free, then 100, 200, 400, 800 and 1600 ms.
     assert!(total >= Duration::from_millis(3000), "{took:?}");
     assert!(took[7] >= Duration::from_millis(1500), "{took:?}");
-    assert!(took[..3].iter().all(|t| *t < Duration::from_millis(500)), "{took:?}");
+    assert!(
+        took[..3].iter().all(|t| *t < Duration::from_millis(500)),
+        "{took:?}"
+    );
     let started = std::time::Instant::now();
     let conn = connect_to(addr, "admin", "admin")
         .await

@@ -159,10 +159,10 @@ impl Control {
             let (bytes, znode_version, _) = zookeeper
                 .fetch(self.process.allow_open_acl)
                 .await
-                    .map_err(|source| ReloadError::ZooKeeper {
-                        location: zookeeper.location.to_string(),
-                        source,
-                    })?;
+                .map_err(|source| ReloadError::ZooKeeper {
+                    location: zookeeper.location.to_string(),
+                    source,
+                })?;
             return Ok(Fetched {
                 bytes,
                 znode_version: Some(znode_version),

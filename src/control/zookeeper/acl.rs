@@ -96,7 +96,10 @@ mod tests {
         let digest = zk::Acl::new(zk::Permission::ALL, zk::AuthId::new("digest", "ops:hash"));
         assert_eq!(Openness::of(&[digest]), Openness::default());
         let admin = zk::Acl::new(zk::Permission::ADMIN, zk::AuthId::anyone());
-        assert!(Openness::of(&[admin]).writable, "ADMIN lets anyone grant itself write");
+        assert!(
+            Openness::of(&[admin]).writable,
+            "ADMIN lets anyone grant itself write"
+        );
         let every_ip = zk::Acl::new(zk::Permission::WRITE, zk::AuthId::new("ip", "0.0.0.0/0"));
         assert!(Openness::of(&[every_ip]).writable);
         let one_ip = zk::Acl::new(zk::Permission::WRITE, zk::AuthId::new("ip", "10.0.0.1"));

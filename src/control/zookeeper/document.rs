@@ -40,7 +40,10 @@ pub struct Pushed {
 /// Refuses (unless `allow_open_acl`) to write the document at `location`
 /// when anyone could change it: the znode exists with such an ACL, or it
 /// does not and this process has no credentials to create it closed.
-pub async fn refuse_open_document(location: &ZkLocation, allow_open_acl: bool) -> Result<(), ZkError> {
+pub async fn refuse_open_document(
+    location: &ZkLocation,
+    allow_open_acl: bool,
+) -> Result<(), ZkError> {
     if allow_open_acl {
         return Ok(());
     }

@@ -315,7 +315,10 @@ impl ZooKeeper {
     /// the newest one seen is refused ([`ZkError::Stale`]). A znode anyone
     /// can write is refused ([`ZkError::OpenDocument`]) unless
     /// `allow_open_acl`.
-    pub async fn fetch(&self, allow_open_acl: bool) -> Result<(Vec<u8>, i32, acl::Openness), ZkError> {
+    pub async fn fetch(
+        &self,
+        allow_open_acl: bool,
+    ) -> Result<(Vec<u8>, i32, acl::Openness), ZkError> {
         let (bytes, version) = self.fetch_data().await?;
         let path = &self.location.path;
         let client = self.client()?;
