@@ -409,12 +409,10 @@ mod tests {
     }
 
     #[test]
-    fn the_shipped_configs_pass() {
-        for name in ["config/shardgate.yaml"] {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
-            let text = std::fs::read_to_string(&path).expect("config");
-            assert_eq!(check(&text), Ok(()), "{name}");
-        }
+    fn the_shipped_config_passes() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/shardgate.yaml");
+        let text = std::fs::read_to_string(&path).expect("config");
+        assert_eq!(check(&text), Ok(()));
     }
 
     #[test]
