@@ -41,6 +41,12 @@ struct Cli {
         value_name = "FILE"
     )]
     zk_auth_file: Option<PathBuf>,
+    /// Accept a config znode anyone who reaches ZooKeeper can change (a
+    /// test ensemble): `serve` refuses to run on one, and `config push`
+    /// to write or create one, without it (for `serve`, also the
+    /// bootstrap file's `zookeeper_allow_open_acl: true`).
+    #[arg(long, global = true, env = "SHARDGATE_ZK_ALLOW_OPEN_ACL")]
+    zk_allow_open_acl: bool,
 }
 
 #[derive(Subcommand)]
@@ -238,7 +244,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    match run(cli.command, cli.zk_auth_file) {
+    match run(cli.command, cli.zk_auth_file, cli.zk_allow_open_acl) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("{message}");
@@ -257,7 +263,11 @@ fn install_zk_auth(file: Option<&std::path::Path>) -> Result<(), String> {
     shardgate::control::zookeeper::auth::install(auth).map_err(|e| e.to_string())
 }
 
-fn run(command: Command, zk_auth_file: Option<PathBuf>) -> Result<(), String> {
+fn run(
+    command: Command,
+    zk_auth_file: Option<PathBuf>,
+    zk_allow_open_acl: bool,
+) -> Result<(), String> {
     if !matches!(command, Command::Serve { .. }) {
         install_zk_auth(zk_auth_file.as_deref())?;
     }
@@ -278,6 +288,7 @@ fn run(command: Command, zk_auth_file: Option<PathBuf>) -> Result<(), String> {
                 metrics_listen,
                 proxy_id,
                 zookeeper_auth_file: zk_auth_file,
+                zookeeper_allow_open_acl: zk_allow_open_acl,
             };
             let settings = match bootstrap {
                 Some(path) => Bootstrap::load(&path)?.overlaid(flags),
@@ -299,7 +310,7 @@ fn run(command: Command, zk_auth_file: Option<PathBuf>) -> Result<(), String> {
                 .join()
                 .map_err(|_| "the proxy's thread panicked".to_owned())?
         }
-        Command::Config { command } => config_command(command),
+        Command::Config { command } => config_command(command, zk_allow_open_acl),
         Command::CheckConfig { file } => {
             let topology = load(&file)?;
             let shards: u32 = topology.fleets.iter().map(|f| f.shard_count).sum();
@@ -555,7 +566,9 @@ fn serve_settings(settings: Bootstrap) -> Result<(ConfigSource, Process), String
     let overrides = settings.overrides()?;
     let id = settings.proxy_id.unwrap_or_else(default_proxy_id);
     check_proxy_id(&id)?;
-    Ok((source, Process::new(id, overrides)))
+    let mut process = Process::new(id, overrides);
+    process.allow_open_acl = settings.zookeeper_allow_open_acl;
+    Ok((source, process))
 }
 
 /// Loads the config from its source (inside the runtime: a ZooKeeper
@@ -639,7 +652,7 @@ impl StopSignals {
 }
 
 /// `shardgate config push|get`.
-fn config_command(command: ConfigCommand) -> Result<(), String> {
+fn config_command(command: ConfigCommand, allow_open_acl: bool) -> Result<(), String> {
     match command {
         ConfigCommand::Push {
             file,
@@ -647,16 +660,16 @@ fn config_command(command: ConfigCommand) -> Result<(), String> {
             expected_version,
         } => {
             let location = zookeeper_source(&source)?;
-            let bytes =
-                std::fs::read(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            let bytes = shardgate::topology::prescan::read_bounded(&file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             let name = file.display().to_string();
             let pushed = runtime()?
-                .block_on(shardgate::control::zookeeper::push(
-                    &location,
-                    &bytes,
-                    &name,
-                    expected_version,
-                ))
+                .block_on(async {
+                    shardgate::control::zookeeper::refuse_open_document(&location, allow_open_acl)
+                        .await?;
+                    shardgate::control::zookeeper::push(&location, &bytes, &name, expected_version)
+                        .await
+                })
                 .map_err(|e| format!("config push refused: {e}"))?;
             let previous = pushed
                 .previous

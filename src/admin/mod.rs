@@ -7,6 +7,7 @@ mod bounded;
 mod commands;
 pub mod parse;
 mod shim;
+pub mod throttle;
 
 use std::io;
 use std::sync::atomic::AtomicBool;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 
 use opensrv_mysql::{AsyncMysqlIntermediary, ErrorKind};
 use tokio::net::TcpListener;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::control::cutover::CutoverError;
 use crate::control::failover::FailoverError;
@@ -42,12 +43,16 @@ pub const MAX_CONNECTIONS: usize = crate::net::MAX_ADMIN_CONNECTIONS;
 /// applied in front of opensrv-mysql ([`bounded`]) and at most
 /// [`MAX_CONNECTIONS`] connections.
 pub async fn serve(control: Arc<Control>, listener: TcpListener) -> io::Result<()> {
-    info!(addr = %listener.local_addr()?, "serving the admin port");
+    let addr = listener.local_addr()?;
+    info!(%addr, "serving the admin port");
+    warn_of_sample_account(&control, addr);
     let open = ConnectionCount::default();
+    let throttle = Arc::new(throttle::LoginThrottle::default());
     crate::net::accept_forever(listener, "admin port", |stream, peer, connection_id| {
         let slot = open.try_acquire(MAX_CONNECTIONS);
         let bounds = LoginBounds::new(&control.engine.topology.load().config.limits);
         let control = control.clone();
+        let throttle = throttle.clone();
         async move {
             let Some(_slot) = slot else {
                 debug!(connection_id, %peer, "too many admin connections; answered 1040");
@@ -58,7 +63,7 @@ pub async fn serve(control: Arc<Control>, listener: TcpListener) -> io::Result<(
             let (reader, writer) = stream.into_split();
             let logged_in = Arc::new(AtomicBool::new(false));
             let reader = bounded::BoundedReader::new(reader, bounds, logged_in.clone());
-            let shim = shim::AdminShim::new(control, connection_id, peer, logged_in);
+            let shim = shim::AdminShim::new(control, connection_id, peer, logged_in, throttle);
             if let Err(error) = AsyncMysqlIntermediary::run_on(shim, reader, writer).await {
                 debug!(connection_id, %peer, %error, "admin session ended with an error");
             }
@@ -66,6 +71,26 @@ pub async fn serve(control: Arc<Control>, listener: TcpListener) -> io::Result<(
     })
     .await;
     Ok(())
+}
+
+/// Warns when the admin port listens beyond loopback and the sample
+/// account `admin`/`admin` can log in there.
+fn warn_of_sample_account(control: &Control, addr: std::net::SocketAddr) {
+    let topology = control.engine.topology.load();
+    let sample = topology.config.admin.as_ref().is_some_and(|admin| {
+        admin
+            .users
+            .iter()
+            .any(|user| user.name == "admin" && user.password == "admin")
+    });
+    if sample && !addr.ip().is_loopback() {
+        warn!(
+            %addr,
+            "the admin port listens beyond loopback with the sample account admin/admin: anyone who \
+             reaches {addr} can pause shards, promote replicas and read the config; give it a password \
+             of your own in admin.users, or listen on 127.0.0.1"
+        );
+    }
 }
 
 /// Why an admin command failed; sent to the operator as a MySQL error.

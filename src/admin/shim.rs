@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use mysql_common::scramble::scramble_sha256;
 use opensrv_mysql::{
@@ -16,6 +17,7 @@ use tokio::io::AsyncWrite;
 use tracing::{debug, info};
 
 use super::commands::{self, Context};
+use super::throttle::{LoginThrottle, Turn};
 use super::{parse, AdminError, Answer};
 use crate::control::Control;
 use crate::frontend::handshake::{check_account, new_nonce, SERVER_VERSION};
@@ -41,6 +43,8 @@ pub(super) struct AdminShim {
     /// The name given with `USE` (the admin port has no databases; kept
     /// only so `SELECT DATABASE()` agrees with the client's prompt).
     database: Option<String>,
+    /// Failed logins per client address, shared by the port's sessions.
+    throttle: Arc<LoginThrottle>,
 }
 
 impl AdminShim {
@@ -51,6 +55,7 @@ impl AdminShim {
         connection_id: u32,
         peer: SocketAddr,
         logged_in: Arc<AtomicBool>,
+        throttle: Arc<LoginThrottle>,
     ) -> Self {
         Self {
             control,
@@ -60,6 +65,7 @@ impl AdminShim {
             user: OnceLock::new(),
             logged_in,
             database: None,
+            throttle,
         }
     }
 
@@ -154,8 +160,23 @@ where
         'life4: 'async_trait,
         Self: 'async_trait,
     {
-        let accepted = self.check_login(auth_plugin, username, auth_data);
-        Box::pin(std::future::ready(accepted))
+        Box::pin(async move {
+            let ip = self.peer.ip();
+            match self.throttle.turn(ip, Instant::now()) {
+                Turn::Refuse => {
+                    info!(connection_id = self.connection_id, peer = %self.peer, "admin login refused unchecked: too many failed logins from this address are waiting");
+                    return false;
+                }
+                Turn::Wait(wait) if !wait.is_zero() => {
+                    debug!(connection_id = self.connection_id, peer = %self.peer, ?wait, "admin login delayed after failed logins from this address");
+                    tokio::time::sleep(wait).await;
+                }
+                Turn::Wait(_) => {}
+            }
+            let accepted = self.check_login(auth_plugin, username, auth_data);
+            self.throttle.record(ip, accepted, Instant::now());
+            accepted
+        })
     }
 
     fn on_prepare<'a, 'async_trait>(

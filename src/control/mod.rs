@@ -74,7 +74,7 @@ impl Control {
     /// the file's.
     pub fn from_file_as(path: PathBuf, process: Process) -> Result<Self, ConfigErrors> {
         let source = path.display().to_string();
-        let bytes = std::fs::read(&path).map_err(|e| {
+        let bytes = crate::topology::prescan::read_bounded(&path).map_err(|e| {
             ConfigErrors::single(&source, 0, format!("cannot read the config file: {e}"))
         })?;
         let topology = build_config(&bytes, &source, &process.overrides)?;
@@ -114,7 +114,16 @@ impl Control {
     }
 
     async fn start_on(zookeeper: &ZooKeeper, process: Process) -> Result<Self, ZkError> {
-        let (bytes, znode_version) = zookeeper.fetch().await?;
+        let (bytes, znode_version, openness) = zookeeper.fetch(process.allow_open_acl).await?;
+        let path = &zookeeper.location.path;
+        if openness.writable {
+            tracing::warn!(
+                "the config znode {path} is writable by anyone who can reach ZooKeeper; running on it \
+                 because --zk-allow-open-acl was given"
+            );
+        } else if openness.readable {
+            tracing::warn!("{}", zookeeper::acl::readable_document_warning(path));
+        }
         let source = zookeeper.location.to_string();
         let version = version_of(&bytes);
         let overrides = process.overrides.clone();

@@ -18,6 +18,9 @@ pub struct Process {
     /// Listen addresses given by flags or the bootstrap file; applied to
     /// every document it loads.
     pub overrides: ListenOverrides,
+    /// Whether a config znode anyone can write is accepted
+    /// (`--zk-allow-open-acl`); refused otherwise.
+    pub allow_open_acl: bool,
     /// When it started.
     pub started_at: SystemTime,
     addresses: Mutex<Addresses>,
@@ -46,6 +49,7 @@ impl Process {
         Self {
             id,
             overrides,
+            allow_open_acl: false,
             started_at: SystemTime::now(),
             addresses: Mutex::new(Addresses::default()),
         }

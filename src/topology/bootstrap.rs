@@ -34,6 +34,9 @@ pub struct Bootstrap {
     /// the proxy authenticates as.
     #[serde(default)]
     pub zookeeper_auth_file: Option<PathBuf>,
+    /// Run on a config znode anyone can write (refused otherwise).
+    #[serde(default)]
+    pub zookeeper_allow_open_acl: bool,
 }
 
 impl Bootstrap {
@@ -42,10 +45,11 @@ impl Bootstrap {
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
+        super::prescan::check(text).map_err(|e| format!("bootstrap file {source}: {e}"))?;
         serde_yaml::from_str(text).map_err(|e| {
             format!(
                 "bootstrap file {source}: {e}; it may hold only config, listen, admin_listen, \
-                 metrics_listen, proxy_id and zookeeper_auth_file"
+                 metrics_listen, proxy_id, zookeeper_auth_file and zookeeper_allow_open_acl"
             )
         })
     }
@@ -53,8 +57,10 @@ impl Bootstrap {
     /// Reads and parses the bootstrap file at `path`.
     pub fn load(path: &Path) -> Result<Self, String> {
         let source = path.display().to_string();
-        let text = std::fs::read_to_string(path)
+        let bytes = super::prescan::read_bounded(path)
             .map_err(|e| format!("cannot read the bootstrap file {source}: {e}"))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| format!("bootstrap file {source} is not UTF-8 text: {e}"))?;
         Self::parse(&text, &source)
     }
 
@@ -67,6 +73,8 @@ impl Bootstrap {
             metrics_listen: flags.metrics_listen.or(self.metrics_listen),
             proxy_id: flags.proxy_id.or(self.proxy_id),
             zookeeper_auth_file: flags.zookeeper_auth_file.or(self.zookeeper_auth_file),
+            zookeeper_allow_open_acl: flags.zookeeper_allow_open_acl
+                || self.zookeeper_allow_open_acl,
         }
     }
 

@@ -8,6 +8,7 @@ pub mod bootstrap;
 pub mod columns;
 pub mod config;
 pub mod lines;
+pub mod prescan;
 pub mod rewrite;
 pub mod source;
 pub mod tls_files;
@@ -159,8 +160,11 @@ impl Topology {
     /// Every problem found is reported, each with the line it is on.
     pub fn load(path: &std::path::Path) -> Result<Topology, ConfigErrors> {
         let source = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let bytes = prescan::read_bounded(path).map_err(|e| {
             ConfigErrors::single(&source, 0, format!("cannot read the config file: {e}"))
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            ConfigErrors::single(&source, 0, format!("the file is not UTF-8 text: {e}"))
         })?;
         Self::from_yaml_str(&text, &source)
     }

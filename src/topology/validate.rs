@@ -128,7 +128,10 @@ fn is_hostname(host: &str) -> bool {
 
 /// Parses YAML text into a [`Config`]; a syntax or type error is reported
 /// together with any duplicate keys the line scan found.
+/// The document is first held to [`super::prescan`]'s limits, so a hostile
+/// one costs the parser little.
 pub(super) fn parse(text: &str, source: &str) -> Result<(Config, LineIndex), ConfigErrors> {
+    super::prescan::check(text).map_err(|e| ConfigErrors::single(source, e.line, e.message))?;
     let lines = LineIndex::scan(text);
     match serde_yaml::from_str::<Config>(text) {
         Ok(config) => Ok((config, lines)),

@@ -174,7 +174,10 @@ pub fn start_zk_server(
     overrides: shardgate::topology::bootstrap::ListenOverrides,
 ) -> Result<RunningProxy, String> {
     let (tx, rx) = std::sync::mpsc::channel();
-    let process = shardgate::control::process::Process::new(id.to_owned(), overrides);
+    let mut process = shardgate::control::process::Process::new(id.to_owned(), overrides);
+    // The test documents are pushed without credentials, open to anyone:
+    // intended here, as `--zk-allow-open-acl` says.
+    process.allow_open_acl = true;
     proxy_thread(move || {
         let runtime = proxy_runtime();
         runtime.block_on(async move {

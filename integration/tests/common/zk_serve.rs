@@ -56,6 +56,8 @@ impl ServeProcess {
         let child = Command::new(env!("CARGO_BIN_EXE_shardgate"))
             .arg("serve")
             .args(args)
+            // The test documents are open to anyone (no credentials).
+            .arg("--zk-allow-open-acl")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log_file)

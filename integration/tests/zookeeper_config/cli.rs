@@ -10,6 +10,8 @@ use super::*;
 fn shardgate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_shardgate"))
         .args(args)
+        // The test documents are open to anyone (no credentials).
+        .arg("--zk-allow-open-acl")
         .output()
         .expect("run target/debug/shardgate")
 }
@@ -177,7 +179,7 @@ async fn a_sigterm_while_serve_starts_makes_it_leave_the_registry() {
         .join(format!("zk-cli-term-{}.log", std::process::id()));
     let mut serve = Command::new(env!("CARGO_BIN_EXE_shardgate"))
         .args(["serve", "--config", &location.to_string()])
-        .args(["--proxy-id", "term-1"])
+        .args(["--proxy-id", "term-1", "--zk-allow-open-acl"])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("create the serve log"))
         .spawn()
@@ -218,5 +220,52 @@ async fn a_sigterm_while_serve_starts_makes_it_leave_the_registry() {
     );
     std::fs::remove_file(&log).ok();
     drop(client);
+    clean(test).await;
+}
+
+#[tokio::test]
+async fn check_config_and_push_refuse_a_hostile_document_at_once() {
+    let test = "cli-hostile";
+    clean(test).await;
+    let location = location(test);
+    let dir = repo_root()
+        .join("target/test-configs")
+        .join(format!("zk-cli-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("deep.yaml");
+    let levels = 200_000;
+    std::fs::write(
+        &file,
+        format!("listen: {}{}\n", "[".repeat(levels), "]".repeat(levels)),
+    )
+    .unwrap();
+    let file_arg = file.display().to_string();
+    let source = location.to_string();
+    for args in [
+        vec!["check-config", file_arg.as_str()],
+        vec![
+            "config",
+            "push",
+            file_arg.as_str(),
+            "--source",
+            source.as_str(),
+        ],
+    ] {
+        let started = std::time::Instant::now();
+        let output = shardgate(&args);
+        let took = started.elapsed();
+        println!("{} refused in {took:?}", args[..2].join(" "));
+        assert!(!output.status.success(), "{args:?}: {}", stdout(&output));
+        assert!(
+            stderr(&output).contains("nested more than 32 deep"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(took < Duration::from_secs(2), "{args:?} took {took:?}");
+    }
+    let missing = zookeeper::get(&location)
+        .await
+        .expect_err("nothing written");
+    assert!(missing.to_string().contains("does not exist"), "{missing}");
     clean(test).await;
 }

@@ -214,3 +214,88 @@ async fn a_proxy_refuses_to_start_on_an_invalid_or_missing_document() {
     drop(client);
     clean(test).await;
 }
+
+/// A document nested `[[[...]]]` `levels` deep (2 bytes a level) in the
+/// value of `listen`.
+fn deeply_nested(levels: usize) -> String {
+    format!("listen: {}{}\n", "[".repeat(levels), "]".repeat(levels))
+}
+
+/// Waits until `proxy` runs `version`, at most `limit`; how long it took.
+async fn runs_within(proxy: &RunningProxy, version: &str, limit: Duration) -> Duration {
+    let started = Instant::now();
+    while proxy.control.config_status().version != version {
+        assert!(
+            started.elapsed() < limit,
+            "proxy {} still runs {} {limit:?} after the write: {:?}",
+            proxy.control.process.id,
+            proxy.control.config_status().version,
+            proxy.control.config_status().last_reload
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    started.elapsed()
+}
+
+#[tokio::test]
+async fn a_hostile_document_is_refused_at_once_and_never_delays_the_next() {
+    let test = "hostile";
+    clean(test).await;
+    let location = location(test);
+    let valid = push(&location, &document(), None).await;
+    let proxy = start(&location, "hostile-a");
+    let client = raw_client().await;
+    // 200,000 levels (400 KB, under ZooKeeper's 1 MB), written straight to
+    // the znode past push's own checks: it took the parser a minute.
+    let hostile = deeply_nested(200_000);
+    let written = Instant::now();
+    client
+        .set_data(&location.path, hostile.as_bytes(), None)
+        .await
+        .expect("write the hostile document");
+    let refused = loop {
+        if let Some(Err(message)) = proxy
+            .control
+            .config_status()
+            .last_reload
+            .map(|attempt| attempt.result)
+        {
+            break message;
+        }
+        assert!(
+            written.elapsed() < Duration::from_secs(3),
+            "no refusal within 3 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let to_refuse = written.elapsed();
+    assert!(refused.contains("nested more than 32 deep"), "{refused}");
+    assert_eq!(proxy.control.config_status().version, valid.version);
+    let config = show_config(&proxy).await;
+    assert!(
+        config["last_reload_result"].contains("nested more than 32 deep"),
+        "{config:?}"
+    );
+
+    // The hostile document again, then at once a valid one: the valid one
+    // runs within a second or two, not after the hostile one's parse.
+    client
+        .set_data(&location.path, deeply_nested(199_999).as_bytes(), None)
+        .await
+        .expect("write the hostile document again");
+    let good = document_with_account("hostile");
+    client
+        .set_data(&location.path, good.as_bytes(), None)
+        .await
+        .expect("write the valid document");
+    let took = runs_within(
+        &proxy,
+        &shardgate::control::reload::version_of(good.as_bytes()),
+        Duration::from_secs(3),
+    )
+    .await;
+    println!("hostile document refused in {to_refuse:?}; the valid one after it ran in {took:?}");
+    assert!(can_log_in(&proxy, "zkcore_hostile", "pw_hostile").await);
+    proxy.control.shutdown().await;
+    clean(test).await;
+}

@@ -103,7 +103,7 @@ async fn two_racing_config_push_processes_leave_the_last_successful_document() {
             Command::new(env!("CARGO_BIN_EXE_shardgate"))
                 .args(["config", "push"])
                 .arg(file)
-                .args(["--source", &source])
+                .args(["--source", &source, "--zk-allow-open-acl"])
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()

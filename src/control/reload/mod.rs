@@ -30,6 +30,7 @@ use super::Control;
 use crate::backend::pool::BackendSettings;
 use crate::control::zookeeper::ZkError;
 use crate::topology::bootstrap::ListenOverrides;
+use crate::topology::prescan;
 use crate::topology::{ConfigErrors, Topology};
 
 pub use super::status::{
@@ -155,14 +156,13 @@ impl Control {
     /// znode.
     async fn fetch(&self) -> Result<Fetched, ReloadError> {
         if let Some(zookeeper) = &self.zookeeper {
-            let (bytes, znode_version) =
-                zookeeper
-                    .fetch()
-                    .await
-                    .map_err(|source| ReloadError::ZooKeeper {
-                        location: zookeeper.location.to_string(),
-                        source,
-                    })?;
+            let (bytes, znode_version, _) = zookeeper
+                .fetch(self.process.allow_open_acl)
+                .await
+                .map_err(|source| ReloadError::ZooKeeper {
+                    location: zookeeper.location.to_string(),
+                    source,
+                })?;
             return Ok(Fetched {
                 bytes,
                 znode_version: Some(znode_version),
@@ -172,7 +172,7 @@ impl Control {
             return Err(ReloadError::NoConfigFile);
         };
         let read_path = path.clone();
-        let read = tokio::task::spawn_blocking(move || std::fs::read(&read_path))
+        let read = tokio::task::spawn_blocking(move || prescan::read_bounded(&read_path))
             .await
             .unwrap_or_else(|e| Err(io::Error::other(format!("the reading task failed: {e}"))));
         read.map(|bytes| Fetched {

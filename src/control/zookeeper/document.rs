@@ -3,7 +3,8 @@
 
 use zookeeper_client as zk;
 
-use super::{connect, persistent, request, version_now, ZkError};
+use super::acl::Openness;
+use super::{auth, connect, persistent, request, version_now, ZkError};
 use crate::control::process::ProxyEntry;
 use crate::control::status::{parse_config, version_of};
 use crate::topology::source::ZkLocation;
@@ -34,6 +35,40 @@ pub struct Pushed {
     pub znode_version: i32,
     /// MD5 (hex) of the document.
     pub version: String,
+}
+
+/// Refuses (unless `allow_open_acl`) to write the document at `location`
+/// when anyone could change it: the znode exists with such an ACL, or it
+/// does not and this process has no credentials to create it closed.
+pub async fn refuse_open_document(
+    location: &ZkLocation,
+    allow_open_acl: bool,
+) -> Result<(), ZkError> {
+    if allow_open_acl {
+        return Ok(());
+    }
+    let client = connect(location).await?;
+    let path = &location.path;
+    let writable = match client.get_acl(path).await {
+        Ok((acls, _)) => Openness::of(&acls).writable,
+        Err(zk::Error::NoNode) => {
+            if auth::installed().is_none() {
+                return Err(ZkError::OpenDocument {
+                    path: path.clone(),
+                    creating: true,
+                });
+            }
+            false
+        }
+        Err(e) => return Err(request("read the ACL", path)(e)),
+    };
+    if writable {
+        return Err(ZkError::OpenDocument {
+            path: path.clone(),
+            creating: false,
+        });
+    }
+    Ok(())
 }
 
 /// Reads the document at `location`.

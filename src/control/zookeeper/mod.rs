@@ -13,6 +13,7 @@
 //! for nearly a session timeout, the proxy refuses writes until a session
 //! re-reads the document (`fence`).
 
+pub mod acl;
 pub mod auth;
 mod document;
 mod fence;
@@ -33,7 +34,7 @@ use crate::sync::lock;
 use crate::topology::source::ZkLocation;
 use crate::topology::ConfigErrors;
 
-pub use document::{get, push, push_with, Document, Pushed};
+pub use document::{get, push, push_with, refuse_open_document, Document, Pushed};
 pub use fence::{Clock, Liveness, Mark};
 pub use guarded::{outcome, GuardedPushError, Outcome};
 pub use pauses::{missing, PauseRecord, WatchedPauses};
@@ -155,6 +156,16 @@ pub enum ZkError {
         path: String,
         /// The client's error.
         reason: String,
+    },
+    /// The document's znode is writable by anyone, and the process was
+    /// not told that is intended (`--zk-allow-open-acl`).
+    #[error("{}", acl::open_document_refusal(path, *creating))]
+    OpenDocument {
+        /// The znode.
+        path: String,
+        /// Whether it does not exist yet and a push would create it open
+        /// (no `--zk-auth-file`).
+        creating: bool,
     },
     /// The session was closed (the proxy is shutting down).
     #[error("the ZooKeeper session of this proxy is closed")]
@@ -298,11 +309,38 @@ impl ZooKeeper {
         lock(&self.client).as_ref().map(zk::Client::session_timeout)
     }
 
-    /// Reads the document: its bytes and znode version. Never an older
-    /// state than one read before: the first read of a new session syncs
-    /// its server with the leader, and a read older than the newest one
-    /// seen is refused ([`ZkError::Stale`]).
-    pub async fn fetch(&self) -> Result<(Vec<u8>, i32), ZkError> {
+    /// Reads the document: its bytes, znode version and how open its ACL
+    /// is. Never an older state than one read before: the first read of a
+    /// new session syncs its server with the leader, and a read older than
+    /// the newest one seen is refused ([`ZkError::Stale`]). A znode anyone
+    /// can write is refused ([`ZkError::OpenDocument`]) unless
+    /// `allow_open_acl`.
+    pub async fn fetch(
+        &self,
+        allow_open_acl: bool,
+    ) -> Result<(Vec<u8>, i32, acl::Openness), ZkError> {
+        let (bytes, version) = self.fetch_data().await?;
+        let path = &self.location.path;
+        let client = self.client()?;
+        let openness = match client.get_acl(path).await {
+            Ok((acls, _)) => acl::Openness::of(&acls),
+            Err(zk::Error::NoNode) => {
+                return Err(ZkError::NoDocument {
+                    location: self.location.to_string(),
+                })
+            }
+            Err(e) => return Err(request("read the ACL", path)(e)),
+        };
+        if openness.writable && !allow_open_acl {
+            return Err(ZkError::OpenDocument {
+                path: path.clone(),
+                creating: false,
+            });
+        }
+        Ok((bytes, version, openness))
+    }
+
+    async fn fetch_data(&self) -> Result<(Vec<u8>, i32), ZkError> {
         let client = self.client()?;
         let path = &self.location.path;
         if self.unsynced.load(Ordering::SeqCst) {

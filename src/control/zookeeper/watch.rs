@@ -94,13 +94,28 @@ async fn watch(control: Weak<Control>, zookeeper: Arc<ZooKeeper>) {
                     raises: control.engine.fence.raises(),
                 };
                 let sent = Instant::now();
-                if control.reload(trigger).await.is_ok() {
+                let fired = watcher.changed();
+                tokio::pin!(fired);
+                // A change while this version is read and built supersedes
+                // it: the reload is dropped (a build already running ends
+                // on its blocking thread, unused) and the newest is read.
+                let reloaded = tokio::select! {
+                    reloaded = control.reload(trigger) => Ok(reloaded.is_ok()),
+                    event = &mut fired => Err(event),
+                };
+                if matches!(reloaded, Ok(true)) {
                     zookeeper.answered(&client, sent);
                     zookeeper.config_reread(&control, mark);
                 }
                 drop(control);
                 backoff = Backoff::new();
-                wait(watcher, &mut states, zookeeper.raised_after(mark)).await
+                match reloaded {
+                    Ok(_) => wait(fired, &mut states, zookeeper.raised_after(mark)).await,
+                    Err(event) => {
+                        info!("the config znode changed while its previous version was being read; reading the newest");
+                        woken_by(&event)
+                    }
+                }
             }
             Err(zk::Error::SessionExpired | zk::Error::ClientClosed) => Wake::Lost,
             Err(_) if client.state().is_terminated() => Wake::Lost,
@@ -124,26 +139,27 @@ async fn watch(control: Weak<Control>, zookeeper: Arc<ZooKeeper>) {
     }
 }
 
+/// What a fired watch means.
+fn woken_by(event: &zk::WatchedEvent) -> Wake {
+    if matches!(event.event_type, zk::EventType::Session) {
+        Wake::Lost
+    } else {
+        Wake::Changed
+    }
+}
+
 /// Waits for the watch to fire, the session to change state, or the fence
 /// to go up after the read (`fenced`: the document is read again).
 async fn wait(
-    watcher: zk::OneshotWatcher,
+    mut fired: std::pin::Pin<&mut impl std::future::Future<Output = zk::WatchedEvent>>,
     states: &mut zk::StateWatcher,
     fenced: impl std::future::Future<Output = ()>,
 ) -> Wake {
-    let fired = watcher.changed();
-    tokio::pin!(fired);
     tokio::pin!(fenced);
     loop {
         tokio::select! {
             () = &mut fenced => return Wake::Reconnected,
-            event = &mut fired => {
-                return if matches!(event.event_type, zk::EventType::Session) {
-                    Wake::Lost
-                } else {
-                    Wake::Changed
-                };
-            }
+            event = &mut fired => return woken_by(&event),
             state = states.changed() => match state {
                 zk::SessionState::Disconnected => {
                     warn!("ZooKeeper connection lost; the config in force keeps serving while the client reconnects");
