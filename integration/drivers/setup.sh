@@ -8,6 +8,8 @@
 #   python3-venv is installed with apt if venv is unavailable) with the pinned
 #   integration/drivers/python/requirements.txt (PyMySQL,
 #   mysql-connector-python). Reinstalled only when requirements.txt changes.
+#   Plus mysql-connector-python's sdist, for its own test suite
+#   (python_upstream/fetch.sh: pip download, sha256-pinned).
 # - Node: `npm ci` in integration/drivers/node (mysql2 from package-lock.json),
 #   only when package.json or package-lock.json changed. Node.js and npm are
 #   installed with apt if missing.
@@ -68,6 +70,8 @@ fi
 "$VENV/bin/python" -c 'import pymysql, mysql.connector
 print("[drivers setup] python", __import__("sys").version.split()[0], "PyMySQL", pymysql.VERSION_STRING,
       "mysql-connector-python", mysql.connector.__version__, "C extension:", mysql.connector.HAVE_CEXT)' >&2
+# Connector/Python's own test suite (its sdist's tests/, pinned by sha256).
+"$DRIVERS/python_upstream/fetch.sh"
 
 # ---------------------------------------------------------------- Node
 

@@ -10,7 +10,10 @@
 //! `go_sql_driver_upstream_suite` runs go-sql-driver/mysql's own test suite
 //! straight against the master of shard 1 and through the proxy, and fails on
 //! a test that passes directly but not through the proxy unless
-//! `integration/drivers/go/known_differences.txt` explains it.
+//! `integration/drivers/go/known_differences.txt` explains it;
+//! `connector_python_upstream_suite` does the same with MySQL
+//! Connector/Python's own test suite and
+//! `integration/drivers/python_upstream/known_differences.txt`.
 //!
 //! The interpreters and packages come from `integration/drivers/setup.sh`
 //! (run by `integration/test.sh`): the virtualenv `integration/.venv` with
@@ -264,5 +267,20 @@ fn go_sql_driver_upstream_suite() {
         "go-sql-driver/mysql upstream suite",
         Path::new("bash"),
         &drivers_dir().join("go/run_upstream.sh"),
+    );
+}
+
+#[test]
+fn connector_python_upstream_suite() {
+    require(
+        "the Python virtualenv with mysql-connector-python",
+        &venv_python(),
+        &["-c", "import mysql.connector"],
+    );
+    require("the mariadb client", Path::new("mariadb"), &["--version"]);
+    run_script(
+        "Connector/Python upstream suite",
+        Path::new("bash"),
+        &drivers_dir().join("python_upstream/run_upstream.sh"),
     );
 }
