@@ -96,6 +96,56 @@ async fn garbage_instead_of_a_handshake_response_gets_an_error_and_others_keep_w
     assert_eq!(one, Some(1));
 }
 
+/// A client that asks for the compressed protocol, which the proxy does not
+/// offer, gets an error at login instead of a session in which both sides
+/// wait for ever (Connector/Python's pure driver compresses anyway).
+#[tokio::test]
+async fn a_client_asking_for_compression_is_refused_at_login() {
+    for flag in [
+        CapabilityFlags::CLIENT_COMPRESS,
+        CapabilityFlags::CLIENT_ZSTD_COMPRESSION_ALGORITHM,
+    ] {
+        let stream = TcpStream::connect(proxy_addr()).await.unwrap();
+        let (r, w) = stream.into_split();
+        let mut reader = FrameReader::new(r);
+        let mut writer = FrameWriter::new(w);
+        let (seq, payload) = reader.next_packet().await.unwrap();
+        let handshake = HandshakePacket::deserialize((), &mut ParseBuf(&payload)).unwrap();
+        assert!(
+            !handshake
+                .capabilities()
+                .contains(CapabilityFlags::CLIENT_COMPRESS),
+            "compression is not offered"
+        );
+        let scramble = scramble_native(&handshake.nonce(), APP_PASSWORD.as_bytes()).unwrap();
+        let response = HandshakeResponse::new(
+            Some(scramble.to_vec()),
+            (8, 0, 36),
+            Some(APP_USER.as_bytes()),
+            None::<&[u8]>,
+            Some(AuthPlugin::MysqlNativePassword),
+            CapabilityFlags::CLIENT_PROTOCOL_41
+                | CapabilityFlags::CLIENT_SECURE_CONNECTION
+                | CapabilityFlags::CLIENT_PLUGIN_AUTH
+                | flag,
+            None,
+            16 * 1024 * 1024,
+        );
+        let mut body = Vec::new();
+        response.serialize(&mut body);
+        writer.write_packet(seq + 1, &body).await.unwrap();
+        writer.flush().await.unwrap();
+        let (_, answer) =
+            tokio::time::timeout(std::time::Duration::from_secs(5), reader.next_packet())
+                .await
+                .expect("an answer, not a hang")
+                .unwrap();
+        assert_eq!(answer[0], 0xFF, "{flag:?}: an ERR packet: {answer:?}");
+        let message = String::from_utf8_lossy(&answer[9..]).into_owned();
+        assert!(message.contains("compress"), "{message}");
+    }
+}
+
 type RawReader = FrameReader<tokio::net::tcp::OwnedReadHalf>;
 type RawWriter = FrameWriter<tokio::net::tcp::OwnedWriteHalf>;
 

@@ -565,6 +565,15 @@ pub fn parse_handshake_response(
     let response = HandshakeResponse::deserialize((), &mut ParseBuf(payload)).map_err(|e| {
         ClientError::UnsupportedCommand(format!("malformed handshake response: {e}"))
     })?;
+    // A client that compresses anyway would send frames the proxy cannot
+    // read, and both sides would wait for ever: refuse it at once.
+    let compress = CapabilityFlags::CLIENT_COMPRESS
+        | CapabilityFlags::CLIENT_ZSTD_COMPRESSION_ALGORITHM;
+    if response.capabilities().intersects(compress) {
+        return Err(ClientError::UnsupportedCommand(
+            "this client asked for the compressed protocol, which shardgate does not offer; turn compression off in the client".to_owned(),
+        ));
+    }
     // CLIENT_INTERACTIVE is kept: it picks the session's idle timeout.
     let capabilities =
         response.capabilities() & (SERVER_CAPABILITIES | CapabilityFlags::CLIENT_INTERACTIVE);
