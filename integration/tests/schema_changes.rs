@@ -287,9 +287,11 @@ async fn a_hint_names_the_shard_of_a_new_table() {
     .await
     .expect("create with a hint");
     only_on(MASTER_B, "db02051", &name).await;
-    conn.query_drop(format!("ALTER /*+ SHARD(2051) */ TABLE {name} ADD COLUMN b INT"))
-        .await
-        .expect("alter with a hint");
+    conn.query_drop(format!(
+        "ALTER /*+ SHARD(2051) */ TABLE {name} ADD COLUMN b INT"
+    ))
+    .await
+    .expect("alter with a hint");
     assert_eq!(columns(MASTER_B, "db02051", &name).await, ["a", "b"]);
     conn.query_drop(format!("/*+ SHARD(2051) */ DROP TABLE {name}"))
         .await

@@ -370,7 +370,10 @@ async fn do_and_set_read_the_sessions_values() {
 }
 
 /// The column names and values of `sql` on `conn`, values as text.
-async fn named_row(conn: &mut mysql_async::Conn, sql: &str) -> (Vec<String>, Vec<mysql_async::Value>) {
+async fn named_row(
+    conn: &mut mysql_async::Conn,
+    sql: &str,
+) -> (Vec<String>, Vec<mysql_async::Value>) {
     let mut result = conn
         .query_iter(sql)
         .await
@@ -412,7 +415,11 @@ async fn rewritten_items_keep_the_servers_names() {
             "{sql}"
         );
     }
-    let version: String = proxy.query_first("SELECT VERSION()").await.unwrap().unwrap();
+    let version: String = proxy
+        .query_first("SELECT VERSION()")
+        .await
+        .unwrap()
+        .unwrap();
     assert!(version.ends_with("-MariaDB-shardgate"), "{version}");
     for (sql, at) in [
         ("SELECT @@version, 1", 0),
