@@ -273,3 +273,29 @@ async fn schema_changes_reach_no_other_shard() {
     }
     conn.disconnect().await.ok();
 }
+
+/// A table the config does not name, with a `/*+ SHARD(n) */` hint and no
+/// USE: created, changed and dropped in shard n's database on its master
+/// (the config's ID fleet, main), and nowhere else.
+#[tokio::test]
+async fn a_hint_names_the_shard_of_a_new_table() {
+    let mut conn = client().await;
+    let name = table(40);
+    conn.query_drop(format!(
+        "/*+ SHARD(2051) */ CREATE TABLE {name} (a INT PRIMARY KEY) ENGINE=InnoDB"
+    ))
+    .await
+    .expect("create with a hint");
+    only_on(MASTER_B, "db02051", &name).await;
+    conn.query_drop(format!(
+        "ALTER /*+ SHARD(2051) */ TABLE {name} ADD COLUMN b INT"
+    ))
+    .await
+    .expect("alter with a hint");
+    assert_eq!(columns(MASTER_B, "db02051", &name).await, ["a", "b"]);
+    conn.query_drop(format!("/*+ SHARD(2051) */ DROP TABLE {name}"))
+        .await
+        .expect("drop with a hint");
+    nowhere(&name).await;
+    conn.disconnect().await.ok();
+}

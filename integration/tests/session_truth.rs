@@ -368,3 +368,74 @@ async fn do_and_set_read_the_sessions_values() {
     conn.query_drop("ROLLBACK").await.ok();
     conn.disconnect().await.ok();
 }
+
+/// The column names and values of `sql` on `conn`, values as text.
+async fn named_row(
+    conn: &mut mysql_async::Conn,
+    sql: &str,
+) -> (Vec<String>, Vec<mysql_async::Value>) {
+    let mut result = conn
+        .query_iter(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let names = result
+        .columns_ref()
+        .iter()
+        .map(|c| c.name_str().into_owned())
+        .collect();
+    let rows: Vec<mysql_async::Row> = result.collect().await.unwrap();
+    let [row] = rows.as_slice() else {
+        panic!("{sql}: {} rows", rows.len());
+    };
+    (names, row.clone().unwrap())
+}
+
+/// Items the proxy puts session values into are named as the server names
+/// the client's text (asked of 3307 directly), with the server's values,
+/// except where the proxy's value is by design its own: `VERSION()` and
+/// `@@version` anywhere in a statement read the proxy's version.
+#[tokio::test]
+async fn rewritten_items_keep_the_servers_names() {
+    let db = format!("db{SHARD_A:05}");
+    let mut proxy = client().await;
+    let mut server = direct(MASTER_A).await;
+    for conn in [&mut proxy, &mut server] {
+        conn.query_drop(format!("USE {db}")).await.unwrap();
+    }
+    for sql in [
+        "SELECT CONNECTION_ID() > 0",
+        "SELECT  connection_id()  >  0 , 1",
+        "SELECT DATABASE() IS NULL, LAST_INSERT_ID() + 1, @@autocommit + 0, @@in_transaction = 0",
+        "SELECT @@max_allowed_packet > 1024, IFNULL(DATABASE(), 'x'), `@@session.autocommit` FROM (SELECT @@session.autocommit) AS t",
+        "SELECT DISTINCT 1 + CONNECTION_ID() - CONNECTION_ID() UNION SELECT 1",
+    ] {
+        assert_eq!(
+            named_row(&mut proxy, sql).await,
+            named_row(&mut server, sql).await,
+            "{sql}"
+        );
+    }
+    let version: String = proxy
+        .query_first("SELECT VERSION()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(version.ends_with("-MariaDB-shardgate"), "{version}");
+    for (sql, at) in [
+        ("SELECT @@version, 1", 0),
+        ("SELECT 2, CONCAT(VERSION(), '')", 1),
+        ("SELECT @@global.version AS v, CONNECTION_ID() > 0", 0),
+    ] {
+        let (names, mut values) = named_row(&mut proxy, sql).await;
+        let (server_names, mut server_values) = named_row(&mut server, sql).await;
+        assert_eq!(names, server_names, "{sql}");
+        assert_eq!(
+            values[at],
+            mysql_async::Value::Bytes(version.clone().into_bytes()),
+            "{sql}: the proxy's version"
+        );
+        values.remove(at);
+        server_values.remove(at);
+        assert_eq!(values, server_values, "{sql}");
+    }
+}

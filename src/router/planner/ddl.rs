@@ -24,10 +24,11 @@ use sqlparser::tokenizer::Tokenizer;
 
 use super::dml::Planner;
 use super::{idents, syntax, unsupported, Env};
-use crate::router::hints::{self, Hints};
+use crate::router::hints::{self, Hint, Hints};
 use crate::router::lex;
 use crate::router::plan::{Placement, Plan, RouteError, StatementKind};
 use crate::router::text::{Edits, Source};
+use crate::topology::{FleetId, TableKind};
 
 /// What to do instead of CREATE/DROP DATABASE and the schema changes that
 /// are not routed.
@@ -252,25 +253,80 @@ pub(super) fn plan<'a>(
     hints: &Hints,
     placement: &mut dyn Placement,
 ) -> Result<Plan, RouteError> {
+    let mut plain_fleet = None;
     if env.ctx.current_db.is_none() {
-        // A new table has no config entry: without USE, only a shard
-        // database in its name says where it goes.
+        // A new table has no config entry: without USE, a shard database
+        // in its name says where it goes, or a SHARD/COLOCATE hint on the
+        // fleet of the statement's other tables or the config's ID fleet.
         for name in names {
             if let [table] = idents(name)?.as_slice() {
                 if env.topo.table(&table.value).is_none() {
-                    return Err(RouteError::NoShardKey {
-                        table: table.value.clone(),
-                        expected: "a shard database in the name (dbNNNNN.table) or USE dbNNNNN: the table is not in shardgate's config, so no hint can say which fleet it is on".to_owned(),
-                    });
+                    plain_fleet = Some(new_table_fleet(env, names, hints, &table.value)?);
                 }
             }
         }
     }
     let mut planner = Planner::for_command(env, command);
+    planner.plain_fleet = plain_fleet;
     for name in names {
         planner.add_table(name, None, false);
     }
     planner.finish(StatementKind::SchemaChange, edits, hints, placement)
+}
+
+/// The fleet of a new table (`table`, unqualified, not in the config) of
+/// a schema change without USE: only a `/*+ SHARD(n) */` or
+/// `/*+ COLOCATE(id) */` hint can name its shard, on the fleet of the
+/// statement's other tables (`CREATE TABLE t LIKE pins`), else on the
+/// config's only fleet, else on the one fleet of its object tables (the
+/// fleet whose IDs and shard numbers a hint names).
+fn new_table_fleet(
+    env: Env<'_>,
+    names: &[&ObjectName],
+    hints: &Hints,
+    table: &str,
+) -> Result<FleetId, RouteError> {
+    let no_shard = |expected: &str| RouteError::NoShardKey {
+        table: table.to_owned(),
+        expected: expected.to_owned(),
+    };
+    if !hints
+        .hints
+        .iter()
+        .any(|hint| matches!(hint, Hint::Shard(_) | Hint::Colocate(_)))
+    {
+        return Err(no_shard(
+            "a shard database in the name (dbNNNNN.table), USE dbNNNNN or a /*+ SHARD(n) */ hint: the table is not in shardgate's config",
+        ));
+    }
+    for name in names {
+        let named = match idents(name)?.as_slice() {
+            [other] => env.topo.table(&other.value).map(|rule| rule.fleet),
+            [db, _] => env.topo.parse_database(&db.value).map(|(fleet, _)| fleet),
+            _ => None,
+        };
+        if let Some(fleet) = named {
+            return Ok(fleet);
+        }
+    }
+    if env.topo.fleets.len() == 1 {
+        return Ok(0);
+    }
+    let mut object_fleets = env
+        .topo
+        .tables
+        .values()
+        .filter(|rule| matches!(rule.kind, TableKind::Object { .. }))
+        .map(|rule| rule.fleet)
+        .collect::<Vec<_>>();
+    object_fleets.sort_unstable();
+    object_fleets.dedup();
+    match object_fleets.as_slice() {
+        [fleet] => Ok(*fleet),
+        _ => Err(no_shard(
+            "a shard database in the name (dbNNNNN.table) or USE dbNNNNN: the table is not in shardgate's config and the config has several fleets, so a hint cannot say which one",
+        )),
+    }
 }
 
 /// The table a schema change for every shard database changes (`shardgate

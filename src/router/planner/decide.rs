@@ -369,8 +369,9 @@ impl<'a> Planner<'a> {
                 self.env
                     .ctx
                     .current_db
-                    .filter(|_| plain)
                     .map(|(fleet, _)| fleet)
+                    .or(self.plain_fleet)
+                    .filter(|_| plain)
             });
         let Some(fleet_id) = hint_fleet else {
             return Ok(());

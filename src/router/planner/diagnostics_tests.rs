@@ -109,14 +109,14 @@ fn selects_of_the_counts_give_one_column_per_item() {
     // Another system variable is a server's to answer: with the counts
     // written as 0 when the previous statement left nothing.
     let Some(Diagnostics::Select { columns, fallback }) =
-        asked("SELECT @@warning_count, @@version, @@error_count AS e LIMIT 1")
+        asked("SELECT @@warning_count, @@sql_mode, @@error_count AS e LIMIT 1")
     else {
         panic!("diagnostics");
     };
     assert_eq!(columns[1].value, DiagnosticsValue::Variable);
     assert_eq!(
         fallback,
-        Some("SELECT 0 AS `@@warning_count`, @@version, 0 AS e LIMIT 1".into())
+        Some("SELECT 0 AS `@@warning_count`, @@sql_mode, 0 AS e LIMIT 1".into())
     );
 }
 
@@ -150,14 +150,14 @@ fn a_count_named_with_multibyte_bytes_is_not_copied_into_the_fallback() {
     // 中 is E4 B8 AD in UTF-8; in gbk E4 B8 is one character and AD 60
     // another: a doubled backtick after it would leave one backtick to
     // close the column name early.
-    let sql = "SELECT @@session/*中`, (SELECT info FROM information_schema.tables) #*/.warning_count, @@version".as_bytes();
+    let sql = "SELECT @@session/*中`, (SELECT info FROM information_schema.tables) #*/.warning_count, @@sql_mode".as_bytes();
     assert!(
         matches!(route_in(sql, &ctx), Plan::Reject(_)),
         "{:?}",
         route_in(sql, &ctx)
     );
     // An alias needs no copy.
-    let sql = "SELECT @@session/*中`*/.warning_count AS w, @@version".as_bytes();
+    let sql = "SELECT @@session/*中`*/.warning_count AS w, @@sql_mode".as_bytes();
     let Plan::Diagnostics {
         asked: Diagnostics::Select { fallback, .. },
         ..
@@ -165,7 +165,7 @@ fn a_count_named_with_multibyte_bytes_is_not_copied_into_the_fallback() {
     else {
         panic!("diagnostics");
     };
-    assert_eq!(fallback, Some("SELECT 0 AS w, @@version".into()));
+    assert_eq!(fallback, Some("SELECT 0 AS w, @@sql_mode".into()));
 }
 
 #[test]
@@ -197,7 +197,7 @@ fn session_values_are_substituted_in_diagnostics_selects() {
         asked: Diagnostics::Select { fallback, .. },
         ..
     } = route_in(
-        b"SELECT @@error_count, @@session.autocommit, @@version",
+        b"SELECT @@error_count, @@session.autocommit, @@sql_mode",
         &ctx,
     )
     else {
@@ -205,6 +205,6 @@ fn session_values_are_substituted_in_diagnostics_selects() {
     };
     assert_eq!(
         fallback,
-        Some("SELECT 0 AS `@@error_count`, 1 AS `@@session.autocommit`, @@version".into())
+        Some("SELECT 0 AS `@@error_count`, 1 AS `@@session.autocommit`, @@sql_mode".into())
     );
 }

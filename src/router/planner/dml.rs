@@ -145,6 +145,10 @@ pub(super) struct Planner<'a> {
     /// The statement's verb (`SELECT`, `INSERT`, `REPLACE`, `UPDATE`,
     /// `DELETE`), for access errors.
     command: &'static str,
+    /// Without USE, the fleet whose shard database a schema change's
+    /// unqualified tables not in the config belong to (its shard named by
+    /// a hint): they are plain tables, qualified on output.
+    pub(super) plain_fleet: Option<FleetId>,
 }
 
 /// Deepest the planner's walk recurses (expressions, conditions, queries,
@@ -184,6 +188,7 @@ impl<'a> Planner<'a> {
             error: None,
             depth: 0,
             command: "SELECT",
+            plain_fleet: None,
         }
     }
 
@@ -239,7 +244,9 @@ impl<'a> Planner<'a> {
                 }
                 let kind = match self.env.topo.table(value) {
                     Some(rule) => RefKind::Logical(rule),
-                    None if self.env.ctx.current_db.is_some() => RefKind::Plain,
+                    None if self.env.ctx.current_db.is_some() || self.plain_fleet.is_some() => {
+                        RefKind::Plain
+                    }
                     None => {
                         self.fail(RouteError::UnknownTable(value.to_owned()));
                         return None;

@@ -54,7 +54,8 @@ use std::fmt;
 use std::ops::Range;
 
 use sqlparser::ast::{
-    Ident, ObjectName, ObjectNamePart, ShowCreateObject, ShowStatementIn, Statement,
+    Ident, ObjectName, ObjectNamePart, SelectItem, SetExpr, ShowCreateObject, ShowStatementIn,
+    Statement,
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::keywords::Keyword;
@@ -286,6 +287,50 @@ fn plan_do(
     }
 }
 
+/// The substitution's edits, with `` AS `<as written>` `` after every
+/// unaliased item of the top-level select list that a value was put into
+/// (`CONNECTION_ID() > 0`): the server names such an item by the client's
+/// text, not by the text the backend runs. Items are matched to the syntax
+/// tree's only when their counts agree; otherwise none is named.
+fn name_substituted_items(
+    statement: &Statement,
+    substituted: session_functions::Substitution,
+    src: &Source<'_>,
+) -> Edits {
+    let session_functions::Substitution {
+        mut edits,
+        replaced,
+        items,
+    } = substituted;
+    let Statement::Query(query) = statement else {
+        return edits;
+    };
+    let mut body = query.body.as_ref();
+    while let SetExpr::SetOperation { left, .. } = body {
+        body = left.as_ref();
+    }
+    let SetExpr::Select(select) = body else {
+        return edits;
+    };
+    if select.projection.len() != items.len() {
+        return edits;
+    }
+    for (item, range) in select.projection.iter().zip(items) {
+        if !matches!(item, SelectItem::UnnamedExpr(_)) {
+            continue;
+        }
+        let inside = replaced
+            .iter()
+            .any(|(r, whole)| !whole && range.start <= r.start && r.end <= range.end);
+        if inside {
+            if let Some(name) = src.original_text(range.clone()) {
+                edits.insert(range.end, format!(" AS `{}`", name.replace('`', "``")));
+            }
+        }
+    }
+    edits
+}
+
 /// The keyword of the first significant token.
 fn first_keyword(tokens: &[TokenWithSpan]) -> Keyword {
     match tokens::first_significant(tokens).map(|t| &t.token) {
@@ -335,7 +380,7 @@ fn plan_tokens(
         src: &src,
         prepare,
     };
-    let substituted = env.session_function_edits(&tokens);
+    let substituted = env.session_substitution(&tokens);
     let reads_processlist = tokens::names_processlist(&tokens);
     let references = match keyword {
         Keyword::CREATE | Keyword::ALTER => ddl::scan(&tokens)?,
@@ -406,7 +451,8 @@ fn plan_tokens(
     // then the statement is routed as written so: a key given as
     // LAST_INSERT_ID() routes by the ID.
     if let Some(substituted) = substituted {
-        let text = apply(substituted, sql)?;
+        let edits = name_substituted_items(statement, substituted, &src);
+        let text = apply(edits, sql)?;
         return route_inner(&text.0, topo, ctx, placement, prepare);
     }
     match statement {

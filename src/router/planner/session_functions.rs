@@ -11,6 +11,8 @@
 use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::{Token, TokenWithSpan};
 
+use std::ops::Range;
+
 use super::Env;
 use crate::router::text::Edits;
 
@@ -22,7 +24,35 @@ enum Function {
     Autocommit,
     InTransaction,
     MaxAllowedPacket,
+    Version,
 }
+
+/// The session values [`Env::session_function_edits`] put in a statement.
+pub(super) struct Substitution {
+    /// The replacements.
+    pub edits: Edits,
+    /// The byte range of each replaced call or variable, and whether it
+    /// was a whole select-list item (then already named as written).
+    pub replaced: Vec<(Range<usize>, bool)>,
+    /// The byte ranges of the items of the statement's top-level select
+    /// list (from `SELECT` at its start), in order, aliases included.
+    pub items: Vec<Range<usize>>,
+}
+
+/// Words between `SELECT` and its first item.
+const MODIFIERS: [&str; 11] = [
+    "ALL",
+    "DISTINCT",
+    "DISTINCTROW",
+    "HIGH_PRIORITY",
+    "STRAIGHT_JOIN",
+    "SQL_SMALL_RESULT",
+    "SQL_BIG_RESULT",
+    "SQL_BUFFER_RESULT",
+    "SQL_CACHE",
+    "SQL_NO_CACHE",
+    "SQL_CALC_FOUND_ROWS",
+];
 
 /// Words that end a select list at its nesting depth.
 const CLAUSES: [Keyword; 12] = [
@@ -56,8 +86,13 @@ impl Env<'_> {
     /// `` AS `<as written>` `` after one that is a whole select-list item;
     /// `None` when the statement reads none of them.
     pub(super) fn session_function_edits(&self, tokens: &[TokenWithSpan]) -> Option<Edits> {
+        self.session_substitution(tokens).map(|s| s.edits)
+    }
+
+    /// [`Env::session_function_edits`], with the ranges replaced.
+    pub(super) fn session_substitution(&self, tokens: &[TokenWithSpan]) -> Option<Substitution> {
         let mut edits = Edits::default();
-        let mut found = false;
+        let mut replaced = Vec::new();
         let significant: Vec<&TokenWithSpan> = tokens
             .iter()
             .filter(|t| !matches!(t.token, Token::Whitespace(_)))
@@ -122,6 +157,7 @@ impl Env<'_> {
                 Function::MaxAllowedPacket => {
                     self.topo.config.limits.max_allowed_packet.to_string()
                 }
+                Function::Version => format!("'{}'", proxy_version(self.ctx.lex.server_version)),
             };
             let previous = i
                 .checked_sub(1)
@@ -145,9 +181,67 @@ impl Env<'_> {
                 value
             };
             edits.replace(start..end, text);
-            found = true;
+            replaced.push((start..end, whole_item));
         }
-        found.then_some(edits)
+        let items = self.select_items(&significant);
+        (!replaced.is_empty()).then_some(Substitution {
+            edits,
+            replaced,
+            items,
+        })
+    }
+
+    /// The byte ranges of the items of the select list of a statement that
+    /// starts with `SELECT`: split at the commas outside parentheses, up to
+    /// the first clause keyword outside parentheses; empty when the
+    /// statement does not start with `SELECT`.
+    fn select_items(&self, significant: &[&TokenWithSpan]) -> Vec<Range<usize>> {
+        let mut items = Vec::new();
+        if keyword(significant.first().map(|t| &t.token)) != Keyword::SELECT {
+            return items;
+        }
+        let mut rest = significant.get(1..).unwrap_or_default();
+        while let Some((first, after)) = rest.split_first() {
+            match &first.token {
+                Token::Word(w)
+                    if w.quote_style.is_none()
+                        && MODIFIERS.iter().any(|m| m.eq_ignore_ascii_case(&w.value)) =>
+                {
+                    rest = after
+                }
+                _ => break,
+            }
+        }
+        let mut depth = 0usize;
+        let mut start: Option<&TokenWithSpan> = None;
+        let mut last: Option<&TokenWithSpan> = None;
+        let mut close = |start: Option<&TokenWithSpan>, last: Option<&TokenWithSpan>| {
+            if let (Some(start), Some(last)) = (start, last) {
+                if let (Some(a), Some(b)) = (
+                    self.src.offset(start.span.start),
+                    self.src.offset(last.span.end),
+                ) {
+                    items.push(a..b);
+                }
+            }
+        };
+        for token in rest {
+            match &token.token {
+                Token::LParen => depth += 1,
+                Token::RParen => depth = depth.saturating_sub(1),
+                Token::Comma if depth == 0 => {
+                    close(start.take(), last.take());
+                    continue;
+                }
+                Token::SemiColon | Token::EOF if depth == 0 => break,
+                _ if depth == 0 && CLAUSES.contains(&keyword(Some(&token.token))) => break,
+                _ => {}
+            }
+            start.get_or_insert(token);
+            last = Some(token);
+        }
+        close(start, last);
+        items
     }
 }
 
@@ -172,6 +266,8 @@ fn session_reference(significant: &[&TokenWithSpan], i: usize) -> Option<(Functi
             Some(Function::InTransaction)
         } else if name.eq_ignore_ascii_case("max_allowed_packet") {
             Some(Function::MaxAllowedPacket)
+        } else if name.eq_ignore_ascii_case("version") {
+            Some(Function::Version)
         } else {
             None
         }
@@ -183,7 +279,12 @@ fn session_reference(significant: &[&TokenWithSpan], i: usize) -> Option<(Functi
                 return None;
             }
             return variable(word(i + 2)?)
-                .filter(|f| !global || matches!(f, Function::MaxAllowedPacket))
+                .filter(|f| match f {
+                    Function::MaxAllowedPacket => true,
+                    // A global variable: `@@session.version` is the server's error.
+                    Function::Version => global,
+                    _ => !global,
+                })
                 .map(|f| (f, i + 2));
         }
         return variable(rest).map(|f| (f, i));
@@ -199,7 +300,21 @@ fn session_reference(significant: &[&TokenWithSpan], i: usize) -> Option<(Functi
         Some((Function::LastInsertId, i + 2))
     } else if name.eq_ignore_ascii_case("CONNECTION_ID") {
         Some((Function::ConnectionId, i + 2))
+    } else if name.eq_ignore_ascii_case("VERSION") {
+        Some((Function::Version, i + 2))
     } else {
         None
     }
+}
+
+/// What `VERSION()` and `@@version` read through the proxy for backends of
+/// version `number` (101119 gives `10.11.19-MariaDB-shardgate`), as the
+/// proxy answers `SELECT VERSION()`.
+pub(crate) fn proxy_version(number: u32) -> String {
+    format!(
+        "{}.{}.{}-MariaDB-shardgate",
+        number / 10_000,
+        number / 100 % 100,
+        number % 100
+    )
 }

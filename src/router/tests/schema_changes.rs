@@ -94,6 +94,63 @@ fn schema_changes_on_an_explicit_shard() {
     ]);
 }
 
+/// A table the config does not name, created with a hint and no USE: on
+/// the config's one fleet of object tables (main; mod has none), or on the
+/// fleet of another table the statement names.
+#[test]
+fn new_tables_by_hint() {
+    let topology = crate::topology::tests::load(crate::topology::tests::SPEC_YAML);
+    run_cases(
+        &topology,
+        vec![
+            c(
+                "/*+ SHARD(3) */ CREATE TABLE t1 (a INT, b INT REFERENCES t0 (a))",
+                ddl(
+                    "db00003",
+                    "CREATE TABLE db00003.t1 (a INT, b INT REFERENCES db00003.t0 (a))",
+                ),
+            ),
+            c(
+                "CREATE /*+ SHARD(2048) */ TABLE `t 1` (a INT)",
+                ddl("db02048", "CREATE TABLE db02048.`t 1` (a INT)"),
+            ),
+            c(
+                "/*+ SHARD(9) */ CREATE TABLE t1 LIKE user_by_email",
+                ddl(
+                    "msdb00009",
+                    "CREATE TABLE msdb00009.t1 LIKE msdb00009.user_by_email",
+                ),
+            ),
+            c(
+                "/*+ SHARD(9) */ ALTER TABLE t1 ADD COLUMN x INT",
+                ddl("db00009", "ALTER TABLE db00009.t1 ADD COLUMN x INT"),
+            ),
+            c(
+                "/*+ SHARD(9) */ DROP TABLE t1",
+                ddl("db00009", "DROP TABLE db00009.t1"),
+            ),
+            c(
+                "/*+ COLOCATE(241294561224164665) */ CREATE TABLE t1 (a INT)",
+                ddl("db03429", "CREATE TABLE db03429.t1 (a INT)"),
+            ),
+            c(
+                "/*+ SHARD(4096) */ CREATE TABLE t1 (a INT)",
+                reject("BadHint", "SHARD(4096)"),
+            ),
+            // The hint disagrees with the shard database named.
+            c(
+                "/*+ SHARD(3) */ CREATE TABLE t1 LIKE db00004.t0",
+                reject("CrossShard", "SHARD(3)"),
+            ),
+            c(
+                "/*+ SCATTER */ CREATE TABLE t1 (a INT)",
+                reject("NoShardKey", "SHARD(n)"),
+            ),
+        ],
+        false,
+    );
+}
+
 #[test]
 fn schema_changes_refused() {
     run(vec![
@@ -109,9 +166,14 @@ fn schema_changes_refused() {
             "CREATE TABLE t1 (a INT)",
             reject("NoShardKey", "USE dbNNNNN"),
         ),
+        // Object tables on two fleets (main, closed): a hint names no fleet.
         c(
             "/*+ SHARD(3) */ CREATE TABLE t1 (a INT)",
-            reject("NoShardKey", "no hint"),
+            reject("NoShardKey", "several fleets"),
+        ),
+        c(
+            "/*+ SCATTER */ CREATE TABLE t1 (a INT)",
+            reject("NoShardKey", "SHARD(n)"),
         ),
         // Across shards.
         c(

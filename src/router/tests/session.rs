@@ -237,7 +237,7 @@ fn session_statements() {
         ),
         c(
             "SELECT @@autocommit, @@version",
-            any("SELECT 1 AS `@@autocommit`, @@version"),
+            any("SELECT 1 AS `@@autocommit`, '10.11.0-MariaDB-shardgate' AS `@@version`"),
         ),
         // The proxy's packet limit (16 MiB by default), not the servers'.
         c(
@@ -246,15 +246,28 @@ fn session_statements() {
         ),
         c(
             "select @@global.max_allowed_packet, @@session.max_allowed_packet - 1",
-            any("select 16777216 AS `@@global.max_allowed_packet`, 16777216 - 1"),
+            any("select 16777216 AS `@@global.max_allowed_packet`, 16777216 - 1 AS `@@session.max_allowed_packet - 1`"),
         ),
         c(
             "SELECT @@global.autocommit",
             any("SELECT @@global.autocommit"),
         ),
+        // An item a value was put into keeps the name of the client's text.
+        c(
+            "SELECT DISTINCT CONNECTION_ID()  >  0, `a``b` + @@in_transaction, version() LIKE '1%' FROM dual",
+            any("SELECT DISTINCT 0  >  0 AS `CONNECTION_ID()  >  0`, `a``b` + 0 AS ```a````b`` + @@in_transaction`, '10.11.0-MariaDB-shardgate' LIKE '1%' AS `version() LIKE '1%'` FROM dual"),
+        ),
+        c(
+            "SELECT @@version, 1 UNION SELECT VERSION(), CONNECTION_ID() + 1",
+            any("SELECT '10.11.0-MariaDB-shardgate' AS `@@version`, 1 UNION SELECT '10.11.0-MariaDB-shardgate' AS `VERSION()`, 0 + 1"),
+        ),
+        c(
+            "SELECT (SELECT @@global.version) v, IFNULL(DATABASE(), 'none') AS d",
+            any("SELECT (SELECT '10.11.0-MariaDB-shardgate' AS `@@global.version`) v, IFNULL(NULL, 'none') AS d"),
+        ),
         c(
             "SELECT CONNECTION_ID() + 0, connection_id()",
-            any("SELECT 0 + 0, 0 AS `connection_id()`"),
+            any("SELECT 0 + 0 AS `CONNECTION_ID() + 0`, 0 AS `connection_id()`"),
         ),
         set(&["names"], "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci"),
         set(&["charset"], "SET CHARACTER SET utf8mb4"),
@@ -596,7 +609,7 @@ fn session_functions_in_statements_sent_to_a_backend_are_the_sessions_values() {
         ),
         c(
             "SELECT LAST_INSERT_ID() + 1, CONCAT(DATABASE(), 'x') AS d",
-            any("SELECT 0 + 1, CONCAT(NULL, 'x') AS d"),
+            any("SELECT 0 + 1 AS `LAST_INSERT_ID() + 1`, CONCAT(NULL, 'x') AS d"),
         ),
         c(
             "SELECT DATABASE() db, (SELECT DATABASE())",
@@ -604,7 +617,7 @@ fn session_functions_in_statements_sent_to_a_backend_are_the_sessions_values() {
         ),
         c(
             "SELECT @@SESSION.autocommit + 0, @@local . in_transaction x, @@global.autocommit",
-            any("SELECT 1 + 0, 0 x, @@global.autocommit"),
+            any("SELECT 1 + 0 AS `@@SESSION.autocommit + 0`, 0 x, @@global.autocommit"),
         ),
         // Qualified, quoted, or with arguments: not the session's function.
         c(
