@@ -8,6 +8,7 @@ mod failure;
 pub mod fence;
 pub mod field_list;
 mod kill;
+pub mod local_infile;
 mod lex_state;
 mod merge;
 pub mod multi;

@@ -129,6 +129,9 @@ pub struct ShardQuery {
     /// For an INSERT into an object table: the type id used to compose the
     /// 64-bit ID from the OK packet's last-insert-id.
     pub compose_insert_id: Option<u16>,
+    /// For `LOAD DATA LOCAL INFILE`: the file name the statement names, the
+    /// only one the server may ask the client for.
+    pub local_infile: Option<Vec<u8>>,
 }
 
 /// A read that runs on several shards, merged by the proxy.

@@ -36,6 +36,7 @@ mod dml;
 mod expr;
 mod insert;
 mod keys;
+mod load;
 mod merge;
 mod multi;
 mod parse_cache;
@@ -178,6 +179,15 @@ fn route_inner(
     }
     if let Some(error) = tokens::private_schema(&tokens, first_word) {
         return Err(error);
+    }
+    if first_word.eq_ignore_ascii_case("LOAD") {
+        let env = Env {
+            topo,
+            ctx,
+            src: &src,
+            prepare,
+        };
+        return load::plan(env, &tokens, edits, &hints);
     }
     if first_keyword(&tokens) == Keyword::SET {
         match set::statement_prefix(&tokens)? {
@@ -625,6 +635,7 @@ impl<'a> Env<'a> {
             sql,
             kind,
             compose_insert_id,
+            local_infile: None,
         }))
     }
 

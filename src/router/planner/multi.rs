@@ -188,6 +188,7 @@ impl<'a> Planner<'a> {
                 sql: apply(e, env.src.original)?,
                 kind: StatementKind::Read,
                 compose_insert_id: None,
+                local_infile: None,
             });
         }
         Ok(Plan::MultiShard(MultiShardQuery { parts, merge }))
