@@ -11,6 +11,7 @@ use crate::topology::Topology;
 
 mod insert;
 mod keys;
+mod load_data;
 mod lexing;
 mod multi_shard;
 mod multi_shard_refusals;
