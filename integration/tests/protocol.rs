@@ -424,3 +424,44 @@ async fn load_data_local_infile_relays_the_clients_file_to_an_explicit_shard() {
     let alive: Option<u8> = conn.query_first("SELECT 1").await.unwrap();
     assert_eq!(alive, Some(1));
 }
+
+#[tokio::test]
+async fn load_data_local_infile_follows_the_transaction_rules() {
+    let pid = std::process::id();
+    let tag = format!("infile{pid}tx");
+    let file = load_file(&tag, 4);
+    let load = format!(
+        "LOAD DATA LOCAL INFILE '{}' INTO TABLE db03429.pins (data)",
+        file.display()
+    );
+    let mut conn = client_with_local_files(std::slice::from_ref(&file)).await;
+
+    // Bound to another shard: refused, the transaction stays open.
+    conn.query_drop("BEGIN").await.unwrap();
+    insert_pin(&mut conn, 5, &format!("{tag}-other")).await;
+    let error = conn.query_drop(&load).await.expect_err("another shard");
+    let (code, message) = server_error(error);
+    assert_eq!(code, 1105, "{message}");
+    assert!(message.contains("db03429") || message.contains("3429"), "{message}");
+    conn.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(tagged_pins(MASTER_B, 3429, &tag).await, 0);
+    assert_eq!(tagged_pins(MASTER_A, 5, &tag).await, 0);
+
+    // It binds the transaction: rolled back, then committed.
+    conn.query_drop("BEGIN").await.unwrap();
+    conn.query_drop(&load).await.unwrap();
+    let inside: Option<u64> = conn
+        .query_first(format!(
+            "SELECT COUNT(*) FROM db03429.pins WHERE data LIKE '{tag}-%'"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(inside, Some(4));
+    assert_eq!(tagged_pins(MASTER_B, 3429, &tag).await, 0, "not committed yet");
+    conn.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(tagged_pins(MASTER_B, 3429, &tag).await, 0);
+    conn.query_drop("BEGIN").await.unwrap();
+    conn.query_drop(&load).await.unwrap();
+    conn.query_drop("COMMIT").await.unwrap();
+    assert_eq!(tagged_pins(MASTER_B, 3429, &tag).await, 4);
+}
