@@ -442,7 +442,10 @@ async fn load_data_local_infile_follows_the_transaction_rules() {
     let error = conn.query_drop(&load).await.expect_err("another shard");
     let (code, message) = server_error(error);
     assert_eq!(code, 1105, "{message}");
-    assert!(message.contains("db03429") || message.contains("3429"), "{message}");
+    assert!(
+        message.contains("db03429") || message.contains("3429"),
+        "{message}"
+    );
     conn.query_drop("ROLLBACK").await.unwrap();
     assert_eq!(tagged_pins(MASTER_B, 3429, &tag).await, 0);
     assert_eq!(tagged_pins(MASTER_A, 5, &tag).await, 0);
@@ -457,7 +460,11 @@ async fn load_data_local_infile_follows_the_transaction_rules() {
         .await
         .unwrap();
     assert_eq!(inside, Some(4));
-    assert_eq!(tagged_pins(MASTER_B, 3429, &tag).await, 0, "not committed yet");
+    assert_eq!(
+        tagged_pins(MASTER_B, 3429, &tag).await,
+        0,
+        "not committed yet"
+    );
     conn.query_drop("ROLLBACK").await.unwrap();
     assert_eq!(tagged_pins(MASTER_B, 3429, &tag).await, 0);
     conn.query_drop("BEGIN").await.unwrap();

@@ -36,9 +36,7 @@ pub fn client_file_link() -> (ClientFileLink, ClientFileRequests) {
     let (sender, receiver) = mpsc::channel(1);
     (
         ClientFileLink { requests: sender },
-        ClientFileRequests {
-            requests: receiver,
-        },
+        ClientFileRequests { requests: receiver },
     )
 }
 

@@ -7,12 +7,12 @@ use std::io;
 use mysql_common::constants::{Command, StatusFlags};
 use tokio::io::AsyncWrite;
 
+use super::local_infile::{ClientFileLink, FILE_PACKET_TIMEOUT};
 use crate::backend::BackendConn;
 use crate::error::ClientError;
 use crate::id::{COMPOSE_OVERFLOW_MARK, MAX_LOCAL};
 use crate::protocol::binary::{parse_column_definition, text_row_to_binary, ColumnInfo};
 use crate::protocol::frame::read_lenenc_int;
-use super::local_infile::{ClientFileLink, FILE_PACKET_TIMEOUT};
 use crate::protocol::packets::{
     ends_result_set, err_packet, parse_eof_status, parse_err, parse_ok, rewrite_ok_insert_id,
     rewrite_status, status_offset, EOF_HEADER, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER,

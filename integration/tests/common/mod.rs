@@ -232,9 +232,7 @@ pub async fn client() -> Conn {
 pub async fn client_with_local_files(files: &[PathBuf]) -> Conn {
     let addr = proxy_addr();
     let opts = OptsBuilder::from_opts(opts(addr.port(), APP_USER, APP_PASSWORD))
-        .local_infile_handler(Some(mysql_async::WhiteListFsHandler::new(
-            files.to_vec(),
-        )));
+        .local_infile_handler(Some(mysql_async::WhiteListFsHandler::new(files.to_vec())));
     Conn::new(opts).await.expect("connect to the proxy")
 }
 

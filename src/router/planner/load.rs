@@ -87,7 +87,11 @@ pub(super) fn plan(
     let file = match significant.get(at).map(|t| &t.token) {
         Some(Token::SingleQuotedString(s)) => s.clone(),
         Some(Token::DoubleQuotedString(s)) if !env.ctx.lex.ansi_quotes => s.clone(),
-        _ => return Err(load_refused("LOAD DATA LOCAL INFILE without a quoted file name")),
+        _ => {
+            return Err(load_refused(
+                "LOAD DATA LOCAL INFILE without a quoted file name",
+            ))
+        }
     };
     if file.as_bytes().contains(&PLACEHOLDER) {
         return Err(unsupported(
@@ -111,9 +115,13 @@ pub(super) fn plan(
     };
     let (first, first_span) =
         name(at).ok_or_else(|| load_refused("LOAD DATA without a table name"))?;
-    let qualified = matches!(significant.get(at + 1).map(|t| &t.token), Some(Token::Period));
+    let qualified = matches!(
+        significant.get(at + 1).map(|t| &t.token),
+        Some(Token::Period)
+    );
     let (database, table) = if qualified {
-        let (table, _) = name(at + 2).ok_or_else(|| load_refused("a table name after the period"))?;
+        let (table, _) =
+            name(at + 2).ok_or_else(|| load_refused("a table name after the period"))?;
         at += 3;
         (Some(first), table)
     } else {

@@ -113,10 +113,22 @@ fn the_file_name_is_the_one_the_server_decodes() {
     let ctx = RouteContext::default();
     let plan = |sql: &str, ctx: &RouteContext| route(sql, &t, ctx, &mut Fixed(1));
     let cases: [(&str, &[u8]); 4] = [
-        ("LOAD DATA LOCAL INFILE '/tmp/a.tsv' INTO TABLE db00001.t", b"/tmp/a.tsv"),
-        ("LOAD DATA LOCAL INFILE 'it''s\\ttab\\\\' INTO TABLE db00001.t", b"it's\ttab\\"),
-        ("LOAD DATA LOCAL INFILE \"d\\\"q\" INTO TABLE db00001.t", b"d\"q"),
-        ("LOAD DATA LOCAL INFILE 'caf\u{e9}.tsv' INTO TABLE db00001.t", "caf\u{e9}.tsv".as_bytes()),
+        (
+            "LOAD DATA LOCAL INFILE '/tmp/a.tsv' INTO TABLE db00001.t",
+            b"/tmp/a.tsv",
+        ),
+        (
+            "LOAD DATA LOCAL INFILE 'it''s\\ttab\\\\' INTO TABLE db00001.t",
+            b"it's\ttab\\",
+        ),
+        (
+            "LOAD DATA LOCAL INFILE \"d\\\"q\" INTO TABLE db00001.t",
+            b"d\"q",
+        ),
+        (
+            "LOAD DATA LOCAL INFILE 'caf\u{e9}.tsv' INTO TABLE db00001.t",
+            "caf\u{e9}.tsv".as_bytes(),
+        ),
     ];
     for (sql, name) in cases {
         assert_eq!(file_of(&plan(sql, &ctx)), Some(name), "{sql}");
@@ -133,10 +145,16 @@ fn the_file_name_is_the_one_the_server_decodes() {
     };
     let sql = "LOAD DATA LOCAL INFILE 'C:\\tmp\\a.tsv' INTO TABLE db00001.t";
     let masked = plan(sql, &raw);
-    assert!(rejected_with(&masked, "Unsupported", "file name with bytes"), "{masked:?}");
+    assert!(
+        rejected_with(&masked, "Unsupported", "file name with bytes"),
+        "{masked:?}"
+    );
     // Statements other than LOAD DATA never let the server ask.
     assert_eq!(file_of(&plan("SELECT data FROM db00001.pins", &ctx)), None);
     // Not prepared (as on a server).
     let prepared = route_prepare("LOAD DATA LOCAL INFILE 'p' INTO TABLE db00001.t", &t, &ctx);
-    assert!(rejected_with(&prepared, "Unsupported", "prepared statement"), "{prepared:?}");
+    assert!(
+        rejected_with(&prepared, "Unsupported", "prepared statement"),
+        "{prepared:?}"
+    );
 }

@@ -11,8 +11,8 @@ use crate::topology::Topology;
 
 mod insert;
 mod keys;
-mod load_data;
 mod lexing;
+mod load_data;
 mod multi_shard;
 mod multi_shard_refusals;
 mod prepared;

@@ -207,7 +207,10 @@ fn ids_bound_as_strings_split_like_integers() {
         ));
     }
     cases.push(c(
-        format!("SELECT data FROM pins WHERE id IN ({far}, {})", bound_string("utf8mb4", "18446744073709551615")),
+        format!(
+            "SELECT data FROM pins WHERE id IN ({far}, {})",
+            bound_string("utf8mb4", "18446744073709551615")
+        ),
         reject("BadId", "reserved top bits"),
     ));
     run(cases);
