@@ -494,16 +494,17 @@ where
         } else {
             Vec::new()
         };
+        let whole = 0..sql.len();
         let ranges = if pieces.len() <= 1 {
-            vec![0..sql.len()]
+            std::slice::from_ref(&whole)
         } else {
-            pieces
+            pieces.as_slice()
         };
         let last = ranges.len() - 1;
-        for (index, range) in ranges.into_iter().enumerate() {
+        for (index, range) in ranges.iter().enumerate() {
             let run = self.engine.run_statement(
                 &mut self.state,
-                &sql[range],
+                &sql[range.clone()],
                 &mut self.placement,
                 index < last,
                 &mut self.writer,
