@@ -318,6 +318,14 @@ async fn ids_bound_as_strings_split_and_route_like_integers() {
     ];
     for board in &boards {
         let id = board.encode().unwrap();
+        // Rows of earlier runs (other pins) would be read back too.
+        let mut host = direct(main_master_port(board.shard)).await;
+        host.query_drop(format!(
+            "DELETE FROM db{:05}.board_has_pins WHERE board_id = {id}",
+            board.shard
+        ))
+        .await
+        .unwrap();
         conn.exec_drop(
             "REPLACE INTO board_has_pins (board_id, pin_id, sequence) VALUES (?, ?, ?)",
             (
@@ -328,7 +336,6 @@ async fn ids_bound_as_strings_split_and_route_like_integers() {
         )
         .await
         .unwrap();
-        let mut host = direct(main_master_port(board.shard)).await;
         let landed: Option<u64> = host
             .query_first(format!(
                 "SELECT pin_id FROM db{:05}.board_has_pins WHERE board_id = {id}",
