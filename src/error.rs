@@ -163,6 +163,10 @@ pub enum ClientError {
     /// The session was ended by `KILL` (1927); the connection closes.
     #[error("Connection was killed")]
     ConnectionKilled,
+    /// `LOAD DATA LOCAL INFILE` from a client that did not announce
+    /// `CLIENT_LOCAL_FILES` (4166, as a server answers).
+    #[error("The used command is not allowed because the MariaDB server or client has disabled the local infile capability (shardgate: the client did not enable LOCAL INFILE; enable it in the client, e.g. mariadb --local-infile=1)")]
+    LocalInfileDisabled,
 }
 
 impl ClientError {
@@ -185,6 +189,7 @@ impl ClientError {
             ClientError::QueryInterrupted => 1317,
             ClientError::ConnectionKilled => 1927,
             ClientError::PartTimeout { .. } => 1969,
+            ClientError::LocalInfileDisabled => 4166,
             _ => 1105,
         }
     }

@@ -18,7 +18,8 @@
 #   with Debian's /usr/bin/python3), libmariadb-java and default-jdk-headless
 #   (MariaDB Connector/J, compiled against with javac), golang-go and
 #   golang-github-go-sql-driver-mysql-dev (go-sql-driver/mysql with its own
-#   test suite, integration/drivers/go/run_upstream.sh).
+#   test suite, integration/drivers/go/run_upstream.sh), libdbd-mariadb-perl
+#   (DBD::MariaDB, integration/drivers/perl/dbd_mariadb_conformance.pl).
 # The mariadb client (used by the sysbench script to seed rows) comes from
 # integration/fleet.sh install.
 set -euo pipefail
@@ -102,6 +103,7 @@ command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 command -v go >/dev/null 2>&1 || missing+=(golang-go)
 [ -f /usr/share/gocode/src/github.com/go-sql-driver/mysql/driver_test.go ] \
     || missing+=(golang-github-go-sql-driver-mysql-dev)
+perl -MDBD::MariaDB -e1 >/dev/null 2>&1 || missing+=(libdbd-mariadb-perl)
 [ "${#missing[@]}" -eq 0 ] || apt_install "${missing[@]}"
 log "mysqlclient $(/usr/bin/python3 -c 'import MySQLdb; print(MySQLdb.__version__)'), \
 $(dpkg-query -W -f='Connector/J ${Version}' libmariadb-java 2>/dev/null), $(javac -version 2>&1), \

@@ -260,6 +260,20 @@ fn mariadb_connector_j() {
 }
 
 #[test]
+fn perl_dbd_mariadb() {
+    require(
+        "Perl with DBD::MariaDB (Debian's libdbd-mariadb-perl)",
+        Path::new("perl"),
+        &["-MDBD::MariaDB", "-e1"],
+    );
+    run_script(
+        "DBD::MariaDB",
+        Path::new("perl"),
+        &drivers_dir().join("perl/dbd_mariadb_conformance.pl"),
+    );
+}
+
+#[test]
 fn go_sql_driver_upstream_suite() {
     require("Go", Path::new("go"), &["version"]);
     require("the mariadb client", Path::new("mariadb"), &["--version"]);

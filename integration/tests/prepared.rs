@@ -224,3 +224,141 @@ async fn multi_statements_run_in_order_and_stop_at_the_first_error() {
         "the connection is usable after the failed batch"
     );
 }
+
+/// A string parameter, as drivers that bind every value as a string send it.
+fn bound_text(text: &str) -> Value {
+    Value::Bytes(text.as_bytes().to_vec())
+}
+
+#[tokio::test]
+async fn ids_bound_as_strings_split_and_route_like_integers() {
+    let mut conn = client().await;
+    let tag = format!("strbound{}", std::process::id());
+    let on_b = insert_pin(&mut conn, 3429, &format!("{tag} b")).await;
+    let on_a = insert_pin(&mut conn, 5, &format!("{tag} a")).await;
+    let (b, a) = (decode(on_b), decode(on_a));
+
+    // An IN list over two shards.
+    let mut rows: Vec<(u64, String)> = conn
+        .exec(
+            "SELECT id, data FROM pins WHERE id IN (?, ?)",
+            (bound_text(&on_b.to_string()), bound_text(&on_a.to_string())),
+        )
+        .await
+        .unwrap();
+    rows.sort();
+    let mut expected = vec![(on_a, format!("{tag} a")), (on_b, format!("{tag} b"))];
+    expected.sort();
+    assert_eq!(rows, expected);
+
+    // `= ?` on writes: each row changes on its own master; leading zeros are
+    // the same number to the server.
+    for (id, zeros) in [(on_b, ""), (on_a, "000")] {
+        conn.exec_drop(
+            "UPDATE pins SET data = ? WHERE id = ?",
+            (
+                bound_text(&format!("{tag} updated")),
+                bound_text(&format!("{zeros}{id}")),
+            ),
+        )
+        .await
+        .unwrap();
+    }
+    let updated = Some(format!("{tag} updated"));
+    assert_eq!(
+        row_on_host(MASTER_B, "pins", 3429, b.local_id).await,
+        updated
+    );
+    assert_eq!(row_on_host(MASTER_A, "pins", 5, a.local_id).await, updated);
+
+    // Anything but plain decimal digits within 64 bits is refused, and
+    // nothing is written.
+    for text in [
+        format!(" {on_b}"),
+        format!("{on_b} "),
+        format!("+{on_b}"),
+        format!("{on_b}abc"),
+        format!("{on_b}\0"),
+        format!("{on_b}.0"),
+        "3.4e17".to_owned(),
+        "18446744073709551616".to_owned(),
+        "２４１２９".to_owned(),
+        String::new(),
+    ] {
+        for sql in [
+            "UPDATE pins SET data = 'hostile' WHERE id = ?",
+            "SELECT data FROM pins WHERE id IN (?, 241294492511762325)",
+        ] {
+            let error = conn
+                .exec_drop(sql, (bound_text(&text),))
+                .await
+                .expect_err("not an ID");
+            let (code, message) = server_error(error);
+            assert_eq!(code, 1105, "{text:?}: {message}");
+            assert!(message.contains("bad id"), "{text:?}: {message}");
+        }
+    }
+    assert_eq!(
+        row_on_host(MASTER_B, "pins", 3429, b.local_id).await,
+        updated
+    );
+
+    // A mapping table's from-ID, written and read across shards.
+    let boards = [
+        ObjectId {
+            shard: 3000,
+            type_id: 2,
+            local_id: 9191,
+        },
+        ObjectId {
+            shard: 900,
+            type_id: 2,
+            local_id: 9191,
+        },
+    ];
+    for board in &boards {
+        let id = board.encode().unwrap();
+        // Rows of earlier runs (other pins) would be read back too.
+        let mut host = direct(main_master_port(board.shard)).await;
+        host.query_drop(format!(
+            "DELETE FROM db{:05}.board_has_pins WHERE board_id = {id}",
+            board.shard
+        ))
+        .await
+        .unwrap();
+        conn.exec_drop(
+            "REPLACE INTO board_has_pins (board_id, pin_id, sequence) VALUES (?, ?, ?)",
+            (
+                bound_text(&id.to_string()),
+                bound_text(&on_b.to_string()),
+                bound_text("1"),
+            ),
+        )
+        .await
+        .unwrap();
+        let landed: Option<u64> = host
+            .query_first(format!(
+                "SELECT pin_id FROM db{:05}.board_has_pins WHERE board_id = {id}",
+                board.shard
+            ))
+            .await
+            .unwrap();
+        assert_eq!(landed, Some(on_b), "board on shard {}", board.shard);
+    }
+    let found: Vec<(u64, u64)> = conn
+        .exec(
+            "SELECT board_id, pin_id FROM board_has_pins WHERE board_id IN (?, ?) ORDER BY board_id",
+            (
+                bound_text(&boards[0].encode().unwrap().to_string()),
+                bound_text(&boards[1].encode().unwrap().to_string()),
+            ),
+        )
+        .await
+        .unwrap();
+    let mut want: Vec<(u64, u64)> = boards
+        .iter()
+        .map(|board| (board.encode().unwrap(), on_b))
+        .collect();
+    want.sort();
+    assert_eq!(found, want);
+}

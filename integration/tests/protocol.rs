@@ -339,3 +339,186 @@ async fn packets_over_sixteen_megabytes_are_split_and_joined() {
     assert_eq!(echo_through_a_shard(&mut conn, &value, false).await, value);
     assert_eq!(echo_through_a_shard(&mut conn, &value, true).await, value);
 }
+
+/// A file of `rows` lines `<tag>-<n>` for `LOAD DATA ... (data)`.
+fn load_file(tag: &str, rows: usize) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("{tag}.txt"));
+    let text: String = (0..rows).map(|n| format!("{tag}-{n}\n")).collect();
+    std::fs::write(&path, text).expect("write the LOAD DATA file");
+    path
+}
+
+/// How many pins of `shard` tagged `tag` the master at `port` holds.
+async fn tagged_pins(port: u16, shard: u32, tag: &str) -> u64 {
+    let mut conn = direct(port).await;
+    let count: Option<u64> = conn
+        .query_first(format!(
+            "SELECT COUNT(*) FROM db{shard:05}.pins WHERE data LIKE '{tag}-%'"
+        ))
+        .await
+        .expect("count on the master");
+    conn.disconnect().await.ok();
+    count.unwrap_or(0)
+}
+
+fn cli_output(output: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[tokio::test]
+async fn load_data_local_infile_relays_the_clients_file_to_an_explicit_shard() {
+    let pid = std::process::id();
+    let addr = proxy_addr();
+
+    // The mariadb CLI, a qualified table: 30,000 rows, many packets.
+    let tag = format!("infile{pid}q");
+    let file = load_file(&tag, 30_000);
+    let sql = format!(
+        "LOAD DATA LOCAL INFILE '{}' INTO TABLE db03429.pins (data); SELECT COUNT(*) FROM db03429.pins WHERE data LIKE '{tag}-%'",
+        file.display()
+    );
+    let output = mariadb_cli_at(addr, &["--local-infile=1"], &sql);
+    assert!(output.status.success(), "{}", cli_output(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "30000");
+    assert_eq!(tagged_pins(MASTER_B, 3429, &tag).await, 30_000);
+    assert_eq!(tagged_pins(MASTER_A, 1000, &tag).await, 0);
+
+    // Under USE: the table is qualified with the USE database.
+    let tag = format!("infile{pid}u");
+    let file = load_file(&tag, 3);
+    let sql = format!(
+        "USE db01000; LOAD DATA LOCAL INFILE '{}' IGNORE INTO TABLE pins FIELDS TERMINATED BY '\\t' (data)",
+        file.display()
+    );
+    let output = mariadb_cli_at(addr, &["--local-infile=1"], &sql);
+    assert!(output.status.success(), "{}", cli_output(&output));
+    assert_eq!(tagged_pins(MASTER_A, 1000, &tag).await, 3);
+
+    // A client that did not enable LOCAL INFILE: the server's 4166, and
+    // nothing is loaded.
+    let tag = format!("infile{pid}off");
+    let file = load_file(&tag, 3);
+    let sql = format!(
+        "LOAD DATA LOCAL INFILE '{}' INTO TABLE db03429.pins (data)",
+        file.display()
+    );
+    let output = mariadb_cli_at(addr, &["--local-infile=0"], &sql);
+    assert!(!output.status.success());
+    let said = cli_output(&output);
+    assert!(said.contains("ERROR 4166"), "{said}");
+    assert!(said.contains("did not enable LOCAL INFILE"), "{said}");
+    assert_eq!(tagged_pins(MASTER_B, 3429, &tag).await, 0);
+
+    // mysql_async with its LOCAL INFILE handler; the session goes on.
+    let tag = format!("infile{pid}m");
+    let file = load_file(&tag, 5);
+    let mut conn = client_with_local_files(std::slice::from_ref(&file)).await;
+    conn.query_drop(format!(
+        "LOAD DATA LOCAL INFILE '{}' INTO TABLE db03429.pins (data)",
+        file.display()
+    ))
+    .await
+    .unwrap();
+    assert_eq!(conn.affected_rows(), 5);
+    let through: Option<u64> = conn
+        .query_first(format!(
+            "SELECT COUNT(*) FROM db03429.pins WHERE data LIKE '{tag}-%'"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(through, Some(5));
+    assert_eq!(tagged_pins(MASTER_B, 3429, &tag).await, 5);
+
+    // Server-side files stay out of reach.
+    for sql in [
+        format!("LOAD DATA INFILE '{}' INTO TABLE db03429.pins (data)", file.display()),
+        "SELECT data FROM db03429.pins LIMIT 1 INTO OUTFILE '/tmp/shardgate_outfile_probe'"
+            .to_owned(),
+        "LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE pins (data)".to_owned(),
+        "LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE mysql.user".to_owned(),
+        "LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE db03429.pins (data) SET data = (SELECT 1 FROM db00001.pins LIMIT 1)".to_owned(),
+    ] {
+        let error = conn.query_drop(&sql).await.expect_err(&sql);
+        let (code, message) = server_error(error);
+        assert!(
+            [1105, 1142, 1064].contains(&code),
+            "{sql}: {code} {message}"
+        );
+    }
+
+    // A server asking for another file than the statement names (here the
+    // server converts the name to another character set) is refused: the
+    // client is never asked, nothing is loaded.
+    let tag = format!("infile{pid}fs");
+    let file = load_file(&tag, 2);
+    let renamed = file.with_file_name(format!("{tag}é.txt"));
+    std::fs::copy(&file, &renamed).unwrap();
+    let mut conn = client_with_local_files(std::slice::from_ref(&renamed)).await;
+    conn.query_drop("SET character_set_filesystem = latin1")
+        .await
+        .unwrap();
+    let error = conn
+        .query_drop(format!(
+            "LOAD DATA LOCAL INFILE '{}' INTO TABLE db03429.pins (data)",
+            renamed.display()
+        ))
+        .await
+        .expect_err("another file name");
+    let (_, message) = server_error(error);
+    assert!(message.contains("the statement names"), "{message}");
+    assert_eq!(tagged_pins(MASTER_B, 3429, &tag).await, 0);
+    let alive: Option<u8> = conn.query_first("SELECT 1").await.unwrap();
+    assert_eq!(alive, Some(1));
+}
+
+#[tokio::test]
+async fn load_data_local_infile_follows_the_transaction_rules() {
+    let pid = std::process::id();
+    let tag = format!("infile{pid}tx");
+    let file = load_file(&tag, 4);
+    let load = format!(
+        "LOAD DATA LOCAL INFILE '{}' INTO TABLE db03429.pins (data)",
+        file.display()
+    );
+    let mut conn = client_with_local_files(std::slice::from_ref(&file)).await;
+
+    // Bound to another shard: refused, the transaction stays open.
+    conn.query_drop("BEGIN").await.unwrap();
+    insert_pin(&mut conn, 5, &format!("{tag}-other")).await;
+    let error = conn.query_drop(&load).await.expect_err("another shard");
+    let (code, message) = server_error(error);
+    assert_eq!(code, 1105, "{message}");
+    assert!(
+        message.contains("db03429") || message.contains("3429"),
+        "{message}"
+    );
+    conn.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(tagged_pins(MASTER_B, 3429, &tag).await, 0);
+    assert_eq!(tagged_pins(MASTER_A, 5, &tag).await, 0);
+
+    // It binds the transaction: rolled back, then committed.
+    conn.query_drop("BEGIN").await.unwrap();
+    conn.query_drop(&load).await.unwrap();
+    let inside: Option<u64> = conn
+        .query_first(format!(
+            "SELECT COUNT(*) FROM db03429.pins WHERE data LIKE '{tag}-%'"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(inside, Some(4));
+    assert_eq!(
+        tagged_pins(MASTER_B, 3429, &tag).await,
+        0,
+        "not committed yet"
+    );
+    conn.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(tagged_pins(MASTER_B, 3429, &tag).await, 0);
+    conn.query_drop("BEGIN").await.unwrap();
+    conn.query_drop(&load).await.unwrap();
+    conn.query_drop("COMMIT").await.unwrap();
+    assert_eq!(tagged_pins(MASTER_B, 3429, &tag).await, 4);
+}

@@ -16,8 +16,12 @@ use tokio::net::TcpStream;
 use crate::protocol::packets::{parse_err, parse_ok, ERR_HEADER, OK_HEADER};
 use crate::protocol::{FrameReader, FrameWriter};
 
-/// Capability flags every backend connection uses.
+/// Capability flags every backend connection uses. `CLIENT_LOCAL_FILES` is
+/// always on: the proxy relays a server's request for a file only for a
+/// `LOAD DATA LOCAL INFILE` of a client that enabled it, for the file the
+/// statement names (`engine::relay`), and refuses any other.
 const BASE_CAPABILITIES: CapabilityFlags = CapabilityFlags::CLIENT_LONG_PASSWORD
+    .union(CapabilityFlags::CLIENT_LOCAL_FILES)
     .union(CapabilityFlags::CLIENT_LONG_FLAG)
     .union(CapabilityFlags::CLIENT_PROTOCOL_41)
     .union(CapabilityFlags::CLIENT_TRANSACTIONS)

@@ -15,7 +15,7 @@ use super::checkout::DIRTY;
 use super::failure::{answer_failure, no_masters, write_error, Failure};
 use super::lex_state;
 use super::pause::{Blocked, PausedShard, ShardGuard};
-use super::relay::InsertIdComposer;
+use super::relay::{InsertIdComposer, LocalInfile};
 use super::session_state::{SessionState, SettingsLimits};
 use super::transaction::{check_combined_autocommit, on_bound_shard, recorded_text};
 use super::venue::{Statement, Venue};
@@ -342,6 +342,15 @@ impl Engine {
             table: object_table_name(topology, query.target.fleet, type_id),
         });
         let schema_change = query.kind == StatementKind::SchemaChange;
+        let link = match (&query.local_infile, &state.client_file) {
+            (None, _) => None,
+            (Some(_), Some(link)) => Some(link.clone()),
+            (Some(_), None) => return Err(Failure::Client(ClientError::LocalInfileDisabled)),
+        };
+        let local_infile = match (&query.local_infile, &link) {
+            (Some(name), Some(link)) => Some(LocalInfile { name, link }),
+            _ => None,
+        };
         // Outside a transaction the statement is the transaction a pending
         // `SET TRANSACTION` is for, as on a server.
         // It stays pending until it is sent (`Engine::send_prelude`).
@@ -360,8 +369,10 @@ impl Engine {
                     target: Some(query.target),
                     sql: &query.sql,
                     composer,
-                    stamp: None,
+                    // LOAD DATA may assign user variables.
+                    stamp: local_infile.map(|_| DIRTY),
                     prelude,
+                    local_infile,
                 },
                 client,
             )

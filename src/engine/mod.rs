@@ -9,6 +9,7 @@ pub mod fence;
 pub mod field_list;
 mod kill;
 mod lex_state;
+pub mod local_infile;
 mod merge;
 pub mod multi;
 pub mod pause;

@@ -7,6 +7,7 @@ use std::io;
 use mysql_common::constants::{Command, StatusFlags};
 use tokio::io::AsyncWrite;
 
+use super::local_infile::{ClientFileLink, FILE_PACKET_TIMEOUT};
 use crate::backend::BackendConn;
 use crate::error::ClientError;
 use crate::id::{COMPOSE_OVERFLOW_MARK, MAX_LOCAL};
@@ -254,6 +255,18 @@ pub struct RelayOptions<'a> {
     /// OK/EOF tells the client the session's autocommit and transaction
     /// state, not the backend connection's.
     pub session_status: StatusFlags,
+    /// For `LOAD DATA LOCAL INFILE`: the file the server may ask for, and
+    /// the way to the client's packets.
+    pub local_infile: Option<LocalInfile<'a>>,
+}
+
+/// What the relay needs to relay a server's request for the client's file.
+#[derive(Debug, Clone, Copy)]
+pub struct LocalInfile<'a> {
+    /// The file name the statement names (as the server decodes it).
+    pub name: &'a [u8],
+    /// The session's client reader.
+    pub link: &'a ClientFileLink,
 }
 
 /// Reads the response to the command just sent on `backend` and writes it
@@ -271,6 +284,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
         more_results,
         binary_rows,
         session_status,
+        local_infile,
     } = options;
     let mut seq = first_seq;
     let mut stage = Stage::FirstPacket;
@@ -318,6 +332,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
             forwarded = true;
             continue;
         }
+        let backend_seq = frame.seq();
         frame.set_seq(seq);
         seq = seq.wrapping_add(1);
         let payload = frame.payload();
@@ -406,14 +421,33 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                     end = Some((StatusFlags::empty(), 0, true));
                 }
                 (Stage::FirstPacket, Some(LOCAL_INFILE_HEADER)) => {
-                    return Err(RelayFailure::Backend {
-                        error: io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            "backend asked for LOCAL INFILE, which shardgate does not relay",
-                        ),
-                        forwarded,
-                        next_seq: seq,
-                    });
+                    let asked = &payload[1..];
+                    let infile = match local_infile {
+                        Some(infile) if infile.name == asked => infile,
+                        other => {
+                            let reason = match other {
+                                None => "backend asked for LOCAL INFILE for a statement that is not LOAD DATA LOCAL INFILE; refused".to_owned(),
+                                Some(infile) => format!(
+                                    "backend asked for the client's file '{}', but the statement names '{}'; refused (a server may ask only for the file the statement names)",
+                                    String::from_utf8_lossy(asked),
+                                    String::from_utf8_lossy(infile.name)
+                                ),
+                            };
+                            return Err(RelayFailure::Backend {
+                                error: io::Error::new(io::ErrorKind::InvalidData, reason),
+                                forwarded,
+                                next_seq: seq,
+                            });
+                        }
+                    };
+                    client
+                        .write_raw(frame.raw())
+                        .await
+                        .map_err(RelayFailure::Client)?;
+                    client.flush().await.map_err(RelayFailure::Client)?;
+                    forwarded = true;
+                    seq = relay_client_file(backend, infile.link, backend_seq).await?;
+                    continue;
                 }
                 (Stage::FirstPacket, _) => {
                     let mut rest = payload;
@@ -490,6 +524,60 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                 next_seq: seq,
             });
         }
+    }
+}
+
+/// Relays the client's file to the server after its request (sent with
+/// sequence id `backend_seq`):
+/// packet by packet, each within the client's packet limit, up to the empty
+/// packet that ends it; memory stays one packet. A lost server connection
+/// is reported only once the client's file has been read to its end, so the
+/// session stays in step with the client. Returns the client-side sequence
+/// id of the server's answer.
+async fn relay_client_file(
+    backend: &mut BackendConn,
+    link: &ClientFileLink,
+    backend_seq: u8,
+) -> Result<u8, RelayFailure> {
+    let mut packets = link.request().await.map_err(RelayFailure::Client)?;
+    let mut to_backend = backend_seq.wrapping_add(1);
+    let mut lost: Option<io::Error> = None;
+    let next_seq = loop {
+        let packet = tokio::time::timeout(FILE_PACKET_TIMEOUT, packets.recv())
+            .await
+            .map_err(|_| {
+                RelayFailure::Client(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the client sent no packet of its LOCAL INFILE file in time",
+                ))
+            })?
+            .ok_or_else(|| {
+                RelayFailure::Client(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the session stopped reading the client's file",
+                ))
+            })?;
+        let (seq, payload) = packet.map_err(RelayFailure::Client)?;
+        if lost.is_none() {
+            match backend.writer.write_packet(to_backend, &payload).await {
+                Ok(next) => to_backend = next,
+                Err(error) => lost = Some(error),
+            }
+        }
+        if payload.is_empty() {
+            break seq.wrapping_add(1);
+        }
+    };
+    if lost.is_none() {
+        lost = backend.writer.flush().await.err();
+    }
+    match lost {
+        Some(error) => Err(RelayFailure::Backend {
+            error,
+            forwarded: true,
+            next_seq,
+        }),
+        None => Ok(next_seq),
     }
 }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use mysql_common::constants::StatusFlags;
 
+use super::local_infile::ClientFileLink;
 use super::pause::ShardGuard;
 use crate::backend::{ConnKey, PoolShare, PooledConn};
 use crate::error::ClientError;
@@ -129,6 +130,9 @@ pub struct SessionState {
     pub route: RouteContext,
     /// `SET` statements to replay on backend connections.
     pub settings: SessionSettings,
+    /// The way to the client's file for `LOAD DATA LOCAL INFILE`; present
+    /// when the client announced `CLIENT_LOCAL_FILES`.
+    pub client_file: Option<ClientFileLink>,
     /// `autocommit` as the client set it.
     pub autocommit: bool,
     /// Inside `BEGIN` ... `COMMIT`/`ROLLBACK`.
@@ -217,6 +221,7 @@ impl SessionState {
                 ..RouteContext::default()
             },
             settings: SessionSettings::default(),
+            client_file: None,
             autocommit: true,
             explicit_transaction: false,
             implicit_transaction: false,
@@ -272,9 +277,11 @@ impl SessionState {
         let fresh = SessionState::new(self.connection_id, self.conn_key, self.deprecate_eof);
         let multi_statements = self.multi_statements;
         let entry = Arc::clone(&self.entry);
+        let client_file = self.client_file.take();
         *self = fresh;
         self.multi_statements = multi_statements;
         self.entry = entry;
+        self.client_file = client_file;
     }
 
     /// The name of the database selected with `USE` (or at login).

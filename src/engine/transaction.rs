@@ -248,6 +248,7 @@ impl Engine {
                     more_results: state.more_results,
                     binary_rows: state.binary_rows,
                     session_status: state.status_flags(),
+                    local_infile: None,
                 },
                 &state.entry,
             )

@@ -13,7 +13,9 @@ use super::failure::{
     backend_error, close_after_failure, lost_connection, no_masters, relay_failure_to_client,
     Failure, Scope,
 };
-use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions, RelayOutcome};
+use super::relay::{
+    relay_response, InsertIdComposer, LocalInfile, RelayFailure, RelayOptions, RelayOutcome,
+};
 use super::session_state::SessionState;
 use super::sessions::SessionEntry;
 use super::Engine;
@@ -53,6 +55,8 @@ pub(super) struct Statement<'a> {
     /// Sent on a pooled connection right before the statement, its answer
     /// not relayed (the `SET TRANSACTION` an autocommit statement takes).
     pub(super) prelude: Option<String>,
+    /// For `LOAD DATA LOCAL INFILE`: the file the server may ask for.
+    pub(super) local_infile: Option<LocalInfile<'a>>,
 }
 
 impl<'a> Statement<'a> {
@@ -65,6 +69,7 @@ impl<'a> Statement<'a> {
             composer: None,
             stamp: None,
             prelude: None,
+            local_infile: None,
         }
     }
 }
@@ -87,6 +92,7 @@ impl Engine {
             composer,
             stamp,
             prelude,
+            local_infile,
         } = statement;
         let options = RelayOptions {
             first_seq: state.response_seq,
@@ -96,6 +102,7 @@ impl Engine {
             more_results: state.more_results,
             binary_rows: state.binary_rows,
             session_status: state.status_flags(),
+            local_infile,
         };
         let session = Arc::clone(&state.entry);
         if session.is_cancelled() {

@@ -44,7 +44,8 @@ pub const SERVER_CAPABILITIES: CapabilityFlags = CapabilityFlags::CLIENT_LONG_PA
     .union(CapabilityFlags::CLIENT_PLUGIN_AUTH)
     .union(CapabilityFlags::CLIENT_CONNECT_ATTRS)
     .union(CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA)
-    .union(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+    .union(CapabilityFlags::CLIENT_DEPRECATE_EOF)
+    .union(CapabilityFlags::CLIENT_LOCAL_FILES);
 
 const NATIVE_PLUGIN: &[u8] = b"mysql_native_password";
 

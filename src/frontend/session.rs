@@ -14,6 +14,7 @@ use super::handshake::{self, LoggedIn, LoginBounds, LoginFailure};
 use super::tls::{self, TlsSettings};
 use crate::backend::conn::FRAMING_CAPABILITIES;
 use crate::backend::ConnKey;
+use crate::engine::local_infile::{client_file_link, ClientFileLink, ClientFileRequests};
 use crate::engine::{write_error, Engine, Registration, SessionEntry, SessionState};
 use crate::error::ClientError;
 use crate::protocol::frame::PacketTooLarge;
@@ -159,8 +160,10 @@ where
         writer,
         placement: RandomPlacement::new(),
         started: Instant::now(),
+        client_file: None,
         login,
     };
+    session.attach_client_file();
     if let Err(error) = session.select_login_database() {
         let seq = session.login.next_seq;
         return bounds
@@ -209,6 +212,9 @@ struct Session<R, W> {
     started: Instant,
     /// The session's place in the registry (removed when the session ends).
     registration: Registration,
+    /// Where a `LOAD DATA LOCAL INFILE` asks for the client's file (when
+    /// the client announced `CLIENT_LOCAL_FILES`).
+    client_file: Option<(ClientFileLink, ClientFileRequests)>,
 }
 
 impl<R, W> Session<R, W>
@@ -216,6 +222,20 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    /// Gives the session state the way to the client's file, if the client
+    /// announced `CLIENT_LOCAL_FILES` (again after COM_CHANGE_USER).
+    fn attach_client_file(&mut self) {
+        if !self
+            .login
+            .capabilities
+            .contains(CapabilityFlags::CLIENT_LOCAL_FILES)
+        {
+            return;
+        }
+        let (link, _) = self.client_file.get_or_insert_with(client_file_link);
+        self.state.client_file = Some(link.clone());
+    }
+
     /// Applies the database named at login (or in COM_CHANGE_USER).
     fn select_login_database(&mut self) -> Result<(), ClientError> {
         let Some(database) = &self.login.database else {
@@ -474,30 +494,31 @@ where
         } else {
             Vec::new()
         };
-        if pieces.len() <= 1 {
-            self.engine
-                .run_statement(
-                    &mut self.state,
-                    sql,
-                    &mut self.placement,
-                    false,
-                    &mut self.writer,
-                )
-                .await?;
-            return self.writer.flush().await;
-        }
-        let last = pieces.len() - 1;
-        for (index, range) in pieces.into_iter().enumerate() {
-            let go_on = self
-                .engine
-                .run_statement(
-                    &mut self.state,
-                    &sql[range],
-                    &mut self.placement,
-                    index < last,
-                    &mut self.writer,
-                )
-                .await?;
+        let whole = 0..sql.len();
+        let ranges = if pieces.len() <= 1 {
+            std::slice::from_ref(&whole)
+        } else {
+            pieces.as_slice()
+        };
+        let last = ranges.len() - 1;
+        for (index, range) in ranges.iter().enumerate() {
+            let run = self.engine.run_statement(
+                &mut self.state,
+                &sql[range.clone()],
+                &mut self.placement,
+                index < last,
+                &mut self.writer,
+            );
+            // A LOAD DATA LOCAL INFILE reads the client's file meanwhile.
+            let go_on = match &mut self.client_file {
+                Some((_, requests)) => {
+                    tokio::select! {
+                        go_on = run => go_on?,
+                        () = requests.serve(&mut self.reader) => false,
+                    }
+                }
+                None => run.await?,
+            };
             if !go_on {
                 break;
             }
@@ -542,6 +563,7 @@ where
                 self.state = new_state(self.state.connection_id, &login, self.registration.entry());
                 self.registration.entry().set_user(&login.user);
                 self.login = login;
+                self.attach_client_file();
                 let seq = self.login.next_seq;
                 if let Err(error) = self.select_login_database() {
                     write_error(&mut self.writer, seq, &error).await?;

@@ -132,6 +132,9 @@ pub struct ShardQuery {
     /// It calls a function that writes, or may (a sequence, a user lock,
     /// a stored function): a read in form, a write in effect.
     pub writes_through_function: bool,
+    /// For `LOAD DATA LOCAL INFILE`: the file name the statement names, the
+    /// only one the server may ask the client for.
+    pub local_infile: Option<Vec<u8>>,
 }
 
 /// A read that runs on several shards, merged by the proxy.

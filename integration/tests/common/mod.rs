@@ -230,6 +230,15 @@ pub async fn client() -> Conn {
         .expect("connect to the proxy")
 }
 
+/// A mysql_async client of the proxy (app account) that sends a file of
+/// `files` when a `LOAD DATA LOCAL INFILE` asks for it.
+pub async fn client_with_local_files(files: &[PathBuf]) -> Conn {
+    let addr = proxy_addr();
+    let opts = OptsBuilder::from_opts(opts(addr.port(), APP_USER, APP_PASSWORD))
+        .local_infile_handler(Some(mysql_async::WhiteListFsHandler::new(files.to_vec())));
+    Conn::new(opts).await.expect("connect to the proxy")
+}
+
 /// A mysql_async connection straight to a backend (bypassing the proxy) as
 /// the data path's account, to check where rows landed (DML on the shard
 /// databases only).

@@ -38,6 +38,7 @@ mod function_names;
 mod function_writes;
 mod insert;
 mod keys;
+mod load;
 mod merge;
 mod multi;
 mod parse_cache;
@@ -203,6 +204,15 @@ fn route_text(
     }
     if let Some(error) = tokens::private_schema(&tokens, first_word) {
         return Err(error);
+    }
+    if first_word.eq_ignore_ascii_case("LOAD") {
+        let env = Env {
+            topo,
+            ctx,
+            src: &src,
+            prepare,
+        };
+        return load::plan(env, &tokens, edits, &hints);
     }
     if first_keyword(&tokens) == Keyword::SET {
         match set::statement_prefix(&tokens)? {
@@ -700,6 +710,7 @@ impl<'a> Env<'a> {
             kind,
             compose_insert_id,
             writes_through_function: false,
+            local_infile: None,
         }))
     }
 

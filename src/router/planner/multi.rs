@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use sqlparser::ast::{Distinct, Expr, Query, Select, SetExpr, TableFactor};
+use sqlparser::tokenizer::Span;
 
 use super::dml::{Planner, Pred};
 use super::merge::{clauses, multi, window, Clauses};
@@ -188,6 +189,7 @@ impl<'a> Planner<'a> {
                 kind: StatementKind::Read,
                 compose_insert_id: None,
                 writes_through_function: false,
+                local_infile: None,
             });
         }
         Ok(Plan::MultiShard(MultiShardQuery { parts, merge }))
@@ -346,6 +348,15 @@ impl<'a> Planner<'a> {
                         expr = column;
                     }
                 }
+                // A bound string (`_utf8mb4 X'..'`): the introducer starts
+                // it, the literal ends it.
+                Expr::Prefixed { prefix, value } => {
+                    if end {
+                        expr = value;
+                    } else {
+                        return self.edge_of(prefix.span, parens, end);
+                    }
+                }
                 _ => break,
             }
         }
@@ -356,6 +367,12 @@ impl<'a> Planner<'a> {
             Expr::Value(v) => v.span,
             _ => return None,
         };
+        self.edge_of(span, parens, end)
+    }
+
+    /// The start (or end) of `span` in the text, moved out over `parens`
+    /// parentheses.
+    fn edge_of(&self, span: Span, parens: usize, end: bool) -> Option<usize> {
         let src = self.env.src;
         let range = src.range(span)?;
         let bytes = src.sql.as_bytes();

@@ -106,6 +106,116 @@ fn in_list_split_per_table_kind() {
     ]);
 }
 
+/// A string as the proxy binds a prepared statement's string parameter.
+fn bound_string(charset: &str, text: &str) -> String {
+    let hex: String = text.bytes().map(|b| format!("{b:02X}")).collect();
+    format!("_{charset} X'{hex}'")
+}
+
+#[test]
+fn ids_bound_as_strings_split_like_integers() {
+    let (pin, far, pin_b) = (
+        bound_string("utf8mb4", &PIN.to_string()),
+        bound_string("latin1", &PIN_FAR.to_string()),
+        bound_string("binary", &PIN_B.to_string()),
+    );
+    let (board, board_far) = (
+        bound_string("utf8mb4", &BOARD.to_string()),
+        bound_string("gbk", &BOARD_FAR.to_string()),
+    );
+    let mut cases = vec![
+        c(
+            format!("SELECT id, data FROM pins WHERE id IN ({pin}, {far}, {pin_b})"),
+            multi(
+                vec![
+                    ("db00012", format!("SELECT {} AS id, data FROM db00012.pins WHERE local_id = 9", composed(12))),
+                    ("db03429", format!("SELECT {COMPOSED} AS id, data FROM db03429.pins WHERE local_id IN (7075733, 5)")),
+                ],
+                concat(),
+            ),
+        ),
+        // Last in the list, inside parentheses, on the left of `=`.
+        c(
+            format!("SELECT data FROM pins WHERE (id = {pin} OR {far} = id) AND data <> ''"),
+            multi(
+                vec![
+                    ("db00012", "SELECT data FROM db00012.pins WHERE (local_id = 9) AND data <> ''".to_owned()),
+                    ("db03429", "SELECT data FROM db03429.pins WHERE (local_id = 7075733) AND data <> ''".to_owned()),
+                ],
+                concat(),
+            ),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE {far} = id OR id IN ( {pin} /* x */ )"),
+            multi(
+                vec![
+                    ("db00012", "SELECT data FROM db00012.pins WHERE local_id = 9".to_owned()),
+                    ("db03429", "SELECT data FROM db03429.pins WHERE local_id = 7075733".to_owned()),
+                ],
+                concat(),
+            ),
+        ),
+        // A mapping key stays as written, byte for byte.
+        c(
+            format!("SELECT pin_id FROM board_has_pins WHERE board_id IN ({board}, {board_far})"),
+            multi(
+                vec![
+                    ("db00100", format!("SELECT pin_id FROM db00100.board_has_pins WHERE board_id = {board_far}")),
+                    ("db03429", format!("SELECT pin_id FROM db03429.board_has_pins WHERE board_id = {board}")),
+                ],
+                concat(),
+            ),
+        ),
+        // Leading zeros: the server reads the same number.
+        c(
+            format!("SELECT data FROM pins WHERE id IN ({}, {far})", bound_string("utf8mb4", &format!("000{PIN}"))),
+            multi(
+                vec![
+                    ("db00012", "SELECT data FROM db00012.pins WHERE local_id = 9".to_owned()),
+                    ("db03429", "SELECT data FROM db03429.pins WHERE local_id = 7075733".to_owned()),
+                ],
+                concat(),
+            ),
+        ),
+    ];
+    // Anything but plain decimal digits within 64 bits is no ID, wherever
+    // it stands in the list.
+    let hostile = [
+        format!(" {PIN}"),
+        format!("{PIN} "),
+        format!("+{PIN}"),
+        format!("-{PIN}"),
+        format!("{PIN}abc"),
+        format!("{PIN}\0"),
+        format!("\0{PIN}"),
+        "1e3".to_owned(),
+        "0x3429".to_owned(),
+        String::new(),
+        "18446744073709551616".to_owned(),
+        "１２３".to_owned(),
+        format!("{PIN}.0"),
+    ];
+    for text in &hostile {
+        let value = bound_string("utf8mb4", text);
+        cases.push(c(
+            format!("SELECT data FROM pins WHERE id IN ({far}, {value})"),
+            reject("BadId", "bad id _utf8mb4 X'"),
+        ));
+        cases.push(c(
+            format!("SELECT data FROM pins WHERE id IN ({value}, {pin})"),
+            reject("BadId", "bad id _utf8mb4 X'"),
+        ));
+    }
+    cases.push(c(
+        format!(
+            "SELECT data FROM pins WHERE id IN ({far}, {})",
+            bound_string("utf8mb4", "18446744073709551615")
+        ),
+        reject("BadId", "reserved top bits"),
+    ));
+    run(cases);
+}
+
 #[test]
 fn or_of_keys() {
     run(vec![
