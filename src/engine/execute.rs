@@ -98,6 +98,17 @@ impl Engine {
                 state.response_seq = client.next_seq();
                 return Ok(false);
             }
+            if matches!(&plan, Plan::Shard(query) if query.kind == StatementKind::SchemaChange) {
+                // Before the pause gate: once committed, the schema change
+                // waits there like any statement (the bound transaction's
+                // exemption no longer covers it).
+                let committed = self.commit_implicitly(&topology, state, client).await;
+                if committed.is_err() {
+                    answer_failure(client, state.response_seq, committed).await?;
+                    state.response_seq = client.next_seq();
+                    return Ok(false);
+                }
+            }
             match self.admit(&topology, state, &plan, epoch) {
                 Ok(guard) => {
                     let rejected = matches!(plan, Plan::Reject(_));
@@ -252,18 +263,13 @@ impl Engine {
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
         match &plan {
-            // The server commits implicitly before and after a schema change:
-            // no transaction is open once it ran (one the proxy would have to
-            // keep open is refused before it is sent).
-            Plan::Shard(query)
-                if query.kind == StatementKind::SchemaChange
-                    && state.bound.is_none()
-                    && !state.explicit_transaction =>
-            {
+            // The server commits implicitly before and after a schema change
+            // (`Engine::commit_implicitly` ran before it was admitted): no
+            // transaction is open once it ran.
+            Plan::Shard(query) if query.kind == StatementKind::SchemaChange => {
                 state.implicit_transaction = false;
                 state.pending_savepoints.clear();
             }
-            Plan::Shard(query) if query.kind == StatementKind::SchemaChange => {}
             Plan::Shard(_) | Plan::MultiShard(_) if !state.autocommit => {
                 state.implicit_transaction = true;
             }
