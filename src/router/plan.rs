@@ -224,6 +224,11 @@ pub enum SessionAction {
         /// The `autocommit` value the same SET gave, applied by the proxy
         /// once the rest succeeded.
         autocommit: Option<bool>,
+        /// Whether a value is computed from the session or the server
+        /// (`CONCAT(@@sql_mode, ...)`, `@@x + 1`, `DEFAULT`, a function):
+        /// replayed as the value the first server computed, read back,
+        /// never by re-evaluating the text. Literal values replay as text.
+        computed: bool,
     },
     /// `SET TRANSACTION ISOLATION LEVEL ... | READ ONLY | READ WRITE`
     /// without `SESSION`: the characteristics of the session's next

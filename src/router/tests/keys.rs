@@ -72,6 +72,7 @@ fn spec_table_examples() {
                 variables: vec!["names".into()],
                 sql: "SET NAMES utf8mb4".into(),
                 autocommit: None,
+                computed: false,
             }),
         ),
         c("SET autocommit=0", Expect::Session(SessionAction::SetAutocommit(false))),

@@ -93,16 +93,18 @@ fn explicit_and_use_databases() {
 
 #[test]
 fn session_statements() {
-    let set = |vars: &[&str], sql: &str| {
+    let set_computed = |vars: &[&str], sql: &str, computed: bool| {
         c(
             sql,
             Expect::Session(SessionAction::SetSession {
                 variables: vars.iter().map(|v| v.to_string()).collect(),
                 sql: sql.into(),
                 autocommit: None,
+                computed,
             }),
         )
     };
+    let set = |vars: &[&str], sql: &str| set_computed(vars, sql, false);
     run(vec![
         c(
             "BEGIN",
@@ -145,6 +147,7 @@ fn session_statements() {
                 variables: vec!["sql_mode".into()],
                 sql: "SET sql_mode = ''".into(),
                 autocommit: Some(false),
+                computed: false,
             }),
         ),
         // MariaDB Connector/J's first statement.
@@ -154,6 +157,7 @@ fn session_statements() {
                 variables: vec!["sql_mode".into()],
                 sql: "SET sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')".into(),
                 autocommit: Some(true),
+                computed: true,
             }),
         ),
         c(
@@ -162,6 +166,7 @@ fn session_statements() {
                 variables: vec!["names".into(), "time_zone".into()],
                 sql: "SET NAMES utf8mb4, @@local.time_zone='+00:00'".into(),
                 autocommit: Some(false),
+                computed: false,
             }),
         ),
         c(
@@ -170,6 +175,7 @@ fn session_statements() {
                 variables: vec!["sql_mode".into()],
                 sql: "SET sql_mode = ''".into(),
                 autocommit: Some(false),
+                computed: false,
             }),
         ),
         c(
@@ -184,6 +190,7 @@ fn session_statements() {
                 variables: vec!["sql_mode".into()],
                 sql: "SET sql_mode = ''".into(),
                 autocommit: Some(false),
+                computed: false,
             }),
         ),
         c(
@@ -251,7 +258,8 @@ fn session_statements() {
             any("SELECT 0 + 0, 0 AS `connection_id()`"),
         ),
         set(&["names"], "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci"),
-        set(&["charset"], "SET CHARACTER SET utf8mb4"),
+        // The connection's collation is the database's: computed.
+        set_computed(&["charset"], "SET CHARACTER SET utf8mb4", true),
         set(&["sql_mode"], "SET sql_mode='STRICT_TRANS_TABLES'"),
         set(&["time_zone"], "SET time_zone = '+00:00'"),
         set(
@@ -267,10 +275,28 @@ fn session_statements() {
             &["@a", "sql_mode", "net_write_timeout"],
             "SET @a := 1, @@SESSION.sql_mode = 'x', net_write_timeout=600",
         ),
-        set(
+        set_computed(
             &["sql_select_limit"],
             "/* c */ SET sql_select_limit = DEFAULT",
+            true,
         ),
+        // Values computed from the session are replayed by value.
+        set_computed(
+            &["sql_mode"],
+            "SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_ENGINE_SUBSTITUTION')",
+            true,
+        ),
+        set_computed(
+            &["max_sort_length"],
+            "SET @@session.max_sort_length = @@session.max_sort_length + 1",
+            true,
+        ),
+        set_computed(&["names"], "SET NAMES DEFAULT", true),
+        set_computed(&["time_zone"], "SET time_zone = @tz", true),
+        set_computed(&["@t"], "SET @t = CURRENT_TIMESTAMP", true),
+        set_computed(&["@a", "@b"], "SET @a = 1, @b = @a", true),
+        set(&["names"], "SET NAMES utf8mb4"),
+        set(&["@n", "sql_mode"], "SET @n = -5, sql_mode = ANSI"),
         c(
             "SET GLOBAL max_connections = 10",
             reject("Unsupported", "SET GLOBAL"),
@@ -652,6 +678,7 @@ fn do_and_set_get_the_sessions_values() {
             variables: vec!["@x".to_owned(), "@y".to_owned()],
             sql: "SET @x = 4242, @y := (SELECT 0 AS `@@autocommit`)".into(),
             autocommit: None,
+            computed: true,
         })
     );
     // An assigned variable stays a name.
@@ -661,6 +688,7 @@ fn do_and_set_get_the_sessions_values() {
             variables: vec!["max_allowed_packet".to_owned()],
             sql: "SET @@session.max_allowed_packet = 1024".into(),
             autocommit: None,
+            computed: false,
         })
     );
     assert_eq!(
