@@ -248,10 +248,7 @@ pub async fn read_replay(
     }
     let row = match read_typed_row(conn, readback_query(&expressions).as_bytes()).await {
         Ok(row) => row,
-        Err(reason) if reason.starts_with(REFUSED) => {
-            eprintln!("DEBUG refused {reason}");
-            return Ok(None);
-        }
+        Err(reason) if reason.starts_with(REFUSED) => return Ok(None),
         Err(reason) => return Err(reason),
     };
     let Some(sql) = replay_statement(&expressions, &row) else {
