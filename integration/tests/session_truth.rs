@@ -376,7 +376,8 @@ async fn do_and_set_read_the_sessions_values() {
 type Computed = (String, u64, Option<i64>, Option<String>, u64, String);
 
 async fn computed_values(conn: &mut mysql_async::Conn, table: &str) -> Computed {
-    let row: Option<(String, u64, Option<i64>, Option<Vec<u8>>, u64, String, u64)> = conn
+    type Row = (String, u64, Option<i64>, Option<Vec<u8>>, u64, String, u64);
+    let row: Option<Row> = conn
         .query_first(format!(
             "SELECT @@session.sql_mode, @@session.max_sort_length, @n, HEX(@s), \
              @@session.sql_select_limit, @@session.collation_connection, COUNT(*) FROM {table}"
