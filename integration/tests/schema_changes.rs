@@ -1,9 +1,10 @@
 //! Schema changes through the proxy on an explicit shard (a shard database
 //! in the name, USE, a hint), checked on the servers: the table is on that
-//! shard's master, in that database, and nowhere else; and the refusals
-//! (no shard, several shards, the servers' own schemas, an open
-//! transaction) with their codes. Every table is the test's own
-//! (`ddl_t_<pid>_<n>`); the fleet's shared tables are never changed.
+//! shard's master, in that database, and nowhere else; the refusals (no
+//! shard, several shards, the servers' own schemas) with their codes; and
+//! inside a transaction, the transaction committed first, as the server
+//! does. Every table is the test's own (`ddl_t_<pid>_<n>`); the fleet's
+//! shared tables are never changed.
 
 mod common;
 
@@ -192,47 +193,124 @@ async fn schema_changes_outside_one_explicit_shard_are_refused() {
     assert!(database_exists(MASTER_A, "db00001").await);
 }
 
+/// Rows of `db.name` as a direct connection to the master at `port` sees
+/// them (committed rows only), sorted.
+async fn committed_rows(port: u16, db: &str, name: &str) -> Vec<i64> {
+    let mut ops = operations(port).await;
+    let rows: Vec<i64> = ops
+        .query(format!("SELECT a FROM {db}.{name} ORDER BY a"))
+        .await
+        .expect("committed rows");
+    ops.disconnect().await.ok();
+    rows
+}
+
+/// `(@@autocommit, @@in_transaction)` as the proxy answers them.
+async fn transaction_state(conn: &mut Conn) -> (i64, i64) {
+    conn.query_first("SELECT @@autocommit, @@in_transaction")
+        .await
+        .expect("session values")
+        .expect("one row")
+}
+
 #[tokio::test]
-async fn a_schema_change_never_ends_an_open_transaction() {
+async fn a_schema_change_commits_the_open_transaction_first() {
     let mut conn = client().await;
-    let (name, other) = (table(30), table(31));
+    let (name, other, third) = (table(30), table(31), table(32));
     conn.query_drop(format!("CREATE TABLE db00021.{name} (a INT PRIMARY KEY)"))
         .await
         .expect("create");
-    // Explicit BEGIN, not yet bound: refused, the transaction stays open.
+    // BEGIN, a write on shard 21 (host A), a schema change on shard 2100
+    // (host B): the write is committed first, then the table is created.
     conn.query_drop("BEGIN").await.expect("begin");
-    let (code, message) =
-        refused(&mut conn, &format!("CREATE TABLE db00021.{other} (a INT)")).await;
-    assert_eq!(code, 1105, "{message}");
-    assert!(message.contains("COMMIT or ROLLBACK first"), "{message}");
-    // Bound by a write: refused, and the write is still uncommitted.
     conn.query_drop(format!("INSERT INTO db00021.{name} VALUES (1)"))
         .await
         .expect("insert in the transaction");
-    let (code, message) = refused(&mut conn, &format!("DROP TABLE db00021.{name}")).await;
-    assert_eq!(code, 1105, "{message}");
+    assert_eq!(committed_rows(MASTER_A, "db00021", &name).await, [0; 0]);
+    conn.query_drop(format!("CREATE TABLE db02100.{other} (a INT)"))
+        .await
+        .expect("a schema change on another shard inside the transaction");
+    assert_eq!(committed_rows(MASTER_A, "db00021", &name).await, [1]);
+    only_on(MASTER_B, "db02100", &other).await;
+    assert_eq!(transaction_state(&mut conn).await, (1, 0), "none open");
+    // ROLLBACK now has nothing to undo.
     conn.query_drop("ROLLBACK").await.expect("rollback");
-    let rows: Option<u64> = conn
-        .query_first(format!("SELECT COUNT(*) FROM db00021.{name}"))
+    assert_eq!(committed_rows(MASTER_A, "db00021", &name).await, [1]);
+    // BEGIN with only a read: nothing to commit, the transaction ends.
+    conn.query_drop("BEGIN").await.expect("begin");
+    conn.query_drop(format!("SELECT a FROM db00021.{name}"))
         .await
-        .expect("count");
-    assert_eq!(
-        rows,
-        Some(0),
-        "the write was rolled back, not committed by the DDL"
-    );
+        .unwrap();
+    conn.query_drop(format!("DROP TABLE db02100.{other}"))
+        .await
+        .expect("drop after a read-only BEGIN");
+    assert_eq!(transaction_state(&mut conn).await, (1, 0));
     nowhere(&other).await;
-    // autocommit off with nothing bound: no transaction is open yet, so the
-    // statement runs, as on the server.
-    conn.query_drop("SET autocommit = 0")
+
+    // autocommit off, the schema change on the transaction's own shard.
+    conn.query_drop("SET autocommit = 0").await.unwrap();
+    conn.query_drop(format!("INSERT INTO db00021.{name} VALUES (2)"))
         .await
-        .expect("autocommit off");
+        .unwrap();
+    assert_eq!(transaction_state(&mut conn).await, (0, 1));
+    conn.query_drop(format!("ALTER TABLE db00021.{name} ADD COLUMN b INT"))
+        .await
+        .expect("a schema change on the bound shard");
+    assert_eq!(committed_rows(MASTER_A, "db00021", &name).await, [1, 2]);
+    assert_eq!(columns(MASTER_A, "db00021", &name).await, ["a", "b"]);
+    assert_eq!(transaction_state(&mut conn).await, (0, 0));
+    // The next statement opens a new transaction, which ROLLBACK undoes.
+    conn.query_drop(format!("INSERT INTO db00021.{name} VALUES (3, 3)"))
+        .await
+        .unwrap();
+    assert_eq!(transaction_state(&mut conn).await, (0, 1));
+    conn.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(committed_rows(MASTER_A, "db00021", &name).await, [1, 2]);
+    conn.query_drop("SET autocommit = 1").await.unwrap();
+
+    // A COMMIT that fails (the server killed the transaction's connection):
+    // its error is the answer, and the schema change is not run.
+    conn.query_drop("BEGIN").await.unwrap();
+    conn.query_drop(format!("INSERT INTO db00021.{name} VALUES (4, 4)"))
+        .await
+        .unwrap();
+    let marker = format!("kill-me-{}", std::process::id());
+    let locking =
+        format!("SELECT a, SLEEP(2), '{marker}' FROM db00021.{name} WHERE a = 4 FOR UPDATE");
+    let find = async {
+        let mut ops = operations(MASTER_A).await;
+        let like = format!("%{marker}%");
+        for _ in 0..40 {
+            let id: Option<u64> = ops
+                .exec_first(
+                    "SELECT ID FROM information_schema.PROCESSLIST \
+                     WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%'",
+                    (&like,),
+                )
+                .await
+                .expect("processlist");
+            if let Some(id) = id {
+                return (ops, id);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("the locking read never showed in the processlist");
+    };
+    let (read, (mut ops, thread)) = tokio::join!(conn.query_drop(&locking), find);
+    read.expect("the locking read on the bound connection");
+    ops.query_drop(format!("KILL {thread}"))
+        .await
+        .expect("kill");
+    ops.disconnect().await.ok();
+    let (code, message) =
+        refused(&mut conn, &format!("CREATE TABLE db02100.{third} (a INT)")).await;
+    assert_ne!(code, 0, "{message}");
+    nowhere(&third).await;
+    assert_eq!(committed_rows(MASTER_A, "db00021", &name).await, [1, 2]);
+    assert_eq!(transaction_state(&mut conn).await, (1, 0), "{message}");
     conn.query_drop(format!("DROP TABLE db00021.{name}"))
         .await
-        .expect("drop with autocommit off and nothing bound");
-    conn.query_drop("SET autocommit = 1")
-        .await
-        .expect("autocommit on");
+        .expect("the session goes on");
     nowhere(&name).await;
 }
 

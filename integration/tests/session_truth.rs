@@ -439,3 +439,123 @@ async fn rewritten_items_keep_the_servers_names() {
         assert_eq!(values, server_values, "{sql}");
     }
 }
+
+/// What one backend connection of the session has for the values a SET
+/// computed: read with a statement on a shard of each host (3307, 3308,
+/// 3310), so each runs on a connection of that host with the session's
+/// settings replayed.
+type Computed = (String, u64, Option<i64>, Option<String>, u64, String);
+
+async fn computed_values(conn: &mut mysql_async::Conn, table: &str) -> Computed {
+    type Row = (String, u64, Option<i64>, Option<Vec<u8>>, u64, String, u64);
+    let row: Option<Row> = conn
+        .query_first(format!(
+            "SELECT @@session.sql_mode, @@session.max_sort_length, @n, HEX(@s), \
+             @@session.sql_select_limit, @@session.collation_connection, COUNT(*) FROM {table}"
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("read back on {table}: {e}"));
+    let (mode, sort, n, s, limit, collation, _) = row.expect("one row");
+    let s = s.map(|hex| String::from_utf8(hex).expect("hex"));
+    (mode, sort, n, s, limit, collation)
+}
+
+#[tokio::test]
+async fn computed_sets_replay_the_first_servers_value_on_every_host() {
+    let mut conn = client().await;
+    let defaults: (String, u64) = conn
+        .query_first("SELECT @@session.sql_mode, @@session.max_sort_length")
+        .await
+        .unwrap()
+        .unwrap();
+    for sql in [
+        "SET SESSION sql_mode = CONCAT(@@sql_mode, ',PAD_CHAR_TO_FULL_LENGTH')",
+        "SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_UNSIGNED_SUBTRACTION')",
+        "SET @@session.max_sort_length = @@session.max_sort_length + 1",
+        "SET @@session.max_sort_length = @@session.max_sort_length + 1",
+        "SET @n = 41",
+        "SET @n = @n + 1",
+        "SET @s = CONCAT('it''s \\\\ a ', CHAR(39), @n)",
+        "SET sql_select_limit = 5000",
+        "SET sql_select_limit = DEFAULT",
+        "SET NAMES latin1 COLLATE latin1_bin",
+        "SET collation_connection = CONCAT(@@character_set_connection, '_swedish_ci')",
+    ] {
+        conn.query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    // What the first server computed, as the client reads it.
+    let (mode, sort): (String, u64) = conn
+        .query_first("SELECT @@session.sql_mode, @@session.max_sort_length")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        mode.contains("PAD_CHAR_TO_FULL_LENGTH") && mode.contains("NO_UNSIGNED_SUBTRACTION"),
+        "{mode}"
+    );
+    for flag in defaults.0.split(',') {
+        assert!(mode.split(',').any(|m| m == flag), "{flag} kept in {mode}");
+    }
+    assert_eq!(sort, defaults.1 + 2, "two increments, once each");
+    let want: Computed = (
+        mode,
+        sort,
+        Some(42),
+        Some("69742773205C2061202734".to_owned() + "32"),
+        u64::MAX,
+        "latin1_swedish_ci".to_owned(),
+    );
+    let tables = [
+        format!("db{SHARD_A:05}.pins"),
+        format!("db{SHARD_B:05}.pins"),
+        "msdb00001.user_by_email".to_owned(),
+    ];
+    for table in &tables {
+        assert_eq!(computed_values(&mut conn, table).await, want, "{table}");
+    }
+    // Inside a transaction: its bound connection, and reads of other
+    // shards on fresh pooled connections beside it.
+    conn.query_drop("BEGIN").await.unwrap();
+    conn.query_drop(format!(
+        "SELECT data FROM pins WHERE id = {} FOR UPDATE",
+        pin_id(SHARD_A, 1)
+    ))
+    .await
+    .expect("the locking read binds the transaction");
+    for table in &tables {
+        assert_eq!(
+            computed_values(&mut conn, table).await,
+            want,
+            "{table} in the transaction"
+        );
+    }
+    // A computed SET inside the transaction runs on the bound connection;
+    // the others get the value it computed there.
+    conn.query_drop("SET @n = @n * 10").await.unwrap();
+    conn.query_drop("COMMIT").await.unwrap();
+    let want = (want.0, want.1, Some(420), want.3, want.4, want.5);
+    for table in &tables {
+        assert_eq!(
+            computed_values(&mut conn, table).await,
+            want,
+            "{table} after COMMIT"
+        );
+    }
+    // Several sessions at once take several pooled connections per host:
+    // each replays the same values.
+    let mut others = Vec::new();
+    for _ in 0..3 {
+        let mut other = client().await;
+        other.query_drop("SET @n = 7").await.unwrap();
+        others.push(other);
+    }
+    for table in &tables {
+        assert_eq!(
+            computed_values(&mut conn, table).await,
+            want,
+            "{table} beside others"
+        );
+    }
+}

@@ -109,6 +109,17 @@ impl Engine {
                 state.response_seq = client.next_seq();
                 return Ok(false);
             }
+            if matches!(&plan, Plan::Shard(query) if query.kind == StatementKind::SchemaChange) {
+                // Before the pause gate: once committed, the schema change
+                // waits there like any statement (the bound transaction's
+                // exemption no longer covers it).
+                let committed = self.commit_implicitly(&topology, state, client).await;
+                if committed.is_err() {
+                    answer_failure(client, state.response_seq, committed).await?;
+                    state.response_seq = client.next_seq();
+                    return Ok(false);
+                }
+            }
             match self.admit(&topology, state, &plan, epoch) {
                 Ok(guard) => {
                     let rejected = matches!(plan, Plan::Reject(_));
@@ -263,18 +274,13 @@ impl Engine {
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
         match &plan {
-            // The server commits implicitly before and after a schema change:
-            // no transaction is open once it ran (one the proxy would have to
-            // keep open is refused before it is sent).
-            Plan::Shard(query)
-                if query.kind == StatementKind::SchemaChange
-                    && state.bound.is_none()
-                    && !state.explicit_transaction =>
-            {
+            // The server commits implicitly before and after a schema change
+            // (`Engine::commit_implicitly` ran before it was admitted): no
+            // transaction is open once it ran.
+            Plan::Shard(query) if query.kind == StatementKind::SchemaChange => {
                 state.implicit_transaction = false;
                 state.pending_savepoints.clear();
             }
-            Plan::Shard(query) if query.kind == StatementKind::SchemaChange => {}
             Plan::Shard(_) | Plan::MultiShard(_) if !state.autocommit => {
                 state.implicit_transaction = true;
             }
@@ -436,6 +442,7 @@ impl Engine {
                 variables,
                 sql,
                 autocommit,
+                computed,
                 ..
             } => {
                 let sql = recorded_text(sql)?;
@@ -449,7 +456,7 @@ impl Engine {
                     self.apply_autocommit(topology, state, on, client).await?;
                 }
                 let done = self
-                    .set_session(topology, state, variables, sql, client)
+                    .set_session(topology, state, (variables, sql, computed), client)
                     .await;
                 if !matches!(done, Ok(true)) {
                     (
@@ -532,104 +539,114 @@ impl Engine {
     /// Runs a SET on a backend (so the server validates it), then records it
     /// for replay on the session's later connections, and reads back how
     /// the server will now read the session's statements (`sql_mode`,
-    /// `character_set_client`: [`Engine::learn_lex_state`]). A SET that
-    /// would take the recorded list past `limits.max_session_settings` or
-    /// `limits.max_session_settings_bytes` is refused before it runs.
-    /// Returns whether the server took it.
+    /// `character_set_client`), on the connection the SET ran on. A SET
+    /// whose value is `computed` from the session is recorded as the
+    /// values that server computed (read back there,
+    /// [`lex_state::read_replay`]), so no connection evaluates it again;
+    /// one whose values cannot be read back so is recorded as written. A
+    /// SET that would take the recorded list past
+    /// `limits.max_session_settings` or `limits.max_session_settings_bytes`
+    /// is refused before it runs. Returns whether the server took it.
     async fn set_session<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
         state: &mut SessionState,
-        variables: Vec<String>,
-        sql: String,
+        (variables, sql, computed): (Vec<String>, String, bool),
         client: &mut FrameWriter<W>,
     ) -> Result<bool, Failure> {
         let limits = SettingsLimits::from_config(&topology.config.limits);
         let sets_wait_timeout = variables.iter().any(|name| name == "wait_timeout");
-        let next = state
+        let as_written = state
             .settings
-            .with(variables, sql.clone(), limits)
+            .with(variables.clone(), sql.clone(), limits)
             .map_err(Failure::Client)?;
-        let venue = self.any_venue(topology, state)?;
+        // The SET's own connection: the bound one, or a pooled one kept
+        // until its values are read back.
+        let venue = match state.bound {
+            Some(_) => Venue::Bound,
+            None => Venue::Held(self.checkout_any(topology, state).await?),
+        };
         let statement = Statement {
-            stamp: Some(next.fingerprint()),
+            stamp: Some(as_written.fingerprint()),
             ..Statement::plain(sql.as_bytes())
         };
         let outcome = self
             .run_on(topology, state, venue, statement, client)
             .await?;
-        if !outcome.failed {
-            state.settings = next;
-            self.learn_lex_state(topology, state, outcome.warnings, sets_wait_timeout)
-                .await?;
+        if outcome.failed {
+            return Ok(false);
         }
-        Ok(!outcome.failed)
+        let mut pooled = state.held.take();
+        let conn = match (pooled.as_mut(), state.bound.as_mut()) {
+            (Some(conn), _) => conn,
+            (None, Some(bound)) => &mut bound.conn,
+            (None, None) => return Err(unknown_lex_state("the connection is gone".to_owned())),
+        };
+        let read = async {
+            let replay = match computed {
+                true => lex_state::read_replay(conn.conn(), &variables).await?,
+                false => None,
+            };
+            Ok::<_, String>((replay, lex_state::read_lex_state(conn.conn()).await?))
+        }
+        .await;
+        let (replay, lex) = match read {
+            Ok(read) => read,
+            Err(reason) => {
+                if let Some(conn) = pooled {
+                    conn.discard_broken();
+                }
+                return Err(unknown_lex_state(reason));
+            }
+        };
+        let next = replay
+            .and_then(|replay| state.settings.with(variables, replay, limits).ok())
+            .unwrap_or(as_written);
+        conn.conn().settings_fingerprint = next.fingerprint();
+        conn.conn().statement_timeout_ms = u64::MAX;
+        if let Some(conn) = pooled {
+            if outcome.warnings > 0 {
+                state.held = Some(conn);
+            } else {
+                conn.release();
+            }
+        }
+        state.settings = next;
+        state.set_server_lex_state(&lex.sql_mode, &lex.character_set_client);
+        if sets_wait_timeout {
+            if let Some(seconds) = lex.wait_timeout {
+                state.wait_timeout = Some(Duration::from_secs(seconds));
+            }
+        }
+        Ok(true)
     }
 
-    /// Asks the server for the session's `sql_mode` and
-    /// `character_set_client` and takes them as the session's lexical
-    /// state: on the bound connection, or on a pooled one with the
-    /// session's settings (the one the SET just ran on, unless it is held
-    /// for `SHOW WARNINGS`). Without an answer the proxy cannot know how
-    /// the server reads the session's text, so the session ends. With
-    /// `wait_timeout` (the SET set it) the session's idle timeout becomes
-    /// the server's reading of it.
-    async fn learn_lex_state(
+    /// A connection from the first master's pool that gives one, in the
+    /// order a statement any master can answer tries them, with the
+    /// session's settings.
+    async fn checkout_any(
         &self,
         topology: &Topology,
-        state: &mut SessionState,
-        warnings: u16,
-        wait_timeout: bool,
-    ) -> Result<(), Failure> {
-        let take = |state: &mut SessionState, lex: lex_state::ServerLexState| {
-            state.set_server_lex_state(&lex.sql_mode, &lex.character_set_client);
-            if wait_timeout {
-                if let Some(seconds) = lex.wait_timeout {
-                    state.wait_timeout = Some(Duration::from_secs(seconds));
-                }
-            }
-        };
-        let unknown = |reason: String| {
-            Failure::Io(io::Error::other(format!(
-                "shardgate could not read the session's sql_mode and character set after a SET: {reason}"
-            )))
-        };
-        if warnings == 0 {
-            if let Some(bound) = state.bound.as_mut() {
-                let lex = lex_state::read_lex_state(bound.conn.conn())
-                    .await
-                    .map_err(unknown)?;
-                take(state, lex);
-                return Ok(());
-            }
-        }
+        state: &SessionState,
+    ) -> Result<PooledConn, Failure> {
         let mut refused = None;
         for pool in self.any_pools(topology, state)? {
-            let mut conn = match self.checkout(topology, &pool, None, state).await {
-                Ok(conn) => conn,
-                Err(failure) => {
-                    refused = Some(failure);
-                    continue;
-                }
-            };
-            match lex_state::read_lex_state(conn.conn()).await {
-                Ok(lex) => {
-                    conn.release();
-                    take(state, lex);
-                    return Ok(());
-                }
-                Err(reason) => {
-                    conn.discard_broken();
-                    return Err(unknown(reason));
-                }
+            match self.checkout(topology, &pool, None, state).await {
+                Ok(conn) => return Ok(conn),
+                Err(failure) => refused = Some(failure),
             }
         }
-        Err(match refused {
-            Some(Failure::Client(error)) => unknown(error.to_string()),
-            Some(failure) => failure,
-            None => no_masters(),
-        })
+        Err(refused.unwrap_or_else(no_masters))
     }
+}
+
+/// Without the session's `sql_mode` and character set as the server has
+/// them after a SET, the proxy cannot know how the server reads the
+/// session's text: the session ends.
+fn unknown_lex_state(reason: String) -> Failure {
+    Failure::Io(io::Error::other(format!(
+        "shardgate could not read the session's sql_mode and character set after a SET: {reason}"
+    )))
 }
 
 /// The logical object table of `type_id` on `fleet` (the first by name if

@@ -282,6 +282,7 @@ mod tests {
                 sql: "SET sql_mode = ''".into(),
                 autocommit: Some(true),
                 writes_through_function: false,
+                computed: false,
             }),
         ];
         for plan in &commits {

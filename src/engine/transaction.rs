@@ -106,7 +106,6 @@ impl Engine {
         let target = query.target;
         let pool = self.backends.pool(host_addr(topology, target.host));
         if query.kind == StatementKind::SchemaChange {
-            check_no_transaction(state)?;
             return Ok((Venue::Pool(pool), guard));
         }
         if !state.in_transaction() {
@@ -154,6 +153,31 @@ impl Engine {
             guard,
         });
         Ok((Venue::Bound, ShardGuard::default()))
+    }
+
+    /// What a server does before a schema change: the open transaction is
+    /// committed (a bound one on its own connection, through the same
+    /// checks as a COMMIT), and none is open afterwards; with autocommit
+    /// off the next statement opens a new one. A failed COMMIT is the
+    /// statement's error, and the schema change must then not be sent.
+    pub(super) async fn commit_implicitly<W: AsyncWrite + Unpin>(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        client: &mut FrameWriter<W>,
+    ) -> Result<(), Failure> {
+        let committed = if state.bound.is_some() {
+            self.end_transaction(topology, state, "COMMIT", client, false)
+                .await
+        } else {
+            Ok(())
+        };
+        // Committed or not, the transaction is over (a failed COMMIT lost
+        // its connection, or the server rolled it back).
+        state.explicit_transaction = false;
+        state.implicit_transaction = false;
+        state.pending_savepoints.clear();
+        committed
     }
 
     /// When the shard of the session's bound transaction has another master
@@ -334,22 +358,6 @@ pub(super) fn check_combined_autocommit(
         "SET autocommit = 1 together with other variables inside a transaction would commit it \
          before the other assignments are checked; COMMIT or ROLLBACK first, or SET autocommit = 1 \
          on its own"
-            .to_owned(),
-    )))
-}
-
-/// A schema change makes the server commit the open transaction, which
-/// would end a bound transaction behind the client's back: refused while
-/// one is open (BEGIN given, or a transaction bound under autocommit off).
-/// With autocommit off and nothing bound, no transaction is open yet and
-/// the statement runs on its own, as on the server.
-fn check_no_transaction(state: &SessionState) -> Result<(), Failure> {
-    if state.bound.is_none() && !state.explicit_transaction {
-        return Ok(());
-    }
-    Err(Failure::Client(ClientError::Transaction(
-        "a schema change (CREATE/DROP/ALTER TABLE, CREATE/DROP INDEX, TRUNCATE, RENAME TABLE) \
-         would make the server commit the open transaction implicitly; COMMIT or ROLLBACK first"
             .to_owned(),
     )))
 }

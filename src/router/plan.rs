@@ -233,6 +233,11 @@ pub enum SessionAction {
         /// A value calls a function that writes, or may
         /// ([`ShardQuery::writes_through_function`]).
         writes_through_function: bool,
+        /// Whether a value is computed from the session or the server
+        /// (`CONCAT(@@sql_mode, ...)`, `@@x + 1`, `DEFAULT`, a function):
+        /// replayed as the value the first server computed, read back,
+        /// never by re-evaluating the text. Literal values replay as text.
+        computed: bool,
     },
     /// `SET TRANSACTION ISOLATION LEVEL ... | READ ONLY | READ WRITE`
     /// without `SESSION`: the characteristics of the session's next

@@ -72,11 +72,13 @@ pub(crate) fn plan(
     }
     let assignments = assignments(&significant)?;
     let Some(position) = assignments.iter().position(|a| a.name == "autocommit") else {
+        let computed = assignments.iter().any(|a| !a.is_literal());
         return Ok(Plan::Session(SessionAction::SetSession {
             variables: assignments.into_iter().map(|a| a.name).collect(),
             sql: sql.into(),
             autocommit: None,
             writes_through_function: false,
+            computed,
         }));
     };
     let on = autocommit_value(&assignments[position].value)?;
@@ -85,10 +87,12 @@ pub(crate) fn plan(
     }
     let mut text = b"SET ".to_vec();
     let mut variables = Vec::new();
+    let mut computed = false;
     for (i, assignment) in assignments.into_iter().enumerate() {
         if i == position {
             continue;
         }
+        computed |= !assignment.is_literal();
         let range = assignment_bytes(body, &assignment.tokens, src)
             .filter(|range| plain_text(tokens, src, range))
             .ok_or_else(|| {
@@ -108,6 +112,7 @@ pub(crate) fn plan(
         sql: SqlText(text),
         autocommit: Some(on),
         writes_through_function: false,
+        computed,
     }))
 }
 
@@ -181,6 +186,64 @@ pub fn records_whole_text(sql: &[u8]) -> bool {
         && !sql
             .windows(b"autocommit".len())
             .any(|w| w.eq_ignore_ascii_case(b"autocommit"))
+}
+
+/// Words that call a function without parentheses.
+const NILADIC_FUNCTIONS: &[&str] = &[
+    "CURRENT_DATE",
+    "CURRENT_TIME",
+    "CURRENT_TIMESTAMP",
+    "CURRENT_USER",
+    "CURRENT_ROLE",
+    "LOCALTIME",
+    "LOCALTIMESTAMP",
+    "UTC_DATE",
+    "UTC_TIME",
+    "UTC_TIMESTAMP",
+];
+
+impl Assignment<'_> {
+    /// Whether the assigned value is a literal, the same on every
+    /// connection and host (a number, a string, a bare word such as `ON`
+    /// or a character set name; `NAMES cs [COLLATE c]`), rather than
+    /// computed from the session or the server: a variable, `DEFAULT`, an
+    /// expression, a function, `CHARACTER SET` (its collation is the
+    /// database's).
+    fn is_literal(&self) -> bool {
+        let plain_word = |token: &Token| match token {
+            Token::Word(w) => {
+                w.quote_style.is_none()
+                    && !w.value.starts_with('@')
+                    && !w.value.eq_ignore_ascii_case("DEFAULT")
+                    && !NILADIC_FUNCTIONS
+                        .iter()
+                        .any(|f| w.value.eq_ignore_ascii_case(f))
+            }
+            _ => false,
+        };
+        let literal = |token: &Token| {
+            matches!(
+                token,
+                Token::Number(..)
+                    | Token::SingleQuotedString(_)
+                    | Token::DoubleQuotedString(_)
+                    | Token::NationalStringLiteral(_)
+                    | Token::HexStringLiteral(_)
+            ) || plain_word(token)
+        };
+        match (self.name.as_str(), self.value.as_slice()) {
+            ("charset", _) => false,
+            ("names", [name]) => literal(name),
+            ("names", [name, collate, collation]) => {
+                literal(name) && is_word(Some(collate), "COLLATE") && literal(collation)
+            }
+            // SET TRANSACTION's characteristics.
+            (_, []) => true,
+            (_, [value]) => literal(value),
+            (_, [Token::Minus | Token::Plus, Token::Number(..)]) => true,
+            _ => false,
+        }
+    }
 }
 
 /// Whether `range` of the original text reads as it is written, so it can

@@ -73,6 +73,7 @@ fn spec_table_examples() {
                 sql: "SET NAMES utf8mb4".into(),
                 autocommit: None,
                 writes_through_function: false,
+                computed: false,
             }),
         ),
         c("SET autocommit=0", Expect::Session(SessionAction::SetAutocommit(false))),

@@ -93,7 +93,7 @@ fn explicit_and_use_databases() {
 
 #[test]
 fn session_statements() {
-    let set = |vars: &[&str], sql: &str| {
+    let set_computed = |vars: &[&str], sql: &str, computed: bool| {
         c(
             sql,
             Expect::Session(SessionAction::SetSession {
@@ -101,9 +101,11 @@ fn session_statements() {
                 sql: sql.into(),
                 autocommit: None,
                 writes_through_function: false,
+                computed,
             }),
         )
     };
+    let set = |vars: &[&str], sql: &str| set_computed(vars, sql, false);
     run(vec![
         c(
             "BEGIN",
@@ -147,6 +149,7 @@ fn session_statements() {
                 sql: "SET sql_mode = ''".into(),
                 autocommit: Some(false),
                 writes_through_function: false,
+                computed: false,
             }),
         ),
         // MariaDB Connector/J's first statement.
@@ -157,6 +160,7 @@ fn session_statements() {
                 sql: "SET sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')".into(),
                 autocommit: Some(true),
                 writes_through_function: false,
+                computed: true,
             }),
         ),
         c(
@@ -166,6 +170,7 @@ fn session_statements() {
                 sql: "SET NAMES utf8mb4, @@local.time_zone='+00:00'".into(),
                 autocommit: Some(false),
                 writes_through_function: false,
+                computed: false,
             }),
         ),
         c(
@@ -175,6 +180,7 @@ fn session_statements() {
                 sql: "SET sql_mode = ''".into(),
                 autocommit: Some(false),
                 writes_through_function: false,
+                computed: false,
             }),
         ),
         c(
@@ -190,6 +196,7 @@ fn session_statements() {
                 sql: "SET sql_mode = ''".into(),
                 autocommit: Some(false),
                 writes_through_function: false,
+                computed: false,
             }),
         ),
         c(
@@ -270,7 +277,8 @@ fn session_statements() {
             any("SELECT 0 + 0 AS `CONNECTION_ID() + 0`, 0 AS `connection_id()`"),
         ),
         set(&["names"], "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci"),
-        set(&["charset"], "SET CHARACTER SET utf8mb4"),
+        // The connection's collation is the database's: computed.
+        set_computed(&["charset"], "SET CHARACTER SET utf8mb4", true),
         set(&["sql_mode"], "SET sql_mode='STRICT_TRANS_TABLES'"),
         set(&["time_zone"], "SET time_zone = '+00:00'"),
         set(
@@ -286,10 +294,28 @@ fn session_statements() {
             &["@a", "sql_mode", "net_write_timeout"],
             "SET @a := 1, @@SESSION.sql_mode = 'x', net_write_timeout=600",
         ),
-        set(
+        set_computed(
             &["sql_select_limit"],
             "/* c */ SET sql_select_limit = DEFAULT",
+            true,
         ),
+        // Values computed from the session are replayed by value.
+        set_computed(
+            &["sql_mode"],
+            "SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_ENGINE_SUBSTITUTION')",
+            true,
+        ),
+        set_computed(
+            &["max_sort_length"],
+            "SET @@session.max_sort_length = @@session.max_sort_length + 1",
+            true,
+        ),
+        set_computed(&["names"], "SET NAMES DEFAULT", true),
+        set_computed(&["time_zone"], "SET time_zone = @tz", true),
+        set_computed(&["@t"], "SET @t = CURRENT_TIMESTAMP", true),
+        set_computed(&["@a", "@b"], "SET @a = 1, @b = @a", true),
+        set(&["names"], "SET NAMES utf8mb4"),
+        set(&["@n", "sql_mode"], "SET @n = -5, sql_mode = ANSI"),
         c(
             "SET GLOBAL max_connections = 10",
             reject("Unsupported", "SET GLOBAL"),
@@ -674,6 +700,7 @@ fn do_and_set_get_the_sessions_values() {
             sql: "SET @x = 4242, @y := (SELECT 0 AS `@@autocommit`)".into(),
             autocommit: None,
             writes_through_function: false,
+            computed: true,
         })
     );
     // An assigned variable stays a name.
@@ -684,6 +711,7 @@ fn do_and_set_get_the_sessions_values() {
             sql: "SET @@session.max_allowed_packet = 1024".into(),
             autocommit: None,
             writes_through_function: false,
+            computed: false,
         })
     );
     assert_eq!(
@@ -702,6 +730,7 @@ fn variables_that_would_undo_the_proxys_rules_are_refused() {
                 sql: sql.into(),
                 autocommit: None,
                 writes_through_function: false,
+                computed: false,
             }),
         )
     };
