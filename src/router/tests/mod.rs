@@ -13,6 +13,7 @@ mod function_writes;
 mod insert;
 mod keys;
 mod lexing;
+mod locking;
 mod multi_shard;
 mod multi_shard_refusals;
 mod prepared;
