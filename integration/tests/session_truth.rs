@@ -421,8 +421,12 @@ async fn a_nested_locking_read_holds_its_row_locks_in_the_transaction() {
     let mut unlocked = Vec::new();
     for query in &queries {
         a.query_drop("BEGIN").await.unwrap();
-        let v: Option<String> = a.query_first(query.as_str()).await.unwrap();
-        assert!(v.is_some() || query.contains("EXISTS"), "{query}: {v:?}");
+        let answered: mysql_async::Result<Option<String>> = a.query_first(query.as_str()).await;
+        if let Err(e) = answered {
+            unlocked.push(format!("{query}: refused: {e}"));
+            a.query_drop("ROLLBACK").await.unwrap();
+            continue;
+        }
         let locked = row_is_locked(&mut b, &row).await;
         a.query_drop("ROLLBACK").await.unwrap();
         if locked != Ok(true) {
