@@ -427,3 +427,76 @@ async fn full_fleet_every_shard_database_is_on_its_master() {
         );
     }
 }
+
+#[tokio::test]
+async fn on_duplicate_key_update_never_moves_a_shard_key() {
+    let mut conn = client().await;
+    let mut ids = Vec::new();
+    for shard in [1u32, 3000] {
+        conn.query_drop(format!(
+            "INSERT /*+ SHARD({shard}) */ INTO boards (data) VALUES ('odku')"
+        ))
+        .await
+        .unwrap();
+        ids.push(conn.last_insert_id().unwrap());
+    }
+    let (near, far) = (ids[0], ids[1]);
+    let pin = 7_000_000 + u64::from(std::process::id());
+    let insert = format!(
+        "INSERT INTO board_has_pins (board_id, pin_id, sequence) VALUES ({near}, {pin}, 1)"
+    );
+    conn.query_drop(&insert).await.unwrap();
+    let refused = [
+        format!("{insert} ON DUPLICATE KEY UPDATE board_id = {far}"),
+        format!("{insert} ON DUPLICATE KEY UPDATE sequence = 2, board_has_pins.board_id = board_id + 1"),
+        format!("INSERT INTO db00001.board_has_pins (board_id, pin_id, sequence) VALUES ({near}, {pin}, 1) ON DUPLICATE KEY UPDATE board_id = {far}"),
+        format!("INSERT INTO db00001.board_has_pins (board_id, pin_id, sequence) VALUES ({far}, {}, 1)", pin + 1),
+    ];
+    for sql in &refused {
+        let (code, message) = server_error(conn.query_drop(sql).await.expect_err(sql));
+        assert_eq!(code, 1105, "{sql}: {message}");
+    }
+    // The same value changes nothing: allowed.
+    conn.query_drop(format!(
+        "{insert} ON DUPLICATE KEY UPDATE board_id = VALUES(board_id), sequence = 5"
+    ))
+    .await
+    .unwrap();
+    let mut host = direct(MASTER_A).await;
+    let rows: Vec<(u64, u64, u64)> = host
+        .query(format!(
+            "SELECT board_id, pin_id, sequence FROM db00001.board_has_pins WHERE pin_id IN ({pin}, {})",
+            pin + 1
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        rows,
+        vec![(near, pin, 5)],
+        "the row kept its key; no far row in db00001"
+    );
+
+    let email = format!("odku{}@example.com", std::process::id());
+    let insert = format!("REPLACE INTO user_by_email (email, user_id) VALUES ('{email}', 1)");
+    conn.query_drop(&insert).await.unwrap();
+    let sql = format!(
+        "INSERT INTO user_by_email (email, user_id) VALUES ('{email}', 1) ON DUPLICATE KEY UPDATE email = 'moved-{email}'"
+    );
+    let (code, message) = server_error(conn.query_drop(&sql).await.expect_err(&sql));
+    assert_eq!(code, 1105, "{message}");
+    let shard = mod_shard(email.as_bytes(), 4096);
+    let on_host: Option<String> = direct(MOD_HOST)
+        .await
+        .query_first(format!(
+            "SELECT email FROM msdb{shard:05}.user_by_email WHERE user_id = 1 AND email LIKE '%{email}'"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(on_host.as_deref(), Some(email.as_str()));
+    host.query_drop(format!(
+        "DELETE FROM db00001.board_has_pins WHERE pin_id IN ({pin}, {})",
+        pin + 1
+    ))
+    .await
+    .unwrap();
+}

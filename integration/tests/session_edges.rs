@@ -291,7 +291,10 @@ async fn variables_that_undo_the_proxys_rules_are_refused() {
     let second = insert_pin(&mut conn, SHARD_A, &format!("{TAG} chain 2")).await;
     drop(conn);
     assert!(pin_on_host(first).await.is_some(), "the committed write");
-    assert!(pin_on_host(second).await.is_some(), "the autocommitted write");
+    assert!(
+        pin_on_host(second).await.is_some(),
+        "the autocommitted write"
+    );
     // A CREATE TABLE without ENGINE made no MERGE table.
     let mut conn = client().await;
     let table = format!("fixe_engine_{}", std::process::id());

@@ -99,7 +99,7 @@ async fn set_transaction_is_for_the_next_transaction_only() {
     // Inside a transaction, as the server says.
     conn.query_drop("BEGIN").await.unwrap();
     let (code, message) = server_error(
-        conn.query_drop("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+        conn.query_drop("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
             .await
             .expect_err("refused inside a transaction"),
     );
@@ -558,4 +558,141 @@ async fn computed_sets_replay_the_first_servers_value_on_every_host() {
             "{table} beside others"
         );
     }
+}
+
+/// Whether another session's `FOR UPDATE NOWAIT` on the row is refused
+/// as locked (1205, or 3572 on servers that say NOWAIT).
+async fn row_is_locked(other: &mut mysql_async::Conn, row: &str) -> Result<bool, String> {
+    match other
+        .query_drop(format!("SELECT v FROM {row} FOR UPDATE NOWAIT"))
+        .await
+    {
+        Ok(()) => Ok(false),
+        Err(e) => match server_error(e) {
+            (1205 | 3572, _) => Ok(true),
+            (code, message) => Err(format!("{code} {message}")),
+        },
+    }
+}
+
+#[tokio::test]
+async fn a_nested_locking_read_holds_its_row_locks_in_the_transaction() {
+    let table = format!("db{SHARD_A:05}.lockread_t");
+    let mut ops = operations(MASTER_A).await;
+    ops.query_drop(format!("DROP TABLE IF EXISTS {table}"))
+        .await
+        .unwrap();
+    ops.query_drop(format!(
+        "CREATE TABLE {table} (id INT PRIMARY KEY, v TEXT) ENGINE=InnoDB"
+    ))
+    .await
+    .unwrap();
+    ops.query_drop(format!("INSERT INTO {table} (id, v) VALUES (1, 'a')"))
+        .await
+        .unwrap();
+    let row = format!("{table} WHERE id = 1");
+    let queries = [
+        format!("SELECT v FROM {row} FOR UPDATE"),
+        format!("(SELECT v FROM {row} FOR UPDATE)"),
+        format!("SELECT (SELECT v FROM {row} FOR UPDATE) AS x"),
+        format!("SELECT * FROM (SELECT v FROM {row} FOR UPDATE) d"),
+        format!("SELECT v FROM {row} UNION ALL (SELECT v FROM {row} FOR UPDATE)"),
+        format!("WITH w AS (SELECT v FROM {row} FOR UPDATE) SELECT * FROM w"),
+        format!("SELECT v FROM {table} WHERE id IN (SELECT id FROM {row} FOR UPDATE)"),
+        format!("SELECT 1 FROM {row} AND EXISTS (SELECT 1 FROM {table} FOR UPDATE)"),
+        format!("SELECT * FROM (SELECT v FROM {row} LOCK IN SHARE MODE) d"),
+    ];
+    let mut a = client().await;
+    let mut b = client().await;
+    assert_eq!(
+        row_is_locked(&mut b, &row).await,
+        Ok(false),
+        "nobody holds it yet"
+    );
+    let mut unlocked = Vec::new();
+    for query in &queries {
+        a.query_drop("BEGIN").await.unwrap();
+        let answered: mysql_async::Result<Option<String>> = a.query_first(query.as_str()).await;
+        if let Err(e) = answered {
+            unlocked.push(format!("{query}: refused: {e}"));
+            a.query_drop("ROLLBACK").await.unwrap();
+            continue;
+        }
+        let locked = row_is_locked(&mut b, &row).await;
+        a.query_drop("ROLLBACK").await.unwrap();
+        if locked != Ok(true) {
+            unlocked.push(format!("{query}: {locked:?}"));
+        }
+        assert_eq!(
+            row_is_locked(&mut b, &row).await,
+            Ok(false),
+            "released: {query}"
+        );
+    }
+    // Prepared, too.
+    a.query_drop("BEGIN").await.unwrap();
+    let v: Option<String> = a
+        .exec_first(
+            format!("(SELECT v FROM {table} WHERE id = ? FOR UPDATE)"),
+            (1,),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v.as_deref(), Some("a"));
+    let locked = row_is_locked(&mut b, &row).await;
+    a.query_drop("ROLLBACK").await.unwrap();
+    if locked != Ok(true) {
+        unlocked.push(format!("prepared: {locked:?}"));
+    }
+    ops.query_drop(format!("DROP TABLE {table}")).await.unwrap();
+    assert!(
+        unlocked.is_empty(),
+        "row not locked while A's transaction was open after:\n{}",
+        unlocked.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn serializable_is_refused_with_the_reason() {
+    let mut conn = client().await;
+    for sql in [
+        "SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+        "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+        "SET transaction_isolation = 'SERIALIZABLE'",
+        "SET tx_isolation = 'SERIALIZABLE'",
+    ] {
+        let (code, message) = server_error(conn.query_drop(sql).await.expect_err(sql));
+        assert_eq!(code, 1105, "{sql}: {message}");
+        assert!(message.contains("SERIALIZABLE"), "{sql}: {message}");
+        let level: Option<String> = conn.query_first("SELECT @@tx_isolation").await.unwrap();
+        assert_ne!(level.as_deref(), Some("SERIALIZABLE"), "{sql}");
+    }
+    // The other levels pass and take effect on the servers.
+    conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        .await
+        .unwrap();
+    let level: Option<String> = conn.query_first("SELECT @@tx_isolation").await.unwrap();
+    assert_eq!(level.as_deref(), Some("READ-COMMITTED"));
+}
+
+#[tokio::test]
+async fn analyze_of_a_write_is_refused_and_writes_nothing() {
+    let mut conn = client().await;
+    let id = insert_pin(&mut conn, SHARD_A, &format!("{TAG} analyze")).await;
+    let local = decode(id).local_id;
+    for sql in [
+        format!("ANALYZE DELETE FROM db{SHARD_A:05}.pins WHERE local_id = {local}"),
+        format!("EXPLAIN ANALYZE DELETE FROM db{SHARD_A:05}.pins WHERE local_id = {local}"),
+        format!("ANALYZE UPDATE db{SHARD_A:05}.pins SET data = 'x' WHERE local_id = {local}"),
+    ] {
+        let (code, message) = server_error(conn.query_drop(&sql).await.expect_err(&sql));
+        assert_eq!(code, 1105, "{sql}: {message}");
+        assert!(message.contains("ANALYZE"), "{sql}: {message}");
+    }
+    assert_eq!(
+        pin_on_host(id).await.as_deref(),
+        Some(format!("{TAG} analyze").as_str()),
+        "the row is untouched"
+    );
+    delete_pins(MASTER_A, &[SHARD_A], &format!("{TAG} analyze")).await;
 }

@@ -366,6 +366,9 @@ fn assignments<'t>(body: &[&'t Token]) -> Result<Vec<Assignment<'t>>, RouteError
         // SET [SESSION] TRANSACTION ...: the rest of the statement is its
         // characteristics, commas included.
         if is_word(tokens.first(), "TRANSACTION") {
+            if tokens.iter().any(|t| is_word(Some(t), "SERIALIZABLE")) {
+                return Err(unsupported(SERIALIZABLE_REFUSED));
+            }
             let mut names = Vec::new();
             for pair in tokens.windows(2) {
                 if is_word(pair.first(), "ISOLATION") && !names.contains(&"transaction_isolation") {
@@ -494,6 +497,11 @@ fn assignment<'t>(item: &[&'t Token]) -> Result<Assignment<'t>, RouteError> {
     })
 }
 
+/// Why SERIALIZABLE is refused: the server makes every plain read of a
+/// transaction a locking read, but the proxy runs plain reads outside the
+/// transaction, so the shared locks would silently not be taken.
+const SERIALIZABLE_REFUSED: &str = "isolation level SERIALIZABLE: plain reads in a transaction run outside it through the proxy, so they would take none of its shared locks; use REPEATABLE READ with SELECT ... FOR SHARE / FOR UPDATE";
+
 /// Why `SET ROLE` and `SET DEFAULT ROLE` are refused.
 const ROLES_REFUSED: &str = "SET ROLE / SET DEFAULT ROLE: they change what the proxy's shared data account may do (SET DEFAULT ROLE is stored in mysql.global_priv and replicated); manage roles on the hosts";
 
@@ -508,6 +516,8 @@ const ROLES_REFUSED: &str = "SET ROLE / SET DEFAULT ROLE: they change what the p
 ///   `default_tmp_storage_engine` outside [`SCHEMA_ENGINES`]: a CREATE
 ///   TABLE without ENGINE would make a table of an engine that reaches
 ///   other tables or servers;
+/// - `transaction_isolation` / `tx_isolation` other than the three
+///   non-SERIALIZABLE levels ([`SERIALIZABLE_REFUSED`]);
 /// - `skip_replication`: writes a replica that filters marked events never
 ///   sees, lost at the next promotion.
 fn refuse_variable(name: &str, value: &[&Token]) -> Result<(), RouteError> {
@@ -517,7 +527,8 @@ fn refuse_variable(name: &str, value: &[&Token]) -> Result<(), RouteError> {
         [Token::SingleQuotedString(s)] | [Token::DoubleQuotedString(s)] => Some(s.as_str()),
         _ => None,
     };
-    let is = |wanted: &[&str]| text.is_some_and(|t| wanted.iter().any(|w| w.eq_ignore_ascii_case(t)));
+    let is =
+        |wanted: &[&str]| text.is_some_and(|t| wanted.iter().any(|w| w.eq_ignore_ascii_case(t)));
     match name {
         "completion_type" if !is(&["0", "NO_CHAIN", "DEFAULT"]) => Err(unsupported(
             "SET completion_type other than NO_CHAIN (0): COMMIT AND CHAIN and RELEASE are not supported through the proxy",
@@ -529,6 +540,19 @@ fn refuse_variable(name: &str, value: &[&Token]) -> Result<(), RouteError> {
                 "SET {name} to an engine other than {}: tables made through the proxy stay inside their shard database",
                 SCHEMA_ENGINES.join(", ")
             )))
+        }
+        "transaction_isolation" | "tx_isolation"
+            if !is(&[
+                "READ-UNCOMMITTED",
+                "READ-COMMITTED",
+                "REPEATABLE-READ",
+                "0",
+                "1",
+                "2",
+                "DEFAULT",
+            ]) =>
+        {
+            Err(unsupported(SERIALIZABLE_REFUSED))
         }
         "skip_replication" => Err(unsupported(
             "SET skip_replication: the session's writes could be filtered out by a replica and lost at its promotion",

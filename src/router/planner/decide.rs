@@ -85,7 +85,7 @@ impl<'a> Planner<'a> {
         )?;
         self.check_assignments()?;
         let insert_rule = self.insert_rule();
-        if let Some(rule) = insert_rule {
+        if let Some(rule) = self.insert_key_rule() {
             constraints.extend(self.insert_constraint(rule, &mut edits, &mut marker_fleets)?);
         }
         // Explicit shard databases.

@@ -298,6 +298,23 @@ impl<'a> Planner<'a> {
         self.insert_target.and_then(|i| self.tables[i].kind.rule())
     }
 
+    /// The logical table whose shard key an INSERT's rows give: the
+    /// [`Planner::insert_rule`], or the configured table of the same name
+    /// when the INSERT names its shard database (`dbNNNNN.t`), so the rows'
+    /// keys are checked against that database as under `USE`.
+    pub(super) fn insert_key_rule(&self) -> Option<&'a TableRule> {
+        self.insert_rule().or_else(|| {
+            let target = &self.tables[self.insert_target?];
+            let RefKind::Physical { fleet, .. } = target.kind else {
+                return None;
+            };
+            self.env
+                .topo
+                .table(&target.table.value)
+                .filter(|rule| rule.fleet == fleet)
+        })
+    }
+
     /// Plans a SELECT, INSERT, UPDATE or DELETE (see [`Planner::walks`]);
     /// `explain` when it is the statement of an EXPLAIN.
     pub(super) fn plan(

@@ -3,14 +3,15 @@
 //! literal shard-key values of the rows of a mapping or mod-shard table.
 
 use sqlparser::ast::{
-    AssignmentTarget, Ident, Insert, ObjectName, ObjectNamePart, OnInsert, SetExpr, TableObject,
+    Assignment, AssignmentTarget, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident,
+    Insert, ObjectName, ObjectNamePart, OnInsert, SetExpr, TableObject,
 };
 
 use super::dml::Planner;
 use super::expr::is_id;
 use super::keys::key_column;
 use super::unsupported;
-use crate::topology::TableKind;
+use crate::topology::{TableKind, TableRule};
 
 /// The column an INSERT names: `c` of `c` or `t.c`.
 fn column_name(name: &ObjectName) -> Option<&Ident> {
@@ -20,6 +21,52 @@ fn column_name(name: &ObjectName) -> Option<&Ident> {
     }
 }
 
+/// `c` of an expression naming column `c` or `t.c`.
+fn expr_column(expr: &Expr) -> Option<&Ident> {
+    match expr {
+        Expr::Identifier(ident) => Some(ident),
+        Expr::CompoundIdentifier(parts) => parts.last(),
+        _ => None,
+    }
+}
+
+/// Whether `value` is `VALUES(column)` / `VALUE(column)`: the value the
+/// row would have been inserted with, which for the shard key is the
+/// value the row already has.
+fn is_values_of(value: &Expr, column: &Ident) -> bool {
+    let Expr::Function(function) = value else {
+        return false;
+    };
+    let named = matches!(function.name.0.as_slice(), [ObjectNamePart::Identifier(n)]
+        if n.value.eq_ignore_ascii_case("VALUES") || n.value.eq_ignore_ascii_case("VALUE"));
+    let FunctionArguments::List(list) = &function.args else {
+        return false;
+    };
+    named
+        && matches!(list.args.as_slice(), [FunctionArg::Unnamed(FunctionArgExpr::Expr(e))]
+            if expr_column(e).is_some_and(|c| c.value.eq_ignore_ascii_case(&column.value)))
+}
+
+/// The shard-key column (for an object table `id` or `local_id`) an ON
+/// DUPLICATE KEY UPDATE assigns a value other than `VALUES(column)`: the
+/// row would stay on its shard under a key that routes elsewhere.
+fn moved_key<'s>(rule: &TableRule, assignments: &'s [Assignment]) -> Option<&'s Ident> {
+    let is_key = |c: &Ident| match rule.kind {
+        TableKind::Object { .. } => is_id(c) || c.value.eq_ignore_ascii_case("local_id"),
+        _ => c.value.eq_ignore_ascii_case(key_column(rule)),
+    };
+    assignments.iter().find_map(|a| {
+        let names: &[ObjectName] = match &a.target {
+            AssignmentTarget::ColumnName(name) => std::slice::from_ref(name),
+            AssignmentTarget::Tuple(names) => names,
+        };
+        names
+            .iter()
+            .filter_map(column_name)
+            .find(|c| is_key(c) && !is_values_of(&a.value, c))
+    })
+}
+
 impl<'a> Planner<'a> {
     pub(super) fn walk_insert(&mut self, insert: &'a Insert) {
         let TableObject::TableName(name) = &insert.table else {
@@ -27,8 +74,18 @@ impl<'a> Planner<'a> {
             return;
         };
         self.insert_target = self.add_table(name, None, false);
+        if let Some(rule) = self.insert_key_rule() {
+            if let Some(OnInsert::DuplicateKeyUpdate(assignments)) = &insert.on {
+                if let Some(column) = moved_key(rule, assignments) {
+                    self.fail(unsupported(format!(
+                        "ON DUPLICATE KEY UPDATE of {}.{}: the row's shard depends on it; delete the row and insert it again",
+                        rule.name, column.value
+                    )));
+                    return;
+                }
+            }
+        }
         if let Some(rule) = self.insert_rule() {
-            let key = key_column(rule);
             let sets_id = matches!(rule.kind, TableKind::Object { .. })
                 && (insert.columns.iter().filter_map(column_name).any(is_id)
                     || insert.assignments.iter().any(|a| {
@@ -43,8 +100,10 @@ impl<'a> Planner<'a> {
                 )));
                 return;
             }
+        }
+        if let Some(rule) = self.insert_key_rule() {
             if !matches!(rule.kind, TableKind::Object { .. }) {
-                self.collect_insert_keys(insert, key);
+                self.collect_insert_keys(insert, key_column(rule));
             }
         }
         if let Some(source) = &insert.source {

@@ -52,11 +52,12 @@ mod tokens;
 mod update_delete;
 
 use std::fmt;
+use std::ops::ControlFlow;
 use std::ops::Range;
 
 use sqlparser::ast::{
-    Ident, ObjectName, ObjectNamePart, SelectItem, SetExpr, ShowCreateObject, ShowStatementIn,
-    Statement,
+    Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr, ShowCreateObject,
+    ShowStatementIn, Statement, Visit, Visitor,
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::keywords::Keyword;
@@ -378,6 +379,11 @@ fn plan_tokens(
     } else {
         None
     };
+    if keyword == Keyword::ANALYZE {
+        return Err(unsupported(
+            "ANALYZE statements: MariaDB's ANALYZE <statement> executes the statement; run the statement itself (ANALYZE TABLE: on the hosts)",
+        ));
+    }
     let lock_share = tokens::strip_lock_in_share_mode(&mut tokens);
     let show_scan = if is_show {
         show::ShowScan::of(&tokens, &src, topo)
@@ -466,8 +472,8 @@ fn plan_tokens(
         return route_inner(&text.0, topo, ctx, placement, prepare);
     }
     match statement {
-        Statement::Query(query) => {
-            let kind = if lock_share || !query.locks.is_empty() {
+        Statement::Query(_) => {
+            let kind = if lock_share || has_locking_clause(statement) {
                 StatementKind::LockingRead
             } else {
                 StatementKind::Read
@@ -483,6 +489,12 @@ fn plan_tokens(
             &hints,
             placement,
         ),
+        Statement::Explain {
+            analyze: true,
+            ..
+        } => Err(unsupported(
+            "EXPLAIN ANALYZE / ANALYZE <statement>: it executes the statement; run the statement itself",
+        )),
         Statement::Explain { statement, .. } => {
             if !Planner::walks(statement) {
                 return Err(unsupported("EXPLAIN of this statement"));
@@ -566,6 +578,25 @@ fn plan_tokens(
             )))
         }
     }
+}
+
+/// Whether any query of the statement, however nested (parenthesized,
+/// subquery, derived table, CTE body, UNION branch), has a locking clause
+/// (`FOR UPDATE`, `FOR SHARE`): the server takes row locks for all of
+/// them, so the statement is a locking read.
+fn has_locking_clause(statement: &Statement) -> bool {
+    struct Locks;
+    impl Visitor for Locks {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+            if query.locks.is_empty() {
+                ControlFlow::Continue(())
+            } else {
+                ControlFlow::Break(())
+            }
+        }
+    }
+    statement.visit(&mut Locks).is_break()
 }
 
 /// Schemas every MySQL server has: `information_schema` may be read on

@@ -21,31 +21,43 @@ pub(super) fn is_empty(tokens: &[TokenWithSpan]) -> bool {
         .all(|t| matches!(t.token, Token::Whitespace(_) | Token::SemiColon))
 }
 
-/// Removes a trailing `LOCK IN SHARE MODE` (which sqlparser does not parse)
-/// from the tokens; true if there was one.
+/// Removes every `LOCK IN SHARE MODE` (which sqlparser does not parse),
+/// top-level or nested in a subquery, from the tokens; true if there was
+/// one. The words must follow one another (whitespace and comments
+/// between them only) and be unquoted: a quoted `lock` is a name.
 pub(super) fn strip_lock_in_share_mode(tokens: &mut Vec<TokenWithSpan>) -> bool {
-    let mut significant = tokens.iter().enumerate().rev().filter(|(_, t)| {
-        !matches!(
-            t.token,
-            Token::Whitespace(_) | Token::EOF | Token::SemiColon
-        )
+    const WORDS: [&str; 4] = ["LOCK", "IN", "SHARE", "MODE"];
+    let is_plain_word = |t: &TokenWithSpan, word: &str| matches!(&t.token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word));
+    let significant: Vec<usize> = tokens
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !matches!(t.token, Token::Whitespace(_)))
+        .map(|(i, _)| i)
+        .collect();
+    let mut remove = Vec::new();
+    let mut k = 0;
+    while k + WORDS.len() <= significant.len() {
+        let found = WORDS
+            .iter()
+            .enumerate()
+            .all(|(j, word)| is_plain_word(&tokens[significant[k + j]], word));
+        if found {
+            remove.push(significant[k]..=significant[k + WORDS.len() - 1]);
+            k += WORDS.len();
+        } else {
+            k += 1;
+        }
+    }
+    if remove.is_empty() {
+        return false;
+    }
+    let mut index = 0;
+    tokens.retain(|_| {
+        let keep = !remove.iter().any(|r| r.contains(&index));
+        index += 1;
+        keep
     });
-    let mut lock_at = None;
-    for word in ["MODE", "SHARE", "IN", "LOCK"] {
-        match significant.next() {
-            Some((i, t)) if matches!(&t.token, Token::Word(w) if w.value.eq_ignore_ascii_case(word)) => {
-                lock_at = Some(i)
-            }
-            _ => return false,
-        }
-    }
-    match lock_at {
-        Some(i) => {
-            tokens.truncate(i);
-            true
-        }
-        None => false,
-    }
+    true
 }
 
 /// Deepest the syntax tree of a statement may get, as estimated by
@@ -351,7 +363,11 @@ pub(super) fn reads_another_connection(tokens: &[TokenWithSpan]) -> bool {
         })
         .collect();
     let is = |i: usize, wanted: &str| words.get(i).is_some_and(|w| w.eq_ignore_ascii_case(wanted));
-    let explains = |i: usize| ["EXPLAIN", "ANALYZE", "DESCRIBE", "DESC"].iter().any(|w| is(i, w));
+    let explains = |i: usize| {
+        ["EXPLAIN", "ANALYZE", "DESCRIBE", "DESC"]
+            .iter()
+            .any(|w| is(i, w))
+    };
     if is(0, "SHOW") && (is(1, "EXPLAIN") || is(1, "ANALYZE")) {
         return true;
     }

@@ -14,6 +14,7 @@ mod insert;
 mod keys;
 mod lexing;
 mod load_data;
+mod locking;
 mod multi_shard;
 mod multi_shard_refusals;
 mod prepared;
