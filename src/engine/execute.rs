@@ -331,6 +331,9 @@ impl Engine {
             table: object_table_name(topology, query.target.fleet, type_id),
         });
         let schema_change = query.kind == StatementKind::SchemaChange;
+        // A user variable or lock it leaves on the connection must not
+        // reach the next session that uses it: reset first.
+        let stamp = query.leaves_session_state.then_some(DIRTY);
         // Outside a transaction the statement is the transaction a pending
         // `SET TRANSACTION` is for, as on a server.
         // It stays pending until it is sent (`Engine::send_prelude`).
@@ -349,7 +352,7 @@ impl Engine {
                     target: Some(query.target),
                     sql: &query.sql,
                     composer,
-                    stamp: None,
+                    stamp,
                     prelude,
                 },
                 client,

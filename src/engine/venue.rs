@@ -15,6 +15,7 @@ use super::failure::{
 };
 use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions, RelayOutcome};
 use super::session_state::SessionState;
+use super::transaction::settle_failed_in_transaction;
 use super::sessions::SessionEntry;
 use super::Engine;
 use crate::backend::{HostPool, PooledConn};
@@ -115,7 +116,9 @@ impl Engine {
                 match send_and_relay(&mut bound.conn, sql, client, options, &session).await {
                     Ok(outcome) => {
                         stamp_connection(&mut bound.conn, stamp, &outcome);
-                        if !outcome.failed {
+                        if outcome.failed {
+                            settle_failed_in_transaction(state).await;
+                        } else {
                             state.note_status(outcome.status);
                         }
                         Ok(outcome)

@@ -42,6 +42,27 @@ pub(super) fn writes_through_function(tokens: &[TokenWithSpan]) -> bool {
     (0..significant.len()).any(|i| call_writes(&significant, &closes, i))
 }
 
+/// Whether the statement assigns a user variable (`@v := ...`,
+/// `... INTO @v`), state the server keeps on its connection.
+pub(super) fn assigns_user_variable(tokens: &[TokenWithSpan]) -> bool {
+    let mut significant = tokens
+        .iter()
+        .map(|t| &t.token)
+        .filter(|t| !matches!(t, Token::Whitespace(_)));
+    let mut after_into = false;
+    significant.any(|token| {
+        let variable = match token {
+            Token::AtSign => true,
+            Token::Word(w) => w.quote_style.is_none() && w.value.starts_with('@'),
+            _ => false,
+        };
+        let into = after_into && variable;
+        after_into = matches!(token, Token::Word(w)
+            if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("INTO"));
+        into || matches!(token, Token::Assignment)
+    })
+}
+
 /// For each significant token that is `(`, the position of its `)`.
 fn matching_parens(significant: &[(&Token, bool)]) -> Vec<Option<usize>> {
     let mut closes = vec![None; significant.len()];

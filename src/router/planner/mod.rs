@@ -155,24 +155,30 @@ fn route_inner(
     placement: &mut dyn Placement,
     prepare: bool,
 ) -> Result<Plan, RouteError> {
-    let mut writes = false;
-    let plan = route_text(sql, topo, ctx, placement, prepare, &mut writes)?;
-    Ok(if writes {
+    let (mut writes, mut assigns) = (false, false);
+    let plan = route_text(sql, topo, ctx, placement, prepare, (&mut writes, &mut assigns))?;
+    let plan = if writes {
         plan.with_function_writes()
+    } else {
+        plan
+    };
+    Ok(if writes || assigns {
+        plan.with_session_state()
     } else {
         plan
     })
 }
 
 /// [`route_inner`]'s work; sets `writes` when the statement calls a
-/// function that writes, or may.
+/// function that writes, or may, and `assigns` when it assigns a user
+/// variable.
 fn route_text(
     sql: &[u8],
     topo: &Topology,
     ctx: &RouteContext,
     placement: &mut dyn Placement,
     prepare: bool,
-    writes: &mut bool,
+    (writes, assigns): (&mut bool, &mut bool),
 ) -> Result<Plan, RouteError> {
     let dialect = MySqlDialect {};
     // MariaDB's reading first; sqlparser reads the lexer's shadow, and the
@@ -183,6 +189,7 @@ fn route_text(
         .map_err(syntax)?;
     lex::check_tokens(&lexed, &tokens)?;
     *writes = function_writes::writes_through_function(&tokens);
+    *assigns = function_writes::assigns_user_variable(&tokens);
     let src = Source::new(sql, &lexed.shadow);
     let mut edits = Edits::default();
     let hints = hints::scan(&tokens, &src, &mut edits)?;
@@ -654,6 +661,7 @@ impl<'a> Env<'a> {
             kind,
             compose_insert_id,
             writes_through_function: false,
+            leaves_session_state: false,
         }))
     }
 

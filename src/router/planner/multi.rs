@@ -188,6 +188,7 @@ impl<'a> Planner<'a> {
                 kind: StatementKind::Read,
                 compose_insert_id: None,
                 writes_through_function: false,
+                leaves_session_state: false,
             });
         }
         Ok(Plan::MultiShard(MultiShardQuery { parts, merge }))

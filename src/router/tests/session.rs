@@ -688,6 +688,7 @@ fn variables_that_would_undo_the_proxys_rules_are_refused() {
                 variables: vars.iter().map(|v| v.to_string()).collect(),
                 sql: sql.into(),
                 autocommit: None,
+                writes_through_function: false,
             }),
         )
     };
