@@ -291,7 +291,10 @@ async fn variables_that_undo_the_proxys_rules_are_refused() {
     let second = insert_pin(&mut conn, SHARD_A, &format!("{TAG} chain 2")).await;
     drop(conn);
     assert!(pin_on_host(first).await.is_some(), "the committed write");
-    assert!(pin_on_host(second).await.is_some(), "the autocommitted write");
+    assert!(
+        pin_on_host(second).await.is_some(),
+        "the autocommitted write"
+    );
     // A CREATE TABLE without ENGINE made no MERGE table.
     let mut conn = client().await;
     let table = format!("fixe_engine_{}", std::process::id());
@@ -407,7 +410,9 @@ async fn state_a_shard_statement_leaves_never_reaches_the_next_client() {
         .await
         .unwrap();
     let taken: Option<i64> = a
-        .query_first(format!("SELECT GET_LOCK('{lock}', 0) AS g, {on_shard} AS b"))
+        .query_first(format!(
+            "SELECT GET_LOCK('{lock}', 0) AS g, {on_shard} AS b"
+        ))
         .await
         .unwrap();
     assert_eq!(taken, Some(1), "A took the lock");

@@ -15,8 +15,8 @@ use super::failure::{
 };
 use super::relay::{relay_response, InsertIdComposer, RelayFailure, RelayOptions, RelayOutcome};
 use super::session_state::SessionState;
-use super::transaction::settle_failed_in_transaction;
 use super::sessions::SessionEntry;
+use super::transaction::settle_failed_in_transaction;
 use super::Engine;
 use crate::backend::{HostPool, PooledConn};
 use crate::error::ClientError;

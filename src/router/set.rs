@@ -382,7 +382,8 @@ fn refuse_variable(name: &str, value: &[&Token]) -> Result<(), RouteError> {
         [Token::SingleQuotedString(s)] | [Token::DoubleQuotedString(s)] => Some(s.as_str()),
         _ => None,
     };
-    let is = |wanted: &[&str]| text.is_some_and(|t| wanted.iter().any(|w| w.eq_ignore_ascii_case(t)));
+    let is =
+        |wanted: &[&str]| text.is_some_and(|t| wanted.iter().any(|w| w.eq_ignore_ascii_case(t)));
     match name {
         "completion_type" if !is(&["0", "NO_CHAIN", "DEFAULT"]) => Err(unsupported(
             "SET completion_type other than NO_CHAIN (0): COMMIT AND CHAIN and RELEASE are not supported through the proxy",

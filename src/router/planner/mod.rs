@@ -156,13 +156,20 @@ fn route_inner(
     prepare: bool,
 ) -> Result<Plan, RouteError> {
     let (mut writes, mut assigns) = (false, false);
-    let plan = route_text(sql, topo, ctx, placement, prepare, (&mut writes, &mut assigns))?;
+    let plan = route_text(
+        sql,
+        topo,
+        ctx,
+        placement,
+        prepare,
+        (&mut writes, &mut assigns),
+    )?;
     let plan = if writes {
         plan.with_function_writes()
     } else {
         plan
     };
-    Ok(if writes || assigns {
+    Ok(if assigns {
         plan.with_session_state()
     } else {
         plan
@@ -170,8 +177,8 @@ fn route_inner(
 }
 
 /// [`route_inner`]'s work; sets `writes` when the statement calls a
-/// function that writes, or may, and `assigns` when it assigns a user
-/// variable.
+/// function that writes, or may, and `assigns` when it leaves session
+/// state on its connection.
 fn route_text(
     sql: &[u8],
     topo: &Topology,
@@ -189,7 +196,7 @@ fn route_text(
         .map_err(syntax)?;
     lex::check_tokens(&lexed, &tokens)?;
     *writes = function_writes::writes_through_function(&tokens);
-    *assigns = function_writes::assigns_user_variable(&tokens);
+    *assigns = function_writes::leaves_session_state(&tokens);
     let src = Source::new(sql, &lexed.shadow);
     let mut edits = Edits::default();
     let hints = hints::scan(&tokens, &src, &mut edits)?;

@@ -351,7 +351,11 @@ pub(super) fn reads_another_connection(tokens: &[TokenWithSpan]) -> bool {
         })
         .collect();
     let is = |i: usize, wanted: &str| words.get(i).is_some_and(|w| w.eq_ignore_ascii_case(wanted));
-    let explains = |i: usize| ["EXPLAIN", "ANALYZE", "DESCRIBE", "DESC"].iter().any(|w| is(i, w));
+    let explains = |i: usize| {
+        ["EXPLAIN", "ANALYZE", "DESCRIBE", "DESC"]
+            .iter()
+            .any(|w| is(i, w))
+    };
     if is(0, "SHOW") && (is(1, "EXPLAIN") || is(1, "ANALYZE")) {
         return true;
     }

@@ -163,7 +163,10 @@ fn reading_another_connections_statement_is_refused() {
         // EXPLAIN of a statement is still planned as that statement.
         c(
             "EXPLAIN SELECT data FROM db00001.pins FOR UPDATE",
-            shard("db00001", "EXPLAIN SELECT data FROM db00001.pins FOR UPDATE"),
+            shard(
+                "db00001",
+                "EXPLAIN SELECT data FROM db00001.pins FOR UPDATE",
+            ),
         ),
     ]);
 }

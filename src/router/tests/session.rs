@@ -695,12 +695,18 @@ fn variables_that_would_undo_the_proxys_rules_are_refused() {
     run(vec![
         c("SET ROLE NONE", reject("Unsupported", "SET ROLE")),
         c("set role admin_role", reject("Unsupported", "SET ROLE")),
-        c("SET DEFAULT ROLE NONE", reject("Unsupported", "DEFAULT ROLE")),
+        c(
+            "SET DEFAULT ROLE NONE",
+            reject("Unsupported", "DEFAULT ROLE"),
+        ),
         c(
             "SET DEFAULT ROLE r FOR CURRENT_USER",
             reject("Unsupported", "DEFAULT ROLE"),
         ),
-        c("SET completion_type = 1", reject("Unsupported", "completion_type")),
+        c(
+            "SET completion_type = 1",
+            reject("Unsupported", "completion_type"),
+        ),
         c(
             "SET @@session.completion_type = 'CHAIN'",
             reject("Unsupported", "completion_type"),
