@@ -317,6 +317,9 @@ async fn variables_that_undo_the_proxys_rules_are_refused() {
     delete_pins(MASTER_A, &[SHARD_A], TAG).await;
 }
 
+/// Tag of the deadlock test's pins (not `TAG`: other tests delete those).
+const DEADLOCK_TAG: &str = "deadlock-edges";
+
 /// Rows of shard `SHARD_A` the deadlock test writes, made for it.
 async fn two_pins(conn: &mut mysql_async::Conn, tag: &str) -> (u64, u64) {
     (
@@ -358,7 +361,7 @@ async fn deadlock(
 #[tokio::test]
 async fn a_deadlock_ends_the_transaction_as_the_server_did() {
     let mut setup = client().await;
-    let pins = two_pins(&mut setup, &format!("{TAG} deadlock")).await;
+    let pins = two_pins(&mut setup, DEADLOCK_TAG).await;
 
     // autocommit off: the next statement opens a new transaction, which a
     // ROLLBACK undoes.
@@ -367,7 +370,7 @@ async fn a_deadlock_ends_the_transaction_as_the_server_did() {
     b.query_drop("SET autocommit = 0").await.unwrap();
     let (mut victim, mut other) = deadlock(a, b, pins).await;
     assert_eq!(in_transaction(&mut victim).await, (0, 0), "rolled back");
-    let after = insert_pin(&mut victim, SHARD_A, &format!("{TAG} after deadlock")).await;
+    let after = insert_pin(&mut victim, SHARD_A, &format!("{DEADLOCK_TAG} after")).await;
     assert_eq!(in_transaction(&mut victim).await, (0, 1), "a new one");
     victim.query_drop("ROLLBACK").await.unwrap();
     assert_eq!(pin_on_host(after).await, None, "the ROLLBACK undid it");
@@ -380,15 +383,16 @@ async fn a_deadlock_ends_the_transaction_as_the_server_did() {
     let (mut victim, mut other) = deadlock(a, b, pins).await;
     assert_eq!(in_transaction(&mut victim).await, (1, 0), "rolled back");
     victim.query_drop("BEGIN").await.unwrap();
-    let after = insert_pin(&mut victim, SHARD_A, &format!("{TAG} after deadlock")).await;
+    let after = insert_pin(&mut victim, SHARD_A, &format!("{DEADLOCK_TAG} after")).await;
     victim.query_drop("ROLLBACK").await.unwrap();
     assert_eq!(pin_on_host(after).await, None, "the ROLLBACK undid it");
     other.query_drop("ROLLBACK").await.unwrap();
     assert_eq!(
         pin_on_host(pins.0).await.as_deref(),
-        Some(format!("{TAG} deadlock one").as_str()),
+        Some(format!("{DEADLOCK_TAG} one").as_str()),
         "no update of either transaction stayed"
     );
+    delete_pins(MASTER_A, &[SHARD_A], DEADLOCK_TAG).await;
 }
 
 #[tokio::test]
@@ -409,13 +413,13 @@ async fn state_a_shard_statement_leaves_never_reaches_the_next_client() {
     a.query_drop("SELECT 'into' INTO @stateleak_into FROM db00001.pins LIMIT 1")
         .await
         .unwrap();
-    let taken: Option<i64> = a
+    let taken: Option<(i64, Option<i64>)> = a
         .query_first(format!(
             "SELECT GET_LOCK('{lock}', 0) AS g, {on_shard} AS b"
         ))
         .await
         .unwrap();
-    assert_eq!(taken, Some(1), "A took the lock");
+    assert_eq!(taken.map(|(g, _)| g), Some(1), "A took the lock");
     a.disconnect().await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
 
