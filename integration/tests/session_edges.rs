@@ -424,7 +424,9 @@ async fn state_a_shard_statement_leaves_never_reaches_the_next_client() {
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let mut b = app(&proxy).await;
-    let seen: Option<(Option<String>, Option<String>, i64, Option<i64>)> = b
+    // The variables, IS_FREE_LOCK, and the shard's column.
+    type Seen = (Option<String>, Option<String>, i64, Option<i64>);
+    let seen: Option<Seen> = b
         .query_first(format!(
             "SELECT @stateleak_secret, @stateleak_into, IS_FREE_LOCK('{lock}'), {on_shard}"
         ))
