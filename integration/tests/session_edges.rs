@@ -316,3 +316,131 @@ async fn variables_that_undo_the_proxys_rules_are_refused() {
     assert_eq!(engine.as_deref(), Some("InnoDB"));
     delete_pins(MASTER_A, &[SHARD_A], TAG).await;
 }
+
+/// Tag of the deadlock test's pins (not `TAG`: other tests delete those).
+const DEADLOCK_TAG: &str = "deadlock-edges";
+
+/// Rows of shard `SHARD_A` the deadlock test writes, made for it.
+async fn two_pins(conn: &mut mysql_async::Conn, tag: &str) -> (u64, u64) {
+    (
+        insert_pin(conn, SHARD_A, &format!("{tag} one")).await,
+        insert_pin(conn, SHARD_A, &format!("{tag} two")).await,
+    )
+}
+
+/// Makes `a` and `b` (each in a transaction already) deadlock on pins
+/// `one` and `two`; returns the victim (it got 1213) and the other.
+async fn deadlock(
+    mut a: mysql_async::Conn,
+    mut b: mysql_async::Conn,
+    (one, two): (u64, u64),
+) -> (mysql_async::Conn, mysql_async::Conn) {
+    let update = |id: u64, v: &str| format!("UPDATE pins SET data = '{v}' WHERE id = {id}");
+    a.query_drop(update(one, "a")).await.expect("A locks one");
+    b.query_drop(update(two, "b")).await.expect("B locks two");
+    let waiting = tokio::spawn(async move {
+        let result = a.query_drop(update(two, "a")).await;
+        (a, result)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let b_result = b.query_drop(update(one, "b")).await;
+    let (a, a_result) = waiting.await.expect("A's task");
+    match (a_result, b_result) {
+        (Ok(()), Err(error)) => {
+            assert_eq!(server_error(error).0, 1213, "B is the victim");
+            (b, a)
+        }
+        (Err(error), Ok(())) => {
+            assert_eq!(server_error(error).0, 1213, "A is the victim");
+            (a, b)
+        }
+        other => panic!("one deadlock victim expected: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_deadlock_ends_the_transaction_as_the_server_did() {
+    let mut setup = client().await;
+    let pins = two_pins(&mut setup, DEADLOCK_TAG).await;
+
+    // autocommit off: the next statement opens a new transaction, which a
+    // ROLLBACK undoes.
+    let (mut a, mut b) = (client().await, client().await);
+    a.query_drop("SET autocommit = 0").await.unwrap();
+    b.query_drop("SET autocommit = 0").await.unwrap();
+    let (mut victim, mut other) = deadlock(a, b, pins).await;
+    assert_eq!(in_transaction(&mut victim).await, (0, 0), "rolled back");
+    let after = insert_pin(&mut victim, SHARD_A, &format!("{DEADLOCK_TAG} after")).await;
+    assert_eq!(in_transaction(&mut victim).await, (0, 1), "a new one");
+    victim.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(pin_on_host(after).await, None, "the ROLLBACK undid it");
+    other.query_drop("ROLLBACK").await.unwrap();
+
+    // BEGIN: no transaction is left, and a new BEGIN binds a new one.
+    let (mut a, mut b) = (client().await, client().await);
+    a.query_drop("BEGIN").await.unwrap();
+    b.query_drop("BEGIN").await.unwrap();
+    let (mut victim, mut other) = deadlock(a, b, pins).await;
+    assert_eq!(in_transaction(&mut victim).await, (1, 0), "rolled back");
+    victim.query_drop("BEGIN").await.unwrap();
+    let after = insert_pin(&mut victim, SHARD_A, &format!("{DEADLOCK_TAG} after")).await;
+    victim.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(pin_on_host(after).await, None, "the ROLLBACK undid it");
+    other.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(
+        pin_on_host(pins.0).await.as_deref(),
+        Some(format!("{DEADLOCK_TAG} one").as_str()),
+        "no update of either transaction stayed"
+    );
+    delete_pins(MASTER_A, &[SHARD_A], DEADLOCK_TAG).await;
+}
+
+#[tokio::test]
+async fn state_a_shard_statement_leaves_never_reaches_the_next_client() {
+    // One connection per host: the second client surely gets the first's.
+    let yaml = test_config_yaml().replace("pool_max_per_host: 64", "pool_max_per_host: 1");
+    assert!(yaml.contains("pool_max_per_host: 1"));
+    let proxy = start_server("stateleak", &yaml);
+    let lock = format!("stateleak_{}", std::process::id());
+    let mut a = app(&proxy).await;
+    insert_pin(&mut a, 1, &format!("{TAG} stateleak")).await;
+    let on_shard = "(SELECT 1 FROM db00001.pins LIMIT 1)";
+    a.query_drop(format!(
+        "SELECT @stateleak_secret := 'hunter2' AS a, {on_shard} AS b"
+    ))
+    .await
+    .unwrap();
+    a.query_drop("SELECT 'into' INTO @stateleak_into FROM db00001.pins LIMIT 1")
+        .await
+        .unwrap();
+    let taken: Option<(i64, Option<i64>)> = a
+        .query_first(format!(
+            "SELECT GET_LOCK('{lock}', 0) AS g, {on_shard} AS b"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(taken.map(|(g, _)| g), Some(1), "A took the lock");
+    a.disconnect().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut b = app(&proxy).await;
+    // The variables, IS_FREE_LOCK, and the shard's column.
+    type Seen = (Option<String>, Option<String>, i64, Option<i64>);
+    let seen: Option<Seen> = b
+        .query_first(format!(
+            "SELECT @stateleak_secret, @stateleak_into, IS_FREE_LOCK('{lock}'), {on_shard}"
+        ))
+        .await
+        .unwrap();
+    let (secret, into, free, _) = seen.expect("a row");
+    assert_eq!((secret, into, free), (None, None, 1), "A's state is gone");
+    let mut ops = operations(MASTER_A).await;
+    let got: Option<i64> = ops
+        .query_first(format!("SELECT GET_LOCK('{lock}', 0)"))
+        .await
+        .unwrap();
+    assert_eq!(got, Some(1), "the lock is free on the server");
+    ops.query_drop(format!("DO RELEASE_LOCK('{lock}')"))
+        .await
+        .unwrap();
+}

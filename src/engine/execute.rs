@@ -357,6 +357,9 @@ impl Engine {
             (Some(name), Some(link)) => Some(LocalInfile { name, link }),
             _ => None,
         };
+        // A user variable or lock it leaves on the connection must not
+        // reach the next session that uses it: reset first.
+        let stamp = query.leaves_session_state.then_some(DIRTY);
         // Outside a transaction the statement is the transaction a pending
         // `SET TRANSACTION` is for, as on a server.
         // It stays pending until it is sent (`Engine::send_prelude`).
@@ -375,8 +378,7 @@ impl Engine {
                     target: Some(query.target),
                     sql: &query.sql,
                     composer,
-                    // LOAD DATA may assign user variables.
-                    stamp: local_infile.map(|_| DIRTY),
+                    stamp,
                     prelude,
                     local_infile,
                 },

@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 use tracing::debug;
 
 use super::answer::write_result_set;
-use super::checkout::{apply_settings, checkout_open};
+use super::checkout::{apply_settings, checkout_open, DIRTY};
 use super::failure::{backend_error, Failure};
 use super::kill::kill_abandoned;
 use super::merge::{decode_text_row, merge_rows, Value};
@@ -122,6 +122,9 @@ struct PartJob {
     backend: Arc<BackendConfig>,
     /// The session, which lists the part's connection while it runs.
     session: Arc<SessionEntry>,
+    /// The part leaves session state on its connection
+    /// ([`crate::router::ShardQuery::leaves_session_state`]).
+    leaves_session_state: bool,
 }
 
 impl Engine {
@@ -170,6 +173,7 @@ impl Engine {
                 key: state.conn_key,
                 settings: Arc::clone(&settings),
                 sql: part.sql,
+                leaves_session_state: part.leaves_session_state,
                 budget: Arc::clone(&budget),
                 share: Arc::clone(&state.share),
                 share_percent: topology.config.limits.max_host_share_percent,
@@ -266,6 +270,9 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
         if job.session.is_cancelled() {
             conn.release();
             return Err(ClientError::QueryInterrupted);
+        }
+        if job.leaves_session_state {
+            conn.conn().settings_fingerprint = DIRTY;
         }
         let started = Instant::now();
         sent_on.store(

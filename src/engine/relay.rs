@@ -31,6 +31,8 @@ pub struct RelayOutcome {
     pub last_insert_id: Option<u64>,
     /// Warning count of the last OK/EOF.
     pub warnings: u16,
+    /// The server's error code when the response ended with its ERR packet.
+    pub error_code: Option<u16>,
     /// Sequence id for the next packet to the client.
     pub next_seq: u8,
 }
@@ -291,6 +293,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
     let mut continued = false;
     let mut forwarded = false;
     let mut last_insert_id = None;
+    let mut error_code = None;
     let mut columns: Vec<ColumnInfo> = Vec::new();
     let mut row = Vec::new();
     loop {
@@ -360,6 +363,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                                 failed: true,
                                 last_insert_id,
                                 warnings: info.warnings,
+                                error_code: None,
                                 next_seq: seq,
                             });
                         }
@@ -397,6 +401,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                             failed: false,
                             last_insert_id,
                             warnings: info.warnings,
+                            error_code: None,
                             next_seq: seq,
                         });
                     }
@@ -405,6 +410,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                 }
                 (_, Some(ERR_HEADER)) => {
                     if let Some((code, _, message)) = parse_err(payload) {
+                        error_code = Some(code);
                         if let Some(overflow) =
                             local_id_overflow(backend, code, &message, shard).await
                         {
@@ -414,6 +420,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                                 failed: true,
                                 last_insert_id,
                                 warnings: 0,
+                                error_code: None,
                                 next_seq: seq,
                             });
                         }
@@ -521,6 +528,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                 failed,
                 last_insert_id,
                 warnings,
+                error_code,
                 next_seq: seq,
             });
         }

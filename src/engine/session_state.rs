@@ -325,6 +325,17 @@ impl SessionState {
             status.contains(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES);
     }
 
+    /// Ends the session's transaction without touching the server (the
+    /// caller rolls back, or the server already did): no transaction is
+    /// open, and with autocommit off the next statement opens one. Returns
+    /// the bound connection, if any, for the caller to settle.
+    pub fn end_bound(&mut self) -> Option<BoundTransaction> {
+        self.explicit_transaction = false;
+        self.implicit_transaction = false;
+        self.pending_savepoints.clear();
+        self.bound.take()
+    }
+
     /// Whether statements are inside a transaction (explicit, or implicit
     /// with autocommit off).
     pub fn in_transaction(&self) -> bool {

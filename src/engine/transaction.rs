@@ -202,12 +202,9 @@ impl Engine {
             Some(addr) => addr.to_owned(),
             None => "no master (the shard is no longer in the config)".to_owned(),
         };
-        let Some(mut bound) = state.bound.take() else {
+        let Some(mut bound) = state.end_bound() else {
             return Ok(());
         };
-        state.explicit_transaction = false;
-        state.implicit_transaction = false;
-        state.pending_savepoints.clear();
         match bound
             .conn
             .conn()

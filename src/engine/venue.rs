@@ -21,7 +21,7 @@ use super::sessions::SessionEntry;
 use super::Engine;
 use crate::backend::{HostPool, PooledConn};
 use crate::error::ClientError;
-use crate::protocol::packets::ERR_HEADER;
+use crate::protocol::packets::{parse_ok, ERR_HEADER};
 use crate::protocol::FrameWriter;
 use crate::router::Target;
 use crate::topology::Topology;
@@ -122,7 +122,9 @@ impl Engine {
                 match send_and_relay(&mut bound.conn, sql, client, options, &session).await {
                     Ok(outcome) => {
                         stamp_connection(&mut bound.conn, stamp, &outcome);
-                        if !outcome.failed {
+                        if outcome.failed {
+                            settle_failed_in_transaction(state).await;
+                        } else {
                             state.note_status(outcome.status);
                         }
                         Ok(outcome)
@@ -372,6 +374,37 @@ pub(super) async fn send_unrelayed(mut conn: PooledConn, sql: &str) -> Result<Po
                 reason: error.to_string(),
             }))
         }
+    }
+}
+
+/// After a statement of the bound transaction failed, asks its connection
+/// whether the server still has the transaction open (COM_PING's OK carries
+/// the status flags and leaves the diagnostics area alone). When the server
+/// rolled it back (a deadlock; a lock wait timeout under
+/// `innodb_rollback_on_timeout`), the session's transaction ends as the
+/// server's did: the connection, now clean, is held for `SHOW WARNINGS`
+/// and then goes back to the pool; with autocommit off the next statement
+/// opens and binds a new transaction. A connection that does not answer is
+/// left bound: the next statement reports it lost.
+async fn settle_failed_in_transaction(state: &mut SessionState) {
+    let Some(bound) = state.bound.as_mut() else {
+        return;
+    };
+    let answer = bound
+        .conn
+        .conn()
+        .simple_command(Command::COM_PING, &[])
+        .await;
+    let still_open = match answer.as_deref().ok().and_then(parse_ok) {
+        Some(ok) => ok.status.contains(StatusFlags::SERVER_STATUS_IN_TRANS),
+        None => return,
+    };
+    if still_open {
+        return;
+    }
+    if let Some(bound) = state.end_bound() {
+        state.last_on_bound = false;
+        state.held = Some(bound.conn);
     }
 }
 

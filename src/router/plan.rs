@@ -135,6 +135,11 @@ pub struct ShardQuery {
     /// For `LOAD DATA LOCAL INFILE`: the file name the statement names, the
     /// only one the server may ask the client for.
     pub local_infile: Option<Vec<u8>>,
+    /// It leaves session state on the connection that runs it: a user
+    /// variable assigned (`@v := ...`, `INTO @v`) or a function that
+    /// writes (a user lock, a sequence): the connection is reset before
+    /// another session uses it.
+    pub leaves_session_state: bool,
 }
 
 /// A read that runs on several shards, merged by the proxy.
@@ -360,6 +365,21 @@ impl Plan {
                 writes_through_function,
                 ..
             }) => *writes_through_function = true,
+            _ => {}
+        }
+        self
+    }
+
+    /// The plan with its shard statements marked as leaving session state
+    /// on their connection ([`ShardQuery::leaves_session_state`]).
+    pub fn with_session_state(mut self) -> Plan {
+        match &mut self {
+            Plan::Shard(query) => query.leaves_session_state = true,
+            Plan::MultiShard(query) => {
+                for part in &mut query.parts {
+                    part.leaves_session_state = true;
+                }
+            }
             _ => {}
         }
         self

@@ -42,6 +42,37 @@ pub(super) fn writes_through_function(tokens: &[TokenWithSpan]) -> bool {
     (0..significant.len()).any(|i| call_writes(&significant, &closes, i))
 }
 
+/// Whether the statement leaves session state on its connection: it
+/// assigns a user variable (`@v := ...`, `... INTO @v`) or calls a
+/// built-in that does (a user lock, a sequence's `NEXTVAL` / `SETVAL` /
+/// `NEXT VALUE FOR`, which set its `LASTVAL`).
+pub(super) fn leaves_session_state(tokens: &[TokenWithSpan]) -> bool {
+    let significant: Vec<&Token> = tokens
+        .iter()
+        .map(|t| &t.token)
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect();
+    let word = |at: usize| match significant.get(at) {
+        Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.value.as_str()),
+        _ => None,
+    };
+    (0..significant.len()).any(|i| {
+        let variable = |at: usize| {
+            matches!(significant.get(at), Some(Token::AtSign))
+                || word(at).is_some_and(|w| w.starts_with('@'))
+        };
+        let is =
+            |at: usize, expected: &str| word(at).is_some_and(|w| w.eq_ignore_ascii_case(expected));
+        let call = matches!(significant.get(i + 1), Some(Token::LParen))
+            && word(i)
+                .is_some_and(|w| WRITING_FUNCTIONS.contains(&w.to_ascii_uppercase().as_str()));
+        matches!(significant[i], Token::Assignment)
+            || (is(i, "INTO") && variable(i + 1))
+            || (is(i, "NEXT") && is(i + 1, "VALUE") && is(i + 2, "FOR"))
+            || call
+    })
+}
+
 /// For each significant token that is `(`, the position of its `)`.
 fn matching_parens(significant: &[(&Token, bool)]) -> Vec<Option<usize>> {
     let mut closes = vec![None; significant.len()];

@@ -169,6 +169,8 @@ pub(super) fn plan(
         kind: StatementKind::Write,
         compose_insert_id: None,
         writes_through_function: false,
+        // Its SET clause may assign user variables.
+        leaves_session_state: true,
         local_infile: Some(file.into_bytes()),
     }))
 }

@@ -158,24 +158,37 @@ fn route_inner(
     placement: &mut dyn Placement,
     prepare: bool,
 ) -> Result<Plan, RouteError> {
-    let mut writes = false;
-    let plan = route_text(sql, topo, ctx, placement, prepare, &mut writes)?;
-    Ok(if writes {
+    let (mut writes, mut assigns) = (false, false);
+    let plan = route_text(
+        sql,
+        topo,
+        ctx,
+        placement,
+        prepare,
+        (&mut writes, &mut assigns),
+    )?;
+    let plan = if writes {
         plan.with_function_writes()
+    } else {
+        plan
+    };
+    Ok(if assigns {
+        plan.with_session_state()
     } else {
         plan
     })
 }
 
 /// [`route_inner`]'s work; sets `writes` when the statement calls a
-/// function that writes, or may.
+/// function that writes, or may, and `assigns` when it leaves session
+/// state on its connection.
 fn route_text(
     sql: &[u8],
     topo: &Topology,
     ctx: &RouteContext,
     placement: &mut dyn Placement,
     prepare: bool,
-    writes: &mut bool,
+    (writes, assigns): (&mut bool, &mut bool),
 ) -> Result<Plan, RouteError> {
     let dialect = MySqlDialect {};
     // MariaDB's reading first; sqlparser reads the lexer's shadow, and the
@@ -186,6 +199,7 @@ fn route_text(
         .map_err(syntax)?;
     lex::check_tokens(&lexed, &tokens)?;
     *writes = function_writes::writes_through_function(&tokens);
+    *assigns = function_writes::leaves_session_state(&tokens);
     let src = Source::new(sql, &lexed.shadow);
     let mut edits = Edits::default();
     let hints = hints::scan(&tokens, &src, &mut edits)?;
@@ -742,6 +756,7 @@ impl<'a> Env<'a> {
             compose_insert_id,
             writes_through_function: false,
             local_infile: None,
+            leaves_session_state: false,
         }))
     }
 

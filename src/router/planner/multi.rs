@@ -190,6 +190,7 @@ impl<'a> Planner<'a> {
                 compose_insert_id: None,
                 writes_through_function: false,
                 local_infile: None,
+                leaves_session_state: false,
             });
         }
         Ok(Plan::MultiShard(MultiShardQuery { parts, merge }))

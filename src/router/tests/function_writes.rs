@@ -145,3 +145,29 @@ fn statements_that_would_commit_an_open_transaction() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+#[test]
+fn statements_that_leave_session_state_mark_their_shard_plan() {
+    let marked = |plan: &Plan| match plan {
+        Plan::Shard(query) => query.leaves_session_state,
+        Plan::MultiShard(query) => query.parts.iter().all(|p| p.leaves_session_state),
+        _ => false,
+    };
+    for sql in [
+        "SELECT @v := data FROM db00001.pins WHERE local_id = 1",
+        "SELECT data INTO @v FROM db00001.pins LIMIT 1",
+        "SELECT GET_LOCK('a', 0), (SELECT 1 FROM db00001.pins LIMIT 1)",
+        "SELECT NEXTVAL(db00001.s), data FROM db00001.pins LIMIT 1",
+    ] {
+        let plan = plan_of(sql, None);
+        assert!(marked(&plan), "{sql}: {plan:?}");
+    }
+    for sql in [
+        "SELECT data FROM db00001.pins WHERE local_id = 1",
+        "INSERT INTO db00001.pins (data) VALUES (':= @v')",
+        "SELECT @v, IS_FREE_LOCK('a') FROM db00001.pins LIMIT 1",
+    ] {
+        let plan = plan_of(sql, None);
+        assert!(!marked(&plan), "{sql}: {plan:?}");
+    }
+}
