@@ -568,8 +568,8 @@ pub fn parse_handshake_response(
     })?;
     // A client that compresses anyway would send frames the proxy cannot
     // read, and both sides would wait for ever: refuse it at once.
-    let compress = CapabilityFlags::CLIENT_COMPRESS
-        | CapabilityFlags::CLIENT_ZSTD_COMPRESSION_ALGORITHM;
+    let compress =
+        CapabilityFlags::CLIENT_COMPRESS | CapabilityFlags::CLIENT_ZSTD_COMPRESSION_ALGORITHM;
     if response.capabilities().intersects(compress) {
         return Err(ClientError::UnsupportedCommand(
             "this client asked for the compressed protocol, which shardgate does not offer; turn compression off in the client".to_owned(),
