@@ -77,18 +77,7 @@ fn statements_that_execute_what_they_analyze_are_refused() {
 
 #[test]
 fn serializable_is_refused_other_levels_pass() {
-    let set = |vars: &[&str], sql: &str| {
-        c(
-            sql,
-            Expect::Session(SessionAction::SetSession {
-                variables: vars.iter().map(|v| v.to_string()).collect(),
-                sql: sql.into(),
-                autocommit: None,
-                writes_through_function: false,
-                computed: false,
-            }),
-        )
-    };
+    let set = |vars: &[&str], sql: &str| set_session(vars, sql, false);
     run(vec![
         c(
             "SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE",

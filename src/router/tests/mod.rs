@@ -127,6 +127,21 @@ fn ddl(db: &'static str, sql: impl Into<String>) -> Expect {
 fn locking(db: &'static str, sql: impl Into<String>) -> Expect {
     Expect::Shard(db, sql.into(), StatementKind::LockingRead)
 }
+/// A SET the session records: `vars` named, the text kept, replayed by
+/// value when `computed`.
+fn set_session(vars: &[&str], sql: &str, computed: bool) -> (String, Option<&'static str>, Expect) {
+    c(
+        sql,
+        Expect::Session(SessionAction::SetSession {
+            variables: vars.iter().map(|v| v.to_string()).collect(),
+            sql: sql.into(),
+            autocommit: None,
+            writes_through_function: false,
+            computed,
+        }),
+    )
+}
+
 fn any(sql: impl Into<String>) -> Expect {
     Expect::Any(sql.into())
 }

@@ -93,19 +93,7 @@ fn explicit_and_use_databases() {
 
 #[test]
 fn session_statements() {
-    let set_computed = |vars: &[&str], sql: &str, computed: bool| {
-        c(
-            sql,
-            Expect::Session(SessionAction::SetSession {
-                variables: vars.iter().map(|v| v.to_string()).collect(),
-                sql: sql.into(),
-                autocommit: None,
-                writes_through_function: false,
-                computed,
-            }),
-        )
-    };
-    let set = |vars: &[&str], sql: &str| set_computed(vars, sql, false);
+    let set = |vars: &[&str], sql: &str| set_session(vars, sql, false);
     run(vec![
         c(
             "BEGIN",
@@ -278,7 +266,7 @@ fn session_statements() {
         ),
         set(&["names"], "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci"),
         // The connection's collation is the database's: computed.
-        set_computed(&["charset"], "SET CHARACTER SET utf8mb4", true),
+        set_session(&["charset"], "SET CHARACTER SET utf8mb4", true),
         set(&["sql_mode"], "SET sql_mode='STRICT_TRANS_TABLES'"),
         set(&["time_zone"], "SET time_zone = '+00:00'"),
         set(
@@ -294,26 +282,26 @@ fn session_statements() {
             &["@a", "sql_mode", "net_write_timeout"],
             "SET @a := 1, @@SESSION.sql_mode = 'x', net_write_timeout=600",
         ),
-        set_computed(
+        set_session(
             &["sql_select_limit"],
             "/* c */ SET sql_select_limit = DEFAULT",
             true,
         ),
         // Values computed from the session are replayed by value.
-        set_computed(
+        set_session(
             &["sql_mode"],
             "SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_ENGINE_SUBSTITUTION')",
             true,
         ),
-        set_computed(
+        set_session(
             &["max_sort_length"],
             "SET @@session.max_sort_length = @@session.max_sort_length + 1",
             true,
         ),
-        set_computed(&["names"], "SET NAMES DEFAULT", true),
-        set_computed(&["time_zone"], "SET time_zone = @tz", true),
-        set_computed(&["@t"], "SET @t = CURRENT_TIMESTAMP", true),
-        set_computed(&["@a", "@b"], "SET @a = 1, @b = @a", true),
+        set_session(&["names"], "SET NAMES DEFAULT", true),
+        set_session(&["time_zone"], "SET time_zone = @tz", true),
+        set_session(&["@t"], "SET @t = CURRENT_TIMESTAMP", true),
+        set_session(&["@a", "@b"], "SET @a = 1, @b = @a", true),
         set(&["names"], "SET NAMES utf8mb4"),
         set(&["@n", "sql_mode"], "SET @n = -5, sql_mode = ANSI"),
         c(
@@ -722,18 +710,7 @@ fn do_and_set_get_the_sessions_values() {
 
 #[test]
 fn variables_that_would_undo_the_proxys_rules_are_refused() {
-    let set = |vars: &[&str], sql: &str| {
-        c(
-            sql,
-            Expect::Session(SessionAction::SetSession {
-                variables: vars.iter().map(|v| v.to_string()).collect(),
-                sql: sql.into(),
-                autocommit: None,
-                writes_through_function: false,
-                computed: false,
-            }),
-        )
-    };
+    let set = |vars: &[&str], sql: &str| set_session(vars, sql, false);
     run(vec![
         c("SET ROLE NONE", reject("Unsupported", "SET ROLE")),
         c("set role admin_role", reject("Unsupported", "SET ROLE")),
