@@ -105,41 +105,11 @@ async fn a_client_asking_for_compression_is_refused_at_login() {
         CapabilityFlags::CLIENT_COMPRESS,
         CapabilityFlags::CLIENT_ZSTD_COMPRESSION_ALGORITHM,
     ] {
-        let stream = TcpStream::connect(proxy_addr()).await.unwrap();
-        let (r, w) = stream.into_split();
-        let mut reader = FrameReader::new(r);
-        let mut writer = FrameWriter::new(w);
-        let (seq, payload) = reader.next_packet().await.unwrap();
-        let handshake = HandshakePacket::deserialize((), &mut ParseBuf(&payload)).unwrap();
+        let (_, _, offered, answer) = raw_login(flag).await;
         assert!(
-            !handshake
-                .capabilities()
-                .contains(CapabilityFlags::CLIENT_COMPRESS),
+            !offered.contains(CapabilityFlags::CLIENT_COMPRESS),
             "compression is not offered"
         );
-        let scramble = scramble_native(&handshake.nonce(), APP_PASSWORD.as_bytes()).unwrap();
-        let response = HandshakeResponse::new(
-            Some(scramble.to_vec()),
-            (8, 0, 36),
-            Some(APP_USER.as_bytes()),
-            None::<&[u8]>,
-            Some(AuthPlugin::MysqlNativePassword),
-            CapabilityFlags::CLIENT_PROTOCOL_41
-                | CapabilityFlags::CLIENT_SECURE_CONNECTION
-                | CapabilityFlags::CLIENT_PLUGIN_AUTH
-                | flag,
-            None,
-            16 * 1024 * 1024,
-        );
-        let mut body = Vec::new();
-        response.serialize(&mut body);
-        writer.write_packet(seq + 1, &body).await.unwrap();
-        writer.flush().await.unwrap();
-        let (_, answer) =
-            tokio::time::timeout(std::time::Duration::from_secs(5), reader.next_packet())
-                .await
-                .expect("an answer, not a hang")
-                .unwrap();
         assert_eq!(answer[0], 0xFF, "{flag:?}: an ERR packet: {answer:?}");
         let message = String::from_utf8_lossy(&answer[9..]).into_owned();
         assert!(message.contains("compress"), "{message}");
@@ -149,9 +119,10 @@ async fn a_client_asking_for_compression_is_refused_at_login() {
 type RawReader = FrameReader<tokio::net::tcp::OwnedReadHalf>;
 type RawWriter = FrameWriter<tokio::net::tcp::OwnedWriteHalf>;
 
-/// A raw protocol session logged in as the app account, for commands no
-/// client library exposes.
-async fn raw_session(extra: CapabilityFlags) -> (RawReader, RawWriter) {
+/// A raw login as the app account with `extra` capabilities: the halves of
+/// the connection, the capabilities the greeting offered and the answer to
+/// the handshake response (within 5 s).
+async fn raw_login(extra: CapabilityFlags) -> (RawReader, RawWriter, CapabilityFlags, Vec<u8>) {
     let stream = TcpStream::connect(proxy_addr()).await.unwrap();
     let (r, w) = stream.into_split();
     let mut reader = FrameReader::new(r);
@@ -176,7 +147,17 @@ async fn raw_session(extra: CapabilityFlags) -> (RawReader, RawWriter) {
     response.serialize(&mut body);
     writer.write_packet(seq + 1, &body).await.unwrap();
     writer.flush().await.unwrap();
-    let (_, ok) = reader.next_packet().await.unwrap();
+    let (_, answer) = tokio::time::timeout(std::time::Duration::from_secs(5), reader.next_packet())
+        .await
+        .expect("an answer, not a hang")
+        .unwrap();
+    (reader, writer, handshake.capabilities(), answer.to_vec())
+}
+
+/// A raw protocol session logged in as the app account, for commands no
+/// client library exposes.
+async fn raw_session(extra: CapabilityFlags) -> (RawReader, RawWriter) {
+    let (reader, writer, _, ok) = raw_login(extra).await;
     assert_eq!(ok[0], 0x00, "logged in");
     (reader, writer)
 }
