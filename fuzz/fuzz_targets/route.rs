@@ -125,7 +125,7 @@ fn check_plan<'p>(plan: &'p Plan, topo: &Topology) -> Vec<&'p [u8]> {
             }
             multi.parts.iter().map(|part| part.sql.as_bytes()).collect()
         }
-        Plan::AnyHost { sql } | Plan::Diagnostics { sql, .. } => vec![sql.as_bytes()],
+        Plan::AnyHost { sql, .. } | Plan::Diagnostics { sql, .. } => vec![sql.as_bytes()],
         Plan::Session(action) => match action {
             SessionAction::Use { fleet, shard } => {
                 let fleet = topo
