@@ -25,13 +25,12 @@ impl Drop for FileServe {
 }
 
 impl FileServe {
-    /// Runs the `shardgate` binary on `yaml` (written to a directory of its
-    /// own under `target/test-configs`, `schema.sql` beside it) after the
-    /// shell command `before` (`true` for none); returns once it logged
-    /// its client address and its client connection cap.
-    pub fn start(name: &str, before: &str, yaml: &str) -> Self {
+    /// Spawns `shardgate serve` on `yaml` (written as [`Self::start`] does)
+    /// after the shell command `before`, its log on a piped stderr; the
+    /// caller owns the process.
+    pub fn spawn(name: &str, before: &str, yaml: &str) -> std::process::Child {
         let config = write_config(name, yaml);
-        let mut child = std::process::Command::new("sh")
+        std::process::Command::new("sh")
             .args([
                 "-c",
                 &format!("{before} && exec \"$0\" serve --config \"$1\""),
@@ -42,7 +41,15 @@ impl FileServe {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
-            .expect("start shardgate serve");
+            .expect("start shardgate serve")
+    }
+
+    /// Runs the `shardgate` binary on `yaml` (written to a directory of its
+    /// own under `target/test-configs`, `schema.sql` beside it) after the
+    /// shell command `before` (`true` for none); returns once it logged
+    /// its client address and its client connection cap.
+    pub fn start(name: &str, before: &str, yaml: &str) -> Self {
+        let mut child = Self::spawn(name, before, yaml);
         let stderr = child.stderr.take().expect("piped stderr");
         // Killed on drop from here on, also when it does not start.
         let mut process = Self {

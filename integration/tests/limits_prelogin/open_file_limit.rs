@@ -3,7 +3,7 @@
 //! leaves room for no client, the start is refused.
 
 use super::*;
-use crate::file_serve::{strip_ansi, write_config, FileServe};
+use crate::file_serve::{strip_ansi, FileServe};
 
 #[tokio::test]
 async fn the_open_file_limit_is_raised_or_lowers_the_client_cap() {
@@ -99,19 +99,7 @@ async fn an_open_file_limit_with_room_for_no_client_stops_the_start() {
     assert!(yaml.contains("pool_max_per_host: 2"));
     // 4 hosts x (2 + 1) backend descriptors, 64 admin connections, 128 spare.
     let reserved = 4 * 3 + 64 + 128;
-    let config = write_config("fd-none", &yaml);
-    let mut child = std::process::Command::new("sh")
-        .args([
-            "-c",
-            &format!("ulimit -n {reserved} && exec \"$0\" serve --config \"$1\""),
-            env!("CARGO_BIN_EXE_shardgate"),
-            &config.display().to_string(),
-        ])
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start shardgate serve");
+    let mut child = FileServe::spawn("fd-none", &format!("ulimit -n {reserved}"), &yaml);
     let started = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
