@@ -49,6 +49,7 @@ mod session_functions;
 mod show;
 mod star;
 mod tokens;
+mod unparsed_ddl;
 mod update_delete;
 
 use std::fmt;
@@ -238,8 +239,9 @@ fn route_text(
                 if first_keyword(&tokens) == Keyword::SET {
                     return Err(unsupported("SET STATEMENT ... FOR SET"));
                 }
+                // The wrapper's tokens are gone: never passed unparsed.
                 let plan = plan_tokens(
-                    sql, tokens, src, edits, hints, topo, ctx, placement, prepare,
+                    sql, tokens, src, edits, hints, topo, ctx, placement, prepare, None,
                 )?;
                 return match plan {
                     Plan::Session(_) => Err(unsupported(
@@ -269,8 +271,18 @@ fn route_text(
             }
         }
     }
+    let whole = unparsed_ddl::Whole::of(&lexed);
     plan_tokens(
-        sql, tokens, src, edits, hints, topo, ctx, placement, prepare,
+        sql,
+        tokens,
+        src,
+        edits,
+        hints,
+        topo,
+        ctx,
+        placement,
+        prepare,
+        Some(whole),
     )
 }
 
@@ -365,6 +377,9 @@ fn first_keyword(tokens: &[TokenWithSpan]) -> Keyword {
 }
 
 /// [`route_inner`] once the text is read: dispatch by statement kind.
+/// `whole` (what the lexer saw of the whole text) allows a table schema
+/// change sqlparser cannot parse to be read from its tokens instead
+/// ([`unparsed_ddl`]); `None` when the tokens are not the whole text.
 #[allow(clippy::too_many_arguments)]
 fn plan_tokens(
     sql: &[u8],
@@ -376,6 +391,7 @@ fn plan_tokens(
     ctx: &RouteContext,
     placement: &mut dyn Placement,
     prepare: bool,
+    whole: Option<unparsed_ddl::Whole>,
 ) -> Result<Plan, RouteError> {
     let first = tokens::first_significant(&tokens);
     let keyword = first_keyword(&tokens);
@@ -416,6 +432,10 @@ fn plan_tokens(
         Keyword::CREATE | Keyword::ALTER => ddl::scan(&tokens)?,
         _ => 0,
     };
+    let first_word = first_span.map(|span| src.text(span)).unwrap_or_default();
+    let unparsed = whole
+        .filter(|_| unparsed_ddl::may_be_table_ddl(first_word))
+        .map(|whole| (whole, tokens.clone()));
     let parsed = parse_cache::parse_statements(tokens);
     let statements = match parsed {
         Ok(statements) => statements,
@@ -429,6 +449,17 @@ fn plan_tokens(
             // sqlparser does not know every SHOW; they touch no table data.
             if is_show {
                 return env.show_fallback(show_scan.named_db, edits);
+            }
+            if let Some((whole, tokens)) = unparsed {
+                return unparsed_ddl::plan(
+                    env,
+                    &tokens,
+                    whole,
+                    edits,
+                    &hints,
+                    placement,
+                    syntax(error),
+                );
             }
             return Err(syntax(error));
         }
