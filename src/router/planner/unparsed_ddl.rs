@@ -307,7 +307,9 @@ pub(super) fn read(tokens: &[TokenWithSpan], whole: Whole) -> Result<Option<Read
         if !matches!(token.token, Token::Period) {
             continue;
         }
-        let start = j.checked_sub(1).ok_or("a `.` that does not qualify a name")?;
+        let start = j
+            .checked_sub(1)
+            .ok_or("a `.` that does not qualify a name")?;
         if words.ident(start).is_none() || words.ident(j + 1).is_none() {
             return Err("a `.` that does not qualify a name");
         }
@@ -339,5 +341,7 @@ fn truncate_tail(words: &Words<'_>, i: usize) -> bool {
     let end = |at: usize| matches!(words.get(at), None | Some(Token::SemiColon));
     end(i)
         || (words.is(i, "NOWAIT") && end(i + 1))
-        || (words.is(i, "WAIT") && matches!(words.get(i + 1), Some(Token::Number(..))) && end(i + 2))
+        || (words.is(i, "WAIT")
+            && matches!(words.get(i + 1), Some(Token::Number(..)))
+            && end(i + 2))
 }
