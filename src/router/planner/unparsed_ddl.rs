@@ -28,7 +28,7 @@ use sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::{ddl, Env};
 use crate::router::hints::Hints;
-use crate::router::lex::Lexed;
+use crate::router::lex::{Lexed, PLACEHOLDER};
 use crate::router::plan::{Placement, Plan, RouteError};
 use crate::router::text::Edits;
 
@@ -240,6 +240,9 @@ pub(super) fn read(tokens: &[TokenWithSpan], whole: Whole) -> Result<Option<Read
     if whole.executable_comment {
         return Err("an executable comment (/*! ... */ or /*M! ... */)");
     }
+    if placeholder_in_name(tokens) {
+        return Err("a name of characters shardgate cannot read in this character set next to a name or a `.`");
+    }
     let (main, mut i) = words.name(first)?;
     if words.is(0, "TRUNCATE") && !truncate_tail(&words, i) {
         return Ok(None);
@@ -344,4 +347,18 @@ fn truncate_tail(words: &Words<'_>, i: usize) -> bool {
         || (words.is(i, "WAIT")
             && matches!(words.get(i + 1), Some(Token::Number(..)))
             && end(i + 2))
+}
+
+/// Whether a character the lexer left unread ([`PLACEHOLDER`]: a
+/// non-ASCII or multibyte one) touches a word, a number or a `.`: the
+/// server reads them as one name, which the tokens here do not hold whole
+/// (`<gbk>db00002.t` is not `db00002.t`). Alone (`(<gbk> INT, ...)`) it is
+/// a name of its own, a column's.
+fn placeholder_in_name(tokens: &[TokenWithSpan]) -> bool {
+    let placeholder = |t: &Token| matches!(t, Token::Char(c) if *c == char::from(PLACEHOLDER));
+    let part = |t: &Token| matches!(t, Token::Word(_) | Token::Number(..) | Token::Period);
+    tokens.windows(2).any(|pair| {
+        let (a, b) = (&pair[0].token, &pair[1].token);
+        (placeholder(a) && part(b)) || (part(a) && placeholder(b))
+    })
 }

@@ -348,3 +348,81 @@ fn unparsed_schema_change_prepared() {
         other => panic!("prepared ALTER TABLE ... DROP PARTITION: {other:?}"),
     }
 }
+
+/// In a multibyte character set the lexer reads a character it cannot
+/// show sqlparser as a placeholder: alone it is a column's name, and the
+/// statement passes unchanged; touching a name or a `.` it would make the
+/// server read another name than the tokens hold, and it is refused.
+#[test]
+fn unparsed_schema_changes_in_gbk() {
+    let gbk = RouteContext {
+        lex: LexMode {
+            charset: ClientCharset::AsciiTrail(TrailCharset::Gbk),
+            ..LexMode::default()
+        },
+        ..RouteContext::default()
+    };
+    // 海豚 in gbk.
+    let dolphin: &[u8] = &[0xBA, 0xA3, 0xEB, 0xE0];
+    let text = |parts: &[&[u8]]| parts.concat();
+    let create = text(&[
+        b"CREATE TABLE db00001.gbktest (",
+        dolphin,
+        b" INT AUTO_INCREMENT KEY, c1 LONG BYTE) CHARACTER SET 'gbk'",
+    ]);
+    match route(&create, &topo(), &gbk, &mut Fixed(0)) {
+        Plan::Shard(q) => {
+            assert_eq!(q.target.shard, 1);
+            assert_eq!(q.sql.0, create);
+        }
+        other => panic!("{other:?}"),
+    }
+    let next_to_a_name = "cannot read in this character set";
+    for (sql, needle) in [
+        (
+            text(&[
+                b"ALTER TABLE db00001.jobs DROP PARTITION p1, RENAME TO ",
+                dolphin,
+                b"db00001.t",
+            ]),
+            next_to_a_name,
+        ),
+        (
+            text(&[
+                b"ALTER TABLE db00001.jobs DROP PARTITION p1, RENAME TO db00001.",
+                dolphin,
+            ]),
+            next_to_a_name,
+        ),
+        (
+            text(&[b"CREATE TABLE db00001.t", dolphin, b" (a LONG BYTE)"]),
+            next_to_a_name,
+        ),
+        (
+            text(&[b"CREATE TABLE ", dolphin, b" (a LONG BYTE)"]),
+            "a table name shardgate cannot read",
+        ),
+    ] {
+        let plan = route(&sql, &topo(), &gbk, &mut Fixed(0));
+        assert!(
+            rejected_with(&plan, "Syntax", needle),
+            "{}: {plan:?}",
+            String::from_utf8_lossy(&sql)
+        );
+    }
+}
+
+/// Under ANSI_QUOTES a `"..."` name is a name: a second database in one
+/// is found like any other.
+#[test]
+fn unparsed_schema_changes_under_ansi_quotes() {
+    let ansi = LexMode {
+        ansi_quotes: true,
+        ..LexMode::default()
+    };
+    let plan = route_lex(
+        "ALTER TABLE \"db00001\".\"jobs\" EXCHANGE PARTITION p0 WITH TABLE \"db00002\".\"jobs\"",
+        ansi,
+    );
+    assert!(rejected_with(&plan, "CrossShard", "db00002"), "{plan:?}");
+}
