@@ -432,10 +432,6 @@ fn plan_tokens(
         Keyword::CREATE | Keyword::ALTER => ddl::scan(&tokens)?,
         _ => 0,
     };
-    let first_word = first_span.map(|span| src.text(span)).unwrap_or_default();
-    let unparsed = whole
-        .filter(|_| unparsed_ddl::may_be_table_ddl(first_word))
-        .map(|whole| (whole, tokens.clone()));
     let parsed = parse_cache::parse_statements(tokens);
     let statements = match parsed {
         Ok(statements) => statements,
@@ -450,16 +446,8 @@ fn plan_tokens(
             if is_show {
                 return env.show_fallback(show_scan.named_db, edits);
             }
-            if let Some((whole, tokens)) = unparsed {
-                return unparsed_ddl::plan(
-                    env,
-                    &tokens,
-                    whole,
-                    edits,
-                    &hints,
-                    placement,
-                    syntax(error),
-                );
+            if let Some(whole) = whole {
+                return unparsed_ddl::plan(env, whole, edits, &hints, placement, syntax(error));
             }
             return Err(syntax(error));
         }

@@ -24,7 +24,8 @@
 //! parser's 1064.
 
 use sqlparser::ast::{Ident, ObjectName, ObjectNamePart};
-use sqlparser::tokenizer::{Token, TokenWithSpan};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use super::{ddl, Env};
 use crate::router::hints::Hints;
@@ -56,14 +57,6 @@ impl Whole {
     }
 }
 
-/// Whether a statement starting with this keyword may be a table schema
-/// change (worth keeping its tokens for [`plan`]).
-pub(super) fn may_be_table_ddl(first_word: &str) -> bool {
-    ["CREATE", "ALTER", "DROP", "TRUNCATE", "RENAME"]
-        .iter()
-        .any(|verb| first_word.eq_ignore_ascii_case(verb))
-}
-
 /// A table schema change read from its tokens: its verb for access errors
 /// and the table names it names.
 #[derive(Debug, PartialEq)]
@@ -87,17 +80,21 @@ fn refused(parse_error: &RouteError, why: &str) -> RouteError {
 
 /// Plans a statement sqlparser failed on (`parse_error`): a table schema
 /// change [`read`] proves goes to its shard like a parsed one, its table
-/// names qualified; anything else is refused with `parse_error`.
+/// names qualified; anything else is refused with `parse_error`. The
+/// statement's shadow is tokenized again (the tokens went to the parser:
+/// only a statement that failed pays for a second reading).
 pub(super) fn plan(
     env: Env<'_>,
-    tokens: &[TokenWithSpan],
     whole: Whole,
     edits: Edits,
     hints: &Hints,
     placement: &mut dyn Placement,
     parse_error: RouteError,
 ) -> Result<Plan, RouteError> {
-    let read = match read(tokens, whole) {
+    let Ok(tokens) = Tokenizer::new(&MySqlDialect {}, env.src.sql).tokenize_with_location() else {
+        return Err(parse_error);
+    };
+    let read = match read(&tokens, whole) {
         Ok(Some(read)) => read,
         Ok(None) => return Err(parse_error),
         Err(why) => return Err(refused(&parse_error, why)),
