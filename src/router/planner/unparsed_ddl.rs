@@ -237,6 +237,9 @@ pub(super) fn read(tokens: &[TokenWithSpan], whole: Whole) -> Result<Option<Read
     if whole.executable_comment {
         return Err("an executable comment (/*! ... */ or /*M! ... */)");
     }
+    if dot_inside_token(tokens) {
+        return Err("a `.` that does not qualify a name");
+    }
     if placeholder_in_name(tokens) {
         return Err("a name of characters shardgate cannot read in this character set next to a name or a `.`");
     }
@@ -358,4 +361,19 @@ fn placeholder_in_name(tokens: &[TokenWithSpan]) -> bool {
         let (a, b) = (&pair[0].token, &pair[1].token);
         (placeholder(a) && part(b)) || (part(a) && placeholder(b))
     })
+}
+
+/// Whether a `.` is inside a word token (`.1t`) or starts a number right
+/// after a word (`t.1e5` read as `t`, `.1e5`): sqlparser and MariaDB may
+/// split such text differently, so a qualified name could hide in it.
+fn dot_inside_token(tokens: &[TokenWithSpan]) -> bool {
+    let dotted_word =
+        |t: &Token| matches!(t, Token::Word(w) if w.quote_style.is_none() && w.value.contains('.'));
+    tokens.iter().any(|t| dotted_word(&t.token))
+        || tokens.windows(2).any(|pair| {
+            matches!(
+                (&pair[0].token, &pair[1].token),
+                (Token::Word(_), Token::Number(n, _)) if n.starts_with('.')
+            )
+        })
 }

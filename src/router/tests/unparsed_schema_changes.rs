@@ -113,6 +113,14 @@ fn unparsed_schema_changes_go_to_their_shard() {
             "TRUNCATE t1 NOWAIT",
             ddl("db00007", "TRUNCATE db00007.t1 NOWAIT"),
         ),
+        // A number starting with `.` is a number.
+        c(
+            "ALTER TABLE db00001.jobs DROP PARTITION p1, ADD COLUMN f FLOAT SIGNED DEFAULT .5",
+            ddl(
+                "db00001",
+                "ALTER TABLE db00001.jobs DROP PARTITION p1, ADD COLUMN f FLOAT SIGNED DEFAULT .5",
+            ),
+        ),
         // A trailing `;` ends the one statement.
         c(
             "ALTER TABLE db00001.jobs DROP PARTITION p1;",
@@ -276,6 +284,21 @@ fn unparsed_schema_changes_refused() {
             "ALTER TABLE db00001.jobs DROP PARTITION p1 COMMENT 'x'.y",
             reject("Syntax", "a `.`"),
         ),
+        // After `name.`, MariaDB reads a name even if it starts with
+        // digits.
+        c(
+            "ALTER TABLE db00001.jobs EXCHANGE PARTITION p0 WITH TABLE db00002.1e5",
+            reject("CrossShard", "db00002"),
+        ),
+        c(
+            "ALTER TABLE db00001.jobs DROP PARTITION p1, RENAME TO db00002.1t",
+            reject("CrossShard", "db00002"),
+        ),
+        c(
+            "ALTER TABLE db00001.jobs DROP PARTITION p1, ADD COLUMN x INT DEFAULT (db00002.123())",
+            reject("Syntax", "a `.`"),
+        ),
+
         c(
             "SET STATEMENT max_statement_time=10 FOR ALTER TABLE db00001.jobs DROP PARTITION p1",
             reject("Syntax", ""),
