@@ -271,7 +271,13 @@ pub(super) fn read(tokens: &[TokenWithSpan], whole: Whole) -> Result<Option<Read
                     "REFERENCES" | "TABLE" => true,
                     "LIKE" => i == first_after(&read_at, &names, 0),
                     "TO" => words.is(0, "RENAME") && depth == 0,
-                    "RENAME" => {
+                    // An ALTER operation: after the table name or a
+                    // `,` (a column may be named `rename`).
+                    "RENAME"
+                        if depth == 0
+                            && (i == first_after(&read_at, &names, 0)
+                                || matches!(words.get(i - 1), Some(Token::Comma))) =>
+                    {
                         i += 1;
                         // `RENAME TO|AS t` or `RENAME t`, not `RENAME
                         // COLUMN|INDEX|KEY`.

@@ -121,6 +121,15 @@ fn unparsed_schema_changes_go_to_their_shard() {
                 "ALTER TABLE db00001.jobs DROP PARTITION p1, ADD COLUMN f FLOAT SIGNED DEFAULT .5",
             ),
         ),
+        // A column named `rename` is a column.
+        u(
+            "db00007",
+            "ALTER TABLE jobs DROP PARTITION p1, ADD COLUMN rename LONG BYTE",
+            ddl(
+                "db00007",
+                "ALTER TABLE db00007.jobs DROP PARTITION p1, ADD COLUMN rename LONG BYTE",
+            ),
+        ),
         // A trailing `;` ends the one statement.
         c(
             "ALTER TABLE db00001.jobs DROP PARTITION p1;",
