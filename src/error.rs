@@ -107,6 +107,19 @@ pub enum ClientError {
     /// `limits.idle_in_transaction_timeout_ms` (1205); the connection closes.
     #[error("shardgate: the session was idle in an open transaction for more than limits.idle_in_transaction_timeout_ms ({0} ms); the transaction was rolled back and the connection closed")]
     IdleInTransaction(u64),
+    /// A healthy host's pool had no connection free for the whole checkout
+    /// timeout (1105): other sessions (or this one, past its share) hold
+    /// them all.
+    #[error("shardgate: the connection pool of host {host}{place} is exhausted; the host itself is healthy: {reason}")]
+    PoolExhausted {
+        /// Host address.
+        host: String,
+        /// ` (shard N of fleet F)`, or empty for a statement any master
+        /// may answer.
+        place: String,
+        /// Which limit was reached and how long the checkout waited.
+        reason: String,
+    },
     /// No backend host is usable for a statement that may run anywhere.
     #[error("shardgate: no healthy master is available: {0}")]
     NoHealthyHost(String),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use mysql_common::constants::StatusFlags;
 
+use super::diagnostics_copy::DiagnosticsCopy;
 use super::local_infile::ClientFileLink;
 use super::pause::ShardGuard;
 use crate::backend::{ConnKey, PoolShare, PooledConn};
@@ -155,6 +156,10 @@ pub struct SessionState {
     /// of returned) when that statement left warnings or an error, so
     /// `SHOW WARNINGS` sees them.
     pub held: Option<PooledConn>,
+    /// The previous statement's diagnostics, copied when its held
+    /// connection was given back to a pool another session waited on
+    /// ([`Engine::give_up_held`](super::Engine::give_up_held)).
+    pub diagnostics_copy: Option<DiagnosticsCopy>,
     /// Whether the previous statement ran on the bound connection.
     pub last_on_bound: bool,
     /// SAVEPOINT statements given before the transaction bound; replayed on
@@ -230,6 +235,7 @@ impl SessionState {
             bound: None,
             response_seq: 1,
             held: None,
+            diagnostics_copy: None,
             last_on_bound: false,
             pending_savepoints: Vec::new(),
             more_results: false,

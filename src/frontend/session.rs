@@ -262,16 +262,38 @@ where
             let (limit, in_transaction) = self.idle_limit();
             self.reader.release_idle();
             self.writer.release_idle();
-            let read = tokio::select! {
-                read = tokio::time::timeout(limit, self.reader.next_packet()) => match read {
-                    Ok(read) => read,
-                    Err(_) if in_transaction => return self.end_idle_transaction(limit).await,
-                    Err(_) => {
-                        debug!(connection_id = self.state.connection_id, "idle past wait_timeout: closing");
-                        return self.writer.shutdown().await;
+            // The read is never cancelled: meanwhile a connection held only
+            // for `SHOW WARNINGS` is given back as soon as another session
+            // waits for its pool (its diagnostics copied first).
+            let read = {
+                let read = tokio::time::timeout(limit, self.reader.next_packet());
+                tokio::pin!(read);
+                loop {
+                    let held_pool = self.state.held.as_ref().map(|conn| conn.pool().clone());
+                    let pressure = async {
+                        match &held_pool {
+                            Some(pool) => pool.pressure().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        read = &mut read => break Some(read),
+                        () = entry.killed() => break None,
+                        () = pressure => self.engine.give_up_held(&mut self.state).await,
                     }
-                },
-                () = entry.killed() => return self.close_killed().await,
+                }
+            };
+            let read = match read {
+                Some(Ok(read)) => read,
+                Some(Err(_)) if in_transaction => return self.end_idle_transaction(limit).await,
+                Some(Err(_)) => {
+                    debug!(
+                        connection_id = self.state.connection_id,
+                        "idle past wait_timeout: closing"
+                    );
+                    return self.writer.shutdown().await;
+                }
+                None => return self.close_killed().await,
             };
             let (last_seq, packet) = match read {
                 Ok(packet) => packet,
