@@ -147,6 +147,19 @@ pub enum ClientError {
         /// The shard's master now (or why there is none).
         to: String,
     },
+    /// The session's transaction sat idle on a shard being paused (for a
+    /// cutover, move or promotion) for 3/4 of `pause.drain_timeout_ms`;
+    /// the proxy rolled it back so the pause could complete (1213,
+    /// answered to the session's next statement).
+    #[error("shardgate: this transaction was rolled back: it sat idle on shard {shard} of fleet {fleet} while the shard was being paused for a cutover (for 3/4 of pause.drain_timeout_ms, {idle_ms} ms); try restarting transaction")]
+    IdleDuringPause {
+        /// Fleet name.
+        fleet: String,
+        /// The transaction's shard.
+        shard: u32,
+        /// How long the transaction may sit idle on a shard being paused.
+        idle_ms: u64,
+    },
     /// A write, locking read, write through a function (sequence, user
     /// lock, stored function), or a statement that would commit a bound
     /// transaction while this proxy is fenced: it lost its ZooKeeper
@@ -196,7 +209,7 @@ impl ClientError {
             ClientError::BadExecute(_) => 1210,
             ClientError::TooManyPrepared(_) => 1461,
             ClientError::ShardPaused { .. } | ClientError::IdleInTransaction(_) => 1205,
-            ClientError::ShardMoved { .. } => 1213,
+            ClientError::ShardMoved { .. } | ClientError::IdleDuringPause { .. } => 1213,
             ClientError::UnknownThread(_) => 1094,
             ClientError::NotOwner(_) => 1095,
             ClientError::QueryInterrupted => 1317,
@@ -215,7 +228,7 @@ impl ClientError {
             ClientError::AccessDenied { .. } => "28000",
             ClientError::NoDatabaseSelected => "3D000",
             ClientError::UnsupportedCommand(_) | ClientError::PacketTooLarge(_) => "08S01",
-            ClientError::ShardMoved { .. } => "40001",
+            ClientError::ShardMoved { .. } | ClientError::IdleDuringPause { .. } => "40001",
             ClientError::QueryInterrupted
             | ClientError::ConnectionKilled
             | ClientError::PartTimeout { .. } => "70100",

@@ -836,7 +836,10 @@ async fn connections_held_only_for_show_warnings_are_given_up_under_pool_pressur
     let mut holders = Vec::new();
     for _ in 0..2 {
         let mut holder = app(&proxy).await;
-        let w: Option<i64> = holder.query_first(&warn).await.expect("a read with a warning");
+        let w: Option<i64> = holder
+            .query_first(&warn)
+            .await
+            .expect("a read with a warning");
         assert_eq!(w, Some(0));
         holders.push(holder);
     }
@@ -905,7 +908,9 @@ async fn any_master_statements_take_a_free_master_and_a_full_pool_is_not_a_down_
         let mut conn = app(&proxy).await;
         conn.query_drop("BEGIN").await.expect("BEGIN");
         let _: Vec<String> = conn
-            .query(format!("SELECT data FROM pins WHERE id = {id} LOCK IN SHARE MODE"))
+            .query(format!(
+                "SELECT data FROM pins WHERE id = {id} LOCK IN SHARE MODE"
+            ))
             .await
             .expect("a locking read binds the transaction");
         idle.push(conn);
@@ -930,8 +935,9 @@ async fn any_master_statements_take_a_free_master_and_a_full_pool_is_not_a_down_
     eprintln!("full pool: {code} {message}");
     assert_eq!(code, 1105);
     assert!(
-        message.contains("connection pool of host 127.0.0.1:3307 (shard 5 of fleet main) is exhausted")
-            && message.contains("backend.pool_max_per_host")
+        message.contains(
+            "connection pool of host 127.0.0.1:3307 (shard 5 of fleet main) is exhausted"
+        ) && message.contains("backend.pool_max_per_host")
             && !message.contains("unavailable"),
         "{message}"
     );

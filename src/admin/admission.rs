@@ -203,7 +203,10 @@ mod tests {
     #[test]
     fn one_address_ends_its_own_oldest_pending_connection() {
         assert_eq!(table(&[1, 2], 0).decide(ip(1), SMALL), Decision::Admit);
-        assert_eq!(table(&[2, 1, 1], 0).decide(ip(1), SMALL), Decision::Evict(1));
+        assert_eq!(
+            table(&[2, 1, 1], 0).decide(ip(1), SMALL),
+            Decision::Evict(1)
+        );
         assert_eq!(table(&[2, 1, 1], 0).decide(ip(3), SMALL), Decision::Admit);
     }
 
@@ -211,8 +214,14 @@ mod tests {
     fn pending_connections_leave_places_for_logged_in_sessions() {
         // Four pending (the most they hold): a fifth ends the oldest of the
         // address with the most.
-        assert_eq!(table(&[1, 2, 3, 3], 0).decide(ip(4), SMALL), Decision::Evict(2));
-        assert_eq!(table(&[1, 2, 3, 4], 0).decide(ip(5), SMALL), Decision::Evict(0));
+        assert_eq!(
+            table(&[1, 2, 3, 3], 0).decide(ip(4), SMALL),
+            Decision::Evict(2)
+        );
+        assert_eq!(
+            table(&[1, 2, 3, 4], 0).decide(ip(5), SMALL),
+            Decision::Evict(0)
+        );
         // Logged-in sessions may take the places pending ones may not.
         assert_eq!(table(&[1], 4).decide(ip(2), SMALL), Decision::Admit);
         assert_eq!(table(&[1, 2], 4).decide(ip(3), SMALL), Decision::Evict(0));

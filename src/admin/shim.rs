@@ -16,8 +16,8 @@ use opensrv_mysql::{
 use tokio::io::AsyncWrite;
 use tracing::{debug, info};
 
-use super::commands::{self, Context};
 use super::admission::Ticket;
+use super::commands::{self, Context};
 use super::throttle::{LoginThrottle, Turn};
 use super::{parse, AdminError, Answer};
 use crate::control::Control;

@@ -230,8 +230,14 @@ mod tests {
         drop(table);
         let other = IpAddr::V4(std::net::Ipv4Addr::new(192, 168, 1, 1));
         assert!(matches!(throttle.turn(other, now), Turn::Wait(w) if w > Duration::ZERO));
-        assert_eq!(address_key(ip("2001:db8::1")), address_key(ip("2001:db8::ffff:1")));
-        assert_ne!(address_key(ip("2001:db8::1")), address_key(ip("2001:db8:0:1::1")));
+        assert_eq!(
+            address_key(ip("2001:db8::1")),
+            address_key(ip("2001:db8::ffff:1"))
+        );
+        assert_ne!(
+            address_key(ip("2001:db8::1")),
+            address_key(ip("2001:db8:0:1::1"))
+        );
         assert_eq!(address_key(ip("::ffff:10.0.0.1")), ip("10.0.0.1"));
     }
 }

@@ -72,6 +72,13 @@ impl Engine {
         more: bool,
         client: &mut FrameWriter<W>,
     ) -> io::Result<bool> {
+        if let Some(error) = state.ended_while_idle.take() {
+            if !is_plain_rollback(sql) {
+                write_error(client, state.response_seq, &error).await?;
+                state.response_seq = client.next_seq();
+                return Ok(false);
+            }
+        }
         let mut waiting_since: Option<Instant> = None;
         loop {
             // The epoch is read before the topology (see PauseGate::enter).
@@ -698,6 +705,24 @@ async fn route_off_runtime<P: Placement + Clone + Send + 'static>(
     }
 }
 
+/// Whether `sql` is `ROLLBACK [WORK]` alone (a client that already knows
+/// its transaction failed, answered OK after the proxy ended it).
+fn is_plain_rollback(sql: &[u8]) -> bool {
+    let text = sql.trim_ascii();
+    let text = text.strip_suffix(b";").unwrap_or(text);
+    let words: Vec<&[u8]> = text
+        .split(u8::is_ascii_whitespace)
+        .filter(|word| !word.is_empty())
+        .collect();
+    match words.as_slice() {
+        [rollback] => rollback.eq_ignore_ascii_case(b"ROLLBACK"),
+        [rollback, work] => {
+            rollback.eq_ignore_ascii_case(b"ROLLBACK") && work.eq_ignore_ascii_case(b"WORK")
+        }
+        _ => false,
+    }
+}
+
 /// The answer to a diagnostics statement from `copy` (the default when the
 /// previous statement left no warnings and no error: no rows, counts of 0);
 /// `limit` is a `SHOW WARNINGS|ERRORS` list's `LIMIT`.
@@ -752,4 +777,24 @@ async fn write_diagnostics<W: AsyncWrite + Unpin>(
         Some(copy.count(*area).to_string().as_bytes()),
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_plain_rollback;
+
+    #[test]
+    fn plain_rollbacks_are_told_from_other_statements() {
+        for sql in ["ROLLBACK", " rollback ;", "ROLLBACK\tWORK;"] {
+            assert!(is_plain_rollback(sql.as_bytes()), "{sql}");
+        }
+        for sql in [
+            "ROLLBACK TO s1",
+            "COMMIT",
+            "ROLLBACK WORK AND CHAIN",
+            "SELECT 1",
+        ] {
+            assert!(!is_plain_rollback(sql.as_bytes()), "{sql}");
+        }
+    }
 }
