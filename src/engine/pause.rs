@@ -655,4 +655,38 @@ pub(crate) mod tests {
         assert_eq!(gate.running_on("main", 4000), 0);
         assert_eq!(gate.running_on("main", 6000), 0);
     }
+
+    #[tokio::test]
+    async fn paused_for_resolves_once_a_shard_stayed_paused_for_the_grace() {
+        let (gate, _) = gate();
+        let gate = Arc::new(gate);
+        let grace = Duration::from_millis(200);
+        let waiter = {
+            let gate = Arc::clone(&gate);
+            tokio::spawn(async move { gate.paused_for("main", 5, grace).await })
+        };
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(!waiter.is_finished(), "nothing is paused");
+        let started = tokio::time::Instant::now();
+        let ids = gate
+            .begin(&["main".to_owned()], 0, 10, Instant::now())
+            .unwrap();
+        waiter.await.unwrap();
+        assert!(started.elapsed() >= grace, "{:?}", started.elapsed());
+        gate.undo(&ids);
+        // A pause that ends within the grace does not count.
+        let waiter = {
+            let gate = Arc::clone(&gate);
+            tokio::spawn(async move { gate.paused_for("main", 5, grace).await })
+        };
+        tokio::task::yield_now().await;
+        let ids = gate
+            .begin(&["main".to_owned()], 0, 10, Instant::now())
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        gate.undo(&ids);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(!waiter.is_finished(), "the pause ended within the grace");
+        waiter.abort();
+    }
 }
