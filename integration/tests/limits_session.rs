@@ -536,14 +536,15 @@ async fn a_session_idle_in_a_transaction_is_closed_and_rolled_back() {
     let result = client.query_drop("COMMIT").await;
     let error = result.expect_err("the idle transaction was ended");
     eprintln!("idle in transaction: {error}");
-    if let mysql_async::Error::Server(e) = &error {
-        assert_eq!(e.code, 1205, "{}", e.message);
-        assert!(
-            e.message.contains("idle_in_transaction_timeout_ms"),
-            "{}",
-            e.message
-        );
-    }
+    let mysql_async::Error::Server(e) = &error else {
+        panic!("the client is told why, not just disconnected: {error}");
+    };
+    assert_eq!(e.code, 1205, "{}", e.message);
+    assert!(
+        e.message.contains("idle_in_transaction_timeout_ms") && e.message.contains("rolled back"),
+        "{}",
+        e.message
+    );
     let mut direct = operations(MASTER_A).await;
     let row: Option<String> = direct
         .query_first(format!(
