@@ -398,6 +398,11 @@ fn plan_tokens(
             "ANALYZE statements: MariaDB's ANALYZE <statement> executes the statement; run the statement itself (ANALYZE TABLE: on the hosts)",
         ));
     }
+    if keyword == Keyword::START {
+        if let Some(begin) = session::start_with_snapshot(&tokens, sql) {
+            return Ok(begin);
+        }
+    }
     let lock_share = tokens::strip_lock_in_share_mode(&mut tokens);
     let show_scan = if is_show {
         show::ShowScan::of(&tokens, &src, topo)
@@ -437,8 +442,10 @@ fn plan_tokens(
         [] => return Err(RouteError::Syntax("Query was empty".to_owned())),
         [one] => one,
         _ => {
-            return Err(unsupported(
-                "several statements in one query; send them one at a time",
+            // A server answers 1064 too (a prepared statement, or a query
+            // without CLIENT_MULTI_STATEMENTS).
+            return Err(RouteError::Syntax(
+                "several statements in one query; send them one at a time".to_owned(),
             ))
         }
     };
