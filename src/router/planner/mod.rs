@@ -356,6 +356,11 @@ fn name_substituted_items(
     edits
 }
 
+/// Why a statement with a non-ASCII byte outside quotes that is not a
+/// character shardgate reads (of latin1 and other single-byte character
+/// sets, of a text that is not the session's character set) is refused.
+const UNREADABLE_WORD: &str = "a non-ASCII byte outside quotes that shardgate cannot read in the session's character set (unquoted identifiers may hold utf8 text, or big5 / gbk / sjis multibyte characters, only); quote the identifier with backticks";
+
 /// The keyword of the first significant token.
 fn first_keyword(tokens: &[TokenWithSpan]) -> Keyword {
     match tokens::first_significant(tokens).map(|t| &t.token) {
@@ -421,6 +426,9 @@ fn plan_tokens(
         Keyword::CREATE | Keyword::ALTER => ddl::scan(&tokens)?,
         _ => 0,
     };
+    let unreadable_word = tokens
+        .iter()
+        .any(|t| t.token == Token::Char(char::from(lex::PLACEHOLDER)));
     let parsed = parse_cache::parse_statements(tokens);
     let statements = match parsed {
         Ok(statements) => statements,
@@ -434,6 +442,9 @@ fn plan_tokens(
             // sqlparser does not know every SHOW; they touch no table data.
             if is_show {
                 return env.show_fallback(show_scan.named_db, edits);
+            }
+            if unreadable_word {
+                return Err(unsupported(UNREADABLE_WORD));
             }
             return Err(syntax(error));
         }
