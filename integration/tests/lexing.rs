@@ -279,12 +279,18 @@ async fn multibyte_column_names_of_the_sessions_character_set_reach_the_server()
     let db = "db01717";
     for (charset, name, utf8_hex) in [
         ("gbk", &b"\xBA\xA3\xEB\xE0"[..], "E6B5B7E8B19A"),
-        ("sjis", &b"\x83\x56\x83\x43\x83\x89"[..], "E382B7E382A4E383A9"),
+        (
+            "sjis",
+            &b"\x83\x56\x83\x43\x83\x89"[..],
+            "E382B7E382A4E383A9",
+        ),
     ] {
         let table = format!("sg_mb_{charset}");
         drop_table_on(MASTER_A, db, &table).await;
         let mut conn = client().await;
-        conn.query_drop(format!("SET NAMES {charset}")).await.unwrap();
+        conn.query_drop(format!("SET NAMES {charset}"))
+            .await
+            .unwrap();
         let statement = |parts: &[&[u8]]| parts.concat();
         let create = statement(&[
             format!("CREATE TABLE {db}.{table} (").as_bytes(),
@@ -317,7 +323,9 @@ async fn multibyte_column_names_of_the_sessions_character_set_reach_the_server()
             .unwrap();
         assert_eq!(column.as_deref(), Some(utf8_hex), "{charset}");
         let row: Option<(i64, String)> = ops
-            .query_first(format!("SELECT 1 * 7, HEX(CONVERT(c1 USING utf8mb4)) FROM {db}.{table}"))
+            .query_first(format!(
+                "SELECT 1 * 7, HEX(CONVERT(c1 USING utf8mb4)) FROM {db}.{table}"
+            ))
             .await
             .unwrap();
         assert_eq!(row, Some((7, utf8_hex.to_owned())), "{charset}");

@@ -788,7 +788,10 @@ async fn reset_connection_keeps_the_database_as_a_server_does() {
     // Unqualified tables still route to it.
     let id = insert_pin(&mut conn, SHARD_A, &format!("{TAG} reset")).await;
     let data: Option<String> = conn
-        .query_first(format!("SELECT data FROM pins WHERE local_id = {}", decode(id).local_id))
+        .query_first(format!(
+            "SELECT data FROM pins WHERE local_id = {}",
+            decode(id).local_id
+        ))
         .await
         .unwrap();
     assert_eq!(data, Some(format!("{TAG} reset")));
@@ -859,15 +862,22 @@ async fn set_names_reports_the_new_character_set_as_a_server_does() {
     };
     let mut answers = Vec::new();
     for (addr, user, password) in [
-        (format!("127.0.0.1:{MASTER_A}"), BACKEND_USER, BACKEND_PASSWORD),
+        (
+            format!("127.0.0.1:{MASTER_A}"),
+            BACKEND_USER,
+            BACKEND_PASSWORD,
+        ),
         (proxy_addr().to_string(), APP_USER, APP_PASSWORD),
     ] {
         let mut conn = BackendConn::connect(&addr, user, password, key, Duration::from_secs(5))
             .await
             .unwrap_or_else(|e| panic!("raw login to {addr}: {e}"));
-        conn.send_command(Command::COM_QUERY, b"SET NAMES 'gbk' COLLATE 'gbk_chinese_ci'")
-            .await
-            .unwrap();
+        conn.send_command(
+            Command::COM_QUERY,
+            b"SET NAMES 'gbk' COLLATE 'gbk_chinese_ci'",
+        )
+        .await
+        .unwrap();
         let ok = next(&mut conn).await;
         assert_eq!(ok[0], 0x00, "{addr}: {:?}", parse_err(&ok));
         let mut tracked = tracked_variables(&ok);
@@ -880,5 +890,8 @@ async fn set_names_reports_the_new_character_set_as_a_server_does() {
         "the server reports it: {:?}",
         answers[0]
     );
-    assert_eq!(answers[1], answers[0], "through the proxy as from the server");
+    assert_eq!(
+        answers[1], answers[0],
+        "through the proxy as from the server"
+    );
 }

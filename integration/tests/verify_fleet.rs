@@ -376,7 +376,10 @@ async fn a_mod_key_whose_collation_equates_different_keys_is_warned_about() {
         warned[0].contains("utf8mb4_general_ci") && warned[0].contains("127.0.0.1:3310"),
         "{warned:?}"
     );
-    assert!(report.to_string().contains("warning: mod-shard key"), "{report}");
+    assert!(
+        report.to_string().contains("warning: mod-shard key"),
+        "{report}"
+    );
     // The CLI's summary (stdout when the fleet is ok, stderr otherwise).
     let out = run_cli(&config_path());
     let printed = format!(

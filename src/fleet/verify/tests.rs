@@ -374,7 +374,11 @@ fn mod_keys_whose_collation_equates_different_bytes_are_warned_about() {
         let mut hosts = clean(&t, &schema);
         for (h, catalog) in hosts.iter_mut() {
             // The same column name on a host of another fleet is no key.
-            let name = if *h == mod_master { collation } else { "latin1_swedish_ci" };
+            let name = if *h == mod_master {
+                collation
+            } else {
+                "latin1_swedish_ci"
+            };
             catalog
                 .collations
                 .insert(key.clone(), [name.to_owned()].into());

@@ -457,7 +457,7 @@ fn plan_tokens(
             // without CLIENT_MULTI_STATEMENTS).
             return Err(RouteError::Syntax(
                 "several statements in one query; send them one at a time".to_owned(),
-            ))
+            ));
         }
     };
     if reads_processlist {

@@ -172,7 +172,10 @@ fn multibyte_identifiers_are_words_and_reach_the_server_as_written() {
     assert!(rejected_with(&plan, "Unsupported", "backticks"), "{plan:?}");
     let quoted = b"SELECT `caf\xE9` FROM db00001.pins";
     assert!(
-        matches!(route_bytes(quoted, ClientCharset::AsciiSafe), Plan::Shard(_)),
+        matches!(
+            route_bytes(quoted, ClientCharset::AsciiSafe),
+            Plan::Shard(_)
+        ),
         "quoted"
     );
 }

@@ -509,10 +509,7 @@ fn diagnostics() {
             any("SHOW VARIABLES LIKE 'warning%'"),
         ),
         c("SHOW COUNT(*) THINGS", any("SHOW COUNT(*) THINGS")),
-        c(
-            "SHOW WARNINGS; SELECT 1",
-            reject("Syntax", "one at a time"),
-        ),
+        c("SHOW WARNINGS; SELECT 1", reject("Syntax", "one at a time")),
         u(
             "db03429",
             "SHOW WARNINGS",
