@@ -263,3 +263,88 @@ async fn statement_bytes_are_never_altered() {
     );
     assert_eq!(code, 1105, "{message}");
 }
+
+/// Drops `db.table` on its host (operations account).
+async fn drop_table_on(port: u16, db: &str, table: &str) {
+    let mut ops = operations(port).await;
+    ops.query_drop(format!("DROP TABLE IF EXISTS {db}.{table}"))
+        .await
+        .expect("drop the test table");
+}
+
+#[tokio::test]
+async fn multibyte_column_names_of_the_sessions_character_set_reach_the_server() {
+    // Connector/Python's BugOra21535573: column names in gbk / sjis / big5,
+    // unquoted, in a session of that character set.
+    let db = "db01717";
+    for (charset, name, utf8_hex) in [
+        ("gbk", &b"\xBA\xA3\xEB\xE0"[..], "E6B5B7E8B19A"),
+        (
+            "sjis",
+            &b"\x83\x56\x83\x43\x83\x89"[..],
+            "E382B7E382A4E383A9",
+        ),
+    ] {
+        let table = format!("sg_mb_{charset}");
+        drop_table_on(MASTER_A, db, &table).await;
+        let mut conn = client().await;
+        conn.query_drop(format!("SET NAMES {charset}"))
+            .await
+            .unwrap();
+        let statement = |parts: &[&[u8]]| parts.concat();
+        let create = statement(&[
+            format!("CREATE TABLE {db}.{table} (").as_bytes(),
+            name,
+            b" INT AUTO_INCREMENT KEY, c1 VARCHAR(40)) CHARACTER SET ",
+            charset.as_bytes(),
+        ]);
+        conn.query_drop(create.as_slice())
+            .await
+            .unwrap_or_else(|e| panic!("{charset}: CREATE TABLE: {e}"));
+        let insert = statement(&[
+            format!("INSERT INTO {db}.{table} (").as_bytes(),
+            name,
+            b", c1) VALUES (7, '",
+            name,
+            b"')",
+        ]);
+        conn.query_drop(insert.as_slice())
+            .await
+            .unwrap_or_else(|e| panic!("{charset}: INSERT: {e}"));
+        // On the server: the column is named as the client wrote it, the
+        // row is there.
+        let mut ops = operations(MASTER_A).await;
+        let column: Option<String> = ops
+            .query_first(format!(
+                "SELECT HEX(COLUMN_NAME) FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}' AND ORDINAL_POSITION = 1"
+            ))
+            .await
+            .unwrap();
+        assert_eq!(column.as_deref(), Some(utf8_hex), "{charset}");
+        let row: Option<(i64, String)> = ops
+            .query_first(format!(
+                "SELECT 1 * 7, HEX(CONVERT(c1 USING utf8mb4)) FROM {db}.{table}"
+            ))
+            .await
+            .unwrap();
+        assert_eq!(row, Some((7, utf8_hex.to_owned())), "{charset}");
+        drop_table_on(MASTER_A, db, &table).await;
+    }
+}
+
+#[tokio::test]
+async fn a_non_ascii_byte_outside_quotes_of_a_single_byte_charset_is_refused_with_the_way_out() {
+    let mut conn = client().await;
+    conn.query_drop("SET NAMES latin1").await.unwrap();
+    let (code, message) = server_error(
+        conn.query_drop(&b"SELECT data AS caf\xE9 FROM db01717.pins LIMIT 0"[..])
+            .await
+            .expect_err("refused"),
+    );
+    assert_eq!(code, 1105, "{message}");
+    assert!(message.contains("backticks"), "{message}");
+    conn.query_drop(&b"SELECT data AS `caf\xE9` FROM db01717.pins LIMIT 0"[..])
+        .await
+        .expect("quoted, it goes through");
+}

@@ -181,6 +181,34 @@ async fn unsupported_commands_get_an_error_and_the_session_goes_on() {
 }
 
 #[tokio::test]
+async fn statistics_are_the_proxys_in_pairs_drivers_parse() {
+    let _first = raw_session(CapabilityFlags::empty()).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (mut reader, mut writer) = raw_session(CapabilityFlags::empty()).await;
+    let statistics = command(&mut reader, &mut writer, &[0x09]).await;
+    let text = String::from_utf8_lossy(&statistics).into_owned();
+    // As Connector/Python reads it: `label: number` pairs two spaces apart.
+    let pairs: Vec<(&str, u64)> = text
+        .split("  ")
+        .map(|pair| {
+            let (label, value) = pair
+                .split_once(':')
+                .unwrap_or_else(|| panic!("{pair:?} of {text:?} is no `label: value`"));
+            let value = value
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{pair:?} of {text:?}: not a number"));
+            (label.trim(), value)
+        })
+        .collect();
+    let uptime = pairs.iter().find(|(label, _)| *label == "Uptime");
+    assert!(
+        uptime.is_some_and(|(_, seconds)| *seconds >= 1),
+        "the proxy's uptime, not the new session's: {text:?}"
+    );
+}
+
+#[tokio::test]
 async fn statistics_set_option_and_field_list() {
     let (mut reader, mut writer) = raw_session(CapabilityFlags::empty()).await;
     let statistics = command(&mut reader, &mut writer, &[0x09]).await;

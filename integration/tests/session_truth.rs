@@ -14,7 +14,7 @@ use mysql_async::prelude::Queryable;
 use mysql_common::constants::{CapabilityFlags, Command, StatusFlags};
 use shardgate::backend::{BackendConn, ConnKey};
 use shardgate::protocol::frame::read_lenenc_int;
-use shardgate::protocol::packets::{parse_eof_status, parse_err, parse_ok};
+use shardgate::protocol::packets::{parse_eof_status, parse_err, parse_ok, status_offset};
 
 /// Shards this binary writes on (host A, host B); rows are tagged.
 const SHARD_A: u32 = 1717;
@@ -695,4 +695,203 @@ async fn analyze_of_a_write_is_refused_and_writes_nothing() {
         "the row is untouched"
     );
     delete_pins(MASTER_A, &[SHARD_A], &format!("{TAG} analyze")).await;
+}
+
+// ----- forms a server takes that the proxy refused (Connector/Python's suite) -----
+
+#[tokio::test]
+async fn quoted_user_variables_are_set_as_a_server_sets_them() {
+    let mut conn = client().await;
+    // Connector/Python's reset_session(user_variables=...) sends the first form.
+    conn.query_drop("SET @`sg_quoted` = 1, @'sg quoted' = 'two', @\"SG_Dq\" := 3")
+        .await
+        .expect("quoted user variable names");
+    let row: Option<(i64, String, i64)> = conn
+        .query_first("SELECT @sg_quoted, @`sg quoted`, @sg_dq")
+        .await
+        .unwrap();
+    assert_eq!(row, Some((1, "two".to_owned(), 3)));
+    // The SET is the session's: a statement on a shard of the other host
+    // sees the values too.
+    let on_shard: Option<(i64, String, i64)> = conn
+        .query_first(format!(
+            "SELECT @sg_quoted, @`sg quoted`, COUNT(*) >= 0 FROM db{SHARD_B:05}.pins"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(on_shard, Some((1, "two".to_owned(), 1)));
+    let mut server = direct(MASTER_A).await;
+    let refused = server.query_drop("SET @'' = 1").await.unwrap_err();
+    let through_proxy = conn.query_drop("SET @'' = 1").await.unwrap_err();
+    assert_eq!(server_error(through_proxy).0, server_error(refused).0);
+}
+
+#[tokio::test]
+async fn start_transaction_with_consistent_snapshot_opens_the_transaction_on_the_server() {
+    let mut conn = client().await;
+    conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        .await
+        .expect("the server's form");
+    let id = insert_pin(&mut conn, SHARD_A, &format!("{TAG} snapshot")).await;
+    let open: Option<i64> = conn.query_first("SELECT @@in_transaction").await.unwrap();
+    assert_eq!(open, Some(1));
+    assert_eq!(pin_on_host(id).await, None, "not committed yet");
+    conn.query_drop("COMMIT").await.unwrap();
+    assert_eq!(
+        pin_on_host(id).await.as_deref(),
+        Some(format!("{TAG} snapshot").as_str())
+    );
+    // Its characteristics reach the server with it.
+    conn.query_drop("START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT")
+        .await
+        .unwrap();
+    let refused = try_insert_pin(&mut conn, SHARD_A, &format!("{TAG} snapshot ro"))
+        .await
+        .expect_err("a read-only transaction");
+    assert_eq!(server_error(refused).0, 1792);
+    conn.query_drop("ROLLBACK").await.unwrap();
+    delete_pins(MASTER_A, &[SHARD_A], &format!("{TAG} snapshot")).await;
+}
+
+#[tokio::test]
+async fn reset_connection_keeps_the_database_as_a_server_does() {
+    let db = format!("db{SHARD_A:05}");
+    let opts = |port: u16, user: &str, password: &str| {
+        mysql_async::OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(port)
+            .user(Some(user))
+            .pass(Some(password))
+            .db_name(Some(db.clone()))
+            .prefer_socket(false)
+    };
+    let mut server = mysql_async::Conn::new(opts(MASTER_A, BACKEND_USER, BACKEND_PASSWORD))
+        .await
+        .unwrap();
+    let mut conn = mysql_async::Conn::new(opts(proxy_addr().port(), APP_USER, APP_PASSWORD))
+        .await
+        .unwrap();
+    for c in [&mut server, &mut conn] {
+        c.query_drop("SET @sg_before_reset = 1").await.unwrap();
+        assert!(c.reset().await.unwrap(), "COM_RESET_CONNECTION was sent");
+    }
+    let expected: Option<(Option<String>, Option<i64>)> = server
+        .query_first("SELECT DATABASE(), @sg_before_reset")
+        .await
+        .unwrap();
+    assert_eq!(expected, Some((Some(db.clone()), None)));
+    let seen: Option<(Option<String>, Option<i64>)> = conn
+        .query_first("SELECT DATABASE(), @sg_before_reset")
+        .await
+        .unwrap();
+    assert_eq!(seen, expected, "the database stays, variables go");
+    // Unqualified tables still route to it.
+    let id = insert_pin(&mut conn, SHARD_A, &format!("{TAG} reset")).await;
+    let data: Option<String> = conn
+        .query_first(format!(
+            "SELECT data FROM pins WHERE local_id = {}",
+            decode(id).local_id
+        ))
+        .await
+        .unwrap();
+    assert_eq!(data, Some(format!("{TAG} reset")));
+    delete_pins(MASTER_A, &[SHARD_A], &format!("{TAG} reset")).await;
+}
+
+#[tokio::test]
+async fn preparing_several_statements_is_the_servers_syntax_error() {
+    let mut server = direct(MASTER_A).await;
+    let mut conn = client().await;
+    let expected = server_error(server.prep("SELECT 1; SELECT 2").await.unwrap_err());
+    let seen = server_error(conn.prep("SELECT 1; SELECT 2").await.unwrap_err());
+    assert_eq!(seen.0, expected.0, "{seen:?} vs {expected:?}");
+    assert_eq!(seen.0, 1064);
+}
+
+/// The `(name, value)` pairs of the `SESSION_TRACK_SYSTEM_VARIABLES`
+/// entries of an OK packet's session state, if it has any.
+fn tracked_variables(ok: &[u8]) -> Vec<(String, String)> {
+    let (Some(info), Some(at)) = (parse_ok(ok), status_offset(ok, false)) else {
+        return Vec::new();
+    };
+    if !info
+        .status
+        .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED)
+    {
+        return Vec::new();
+    }
+    let lenenc_bytes = |rest: &mut &[u8]| -> Option<Vec<u8>> {
+        let len = read_lenenc_int(rest)? as usize;
+        let bytes = rest.get(..len)?.to_vec();
+        *rest = &rest[len..];
+        Some(bytes)
+    };
+    // Status (2) and warnings (2), then the info text.
+    let mut rest = ok.get(at + 4..).unwrap_or_default();
+    let _info = lenenc_bytes(&mut rest);
+    let Some(state) = lenenc_bytes(&mut rest) else {
+        return Vec::new();
+    };
+    let mut entries = state.as_slice();
+    let mut out = Vec::new();
+    while let Some((&kind, tail)) = entries.split_first() {
+        entries = tail;
+        let Some(data) = lenenc_bytes(&mut entries) else {
+            break;
+        };
+        if kind == 0 {
+            let mut data = data.as_slice();
+            if let (Some(name), Some(value)) = (lenenc_bytes(&mut data), lenenc_bytes(&mut data)) {
+                out.push((
+                    String::from_utf8_lossy(&name).into_owned(),
+                    String::from_utf8_lossy(&value).into_owned(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn set_names_reports_the_new_character_set_as_a_server_does() {
+    // libmysqlclient (Connector/Python's C extension) encodes parameters in
+    // the character set the server reports through session tracking.
+    let key = ConnKey {
+        framing: CapabilityFlags::CLIENT_SESSION_TRACK,
+        collation: 45,
+    };
+    let mut answers = Vec::new();
+    for (addr, user, password) in [
+        (
+            format!("127.0.0.1:{MASTER_A}"),
+            BACKEND_USER,
+            BACKEND_PASSWORD,
+        ),
+        (proxy_addr().to_string(), APP_USER, APP_PASSWORD),
+    ] {
+        let mut conn = BackendConn::connect(&addr, user, password, key, Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|e| panic!("raw login to {addr}: {e}"));
+        conn.send_command(
+            Command::COM_QUERY,
+            b"SET NAMES 'gbk' COLLATE 'gbk_chinese_ci'",
+        )
+        .await
+        .unwrap();
+        let ok = next(&mut conn).await;
+        assert_eq!(ok[0], 0x00, "{addr}: {:?}", parse_err(&ok));
+        let mut tracked = tracked_variables(&ok);
+        // A server lists them in no fixed order.
+        tracked.sort();
+        answers.push(tracked);
+    }
+    assert!(
+        answers[0].contains(&("character_set_client".to_owned(), "gbk".to_owned())),
+        "the server reports it: {:?}",
+        answers[0]
+    );
+    assert_eq!(
+        answers[1], answers[0],
+        "through the proxy as from the server"
+    );
 }

@@ -358,3 +358,37 @@ async fn a_malformed_schema_is_an_error_naming_its_line() {
         "schema line 2: only CREATE TABLE statements are allowed in a schema file, found `DROP TABLE boards`"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mod_key_whose_collation_equates_different_keys_is_warned_about() {
+    let _fleet = FLEET.lock().await;
+    // config/schema.sql makes user_by_email.email utf8mb4 (general_ci):
+    // 'A@x.com' and 'a@x.com ' are one key to the server, two hashes to
+    // shardgate (redteam F7).
+    let report = verify_settled(&topology()).await;
+    let warned: Vec<&String> = report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("user_by_email.email"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{:?}", report.warnings);
+    assert!(
+        warned[0].contains("utf8mb4_general_ci") && warned[0].contains("127.0.0.1:3310"),
+        "{warned:?}"
+    );
+    assert!(
+        report.to_string().contains("warning: mod-shard key"),
+        "{report}"
+    );
+    // The CLI's summary (stdout when the fleet is ok, stderr otherwise).
+    let out = run_cli(&config_path());
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        printed.contains("warning: mod-shard key user_by_email.email"),
+        "{printed}"
+    );
+}

@@ -30,6 +30,7 @@ use crate::topology::{SharedTopology, Topology};
 use fence::Fence;
 use pause::PauseGate;
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 pub use failure::write_error;
 pub use server_info::{proxy_version, ServerInfo};
@@ -53,6 +54,8 @@ pub struct Engine {
     pub sessions: Arc<Sessions>,
     /// The version and idle timeouts presented to clients, once read.
     server: OnceLock<ServerInfo>,
+    /// When the proxy started (the `Uptime` of COM_STATISTICS).
+    pub started: Instant,
 }
 
 impl Engine {
@@ -70,6 +73,7 @@ impl Engine {
             stats: Stats::new(),
             sessions: Arc::default(),
             server: OnceLock::new(),
+            started: Instant::now(),
         }
     }
 }

@@ -281,18 +281,29 @@ impl SessionState {
         }
     }
 
-    /// Back to a fresh session (COM_RESET_CONNECTION, COM_CHANGE_USER): an
-    /// open transaction is dropped with its connection (the server rolls it
-    /// back), settings, `USE`, savepoints and the held connection go.
+    /// Back to a fresh session (COM_RESET_CONNECTION): an open transaction
+    /// is dropped with its connection (the server rolls it back), settings,
+    /// savepoints and the held connection go; the selected database stays,
+    /// as on a server.
     pub fn reset(&mut self) {
         let fresh = SessionState::new(self.connection_id, self.conn_key, self.deprecate_eof);
         let multi_statements = self.multi_statements;
         let entry = Arc::clone(&self.entry);
         let client_file = self.client_file.take();
+        let database = (
+            self.route.current_db,
+            self.current_db_name.take(),
+            self.route_generation,
+        );
         *self = fresh;
         self.multi_statements = multi_statements;
         self.entry = entry;
         self.client_file = client_file;
+        (
+            self.route.current_db,
+            self.current_db_name,
+            self.route_generation,
+        ) = database;
     }
 
     /// The name of the database selected with `USE` (or at login).

@@ -30,7 +30,11 @@ use crate::topology::config::{Config, LimitsConfig, UserConfig};
 /// MariaDB; drivers pick dialect quirks from it.
 pub const SERVER_VERSION: &str = "5.5.5-10.11.0-MariaDB-shardgate";
 
-/// Capabilities the proxy offers clients.
+/// Capabilities the proxy offers clients. `CLIENT_SESSION_TRACK` is one of
+/// the framing capabilities backend connections share with their client,
+/// so a server's report of what a statement changed (a `SET NAMES`'s
+/// `character_set_client`, which libmysqlclient encodes parameters in)
+/// reaches the client with the statement's OK.
 pub const SERVER_CAPABILITIES: CapabilityFlags = CapabilityFlags::CLIENT_LONG_PASSWORD
     .union(CapabilityFlags::CLIENT_FOUND_ROWS)
     .union(CapabilityFlags::CLIENT_LONG_FLAG)
@@ -45,6 +49,7 @@ pub const SERVER_CAPABILITIES: CapabilityFlags = CapabilityFlags::CLIENT_LONG_PA
     .union(CapabilityFlags::CLIENT_CONNECT_ATTRS)
     .union(CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA)
     .union(CapabilityFlags::CLIENT_DEPRECATE_EOF)
+    .union(CapabilityFlags::CLIENT_SESSION_TRACK)
     .union(CapabilityFlags::CLIENT_LOCAL_FILES);
 
 const NATIVE_PLUGIN: &[u8] = b"mysql_native_password";

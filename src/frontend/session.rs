@@ -159,7 +159,6 @@ where
         reader,
         writer,
         placement: RandomPlacement::new(),
-        started: Instant::now(),
         client_file: None,
         login,
     };
@@ -209,7 +208,6 @@ struct Session<R, W> {
     state: SessionState,
     login: LoggedIn,
     placement: RandomPlacement,
-    started: Instant,
     /// The session's place in the registry (removed when the session ends).
     registration: Registration,
     /// Where a `LOAD DATA LOCAL INFILE` asks for the client's file (when
@@ -660,12 +658,14 @@ where
         self.writer.flush().await
     }
 
-    /// COM_STATISTICS: a one-line status string, as servers answer it.
+    /// COM_STATISTICS: a one-line status string, as servers answer it:
+    /// `label: number` pairs two spaces apart (drivers parse it so), the
+    /// proxy's uptime, sessions, hosts and shards.
     async fn statistics(&mut self) -> io::Result<()> {
         let topology = self.engine.topology.load();
         let text = format!(
-            "Uptime: {}  Threads: {}  Hosts: {}  Shards: {}  (shardgate {})",
-            self.started.elapsed().as_secs(),
+            "Uptime: {}  Threads: {}  Hosts: {}  Shards: {}",
+            self.engine.started.elapsed().as_secs(),
             self.engine.sessions.count(),
             topology.hosts.len(),
             topology
@@ -673,7 +673,6 @@ where
                 .iter()
                 .map(|fleet| fleet.shard_count)
                 .sum::<u32>(),
-            env!("CARGO_PKG_VERSION")
         );
         self.writer
             .write_packet(self.state.response_seq, text.as_bytes())

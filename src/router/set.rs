@@ -418,8 +418,12 @@ fn assignments<'t>(body: &[&'t Token]) -> Result<Vec<Assignment<'t>>, RouteError
 }
 
 /// Names one assignment: `@@session.x = v`, `@@x = v`, `x = v`, `@u = v`,
-/// `NAMES cs [COLLATE c]`, `CHARACTER SET cs` / `CHARSET cs`.
+/// `` @`u` = v `` (also `@'u'`, `@"u"`), `NAMES cs [COLLATE c]`,
+/// `CHARACTER SET cs` / `CHARSET cs`.
 fn assignment<'t>(item: &[&'t Token]) -> Result<Assignment<'t>, RouteError> {
+    if let Some(assignment) = quoted_user_variable(item) {
+        return Ok(assignment);
+    }
     let Some(first) = item.first().and_then(|t| word(t)) else {
         return Err(RouteError::Syntax(
             "SET expects a variable name before '='".to_owned(),
@@ -492,6 +496,29 @@ fn assignment<'t>(item: &[&'t Token]) -> Result<Assignment<'t>, RouteError> {
     refuse_variable(&name, value)?;
     Ok(Assignment {
         name,
+        value: value.to_vec(),
+        tokens: 0..0,
+    })
+}
+
+/// `` @`u` = v ``, `@'u' = v`, `@"u" = v`: a user variable whose name is
+/// quoted (the tokenizer reads `@` and the quoted name apart). Named `@u`,
+/// lower-cased as user variable names compare.
+fn quoted_user_variable<'t>(item: &[&'t Token]) -> Option<Assignment<'t>> {
+    let [Token::AtSign, quoted, Token::Eq | Token::Assignment, value @ ..] = item else {
+        return None;
+    };
+    let name = match quoted {
+        Token::Word(w) if w.quote_style.is_some() => &w.value,
+        Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => s,
+        _ => return None,
+    };
+    // `@''` is a syntax error on a server too.
+    if name.is_empty() {
+        return None;
+    }
+    Some(Assignment {
+        name: format!("@{}", name.to_lowercase()),
         value: value.to_vec(),
         tokens: 0..0,
     })

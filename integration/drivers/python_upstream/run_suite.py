@@ -176,6 +176,9 @@ class JsonResult(unittest.TestResult):
             self._end(test, "fail")
             self.subtest_failed.discard(id(test))
         self.started.pop(id(test), None)
+        # A finished test's id() may be reused by the holder of a later
+        # setUpClass/tearDownClass error: that error is not this test's.
+        self.names.pop(id(test), None)
         super().stopTest(test)
 
 

@@ -4,7 +4,66 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::{kind, ExpectedSchema, FleetTables, HostCatalog, Problem};
-use crate::topology::{FleetId, HostId, Topology};
+use crate::topology::{FleetId, HostId, TableKind, Topology};
+
+/// Whether a collation compares strings by their bytes, as the mod-shard
+/// hash (md5 of the key's bytes) does: `binary`, or a `_nopad_bin` one.
+/// A `_bin` collation still ignores trailing spaces (PAD SPACE); `_ci`,
+/// `_ai` and the others equate different bytes.
+fn compares_bytes(collation: &str) -> bool {
+    let collation = collation.to_ascii_lowercase();
+    collation == "binary" || collation.ends_with("_nopad_bin")
+}
+
+/// One warning per mod-shard table whose key column has, on a master of
+/// its fleet, a collation that equates different bytes
+/// ([`compares_bytes`]): keys the server takes as one (`A@x.com`,
+/// `a@x.com`, `a@x.com `) hash to different shards, so a unique key does
+/// not hold across the fleet and a lookup spelt differently misses.
+pub(super) fn mod_key_warnings(
+    topology: &Topology,
+    found: &[(HostId, Result<HostCatalog, String>)],
+) -> Vec<String> {
+    let mut tables: Vec<_> = topology.tables.values().collect();
+    tables.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut warnings = Vec::new();
+    for rule in tables {
+        let TableKind::ModShard { key_column } = &rule.kind else {
+            continue;
+        };
+        let Some(fleet) = topology.fleets.get(rule.fleet) else {
+            continue;
+        };
+        let masters: HashSet<HostId> = fleet.ranges.iter().map(|r| r.master).collect();
+        let key = (rule.name.to_lowercase(), key_column.to_lowercase());
+        let mut seen: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (hid, catalog) in found {
+            let (true, Ok(catalog)) = (masters.contains(hid), catalog) else {
+                continue;
+            };
+            for collation in catalog.collations.get(&key).into_iter().flatten() {
+                if !compares_bytes(collation) {
+                    seen.entry(collation)
+                        .or_default()
+                        .push(&topology.hosts[*hid].addr);
+                }
+            }
+        }
+        for (collation, hosts) in seen {
+            warnings.push(format!(
+                "mod-shard key {}.{key_column} has collation {collation} (on {}): the server \
+                 takes keys that differ in case, accents or trailing spaces as equal, shardgate \
+                 hashes the key's bytes, so such keys land on different shards (a unique key \
+                 does not hold across the fleet; a lookup spelt otherwise misses). Normalise \
+                 the keys in the application, or make the column VARBINARY or a _nopad_bin \
+                 collation",
+                rule.name,
+                hosts.join(", ")
+            ));
+        }
+    }
+    warnings
+}
 
 /// Every problem in what the hosts hold (`Err` = the host's error), unsorted.
 pub(super) fn compare(

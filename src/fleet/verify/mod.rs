@@ -16,7 +16,7 @@
 //! listed (as another range's master, where its copies are orphans, or as
 //! the new master's `replica:`, where they are allowed).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,7 +33,7 @@ mod compare;
 mod tests;
 
 pub(super) use compare::column_difference;
-use compare::compare;
+use compare::{compare, mod_key_warnings};
 
 /// The `kind` of every [`Problem`].
 pub mod kind {
@@ -94,6 +94,11 @@ pub struct VerifyReport {
     pub missing_from_schema: Vec<String>,
     /// Wall time of the whole check.
     pub elapsed: Duration,
+    /// What is not wrong with the fleet's layout but works differently
+    /// through the proxy than on one server: a mod-shard key column whose
+    /// collation equates different bytes ([`mod_key_warnings`]). Not
+    /// problems: [`VerifyReport::is_ok`] ignores them.
+    pub warnings: Vec<String>,
     problems: Vec<Problem>,
 }
 
@@ -139,6 +144,9 @@ impl fmt::Display for VerifyReport {
             write!(f, "{} problems ({})", self.problems.len(), kinds.join(", "))?;
         }
         write!(f, " in {:.2}s", self.elapsed.as_secs_f64())?;
+        for warning in &self.warnings {
+            write!(f, "; warning: {warning}")?;
+        }
         if !self.missing_from_schema.is_empty() {
             write!(
                 f,
@@ -198,12 +206,14 @@ pub async fn verify_with_schema(
     }
     let mut problems = compare(topology, schema.as_ref(), &found);
     problems.sort();
+    let warnings = mod_key_warnings(topology, &found);
     Ok(VerifyReport {
         hosts_checked: topology.hosts.len(),
         expected: topology.fleets.iter().map(|f| f.shard_count as usize).sum(),
         schema_compared: schema.is_some(),
         missing_from_schema,
         elapsed: started.elapsed(),
+        warnings,
         problems,
     })
 }
@@ -327,6 +337,10 @@ pub(super) struct HostCatalog {
     /// Their tables' columns; `None` when not read (not a master, or no
     /// schema to compare with).
     pub(super) tables: Option<Tables>,
+    /// The collations each column (lower-case table and column name) has
+    /// in those databases, read with the columns; binary strings and
+    /// non-string columns have none.
+    pub(super) collations: BTreeMap<(String, String), BTreeSet<String>>,
 }
 
 /// Everything a host-reading task needs, owned.
@@ -358,11 +372,13 @@ pub(super) async fn read_catalog(read: ReadCatalog) -> Result<HostCatalog, Fleet
         )
         .await
         .map_err(query_err("listing databases"))?;
+    let mut collations: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
     let tables = if read.columns {
-        let rows: Vec<(String, String, String)> = conn
+        let rows: Vec<(String, String, String, Option<String>)> = conn
             .exec(
                 format!(
-                    "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS \
+                    "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, COLLATION_NAME \
+                     FROM information_schema.COLUMNS \
                      WHERE {} ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION",
                     filter("TABLE_SCHEMA")
                 ),
@@ -371,7 +387,13 @@ pub(super) async fn read_catalog(read: ReadCatalog) -> Result<HostCatalog, Fleet
             .await
             .map_err(query_err("listing tables and columns"))?;
         let mut tables = Tables::new();
-        for (database, table, column) in rows {
+        for (database, table, column, collation) in rows {
+            if let Some(collation) = collation {
+                collations
+                    .entry((table.to_lowercase(), column.to_lowercase()))
+                    .or_default()
+                    .insert(collation);
+            }
             tables
                 .entry(database)
                 .or_default()
@@ -384,5 +406,9 @@ pub(super) async fn read_catalog(read: ReadCatalog) -> Result<HostCatalog, Fleet
         None
     };
     let _ = conn.disconnect().await;
-    Ok(HostCatalog { databases, tables })
+    Ok(HostCatalog {
+        databases,
+        tables,
+        collations,
+    })
 }

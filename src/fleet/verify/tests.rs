@@ -24,6 +24,7 @@ fn clean(t: &Topology, schema: &ExpectedSchema) -> BTreeMap<HostId, HostCatalog>
                 HostCatalog {
                     databases: Vec::new(),
                     tables: Some(Tables::new()),
+                    collations: BTreeMap::new(),
                 },
             )
         })
@@ -360,4 +361,41 @@ fn report_display_counts_by_kind() {
         r.to_string().contains("2 problems (2 orphan database) in"),
         "{r}"
     );
+}
+
+#[test]
+fn mod_keys_whose_collation_equates_different_bytes_are_warned_about() {
+    let t = topology();
+    let (schema, _) = expected_schema(&t, SCHEMA).unwrap();
+    let modf = t.fleet_by_name("mod").unwrap();
+    let mod_master = t.fleets[modf].ranges[0].master;
+    let key = ("user_by_email".to_owned(), "email".to_owned());
+    let warnings_with = |collation: &str| {
+        let mut hosts = clean(&t, &schema);
+        for (h, catalog) in hosts.iter_mut() {
+            // The same column name on a host of another fleet is no key.
+            let name = if *h == mod_master {
+                collation
+            } else {
+                "latin1_swedish_ci"
+            };
+            catalog
+                .collations
+                .insert(key.clone(), [name.to_owned()].into());
+        }
+        let found: Vec<_> = hosts.into_iter().map(|(h, c)| (h, Ok(c))).collect();
+        mod_key_warnings(&t, &found)
+    };
+    let warned = warnings_with("utf8mb4_general_ci");
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(
+        warned[0].contains("user_by_email.email")
+            && warned[0].contains("utf8mb4_general_ci")
+            && warned[0].contains(&t.hosts[mod_master].addr),
+        "{warned:?}"
+    );
+    // PAD SPACE: 'a' and 'a ' are one key to the server.
+    assert_eq!(warnings_with("utf8mb4_bin").len(), 1);
+    assert!(warnings_with("utf8mb4_nopad_bin").is_empty());
+    assert!(warnings_with("binary").is_empty());
 }

@@ -7,7 +7,8 @@
 //! executable comments (`/*!`, `/*!NNNNN`, `/*M!`, `/*M!NNNNNN`) expanded or
 //! skipped as the server's version decides, and the multibyte characters of
 //! big5, gbk and sjis stepped over whole (a trail byte 0x5C is not a
-//! backslash).
+//! backslash; in an unquoted identifier each becomes U+0080, an identifier
+//! character of the same length).
 //!
 //! Its product is a *shadow* of the text: valid UTF-8 with exactly as many
 //! bytes, on which sqlparser reads what the server will read, at the same
@@ -36,6 +37,13 @@ pub use comments::skip_blanks_and_comments;
 /// sjis multibyte character, a `\` that is an ordinary character). SUB:
 /// an ordinary character inside a literal, a syntax error anywhere else.
 pub(crate) const PLACEHOLDER: u8 = 0x1A;
+
+/// What a big5 / gbk / sjis multibyte character of an unquoted identifier
+/// becomes in the shadow: U+0080, two bytes as the character is, an
+/// identifier character to sqlparser. No name in a config can hold it (YAML
+/// has no C1 control characters), so such an identifier never reads as a
+/// table or column the router knows; the server gets the original bytes.
+const IDENT_MULTIBYTE: [u8; 2] = [0xC2, 0x80];
 
 /// A statement as the server reads it.
 #[derive(Debug)]
@@ -516,6 +524,8 @@ impl Scanner<'_> {
         let mut p = start;
         loop {
             if self.multibyte(p).is_some() {
+                self.set(p, IDENT_MULTIBYTE[0]);
+                self.set(p + 1, IDENT_MULTIBYTE[1]);
                 p += 2;
                 continue;
             }

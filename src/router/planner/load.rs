@@ -181,8 +181,8 @@ fn check_rest(rest: &[&TokenWithSpan]) -> Result<(), RouteError> {
     for (i, token) in rest.iter().enumerate() {
         match &token.token {
             Token::SemiColon if i + 1 < rest.len() => {
-                return Err(unsupported(
-                    "several statements in one query; send them one at a time",
+                return Err(RouteError::Syntax(
+                    "several statements in one query; send them one at a time".to_owned(),
                 ))
             }
             Token::Period => {

@@ -368,6 +368,11 @@ fn name_substituted_items(
     edits
 }
 
+/// Why a statement with a non-ASCII byte outside quotes that is not a
+/// character shardgate reads (of latin1 and other single-byte character
+/// sets, of a text that is not the session's character set) is refused.
+const UNREADABLE_WORD: &str = "a non-ASCII byte outside quotes that shardgate cannot read in the session's character set (unquoted identifiers may hold utf8 text, or big5 / gbk / sjis multibyte characters, only); quote the identifier with backticks";
+
 /// The keyword of the first significant token.
 fn first_keyword(tokens: &[TokenWithSpan]) -> Keyword {
     match tokens::first_significant(tokens).map(|t| &t.token) {
@@ -414,6 +419,11 @@ fn plan_tokens(
             "ANALYZE statements: MariaDB's ANALYZE <statement> executes the statement; run the statement itself (ANALYZE TABLE: on the hosts)",
         ));
     }
+    if keyword == Keyword::START {
+        if let Some(begin) = session::start_with_snapshot(&tokens, sql) {
+            return Ok(begin);
+        }
+    }
     let lock_share = tokens::strip_lock_in_share_mode(&mut tokens);
     let show_scan = if is_show {
         show::ShowScan::of(&tokens, &src, topo)
@@ -432,6 +442,9 @@ fn plan_tokens(
         Keyword::CREATE | Keyword::ALTER => ddl::scan(&tokens)?,
         _ => 0,
     };
+    let unreadable_word = tokens
+        .iter()
+        .any(|t| t.token == Token::Char(char::from(lex::PLACEHOLDER)));
     let parsed = parse_cache::parse_statements(tokens);
     let statements = match parsed {
         Ok(statements) => statements,
@@ -446,6 +459,9 @@ fn plan_tokens(
             if is_show {
                 return env.show_fallback(show_scan.named_db, edits);
             }
+            if unreadable_word {
+                return Err(unsupported(UNREADABLE_WORD));
+            }
             if let Some(whole) = whole {
                 return unparsed_ddl::plan(env, whole, edits, &hints, placement, syntax(error));
             }
@@ -456,9 +472,11 @@ fn plan_tokens(
         [] => return Err(RouteError::Syntax("Query was empty".to_owned())),
         [one] => one,
         _ => {
-            return Err(unsupported(
-                "several statements in one query; send them one at a time",
-            ))
+            // A server answers 1064 too (a prepared statement, or a query
+            // without CLIENT_MULTI_STATEMENTS).
+            return Err(RouteError::Syntax(
+                "several statements in one query; send them one at a time".to_owned(),
+            ));
         }
     };
     if reads_processlist {

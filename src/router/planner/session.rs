@@ -7,6 +7,8 @@ use sqlparser::ast::{
     Expr, Function, FunctionArguments, ObjectNamePart, Query, SelectItem, SetExpr, Statement, Use,
 };
 
+use sqlparser::tokenizer::{Token, TokenWithSpan};
+
 use super::{object_name_text, unsupported, Env};
 use crate::router::plan::{Plan, RouteError, SessionAction, SessionValue};
 
@@ -36,6 +38,47 @@ pub(super) fn transaction(statement: &Statement, sql: &[u8]) -> Result<Plan, Rou
         }
         _ => Err(unsupported("this transaction statement")),
     }
+}
+
+/// `START TRANSACTION WITH CONSISTENT SNAPSHOT` (with `READ ONLY` or
+/// `READ WRITE` in any order), which sqlparser does not read: a BEGIN sent
+/// as written when the transaction binds. `None` for any other text
+/// (sqlparser reads it, or answers its syntax error).
+pub(super) fn start_with_snapshot(tokens: &[TokenWithSpan], sql: &[u8]) -> Option<Plan> {
+    let words: Vec<&Token> = tokens
+        .iter()
+        .map(|t| &t.token)
+        .filter(|t| !matches!(t, Token::Whitespace(_) | Token::EOF))
+        .collect();
+    let body = match words.as_slice() {
+        [start, transaction, rest @ ..] if is(start, "START") && is(transaction, "TRANSACTION") => {
+            match rest {
+                [body @ .., Token::SemiColon] => body,
+                body => body,
+            }
+        }
+        _ => return None,
+    };
+    let (mut snapshot, mut access_modes) = (false, 0);
+    for characteristic in body.split(|t| matches!(t, Token::Comma)) {
+        match characteristic {
+            [with, consistent, snap]
+                if is(with, "WITH") && is(consistent, "CONSISTENT") && is(snap, "SNAPSHOT") =>
+            {
+                snapshot = true
+            }
+            [read, mode] if is(read, "READ") && (is(mode, "ONLY") || is(mode, "WRITE")) => {
+                access_modes += 1
+            }
+            _ => return None,
+        }
+    }
+    (snapshot && access_modes <= 1).then(|| Plan::Session(SessionAction::Begin { sql: sql.into() }))
+}
+
+/// Whether `token` is the unquoted word `text`.
+fn is(token: &Token, text: &str) -> bool {
+    matches!(token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(text))
 }
 
 /// `SELECT DATABASE()`, `SELECT SCHEMA()`, `SELECT LAST_INSERT_ID()`,

@@ -133,3 +133,49 @@ fn literals_and_comments_cross_checked() {
     );
     assert!(matches!(plan, Plan::AnyHost { .. }), "{plan:?}");
 }
+
+#[test]
+fn multibyte_identifiers_are_words_and_reach_the_server_as_written() {
+    let route_bytes = |sql: &[u8], charset: ClientCharset| {
+        let ctx = RouteContext {
+            lex: LexMode {
+                charset,
+                ..LexMode::default()
+            },
+            ..RouteContext::default()
+        };
+        route(sql, &topo(), &ctx, &mut Fixed(3429))
+    };
+    // 海豚 in gbk, シイラ in sjis, 皿 in big5 (Connector/Python's
+    // BugOra21535573): unquoted column names.
+    for (charset, name) in [
+        (TrailCharset::Gbk, &b"\xBA\xA3\xEB\xE0"[..]),
+        (TrailCharset::Sjis, &b"\x83\x56\x83\x43\x83\x89"[..]),
+        (TrailCharset::Big5, &b"\xA5\xD6"[..]),
+    ] {
+        let mut sql = b"CREATE TABLE db00001.mbtest (".to_vec();
+        sql.extend_from_slice(name);
+        sql.extend_from_slice(b" INT AUTO_INCREMENT KEY, c1 VARCHAR(40))");
+        match route_bytes(&sql, ClientCharset::AsciiTrail(charset)) {
+            Plan::Shard(q) => assert!(
+                q.sql.0.windows(name.len()).any(|w| w == name),
+                "{charset:?}: the name's bytes as written: {:?}",
+                q.sql
+            ),
+            other => panic!("{charset:?}: {other:?}"),
+        }
+    }
+    // A single-byte character set's non-ASCII byte outside quotes: refused
+    // with the way out; quoted, it goes through.
+    let latin1 = b"SELECT caf\xE9 FROM db00001.pins";
+    let plan = route_bytes(latin1, ClientCharset::AsciiSafe);
+    assert!(rejected_with(&plan, "Unsupported", "backticks"), "{plan:?}");
+    let quoted = b"SELECT `caf\xE9` FROM db00001.pins";
+    assert!(
+        matches!(
+            route_bytes(quoted, ClientCharset::AsciiSafe),
+            Plan::Shard(_)
+        ),
+        "quoted"
+    );
+}

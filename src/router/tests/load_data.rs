@@ -94,7 +94,7 @@ fn load_data_local_runs_on_its_explicit_shard() {
         ),
         c(
             "LOAD DATA LOCAL INFILE 'p' INTO TABLE db03429.pins; DROP TABLE db03429.pins",
-            reject("Unsupported", "several statements"),
+            reject("Syntax", "several statements"),
         ),
         c(
             "LOAD /*+ SHARD(7) */ DATA LOCAL INFILE 'p' INTO TABLE pins",

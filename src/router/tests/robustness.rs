@@ -25,7 +25,7 @@ fn refused_statements() {
             "DO (SELECT data FROM db00001.pins)",
             reject("Unsupported", "DO over"),
         ),
-        c("SELECT 1; SELECT 2", reject("Unsupported", "one at a time")),
+        c("SELECT 1; SELECT 2", reject("Syntax", "one at a time")),
         c("SELECT 'unterminated", reject("Syntax", "")),
         c("LOCK TABLES pins READ", reject("Unsupported", "LOCK")),
         c("SELECT data FROM nope", reject("UnknownTable", "nope")),
