@@ -8,7 +8,7 @@ use sqlparser::ast::{
     FunctionArguments, Ident, OrderByExpr, WindowType,
 };
 
-use super::dml::{IdRef, Planner, Pred};
+use super::dml::{IdRef, KeyJoin, Planner, Pred};
 
 /// A column as written: its qualifier, if any, and its name.
 pub(super) type ColumnRef<'a> = (Option<&'a Ident>, &'a Ident);
@@ -200,7 +200,18 @@ impl<'a> Planner<'a> {
             }
             | Expr::InList { .. } => match self.key_restriction(expr) {
                 Some((column, values)) => self.add_pred(column, values, expr),
-                None => self.walk_expr(expr),
+                None => {
+                    if let Expr::BinaryOp { left, right, .. } = expr {
+                        if let (Some(left), Some(right)) = (column_ref(left), column_ref(right)) {
+                            self.key_joins.push(KeyJoin {
+                                scope: self.scope,
+                                left,
+                                right,
+                            });
+                        }
+                    }
+                    self.walk_expr(expr)
+                }
             },
             _ => self.walk_expr(expr),
         }
