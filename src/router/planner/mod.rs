@@ -39,6 +39,7 @@ mod function_writes;
 mod insert;
 mod keys;
 mod load;
+mod local_ids;
 mod merge;
 mod multi;
 mod parse_cache;
@@ -412,9 +413,9 @@ fn plan_tokens(
     };
     let substituted = env.session_substitution(&tokens);
     let reads_processlist = tokens::names_processlist(&tokens);
-    let references = match keyword {
-        Keyword::CREATE | Keyword::ALTER => ddl::scan(&tokens)?,
-        _ => 0,
+    let (references, auto_increment) = match keyword {
+        Keyword::CREATE | Keyword::ALTER => (ddl::scan(&tokens)?, local_ids::auto_increment(&tokens)),
+        _ => (0, None),
     };
     let parsed = parse_cache::parse_statements(tokens);
     let statements = match parsed {
@@ -457,6 +458,9 @@ fn plan_tokens(
     }
     if let Some((command, names)) = ddl::tables(statement)? {
         ddl::check_references(statement, references)?;
+        if let Some(value) = &auto_increment {
+            local_ids::check_auto_increment(env, value, &names)?;
+        }
         return ddl::plan(env, command, &names, edits, &hints, placement);
     }
     if let Statement::Query(query) = statement {
