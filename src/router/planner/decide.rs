@@ -299,7 +299,10 @@ impl<'a> Planner<'a> {
             if let (Some(a), Some(b)) = (left, right) {
                 let by_id = |i: usize| {
                     self.tables[i].kind.rule().filter(|rule| {
-                        matches!(rule.kind, TableKind::Object { .. } | TableKind::Mapping { .. })
+                        matches!(
+                            rule.kind,
+                            TableKind::Object { .. } | TableKind::Mapping { .. }
+                        )
                     })
                 };
                 if let (Some(ra), Some(rb)) = (by_id(a), by_id(b)) {

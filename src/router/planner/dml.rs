@@ -104,8 +104,8 @@ impl<'a> Pred<'a> {
 /// `left = right` between two columns, in a top-level AND of WHERE or ON.
 pub(super) struct KeyJoin<'a> {
     pub(super) scope: usize,
-    pub(super) left: super::expr::ColumnRef<'a>,
-    pub(super) right: super::expr::ColumnRef<'a>,
+    pub(super) left: (Option<&'a Ident>, &'a Ident),
+    pub(super) right: (Option<&'a Ident>, &'a Ident),
 }
 
 /// The literal values (or, when preparing, `?` markers) of an INSERT's
@@ -427,12 +427,15 @@ impl<'a> Planner<'a> {
         };
         let here = |t: &(usize, &TableRef<'a>)| t.1.in_scope && t.1.scope == scope;
         if let Some(q) = qualifier {
-            let named = self.tables.iter().enumerate().filter(here).find(|(_, t)| {
-                match t.alias {
+            let named = self
+                .tables
+                .iter()
+                .enumerate()
+                .filter(here)
+                .find(|(_, t)| match t.alias {
                     Some(alias) => alias.value.eq_ignore_ascii_case(&q.value),
                     None => t.table.value.eq_ignore_ascii_case(&q.value),
-                }
-            });
+                });
             return Ok(named.map(|(index, t)| key_of(t).map(|_| index)));
         }
         let mut found: Option<(usize, &'a TableRule)> = None;

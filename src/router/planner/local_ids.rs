@@ -121,7 +121,9 @@ impl<'a> Planner<'a> {
                     "INSERT into object table {table} without a column list while shardgate has not read its columns; name the columns"
                 ))
             })?;
-            columns.iter().position(|c| c.eq_ignore_ascii_case("local_id"))
+            columns
+                .iter()
+                .position(|c| c.eq_ignore_ascii_case("local_id"))
         } else {
             insert
                 .columns

@@ -108,7 +108,12 @@ fn inserts() {
 fn explicit_local_ids_must_fit_the_id_layout() {
     let big = 1u64 << 36;
     let max = big - 1;
-    let too_big = |written: &str| reject("Unsupported", format!("local_id {written} for object table pins"));
+    let too_big = |written: &str| {
+        reject(
+            "Unsupported",
+            format!("local_id {written} for object table pins"),
+        )
+    };
     run(vec![
         c(
             format!("INSERT /*+ SHARD(1) */ INTO pins (local_id, data) VALUES ({big}, 'x')"),
@@ -193,12 +198,27 @@ fn explicit_local_ids_must_fit_the_id_layout() {
         &t,
         vec![c(
             "INSERT /*+ SHARD(1) */ INTO pins (local_id, data) VALUES (?, ?)",
-            write("db00001", "INSERT INTO db00001.pins (local_id, data) VALUES (?, ?)"),
+            write(
+                "db00001",
+                "INSERT INTO db00001.pins (local_id, data) VALUES (?, ?)",
+            ),
         )],
     );
     let bound = bind(
         "INSERT /*+ SHARD(1) */ INTO pins (local_id, data) VALUES (?, ?)",
-        &[&format!("_utf8mb4 X'{}'", big.to_string().bytes().map(|b| format!("{b:02X}")).collect::<String>()), "'x'"],
+        &[
+            &format!(
+                "_utf8mb4 X'{}'",
+                big.to_string()
+                    .bytes()
+                    .map(|b| format!("{b:02X}"))
+                    .collect::<String>()
+            ),
+            "'x'",
+        ],
     );
-    run(vec![c(bound, reject("Unsupported", "local_id _utf8mb4 X'"))]);
+    run(vec![c(
+        bound,
+        reject("Unsupported", "local_id _utf8mb4 X'"),
+    )]);
 }

@@ -470,7 +470,12 @@ fn joins_and_subqueries() {
 /// tables needs a key (or a hint, USE, a shard database) for each.
 #[test]
 fn every_sharded_table_needs_its_own_key() {
-    let unkeyed = |table: &str| reject("NoShardKey", format!("no shard key for table '{table}': expected a key of its own"));
+    let unkeyed = |table: &str| {
+        reject(
+            "NoShardKey",
+            format!("no shard key for table '{table}': expected a key of its own"),
+        )
+    };
     run(vec![
         // The red team's: pins located by nothing but board_has_pins' key.
         c(
