@@ -203,6 +203,9 @@ fn route_text(
     *writes = function_writes::writes_through_function(&tokens);
     *assigns = function_writes::leaves_session_state(&tokens);
     let sequences = sequences::named(&tokens, topo);
+    if session_functions::counts_found_rows(&tokens) {
+        return Err(unsupported(session_functions::FOUND_ROWS_REFUSED));
+    }
     let src = Source::new(sql, &lexed.shadow);
     let mut edits = Edits::default();
     let hints = hints::scan(&tokens, &src, &mut edits)?;
