@@ -275,7 +275,9 @@ async fn explicit_local_ids_beyond_36_bits_never_reach_the_server() {
         assert!(message.contains("local_id"), "{statement}: {message}");
     }
     let error = conn
-        .query_drop(format!("ALTER TABLE {POISON_DATABASE}.users AUTO_INCREMENT = {big}"))
+        .query_drop(format!(
+            "ALTER TABLE {POISON_DATABASE}.users AUTO_INCREMENT = {big}"
+        ))
         .await
         .expect_err("AUTO_INCREMENT beyond 36 bits");
     let (code, message) = server_error(error);
@@ -296,7 +298,10 @@ async fn explicit_local_ids_beyond_36_bits_never_reach_the_server() {
         ))
         .await
         .unwrap();
-    assert!(counter.is_some_and(|n| n < big), "the AUTO_INCREMENT passed 2^36: {counter:?}");
+    assert!(
+        counter.is_some_and(|n| n < big),
+        "the AUTO_INCREMENT passed 2^36: {counter:?}"
+    );
     // The shard still places rows with IDs.
     conn.query_drop(format!(
         "INSERT /*+ SHARD({POISON_SHARD}) */ INTO users (data) VALUES ('{tag}-b')"

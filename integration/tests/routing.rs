@@ -513,9 +513,11 @@ async fn joins_over_sharded_tables_need_a_key_for_each() {
         .unwrap();
     let board = conn.last_insert_id().unwrap();
     let far_pin = insert_pin(&mut conn, 3000, "f19-far").await;
-    conn.query_drop(format!("INSERT /*+ COLOCATE({board}) */ INTO pins (data) VALUES ('f19-near')"))
-        .await
-        .unwrap();
+    conn.query_drop(format!(
+        "INSERT /*+ COLOCATE({board}) */ INTO pins (data) VALUES ('f19-near')"
+    ))
+    .await
+    .unwrap();
     let near_pin = conn.last_insert_id().unwrap();
     for (pin, sequence) in [(far_pin, 1), (near_pin, 2)] {
         conn.query_drop(format!(
@@ -530,7 +532,9 @@ async fn joins_over_sharded_tables_need_a_key_for_each() {
     assert_eq!(pin_on_host(near_pin).await.as_deref(), Some("f19-near"));
     let mut host_a = direct(MASTER_A).await;
     let mapped: Option<u64> = host_a
-        .query_first(format!("SELECT COUNT(*) FROM db00001.board_has_pins WHERE board_id = {board}"))
+        .query_first(format!(
+            "SELECT COUNT(*) FROM db00001.board_has_pins WHERE board_id = {board}"
+        ))
         .await
         .unwrap();
     assert_eq!(mapped, Some(2));
@@ -550,7 +554,11 @@ async fn joins_over_sharded_tables_need_a_key_for_each() {
             "{statement}: {message}"
         );
     }
-    assert_eq!(pin_on_host(near_pin).await.as_deref(), Some("f19-near"), "the UPDATE ran");
+    assert_eq!(
+        pin_on_host(near_pin).await.as_deref(),
+        Some("f19-near"),
+        "the UPDATE ran"
+    );
 
     // Located by an ID-key equality with the keyed table: fine.
     let mut pins: Vec<u64> = conn
@@ -571,9 +579,11 @@ async fn joins_over_sharded_tables_need_a_key_for_each() {
         .await
         .expect("a join on one named shard");
     assert_eq!(near, ["f19-near"]);
-    conn.query_drop(format!("DELETE FROM board_has_pins WHERE board_id = {board}"))
-        .await
-        .unwrap();
+    conn.query_drop(format!(
+        "DELETE FROM board_has_pins WHERE board_id = {board}"
+    ))
+    .await
+    .unwrap();
     for id in [far_pin, near_pin] {
         conn.query_drop(format!("DELETE FROM pins WHERE id = {id}"))
             .await

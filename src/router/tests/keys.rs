@@ -525,7 +525,7 @@ fn every_sharded_table_needs_its_own_key() {
         ),
         c(
             format!("SELECT b.pin_id FROM boards bo JOIN board_has_pins b ON b.board_id = bo.id WHERE bo.id = {BOARD}"),
-            shard("db03429", format!("SELECT b.pin_id FROM db03429.boards bo JOIN db03429.board_has_pins b ON b.board_id = ((3429<<46)|(2<<36)|(bo.local_id + (bo.local_id >> 36) * 18446744073709551615)) WHERE bo.local_id = 77")),
+            shard("db03429", "SELECT b.pin_id FROM db03429.boards bo JOIN db03429.board_has_pins b ON b.board_id = ((3429<<46)|(2<<36)|(bo.local_id + (bo.local_id >> 36) * 18446744073709551615)) WHERE bo.local_id = 77"),
         ),
         c(
             format!("SELECT data FROM boards bo WHERE bo.id = {BOARD} AND EXISTS (SELECT 1 FROM board_has_pins b WHERE b.board_id = bo.id)"),
