@@ -285,9 +285,12 @@ impl<'a> Planner<'a> {
             let keyed = !self.insert_keys.missing && !self.insert_keys.values.is_empty();
             located[target] = object || keyed;
         }
+        let may_locate = |restricts: &Option<std::ops::Range<usize>>, index: usize| {
+            restricts.as_ref().is_none_or(|r| r.contains(&index))
+        };
         for pred in &self.preds {
             if let Some(index) = self.resolve_key_ref(pred.scope, pred.qualifier, pred.column)? {
-                located[index] = true;
+                located[index] |= may_locate(&pred.restricts, index);
             }
         }
         // `b.board_id = bo.id`: rows that join have equal IDs, so the same
@@ -307,7 +310,13 @@ impl<'a> Planner<'a> {
                 };
                 if let (Some(ra), Some(rb)) = (by_id(a), by_id(b)) {
                     if ra.fleet == rb.fleet {
-                        joins.push((a, b));
+                        // (from, to): locating `from` locates `to`.
+                        if may_locate(&join.restricts, b) {
+                            joins.push((a, b));
+                        }
+                        if may_locate(&join.restricts, a) {
+                            joins.push((b, a));
+                        }
                     }
                 }
             }
@@ -315,10 +324,9 @@ impl<'a> Planner<'a> {
         let mut changed = true;
         while changed {
             changed = false;
-            for &(a, b) in &joins {
-                if located[a] != located[b] {
-                    located[a] = true;
-                    located[b] = true;
+            for &(from, to) in &joins {
+                if located[from] && !located[to] {
+                    located[to] = true;
                     changed = true;
                 }
             }

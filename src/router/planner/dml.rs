@@ -85,6 +85,9 @@ pub(super) struct Pred<'a> {
     /// The whole restriction (the `=`, the `IN` or the OR), for rewriting
     /// it per shard when its values span several shards.
     pub(super) expr: &'a Expr,
+    /// In the ON of an outer join: the tables (indexes into `tables`) whose
+    /// rows it restricts (the null-supplying side); `None` elsewhere.
+    pub(super) restricts: Option<std::ops::Range<usize>>,
 }
 
 impl<'a> Pred<'a> {
@@ -106,6 +109,8 @@ pub(super) struct KeyJoin<'a> {
     pub(super) scope: usize,
     pub(super) left: (Option<&'a Ident>, &'a Ident),
     pub(super) right: (Option<&'a Ident>, &'a Ident),
+    /// As [`Pred::restricts`]: only these tables may be located by it.
+    pub(super) restricts: Option<std::ops::Range<usize>>,
 }
 
 /// The literal values (or, when preparing, `?` markers) of an INSERT's
@@ -135,6 +140,9 @@ pub(super) struct Planner<'a> {
     /// `a.col = b.col` in a position that restricts the statement: when
     /// both are ID shard keys, locating one table locates the other.
     pub(super) key_joins: Vec<KeyJoin<'a>>,
+    /// While walking the ON of an outer join: the tables it restricts
+    /// (see [`Pred::restricts`]).
+    pub(super) outer_on: Option<std::ops::Range<usize>>,
     /// Columns an UPDATE assigns (a shard key must not change).
     pub(super) assigned: Vec<(Option<&'a Ident>, &'a Ident)>,
     /// The parent of each scope (a SELECT, or the UPDATE/DELETE itself:
@@ -189,6 +197,7 @@ impl<'a> Planner<'a> {
             wildcards: Vec::new(),
             in_exists: 0,
             key_joins: Vec::new(),
+            outer_on: None,
             assigned: Vec::new(),
             scopes: vec![None],
             scope: 0,

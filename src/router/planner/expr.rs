@@ -83,6 +83,7 @@ impl<'a> Planner<'a> {
             values,
             or_rest: Vec::new(),
             expr,
+            restricts: self.outer_on.clone(),
         });
     }
 
@@ -159,6 +160,7 @@ impl<'a> Planner<'a> {
             values,
             or_rest: rest.iter().map(|&((_, c), v)| (c, v)).collect(),
             expr,
+            restricts: self.outer_on.clone(),
         });
         Some(())
     }
@@ -207,6 +209,7 @@ impl<'a> Planner<'a> {
                                 scope: self.scope,
                                 left,
                                 right,
+                                restricts: self.outer_on.clone(),
                             });
                         }
                     }

@@ -517,6 +517,32 @@ fn every_sharded_table_needs_its_own_key() {
             "SELECT a.user_id FROM user_by_email a JOIN user_by_email b ON a.email = b.email WHERE a.email = 'a@b.c'",
             unkeyed("user_by_email"),
         ),
+        // The ON of an outer join keeps every row of the preserved side: it
+        // locates only the other side.
+        c(
+            format!("SELECT p.data, b.data FROM pins p LEFT JOIN boards b ON p.id = {PIN} AND b.id = {BOARD}"),
+            unkeyed("pins"),
+        ),
+        c(
+            format!("SELECT b.pin_id FROM board_has_pins b LEFT JOIN boards bo ON b.board_id = bo.id AND b.board_id = {BOARD}"),
+            unkeyed("board_has_pins"),
+        ),
+        c(
+            format!("SELECT bo.data FROM boards bo LEFT JOIN board_has_pins b ON b.board_id = bo.id AND b.board_id = {BOARD}"),
+            unkeyed("boards"),
+        ),
+        c(
+            format!("SELECT p.data, b.data FROM pins p LEFT JOIN boards b ON b.id = {BOARD} WHERE p.id = {PIN}"),
+            shard("db03429", "SELECT p.data, b.data FROM db03429.pins p LEFT JOIN db03429.boards b ON b.local_id = 77 WHERE p.local_id = 7075733"),
+        ),
+        c(
+            format!("SELECT bo.data FROM boards bo LEFT JOIN board_has_pins b ON b.board_id = bo.id WHERE bo.id = {BOARD}"),
+            shard("db03429", "SELECT bo.data FROM db03429.boards bo LEFT JOIN db03429.board_has_pins b ON b.board_id = ((3429<<46)|(2<<36)|(bo.local_id + (bo.local_id >> 36) * 18446744073709551615)) WHERE bo.local_id = 77"),
+        ),
+        c(
+            format!("SELECT b.pin_id FROM boards bo RIGHT JOIN board_has_pins b ON b.board_id = bo.id WHERE b.board_id = {BOARD}"),
+            shard("db03429", format!("SELECT b.pin_id FROM db03429.boards bo RIGHT JOIN db03429.board_has_pins b ON b.board_id = ((3429<<46)|(2<<36)|(bo.local_id + (bo.local_id >> 36) * 18446744073709551615)) WHERE b.board_id = {BOARD}")),
+        ),
         // Fine: each table keyed, or located by an equality of ID keys,
         // or all by a hint, USE or shard databases.
         c(
