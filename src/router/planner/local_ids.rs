@@ -14,10 +14,10 @@ use sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::dml::{Planner, RefKind, TableRef};
 use super::keys::is_marker;
-use super::{idents, unsupported, Env};
+use super::unsupported;
 use crate::id::MAX_LOCAL;
 use crate::router::plan::RouteError;
-use crate::topology::{TableKind, TableRule};
+use crate::topology::{TableKind, TableRule, Topology};
 
 fn is_local_id(ident: &Ident) -> bool {
     ident.value.eq_ignore_ascii_case("local_id")
@@ -224,12 +224,13 @@ pub(super) fn auto_increment(tokens: &[TokenWithSpan]) -> Option<String> {
 }
 
 /// Refuses an `AUTO_INCREMENT = n` option (`value`, from
-/// [`auto_increment`]) above [`MAX_LOCAL`] in a schema change naming an
-/// object table (`names`: a logical one, or one in a shard database).
+/// [`auto_increment`]) above [`MAX_LOCAL`] in a schema change whose tokens
+/// name an object table (read from the tokens, so it holds whether or not
+/// the statement parses).
 pub(super) fn check_auto_increment(
-    env: Env<'_>,
+    topo: &Topology,
     value: &str,
-    names: &[&ObjectName],
+    tokens: &[TokenWithSpan],
 ) -> Result<(), RouteError> {
     let fits = match value.parse::<u64>() {
         Ok(n) => n <= MAX_LOCAL,
@@ -239,22 +240,18 @@ pub(super) fn check_auto_increment(
     if fits {
         return Ok(());
     }
-    for name in names {
-        let rule = match idents(name)?.as_slice() {
-            [table] => env.topo.table(&table.value),
-            [db, table] => env
-                .topo
-                .parse_database(&db.value)
-                .and_then(|(fleet, _)| env.topo.table(&table.value).filter(|r| r.fleet == fleet)),
-            _ => None,
-        };
-        if let Some(rule) = rule.filter(|r| matches!(r.kind, TableKind::Object { .. })) {
-            return Err(unsupported(format!(
-                "AUTO_INCREMENT = {value} on object table {}: above {MAX_LOCAL} (the 36 bits of an ID's local part), \
-                 every later INSERT on the shard would get a local_id no ID can carry",
-                rule.name
-            )));
-        }
+    let object = tokens.iter().find_map(|t| match &t.token {
+        Token::Word(w) => topo
+            .table(&w.value)
+            .filter(|rule| matches!(rule.kind, TableKind::Object { .. })),
+        _ => None,
+    });
+    match object {
+        Some(rule) => Err(unsupported(format!(
+            "AUTO_INCREMENT = {value} on object table {}: above {MAX_LOCAL} (the 36 bits of an ID's local part), \
+             every later INSERT on the shard would get a local_id no ID can carry",
+            rule.name
+        ))),
+        None => Ok(()),
     }
-    Ok(())
 }

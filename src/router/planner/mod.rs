@@ -433,7 +433,11 @@ fn plan_tokens(
             (ddl::scan(&tokens)?, local_ids::auto_increment(&tokens))
         }
         _ => (0, None),
-    };
+    }; // Before parsing: it holds for a schema change the parser cannot read.
+    if let Some(value) = &auto_increment {
+        local_ids::check_auto_increment(topo, value, &tokens)?;
+    }
+
     let parsed = parse_cache::parse_statements(tokens);
     let statements = match parsed {
         Ok(statements) => statements,
@@ -475,9 +479,6 @@ fn plan_tokens(
     }
     if let Some((command, names)) = ddl::tables(statement)? {
         ddl::check_references(statement, references)?;
-        if let Some(value) = &auto_increment {
-            local_ids::check_auto_increment(env, value, &names)?;
-        }
         return ddl::plan(env, command, &names, edits, &hints, placement);
     }
     if let Statement::Query(query) = statement {

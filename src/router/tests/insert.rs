@@ -183,6 +183,12 @@ fn explicit_local_ids_must_fit_the_id_layout() {
             format!("CREATE TABLE db00001.pins (local_id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, data TEXT) AUTO_INCREMENT = {big}"),
             reject("Unsupported", "on object table pins"),
         ),
+        // Also where the parser cannot read the statement (a schema change
+        // passed through as written must not carry it either).
+        c(
+            format!("ALTER TABLE db00001.pins ENGINE=InnoDB, AUTO_INCREMENT = {big}"),
+            reject("Unsupported", format!("AUTO_INCREMENT = {big} on object table pins")),
+        ),
         c(
             format!("ALTER TABLE db00001.pins AUTO_INCREMENT = {max}"),
             ddl("db00001", format!("ALTER TABLE db00001.pins AUTO_INCREMENT = {max}")),
