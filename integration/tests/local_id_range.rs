@@ -20,15 +20,17 @@ const USERS_TYPE: u16 = 3;
 /// The first `local_id` an ID cannot carry, plus 5.
 const BIG: u64 = (1 << 36) + 5;
 
-/// Removes the test's rows on shard 3777 and brings the AUTO_INCREMENT
-/// back (to one past the largest remaining `local_id`), when dropped.
-struct Cleanup(String);
+/// Removes the test's rows (tagged `.0`) on shard database `.1` and
+/// brings the AUTO_INCREMENT back (to one past the largest remaining
+/// `local_id`), when dropped.
+struct Cleanup(String, &'static str);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
+        let database = self.1;
         let sql = format!(
-            "DELETE FROM {DATABASE}.users WHERE data LIKE '{}%' OR local_id > 68719476735; \
-             ALTER TABLE {DATABASE}.users AUTO_INCREMENT = 1",
+            "DELETE FROM {database}.users WHERE data LIKE '{}%' OR local_id > 68719476735; \
+             ALTER TABLE {database}.users AUTO_INCREMENT = 1",
             self.0
         );
         let output = std::process::Command::new("mariadb")
@@ -39,7 +41,7 @@ impl Drop for Cleanup {
             .expect("run the mariadb CLI");
         assert!(
             output.status.success(),
-            "cleaning shard {SHARD} failed: {}",
+            "cleaning {database} failed: {}",
             String::from_utf8_lossy(&output.stderr)
         );
     }
@@ -79,8 +81,8 @@ async fn auto_increment(ops: &mut Conn) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_ids_above_36_bits_are_refused_never_composed() {
     let tag = format!("local-id-range-{}", std::process::id());
-    drop(Cleanup(tag.clone()));
-    let _cleanup = Cleanup(tag.clone());
+    drop(Cleanup(tag.clone(), DATABASE));
+    let _cleanup = Cleanup(tag.clone(), DATABASE);
     let mut conn = client().await;
 
     // An ordinary row first: its ID reads back fine, by every form.
@@ -239,4 +241,76 @@ fn user_id(shard: u32, local_id: u64) -> u64 {
     }
     .encode()
     .expect("a valid id")
+}
+
+/// F21: an explicit `local_id` (or `AUTO_INCREMENT =`) beyond the 36 bits
+/// of an ID's local part is refused before it reaches the server: written,
+/// it would make InnoDB hand every later INSERT on the shard a local_id no
+/// ID can carry. Shard 3778 (host B), its own `users` table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explicit_local_ids_beyond_36_bits_never_reach_the_server() {
+    const POISON_SHARD: u32 = 3778;
+    const POISON_DATABASE: &str = "db03778";
+    let tag = format!("local-id-poison-{}", std::process::id());
+    drop(Cleanup(tag.clone(), POISON_DATABASE));
+    let _cleanup = Cleanup(tag.clone(), POISON_DATABASE);
+    let mut conn = client().await;
+    let mut ops = operations(MASTER_B).await;
+    conn.query_drop(format!(
+        "INSERT /*+ SHARD({POISON_SHARD}) */ INTO users (data) VALUES ('{tag}-a')"
+    ))
+    .await
+    .unwrap();
+    let small = conn.last_insert_id().unwrap();
+    let big = 1u64 << 36;
+    for statement in [
+        format!("INSERT /*+ SHARD({POISON_SHARD}) */ INTO users (local_id, data) VALUES ({big}, '{tag}-poison')"),
+        format!("INSERT INTO {POISON_DATABASE}.users (local_id, data) VALUES ({big}, '{tag}-poison')"),
+        format!("REPLACE INTO {POISON_DATABASE}.users SET local_id = '{big}', data = '{tag}-poison'"),
+        format!("UPDATE users SET local_id = {big} WHERE id = {small}"),
+    ] {
+        let error = conn.query_drop(&statement).await.expect_err(&statement);
+        let (code, message) = server_error(error);
+        assert_eq!(code, 1105, "{statement}: {message}");
+        assert!(message.contains("local_id"), "{statement}: {message}");
+    }
+    let error = conn
+        .query_drop(format!(
+            "ALTER TABLE {POISON_DATABASE}.users AUTO_INCREMENT = {big}"
+        ))
+        .await
+        .expect_err("AUTO_INCREMENT beyond 36 bits");
+    let (code, message) = server_error(error);
+    assert_eq!(code, 1105, "{message}");
+    assert!(message.contains("AUTO_INCREMENT"), "{message}");
+    // On the server: nothing beyond 36 bits, the counter below 2^36.
+    let beyond: Option<u64> = ops
+        .query_first(format!(
+            "SELECT COUNT(*) FROM {POISON_DATABASE}.users WHERE local_id > 68719476735 OR data = '{tag}-poison'"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(beyond, Some(0), "a local_id beyond 36 bits was written");
+    let counter: Option<u64> = ops
+        .query_first(format!(
+            "SELECT AUTO_INCREMENT FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = '{POISON_DATABASE}' AND TABLE_NAME = 'users'"
+        ))
+        .await
+        .unwrap();
+    assert!(
+        counter.is_some_and(|n| n < big),
+        "the AUTO_INCREMENT passed 2^36: {counter:?}"
+    );
+    // The shard still places rows with IDs.
+    conn.query_drop(format!(
+        "INSERT /*+ SHARD({POISON_SHARD}) */ INTO users (data) VALUES ('{tag}-b')"
+    ))
+    .await
+    .expect("an ordinary insert after the refusals");
+    let next = decode(conn.last_insert_id().unwrap());
+    assert_eq!(next.shard, POISON_SHARD);
+    assert!(next.local_id < big);
+    conn.disconnect().await.ok();
+    ops.disconnect().await.ok();
 }

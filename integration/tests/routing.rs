@@ -500,3 +500,151 @@ async fn on_duplicate_key_update_never_moves_a_shard_key() {
     .await
     .unwrap();
 }
+
+/// F19: a join or subquery over two sharded tables is refused unless every
+/// sharded table has a key of its own (or is located by an ID-key equality
+/// with one, a hint, USE or its shard database): routed by one table's key
+/// it would silently miss the other's rows on other shards.
+#[tokio::test]
+async fn joins_over_sharded_tables_need_a_key_for_each() {
+    let mut conn = client().await;
+    conn.query_drop("INSERT /*+ SHARD(1) */ INTO boards (data) VALUES ('f19-board')")
+        .await
+        .unwrap();
+    let board = conn.last_insert_id().unwrap();
+    let far_pin = insert_pin(&mut conn, 3000, "f19-far").await;
+    conn.query_drop(format!(
+        "INSERT /*+ COLOCATE({board}) */ INTO pins (data) VALUES ('f19-near')"
+    ))
+    .await
+    .unwrap();
+    let near_pin = conn.last_insert_id().unwrap();
+    for (pin, sequence) in [(far_pin, 1), (near_pin, 2)] {
+        conn.query_drop(format!(
+            "INSERT INTO board_has_pins (board_id, pin_id, sequence) VALUES ({board}, {pin}, {sequence})"
+        ))
+        .await
+        .unwrap();
+    }
+    // On the servers: the far pin on host B (shard 3000), the mapping rows
+    // and the near pin on host A (shard 1).
+    assert_eq!(pin_on_host(far_pin).await.as_deref(), Some("f19-far"));
+    assert_eq!(pin_on_host(near_pin).await.as_deref(), Some("f19-near"));
+    let mut host_a = direct(MASTER_A).await;
+    let mapped: Option<u64> = host_a
+        .query_first(format!(
+            "SELECT COUNT(*) FROM db00001.board_has_pins WHERE board_id = {board}"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(mapped, Some(2));
+
+    // A server holding every table would answer both pins; routed by the
+    // board's key alone, the far one is missed: refused instead.
+    for statement in [
+        format!("SELECT p.id, p.data FROM pins p JOIN board_has_pins b ON b.pin_id = p.id WHERE b.board_id = {board}"),
+        format!("SELECT count(*) FROM pins p WHERE p.id IN (SELECT pin_id FROM board_has_pins WHERE board_id = {board})"),
+        format!("UPDATE pins p JOIN board_has_pins b ON b.pin_id = p.id SET p.data = 'f19-changed' WHERE b.board_id = {board}"),
+    ] {
+        let error = conn.query_drop(&statement).await.expect_err(&statement);
+        let (code, message) = server_error(error);
+        assert_eq!(code, 1105, "{statement}: {message}");
+        assert!(
+            message.contains("no shard key for table 'pins'"),
+            "{statement}: {message}"
+        );
+    }
+    assert_eq!(
+        pin_on_host(near_pin).await.as_deref(),
+        Some("f19-near"),
+        "the UPDATE ran"
+    );
+
+    // Located by an ID-key equality with the keyed table: fine.
+    let mut pins: Vec<u64> = conn
+        .query(format!(
+            "SELECT b.pin_id FROM boards bo JOIN board_has_pins b ON b.board_id = bo.id WHERE bo.id = {board}"
+        ))
+        .await
+        .expect("a mapping joined with its from-table");
+    pins.sort_unstable();
+    let mut expected = vec![far_pin, near_pin];
+    expected.sort_unstable();
+    assert_eq!(pins, expected);
+    // One shard asked for explicitly: that shard's rows.
+    let near: Vec<String> = conn
+        .query(format!(
+            "SELECT p.data FROM pins p JOIN board_has_pins b ON b.pin_id = p.id /*+ SHARD(1) */ WHERE b.board_id = {board}"
+        ))
+        .await
+        .expect("a join on one named shard");
+    assert_eq!(near, ["f19-near"]);
+    conn.query_drop(format!(
+        "DELETE FROM board_has_pins WHERE board_id = {board}"
+    ))
+    .await
+    .unwrap();
+    for id in [far_pin, near_pin] {
+        conn.query_drop(format!("DELETE FROM pins WHERE id = {id}"))
+            .await
+            .unwrap();
+    }
+    conn.query_drop(format!("DELETE FROM boards WHERE id = {board}"))
+        .await
+        .unwrap();
+}
+
+/// F18: a sequence of another shard database named in a column DEFAULT of
+/// a schema change, or in NEXTVAL / SETVAL of a statement on shard 1, is a
+/// name of the statement: refused, and shard 2's sequence is untouched. A
+/// table-less NEXTVAL goes to the sequence's own shard.
+#[tokio::test]
+async fn sequences_of_another_shard_are_names_of_the_statement() {
+    let mut ops = operations(MASTER_A).await;
+    ops.query_drop(
+        "DROP SEQUENCE IF EXISTS db00002.sg_f18_seq; DROP TABLE IF EXISTS db00001.sg_f18_t, db00001.sg_f18_d; \
+         CREATE SEQUENCE db00002.sg_f18_seq; CREATE TABLE db00001.sg_f18_t (v VARCHAR(40))",
+    )
+    .await
+    .unwrap();
+    const NEXT: &str = "SELECT next_not_cached_value FROM db00002.sg_f18_seq";
+    let before: Option<i64> = ops.query_first(NEXT).await.unwrap();
+    let mut conn = client().await;
+    for statement in [
+        "CREATE TABLE db00001.sg_f18_d (a INT DEFAULT (NEXTVAL(db00002.sg_f18_seq)), b INT)",
+        "INSERT INTO db00001.sg_f18_t (v) VALUES (NEXTVAL(db00002.sg_f18_seq))",
+        "UPDATE db00001.sg_f18_t SET v = SETVAL(db00002.sg_f18_seq, 500)",
+        "SELECT NEXTVAL(db00002.sg_f18_seq), v FROM db00001.sg_f18_t",
+    ] {
+        let error = conn.query_drop(statement).await.expect_err(statement);
+        let (code, message) = server_error(error);
+        assert_eq!(code, 1105, "{statement}: {message}");
+        assert!(
+            message.contains("db00002.sg_f18_seq is in db00002, but the statement goes to db00001"),
+            "{statement}: {message}"
+        );
+    }
+    let after: Option<i64> = ops.query_first(NEXT).await.unwrap();
+    assert_eq!(after, before, "shard 2's sequence moved");
+    let created: Option<u64> = ops
+        .query_first(
+            "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'db00001' AND TABLE_NAME = 'sg_f18_d'",
+        )
+        .await
+        .unwrap();
+    assert_eq!(created, Some(0), "the schema change ran");
+    let rows: Option<u64> = ops
+        .query_first("SELECT COUNT(*) FROM db00001.sg_f18_t")
+        .await
+        .unwrap();
+    assert_eq!(rows, Some(0));
+    // On its own shard, a sequence is read and advanced as on a server.
+    let first: Option<i64> = conn
+        .query_first("SELECT NEXTVAL(db00002.sg_f18_seq)")
+        .await
+        .expect("NEXTVAL on the sequence's shard");
+    assert_eq!(first, before);
+    ops.query_drop("DROP SEQUENCE db00002.sg_f18_seq; DROP TABLE db00001.sg_f18_t")
+        .await
+        .unwrap();
+}

@@ -895,3 +895,70 @@ async fn set_names_reports_the_new_character_set_as_a_server_does() {
         "through the proxy as from the server"
     );
 }
+
+/// F14: `LAST_INSERT_ID()` / `@@identity` / `@@last_insert_id` after an
+/// INSERT into a table that is not an object table, and `ROW_COUNT()`
+/// after a DELETE, are the session's (a pooled connection's belong to
+/// whichever statement ran on it last); `FOUND_ROWS()` and
+/// `SQL_CALC_FOUND_ROWS` are refused. Checked against the rows on the
+/// server.
+#[tokio::test]
+async fn row_count_and_insert_ids_of_non_object_tables_are_the_sessions() {
+    let table = format!("db{SHARD_A:05}.sg_rowcount_t");
+    let mut ops = operations(MASTER_A).await;
+    ops.query_drop(format!("DROP TABLE IF EXISTS {table}"))
+        .await
+        .unwrap();
+    ops.query_drop(format!(
+        "CREATE TABLE {table} (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20)) AUTO_INCREMENT = 5004"
+    ))
+    .await
+    .unwrap();
+    let mut conn = client().await;
+    conn.query_drop(format!("INSERT INTO {table} (v) VALUES ('li'), ('li2')"))
+        .await
+        .expect("insert into a table of no config entry");
+    assert_eq!(conn.last_insert_id(), Some(5004));
+    let ids: Option<(u64, u64, u64)> = conn
+        .query_first("SELECT LAST_INSERT_ID(), @@identity, @@last_insert_id")
+        .await
+        .expect("read the insert id");
+    assert_eq!(ids, Some((5004, 5004, 5004)), "the session's insert id");
+    let alone: Option<u64> = conn.query_first("SELECT LAST_INSERT_ID()").await.unwrap();
+    assert_eq!(alone, Some(5004));
+
+    conn.query_drop(format!("DELETE FROM {table} WHERE v = 'li'"))
+        .await
+        .unwrap();
+    let count: Option<i64> = conn.query_first("SELECT ROW_COUNT()").await.unwrap();
+    assert_eq!(count, Some(1), "ROW_COUNT() after a DELETE of one row");
+    let again: Option<i64> = conn.query_first("SELECT ROW_COUNT()").await.unwrap();
+    assert_eq!(again, Some(-1), "ROW_COUNT() after a result set");
+    conn.query_drop(format!("UPDATE {table} SET v = 'x' WHERE v = 'nothing'"))
+        .await
+        .unwrap();
+    let none: Option<i64> = conn.query_first("SELECT ROW_COUNT()").await.unwrap();
+    assert_eq!(none, Some(0), "ROW_COUNT() after an UPDATE of no row");
+    // On the server: the DELETE removed one row, the other is there.
+    let left: Vec<(u64, String)> = ops
+        .query(format!("SELECT id, v FROM {table} ORDER BY id"))
+        .await
+        .unwrap();
+    assert_eq!(left, vec![(5005, "li2".to_owned())]);
+
+    for statement in [
+        format!("SELECT SQL_CALC_FOUND_ROWS id FROM {table} LIMIT 1"),
+        "SELECT FOUND_ROWS()".to_owned(),
+    ] {
+        let error = conn.query_drop(&statement).await.expect_err(&statement);
+        let (code, message) = server_error(error);
+        assert_eq!(code, 1105, "{statement}: {message}");
+        assert!(
+            message.contains("FOUND_ROWS() and SQL_CALC_FOUND_ROWS"),
+            "{statement}: {message}"
+        );
+    }
+    let one: Option<u8> = conn.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1), "the session goes on");
+    ops.query_drop(format!("DROP TABLE {table}")).await.unwrap();
+}

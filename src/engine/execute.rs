@@ -16,7 +16,7 @@ use super::diagnostics_copy::{show_limit, DiagnosticsCopy};
 use super::failure::{answer_failure, no_masters, write_error, Failure};
 use super::lex_state;
 use super::pause::{Blocked, PausedShard, ShardGuard};
-use super::relay::{InsertIdComposer, LocalInfile};
+use super::relay::{InsertIdComposer, LocalInfile, RelayOutcome};
 use super::session_state::{SessionState, SettingsLimits};
 use super::transaction::{check_combined_autocommit, on_bound_shard, recorded_text};
 use super::venue::{Statement, Venue};
@@ -255,6 +255,13 @@ impl Engine {
         client: &mut FrameWriter<W>,
     ) -> io::Result<()> {
         let held = state.held.take();
+        // ROW_COUNT() after it: 0 after an OK the proxy writes, the OK's
+        // affected rows after one a server sent (`run_shard`,
+        // `run_anywhere`), -1 after a result set or an error.
+        state.route.row_count = match &plan {
+            Plan::Session(action) if !action.answers_rows() => 0,
+            _ => -1,
+        };
         let result = match plan {
             Plan::Diagnostics { sql, asked } => {
                 self.run_diagnostics(topology, state, held, (&sql, &asked), client)
@@ -268,7 +275,11 @@ impl Engine {
                 self.run_plan(topology, state, plan, guard, client).await
             }
         };
-        answer_failure(client, state.response_seq, result).await
+        answer_failure(client, state.response_seq, result).await?;
+        if client.last_was_error() {
+            state.route.row_count = -1;
+        }
+        Ok(())
     }
 
     /// Runs a plan; `guard` (its shards' registration at the pause gate)
@@ -402,9 +413,11 @@ impl Engine {
             // Whatever the outcome, the table's columns may have changed.
             topology.columns.request_refresh();
         }
-        if let Some(id) = outcome?.last_insert_id {
+        let outcome = outcome?;
+        if let Some(id) = outcome.last_insert_id {
             state.route.last_insert_id = id;
         }
+        remember_row_count(state, &outcome);
         Ok(())
     }
 
@@ -422,9 +435,11 @@ impl Engine {
             stamp: Some(DIRTY),
             ..Statement::plain(sql)
         };
-        self.run_on(topology, state, venue, statement, client)
-            .await
-            .map(|_| ())
+        let outcome = self
+            .run_on(topology, state, venue, statement, client)
+            .await?;
+        remember_row_count(state, &outcome);
+        Ok(())
     }
 
     /// Carries out what the proxy answers itself (`USE`, transactions,
@@ -658,6 +673,13 @@ impl Engine {
 /// Without the session's `sql_mode` and character set as the server has
 /// them after a SET, the proxy cannot know how the server reads the
 /// session's text: the session ends.
+/// What `ROW_COUNT()` reads after a statement a server answered with an OK.
+fn remember_row_count(state: &mut SessionState, outcome: &RelayOutcome) {
+    if let Some(rows) = outcome.affected_rows {
+        state.route.row_count = i64::try_from(rows).unwrap_or(i64::MAX);
+    }
+}
+
 fn unknown_lex_state(reason: String) -> Failure {
     Failure::Io(io::Error::other(format!(
         "shardgate could not read the session's sql_mode and character set after a SET: {reason}"

@@ -29,6 +29,9 @@ pub struct RelayOutcome {
     /// Last-insert-id reported to the client (already composed), if an OK
     /// packet carried one.
     pub last_insert_id: Option<u64>,
+    /// Affected rows of the OK packet that ended the response, when it
+    /// ended with one (no result set): what `ROW_COUNT()` reads next.
+    pub affected_rows: Option<u64>,
     /// Warning count of the last OK/EOF.
     pub warnings: u16,
     /// The server's error code when the response ended with its ERR packet.
@@ -293,6 +296,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
     let mut continued = false;
     let mut forwarded = false;
     let mut last_insert_id = None;
+    let mut affected_rows = None;
     let mut error_code = None;
     let mut columns: Vec<ColumnInfo> = Vec::new();
     let mut row = Vec::new();
@@ -362,6 +366,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                                 status: info.status,
                                 failed: true,
                                 last_insert_id,
+                                affected_rows: None,
                                 warnings: info.warnings,
                                 error_code: None,
                                 next_seq: seq,
@@ -400,11 +405,16 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                             status: info.status,
                             failed: false,
                             last_insert_id,
+                            affected_rows: Some(info.affected_rows),
                             warnings: info.warnings,
                             error_code: None,
                             next_seq: seq,
                         });
                     }
+                    if composer.is_none() && info.last_insert_id != 0 {
+                        last_insert_id = Some(info.last_insert_id);
+                    }
+                    affected_rows = Some(info.affected_rows);
                     end = Some((info.status, info.warnings, false));
                     status_at = status_offset(payload, false);
                 }
@@ -419,6 +429,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                                 status: StatusFlags::empty(),
                                 failed: true,
                                 last_insert_id,
+                                affected_rows: None,
                                 warnings: 0,
                                 error_code: None,
                                 next_seq: seq,
@@ -457,6 +468,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                     continue;
                 }
                 (Stage::FirstPacket, _) => {
+                    affected_rows = None;
                     let mut rest = payload;
                     let count = crate::protocol::frame::read_lenenc_int(&mut rest)
                         .ok_or_else(|| malformed(forwarded, seq))?;
@@ -527,6 +539,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                 status,
                 failed,
                 last_insert_id,
+                affected_rows: affected_rows.filter(|_| !failed),
                 warnings,
                 error_code,
                 next_seq: seq,

@@ -304,6 +304,21 @@ pub enum SessionAction {
     },
 }
 
+impl SessionAction {
+    /// Whether the proxy answers it with a result set (else with an OK).
+    pub fn answers_rows(&self) -> bool {
+        matches!(
+            self,
+            SessionAction::SelectDatabase { .. }
+                | SessionAction::SelectSessionValues { .. }
+                | SessionAction::SelectLastInsertId { .. }
+                | SessionAction::SelectConnectionId { .. }
+                | SessionAction::SelectVersion { .. }
+                | SessionAction::ProcessList { .. }
+        )
+    }
+}
+
 /// A session variable the proxy answers from the session's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionValue {
@@ -592,6 +607,9 @@ pub struct RouteContext {
     /// The session's last insert ID (the composed 64-bit ID): what
     /// `LAST_INSERT_ID()` in a statement sent to a backend stands for.
     pub last_insert_id: u64,
+    /// What the session's previous statement did, as `ROW_COUNT()` reads
+    /// it: the affected rows of its OK, -1 after a result set or an error.
+    pub row_count: i64,
     /// The session's autocommit: what `@@autocommit` reads.
     pub autocommit: bool,
     /// Whether the session has an open transaction: what
@@ -608,6 +626,7 @@ impl Default for RouteContext {
             lex: LexMode::default(),
             max_tokens: crate::topology::config::DEFAULT_MAX_STATEMENT_TOKENS,
             last_insert_id: 0,
+            row_count: -1,
             autocommit: true,
             in_transaction: false,
             connection_id: 0,

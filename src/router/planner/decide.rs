@@ -167,6 +167,9 @@ impl<'a> Planner<'a> {
                 format!("the statement goes to {db}")
             })?;
         }
+        if kind != StatementKind::SchemaChange {
+            self.check_located(&constraints)?;
+        }
 
         self.rewrite(fleet, shard, &mut edits)?;
         let sql = apply(edits, env.src.original)?;
@@ -255,6 +258,110 @@ impl<'a> Planner<'a> {
                 }),
                 None => marker_fleets.push(rule.fleet),
             }
+        }
+        Ok(())
+    }
+
+    /// No key, no guess, per table: every sharded table of a DML statement
+    /// must be located by a key of its own (a restriction on its key, the
+    /// key values of an INSERT's rows, the placement of an object INSERT),
+    /// or by an equality with the ID key of a table so located; a hint or
+    /// USE locates them all, a shard database in the name the table it
+    /// qualifies. Otherwise the statement would go to one table's shard
+    /// and silently miss the other's rows on every other shard.
+    fn check_located(&self, constraints: &[Constraint<'a>]) -> Result<(), RouteError> {
+        if constraints
+            .iter()
+            .any(|c| matches!(c.why, Why::Hint(_) | Why::Use))
+        {
+            return Ok(());
+        }
+        let mut located = vec![false; self.tables.len()];
+        if let Some(target) = self.insert_target {
+            let object = matches!(
+                self.tables[target].kind.rule().map(|r| &r.kind),
+                Some(TableKind::Object { .. })
+            );
+            let keyed = !self.insert_keys.missing && !self.insert_keys.values.is_empty();
+            located[target] = object || keyed;
+        }
+        let may_locate = |restricts: &Option<std::ops::Range<usize>>, index: usize| {
+            restricts.as_ref().is_none_or(|r| r.contains(&index))
+        };
+        for pred in &self.preds {
+            if let Some(index) = self.resolve_key_ref(pred.scope, pred.qualifier, pred.column)? {
+                located[index] |= may_locate(&pred.restricts, index);
+            }
+        }
+        // `b.board_id = bo.id`: rows that join have equal IDs, so the same
+        // shard (not for mod-shard keys: equal strings may hash apart).
+        let mut joins = Vec::new();
+        for join in &self.key_joins {
+            let left = self.resolve_key_ref(join.scope, join.left.0, join.left.1)?;
+            let right = self.resolve_key_ref(join.scope, join.right.0, join.right.1)?;
+            if let (Some(a), Some(b)) = (left, right) {
+                let by_id = |i: usize| {
+                    self.tables[i].kind.rule().filter(|rule| {
+                        matches!(
+                            rule.kind,
+                            TableKind::Object { .. } | TableKind::Mapping { .. }
+                        )
+                    })
+                };
+                if let (Some(ra), Some(rb)) = (by_id(a), by_id(b)) {
+                    if ra.fleet == rb.fleet {
+                        // (from, to): locating `from` locates `to`.
+                        if may_locate(&join.restricts, b) {
+                            joins.push((a, b));
+                        }
+                        if may_locate(&join.restricts, a) {
+                            joins.push((b, a));
+                        }
+                    }
+                }
+            }
+        }
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for &(from, to) in &joins {
+                if located[from] && !located[to] {
+                    located[to] = true;
+                    changed = true;
+                }
+            }
+        }
+        for (index, t) in self.tables.iter().enumerate() {
+            let Some(rule) = t.kind.rule() else {
+                continue;
+            };
+            if located[index] || !(t.in_scope || self.insert_target == Some(index)) {
+                continue;
+            }
+            let env = self.env;
+            let pattern = env.database_pattern(rule.fleet);
+            let name = t.alias.unwrap_or(t.table).value.as_str();
+            let own = match &rule.kind {
+                TableKind::Object { .. } => format!("{name}.id = <64-bit id>"),
+                TableKind::Mapping { from_column } => format!("{name}.{from_column} = <id>"),
+                TableKind::ModShard { key_column } => format!("{name}.{key_column} = <key>"),
+            };
+            let goes = constraints.first().map_or_else(String::new, |c| {
+                format!(
+                    " (the statement goes to {} by {}, where a join or subquery sees only that shard's {} rows)",
+                    env.database_name(c.fleet, c.shard),
+                    self.describe(&c.why, c.fleet, c.shard),
+                    rule.name
+                )
+            });
+            return Err(RouteError::NoShardKey {
+                table: rule.name.clone(),
+                expected: format!(
+                    "a key of its own ({own}){goes}; to read or write one shard's {table} rows, \
+                     name its database ({pattern}.{table}), a /*+ SHARD(n) */ or /*+ COLOCATE(id) */ hint, or USE {pattern}",
+                    table = rule.name
+                ),
+            });
         }
         Ok(())
     }

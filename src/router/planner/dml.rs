@@ -85,6 +85,9 @@ pub(super) struct Pred<'a> {
     /// The whole restriction (the `=`, the `IN` or the OR), for rewriting
     /// it per shard when its values span several shards.
     pub(super) expr: &'a Expr,
+    /// In the ON of an outer join: the tables (indexes into `tables`) whose
+    /// rows it restricts (the null-supplying side); `None` elsewhere.
+    pub(super) restricts: Option<std::ops::Range<usize>>,
 }
 
 impl<'a> Pred<'a> {
@@ -99,6 +102,15 @@ impl<'a> Pred<'a> {
     pub(super) fn columns(&self) -> impl Iterator<Item = &'a Ident> + '_ {
         std::iter::once(self.column).chain(self.or_rest.iter().map(|(column, _)| *column))
     }
+}
+
+/// `left = right` between two columns, in a top-level AND of WHERE or ON.
+pub(super) struct KeyJoin<'a> {
+    pub(super) scope: usize,
+    pub(super) left: (Option<&'a Ident>, &'a Ident),
+    pub(super) right: (Option<&'a Ident>, &'a Ident),
+    /// As [`Pred::restricts`]: only these tables may be located by it.
+    pub(super) restricts: Option<std::ops::Range<usize>>,
 }
 
 /// The literal values (or, when preparing, `?` markers) of an INSERT's
@@ -125,6 +137,12 @@ pub(super) struct Planner<'a> {
     pub(super) wildcards: Vec<Wildcard<'a>>,
     /// How many EXISTS subqueries the walk is in (their `*` stays).
     pub(super) in_exists: u32,
+    /// `a.col = b.col` in a position that restricts the statement: when
+    /// both are ID shard keys, locating one table locates the other.
+    pub(super) key_joins: Vec<KeyJoin<'a>>,
+    /// While walking the ON of an outer join: the tables it restricts
+    /// (see [`Pred::restricts`]).
+    pub(super) outer_on: Option<std::ops::Range<usize>>,
     /// Columns an UPDATE assigns (a shard key must not change).
     pub(super) assigned: Vec<(Option<&'a Ident>, &'a Ident)>,
     /// The parent of each scope (a SELECT, or the UPDATE/DELETE itself:
@@ -178,6 +196,8 @@ impl<'a> Planner<'a> {
             preds: Vec::new(),
             wildcards: Vec::new(),
             in_exists: 0,
+            key_joins: Vec::new(),
+            outer_on: None,
             assigned: Vec::new(),
             scopes: vec![None],
             scope: 0,
@@ -377,6 +397,19 @@ impl<'a> Planner<'a> {
         qualifier: Option<&Ident>,
         column: &Ident,
     ) -> Result<Option<&'a TableRule>, RouteError> {
+        Ok(self
+            .resolve_key_ref(scope, qualifier, column)?
+            .and_then(|index| self.tables[index].kind.rule()))
+    }
+
+    /// [`Planner::resolve_key`], as the index of the table reference in
+    /// `tables`.
+    pub(super) fn resolve_key_ref(
+        &self,
+        scope: usize,
+        qualifier: Option<&Ident>,
+        column: &Ident,
+    ) -> Result<Option<usize>, RouteError> {
         let mut scope = Some(scope);
         while let Some(s) = scope {
             if let Some(found) = self.resolve_key_in(s, qualifier, column)? {
@@ -387,34 +420,45 @@ impl<'a> Planner<'a> {
         Ok(None)
     }
 
-    /// [`Planner::resolve_key`] in one scope: `Some(None)` when the column
-    /// names a table of the scope that is not a logical table's key.
+    /// [`Planner::resolve_key_ref`] in one scope: `Some(None)` when the
+    /// column names a table of the scope that is not a logical table's key.
     fn resolve_key_in(
         &self,
         scope: usize,
         qualifier: Option<&Ident>,
         column: &Ident,
-    ) -> Result<Option<Option<&'a TableRule>>, RouteError> {
+    ) -> Result<Option<Option<usize>>, RouteError> {
         // The logical table of a reference whose shard key the column is.
         let key_of = |t: &TableRef<'a>| {
             t.kind
                 .rule()
                 .filter(|rule| key_column(rule).eq_ignore_ascii_case(&column.value))
         };
-        let here = |t: &&TableRef<'a>| t.in_scope && t.scope == scope;
+        let here = |t: &(usize, &TableRef<'a>)| t.1.in_scope && t.1.scope == scope;
         if let Some(q) = qualifier {
-            let named = self.tables.iter().filter(here).find(|t| match t.alias {
-                Some(alias) => alias.value.eq_ignore_ascii_case(&q.value),
-                None => t.table.value.eq_ignore_ascii_case(&q.value),
-            });
-            return Ok(named.map(key_of));
+            let named = self
+                .tables
+                .iter()
+                .enumerate()
+                .filter(here)
+                .find(|(_, t)| match t.alias {
+                    Some(alias) => alias.value.eq_ignore_ascii_case(&q.value),
+                    None => t.table.value.eq_ignore_ascii_case(&q.value),
+                });
+            return Ok(named.map(|(index, t)| key_of(t).map(|_| index)));
         }
-        let mut found: Option<&'a TableRule> = None;
-        for rule in self.tables.iter().filter(here).filter_map(key_of) {
+        let mut found: Option<(usize, &'a TableRule)> = None;
+        for (index, rule) in self
+            .tables
+            .iter()
+            .enumerate()
+            .filter(here)
+            .filter_map(|(index, t)| key_of(t).map(|rule| (index, rule)))
+        {
             match found {
-                None => found = Some(rule),
-                Some(first) if first.kind == rule.kind && first.fleet == rule.fleet => {}
-                Some(first) => {
+                None => found = Some((index, rule)),
+                Some((_, first)) if first.kind == rule.kind && first.fleet == rule.fleet => {}
+                Some((_, first)) => {
                     return Err(unsupported(format!(
                         "column {} is ambiguous between {} and {}; qualify it (t.{})",
                         column.value, first.name, rule.name, column.value
@@ -422,6 +466,6 @@ impl<'a> Planner<'a> {
                 }
             }
         }
-        Ok(found.map(Some))
+        Ok(found.map(|(index, _)| Some(index)))
     }
 }

@@ -8,7 +8,7 @@ use sqlparser::ast::{
     FunctionArguments, Ident, OrderByExpr, WindowType,
 };
 
-use super::dml::{IdRef, Planner, Pred};
+use super::dml::{IdRef, KeyJoin, Planner, Pred};
 
 /// A column as written: its qualifier, if any, and its name.
 pub(super) type ColumnRef<'a> = (Option<&'a Ident>, &'a Ident);
@@ -83,6 +83,7 @@ impl<'a> Planner<'a> {
             values,
             or_rest: Vec::new(),
             expr,
+            restricts: self.outer_on.clone(),
         });
     }
 
@@ -159,6 +160,7 @@ impl<'a> Planner<'a> {
             values,
             or_rest: rest.iter().map(|&((_, c), v)| (c, v)).collect(),
             expr,
+            restricts: self.outer_on.clone(),
         });
         Some(())
     }
@@ -200,7 +202,19 @@ impl<'a> Planner<'a> {
             }
             | Expr::InList { .. } => match self.key_restriction(expr) {
                 Some((column, values)) => self.add_pred(column, values, expr),
-                None => self.walk_expr(expr),
+                None => {
+                    if let Expr::BinaryOp { left, right, .. } = expr {
+                        if let (Some(left), Some(right)) = (column_ref(left), column_ref(right)) {
+                            self.key_joins.push(KeyJoin {
+                                scope: self.scope,
+                                left,
+                                right,
+                                restricts: self.outer_on.clone(),
+                            });
+                        }
+                    }
+                    self.walk_expr(expr)
+                }
             },
             _ => self.walk_expr(expr),
         }

@@ -101,6 +101,7 @@ impl<'a> Planner<'a> {
                 return;
             }
         }
+        self.check_insert_local_ids(insert);
         if let Some(rule) = self.insert_key_rule() {
             if !matches!(rule.kind, TableKind::Object { .. }) {
                 self.collect_insert_keys(insert, key_column(rule));

@@ -265,6 +265,19 @@ impl Env<'_> {
         Ok(Some(key.shard))
     }
 
+    /// The text of a number or string literal, or of a string bound as
+    /// `_cs X'..'`; `None` for a plain hex literal, a marker or bytes that
+    /// are not UTF-8.
+    pub(super) fn decimal_text<'v>(&self, value: &KeyValue<'v>) -> Option<Cow<'v, str>> {
+        match key_literal(value)? {
+            KeyLiteral::Text(text) => Some(Cow::Borrowed(text)),
+            KeyLiteral::IntroducedHex { digits, .. } => hex_bytes(digits)
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+                .map(Cow::Owned),
+            KeyLiteral::Hex(_) => None,
+        }
+    }
+
     /// Checks an ID literal: a decimal 64-bit number with the reserved bits
     /// clear, a shard inside the fleet, and (for object tables) the table's
     /// type.
@@ -279,22 +292,12 @@ impl Env<'_> {
             id: written.to_owned(),
             reason,
         };
-        let decoded;
-        let digits = match key_literal(&value) {
-            Some(KeyLiteral::Text(digits)) => digits,
-            Some(KeyLiteral::IntroducedHex { digits, .. }) => {
-                decoded = hex_bytes(digits)
-                    .and_then(|bytes| String::from_utf8(bytes).ok())
-                    .unwrap_or_default();
-                decoded.as_str()
-            }
-            Some(KeyLiteral::Hex(_)) => {
-                return Err(bad(
-                    "an ID is a 64-bit unsigned integer written in decimal (or as a quoted decimal string), not a hexadecimal string".to_owned()
-                ))
-            }
-            None => "",
-        };
+        if let Some(KeyLiteral::Hex(_)) = key_literal(&value) {
+            return Err(bad(
+                "an ID is a 64-bit unsigned integer written in decimal (or as a quoted decimal string), not a hexadecimal string".to_owned()
+            ));
+        }
+        let digits = self.decimal_text(&value).unwrap_or_default();
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad(
                 "an ID is a 64-bit unsigned integer written in decimal".to_owned()

@@ -39,11 +39,13 @@ mod function_writes;
 mod insert;
 mod keys;
 mod load;
+mod local_ids;
 mod merge;
 mod multi;
 mod parse_cache;
 mod proxy_info;
 mod select;
+mod sequences;
 mod session;
 mod session_functions;
 mod show;
@@ -201,6 +203,10 @@ fn route_text(
     lex::check_tokens(&lexed, &tokens)?;
     *writes = function_writes::writes_through_function(&tokens);
     *assigns = function_writes::leaves_session_state(&tokens);
+    let sequences = sequences::named(&tokens, topo);
+    if session_functions::counts_found_rows(&tokens) {
+        return Err(unsupported(session_functions::FOUND_ROWS_REFUSED));
+    }
     let src = Source::new(sql, &lexed.shadow);
     let mut edits = Edits::default();
     let hints = hints::scan(&tokens, &src, &mut edits)?;
@@ -243,7 +249,7 @@ fn route_text(
                 let plan = plan_tokens(
                     sql, tokens, src, edits, hints, topo, ctx, placement, prepare, None,
                 )?;
-                return match plan {
+                return match sequences::place(plan, &sequences, topo)? {
                     Plan::Session(_) => Err(unsupported(
                         "SET STATEMENT ... FOR a statement shardgate handles itself \
                          (USE, transactions, savepoints, SELECT DATABASE()); send it without SET STATEMENT",
@@ -272,7 +278,7 @@ fn route_text(
         }
     }
     let whole = unparsed_ddl::Whole::of(&lexed);
-    plan_tokens(
+    let plan = plan_tokens(
         sql,
         tokens,
         src,
@@ -283,7 +289,8 @@ fn route_text(
         placement,
         prepare,
         Some(whole),
-    )
+    )?;
+    sequences::place(plan, &sequences, topo)
 }
 
 /// `DO expr, ...`: evaluated and discarded by a server. Planned as the
@@ -316,6 +323,15 @@ fn plan_do(
     as_select.extend_from_slice(sql.get(after_do..).unwrap_or_default());
     match route_inner(&as_select, topo, ctx, placement, prepare) {
         Ok(Plan::AnyHost { .. }) => any_host(sql, edits),
+        // On the shard of a sequence or function it names, as written.
+        Ok(Plan::Shard(query))
+            if query.sql.0 == as_select && !sequences::named(tokens, topo).is_empty() =>
+        {
+            Ok(Plan::Shard(ShardQuery {
+                sql: apply(edits, sql)?,
+                ..query
+            }))
+        }
         Ok(Plan::Reject(error))
         | Err(error @ (RouteError::Syntax(_) | RouteError::Unsupported(_))) => Err(error),
         _ => Err(unsupported(
@@ -438,10 +454,16 @@ fn plan_tokens(
     };
     let substituted = env.session_substitution(&tokens);
     let reads_processlist = tokens::names_processlist(&tokens);
-    let references = match keyword {
-        Keyword::CREATE | Keyword::ALTER => ddl::scan(&tokens)?,
-        _ => 0,
-    };
+    let (references, auto_increment) = match keyword {
+        Keyword::CREATE | Keyword::ALTER => {
+            (ddl::scan(&tokens)?, local_ids::auto_increment(&tokens))
+        }
+        _ => (0, None),
+    }; // Before parsing: it holds for a schema change the parser cannot read.
+    if let Some(value) = &auto_increment {
+        local_ids::check_auto_increment(topo, value, &tokens)?;
+    }
+
     let unreadable_word = tokens
         .iter()
         .any(|t| t.token == Token::Char(char::from(lex::PLACEHOLDER)));

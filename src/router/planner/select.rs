@@ -87,6 +87,8 @@ impl<'a> Planner<'a> {
 
     /// Walks a SELECT in a new scope (inside the current one); returns it.
     fn walk_select(&mut self, select: &'a Select) -> usize {
+        // A subquery's own WHERE and ON restrict its own tables.
+        let outer_on = self.outer_on.take();
         let outer = self.scope;
         self.scopes.push(Some(outer));
         self.scope = self.scopes.len() - 1;
@@ -127,6 +129,7 @@ impl<'a> Planner<'a> {
         }
         let inner = self.scope;
         self.scope = outer;
+        self.outer_on = outer_on;
         inner
     }
 
@@ -135,9 +138,20 @@ impl<'a> Planner<'a> {
     }
 
     fn walk_joins_node(&mut self, twj: &'a TableWithJoins) {
+        let first = self.tables.len();
         self.walk_table_factor(&twj.relation);
         for join in &twj.joins {
+            let before = self.tables.len();
             self.walk_table_factor(&join.relation);
+            let after = self.tables.len();
+            // The ON of an outer join keeps every row of the preserved side:
+            // it restricts (and locates) only the other side's tables.
+            let restricts = match &join.join_operator {
+                JoinOperator::Left(_) | JoinOperator::LeftOuter(_) => Some(before..after),
+                JoinOperator::Right(_) | JoinOperator::RightOuter(_) => Some(first..before),
+                JoinOperator::FullOuter(_) => Some(before..before),
+                _ => None,
+            };
             if let JoinOperator::AsOf {
                 match_condition, ..
             } = &join.join_operator
@@ -145,7 +159,9 @@ impl<'a> Planner<'a> {
                 self.walk_expr(match_condition);
             }
             if let Some(JoinConstraint::On(on)) = join_constraint(&join.join_operator) {
+                let outer = std::mem::replace(&mut self.outer_on, restricts);
                 self.walk_cond(on);
+                self.outer_on = outer;
             }
         }
     }

@@ -1,8 +1,11 @@
-//! `DATABASE()`, `SCHEMA()`, `LAST_INSERT_ID()`, `CONNECTION_ID()`,
-//! `@@autocommit` and `@@in_transaction` inside a statement sent to a
-//! backend: the pooled connection knows neither the session's database, nor
-//! its composed 64-bit insert ID, nor its id, nor its transaction state, so
-//! each is replaced by the session's value as a literal. One that is a
+//! `DATABASE()`, `SCHEMA()`, `LAST_INSERT_ID()` (and `@@identity`,
+//! `@@last_insert_id`), `ROW_COUNT()`, `CONNECTION_ID()`, `@@autocommit`
+//! and `@@in_transaction` inside a statement sent to a backend: the pooled
+//! connection knows neither the session's database, nor its insert ID (the
+//! composed 64-bit one of object tables), nor what its previous statement
+//! did, nor its id, nor its transaction state, so each is replaced by the
+//! session's value as a literal. `FOUND_ROWS()` and `SQL_CALC_FOUND_ROWS`
+//! are refused ([`counts_found_rows`]). One that is a
 //! whole select-list item keeps the column name a server gives it (as
 //! written). `@@max_allowed_packet`
 //! reads the proxy's own packet limit (`limits.max_allowed_packet`): a
@@ -20,6 +23,7 @@ use crate::router::text::Edits;
 enum Function {
     Database,
     LastInsertId,
+    RowCount,
     ConnectionId,
     Autocommit,
     InTransaction,
@@ -151,6 +155,7 @@ impl Env<'_> {
                         |name| format!("'{}'", name.replace('\'', "''")),
                     ),
                 Function::LastInsertId => self.ctx.last_insert_id.to_string(),
+                Function::RowCount => self.ctx.row_count.to_string(),
                 Function::ConnectionId => self.ctx.connection_id.to_string(),
                 Function::Autocommit => u8::from(self.ctx.autocommit).to_string(),
                 Function::InTransaction => u8::from(self.ctx.in_transaction).to_string(),
@@ -268,6 +273,10 @@ fn session_reference(significant: &[&TokenWithSpan], i: usize) -> Option<(Functi
             Some(Function::MaxAllowedPacket)
         } else if name.eq_ignore_ascii_case("version") {
             Some(Function::Version)
+        } else if name.eq_ignore_ascii_case("identity")
+            || name.eq_ignore_ascii_case("last_insert_id")
+        {
+            Some(Function::LastInsertId)
         } else {
             None
         }
@@ -298,6 +307,8 @@ fn session_reference(significant: &[&TokenWithSpan], i: usize) -> Option<(Functi
         Some((Function::Database, i + 2))
     } else if name.eq_ignore_ascii_case("LAST_INSERT_ID") {
         Some((Function::LastInsertId, i + 2))
+    } else if name.eq_ignore_ascii_case("ROW_COUNT") {
+        Some((Function::RowCount, i + 2))
     } else if name.eq_ignore_ascii_case("CONNECTION_ID") {
         Some((Function::ConnectionId, i + 2))
     } else if name.eq_ignore_ascii_case("VERSION") {
@@ -317,4 +328,29 @@ pub(crate) fn proxy_version(number: u32) -> String {
         number / 100 % 100,
         number % 100
     )
+}
+
+/// Why `FOUND_ROWS()` and `SQL_CALC_FOUND_ROWS` are refused.
+pub(super) const FOUND_ROWS_REFUSED: &str = "FOUND_ROWS() and SQL_CALC_FOUND_ROWS: the count is kept by the backend connection that ran the previous SELECT, \
+     which is pooled and may have served another session since; count with SELECT COUNT(*) ... instead";
+
+/// Whether the statement calls `FOUND_ROWS()` or asks for
+/// `SQL_CALC_FOUND_ROWS`.
+pub(super) fn counts_found_rows(tokens: &[TokenWithSpan]) -> bool {
+    let significant: Vec<&Token> = tokens
+        .iter()
+        .map(|t| &t.token)
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect();
+    significant.iter().enumerate().any(|(i, token)| {
+        let Token::Word(w) = token else {
+            return false;
+        };
+        if w.quote_style.is_some() || (i > 0 && matches!(significant[i - 1], Token::Period)) {
+            return false;
+        }
+        w.value.eq_ignore_ascii_case("SQL_CALC_FOUND_ROWS")
+            || (w.value.eq_ignore_ascii_case("FOUND_ROWS")
+                && matches!(significant.get(i + 1), Some(Token::LParen)))
+    })
 }

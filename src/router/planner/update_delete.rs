@@ -19,6 +19,7 @@ impl<'a> Planner<'a> {
             }
         }
         self.walk_assignments(&update.assignments, true);
+        self.check_update_local_ids(&update.assignments);
         self.walk_where_order_limit(&update.selection, &update.order_by, &update.limit);
     }
 

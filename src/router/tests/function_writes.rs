@@ -167,3 +167,115 @@ fn statements_that_leave_session_state_mark_their_shard_plan() {
         assert!(!marked(&plan), "{sql}: {plan:?}");
     }
 }
+
+/// F18: the shard database of a sequence or stored function named in an
+/// expression (DML, or a DEFAULT / CHECK of a schema change) is one more
+/// name of the statement.
+#[test]
+fn sequences_and_functions_of_another_shard_are_names_of_the_statement() {
+    let elsewhere = |object: &str| {
+        reject(
+            "CrossShard",
+            format!("{object} is in db00002, but the statement goes to db00001"),
+        )
+    };
+    run(vec![
+        c(
+            "INSERT INTO db00001.redteam_t (v) VALUES (NEXTVAL(db00002.redteam_s))",
+            elsewhere("db00002.redteam_s"),
+        ),
+        c(
+            "SELECT NEXTVAL(db00002.redteam_s), v FROM db00001.redteam_t",
+            elsewhere("db00002.redteam_s"),
+        ),
+        c(
+            "UPDATE db00001.redteam_t SET v = SETVAL(db00002.redteam_s, 500) WHERE v = 'x'",
+            elsewhere("db00002.redteam_s"),
+        ),
+        c(
+            "SELECT LASTVAL(db00002.s) FROM db00001.t",
+            elsewhere("db00002.s"),
+        ),
+        c(
+            "SELECT `db00002` . `s`.nextval FROM db00001.t",
+            elsewhere("db00002.s"),
+        ),
+        c("SELECT db00002.f(1) FROM db00001.t", elsewhere("db00002.f")),
+        c(
+            "CREATE TABLE db00001.redteam_d (a int DEFAULT (NEXTVAL(db00002.redteam_s)), b int)",
+            elsewhere("db00002.redteam_s"),
+        ),
+        c(
+            "ALTER TABLE db00001.redteam_d ADD c int DEFAULT (nextval(/* x */ db00002.redteam_s))",
+            elsewhere("db00002.redteam_s"),
+        ),
+        c(
+            "ALTER TABLE db00001.redteam_d ALTER b SET DEFAULT (NEXTVAL(db00002.redteam_s))",
+            elsewhere("db00002.redteam_s"),
+        ),
+        c(
+            "CREATE TABLE db00001.x (a int, CHECK (a < LASTVAL(db00002.s)))",
+            elsewhere("db00002.s"),
+        ),
+        u(
+            "db00001",
+            "INSERT INTO t (v) VALUES (SETVAL(db00002.s, 5))",
+            elsewhere("db00002.s"),
+        ),
+        c(
+            format!("SELECT data FROM pins WHERE id = {PIN} AND data = NEXTVAL(db00012.s)"),
+            reject(
+                "CrossShard",
+                "db00012.s is in db00012, but the statement goes to db03429",
+            ),
+        ),
+        c(
+            format!("SELECT data, NEXTVAL(db03429.s) FROM pins WHERE id IN ({PIN}, {PIN_FAR})"),
+            reject(
+                "CrossShard",
+                "db03429.s is in db03429, but the read runs on several shards",
+            ),
+        ),
+        c(
+            "SELECT NEXTVAL(db00001.s), NEXTVAL(db00002.s)",
+            reject(
+                "CrossShard",
+                "db00001.s is in db00001, but db00002.s is in db00002",
+            ),
+        ),
+        // Refused as the server's syntax sqlparser does not read.
+        c(
+            "SELECT NEXT VALUE FOR db00002.s, v FROM db00001.t",
+            reject("Syntax", ""),
+        ),
+        // On the sequence's own shard: fine; table-less, sent there.
+        c(
+            "INSERT INTO db00001.redteam_t (v) VALUES (NEXTVAL(db00001.redteam_s))",
+            write(
+                "db00001",
+                "INSERT INTO db00001.redteam_t (v) VALUES (NEXTVAL(db00001.redteam_s))",
+            ),
+        ),
+        c(
+            "SELECT NEXTVAL(db00002.s)",
+            shard("db00002", "SELECT NEXTVAL(db00002.s)"),
+        ),
+        c(
+            "SELECT db02048.f(1)",
+            shard("db02048", "SELECT db02048.f(1)"),
+        ),
+        c(
+            "DO SETVAL(db00002.s, 10)",
+            shard("db00002", "DO SETVAL(db00002.s, 10)"),
+        ),
+        c(
+            "CREATE TABLE db00002.d (a int DEFAULT (NEXTVAL(db00002.s)))",
+            ddl(
+                "db00002",
+                "CREATE TABLE db00002.d (a int DEFAULT (NEXTVAL(db00002.s)))",
+            ),
+        ),
+        // Databases that are not shard databases are left to the server.
+        c("SELECT util.f(1)", any("SELECT util.f(1)")),
+    ]);
+}

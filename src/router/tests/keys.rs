@@ -428,7 +428,8 @@ fn cross_shard() {
 #[test]
 fn joins_and_subqueries() {
     run(vec![
-        c(
+        u(
+            "db03429",
             format!("SELECT p.id, p.data FROM board_has_pins b JOIN pins p ON p.local_id = b.pin_id WHERE b.board_id = {BOARD} ORDER BY b.sequence DESC LIMIT 10"),
             shard("db03429", format!("SELECT ((3429<<46)|(1<<36)|(p.local_id + (p.local_id >> 36) * 18446744073709551615)) AS id, p.data FROM db03429.board_has_pins b JOIN db03429.pins p ON p.local_id = b.pin_id WHERE b.board_id = {BOARD} ORDER BY b.sequence DESC LIMIT 10")),
         ),
@@ -448,7 +449,8 @@ fn joins_and_subqueries() {
             format!("SELECT data FROM pins WHERE id = {PIN} UNION ALL SELECT data FROM boards WHERE id = {BOARD}"),
             shard("db03429", "SELECT data FROM db03429.pins WHERE local_id = 7075733 UNION ALL SELECT data FROM db03429.boards WHERE local_id = 77"),
         ),
-        c(
+        u(
+            "db03429",
             format!("DELETE p FROM pins p JOIN board_has_pins b ON b.pin_id = p.local_id WHERE b.board_id = {BOARD}"),
             write("db03429", format!("DELETE p FROM db03429.pins p JOIN db03429.board_has_pins b ON b.pin_id = p.local_id WHERE b.board_id = {BOARD}")),
         ),
@@ -460,6 +462,120 @@ fn joins_and_subqueries() {
         c(
             "SELECT data FROM db00007.pins /*+ SHARD(7) */",
             shard("db00007", "SELECT data FROM db00007.pins"),
+        ),
+    ]);
+}
+
+/// No key, no guess, per table: a join or subquery over two sharded
+/// tables needs a key (or a hint, USE, a shard database) for each.
+#[test]
+fn every_sharded_table_needs_its_own_key() {
+    let unkeyed = |table: &str| {
+        reject(
+            "NoShardKey",
+            format!("no shard key for table '{table}': expected a key of its own"),
+        )
+    };
+    run(vec![
+        // The red team's: pins located by nothing but board_has_pins' key.
+        c(
+            format!("SELECT p.id, p.data FROM pins p JOIN board_has_pins b ON b.pin_id = p.id WHERE b.board_id = {BOARD}"),
+            reject("NoShardKey", format!("expected a key of its own (p.id = <64-bit id>) (the statement goes to db03429 by board_has_pins.board_id = {BOARD}, where a join or subquery sees only that shard's pins rows)")),
+        ),
+        c(
+            format!("SELECT count(*) FROM pins p WHERE p.id IN (SELECT pin_id FROM board_has_pins WHERE board_id = {BOARD})"),
+            unkeyed("pins"),
+        ),
+        c(format!("SELECT u.data FROM users u, pins p WHERE p.id = {PIN}"), unkeyed("users")),
+        c(
+            format!("SELECT data FROM pins WHERE id = {PIN} AND EXISTS (SELECT 1 FROM boards WHERE data = 'x')"),
+            unkeyed("boards"),
+        ),
+        c(
+            format!("SELECT p.id, p.data FROM board_has_pins b JOIN pins p ON p.local_id = b.pin_id WHERE b.board_id = {BOARD}"),
+            unkeyed("pins"),
+        ),
+        c(
+            format!("UPDATE pins p JOIN board_has_pins b ON b.pin_id = p.id SET p.data = 'x' WHERE b.board_id = {BOARD}"),
+            unkeyed("pins"),
+        ),
+        c(
+            format!("DELETE p FROM pins p JOIN board_has_pins b ON b.pin_id = p.local_id WHERE b.board_id = {BOARD}"),
+            unkeyed("pins"),
+        ),
+        c(format!("SELECT p1.data FROM pins p1 JOIN pins p2 ON p1.data = p2.data WHERE p1.id = {PIN}"), unkeyed("pins")),
+        // INSERT ... SELECT: rows of a mapping table without literal keys
+        // would land on the source's shard whatever their board_id.
+        c(
+            format!("INSERT INTO board_has_pins (board_id, pin_id) SELECT board_id, {PIN} FROM boards WHERE id = {BOARD}"),
+            unkeyed("board_has_pins"),
+        ),
+        // An object INSERT placed at random reading an unkeyed table.
+        c("INSERT INTO pins (data) SELECT data FROM boards", unkeyed("boards")),
+        // Mod-shard keys: equal strings may hash to different shards.
+        c(
+            "SELECT a.user_id FROM user_by_email a JOIN user_by_email b ON a.email = b.email WHERE a.email = 'a@b.c'",
+            unkeyed("user_by_email"),
+        ),
+        // The ON of an outer join keeps every row of the preserved side: it
+        // locates only the other side.
+        c(
+            format!("SELECT p.data, b.data FROM pins p LEFT JOIN boards b ON p.id = {PIN} AND b.id = {BOARD}"),
+            unkeyed("pins"),
+        ),
+        c(
+            format!("SELECT b.pin_id FROM board_has_pins b LEFT JOIN boards bo ON b.board_id = bo.id AND b.board_id = {BOARD}"),
+            unkeyed("board_has_pins"),
+        ),
+        c(
+            format!("SELECT bo.data FROM boards bo LEFT JOIN board_has_pins b ON b.board_id = bo.id AND b.board_id = {BOARD}"),
+            unkeyed("boards"),
+        ),
+        c(
+            format!("SELECT p.data, b.data FROM pins p LEFT JOIN boards b ON b.id = {BOARD} WHERE p.id = {PIN}"),
+            shard("db03429", "SELECT p.data, b.data FROM db03429.pins p LEFT JOIN db03429.boards b ON b.local_id = 77 WHERE p.local_id = 7075733"),
+        ),
+        c(
+            format!("SELECT bo.data FROM boards bo LEFT JOIN board_has_pins b ON b.board_id = bo.id WHERE bo.id = {BOARD}"),
+            shard("db03429", "SELECT bo.data FROM db03429.boards bo LEFT JOIN db03429.board_has_pins b ON b.board_id = ((3429<<46)|(2<<36)|(bo.local_id + (bo.local_id >> 36) * 18446744073709551615)) WHERE bo.local_id = 77"),
+        ),
+        c(
+            format!("SELECT b.pin_id FROM boards bo RIGHT JOIN board_has_pins b ON b.board_id = bo.id WHERE b.board_id = {BOARD}"),
+            shard("db03429", format!("SELECT b.pin_id FROM db03429.boards bo RIGHT JOIN db03429.board_has_pins b ON b.board_id = ((3429<<46)|(2<<36)|(bo.local_id + (bo.local_id >> 36) * 18446744073709551615)) WHERE b.board_id = {BOARD}")),
+        ),
+        // Fine: each table keyed, or located by an equality of ID keys,
+        // or all by a hint, USE or shard databases.
+        c(
+            format!("SELECT p.data FROM pins p JOIN board_has_pins b ON b.pin_id = p.id WHERE b.board_id = {BOARD} AND p.id = {PIN}"),
+            shard("db03429", format!("SELECT p.data FROM db03429.pins p JOIN db03429.board_has_pins b ON b.pin_id = ((3429<<46)|(1<<36)|(p.local_id + (p.local_id >> 36) * 18446744073709551615)) WHERE b.board_id = {BOARD} AND p.local_id = 7075733")),
+        ),
+        c(
+            format!("SELECT b.pin_id FROM boards bo JOIN board_has_pins b ON b.board_id = bo.id WHERE bo.id = {BOARD}"),
+            shard("db03429", "SELECT b.pin_id FROM db03429.boards bo JOIN db03429.board_has_pins b ON b.board_id = ((3429<<46)|(2<<36)|(bo.local_id + (bo.local_id >> 36) * 18446744073709551615)) WHERE bo.local_id = 77"),
+        ),
+        c(
+            format!("SELECT data FROM boards bo WHERE bo.id = {BOARD} AND EXISTS (SELECT 1 FROM board_has_pins b WHERE b.board_id = bo.id)"),
+            shard("db03429", "SELECT data FROM db03429.boards bo WHERE bo.local_id = 77 AND EXISTS (SELECT 1 FROM db03429.board_has_pins b WHERE b.board_id = ((3429<<46)|(2<<36)|(bo.local_id + (bo.local_id >> 36) * 18446744073709551615)))"),
+        ),
+        c(
+            format!("SELECT p.data FROM pins p JOIN board_has_pins b ON b.pin_id = p.id /*+ SHARD(3429) */ WHERE b.board_id = {BOARD}"),
+            shard("db03429", format!("SELECT p.data FROM db03429.pins p JOIN db03429.board_has_pins b ON b.pin_id = ((3429<<46)|(1<<36)|(p.local_id + (p.local_id >> 36) * 18446744073709551615)) WHERE b.board_id = {BOARD}")),
+        ),
+        c(
+            format!("SELECT p.data FROM db03429.pins p JOIN board_has_pins b ON b.pin_id = p.local_id WHERE b.board_id = {BOARD}"),
+            shard("db03429", format!("SELECT p.data FROM db03429.pins p JOIN db03429.board_has_pins b ON b.pin_id = p.local_id WHERE b.board_id = {BOARD}")),
+        ),
+        c(
+            format!("INSERT INTO board_has_pins (board_id, pin_id) SELECT {BOARD}, {PIN} FROM pins WHERE id = {PIN}"),
+            unkeyed("board_has_pins"),
+        ),
+        c(
+            format!("INSERT INTO board_has_pins (board_id, pin_id) VALUES ({BOARD}, {PIN})"),
+            write("db03429", format!("INSERT INTO db03429.board_has_pins (board_id, pin_id) VALUES ({BOARD}, {PIN})")),
+        ),
+        c(
+            format!("INSERT INTO pins (data) SELECT data FROM boards WHERE id = {BOARD}"),
+            write("db03429", "INSERT INTO db03429.pins (data) SELECT data FROM db03429.boards WHERE local_id = 77"),
         ),
     ]);
 }

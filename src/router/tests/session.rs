@@ -837,3 +837,70 @@ fn a_set_recorded_whole_is_known_from_its_first_bytes() {
         assert!(!records_whole_text(sql.as_bytes()), "{sql}");
     }
 }
+
+/// F14: `ROW_COUNT()`, `@@identity` and `@@last_insert_id` read the
+/// session's values (a pooled connection's are another statement's);
+/// `FOUND_ROWS()` and `SQL_CALC_FOUND_ROWS` are refused.
+#[test]
+fn row_count_and_insert_id_variables_are_the_sessions_found_rows_is_refused() {
+    let t = topo();
+    let plan_with = |sql: &str, row_count: i64, last_insert_id: u64| {
+        let ctx = RouteContext {
+            row_count,
+            last_insert_id,
+            ..RouteContext::default()
+        };
+        route(sql, &t, &ctx, &mut Fixed(3429))
+    };
+    let any_sql = |plan: Plan| match plan {
+        Plan::AnyHost { sql, .. } => sql.to_string(),
+        other => panic!("expected a table-less plan, got {other:?}"),
+    };
+    assert_eq!(
+        any_sql(plan_with("SELECT ROW_COUNT()", 3, 0)),
+        "SELECT 3 AS `ROW_COUNT()`"
+    );
+    assert_eq!(
+        any_sql(plan_with("SELECT row_count ( ) > 0 AS hit", -1, 0)),
+        "SELECT -1 > 0 AS hit"
+    );
+    assert_eq!(
+        any_sql(plan_with(
+            "SELECT @@identity, @@session.last_insert_id",
+            0,
+            5004
+        )),
+        "SELECT 5004 AS `@@identity`, 5004 AS `@@session.last_insert_id`"
+    );
+    match plan_with("SELECT data FROM db00001.t WHERE n = ROW_COUNT()", 2, 0) {
+        Plan::Shard(query) => {
+            assert_eq!(
+                query.sql.to_string(),
+                "SELECT data FROM db00001.t WHERE n = 2"
+            )
+        }
+        other => panic!("expected shard 1: {other:?}"),
+    }
+    for sql in [
+        "SELECT FOUND_ROWS()",
+        "SELECT found_rows /* c */ () AS n",
+        "SELECT SQL_CALC_FOUND_ROWS id FROM db00001.t LIMIT 1",
+        "SET @n = FOUND_ROWS()",
+        "DO FOUND_ROWS()",
+    ] {
+        match plan_with(sql, 0, 0) {
+            Plan::Reject(error) => assert!(
+                error
+                    .to_string()
+                    .contains("FOUND_ROWS() and SQL_CALC_FOUND_ROWS"),
+                "{sql}: {error}"
+            ),
+            other => panic!("{sql}: expected a refusal, got {other:?}"),
+        }
+    }
+    // A name, not the function.
+    assert_eq!(
+        any_sql(plan_with("SELECT 'FOUND_ROWS()', `found_rows`", 0, 0)),
+        "SELECT 'FOUND_ROWS()', `found_rows`"
+    );
+}
