@@ -28,6 +28,7 @@ use super::kill::kill_abandoned;
 use super::merge::{decode_text_row, merge_rows, Value};
 use super::session_state::SessionSettings;
 use super::sessions::SessionEntry;
+use super::transaction::on_bound_shard;
 use super::{Engine, SessionState};
 use crate::backend::{ConnKey, HostPool, PoolShare};
 use crate::error::ClientError;
@@ -147,9 +148,21 @@ impl Engine {
         let settings = Arc::new(state.settings.clone());
         let backend = Arc::new(topology.config.backend.clone());
         let count = parts.len();
+        // The bound transaction's shard answers on the bound connection, so
+        // the read sees the transaction's own writes there; the others run
+        // on pooled connections.
+        let (on_bound, pooled): (Vec<_>, Vec<_>) = parts
+            .into_iter()
+            .enumerate()
+            .partition(|(_, part)| on_bound_shard(topology, state, part.target));
+        let (conn_key, share, entry) = (
+            state.conn_key,
+            Arc::clone(&state.share),
+            Arc::clone(&state.entry),
+        );
         // Parts start as others finish, at most FANOUT_CONCURRENCY at once:
         // no task (and its future's state) exists for a part not running.
-        let mut waiting = parts.into_iter().enumerate();
+        let mut waiting = pooled.into_iter();
         let mut tasks = JoinSet::new();
         let mut start_next = |tasks: &mut JoinSet<_>| -> Result<(), Failure> {
             let Some((index, part)) = waiting.next() else {
@@ -170,17 +183,17 @@ impl Engine {
                     .map(|f| f.name.clone())
                     .unwrap_or_default(),
                 pool: self.backends.pool(&host.addr),
-                key: state.conn_key,
+                key: conn_key,
                 settings: Arc::clone(&settings),
                 sql: part.sql,
                 leaves_session_state: part.leaves_session_state,
                 budget: Arc::clone(&budget),
-                share: Arc::clone(&state.share),
+                share: Arc::clone(&share),
                 share_percent: topology.config.limits.max_host_share_percent,
                 statement_timeout_ms: topology.config.limits.statement_timeout_ms,
                 part_timeout_ms: topology.config.limits.multi_shard_part_timeout_ms,
                 backend: Arc::clone(&backend),
-                session: Arc::clone(&state.entry),
+                session: Arc::clone(&entry),
             };
             tasks.spawn(async move { (index, run_part(job).await) });
             Ok(())
@@ -191,6 +204,23 @@ impl Engine {
         let mut results: Vec<Option<PartResult>> = Vec::new();
         results.resize_with(count, || None);
         let mut shape: Option<(Vec<Vec<u8>>, Vec<ColumnInfo>)> = None;
+        for (index, part) in on_bound {
+            let outcome = self.run_bound_part(topology, state, part, &budget).await;
+            let mut result = match outcome {
+                Ok(result) => result,
+                Err(failure) => {
+                    self.cancel_statement(topology, &state.entry).await;
+                    return Err(failure);
+                }
+            };
+            shape = Some((
+                std::mem::take(&mut result.definitions),
+                std::mem::take(&mut result.columns),
+            ));
+            if let Some(slot) = results.get_mut(index) {
+                *slot = Some(result);
+            }
+        }
         while let Some(joined) = tasks.join_next().await {
             let (index, outcome) = joined.map_err(|error| {
                 Failure::Client(ClientError::Internal(format!(
@@ -240,6 +270,93 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Runs the part of a multi-shard read on the session's bound shard on
+    /// the bound connection, inside the transaction, within
+    /// `limits.multi_shard_part_timeout_ms` and the merge budget. Over the
+    /// budget, the rest of its result is read and dropped so the
+    /// transaction stays usable; a server error leaves the transaction as
+    /// the server left it (a deadlock ends it). A part that runs past its
+    /// time, or whose connection fails, loses the connection and with it
+    /// the transaction, and the error says so.
+    async fn run_bound_part(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        part: crate::router::ShardQuery,
+        budget: &MergeBudget,
+    ) -> Result<PartResult, Failure> {
+        debug!(shard = part.target.shard, sql = %part.sql, "multi-shard part on the bound connection");
+        if state.entry.is_cancelled() {
+            return Err(Failure::Client(ClientError::QueryInterrupted));
+        }
+        let entry = Arc::clone(&state.entry);
+        let Some(bound) = state.bound.as_mut() else {
+            return Err(Failure::Client(ClientError::Transaction(
+                "no transaction is bound".to_owned(),
+            )));
+        };
+        state.last_on_bound = true;
+        let pool = Arc::clone(bound.conn.pool());
+        let conn = bound.conn.conn();
+        if part.leaves_session_state {
+            conn.settings_fingerprint = DIRTY;
+        }
+        let thread = conn.thread_id;
+        let started = Instant::now();
+        let in_use = entry.using(&pool, thread);
+        let part_timeout_ms = topology.config.limits.multi_shard_part_timeout_ms;
+        let read = read_part(conn, &part.sql, budget, true);
+        let result = if part_timeout_ms == 0 {
+            Some(read.await)
+        } else {
+            tokio::time::timeout(Duration::from_millis(part_timeout_ms), read)
+                .await
+                .ok()
+        };
+        if in_use.finish() {
+            conn.kill_aimed = true;
+        }
+        pool.statements
+            .record(started.elapsed(), !matches!(result, Some(Ok(Ok(_)))));
+        let fleet = bound.fleet.clone();
+        let lost = |state: &mut SessionState, reason: String| {
+            if let Some(bound) = state.bound.take() {
+                bound.conn.discard_broken();
+            }
+            Failure::Client(ClientError::BackendLost {
+                host: pool.addr.clone(),
+                reason: format!("{reason}; the open transaction was rolled back by the server"),
+            })
+        };
+        match result {
+            Some(Ok(Ok(result))) => Ok(result),
+            Some(Ok(Err(error @ ClientError::MergeTooLarge(_)))) => Err(Failure::Client(error)),
+            Some(Ok(Err(error))) => {
+                let error =
+                    super::relay::explain_backend_error(conn, error, part.target.shard).await;
+                super::venue::settle_failed_in_transaction(state).await;
+                Err(Failure::Client(error))
+            }
+            Some(Err(error)) => Err(lost(state, format!("connection lost: {error}"))),
+            None => {
+                kill_abandoned(
+                    Arc::new(topology.config.backend.clone()),
+                    pool.addr.clone(),
+                    thread,
+                );
+                Err(lost(
+                    state,
+                    format!(
+                        "shard {} of fleet {fleet} did not finish its part of a multi-shard read on the transaction's connection within limits.multi_shard_part_timeout_ms ({part_timeout_ms} ms); the statement was cancelled and the connection closed",
+                        part.target.shard
+                    ),
+                ))
+            }
+        }
+    }
+}
+
 /// Runs one part on its shard's master and reads the whole result, within
 /// `limits.multi_shard_part_timeout_ms`: a part that had its connection
 /// and was still running then fails with [`ClientError::PartTimeout`]
@@ -280,7 +397,7 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
             AtomicOrdering::Relaxed,
         );
         let in_use = job.session.using(&job.pool, conn.conn().thread_id);
-        let result = read_part(conn.conn(), &job.sql, &job.budget).await;
+        let result = read_part(conn.conn(), &job.sql, &job.budget, false).await;
         if in_use.finish() {
             conn.conn().kill_aimed = true;
         }
@@ -333,11 +450,13 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
 /// Sends `sql` and reads its result set, counting what it keeps against
 /// `budget`. The outer error is the connection's; the inner one the
 /// server's answer, or [`ClientError::MergeTooLarge`] (the rest of the
-/// result left unread).
+/// result left unread, or with `drain` read and dropped so the connection
+/// stays usable).
 async fn read_part(
     conn: &mut crate::backend::BackendConn,
     sql: &[u8],
     budget: &MergeBudget,
+    drain: bool,
 ) -> std::io::Result<Result<PartResult, ClientError>> {
     conn.send_command(Command::COM_QUERY, sql).await?;
     let deprecate_eof = conn
@@ -358,17 +477,22 @@ async fn read_part(
     let mut definitions = Vec::new();
     let mut columns = Vec::new();
     let mut definition_bytes = 0u64;
+    let mut over = None;
     for _ in 0..count {
         let (_, definition) = conn.reader.next_packet().await?;
         let bytes = definition.len() as u64 + COLUMN_OVERHEAD;
         if let Err(error) = budget.take(bytes) {
-            return Ok(Err(error));
+            over = Some(error);
+            break;
         }
         definition_bytes += bytes;
         columns.push(parse_column_definition(&definition).unwrap_or_else(|| {
             ColumnInfo::new(ColumnType::MYSQL_TYPE_VAR_STRING, ColumnFlags::empty())
         }));
         definitions.push(definition);
+    }
+    if let Some(error) = over {
+        return drained(conn, drain, error, false, count - columns.len() - 1).await;
     }
     if !deprecate_eof {
         conn.reader.next_packet().await?;
@@ -382,7 +506,8 @@ async fn read_part(
             _ if ends_result_set(&packet, deprecate_eof) => break,
             _ => {
                 if let Err(error) = budget.take(packet.len() as u64 + row_overhead) {
-                    return Ok(Err(error));
+                    drop(rows);
+                    return drained(conn, drain, error, true, 0).await;
                 }
                 rows.push(decode_text_row(&packet, count));
             }
@@ -394,4 +519,36 @@ async fn read_part(
         definition_bytes,
         rows,
     }))
+}
+
+/// Returns `error` once, with `drain`, the rest of the result was read and
+/// dropped: `definitions` more column definitions, the EOF after them
+/// unless `rows_started` (or the framing has none), then the rows to the
+/// end of the result.
+async fn drained(
+    conn: &mut crate::backend::BackendConn,
+    drain: bool,
+    error: ClientError,
+    rows_started: bool,
+    definitions: usize,
+) -> std::io::Result<Result<PartResult, ClientError>> {
+    if !drain {
+        return Ok(Err(error));
+    }
+    let deprecate_eof = conn
+        .key
+        .framing
+        .contains(mysql_common::constants::CapabilityFlags::CLIENT_DEPRECATE_EOF);
+    for _ in 0..definitions {
+        conn.reader.next_packet().await?;
+    }
+    if !rows_started && !deprecate_eof {
+        conn.reader.next_packet().await?;
+    }
+    loop {
+        let (_, packet) = conn.reader.next_packet().await?;
+        if packet.first() == Some(&ERR_HEADER) || ends_result_set(&packet, deprecate_eof) {
+            return Ok(Err(error));
+        }
+    }
 }
