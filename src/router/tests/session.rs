@@ -138,6 +138,7 @@ fn session_statements() {
                 autocommit: Some(false),
                 writes_through_function: false,
                 computed: false,
+                evaluates: crate::router::SetEvaluation::default(),
             }),
         ),
         // MariaDB Connector/J's first statement.
@@ -149,6 +150,10 @@ fn session_statements() {
                 autocommit: Some(true),
                 writes_through_function: false,
                 computed: true,
+                evaluates: crate::router::SetEvaluation {
+                    calls: true,
+                    ..Default::default()
+                },
             }),
         ),
         c(
@@ -159,6 +164,7 @@ fn session_statements() {
                 autocommit: Some(false),
                 writes_through_function: false,
                 computed: false,
+                evaluates: crate::router::SetEvaluation::default(),
             }),
         ),
         c(
@@ -169,6 +175,7 @@ fn session_statements() {
                 autocommit: Some(false),
                 writes_through_function: false,
                 computed: false,
+                evaluates: crate::router::SetEvaluation::default(),
             }),
         ),
         c(
@@ -185,6 +192,7 @@ fn session_statements() {
                 autocommit: Some(false),
                 writes_through_function: false,
                 computed: false,
+                evaluates: crate::router::SetEvaluation::default(),
             }),
         ),
         c(
@@ -689,6 +697,10 @@ fn do_and_set_get_the_sessions_values() {
             autocommit: None,
             writes_through_function: false,
             computed: true,
+            evaluates: crate::router::SetEvaluation {
+                calls: true,
+                ..Default::default()
+            },
         })
     );
     // An assigned variable stays a name.
@@ -700,6 +712,7 @@ fn do_and_set_get_the_sessions_values() {
             autocommit: None,
             writes_through_function: false,
             computed: false,
+            evaluates: crate::router::SetEvaluation::default(),
         })
     );
     assert_eq!(
