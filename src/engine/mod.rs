@@ -52,6 +52,8 @@ pub struct Engine {
     pub sessions: Arc<Sessions>,
     /// The version and idle timeouts presented to clients, once read.
     server: OnceLock<ServerInfo>,
+    /// Bytes all multi-shard reads hold now (`limits.max_merge_bytes_total`).
+    pub(crate) merge_bytes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Engine {
@@ -69,6 +71,7 @@ impl Engine {
             stats: Stats::new(),
             sessions: Arc::default(),
             server: OnceLock::new(),
+            merge_bytes: Arc::default(),
         }
     }
 }

@@ -8,8 +8,11 @@
 //! `offset + limit` rows). What a merge holds is counted as it arrives,
 //! packet by packet, against `limits.max_merge_bytes` ([`MergeBudget`]):
 //! each part's text and task, its column definitions (kept for one part
-//! only), and its decoded rows; past the limit the statement fails with an
-//! error that says so rather than exhausting memory. The session's
+//! only), and its decoded rows (the largest once more: it is briefly held
+//! twice); past the limit the statement fails with an error that says so
+//! rather than exhausting memory. The same bytes are taken from the
+//! process's budget for all merges, `limits.max_merge_bytes_total`; a read
+//! that finds it spent fails at once (1105) rather than wait. The session's
 //! settings are shared by the parts, not copied.
 
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
@@ -57,25 +60,39 @@ const COLUMN_OVERHEAD: u64 =
     (std::mem::size_of::<Vec<u8>>() + std::mem::size_of::<ColumnInfo>()) as u64;
 
 /// The bytes one multi-shard read may hold (`limits.max_merge_bytes`),
-/// shared by its parts and counted as they read.
+/// shared by its parts and counted as they read, taken from the process's
+/// budget for all merges (`limits.max_merge_bytes_total`, [`Engine`]'s
+/// `merge_bytes`) and given back there when the read is done.
 pub(crate) struct MergeBudget {
     held: AtomicU64,
     limit: u64,
+    process: Arc<AtomicU64>,
+    process_limit: u64,
 }
 
 impl MergeBudget {
-    fn new(limit: u64) -> Self {
+    fn new(limit: u64, process: Arc<AtomicU64>, process_limit: u64) -> Self {
         Self {
             held: AtomicU64::new(0),
             limit,
+            process,
+            process_limit,
         }
     }
 
-    /// Counts `bytes` more; fails past the limit.
+    /// Counts `bytes` more; fails past the statement's limit or the
+    /// process's, having taken nothing.
     fn take(&self, bytes: u64) -> Result<(), ClientError> {
         let held = self.held.fetch_add(bytes, AtomicOrdering::Relaxed) + bytes;
         if held > self.limit {
+            self.held.fetch_sub(bytes, AtomicOrdering::Relaxed);
             return Err(ClientError::MergeTooLarge(self.limit));
+        }
+        let total = self.process.fetch_add(bytes, AtomicOrdering::Relaxed) + bytes;
+        if total > self.process_limit {
+            self.process.fetch_sub(bytes, AtomicOrdering::Relaxed);
+            self.held.fetch_sub(bytes, AtomicOrdering::Relaxed);
+            return Err(ClientError::MergeBudgetExhausted(self.process_limit));
         }
         Ok(())
     }
@@ -83,11 +100,19 @@ impl MergeBudget {
     /// Counts `bytes` freed.
     fn give_back(&self, bytes: u64) {
         self.held.fetch_sub(bytes, AtomicOrdering::Relaxed);
+        self.process.fetch_sub(bytes, AtomicOrdering::Relaxed);
     }
 
     /// Bytes held now.
     fn held(&self) -> u64 {
         self.held.load(AtomicOrdering::Relaxed)
+    }
+}
+
+impl Drop for MergeBudget {
+    fn drop(&mut self) {
+        self.process
+            .fetch_sub(*self.held.get_mut(), AtomicOrdering::Relaxed);
     }
 }
 
@@ -139,7 +164,12 @@ impl Engine {
     ) -> Result<(), Failure> {
         let MultiShardQuery { parts, merge } = query;
         debug!(parts = parts.len(), ?merge, "multi-shard read");
-        let budget = Arc::new(MergeBudget::new(topology.config.limits.max_merge_bytes));
+        let limits = &topology.config.limits;
+        let budget = Arc::new(MergeBudget::new(
+            limits.max_merge_bytes,
+            Arc::clone(&self.merge_bytes),
+            limits.max_merge_bytes_total,
+        ));
         let texts: u64 = parts
             .iter()
             .map(|part| part.sql.len() as u64 + PART_OVERHEAD)
@@ -331,7 +361,9 @@ impl Engine {
         };
         match result {
             Some(Ok(Ok(result))) => Ok(result),
-            Some(Ok(Err(error @ ClientError::MergeTooLarge(_)))) => Err(Failure::Client(error)),
+            Some(Ok(Err(
+                error @ (ClientError::MergeTooLarge(_) | ClientError::MergeBudgetExhausted(_)),
+            ))) => Err(Failure::Client(error)),
             Some(Ok(Err(error))) => {
                 let error =
                     super::relay::explain_backend_error(conn, error, part.target.shard).await;
@@ -411,7 +443,9 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
             }
             // Over the merge budget: the rest of the result is unread, so
             // the connection closes.
-            Ok(Err(error @ ClientError::MergeTooLarge(_))) => Err(error),
+            Ok(Err(
+                error @ (ClientError::MergeTooLarge(_) | ClientError::MergeBudgetExhausted(_)),
+            )) => Err(error),
             Ok(Err(error)) => {
                 let error =
                     super::relay::explain_backend_error(conn.conn(), error, job.shard).await;
@@ -499,13 +533,19 @@ async fn read_part(
     }
     let row_overhead = ROW_OVERHEAD + VALUE_OVERHEAD * count as u64;
     let mut rows = Vec::new();
+    // The largest row is held twice for a moment: as read and decoded, and
+    // as encoded for the client.
+    let mut largest = 0u64;
     loop {
         let (_, packet) = conn.reader.next_packet().await?;
         match packet.first() {
             Some(&ERR_HEADER) => return Ok(Err(backend_error(&packet))),
             _ if ends_result_set(&packet, deprecate_eof) => break,
             _ => {
-                if let Err(error) = budget.take(packet.len() as u64 + row_overhead) {
+                let len = packet.len() as u64;
+                let transient = len.saturating_sub(largest);
+                largest = largest.max(len);
+                if let Err(error) = budget.take(len + row_overhead + transient) {
                     drop(rows);
                     return drained(conn, drain, error, true, 0).await;
                 }
@@ -550,5 +590,45 @@ async fn drained(
         if packet.first() == Some(&ERR_HEADER) || ends_result_set(&packet, deprecate_eof) {
             return Ok(Err(error));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_take_from_and_give_back_to_the_process_budget() {
+        let process = Arc::new(AtomicU64::new(0));
+        let first = MergeBudget::new(100, Arc::clone(&process), 150);
+        let second = MergeBudget::new(100, Arc::clone(&process), 150);
+        first.take(90).expect("within both");
+        assert!(matches!(
+            first.take(20),
+            Err(ClientError::MergeTooLarge(100))
+        ));
+        assert_eq!(
+            (first.held(), process.load(AtomicOrdering::Relaxed)),
+            (90, 90)
+        );
+        second.take(50).expect("within the process");
+        assert!(matches!(
+            second.take(20),
+            Err(ClientError::MergeBudgetExhausted(150))
+        ));
+        assert_eq!(
+            process.load(AtomicOrdering::Relaxed),
+            140,
+            "a refusal takes nothing"
+        );
+        second.give_back(30);
+        assert_eq!(process.load(AtomicOrdering::Relaxed), 110);
+        drop(first);
+        assert_eq!(
+            process.load(AtomicOrdering::Relaxed),
+            20,
+            "a finished read gives all back"
+        );
+        second.take(80).expect("room again");
     }
 }
