@@ -28,7 +28,7 @@ use super::answer::write_result_set;
 use super::checkout::{apply_settings, checkout_open, DIRTY};
 use super::failure::{backend_error, Failure};
 use super::kill::kill_abandoned;
-use super::merge::{decode_text_row, merge_rows, Value};
+use super::merge::{compared_text_columns, decode_text_row, merge_rows, merges_exactly, Value};
 use super::session_state::SessionSettings;
 use super::sessions::SessionEntry;
 use super::transaction::on_bound_shard;
@@ -39,7 +39,7 @@ use crate::protocol::binary::{parse_column_definition, ColumnInfo};
 use crate::protocol::frame::read_lenenc_int;
 use crate::protocol::packets::{ends_result_set, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER};
 use crate::protocol::FrameWriter;
-use crate::router::MultiShardQuery;
+use crate::router::{MultiShardQuery, RouteError, Target};
 use crate::topology::config::BackendConfig;
 use crate::topology::Topology;
 use mysql_common::constants::Command;
@@ -163,6 +163,7 @@ impl Engine {
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
         let MultiShardQuery { parts, merge } = query;
+        let probe = parts.first().map(|part| (part.target, part.sql.0.clone()));
         debug!(parts = parts.len(), ?merge, "multi-shard read");
         let limits = &topology.config.limits;
         let budget = Arc::new(MergeBudget::new(
@@ -286,8 +287,34 @@ impl Engine {
                 "a multi-shard read with no parts".to_owned(),
             )));
         };
+        let compared = compared_text_columns(&merge, &columns);
+        let mut collated = columns.clone();
+        if let (false, Some((target, sql))) = (compared.is_empty(), probe) {
+            let collations = self.read_collations(topology, state, target, &sql).await?;
+            if collations.len() != columns.len() {
+                return Err(collation_refused(format!(
+                    "it read {} columns where the parts have {}",
+                    collations.len(),
+                    columns.len()
+                )));
+            }
+            for &i in &compared {
+                if !merges_exactly(collations[i]) {
+                    let name = column_name(&definitions[i]);
+                    return Err(Failure::Client(ClientError::Route(RouteError::Unsupported(
+                        format!(
+                            "a multi-shard ORDER BY, MIN or MAX over `{name}`, whose collation (id {}) shardgate does not merge in the server's order (it merges binary, the _bin collations of utf8mb4/utf8mb3/ascii and utf8mb4/utf8mb3_general_ci); select `{name}` with COLLATE utf8mb4_bin or utf8mb4_general_ci and sort by that, or read one shard at a time",
+                            collations[i]
+                        ),
+                    ))));
+                }
+            }
+            for (column, collation) in collated.iter_mut().zip(collations) {
+                column.charset = collation;
+            }
+        }
         let parts = parts.into_iter().map(|part| part.rows).collect();
-        let rows = merge_rows(parts, &columns, &merge);
+        let rows = merge_rows(parts, &collated, &merge);
         let visible = columns.len().saturating_sub(merge.hidden_columns);
         write_result_set(
             client,
@@ -387,6 +414,102 @@ impl Engine {
             }
         }
     }
+}
+
+impl Engine {
+    /// The collation ids of a multi-shard read's columns as the server has
+    /// them (a column definition names the client's result character set
+    /// instead): the part's text as a derived table, `LIMIT 0` (nothing
+    /// runs), with `character_set_results` NULL for that statement only, on
+    /// a pooled connection to the part's host.
+    async fn read_collations(
+        &self,
+        topology: &Topology,
+        state: &SessionState,
+        target: Target,
+        sql: &[u8],
+    ) -> Result<Vec<u16>, Failure> {
+        let Some(host) = topology.hosts.get(target.host) else {
+            return Err(collation_refused("the shard has no host".to_owned()));
+        };
+        let pool = self.backends.pool(&host.addr);
+        let mut conn = self.checkout(topology, &pool, Some(target), state).await?;
+        let mut probe = b"SET STATEMENT character_set_results = NULL FOR SELECT * FROM (".to_vec();
+        probe.extend_from_slice(sql);
+        probe.extend_from_slice(b"\n) AS shardgate_collations LIMIT 0");
+        match read_definitions(conn.conn(), &probe).await {
+            Ok(Ok(collations)) => {
+                conn.release();
+                Ok(collations)
+            }
+            Ok(Err(reason)) => {
+                conn.release();
+                Err(collation_refused(reason))
+            }
+            Err(error) => {
+                conn.discard_broken();
+                Err(collation_refused(format!("connection lost: {error}")))
+            }
+        }
+    }
+}
+
+/// A merge refused because the columns' collations could not be read.
+fn collation_refused(reason: String) -> Failure {
+    Failure::Client(ClientError::Route(RouteError::Unsupported(format!(
+        "a multi-shard ORDER BY, MIN or MAX over text: shardgate could not read the columns' collations ({reason}); give the selected columns distinct names, or read one shard at a time"
+    ))))
+}
+
+/// Sends `sql` and returns the collation ids of its result's columns (it
+/// returns no rows). The inner error is the server's answer.
+async fn read_definitions(
+    conn: &mut crate::backend::BackendConn,
+    sql: &[u8],
+) -> std::io::Result<Result<Vec<u16>, String>> {
+    conn.send_command(Command::COM_QUERY, sql).await?;
+    let deprecate_eof = conn
+        .key
+        .framing
+        .contains(mysql_common::constants::CapabilityFlags::CLIENT_DEPRECATE_EOF);
+    let (_, first) = conn.reader.next_packet().await?;
+    match first.first() {
+        Some(&ERR_HEADER) => return Ok(Err(backend_error(&first).to_string())),
+        Some(&OK_HEADER) | Some(&LOCAL_INFILE_HEADER) | None => {
+            return Ok(Err("no result set".to_owned()))
+        }
+        _ => {}
+    }
+    let count = read_lenenc_int(&mut first.as_slice()).unwrap_or(0);
+    let mut collations = Vec::new();
+    for _ in 0..count {
+        let (_, definition) = conn.reader.next_packet().await?;
+        collations.push(parse_column_definition(&definition).map_or(0, |c| c.charset));
+    }
+    if !deprecate_eof {
+        conn.reader.next_packet().await?;
+    }
+    loop {
+        let (_, packet) = conn.reader.next_packet().await?;
+        if packet.first() == Some(&ERR_HEADER) {
+            return Ok(Err(backend_error(&packet).to_string()));
+        }
+        if ends_result_set(&packet, deprecate_eof) {
+            return Ok(Ok(collations));
+        }
+    }
+}
+
+/// The name of a column, from its definition (the fifth length-encoded
+/// string), for messages.
+fn column_name(definition: &[u8]) -> String {
+    let mut rest = definition;
+    for _ in 0..4 {
+        let len = read_lenenc_int(&mut rest).unwrap_or(0) as usize;
+        rest = rest.get(len..).unwrap_or_default();
+    }
+    let len = read_lenenc_int(&mut rest).unwrap_or(0) as usize;
+    String::from_utf8_lossy(rest.get(..len).unwrap_or_default()).into_owned()
 }
 
 /// Runs one part on its shard's master and reads the whole result, within
