@@ -28,7 +28,10 @@ use super::answer::write_result_set;
 use super::checkout::{apply_settings, checkout_open, DIRTY};
 use super::failure::{backend_error, Failure};
 use super::kill::kill_abandoned;
-use super::merge::{compared_text_columns, decode_text_row, merge_rows, merges_exactly, Value};
+use super::merge::{
+    compared_text_columns, decode_text_row, general_ci_exact, is_general_ci, merge_rows,
+    merges_exactly, Value,
+};
 use super::session_state::SessionSettings;
 use super::sessions::SessionEntry;
 use super::transaction::on_bound_shard;
@@ -305,6 +308,21 @@ impl Engine {
                         format!(
                             "a multi-shard ORDER BY, MIN or MAX over `{name}`, whose collation (id {}) shardgate does not merge in the server's order (it merges binary, the _bin collations of utf8mb4/utf8mb3/ascii and utf8mb4/utf8mb3_general_ci); select `{name}` with COLLATE utf8mb4_bin or utf8mb4_general_ci and sort by that, or read one shard at a time",
                             collations[i]
+                        ),
+                    ))));
+                }
+            }
+            for &i in compared.iter().filter(|&&i| is_general_ci(collations[i])) {
+                let inexact = parts
+                    .iter()
+                    .flat_map(|part| &part.rows)
+                    .filter_map(|row| row.get(i).and_then(Option::as_deref))
+                    .any(|value| !general_ci_exact(value));
+                if inexact {
+                    let name = column_name(&definitions[i]);
+                    return Err(Failure::Client(ClientError::Route(RouteError::Unsupported(
+                        format!(
+                            "a multi-shard ORDER BY, MIN or MAX over `{name}` in utf8mb4_general_ci with characters whose general_ci weight shardgate does not know (it knows Latin-1, Latin Extended-A, CJK and others; not Latin Extended-B, Greek or Cyrillic); select `{name}` with COLLATE utf8mb4_bin and sort by that, or read one shard at a time"
                         ),
                     ))));
                 }

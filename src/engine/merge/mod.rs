@@ -20,7 +20,7 @@ use crate::protocol::packets::TEXT_NULL;
 use crate::router::{Merge, MergeColumn, SortKey};
 use decimal::add_numbers;
 use order::{compare_rows, compare_values};
-pub(crate) use order::{is_numeric, merges_exactly};
+pub(crate) use order::{general_ci_exact, is_general_ci, is_numeric, merges_exactly};
 
 /// One value of a row: `None` is SQL NULL.
 pub(crate) type Value = Option<Vec<u8>>;

@@ -53,9 +53,27 @@ pub(super) fn compare_values(a: &Value, b: &Value, column: &ColumnInfo) -> Order
     }
     match column.charset {
         BINARY | UTF8MB4_NOPAD_BIN | UTF8MB3_NOPAD_BIN => a.cmp(b),
-        UTF8MB4_BIN | UTF8MB3_BIN | ASCII_BIN => trim_pad(a).cmp(trim_pad(b)),
-        _ if column.flags.contains(ColumnFlags::BINARY_FLAG) => trim_pad(a).cmp(trim_pad(b)),
-        _ => fold_general_ci(trim_pad(a)).cmp(fold_general_ci(trim_pad(b))),
+        UTF8MB4_BIN | UTF8MB3_BIN | ASCII_BIN => pad_space_cmp(a.iter(), b.iter(), &b' '),
+        _ if column.flags.contains(ColumnFlags::BINARY_FLAG) => {
+            pad_space_cmp(a.iter(), b.iter(), &b' ')
+        }
+        _ => pad_space_cmp(fold_general_ci(a), fold_general_ci(b), ' '),
+    }
+}
+
+/// Compares two sequences as a PAD SPACE collation does: the shorter as if
+/// padded with `space` (so `"a "` equals `"a"`, and `"a\t"` is less).
+fn pad_space_cmp<T: Ord, I: Iterator<Item = T>>(mut a: I, mut b: I, space: T) -> Ordering {
+    loop {
+        let ordering = match (a.next(), b.next()) {
+            (None, None) => return Ordering::Equal,
+            (Some(x), Some(y)) => x.cmp(&y),
+            (Some(x), None) => x.cmp(&space),
+            (None, Some(y)) => space.cmp(&y),
+        };
+        if ordering != Ordering::Equal {
+            return ordering;
+        }
     }
 }
 
@@ -120,10 +138,48 @@ pub(crate) fn merges_exactly(id: u16) -> bool {
     )
 }
 
-/// `text` without the trailing spaces a PAD SPACE collation ignores.
-fn trim_pad(text: &[u8]) -> &[u8] {
-    let end = text.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
-    &text[..end]
+/// Whether `id` is `utf8mb4_general_ci` or `utf8mb3_general_ci`.
+pub(crate) fn is_general_ci(id: u16) -> bool {
+    matches!(id, UTF8MB4_GENERAL_CI | UTF8MB3_GENERAL_CI)
+}
+
+/// The code points whose [`fold_general_ci`] weight was checked equal to
+/// the weight MariaDB 10.11 gives them in `utf8mb4_general_ci`
+/// (`WEIGHT_STRING`, every character of the Basic Multilingual Plane):
+/// Latin-1 and Latin Extended-A, and the blocks where both leave the
+/// character as it is. Elsewhere (Latin Extended-B, Greek, Cyrillic, ...)
+/// the server's table predates today's Unicode case mappings.
+const GENERAL_CI_CHECKED: &[(u32, u32)] = &[
+    (0x0000, 0x017F),
+    (0x06D4, 0x0928),
+    (0x0B95, 0x0F42),
+    (0x1100, 0x13F7),
+    (0x13FE, 0x1B05),
+    (0x1B13, 0x1C7F),
+    (0x1D8F, 0x1EFA),
+    (0x2002, 0x2125),
+    (0x232B, 0x2ADB),
+    (0x2ADD, 0x2C2F),
+    (0x2D2E, 0x304B),
+    (0x30FF, 0xA640),
+    (0xA7F7, 0xAB52),
+    (0xE000, 0xF8FF),
+    (0xFB4F, 0xFFFF),
+];
+
+/// Whether every character of `text` has the `utf8mb4_general_ci` weight
+/// the server gives it ([`GENERAL_CI_CHECKED`]; beyond the BMP all weigh
+/// alike, as on the server).
+pub(crate) fn general_ci_exact(text: &[u8]) -> bool {
+    std::str::from_utf8(text).is_ok_and(|text| {
+        text.chars().all(|c| {
+            let c = u32::from(c);
+            c > 0xFFFF
+                || GENERAL_CI_CHECKED
+                    .iter()
+                    .any(|&(first, last)| (first..=last).contains(&c))
+        })
+    })
 }
 
 /// The weights `utf8mb4_general_ci` compares by: one per character, the
