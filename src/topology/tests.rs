@@ -602,3 +602,19 @@ fn from_config_and_default() {
     assert_eq!(t.master_of(0, 1), Some(0));
     assert_eq!(t.parse_database("db00001"), Some((0, 1)));
 }
+
+#[test]
+fn the_process_merge_budget_is_at_least_one_merges() {
+    let e = errors(
+        "users: []\nbackend: { user: u }\nlimits:\n  max_merge_bytes: 1000\n  max_merge_bytes_total: 999\n",
+    );
+    has(
+        &e,
+        5,
+        "`max_merge_bytes_total` (999) must be at least `max_merge_bytes` (1000)",
+    );
+    assert_eq!(
+        crate::topology::config::LimitsConfig::default().max_merge_bytes_total,
+        1024 * 1024 * 1024
+    );
+}
