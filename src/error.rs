@@ -81,6 +81,10 @@ pub enum ClientError {
     /// A multi-shard merge that would hold too much (1105).
     #[error("shardgate: a multi-shard read needs more than limits.max_merge_bytes ({0} bytes) to merge its parts (rows, column definitions, per-part overhead); add a LIMIT, select fewer columns or narrow the IN list")]
     MergeTooLarge(u64),
+    /// The process's multi-shard reads together hold
+    /// `limits.max_merge_bytes_total` (1105).
+    #[error("shardgate: the multi-shard reads running in this proxy together hold limits.max_merge_bytes_total ({0} bytes); this read was stopped rather than exhaust the proxy's memory. Retry shortly, add a LIMIT, select fewer columns or narrow the IN list")]
+    MergeBudgetExhausted(u64),
     /// A healthy shard's part of a multi-shard read that ran past
     /// `limits.multi_shard_part_timeout_ms` (1969, as MariaDB's statement
     /// timeout); the whole statement failed.

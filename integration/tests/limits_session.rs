@@ -948,3 +948,60 @@ async fn any_master_statements_take_a_free_master_and_a_full_pool_is_not_a_down_
     alive(&mut other).await;
     delete_pins(MASTER_A, &[5], &tag).await;
 }
+
+/// The process's merges share `limits.max_merge_bytes_total` (F17): while
+/// one session's merge holds part of it, another whose merge would take
+/// the total past it is refused naming the limit, and runs once the first
+/// is done (its bytes given back).
+#[tokio::test]
+async fn merges_of_all_sessions_share_one_byte_budget() {
+    let _serial = serial().await;
+    // A part holds its 5 MB row twice (as read, and for the client): one
+    // read of two parts counts about 20 MB, within 24 MB; two at once need
+    // more than the 25 MB of the whole process.
+    let proxy = start_server(
+        "limits-merge-total",
+        &config(
+            "",
+            "max_merge_bytes: 24000000, max_merge_bytes_total: 25000000",
+        ),
+    );
+    let mut first = app(&proxy).await;
+    let mut second = app(&proxy).await;
+    let tag = format!("mt{:08x}", rand::random::<u32>());
+    let (fast, slow) = (
+        insert_pin(&mut first, 5, &format!("{tag}a")).await,
+        insert_pin(&mut first, 3000, &format!("{tag}b")).await,
+    );
+    let big = move |slow_seconds: u32| {
+        format!(
+            "SELECT id, LENGTH(REPEAT('a', 5000000)) AS n, REPEAT('a', 5000000) AS big, \
+             SLEEP(IF(id = {slow}, {slow_seconds}, 0)) AS s FROM pins WHERE id IN ({fast}, {slow})"
+        )
+    };
+    // Alone, each fits.
+    let rows: Vec<mysql_async::Row> = second.query(big(0)).await.expect("one merge alone");
+    assert_eq!(rows.len(), 2);
+    // The first holds its fast part's row while its slow part sleeps.
+    let slow_read = big(3);
+    let holding = tokio::spawn(async move {
+        let rows: Vec<mysql_async::Row> = first.query(slow_read).await.expect("the first merge");
+        rows.len()
+    });
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let (code, message) = server_error(
+        second
+            .query_drop(big(0))
+            .await
+            .expect_err("a second merge past the process budget"),
+    );
+    assert_eq!(code, 1105, "{message}");
+    assert!(message.contains("max_merge_bytes_total"), "{message}");
+    assert_eq!(holding.await.expect("first session"), 2);
+    // Given back: the same read runs now.
+    let rows: Vec<mysql_async::Row> = second.query(big(0)).await.expect("after the first");
+    assert_eq!(rows.len(), 2);
+    alive(&mut second).await;
+    delete_pins(MASTER_A, &[5], &tag).await;
+    delete_pins(MASTER_B, &[3000], &tag).await;
+}

@@ -962,3 +962,84 @@ async fn row_count_and_insert_ids_of_non_object_tables_are_the_sessions() {
     assert_eq!(one, Some(1), "the session goes on");
     ops.query_drop(format!("DROP TABLE {table}")).await.unwrap();
 }
+
+/// Whether some connection holds user lock `name` on the host at `port`,
+/// asked as the operations account.
+async fn lock_holder(port: u16, name: &str) -> Option<u64> {
+    let mut ops = operations(port).await;
+    let holder: Option<Option<u64>> = ops
+        .query_first(format!("SELECT IS_USED_LOCK('{name}')"))
+        .await
+        .expect("IS_USED_LOCK");
+    ops.disconnect().await.ok();
+    holder.flatten()
+}
+
+/// A SET whose value reads a shard table runs once, on that shard, and is
+/// replayed by value; one that takes a user lock or reads two shards is
+/// refused and takes nothing anywhere (F2).
+#[tokio::test]
+async fn sets_that_read_tables_or_call_functions_run_once_where_they_read() {
+    let (far, near) = (3000u32, 1u32);
+    let mut conn = client().await;
+    let count_on = |shard: u32| format!("SELECT count(*) FROM db{shard:05}.pins");
+    let direct_count = |shard: u32| async move {
+        let mut direct = direct(main_master_port(shard)).await;
+        let count: Option<u64> = direct.query_first(count_on(shard)).await.unwrap();
+        count.unwrap()
+    };
+    // db03000 lives on the second master only.
+    conn.query_drop(format!("SET @x = ({})", count_on(far)))
+        .await
+        .expect("a SET reading db03000 runs on its host");
+    let x: Option<u64> = conn.query_first("SELECT @x").await.unwrap();
+    assert_eq!(x, Some(direct_count(far).await));
+    // And one reading db00001, on the first master only: whichever host
+    // "any master" would pick, one of the two SETs needs the other.
+    conn.query_drop(format!("SET @w = ({})", count_on(near)))
+        .await
+        .expect("a SET reading db00001 runs on its host");
+    let w: Option<u64> = conn.query_first("SELECT @w").await.unwrap();
+    assert_eq!(w, Some(direct_count(near).await));
+    // Every host the session reaches afterwards has the value, and no
+    // connection runs the subquery again (db00001's host has no db03000).
+    for shard in [near, far] {
+        let count: Option<u64> = conn
+            .query_first(count_on(shard))
+            .await
+            .unwrap_or_else(|e| panic!("a statement on shard {shard} after the SET: {e}"));
+        assert_eq!(count, Some(direct_count(shard).await));
+        let seen: Option<u64> = conn
+            .query_first(format!("SELECT @x FROM db{shard:05}.pins LIMIT 1"))
+            .await
+            .unwrap();
+        assert_eq!(seen, x, "@x on shard {shard}'s host");
+    }
+    // Side effects are refused, and none took place on any host.
+    let lock = format!("sg_engine_{:08x}", rand::random::<u32>());
+    let refused = conn
+        .query_drop(format!("SET @l = GET_LOCK('{lock}', 0)"))
+        .await
+        .expect_err("a SET taking a user lock");
+    let (code, message) = server_error(refused);
+    assert_eq!(code, 1105, "{message}");
+    assert!(message.contains("GET_LOCK"), "{message}");
+    for shard in [near, far] {
+        let _: Option<u64> = conn.query_first(count_on(shard)).await.unwrap();
+    }
+    for port in [MASTER_A, MASTER_B] {
+        assert_eq!(lock_holder(port, &lock).await, None, "lock on {port}");
+    }
+    let refused = conn
+        .query_drop(format!(
+            "SET @y = ({}) + ({})",
+            count_on(near),
+            count_on(far)
+        ))
+        .await
+        .expect_err("a SET reading two shards");
+    assert!(server_error(refused).1.contains("several shard databases"));
+    // The session is still whole.
+    let x_again: Option<u64> = conn.query_first("SELECT @x").await.unwrap();
+    assert_eq!(x_again, x);
+}

@@ -27,7 +27,8 @@ use crate::protocol::packets::LocalColumnType;
 use crate::protocol::FrameWriter;
 use crate::router::{
     records_whole_text, route, Diagnostics, DiagnosticsArea, DiagnosticsValue, Placement, Plan,
-    RouteContext, RouteError, SessionAction, SessionValue, ShardQuery, StatementKind,
+    RouteContext, RouteError, SessionAction, SessionValue, SetEvaluation, ShardQuery,
+    StatementKind,
 };
 use crate::topology::{FleetId, TableKind, Topology};
 
@@ -473,8 +474,12 @@ impl Engine {
                 sql,
                 autocommit,
                 computed,
-                ..
+                writes_through_function,
+                evaluates,
             } => {
+                if writes_through_function {
+                    return Err(set_refused(SET_WRITES_REFUSED));
+                }
                 let sql = recorded_text(sql)?;
                 check_combined_autocommit(state, autocommit)?;
                 let before = (
@@ -486,7 +491,12 @@ impl Engine {
                     self.apply_autocommit(topology, state, on, client).await?;
                 }
                 let done = self
-                    .set_session(topology, state, (variables, sql, computed), client)
+                    .set_session(
+                        topology,
+                        state,
+                        (variables, sql, computed, evaluates),
+                        client,
+                    )
                     .await;
                 if !matches!(done, Ok(true)) {
                     (
@@ -576,12 +586,17 @@ impl Engine {
     /// one whose values cannot be read back so is recorded as written. A
     /// SET that would take the recorded list past
     /// `limits.max_session_settings` or `limits.max_session_settings_bytes`
-    /// is refused before it runs. Returns whether the server took it.
+    /// is refused before it runs. A SET whose value reads a shard
+    /// database runs on that shard (on the bound connection when the
+    /// session's transaction is bound there); one whose value calls a
+    /// function or runs a subquery must be replayed by value, or it is
+    /// refused and its connection closed (it may not run again elsewhere).
+    /// Returns whether the server took it.
     async fn set_session<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
         state: &mut SessionState,
-        (variables, sql, computed): (Vec<String>, String, bool),
+        (variables, sql, computed, evaluates): (Vec<String>, String, bool, SetEvaluation),
         client: &mut FrameWriter<W>,
     ) -> Result<bool, Failure> {
         let limits = SettingsLimits::from_config(&topology.config.limits);
@@ -592,9 +607,24 @@ impl Engine {
             .map_err(Failure::Client)?;
         // The SET's own connection: the bound one, or a pooled one kept
         // until its values are read back.
-        let venue = match state.bound {
-            Some(_) => Venue::Bound,
-            None => Venue::Held(self.checkout_any(topology, state).await?),
+        let venue = match (evaluates.shard, &state.bound) {
+            (Some(target), Some(_)) if on_bound_shard(topology, state, target) => Venue::Bound,
+            (Some(_), Some(_)) => return Err(set_refused(SET_OTHER_SHARD_REFUSED)),
+            (Some(_), None) if evaluates.locking && state.transaction_open() => {
+                return Err(set_refused(SET_LOCKING_REFUSED))
+            }
+            (Some(target), None) => {
+                let Some(host) = topology.hosts.get(target.host) else {
+                    return Err(Failure::Client(ClientError::Internal(format!(
+                        "shard {} has no host in the topology",
+                        target.shard
+                    ))));
+                };
+                let pool = self.backends.pool(&host.addr);
+                Venue::Held(self.checkout(topology, &pool, Some(target), state).await?)
+            }
+            (None, Some(_)) => Venue::Bound,
+            (None, None) => Venue::Held(self.checkout_any(topology, state).await?),
         };
         let statement = Statement {
             stamp: Some(as_written.fingerprint()),
@@ -629,9 +659,21 @@ impl Engine {
                 return Err(unknown_lex_state(reason));
             }
         };
-        let next = replay
-            .and_then(|replay| state.settings.with(variables, replay, limits).ok())
-            .unwrap_or(as_written);
+        let by_value =
+            replay.and_then(|replay| state.settings.with(variables, replay, limits).ok());
+        let next = match by_value {
+            Some(next) => next,
+            None if computed && (evaluates.calls || evaluates.shard.is_some()) => {
+                // It ran once; its effects and values stay off the
+                // session's connections.
+                conn.conn().settings_fingerprint = DIRTY;
+                if let Some(conn) = pooled {
+                    conn.discard_broken();
+                }
+                return Err(set_refused(SET_NOT_BY_VALUE_REFUSED));
+            }
+            None => as_written,
+        };
         conn.conn().settings_fingerprint = next.fingerprint();
         conn.conn().statement_timeout_ms = u64::MAX;
         if let Some(conn) = pooled {
@@ -668,6 +710,26 @@ impl Engine {
         }
         Err(refused.unwrap_or_else(no_masters))
     }
+}
+
+/// Why a SET whose value calls a function that writes is refused.
+const SET_WRITES_REFUSED: &str = "a SET whose value calls a function that writes (GET_LOCK, RELEASE_LOCK, NEXTVAL, SETVAL, a stored function, ...): shardgate gives a SET's values to every backend connection of the session, and the function's effect would stay on one pooled connection; call the function in a statement of its own and SET the variable to the value it returned";
+
+/// Why a SET reading another shard inside a bound transaction is refused.
+const SET_OTHER_SHARD_REFUSED: &str = "a SET whose value reads a shard database other than the one the open transaction is bound to: the transaction's connection cannot read it; read the value with a SELECT and SET the variable to it";
+
+/// Why a SET whose subquery takes row locks is refused in a transaction
+/// not bound to its shard.
+const SET_LOCKING_REFUSED: &str = "a SET whose subquery takes row locks (FOR UPDATE / FOR SHARE / LOCK IN SHARE MODE) in a transaction not bound to its shard: the locks would be released at once; run the locking SELECT first (it binds the transaction) and SET the variable to its value";
+
+/// Why a SET that cannot be replayed by value is refused.
+const SET_NOT_BY_VALUE_REFUSED: &str = "a SET whose value calls a function or reads a table, of a variable whose value shardgate cannot read back (a quoted name, timestamp, insert_id, ...): it would run again on every backend connection of the session; use a plain variable name, or SET it to the value as a literal";
+
+/// A SET refused before (or instead of) being recorded.
+fn set_refused(reason: &str) -> Failure {
+    Failure::Client(ClientError::Route(RouteError::Unsupported(
+        reason.to_owned(),
+    )))
 }
 
 /// Without the session's `sql_mode` and character set as the server has

@@ -283,6 +283,7 @@ mod tests {
                 autocommit: Some(true),
                 writes_through_function: false,
                 computed: false,
+                evaluates: crate::router::SetEvaluation::default(),
             }),
         ];
         for plan in &commits {

@@ -56,6 +56,8 @@ pub struct Engine {
     server: OnceLock<ServerInfo>,
     /// When the proxy started (the `Uptime` of COM_STATISTICS).
     pub started: Instant,
+    /// Bytes all multi-shard reads hold now (`limits.max_merge_bytes_total`).
+    pub(crate) merge_bytes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Engine {
@@ -74,6 +76,7 @@ impl Engine {
             sessions: Arc::default(),
             server: OnceLock::new(),
             started: Instant::now(),
+            merge_bytes: Arc::default(),
         }
     }
 }

@@ -8,8 +8,11 @@
 //! `offset + limit` rows). What a merge holds is counted as it arrives,
 //! packet by packet, against `limits.max_merge_bytes` ([`MergeBudget`]):
 //! each part's text and task, its column definitions (kept for one part
-//! only), and its decoded rows; past the limit the statement fails with an
-//! error that says so rather than exhausting memory. The session's
+//! only), and its decoded rows (the largest once more: it is briefly held
+//! twice); past the limit the statement fails with an error that says so
+//! rather than exhausting memory. The same bytes are taken from the
+//! process's budget for all merges, `limits.max_merge_bytes_total`; a read
+//! that finds it spent fails at once (1105) rather than wait. The session's
 //! settings are shared by the parts, not copied.
 
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
@@ -25,9 +28,13 @@ use super::answer::write_result_set;
 use super::checkout::{apply_settings, checkout_error, checkout_open, DIRTY};
 use super::failure::{backend_error, Failure};
 use super::kill::kill_abandoned;
-use super::merge::{decode_text_row, merge_rows, Value};
+use super::merge::{
+    compared_text_columns, decode_text_row, general_ci_exact, is_general_ci, merge_rows,
+    merges_exactly, Value,
+};
 use super::session_state::SessionSettings;
 use super::sessions::SessionEntry;
+use super::transaction::on_bound_shard;
 use super::{Engine, SessionState};
 use crate::backend::{ConnKey, HostPool, PoolShare};
 use crate::error::ClientError;
@@ -35,7 +42,7 @@ use crate::protocol::binary::{parse_column_definition, ColumnInfo};
 use crate::protocol::frame::read_lenenc_int;
 use crate::protocol::packets::{ends_result_set, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER};
 use crate::protocol::FrameWriter;
-use crate::router::MultiShardQuery;
+use crate::router::{MultiShardQuery, RouteError, Target};
 use crate::topology::config::BackendConfig;
 use crate::topology::Topology;
 use mysql_common::constants::Command;
@@ -56,25 +63,39 @@ const COLUMN_OVERHEAD: u64 =
     (std::mem::size_of::<Vec<u8>>() + std::mem::size_of::<ColumnInfo>()) as u64;
 
 /// The bytes one multi-shard read may hold (`limits.max_merge_bytes`),
-/// shared by its parts and counted as they read.
+/// shared by its parts and counted as they read, taken from the process's
+/// budget for all merges (`limits.max_merge_bytes_total`, [`Engine`]'s
+/// `merge_bytes`) and given back there when the read is done.
 pub(crate) struct MergeBudget {
     held: AtomicU64,
     limit: u64,
+    process: Arc<AtomicU64>,
+    process_limit: u64,
 }
 
 impl MergeBudget {
-    fn new(limit: u64) -> Self {
+    fn new(limit: u64, process: Arc<AtomicU64>, process_limit: u64) -> Self {
         Self {
             held: AtomicU64::new(0),
             limit,
+            process,
+            process_limit,
         }
     }
 
-    /// Counts `bytes` more; fails past the limit.
+    /// Counts `bytes` more; fails past the statement's limit or the
+    /// process's, having taken nothing.
     fn take(&self, bytes: u64) -> Result<(), ClientError> {
         let held = self.held.fetch_add(bytes, AtomicOrdering::Relaxed) + bytes;
         if held > self.limit {
+            self.held.fetch_sub(bytes, AtomicOrdering::Relaxed);
             return Err(ClientError::MergeTooLarge(self.limit));
+        }
+        let total = self.process.fetch_add(bytes, AtomicOrdering::Relaxed) + bytes;
+        if total > self.process_limit {
+            self.process.fetch_sub(bytes, AtomicOrdering::Relaxed);
+            self.held.fetch_sub(bytes, AtomicOrdering::Relaxed);
+            return Err(ClientError::MergeBudgetExhausted(self.process_limit));
         }
         Ok(())
     }
@@ -82,11 +103,19 @@ impl MergeBudget {
     /// Counts `bytes` freed.
     fn give_back(&self, bytes: u64) {
         self.held.fetch_sub(bytes, AtomicOrdering::Relaxed);
+        self.process.fetch_sub(bytes, AtomicOrdering::Relaxed);
     }
 
     /// Bytes held now.
     fn held(&self) -> u64 {
         self.held.load(AtomicOrdering::Relaxed)
+    }
+}
+
+impl Drop for MergeBudget {
+    fn drop(&mut self) {
+        self.process
+            .fetch_sub(*self.held.get_mut(), AtomicOrdering::Relaxed);
     }
 }
 
@@ -137,8 +166,14 @@ impl Engine {
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
         let MultiShardQuery { parts, merge } = query;
+        let probe = parts.first().map(|part| (part.target, part.sql.0.clone()));
         debug!(parts = parts.len(), ?merge, "multi-shard read");
-        let budget = Arc::new(MergeBudget::new(topology.config.limits.max_merge_bytes));
+        let limits = &topology.config.limits;
+        let budget = Arc::new(MergeBudget::new(
+            limits.max_merge_bytes,
+            Arc::clone(&self.merge_bytes),
+            limits.max_merge_bytes_total,
+        ));
         let texts: u64 = parts
             .iter()
             .map(|part| part.sql.len() as u64 + PART_OVERHEAD)
@@ -147,9 +182,21 @@ impl Engine {
         let settings = Arc::new(state.settings.clone());
         let backend = Arc::new(topology.config.backend.clone());
         let count = parts.len();
+        // The bound transaction's shard answers on the bound connection, so
+        // the read sees the transaction's own writes there; the others run
+        // on pooled connections.
+        let (on_bound, pooled): (Vec<_>, Vec<_>) = parts
+            .into_iter()
+            .enumerate()
+            .partition(|(_, part)| on_bound_shard(topology, state, part.target));
+        let (conn_key, share, entry) = (
+            state.conn_key,
+            Arc::clone(&state.share),
+            Arc::clone(&state.entry),
+        );
         // Parts start as others finish, at most FANOUT_CONCURRENCY at once:
         // no task (and its future's state) exists for a part not running.
-        let mut waiting = parts.into_iter().enumerate();
+        let mut waiting = pooled.into_iter();
         let mut tasks = JoinSet::new();
         let mut start_next = |tasks: &mut JoinSet<_>| -> Result<(), Failure> {
             let Some((index, part)) = waiting.next() else {
@@ -170,17 +217,17 @@ impl Engine {
                     .map(|f| f.name.clone())
                     .unwrap_or_default(),
                 pool: self.backends.pool(&host.addr),
-                key: state.conn_key,
+                key: conn_key,
                 settings: Arc::clone(&settings),
                 sql: part.sql,
                 leaves_session_state: part.leaves_session_state,
                 budget: Arc::clone(&budget),
-                share: Arc::clone(&state.share),
+                share: Arc::clone(&share),
                 share_percent: topology.config.limits.max_host_share_percent,
                 statement_timeout_ms: topology.config.limits.statement_timeout_ms,
                 part_timeout_ms: topology.config.limits.multi_shard_part_timeout_ms,
                 backend: Arc::clone(&backend),
-                session: Arc::clone(&state.entry),
+                session: Arc::clone(&entry),
             };
             tasks.spawn(async move { (index, run_part(job).await) });
             Ok(())
@@ -191,6 +238,23 @@ impl Engine {
         let mut results: Vec<Option<PartResult>> = Vec::new();
         results.resize_with(count, || None);
         let mut shape: Option<(Vec<Vec<u8>>, Vec<ColumnInfo>)> = None;
+        for (index, part) in on_bound {
+            let outcome = self.run_bound_part(topology, state, part, &budget).await;
+            let mut result = match outcome {
+                Ok(result) => result,
+                Err(failure) => {
+                    self.cancel_statement(topology, &state.entry).await;
+                    return Err(failure);
+                }
+            };
+            shape = Some((
+                std::mem::take(&mut result.definitions),
+                std::mem::take(&mut result.columns),
+            ));
+            if let Some(slot) = results.get_mut(index) {
+                *slot = Some(result);
+            }
+        }
         while let Some(joined) = tasks.join_next().await {
             let (index, outcome) = joined.map_err(|error| {
                 Failure::Client(ClientError::Internal(format!(
@@ -226,8 +290,49 @@ impl Engine {
                 "a multi-shard read with no parts".to_owned(),
             )));
         };
+        let compared = compared_text_columns(&merge, &columns);
+        let mut collated = columns.clone();
+        if let (false, Some((target, sql))) = (compared.is_empty(), probe) {
+            let collations = self.read_collations(topology, state, target, &sql).await?;
+            if collations.len() != columns.len() {
+                return Err(collation_refused(format!(
+                    "it read {} columns where the parts have {}",
+                    collations.len(),
+                    columns.len()
+                )));
+            }
+            for &i in &compared {
+                if !merges_exactly(collations[i]) {
+                    let name = column_name(&definitions[i]);
+                    return Err(Failure::Client(ClientError::Route(RouteError::Unsupported(
+                        format!(
+                            "a multi-shard ORDER BY, MIN or MAX over `{name}`, whose collation (id {}) shardgate does not merge in the server's order (it merges binary, the _bin collations of utf8mb4/utf8mb3/ascii and utf8mb4/utf8mb3_general_ci); select `{name}` with COLLATE utf8mb4_bin or utf8mb4_general_ci and sort by that, or read one shard at a time",
+                            collations[i]
+                        ),
+                    ))));
+                }
+            }
+            for &i in compared.iter().filter(|&&i| is_general_ci(collations[i])) {
+                let inexact = parts
+                    .iter()
+                    .flat_map(|part| &part.rows)
+                    .filter_map(|row| row.get(i).and_then(Option::as_deref))
+                    .any(|value| !general_ci_exact(value));
+                if inexact {
+                    let name = column_name(&definitions[i]);
+                    return Err(Failure::Client(ClientError::Route(RouteError::Unsupported(
+                        format!(
+                            "a multi-shard ORDER BY, MIN or MAX over `{name}` in utf8mb4_general_ci with characters whose general_ci weight shardgate does not know (it knows Latin-1, Latin Extended-A, CJK and others; not Latin Extended-B, Greek or Cyrillic); select `{name}` with COLLATE utf8mb4_bin and sort by that, or read one shard at a time"
+                        ),
+                    ))));
+                }
+            }
+            for (column, collation) in collated.iter_mut().zip(collations) {
+                column.charset = collation;
+            }
+        }
         let parts = parts.into_iter().map(|part| part.rows).collect();
-        let rows = merge_rows(parts, &columns, &merge);
+        let rows = merge_rows(parts, &collated, &merge);
         let visible = columns.len().saturating_sub(merge.hidden_columns);
         write_result_set(
             client,
@@ -238,6 +343,191 @@ impl Engine {
         )
         .await
     }
+}
+
+impl Engine {
+    /// Runs the part of a multi-shard read on the session's bound shard on
+    /// the bound connection, inside the transaction, within
+    /// `limits.multi_shard_part_timeout_ms` and the merge budget. Over the
+    /// budget, the rest of its result is read and dropped so the
+    /// transaction stays usable; a server error leaves the transaction as
+    /// the server left it (a deadlock ends it). A part that runs past its
+    /// time, or whose connection fails, loses the connection and with it
+    /// the transaction, and the error says so.
+    async fn run_bound_part(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        part: crate::router::ShardQuery,
+        budget: &MergeBudget,
+    ) -> Result<PartResult, Failure> {
+        debug!(shard = part.target.shard, sql = %part.sql, "multi-shard part on the bound connection");
+        if state.entry.is_cancelled() {
+            return Err(Failure::Client(ClientError::QueryInterrupted));
+        }
+        let entry = Arc::clone(&state.entry);
+        let Some(bound) = state.bound.as_mut() else {
+            return Err(Failure::Client(ClientError::Transaction(
+                "no transaction is bound".to_owned(),
+            )));
+        };
+        state.last_on_bound = true;
+        let pool = Arc::clone(bound.conn.pool());
+        let conn = bound.conn.conn();
+        if part.leaves_session_state {
+            conn.settings_fingerprint = DIRTY;
+        }
+        let thread = conn.thread_id;
+        let started = Instant::now();
+        let in_use = entry.using(&pool, thread);
+        let part_timeout_ms = topology.config.limits.multi_shard_part_timeout_ms;
+        let read = read_part(conn, &part.sql, budget, true);
+        let result = if part_timeout_ms == 0 {
+            Some(read.await)
+        } else {
+            tokio::time::timeout(Duration::from_millis(part_timeout_ms), read)
+                .await
+                .ok()
+        };
+        if in_use.finish() {
+            conn.kill_aimed = true;
+        }
+        pool.statements
+            .record(started.elapsed(), !matches!(result, Some(Ok(Ok(_)))));
+        let fleet = bound.fleet.clone();
+        let lost = |state: &mut SessionState, reason: String| {
+            if let Some(bound) = state.bound.take() {
+                bound.conn.discard_broken();
+            }
+            Failure::Client(ClientError::BackendLost {
+                host: pool.addr.clone(),
+                reason: format!("{reason}; the open transaction was rolled back by the server"),
+            })
+        };
+        match result {
+            Some(Ok(Ok(result))) => Ok(result),
+            Some(Ok(Err(
+                error @ (ClientError::MergeTooLarge(_) | ClientError::MergeBudgetExhausted(_)),
+            ))) => Err(Failure::Client(error)),
+            Some(Ok(Err(error))) => {
+                let error =
+                    super::relay::explain_backend_error(conn, error, part.target.shard).await;
+                super::venue::settle_failed_in_transaction(state).await;
+                Err(Failure::Client(error))
+            }
+            Some(Err(error)) => Err(lost(state, format!("connection lost: {error}"))),
+            None => {
+                kill_abandoned(
+                    Arc::new(topology.config.backend.clone()),
+                    pool.addr.clone(),
+                    thread,
+                );
+                Err(lost(
+                    state,
+                    format!(
+                        "shard {} of fleet {fleet} did not finish its part of a multi-shard read on the transaction's connection within limits.multi_shard_part_timeout_ms ({part_timeout_ms} ms); the statement was cancelled and the connection closed",
+                        part.target.shard
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// The collation ids of a multi-shard read's columns as the server has
+    /// them (a column definition names the client's result character set
+    /// instead): the part's text as a derived table, `LIMIT 0` (nothing
+    /// runs), with `character_set_results` NULL for that statement only, on
+    /// a pooled connection to the part's host.
+    async fn read_collations(
+        &self,
+        topology: &Topology,
+        state: &SessionState,
+        target: Target,
+        sql: &[u8],
+    ) -> Result<Vec<u16>, Failure> {
+        let Some(host) = topology.hosts.get(target.host) else {
+            return Err(collation_refused("the shard has no host".to_owned()));
+        };
+        let pool = self.backends.pool(&host.addr);
+        let mut conn = self.checkout(topology, &pool, Some(target), state).await?;
+        let mut probe = b"SET STATEMENT character_set_results = NULL FOR SELECT * FROM (".to_vec();
+        probe.extend_from_slice(sql);
+        probe.extend_from_slice(b"\n) AS shardgate_collations LIMIT 0");
+        match read_definitions(conn.conn(), &probe).await {
+            Ok(Ok(collations)) => {
+                conn.release();
+                Ok(collations)
+            }
+            Ok(Err(reason)) => {
+                conn.release();
+                Err(collation_refused(reason))
+            }
+            Err(error) => {
+                conn.discard_broken();
+                Err(collation_refused(format!("connection lost: {error}")))
+            }
+        }
+    }
+}
+
+/// A merge refused because the columns' collations could not be read.
+fn collation_refused(reason: String) -> Failure {
+    Failure::Client(ClientError::Route(RouteError::Unsupported(format!(
+        "a multi-shard ORDER BY, MIN or MAX over text: shardgate could not read the columns' collations ({reason}); give the selected columns distinct names, or read one shard at a time"
+    ))))
+}
+
+/// Sends `sql` and returns the collation ids of its result's columns (it
+/// returns no rows). The inner error is the server's answer.
+async fn read_definitions(
+    conn: &mut crate::backend::BackendConn,
+    sql: &[u8],
+) -> std::io::Result<Result<Vec<u16>, String>> {
+    conn.send_command(Command::COM_QUERY, sql).await?;
+    let deprecate_eof = conn
+        .key
+        .framing
+        .contains(mysql_common::constants::CapabilityFlags::CLIENT_DEPRECATE_EOF);
+    let (_, first) = conn.reader.next_packet().await?;
+    match first.first() {
+        Some(&ERR_HEADER) => return Ok(Err(backend_error(&first).to_string())),
+        Some(&OK_HEADER) | Some(&LOCAL_INFILE_HEADER) | None => {
+            return Ok(Err("no result set".to_owned()))
+        }
+        _ => {}
+    }
+    let count = read_lenenc_int(&mut first.as_slice()).unwrap_or(0);
+    let mut collations = Vec::new();
+    for _ in 0..count {
+        let (_, definition) = conn.reader.next_packet().await?;
+        collations.push(parse_column_definition(&definition).map_or(0, |c| c.charset));
+    }
+    if !deprecate_eof {
+        conn.reader.next_packet().await?;
+    }
+    loop {
+        let (_, packet) = conn.reader.next_packet().await?;
+        if packet.first() == Some(&ERR_HEADER) {
+            return Ok(Err(backend_error(&packet).to_string()));
+        }
+        if ends_result_set(&packet, deprecate_eof) {
+            return Ok(Ok(collations));
+        }
+    }
+}
+
+/// The name of a column, from its definition (the fifth length-encoded
+/// string), for messages.
+fn column_name(definition: &[u8]) -> String {
+    let mut rest = definition;
+    for _ in 0..4 {
+        let len = read_lenenc_int(&mut rest).unwrap_or(0) as usize;
+        rest = rest.get(len..).unwrap_or_default();
+    }
+    let len = read_lenenc_int(&mut rest).unwrap_or(0) as usize;
+    String::from_utf8_lossy(rest.get(..len).unwrap_or_default()).into_owned()
 }
 
 /// Runs one part on its shard's master and reads the whole result, within
@@ -283,7 +573,7 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
             AtomicOrdering::Relaxed,
         );
         let in_use = job.session.using(&job.pool, conn.conn().thread_id);
-        let result = read_part(conn.conn(), &job.sql, &job.budget).await;
+        let result = read_part(conn.conn(), &job.sql, &job.budget, false).await;
         if in_use.finish() {
             conn.conn().kill_aimed = true;
         }
@@ -297,7 +587,9 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
             }
             // Over the merge budget: the rest of the result is unread, so
             // the connection closes.
-            Ok(Err(error @ ClientError::MergeTooLarge(_))) => Err(error),
+            Ok(Err(
+                error @ (ClientError::MergeTooLarge(_) | ClientError::MergeBudgetExhausted(_)),
+            )) => Err(error),
             Ok(Err(error)) => {
                 let error =
                     super::relay::explain_backend_error(conn.conn(), error, job.shard).await;
@@ -344,11 +636,13 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
 /// Sends `sql` and reads its result set, counting what it keeps against
 /// `budget`. The outer error is the connection's; the inner one the
 /// server's answer, or [`ClientError::MergeTooLarge`] (the rest of the
-/// result left unread).
+/// result left unread, or with `drain` read and dropped so the connection
+/// stays usable).
 async fn read_part(
     conn: &mut crate::backend::BackendConn,
     sql: &[u8],
     budget: &MergeBudget,
+    drain: bool,
 ) -> std::io::Result<Result<PartResult, ClientError>> {
     conn.send_command(Command::COM_QUERY, sql).await?;
     let deprecate_eof = conn
@@ -369,11 +663,13 @@ async fn read_part(
     let mut definitions = Vec::new();
     let mut columns = Vec::new();
     let mut definition_bytes = 0u64;
+    let mut over = None;
     for _ in 0..count {
         let (_, definition) = conn.reader.next_packet().await?;
         let bytes = definition.len() as u64 + COLUMN_OVERHEAD;
         if let Err(error) = budget.take(bytes) {
-            return Ok(Err(error));
+            over = Some(error);
+            break;
         }
         definition_bytes += bytes;
         columns.push(parse_column_definition(&definition).unwrap_or_else(|| {
@@ -381,19 +677,29 @@ async fn read_part(
         }));
         definitions.push(definition);
     }
+    if let Some(error) = over {
+        return drained(conn, drain, error, false, count - columns.len() - 1).await;
+    }
     if !deprecate_eof {
         conn.reader.next_packet().await?;
     }
     let row_overhead = ROW_OVERHEAD + VALUE_OVERHEAD * count as u64;
     let mut rows = Vec::new();
+    // The largest row is held twice for a moment: as read and decoded, and
+    // as encoded for the client.
+    let mut largest = 0u64;
     loop {
         let (_, packet) = conn.reader.next_packet().await?;
         match packet.first() {
             Some(&ERR_HEADER) => return Ok(Err(backend_error(&packet))),
             _ if ends_result_set(&packet, deprecate_eof) => break,
             _ => {
-                if let Err(error) = budget.take(packet.len() as u64 + row_overhead) {
-                    return Ok(Err(error));
+                let len = packet.len() as u64;
+                let transient = len.saturating_sub(largest);
+                largest = largest.max(len);
+                if let Err(error) = budget.take(len + row_overhead + transient) {
+                    drop(rows);
+                    return drained(conn, drain, error, true, 0).await;
                 }
                 rows.push(decode_text_row(&packet, count));
             }
@@ -405,4 +711,76 @@ async fn read_part(
         definition_bytes,
         rows,
     }))
+}
+
+/// Returns `error` once, with `drain`, the rest of the result was read and
+/// dropped: `definitions` more column definitions, the EOF after them
+/// unless `rows_started` (or the framing has none), then the rows to the
+/// end of the result.
+async fn drained(
+    conn: &mut crate::backend::BackendConn,
+    drain: bool,
+    error: ClientError,
+    rows_started: bool,
+    definitions: usize,
+) -> std::io::Result<Result<PartResult, ClientError>> {
+    if !drain {
+        return Ok(Err(error));
+    }
+    let deprecate_eof = conn
+        .key
+        .framing
+        .contains(mysql_common::constants::CapabilityFlags::CLIENT_DEPRECATE_EOF);
+    for _ in 0..definitions {
+        conn.reader.next_packet().await?;
+    }
+    if !rows_started && !deprecate_eof {
+        conn.reader.next_packet().await?;
+    }
+    loop {
+        let (_, packet) = conn.reader.next_packet().await?;
+        if packet.first() == Some(&ERR_HEADER) || ends_result_set(&packet, deprecate_eof) {
+            return Ok(Err(error));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_take_from_and_give_back_to_the_process_budget() {
+        let process = Arc::new(AtomicU64::new(0));
+        let first = MergeBudget::new(100, Arc::clone(&process), 150);
+        let second = MergeBudget::new(100, Arc::clone(&process), 150);
+        first.take(90).expect("within both");
+        assert!(matches!(
+            first.take(20),
+            Err(ClientError::MergeTooLarge(100))
+        ));
+        assert_eq!(
+            (first.held(), process.load(AtomicOrdering::Relaxed)),
+            (90, 90)
+        );
+        second.take(50).expect("within the process");
+        assert!(matches!(
+            second.take(20),
+            Err(ClientError::MergeBudgetExhausted(150))
+        ));
+        assert_eq!(
+            process.load(AtomicOrdering::Relaxed),
+            140,
+            "a refusal takes nothing"
+        );
+        second.give_back(30);
+        assert_eq!(process.load(AtomicOrdering::Relaxed), 110);
+        drop(first);
+        assert_eq!(
+            process.load(AtomicOrdering::Relaxed),
+            20,
+            "a finished read gives all back"
+        );
+        second.take(80).expect("room again");
+    }
 }

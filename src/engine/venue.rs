@@ -410,7 +410,7 @@ pub(super) async fn send_unrelayed(mut conn: PooledConn, sql: &str) -> Result<Po
 /// and then goes back to the pool; with autocommit off the next statement
 /// opens and binds a new transaction. A connection that does not answer is
 /// left bound: the next statement reports it lost.
-async fn settle_failed_in_transaction(state: &mut SessionState) {
+pub(super) async fn settle_failed_in_transaction(state: &mut SessionState) {
     let Some(bound) = state.bound.as_mut() else {
         return;
     };

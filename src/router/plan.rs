@@ -151,6 +151,23 @@ pub struct MultiShardQuery {
     pub merge: Merge,
 }
 
+/// What evaluating a `SET`'s values reaches beyond the session's own
+/// variables ([`SessionAction::SetSession`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetEvaluation {
+    /// The one shard whose database a value reads (`(SELECT ... FROM
+    /// db00001.t)`): the SET runs there. A SET naming several shard
+    /// databases is refused.
+    pub shard: Option<Target>,
+    /// A value's subquery takes row locks (`FOR UPDATE`, `FOR SHARE`,
+    /// `LOCK IN SHARE MODE`).
+    pub locking: bool,
+    /// A value calls a function or runs a subquery: the SET must be
+    /// replayed by value (re-running it could read or do something else),
+    /// or refused.
+    pub calls: bool,
+}
+
 /// How the rows of several shards are combined. Column numbers are
 /// 0-based positions in the select list, which every part shares.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -243,6 +260,9 @@ pub enum SessionAction {
         /// replayed as the value the first server computed, read back,
         /// never by re-evaluating the text. Literal values replay as text.
         computed: bool,
+        /// What evaluating the values does beyond the session: a subquery
+        /// of a shard database, a function call.
+        evaluates: SetEvaluation,
     },
     /// `SET TRANSACTION ISOLATION LEVEL ... | READ ONLY | READ WRITE`
     /// without `SESSION`: the characteristics of the session's next

@@ -6,8 +6,11 @@ use std::ops::Range;
 
 use sqlparser::tokenizer::{Token, TokenWithSpan, Whitespace};
 
-use super::plan::{Plan, RouteError, SessionAction, SqlText, SCHEMA_ENGINES};
+use super::plan::{
+    Plan, RouteError, SessionAction, SetEvaluation, SqlText, Target, SCHEMA_ENGINES,
+};
 use super::text::Source;
+use crate::topology::Topology;
 
 /// One `name = value` assignment of a SET: the lower-case variable name,
 /// the value's tokens, and its position in `significant` tokens (scope word
@@ -48,6 +51,7 @@ pub(crate) fn plan(
     tokens: &[TokenWithSpan],
     sql: &[u8],
     src: &Source<'_>,
+    topo: &Topology,
 ) -> Result<Plan, RouteError> {
     let spanned: Vec<&TokenWithSpan> = tokens
         .iter()
@@ -71,6 +75,7 @@ pub(crate) fn plan(
         }));
     }
     let assignments = assignments(&significant)?;
+    let evaluates = evaluation(&significant, topo)?;
     let Some(position) = assignments.iter().position(|a| a.name == "autocommit") else {
         let computed = assignments.iter().any(|a| !a.is_literal());
         return Ok(Plan::Session(SessionAction::SetSession {
@@ -79,6 +84,7 @@ pub(crate) fn plan(
             autocommit: None,
             writes_through_function: false,
             computed,
+            evaluates,
         }));
     };
     let on = autocommit_value(&assignments[position].value)?;
@@ -113,7 +119,68 @@ pub(crate) fn plan(
         autocommit: Some(on),
         writes_through_function: false,
         computed,
+        evaluates,
     }))
+}
+
+/// What evaluating a SET's values (its tokens after `SET`) reaches: the
+/// shard databases named as `dbNNNNN.` qualifiers (one at most), row locks,
+/// function calls and subqueries.
+fn evaluation(body: &[&Token], topo: &Topology) -> Result<SetEvaluation, RouteError> {
+    let mut shards: Vec<(usize, u32)> = Vec::new();
+    let mut evaluates = SetEvaluation::default();
+    for (i, token) in body.iter().enumerate() {
+        let next = body.get(i + 1);
+        match token {
+            Token::Word(w) if next == Some(&&Token::Period) => {
+                if let Some(shard) = topo.parse_database(&w.value) {
+                    if !shards.contains(&shard) {
+                        shards.push(shard);
+                    }
+                }
+            }
+            Token::Word(w)
+                if next == Some(&&Token::LParen) || w.value.eq_ignore_ascii_case("SELECT") =>
+            {
+                evaluates.calls = true;
+            }
+            _ => {}
+        }
+        let pair = |a: &str, b: &str| is_word(Some(token), a) && is_word(next, b);
+        if pair("FOR", "UPDATE")
+            || pair("FOR", "SHARE")
+            || (pair("LOCK", "IN") && is_word(body.get(i + 2), "SHARE"))
+        {
+            evaluates.locking = true;
+        }
+    }
+    match shards.as_slice() {
+        [] => {}
+        [(fleet, shard)] => {
+            let host = topo.master_of(*fleet, *shard).ok_or_else(|| {
+                unsupported(format!("no host serves shard {shard} named in the SET"))
+            })?;
+            evaluates.shard = Some(Target {
+                fleet: *fleet,
+                shard: *shard,
+                host,
+            });
+        }
+        several => {
+            let names: Vec<String> = several
+                .iter()
+                .filter_map(|(fleet, shard)| {
+                    topo.fleets.get(*fleet).map(|f| f.database_name(*shard))
+                })
+                .collect();
+            return Err(unsupported(format!(
+                "a SET whose values read several shard databases ({}): a SET runs on one shard; \
+                 read each value with its own SET or SELECT",
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(evaluates)
 }
 
 /// Whether `sql` is a `SET` that a session records whole for replay, so

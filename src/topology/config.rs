@@ -36,6 +36,8 @@ pub const DEFAULT_MAX_SESSION_SETTINGS: u32 = 64;
 pub const DEFAULT_MAX_SESSION_SETTINGS_BYTES: u64 = 64 * 1024;
 /// Default `limits.max_merge_bytes`.
 pub const DEFAULT_MAX_MERGE_BYTES: u64 = 256 * 1024 * 1024;
+/// Default `limits.max_merge_bytes_total`.
+pub const DEFAULT_MAX_MERGE_BYTES_TOTAL: u64 = 1024 * 1024 * 1024;
 /// Default `limits.multi_shard_part_timeout_ms`.
 pub const DEFAULT_MULTI_SHARD_PART_TIMEOUT_MS: u64 = 10_000;
 /// Default `limits.idle_in_transaction_timeout_ms`: a minute, long past
@@ -319,6 +321,9 @@ pub struct LimitsConfig {
     /// Most bytes a multi-shard read may buffer (rows, column definitions
     /// and per-part overhead).
     pub max_merge_bytes: u64,
+    /// Most bytes all multi-shard reads of the process may buffer at once;
+    /// a read that would go past it fails. At least `max_merge_bytes`.
+    pub max_merge_bytes_total: u64,
     /// Longest one shard's part of a multi-shard read may take (its
     /// connection, settings and whole result); past it the statement fails
     /// naming this limit. 0 is off.
@@ -349,6 +354,7 @@ impl Default for LimitsConfig {
             max_session_settings: DEFAULT_MAX_SESSION_SETTINGS,
             max_session_settings_bytes: DEFAULT_MAX_SESSION_SETTINGS_BYTES,
             max_merge_bytes: DEFAULT_MAX_MERGE_BYTES,
+            max_merge_bytes_total: DEFAULT_MAX_MERGE_BYTES_TOTAL,
             multi_shard_part_timeout_ms: DEFAULT_MULTI_SHARD_PART_TIMEOUT_MS,
             max_host_share_percent: DEFAULT_MAX_HOST_SHARE_PERCENT,
             statement_timeout_ms: 0,

@@ -613,3 +613,19 @@ fn idle_transactions_are_ended_after_a_minute_unless_configured() {
     ));
     assert_eq!(off.config.limits.idle_in_transaction_timeout_ms, 0);
 }
+
+#[test]
+fn the_process_merge_budget_is_at_least_one_merges() {
+    let e = errors(
+        "users: []\nbackend: { user: u }\nlimits:\n  max_merge_bytes: 1000\n  max_merge_bytes_total: 999\n",
+    );
+    has(
+        &e,
+        5,
+        "`max_merge_bytes_total` (999) must be at least `max_merge_bytes` (1000)",
+    );
+    assert_eq!(
+        crate::topology::config::LimitsConfig::default().max_merge_bytes_total,
+        1024 * 1024 * 1024
+    );
+}

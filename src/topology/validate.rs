@@ -314,6 +314,22 @@ fn check_general(config: &Config, lines: &LineIndex, errors: &mut Errors) {
         }
     }
     check_operations(config, lines, errors);
+    check_limits(config, lines, errors);
+}
+
+/// The `limits` that bound each other.
+fn check_limits(config: &Config, lines: &LineIndex, errors: &mut Errors) {
+    let limits = &config.limits;
+    if limits.max_merge_bytes_total < limits.max_merge_bytes {
+        errors.push(
+            lines.line(&["limits", "max_merge_bytes_total"]),
+            format!(
+                "limits: `max_merge_bytes_total` ({}) must be at least `max_merge_bytes` ({}): \
+                 it bounds all multi-shard reads of the process together",
+                limits.max_merge_bytes_total, limits.max_merge_bytes
+            ),
+        );
+    }
 }
 
 /// The `operations` account, when the section is there.

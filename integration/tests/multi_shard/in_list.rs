@@ -291,3 +291,57 @@ async fn in_list_on_a_mapping_from_column_and_on_a_mod_shard_key() {
     assert_eq!(got.len(), 8);
     assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), expected);
 }
+
+/// Inside a bound transaction, an IN list over the bound shard and another
+/// one reads the bound shard on the transaction's connection (F10): it sees
+/// the transaction's own uncommitted insert, as one server would, and the
+/// ROLLBACK still removes it.
+#[tokio::test]
+async fn in_list_inside_a_transaction_sees_its_own_writes_on_the_bound_shard() {
+    let tag = unique_tag();
+    let mut conn = client().await;
+    let committed = insert_pin(&mut conn, 3000, &format!("{tag}:committed")).await;
+    conn.query_drop("BEGIN").await.expect("BEGIN");
+    let mine = insert_pin(&mut conn, 5, &format!("{tag}:uncommitted")).await;
+    let list = id_list(&[mine, committed]);
+    let rows = fetch(
+        &mut conn,
+        &format!("SELECT id, data FROM pins WHERE id IN ({list}) ORDER BY id"),
+    )
+    .await
+    .expect("IN list in the transaction");
+    assert_eq!(
+        rows.rows,
+        vec![
+            vec![Some(mine.to_string()), Some(format!("{tag}:uncommitted"))],
+            vec![
+                Some(committed.to_string()),
+                Some(format!("{tag}:committed"))
+            ],
+        ],
+        "the IN list sees the transaction's own row on the bound shard"
+    );
+    let count: Option<u64> = conn
+        .query_first(format!("SELECT count(*) FROM pins WHERE id IN ({list})"))
+        .await
+        .expect("count in the transaction");
+    assert_eq!(count, Some(2), "a count agrees with the point read");
+    // The bound connection is still the transaction's: a point read too.
+    let point: Option<String> = conn
+        .query_first(format!("SELECT data FROM pins WHERE id = {mine}"))
+        .await
+        .expect("point read");
+    assert_eq!(point, Some(format!("{tag}:uncommitted")));
+    assert_eq!(
+        pin_on_host(mine).await,
+        None,
+        "uncommitted: not visible outside"
+    );
+    conn.query_drop("ROLLBACK").await.expect("ROLLBACK");
+    assert_eq!(pin_on_host(mine).await, None, "rolled back on the server");
+    assert_eq!(
+        pin_on_host(committed).await,
+        Some(format!("{tag}:committed"))
+    );
+    delete_pins(MASTER_B, &[3000], &tag).await;
+}

@@ -135,3 +135,117 @@ async fn order_by_text_follows_the_column_collation() {
         assert_same_as_reference(&mut conn, &mut reference, &sql).await;
     }
 }
+
+/// Text merged across shards in the collation the server sorts by (F20):
+/// binary and general_ci orders as one server gives them; a collation the
+/// merge does not implement (Swedish, latin1's default latin1_swedish_ci)
+/// is refused, for ORDER BY and for MIN / MAX, rather than answered in the
+/// wrong order.
+#[tokio::test]
+async fn text_merges_follow_the_collation_or_are_refused() {
+    let tag = unique_tag();
+    let mut conn = client().await;
+    conn.query_drop("SET NAMES utf8mb4").await.unwrap();
+    let mut server = operations(MOD_HOST).await;
+    server.query_drop("SET NAMES utf8mb4").await.unwrap();
+    let words = ["ä", "b", "ß", "ss", "z", "B "];
+    let emails: Vec<String> = words.iter().map(|w| format!("{tag}-{w}@x.com")).collect();
+    for email in &emails {
+        conn.query_drop(format!(
+            "INSERT INTO user_by_email (email, user_id) VALUES ('{email}', 1)"
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("insert {email}: {e}"));
+    }
+    let list = emails
+        .iter()
+        .map(|e| format!("'{e}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let shards: BTreeSet<u32> = emails
+        .iter()
+        .map(|e| mod_shard(e.as_bytes(), 4096))
+        .collect();
+    assert!(shards.len() > 2, "the rows spread over shards: {shards:?}");
+    // The same rows on one server, for the order it gives.
+    let values = emails
+        .iter()
+        .map(|e| format!("SELECT _utf8mb4'{e}' COLLATE utf8mb4_general_ci AS email"))
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ");
+    for key in [
+        "email",
+        "email COLLATE utf8mb4_general_ci",
+        "email COLLATE utf8mb4_bin",
+        "CAST(email AS BINARY)",
+    ] {
+        for tail in ["ORDER BY k", "ORDER BY k DESC LIMIT 2"] {
+            let proxy = fetch(
+                &mut conn,
+                &format!("SELECT {key} AS k FROM user_by_email WHERE email IN ({list}) {tail}"),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{key} {tail}: {e}"));
+            let one = fetch(
+                &mut server,
+                &format!("SELECT {key} AS k FROM ({values}) t {tail}"),
+            )
+            .await
+            .unwrap();
+            // No two keys are equal in these collations: one order.
+            assert_eq!(proxy.rows, one.rows, "{key} {tail}");
+        }
+    }
+    for key in [
+        "email COLLATE utf8mb4_swedish_ci",
+        "CONVERT(email USING latin1)",
+    ] {
+        for sql in [
+            format!(
+                "SELECT {key} AS k FROM user_by_email WHERE email IN ({list}) ORDER BY k LIMIT 1"
+            ),
+            format!("SELECT max({key}) AS k FROM user_by_email WHERE email IN ({list})"),
+            format!("SELECT min({key}) AS k FROM user_by_email WHERE email IN ({list})"),
+        ] {
+            let (code, message) = server_error(fetch(&mut conn, &sql).await.expect_err(&sql));
+            assert_eq!(code, 1105, "{sql}: {message}");
+            assert!(message.contains("collation"), "{sql}: {message}");
+        }
+    }
+    // general_ci over characters whose server weights shardgate does not
+    // know (Cyrillic): refused; the same rows by utf8mb4_bin: merged.
+    let cyrillic: Vec<String> = ["Йога", "Иван", "ёж"]
+        .iter()
+        .map(|w| format!("{tag}-{w}@x.com"))
+        .collect();
+    for email in &cyrillic {
+        conn.query_drop(format!(
+            "INSERT INTO user_by_email (email, user_id) VALUES ('{email}', 1)"
+        ))
+        .await
+        .unwrap();
+    }
+    let all = emails
+        .iter()
+        .chain(&cyrillic)
+        .map(|e| format!("'{e}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!("SELECT email FROM user_by_email WHERE email IN ({all}) ORDER BY email");
+    let (code, message) = server_error(fetch(&mut conn, &sql).await.expect_err(&sql));
+    assert_eq!(code, 1105, "{message}");
+    assert!(message.contains("general_ci"), "{message}");
+    let sql = format!(
+        "SELECT email COLLATE utf8mb4_bin AS k FROM user_by_email WHERE email IN ({all}) ORDER BY k"
+    );
+    let merged = fetch(&mut conn, &sql).await.expect("utf8mb4_bin merge");
+    let mut expected: Vec<String> = emails.iter().chain(&cyrillic).cloned().collect();
+    expected.sort_by(|a, b| a.trim_end().cmp(b.trim_end()));
+    let got: Vec<String> = merged.rows.iter().map(|r| r[0].clone().unwrap()).collect();
+    assert_eq!(got, expected);
+    for email in emails.iter().chain(&cyrillic) {
+        conn.query_drop(format!("DELETE FROM user_by_email WHERE email = '{email}'"))
+            .await
+            .unwrap();
+    }
+}

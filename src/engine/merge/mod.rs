@@ -20,6 +20,7 @@ use crate::protocol::packets::TEXT_NULL;
 use crate::router::{Merge, MergeColumn, SortKey};
 use decimal::add_numbers;
 use order::{compare_rows, compare_values};
+pub(crate) use order::{general_ci_exact, is_general_ci, is_numeric, merges_exactly};
 
 /// One value of a row: `None` is SQL NULL.
 pub(crate) type Value = Option<Vec<u8>>;
@@ -42,6 +43,26 @@ pub(crate) fn decode_text_row(mut row: &[u8], count: usize) -> Vec<Value> {
         row = &row[len..];
     }
     values
+}
+
+/// The columns whose values the merge compares as text: sort keys, and
+/// MIN / MAX columns, of a type that is not a number.
+pub(crate) fn compared_text_columns(merge: &Merge, columns: &[ColumnInfo]) -> Vec<usize> {
+    let mut compared: Vec<usize> = merge.order_by.iter().map(|key| key.column).collect();
+    if let Some(aggregation) = &merge.aggregation {
+        compared.extend(
+            aggregation
+                .columns
+                .iter()
+                .enumerate()
+                .filter(|(_, rule)| matches!(rule, MergeColumn::Min | MergeColumn::Max))
+                .map(|(i, _)| i),
+        );
+    }
+    compared.sort_unstable();
+    compared.dedup();
+    compared.retain(|&i| columns.get(i).is_some_and(|c| !is_numeric(c.column_type)));
+    compared
 }
 
 /// Combines the parts' rows as the plan says.

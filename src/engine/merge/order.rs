@@ -38,8 +38,9 @@ pub(super) fn compare_rows(
 }
 
 /// Compares two values of a column the way the server orders them: NULL
-/// first, numbers as numbers, text by a case-insensitive comparison unless
-/// the column is binary.
+/// first, numbers as numbers, text by the column's collation
+/// (`column.charset`, the collation id the parts were read with; see
+/// [`merges_exactly`]).
 pub(super) fn compare_values(a: &Value, b: &Value, column: &ColumnInfo) -> Ordering {
     let (a, b) = match (a, b) {
         (None, None) => return Ordering::Equal,
@@ -47,15 +48,54 @@ pub(super) fn compare_values(a: &Value, b: &Value, column: &ColumnInfo) -> Order
         (Some(_), None) => return Ordering::Greater,
         (Some(a), Some(b)) => (a.as_slice(), b.as_slice()),
     };
-    match column.column_type {
+    if is_numeric(column.column_type) {
+        return compare_numbers(a, b, column.column_type);
+    }
+    match column.charset {
+        BINARY | UTF8MB4_NOPAD_BIN | UTF8MB3_NOPAD_BIN => a.cmp(b),
+        UTF8MB4_BIN | UTF8MB3_BIN | ASCII_BIN => pad_space_cmp(a.iter(), b.iter(), &b' '),
+        _ if column.flags.contains(ColumnFlags::BINARY_FLAG) => {
+            pad_space_cmp(a.iter(), b.iter(), &b' ')
+        }
+        _ => pad_space_cmp(fold_general_ci(a), fold_general_ci(b), ' '),
+    }
+}
+
+/// Compares two sequences as a PAD SPACE collation does: the shorter as if
+/// padded with `space` (so `"a "` equals `"a"`, and `"a\t"` is less).
+fn pad_space_cmp<T: Ord, I: Iterator<Item = T>>(mut a: I, mut b: I, space: T) -> Ordering {
+    loop {
+        let ordering = match (a.next(), b.next()) {
+            (None, None) => return Ordering::Equal,
+            (Some(x), Some(y)) => x.cmp(&y),
+            (Some(x), None) => x.cmp(&space),
+            (None, Some(y)) => space.cmp(&y),
+        };
+        if ordering != Ordering::Equal {
+            return ordering;
+        }
+    }
+}
+
+/// Whether the values of a column of `column_type` compare as numbers.
+pub(crate) fn is_numeric(column_type: ColumnType) -> bool {
+    matches!(
+        column_type,
         ColumnType::MYSQL_TYPE_TINY
-        | ColumnType::MYSQL_TYPE_SHORT
-        | ColumnType::MYSQL_TYPE_INT24
-        | ColumnType::MYSQL_TYPE_LONG
-        | ColumnType::MYSQL_TYPE_LONGLONG
-        | ColumnType::MYSQL_TYPE_YEAR
-        | ColumnType::MYSQL_TYPE_DECIMAL
-        | ColumnType::MYSQL_TYPE_NEWDECIMAL => compare_decimal_text(a, b),
+            | ColumnType::MYSQL_TYPE_SHORT
+            | ColumnType::MYSQL_TYPE_INT24
+            | ColumnType::MYSQL_TYPE_LONG
+            | ColumnType::MYSQL_TYPE_LONGLONG
+            | ColumnType::MYSQL_TYPE_YEAR
+            | ColumnType::MYSQL_TYPE_DECIMAL
+            | ColumnType::MYSQL_TYPE_NEWDECIMAL
+            | ColumnType::MYSQL_TYPE_FLOAT
+            | ColumnType::MYSQL_TYPE_DOUBLE
+    )
+}
+
+fn compare_numbers(a: &[u8], b: &[u8], column_type: ColumnType) -> Ordering {
+    match column_type {
         ColumnType::MYSQL_TYPE_FLOAT | ColumnType::MYSQL_TYPE_DOUBLE => {
             let parse = |v: &[u8]| {
                 std::str::from_utf8(v)
@@ -65,25 +105,110 @@ pub(super) fn compare_values(a: &Value, b: &Value, column: &ColumnInfo) -> Order
             };
             parse(a).total_cmp(&parse(b))
         }
-        _ if is_binary_collation(column) => a.cmp(b),
-        _ => fold_general_ci(a).cmp(fold_general_ci(b)),
+        _ => compare_decimal_text(a, b),
     }
 }
 
-/// Collation ids that compare bytes: binary, and the `_bin` collations of
-/// utf8mb4, utf8mb3 and latin1.
-fn is_binary_collation(column: &ColumnInfo) -> bool {
-    matches!(column.charset, 63 | 46 | 83 | 47) || column.flags.contains(ColumnFlags::BINARY_FLAG)
+const BINARY: u16 = 63;
+const UTF8MB4_BIN: u16 = 46;
+const UTF8MB3_BIN: u16 = 83;
+const ASCII_BIN: u16 = 65;
+const UTF8MB4_NOPAD_BIN: u16 = 1070;
+const UTF8MB3_NOPAD_BIN: u16 = 1107;
+const UTF8MB4_GENERAL_CI: u16 = 45;
+const UTF8MB3_GENERAL_CI: u16 = 33;
+
+/// Whether text of collation `id`, as the parts send it (UTF-8), merges in
+/// the server's order: `binary`, the `_bin` collations of utf8mb4, utf8mb3
+/// and ascii (code point order, trailing spaces ignored unless `nopad`),
+/// and `utf8mb4_general_ci` / `utf8mb3_general_ci`. Others (`latin1`'s
+/// default `latin1_swedish_ci`, language collations, UCA) are not
+/// implemented: a merge by them is refused.
+pub(crate) fn merges_exactly(id: u16) -> bool {
+    matches!(
+        id,
+        BINARY
+            | UTF8MB4_BIN
+            | UTF8MB3_BIN
+            | ASCII_BIN
+            | UTF8MB4_NOPAD_BIN
+            | UTF8MB3_NOPAD_BIN
+            | UTF8MB4_GENERAL_CI
+            | UTF8MB3_GENERAL_CI
+    )
 }
 
-/// The weights `utf8mb4_general_ci` compares by, closely enough for merging
-/// rows the shards already sorted: accents dropped, case folded to upper.
+/// Whether `id` is `utf8mb4_general_ci` or `utf8mb3_general_ci`.
+pub(crate) fn is_general_ci(id: u16) -> bool {
+    matches!(id, UTF8MB4_GENERAL_CI | UTF8MB3_GENERAL_CI)
+}
+
+/// The code points whose [`fold_general_ci`] weight was checked equal to
+/// the weight MariaDB 10.11 gives them in `utf8mb4_general_ci`
+/// (`WEIGHT_STRING`, every character of the Basic Multilingual Plane):
+/// Latin-1 and Latin Extended-A, and the blocks where both leave the
+/// character as it is. Elsewhere (Latin Extended-B, Greek, Cyrillic, ...)
+/// the server's table predates today's Unicode case mappings.
+const GENERAL_CI_CHECKED: &[(u32, u32)] = &[
+    (0x0000, 0x017F),
+    (0x06D4, 0x0928),
+    (0x0B95, 0x0F42),
+    (0x1100, 0x13F7),
+    (0x13FE, 0x1B05),
+    (0x1B13, 0x1C7F),
+    (0x1D8F, 0x1EFA),
+    (0x2002, 0x2125),
+    (0x232B, 0x2ADB),
+    (0x2ADD, 0x2C2F),
+    (0x2D2E, 0x304B),
+    (0x30FF, 0xA640),
+    (0xA7F7, 0xAB52),
+    (0xE000, 0xF8FF),
+    (0xFB4F, 0xFFFF),
+];
+
+/// Whether every character of `text` has the `utf8mb4_general_ci` weight
+/// the server gives it ([`GENERAL_CI_CHECKED`]; beyond the BMP all weigh
+/// alike, as on the server).
+pub(crate) fn general_ci_exact(text: &[u8]) -> bool {
+    std::str::from_utf8(text).is_ok_and(|text| {
+        text.chars().all(|c| {
+            let c = u32::from(c);
+            c > 0xFFFF
+                || GENERAL_CI_CHECKED
+                    .iter()
+                    .any(|&(first, last)| (first..=last).contains(&c))
+        })
+    })
+}
+
+/// The weights `utf8mb4_general_ci` compares by: one per character, the
+/// character without its accents, upper-cased (`ß` weighs as `S`), every
+/// character beyond the Basic Multilingual Plane as U+FFFD.
 fn fold_general_ci(text: &[u8]) -> impl Iterator<Item = char> + '_ {
-    use unicode_normalization::char::is_combining_mark;
-    use unicode_normalization::UnicodeNormalization;
+    use unicode_normalization::char::{decompose_canonical, is_combining_mark};
     std::str::from_utf8(text)
         .unwrap_or_default()
-        .nfd()
-        .filter(|c| !is_combining_mark(*c))
-        .flat_map(char::to_uppercase)
+        .chars()
+        .map(|c| {
+            if u32::from(c) > 0xFFFF {
+                return '\u{FFFD}';
+            }
+            if c == 'ß' {
+                return 'S';
+            }
+            let mut base = c;
+            let mut first = true;
+            decompose_canonical(c, |part| {
+                if first && !is_combining_mark(part) {
+                    base = part;
+                }
+                first = false;
+            });
+            let mut upper = base.to_uppercase();
+            match (upper.next(), upper.next()) {
+                (Some(one), None) => one,
+                _ => base,
+            }
+        })
 }

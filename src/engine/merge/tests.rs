@@ -313,3 +313,43 @@ fn min_and_max_skip_nulls_and_compare_by_type() {
         v("a")
     );
 }
+
+#[test]
+fn text_compares_in_the_collation_read_from_the_server() {
+    let mut column = text_column();
+    // utf8mb4_general_ci: ß weighs as S (before "ss"), accents dropped,
+    // trailing spaces ignored.
+    assert_eq!(compare_values(&v("ß"), &v("ss"), &column), Ordering::Less);
+    assert_eq!(compare_values(&v("ß"), &v("s"), &column), Ordering::Equal);
+    assert_eq!(compare_values(&v("ä"), &v("b"), &column), Ordering::Less);
+    assert_eq!(compare_values(&v("a "), &v("A"), &column), Ordering::Equal);
+    // utf8mb4_bin: code points, trailing spaces ignored; binary: bytes.
+    column.charset = 46;
+    assert_eq!(compare_values(&v("z"), &v("ß"), &column), Ordering::Less);
+    assert_eq!(compare_values(&v("B"), &v("a"), &column), Ordering::Less);
+    assert_eq!(compare_values(&v("a "), &v("a"), &column), Ordering::Equal);
+    assert_eq!(compare_values(&v("a\t"), &v("a"), &column), Ordering::Less);
+    column.charset = 63;
+    assert_eq!(
+        compare_values(&v("a "), &v("a"), &column),
+        Ordering::Greater
+    );
+    // What is merged exactly, and what is refused.
+    for id in [63, 46, 83, 65, 1070, 1107, 45, 33] {
+        assert!(merges_exactly(id), "{id}");
+    }
+    // latin1_swedish_ci, latin1_general_ci, utf8mb4_swedish_ci,
+    // utf8mb4_unicode_ci, latin1_bin, utf8mb4_uca1400_ai_ci.
+    for id in [8, 48, 232, 224, 47, 2308] {
+        assert!(!merges_exactly(id), "{id}");
+    }
+    assert!(general_ci_exact("Ärger straße 東京 😀".as_bytes()));
+    assert!(
+        !general_ci_exact("Йога".as_bytes()),
+        "Cyrillic: not checked"
+    );
+    assert!(
+        !general_ci_exact("ƀ".as_bytes()),
+        "Latin Extended-B: not checked"
+    );
+}

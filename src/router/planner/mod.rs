@@ -273,7 +273,7 @@ fn route_text(
                     let text = apply(substituted, sql)?;
                     return route_inner(&text.0, topo, ctx, placement, prepare);
                 }
-                return set::plan(&tokens, sql, &src);
+                return set::plan(&tokens, sql, &src, topo);
             }
         }
     }

@@ -279,3 +279,40 @@ fn sequences_and_functions_of_another_shard_are_names_of_the_statement() {
         c("SELECT util.f(1)", any("SELECT util.f(1)")),
     ]);
 }
+
+/// What a SET's values reach (F2): the one shard database a subquery
+/// reads (several refused), row locks, calls and subqueries.
+#[test]
+fn set_values_say_which_shard_they_read_and_whether_they_call() {
+    let evaluates = |sql: &str| match plan_of(sql, None) {
+        Plan::Session(SessionAction::SetSession { evaluates, .. }) => evaluates,
+        other => panic!("{sql}: {other:?}"),
+    };
+    let read = evaluates("SET @x = (SELECT count(*) FROM db03000.pins)");
+    assert_eq!(read.shard.map(|t| (t.fleet, t.shard)), Some((0, 3000)));
+    assert!(read.calls && !read.locking);
+    let locking =
+        evaluates("SET @v = (SELECT data FROM `db00001`.pins WHERE local_id = 1 FOR UPDATE)");
+    assert_eq!(locking.shard.map(|t| t.shard), Some(1));
+    assert!(locking.locking);
+    assert!(evaluates("SET @v = (SELECT 1 FROM db00001.pins LOCK IN SHARE MODE)").locking);
+    assert!(evaluates("SET @s = SLEEP(0)").calls);
+    assert_eq!(evaluates("SET @s = SLEEP(0)").shard, None);
+    assert_eq!(
+        evaluates("SET @a = 1, @b = 'db00001.pins'"),
+        SetEvaluation::default()
+    );
+    assert_eq!(
+        evaluates("SET sql_mode = CONCAT(@@sql_mode, ',ANSI')").shard,
+        None
+    );
+    match plan_of(
+        "SET @x = (SELECT count(*) FROM db00001.pins) + (SELECT count(*) FROM db03000.pins)",
+        None,
+    ) {
+        Plan::Reject(RouteError::Unsupported(message)) => {
+            assert!(message.contains("db00001, db03000"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+}

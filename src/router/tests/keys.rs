@@ -74,6 +74,7 @@ fn spec_table_examples() {
                 autocommit: None,
                 writes_through_function: false,
                 computed: false,
+                evaluates: crate::router::SetEvaluation::default(),
             }),
         ),
         c("SET autocommit=0", Expect::Session(SessionAction::SetAutocommit(false))),

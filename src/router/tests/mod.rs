@@ -139,6 +139,10 @@ fn set_session(vars: &[&str], sql: &str, computed: bool) -> (String, Option<&'st
             autocommit: None,
             writes_through_function: false,
             computed,
+            evaluates: crate::router::SetEvaluation {
+                calls: sql.contains('('),
+                ..Default::default()
+            },
         }),
     )
 }

@@ -161,6 +161,7 @@ fn session_statements() {
                 autocommit: Some(false),
                 writes_through_function: false,
                 computed: false,
+                evaluates: crate::router::SetEvaluation::default(),
             }),
         ),
         // MariaDB Connector/J's first statement.
@@ -172,6 +173,10 @@ fn session_statements() {
                 autocommit: Some(true),
                 writes_through_function: false,
                 computed: true,
+                evaluates: crate::router::SetEvaluation {
+                    calls: true,
+                    ..Default::default()
+                },
             }),
         ),
         c(
@@ -182,6 +187,7 @@ fn session_statements() {
                 autocommit: Some(false),
                 writes_through_function: false,
                 computed: false,
+                evaluates: crate::router::SetEvaluation::default(),
             }),
         ),
         c(
@@ -192,6 +198,7 @@ fn session_statements() {
                 autocommit: Some(false),
                 writes_through_function: false,
                 computed: false,
+                evaluates: crate::router::SetEvaluation::default(),
             }),
         ),
         c(
@@ -208,6 +215,7 @@ fn session_statements() {
                 autocommit: Some(false),
                 writes_through_function: false,
                 computed: false,
+                evaluates: crate::router::SetEvaluation::default(),
             }),
         ),
         c(
@@ -709,6 +717,10 @@ fn do_and_set_get_the_sessions_values() {
             autocommit: None,
             writes_through_function: false,
             computed: true,
+            evaluates: crate::router::SetEvaluation {
+                calls: true,
+                ..Default::default()
+            },
         })
     );
     // An assigned variable stays a name.
@@ -720,6 +732,7 @@ fn do_and_set_get_the_sessions_values() {
             autocommit: None,
             writes_through_function: false,
             computed: false,
+            evaluates: crate::router::SetEvaluation::default(),
         })
     );
     assert_eq!(
