@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::io;
 use std::ops::Range;
 
+use bytes::Bytes;
 use mysql_common::constants::{ColumnType, Command};
 use tokio::io::AsyncWrite;
 
@@ -306,7 +307,7 @@ impl Engine {
         client: &mut FrameWriter<W>,
     ) -> io::Result<()> {
         let text = match bind(state, payload) {
-            Ok(text) => text,
+            Ok(text) => Bytes::from(text.into_bytes()),
             Err(error) => {
                 write_error(client, state.response_seq, &error).await?;
                 return client.flush().await;
@@ -314,7 +315,7 @@ impl Engine {
         };
         state.binary_rows = true;
         let result = self
-            .run_statement(state, text.as_bytes(), placement, false, client)
+            .run_statement(state, &text, placement, false, client)
             .await;
         state.binary_rows = false;
         result?;

@@ -5,6 +5,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use mysql_common::constants::{CapabilityFlags, Command};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -286,17 +287,22 @@ where
                 Err(error) => return Err(error),
             };
             self.state.response_seq = last_seq.wrapping_add(1);
-            let Some((&command, body)) = packet.split_first() else {
+            // Shared, not copied, with the blocking pool that analyses a
+            // long statement.
+            let packet = Bytes::from(packet);
+            let Some(&command) = packet.first() else {
                 self.refuse(ClientError::UnsupportedCommand(
                     "empty command packet".to_owned(),
                 ))
                 .await?;
                 continue;
             };
-            let (kind, received) = (CommandClass::of(command, body), Instant::now());
+            let body = packet.slice(1..);
+            drop(packet);
+            let (kind, received) = (CommandClass::of(command, &body), Instant::now());
             entry.start(
                 activity_name(command),
-                (command == COM_QUERY).then_some(body),
+                (command == COM_QUERY).then_some(&body[..]),
             );
             // Boxed: the command's future (the whole statement path) lives
             // on the heap only while it runs, so an idle session's task is
@@ -314,9 +320,10 @@ where
 
     /// Runs one command (`command`, its packet's first byte, and `body`,
     /// the rest); [`Next::Close`] when the session ends with it.
-    async fn command(&mut self, command: u8, body: &[u8]) -> io::Result<Next> {
+    async fn command(&mut self, command: u8, packet_body: Bytes) -> io::Result<Next> {
+        let body = &packet_body[..];
         match command {
-            COM_QUERY => self.query(body).await?,
+            COM_QUERY => self.query(packet_body.clone()).await?,
             COM_INIT_DB => {
                 let name = String::from_utf8_lossy(body);
                 let topology = self.engine.topology_for(&mut self.state);
@@ -486,11 +493,11 @@ where
     /// COM_QUERY: one statement, or several when the client enabled
     /// multi-statements; each is routed and executed on its own, in order,
     /// and the first error ends the rest.
-    async fn query(&mut self, sql: &[u8]) -> io::Result<()> {
+    async fn query(&mut self, sql: Bytes) -> io::Result<()> {
         // Without a `;` there is one statement: skip the splitter's
         // tokenizing pass on the hot path.
         let pieces = if self.state.multi_statements && sql.contains(&b';') {
-            self.split_off_runtime(sql).await
+            self.split_off_runtime(&sql).await
         } else {
             Vec::new()
         };
@@ -502,9 +509,14 @@ where
         };
         let last = ranges.len() - 1;
         for (index, range) in ranges.iter().enumerate() {
+            let statement = if ranges.len() == 1 {
+                sql.clone()
+            } else {
+                sql.slice(range.clone())
+            };
             let run = self.engine.run_statement(
                 &mut self.state,
-                &sql[range.clone()],
+                &statement,
                 &mut self.placement,
                 index < last,
                 &mut self.writer,
@@ -530,7 +542,7 @@ where
     /// `limits.blocking_analysis_bytes` (as routing is); a text longer than
     /// `limits.max_statement_analysis_bytes` is left whole, for
     /// `run_statement` to refuse.
-    async fn split_off_runtime(&self, sql: &[u8]) -> Vec<std::ops::Range<usize>> {
+    async fn split_off_runtime(&self, sql: &Bytes) -> Vec<std::ops::Range<usize>> {
         let limits = self.engine.topology.load().config.limits.clone();
         let size = sql.len() as u64;
         if size > limits.max_statement_analysis_bytes {
@@ -540,8 +552,8 @@ where
         if size < limits.blocking_analysis_bytes {
             return split_statements(sql, &lex);
         }
-        let text = sql.to_owned();
-        tokio::task::spawn_blocking(move || split_statements(&text, &lex))
+        let text = sql.clone();
+        tokio::task::spawn_blocking(move || split_statements(&text[..], &lex))
             .await
             .unwrap_or_default()
     }

@@ -3,7 +3,7 @@
 
 use std::io;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Largest payload a single frame carries; a frame this long is continued.
@@ -101,6 +101,8 @@ pub struct FrameReader<R> {
     max_packet: usize,
     /// The next read makes room for [`IDLE_READ`] bytes only.
     lean: bool,
+    /// The packet [`FrameReader::next_packet`] has read in part.
+    assembly: Option<Assembly>,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -116,6 +118,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             buf: BytesMut::new(),
             max_packet,
             lean: true,
+            assembly: None,
         }
     }
 
@@ -142,7 +145,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// Whether bytes are already buffered (a pipelining peer).
     pub fn has_buffered(&self) -> bool {
-        !self.buf.is_empty()
+        !self.buf.is_empty() || self.assembly.is_some()
     }
 
     /// The next frame. A clean end of stream before a header is
@@ -206,6 +209,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     pub async fn discard_until_eof(&mut self, limit: usize) -> io::Result<()> {
         let mut seen = self.buf.len();
         self.buf = BytesMut::new();
+        self.assembly = None;
         let mut scratch = vec![0u8; READ_CHUNK.min(limit.max(1))];
         while seen < limit {
             let read = self.inner.read(&mut scratch).await?;
@@ -221,24 +225,96 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// of its last frame and its payload. A packet longer than the limit is
     /// refused on the header of the frame that goes over it: an
     /// `InvalidData` error holding a [`PacketTooLarge`].
+    ///
+    /// The payload is read straight into the vector returned, made with
+    /// room for the frame its header declares (grown exactly for each
+    /// continuation frame): a long packet is held once, never also in the
+    /// read buffer. Cancel-safe: a packet read in part is kept and
+    /// completed by the next call.
     pub async fn next_packet(&mut self) -> io::Result<(u8, Vec<u8>)> {
-        // The first frame is released once copied: it shares the read
-        // buffer's allocation, which would otherwise stay held (16 MiB)
-        // while the rest of the packet is read.
-        let (mut seq, mut payload, mut continued) = {
-            let first = self.next_frame().await?;
-            (first.seq(), first.payload().to_vec(), first.is_continued())
-        };
-        while continued {
-            let next = self.next_frame_within(payload.len()).await?;
+        loop {
+            if let Some(packet) = &mut self.assembly {
+                let missing = packet.frame_end - packet.payload.len();
+                if missing > 0 {
+                    let take = missing.min(self.buf.len());
+                    packet.payload.extend_from_slice(&self.buf[..take]);
+                    self.buf.advance(take);
+                    if take < missing {
+                        let limited = &mut (&mut packet.payload).limit(missing - take);
+                        let read = self.inner.read_buf(limited).await?;
+                        self.lean = false;
+                        if read == 0 {
+                            self.assembly = None;
+                            return Err(io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                "peer closed the connection",
+                            ));
+                        }
+                        continue;
+                    }
+                }
+                if !packet.continued {
+                    let packet = self.assembly.take().unwrap_or_default();
+                    return Ok((packet.seq, packet.payload));
+                }
+            }
+            if self.buf.len() < HEADER_LEN {
+                self.fill_buf().await?;
+                continue;
+            }
+            let len = usize::from(self.buf[0])
+                | usize::from(self.buf[1]) << 8
+                | usize::from(self.buf[2]) << 16;
+            let seq = self.buf[3];
+            let before = self.assembly.as_ref().map_or(0, |p| p.payload.len());
+            let declared = before.saturating_add(len);
+            if declared > self.max_packet {
+                self.assembly = None;
+                return Err(PacketTooLarge {
+                    seq,
+                    declared,
+                    limit: self.max_packet,
+                }
+                .into());
+            }
+            self.buf.advance(HEADER_LEN);
+            let packet = self.assembly.get_or_insert_with(Assembly::default);
             // Exact growth: doubling would allocate up to twice the limit.
-            payload.reserve_exact(next.payload().len());
-            payload.extend_from_slice(next.payload());
-            seq = next.seq();
-            continued = next.is_continued();
+            packet.payload.reserve_exact(len);
+            packet.frame_end = declared;
+            packet.seq = seq;
+            packet.continued = len == MAX_FRAME_PAYLOAD;
         }
-        Ok((seq, payload))
     }
+
+    /// Reads more of the stream into the buffer (a small first read after
+    /// [`FrameReader::release_idle`]).
+    async fn fill_buf(&mut self) -> io::Result<()> {
+        self.buf
+            .reserve(if self.lean { IDLE_READ } else { READ_CHUNK });
+        let read = self.inner.read_buf(&mut self.buf).await?;
+        self.lean = false;
+        if read == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "peer closed the connection",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A logical packet [`FrameReader::next_packet`] is reading.
+#[derive(Default)]
+struct Assembly {
+    /// Sequence id of the frame being read.
+    seq: u8,
+    /// The payload so far.
+    payload: Vec<u8>,
+    /// Payload length at which the frame being read ends.
+    frame_end: usize,
+    /// Whether another frame follows this one.
+    continued: bool,
 }
 
 /// Buffers outgoing frames and writes them in large chunks. The buffer is
