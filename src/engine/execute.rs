@@ -26,7 +26,7 @@ use crate::error::ClientError;
 use crate::protocol::packets::LocalColumnType;
 use crate::protocol::FrameWriter;
 use crate::router::{
-    records_whole_text, route, Diagnostics, DiagnosticsArea, DiagnosticsValue, Placement, Plan,
+    records_whole_text, route_shared, Diagnostics, DiagnosticsArea, DiagnosticsValue, Placement, Plan,
     RouteContext, RouteError, SessionAction, SessionValue, ShardQuery, StatementKind,
 };
 use crate::topology::{FleetId, TableKind, Topology};
@@ -103,7 +103,7 @@ impl Engine {
             let plan = if size >= limits.blocking_analysis_bytes {
                 route_off_runtime(sql, &topology, state.route, placement).await
             } else {
-                route(&sql[..], &topology, &state.route, placement)
+                route_shared(sql, &topology, &state.route, placement)
             };
             if let Some(error) = self.fence.refusal(&plan, state.bound.is_some()) {
                 write_error(client, state.response_seq, &error).await?;
@@ -679,7 +679,7 @@ async fn route_off_runtime<P: Placement + Clone + Send + 'static>(
     let topology = Arc::clone(topology);
     let mut policy = placement.clone();
     let routed = tokio::task::spawn_blocking(move || {
-        let plan = route(&sql[..], &topology, &context, &mut policy);
+        let plan = route_shared(&sql, &topology, &context, &mut policy);
         (plan, policy)
     })
     .await;

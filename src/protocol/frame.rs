@@ -617,6 +617,49 @@ mod tests {
         );
     }
 
+    /// A long packet is read into its payload only: the read buffer stays
+    /// a read's size and the payload has the room of its frames, no more.
+    #[tokio::test]
+    async fn a_long_packet_is_held_once() {
+        for len in [3 * READ_CHUNK + 7, MAX_FRAME_PAYLOAD + 10] {
+            let payload: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
+            let mut writer = FrameWriter::new(Vec::new());
+            writer.write_packet(0, &payload).await.unwrap();
+            writer.write_packet(9, b"next").await.unwrap();
+            writer.flush().await.unwrap();
+            let mut reader = FrameReader::new(writer.inner.as_slice());
+            let (_, read) = reader.next_packet().await.unwrap();
+            assert!(read == payload, "{len}");
+            assert_eq!(read.capacity(), len);
+            assert!(reader.buf.capacity() <= 2 * READ_CHUNK, "{len}");
+            assert_eq!(reader.next_packet().await.unwrap(), (9, b"next".to_vec()));
+        }
+    }
+
+    /// A read cancelled in the middle of a packet loses nothing: the next
+    /// call completes the packet.
+    #[tokio::test]
+    async fn a_packet_read_in_part_is_completed_after_a_cancelled_read() {
+        let payload = vec![5u8; 100_000];
+        let mut writer = FrameWriter::new(Vec::new());
+        writer.write_packet(3, &payload).await.unwrap();
+        writer.flush().await.unwrap();
+        let wire = writer.inner;
+        let (mut client, server) = tokio::io::duplex(wire.len());
+        let mut reader = FrameReader::new(server);
+        for part in [&wire[..2], &wire[2..30_000], &wire[30_000..60_000]] {
+            client.write_all(part).await.unwrap();
+            let waited =
+                tokio::time::timeout(std::time::Duration::from_millis(20), reader.next_packet())
+                    .await;
+            assert!(waited.is_err(), "a packet before all of it came");
+        }
+        client.write_all(&wire[60_000..]).await.unwrap();
+        let (seq, read) = reader.next_packet().await.unwrap();
+        assert_eq!(seq, 3);
+        assert!(read == payload);
+    }
+
     #[tokio::test]
     async fn a_command_is_framed_as_its_packet() {
         for body_len in [
