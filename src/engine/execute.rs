@@ -26,8 +26,8 @@ use crate::error::ClientError;
 use crate::protocol::packets::LocalColumnType;
 use crate::protocol::FrameWriter;
 use crate::router::{
-    records_whole_text, route_shared, Diagnostics, DiagnosticsArea, DiagnosticsValue, Placement, Plan,
-    RouteContext, RouteError, SessionAction, SessionValue, ShardQuery, StatementKind,
+    records_whole_text, route_shared, Diagnostics, DiagnosticsArea, DiagnosticsValue, Placement,
+    Plan, RouteContext, RouteError, SessionAction, SessionValue, ShardQuery, StatementKind,
 };
 use crate::topology::{FleetId, TableKind, Topology};
 

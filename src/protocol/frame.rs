@@ -416,23 +416,30 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     }
 
     /// Queues a command packet (sequence id 0): `command` followed by
-    /// `body`, without first copying them into one payload when they fit a
-    /// frame.
+    /// `body`, split into frames as [`FrameWriter::write_packet`] would,
+    /// without first copying them into one payload (a long statement is
+    /// not held twice while it is sent).
     pub async fn write_command(&mut self, command: u8, body: &[u8]) -> io::Result<()> {
-        let len = 1 + body.len();
-        if len >= MAX_FRAME_PAYLOAD {
-            let mut payload = Vec::with_capacity(len);
-            payload.push(command);
-            payload.extend_from_slice(body);
-            self.write_packet(0, &payload).await?;
-            return Ok(());
-        }
         self.last_was_error = command == 0xFF;
-        self.queue(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, 0, command])
-            .await?;
-        self.queue(body).await?;
-        self.next_seq = 1;
-        Ok(())
+        let mut seq = 0u8;
+        // The first frame carries the command byte before its share of body.
+        let mut head: &[u8] = &[command];
+        let mut rest = body;
+        loop {
+            let chunk = rest.len().min(MAX_FRAME_PAYLOAD - head.len());
+            let len = (head.len() + chunk) as u32;
+            self.queue(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, seq])
+                .await?;
+            self.queue(head).await?;
+            self.queue(&rest[..chunk]).await?;
+            head = &[];
+            seq = seq.wrapping_add(1);
+            self.next_seq = seq;
+            rest = &rest[chunk..];
+            if (len as usize) < MAX_FRAME_PAYLOAD {
+                return Ok(());
+            }
+        }
     }
 
     /// Writes out everything queued.
@@ -667,7 +674,10 @@ mod tests {
             10,
             MAX_FRAME_PAYLOAD - 2,
             MAX_FRAME_PAYLOAD - 1,
+            MAX_FRAME_PAYLOAD,
             MAX_FRAME_PAYLOAD + 5,
+            2 * MAX_FRAME_PAYLOAD - 1,
+            2 * MAX_FRAME_PAYLOAD + 3,
         ] {
             let body = vec![b'x'; body_len];
             let mut payload = vec![3u8];

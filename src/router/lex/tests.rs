@@ -296,7 +296,11 @@ fn the_shadow_borrows_the_statement_unless_it_differs() {
         ..mode()
     };
     for (sql, mode, changed) in [
-        (&b"SELECT 'caf\xc3\xa9' FROM t WHERE id = ?"[..], mode(), false),
+        (
+            &b"SELECT 'caf\xc3\xa9' FROM t WHERE id = ?"[..],
+            mode(),
+            false,
+        ),
         (b"SELECT 1 /*+ SHARD(3) */", mode(), false),
         (b"SELECT 'a\n b'  ,\t2", mode(), false),
         (b"SELECT 1 /* note */", mode(), true),
