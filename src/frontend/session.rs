@@ -325,8 +325,9 @@ where
         }
     }
 
-    /// Runs one command (`command`, its packet's first byte, and `body`,
-    /// the rest); [`Next::Close`] when the session ends with it.
+    /// Runs one command (`command`, its packet's first byte, and
+    /// `packet_body`, the rest, shared with a statement's analysis);
+    /// [`Next::Close`] when the session ends with it.
     async fn command(&mut self, command: u8, packet_body: Bytes) -> io::Result<Next> {
         let body = &packet_body[..];
         match command {
