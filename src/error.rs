@@ -107,6 +107,19 @@ pub enum ClientError {
     /// `limits.idle_in_transaction_timeout_ms` (1205); the connection closes.
     #[error("shardgate: the session was idle in an open transaction for more than limits.idle_in_transaction_timeout_ms ({0} ms); the transaction was rolled back and the connection closed")]
     IdleInTransaction(u64),
+    /// A healthy host's pool had no connection free for the whole checkout
+    /// timeout (1105): other sessions (or this one, past its share) hold
+    /// them all.
+    #[error("shardgate: the connection pool of host {host}{place} is exhausted; the host itself is healthy: {reason}")]
+    PoolExhausted {
+        /// Host address.
+        host: String,
+        /// ` (shard N of fleet F)`, or empty for a statement any master
+        /// may answer.
+        place: String,
+        /// Which limit was reached and how long the checkout waited.
+        reason: String,
+    },
     /// No backend host is usable for a statement that may run anywhere.
     #[error("shardgate: no healthy master is available: {0}")]
     NoHealthyHost(String),
@@ -133,6 +146,19 @@ pub enum ClientError {
         from: String,
         /// The shard's master now (or why there is none).
         to: String,
+    },
+    /// The session's transaction sat idle on a shard being paused (for a
+    /// cutover, move or promotion) for 3/4 of `pause.drain_timeout_ms`;
+    /// the proxy rolled it back so the pause could complete (1213,
+    /// answered to the session's next statement).
+    #[error("shardgate: this transaction was rolled back: it sat idle on shard {shard} of fleet {fleet} while the shard was being paused for a cutover (for 3/4 of pause.drain_timeout_ms, {idle_ms} ms); try restarting transaction")]
+    IdleDuringPause {
+        /// Fleet name.
+        fleet: String,
+        /// The transaction's shard.
+        shard: u32,
+        /// How long the transaction may sit idle on a shard being paused.
+        idle_ms: u64,
     },
     /// A write, locking read, write through a function (sequence, user
     /// lock, stored function), or a statement that would commit a bound
@@ -183,7 +209,7 @@ impl ClientError {
             ClientError::BadExecute(_) => 1210,
             ClientError::TooManyPrepared(_) => 1461,
             ClientError::ShardPaused { .. } | ClientError::IdleInTransaction(_) => 1205,
-            ClientError::ShardMoved { .. } => 1213,
+            ClientError::ShardMoved { .. } | ClientError::IdleDuringPause { .. } => 1213,
             ClientError::UnknownThread(_) => 1094,
             ClientError::NotOwner(_) => 1095,
             ClientError::QueryInterrupted => 1317,
@@ -202,7 +228,7 @@ impl ClientError {
             ClientError::AccessDenied { .. } => "28000",
             ClientError::NoDatabaseSelected => "3D000",
             ClientError::UnsupportedCommand(_) | ClientError::PacketTooLarge(_) => "08S01",
-            ClientError::ShardMoved { .. } => "40001",
+            ClientError::ShardMoved { .. } | ClientError::IdleDuringPause { .. } => "40001",
             ClientError::QueryInterrupted
             | ClientError::ConnectionKilled
             | ClientError::PartTimeout { .. } => "70100",

@@ -536,14 +536,15 @@ async fn a_session_idle_in_a_transaction_is_closed_and_rolled_back() {
     let result = client.query_drop("COMMIT").await;
     let error = result.expect_err("the idle transaction was ended");
     eprintln!("idle in transaction: {error}");
-    if let mysql_async::Error::Server(e) = &error {
-        assert_eq!(e.code, 1205, "{}", e.message);
-        assert!(
-            e.message.contains("idle_in_transaction_timeout_ms"),
-            "{}",
-            e.message
-        );
-    }
+    let mysql_async::Error::Server(e) = &error else {
+        panic!("the client is told why, not just disconnected: {error}");
+    };
+    assert_eq!(e.code, 1205, "{}", e.message);
+    assert!(
+        e.message.contains("idle_in_transaction_timeout_ms") && e.message.contains("rolled back"),
+        "{}",
+        e.message
+    );
     let mut direct = operations(MASTER_A).await;
     let row: Option<String> = direct
         .query_first(format!(
@@ -917,4 +918,136 @@ async fn long_data_is_bound_in_bounded_memory() {
         "peak RSS grew by {growth_kib} KiB for a {} byte value",
         case.bytes
     );
+}
+
+/// Sessions idle after a statement that left a warning keep their
+/// connection for `SHOW WARNINGS`; when another session needs the host's
+/// pool (full of such connections), they give them back at once (the
+/// warnings copied first), and a later `SHOW WARNINGS` of theirs answers
+/// from the copy as the server would have.
+#[tokio::test]
+async fn connections_held_only_for_show_warnings_are_given_up_under_pool_pressure() {
+    let _serial = serial().await;
+    let proxy = start_server(
+        "limits-warnings-hold",
+        &config("pool_max_per_host: 2, checkout_timeout_ms: 3000", ""),
+    );
+    let tag = format!("limitswarn-{}", std::process::id());
+    let mut setup = app(&proxy).await;
+    let id = insert_pin(&mut setup, 5, &tag).await;
+    drop(setup);
+    let warn = format!("SELECT CAST('x1' AS SIGNED) AS w FROM pins WHERE id = {id}");
+    let mut holders = Vec::new();
+    for _ in 0..2 {
+        let mut holder = app(&proxy).await;
+        let w: Option<i64> = holder
+            .query_first(&warn)
+            .await
+            .expect("a read with a warning");
+        assert_eq!(w, Some(0));
+        holders.push(holder);
+    }
+    let mut other = app(&proxy).await;
+    let started = Instant::now();
+    let data: Option<String> = other
+        .query_first(format!("SELECT data FROM pins WHERE id = {id}"))
+        .await
+        .expect("a read while two sessions hold their warnings");
+    let waited = started.elapsed();
+    eprintln!("a read beside two idle warning holders waited {waited:?}");
+    assert_eq!(data.as_deref(), Some(tag.as_str()));
+    assert!(waited < Duration::from_millis(1500), "waited {waited:?}");
+    // The holders still see their statement's warning, from the copy.
+    for holder in &mut holders {
+        let rows: Vec<(String, u32, String)> =
+            holder.query("SHOW WARNINGS").await.expect("SHOW WARNINGS");
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!((rows[0].0.as_str(), rows[0].1), ("Warning", 1292));
+        assert!(rows[0].2.contains("'x1'"), "{rows:?}");
+        let count: Option<u64> = holder
+            .query_first("SHOW COUNT(*) WARNINGS")
+            .await
+            .expect("SHOW COUNT(*) WARNINGS");
+        assert_eq!(count, Some(1));
+        let counts: Option<(u64, u64)> = holder
+            .query_first("SELECT @@warning_count, @@error_count")
+            .await
+            .expect("SELECT @@warning_count");
+        assert_eq!(counts, Some((1, 0)));
+        let limited: Vec<(String, u32, String)> = holder
+            .query("SHOW WARNINGS LIMIT 1, 1")
+            .await
+            .expect("SHOW WARNINGS LIMIT");
+        assert!(limited.is_empty(), "{limited:?}");
+        let errors: Vec<(String, u32, String)> =
+            holder.query("SHOW ERRORS").await.expect("SHOW ERRORS");
+        assert!(errors.is_empty(), "{errors:?}");
+        // The next statement starts a new diagnostics area.
+        alive(holder).await;
+        let rows: Vec<(String, u32, String)> =
+            holder.query("SHOW WARNINGS").await.expect("SHOW WARNINGS");
+        assert!(rows.is_empty(), "{rows:?}");
+    }
+    delete_pins(MASTER_A, &[5], &tag).await;
+}
+
+/// A statement any master may answer (`SELECT 1`) takes a master with a
+/// free connection rather than waiting on one whose pool is full; a
+/// statement for the full host waits `backend.checkout_timeout_ms` and is
+/// told the pool is exhausted, not that the (healthy) host is unavailable.
+#[tokio::test]
+async fn any_master_statements_take_a_free_master_and_a_full_pool_is_not_a_down_host() {
+    let _serial = serial().await;
+    let proxy = start_server(
+        "limits-any-master",
+        &config("pool_max_per_host: 2, checkout_timeout_ms: 3000", ""),
+    );
+    let tag = format!("limitsany-{}", std::process::id());
+    let mut setup = app(&proxy).await;
+    let id = insert_pin(&mut setup, 5, &tag).await;
+    drop(setup);
+    // Two sessions idle in transactions hold master A's whole pool.
+    let mut idle = Vec::new();
+    for _ in 0..2 {
+        let mut conn = app(&proxy).await;
+        conn.query_drop("BEGIN").await.expect("BEGIN");
+        let _: Vec<String> = conn
+            .query(format!(
+                "SELECT data FROM pins WHERE id = {id} LOCK IN SHARE MODE"
+            ))
+            .await
+            .expect("a locking read binds the transaction");
+        idle.push(conn);
+    }
+    // Sessions with consecutive connection IDs start their any-master
+    // choice at each of the three masters in turn.
+    for n in 0..4 {
+        let mut conn = app(&proxy).await;
+        let started = Instant::now();
+        let one: Option<u8> = conn.query_first("SELECT 1").await.expect("SELECT 1");
+        let took = started.elapsed();
+        eprintln!("SELECT 1 of session {n} took {took:?}");
+        assert_eq!(one, Some(1));
+        assert!(took < Duration::from_millis(1500), "session {n}: {took:?}");
+    }
+    let mut other = app(&proxy).await;
+    let error = other
+        .query_drop(format!("SELECT data FROM pins WHERE id = {id}"))
+        .await
+        .expect_err("master A's pool is full");
+    let (code, message) = server_error(error);
+    eprintln!("full pool: {code} {message}");
+    assert_eq!(code, 1105);
+    assert!(
+        message.contains(
+            "connection pool of host 127.0.0.1:3307 (shard 5 of fleet main) is exhausted"
+        ) && message.contains("backend.pool_max_per_host")
+            && !message.contains("unavailable"),
+        "{message}"
+    );
+    for mut conn in idle {
+        conn.query_drop("ROLLBACK").await.expect("ROLLBACK");
+    }
+    alive(&mut other).await;
+    delete_pins(MASTER_A, &[5], &tag).await;
 }

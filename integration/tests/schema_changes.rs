@@ -165,10 +165,12 @@ async fn schema_changes_outside_one_explicit_shard_are_refused() {
         ),
         ("DROP TABLE pins".to_owned(), 1105, "dbNNNNN.pins"),
         (format!("CREATE TABLE {name} (a INT)"), 1105, "USE dbNNNNN"),
+        // Not MariaDB syntax, but read from its tokens it names two
+        // shard databases: refused as such.
         (
             format!("CREATE TABLE db00001.{name} (a INT), db00002.{name} (a INT)"),
-            1064,
-            "",
+            1105,
+            "several shards",
         ),
         (
             format!("DROP TABLE db00001.{name}, db02048.{name}"),
@@ -375,5 +377,217 @@ async fn a_hint_names_the_shard_of_a_new_table() {
         .await
         .expect("drop with a hint");
     nowhere(&name).await;
+    conn.disconnect().await.ok();
+}
+
+/// The partitions of `db.name` on the host at `port`, in order.
+async fn partitions(port: u16, db: &str, name: &str) -> Vec<String> {
+    let mut ops = operations(port).await;
+    let found: Vec<String> = ops
+        .exec(
+            "SELECT PARTITION_NAME FROM information_schema.PARTITIONS \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY PARTITION_ORDINAL_POSITION",
+            (db, name),
+        )
+        .await
+        .expect("information_schema.PARTITIONS");
+    ops.disconnect().await.ok();
+    found
+}
+
+/// The column types of `db.name` on the host at `port`, in order.
+async fn column_types(port: u16, db: &str, name: &str) -> Vec<String> {
+    let mut ops = operations(port).await;
+    let found: Vec<String> = ops
+        .exec(
+            "SELECT COLUMN_TYPE FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+            (db, name),
+        )
+        .await
+        .expect("information_schema.COLUMNS");
+    ops.disconnect().await.ok();
+    found
+}
+
+/// Statements sqlparser cannot parse but MariaDB accepts (partition
+/// maintenance, `LONG BYTE`, `ZEROFILL`, `SIGNED`), on one explicit shard:
+/// they run there and nowhere else; what a hostile client hides in them (a
+/// second statement, an executable comment, a second database, a system
+/// schema, a routine) is refused and changes nothing.
+#[tokio::test]
+async fn unparsed_table_schema_changes_run_on_their_shard_only() {
+    let mut conn = client().await;
+    let (jobs, types, never) = (table(50), table(51), table(52));
+    conn.query_drop(format!(
+        "CREATE TABLE db02052.{jobs} (a BIGINT NOT NULL, run_at INT NOT NULL, PRIMARY KEY (a, run_at)) ENGINE=InnoDB \
+         PARTITION BY RANGE (run_at) (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200), \
+         PARTITION p2 VALUES LESS THAN MAXVALUE)"
+    ))
+    .await
+    .expect("a partitioned table on shard 2052");
+    only_on(MASTER_B, "db02052", &jobs).await;
+    assert_eq!(
+        partitions(MASTER_B, "db02052", &jobs).await,
+        ["p0", "p1", "p2"]
+    );
+    conn.query_drop(format!(
+        "INSERT INTO db02052.{jobs} (a, run_at) VALUES (1, 50), (2, 150), (3, 250)"
+    ))
+    .await
+    .expect("rows in each partition");
+    conn.query_drop(format!("ALTER TABLE db02052.{jobs} DROP PARTITION p1"))
+        .await
+        .expect("drop a partition");
+    assert_eq!(partitions(MASTER_B, "db02052", &jobs).await, ["p0", "p2"]);
+    assert_eq!(committed_rows(MASTER_B, "db02052", &jobs).await, [1, 3]);
+    conn.query_drop("USE db02052").await.expect("use");
+    conn.query_drop(format!(
+        "ALTER TABLE {jobs} REORGANIZE PARTITION p2 INTO \
+         (PARTITION p2 VALUES LESS THAN (300), PARTITION p3 VALUES LESS THAN MAXVALUE)"
+    ))
+    .await
+    .expect("reorganize a partition under USE");
+    assert_eq!(
+        partitions(MASTER_B, "db02052", &jobs).await,
+        ["p0", "p2", "p3"]
+    );
+    conn.query_drop(format!(
+        "/*+ SHARD(2052) */ CREATE TABLE {types} \
+         (a INT(6) ZEROFILL, b DECIMAL(10,2) SIGNED, c FLOAT SIGNED, d LONG BYTE) ENGINE=InnoDB"
+    ))
+    .await
+    .expect("ZEROFILL, SIGNED and LONG BYTE with a hint");
+    only_on(MASTER_B, "db02052", &types).await;
+    assert_eq!(
+        column_types(MASTER_B, "db02052", &types).await,
+        [
+            "int(6) unsigned zerofill",
+            "decimal(10,2)",
+            "float",
+            "mediumblob"
+        ]
+    );
+    let mut other = client().await;
+    let cases: Vec<(String, u16, &str)> = vec![
+        (
+            format!("ALTER TABLE db02052.{jobs} DROP PARTITION p0 /*!, RENAME TO db00017.{never} */"),
+            1064,
+            "executable comment",
+        ),
+        (
+            format!("ALTER TABLE db02052.{jobs} DROP PARTITION p0 /*M!999999 , RENAME TO db00017.{never} */"),
+            1064,
+            "executable comment",
+        ),
+        (
+            format!("ALTER TABLE db02052.{jobs} DROP PARTITION p0, RENAME TO db00017.{never}"),
+            1105,
+            "db00017",
+        ),
+        (
+            format!("ALTER TABLE db02052.{jobs} EXCHANGE PARTITION p0 WITH TABLE `db00017`.{never}"),
+            1105,
+            "db00017",
+        ),
+        (
+            format!("ALTER TABLE db02052.{jobs} DROP PARTITION p0, ADD COLUMN x INT DEFAULT (db00017.f())"),
+            1105,
+            "db00017",
+        ),
+        (
+            format!("CREATE TABLE db02052.{never} (a LONG BYTE, b INT, FOREIGN KEY (b) REFERENCES db00017.t (b))"),
+            1105,
+            "db00017",
+        ),
+        (
+            "ALTER TABLE information_schema.TABLES DROP PARTITION p0".to_owned(),
+            1142,
+            "information_schema",
+        ),
+        (
+            format!("ALTER TABLE db02052.{jobs} EXCHANGE PARTITION p0 WITH TABLE mysql.user"),
+            1142,
+            "mysql",
+        ),
+        (
+            format!("CREATE TABLE db02052.{never} (a LONG BYTE) ENGINE=FEDERATED"),
+            1105,
+            "ENGINE",
+        ),
+        (
+            format!("CREATE TABLE db02052.{never} (a LONG BYTE) PARTITION BY HASH (a) (PARTITION p0 DATA DIRECTORY = '/tmp')"),
+            1105,
+            "DIRECTORY",
+        ),
+        (
+            format!("CREATE TEMPORARY TABLE db02052.{never} (a LONG BYTE)"),
+            1064,
+            "temporary",
+        ),
+        (
+            format!("CREATE TABLE db02052.{never} (a LONG BYTE) SELECT a FROM db02052.{jobs}"),
+            1064,
+            "SELECT",
+        ),
+        (
+            format!("CREATE PROCEDURE db02052.{never}() ALTER TABLE db02052.{jobs} DROP PARTITION p0"),
+            1064,
+            "",
+        ),
+        (
+            format!("CREATE EVENT db02052.{never} ON SCHEDULE EVERY 1 DAY DO ALTER TABLE db02052.{jobs} DROP PARTITION p0"),
+            1064,
+            "",
+        ),
+        (
+            format!("ALTER TABLE {jobs} DROP PARTITION p0"),
+            1105,
+            "USE dbNNNNN",
+        ),
+    ];
+    for (sql, code, needle) in &cases {
+        let (got, message) = refused(&mut other, sql).await;
+        assert_eq!(got, *code, "{sql}: {message}");
+        assert!(message.contains(needle), "{sql}: {message}");
+    }
+    // A multi-statement COM_QUERY is split and each statement routed on
+    // its own; a prepared text is one statement, as the server reads it.
+    let second =
+        format!("ALTER TABLE db02052.{jobs} DROP PARTITION p0; DROP TABLE db02052.{types}");
+    match other.prep(&second).await {
+        Ok(_) => panic!("the proxy prepared: {second}"),
+        Err(error) => {
+            let (code, message) = server_error(error);
+            assert_eq!(code, 1064, "{second}: {message}");
+            assert!(
+                message.contains("a second statement"),
+                "{second}: {message}"
+            );
+        }
+    }
+    assert_eq!(
+        partitions(MASTER_B, "db02052", &jobs).await,
+        ["p0", "p2", "p3"]
+    );
+    only_on(MASTER_B, "db02052", &types).await;
+    nowhere(&never).await;
+    let mut ops = operations(MASTER_B).await;
+    let routines: Option<u64> = ops
+        .exec_first(
+            "SELECT (SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_NAME = ?) \
+             + (SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_NAME = ?)",
+            (&never, &never),
+        )
+        .await
+        .expect("routines and events");
+    assert_eq!(routines, Some(0));
+    ops.disconnect().await.ok();
+    conn.query_drop(format!("DROP TABLE {jobs}, {types}"))
+        .await
+        .expect("cleanup");
+    nowhere(&jobs).await;
+    nowhere(&types).await;
+    other.disconnect().await.ok();
     conn.disconnect().await.ok();
 }

@@ -2,6 +2,7 @@
 //! (`admin.users`; client accounts are refused), one small file per
 //! command under [`commands`]. Every answer is a result set.
 
+mod admission;
 mod answer;
 mod bounded;
 mod commands;
@@ -26,36 +27,39 @@ use crate::control::Control;
 use crate::fleet::FleetError;
 use crate::frontend::handshake::{refuse_too_many_connections, LoginBounds};
 use crate::id::IdError;
-use crate::net::ConnectionCount;
 use crate::router::RouteError;
 
 pub use answer::{Answer, Cell};
 pub use commands::{run, Context};
 pub use parse::{parse, Command, ParseError};
 
-/// Most admin connections open at once (logged in or not); one more is
-/// answered 1040 in place of the greeting and closed.
-pub const MAX_CONNECTIONS: usize = crate::net::MAX_ADMIN_CONNECTIONS;
+pub use admission::{
+    LOGIN_TIMEOUT, MAX_CONNECTIONS, MAX_PENDING_PER_ADDRESS, RESERVED_FOR_LOGGED_IN,
+};
 
 /// Serves admin sessions on `listener` until the process ends, each on its
 /// own task, with the client port's login bounds (`limits`:
-/// `handshake_timeout_ms`, `max_login_packet`, then `max_allowed_packet`)
-/// applied in front of opensrv-mysql ([`bounded`]) and at most
-/// [`MAX_CONNECTIONS`] connections.
+/// `handshake_timeout_ms` but at most [`LOGIN_TIMEOUT`], `max_login_packet`,
+/// then `max_allowed_packet`) applied in front of opensrv-mysql
+/// ([`bounded`]), and at most [`MAX_CONNECTIONS`] connections, shared as
+/// [`admission`] says (a connection that loses its place before it logged
+/// in is closed; one more than [`MAX_CONNECTIONS`] logged-in sessions is
+/// answered 1040 in place of the greeting).
 pub async fn serve(control: Arc<Control>, listener: TcpListener) -> io::Result<()> {
     let addr = listener.local_addr()?;
     info!(%addr, "serving the admin port");
     warn_of_sample_account(&control, addr);
-    let open = ConnectionCount::default();
+    let admission = Arc::new(admission::Admission::default());
     let throttle = Arc::new(throttle::LoginThrottle::default());
     crate::net::accept_forever(listener, "admin port", |stream, peer, connection_id| {
-        let slot = open.try_acquire(MAX_CONNECTIONS);
-        let bounds = LoginBounds::new(&control.engine.topology.load().config.limits);
+        let place = admission.admit(peer.ip());
+        let bounds = LoginBounds::new(&control.engine.topology.load().config.limits)
+            .at_most(LOGIN_TIMEOUT);
         let control = control.clone();
         let throttle = throttle.clone();
         async move {
-            let Some(_slot) = slot else {
-                debug!(connection_id, %peer, "too many admin connections; answered 1040");
+            let Some((ticket, displaced)) = place else {
+                debug!(connection_id, %peer, "too many admin sessions; answered 1040");
                 refuse_too_many_connections(stream, MAX_CONNECTIONS);
                 return;
             };
@@ -63,9 +67,22 @@ pub async fn serve(control: Arc<Control>, listener: TcpListener) -> io::Result<(
             let (reader, writer) = stream.into_split();
             let logged_in = Arc::new(AtomicBool::new(false));
             let reader = bounded::BoundedReader::new(reader, bounds, logged_in.clone());
-            let shim = shim::AdminShim::new(control, connection_id, peer, logged_in, throttle);
-            if let Err(error) = AsyncMysqlIntermediary::run_on(shim, reader, writer).await {
-                debug!(connection_id, %peer, %error, "admin session ended with an error");
+            let shim = shim::AdminShim::new(
+                control,
+                (connection_id, peer),
+                logged_in,
+                throttle,
+                ticket,
+            );
+            tokio::select! {
+                ended = AsyncMysqlIntermediary::run_on(shim, reader, writer) => {
+                    if let Err(error) = ended {
+                        debug!(connection_id, %peer, %error, "admin session ended with an error");
+                    }
+                }
+                Ok(()) = displaced => {
+                    debug!(connection_id, %peer, "not logged in, and a newer connection took its place: closed");
+                }
             }
         }
     })

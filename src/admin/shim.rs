@@ -16,6 +16,7 @@ use opensrv_mysql::{
 use tokio::io::AsyncWrite;
 use tracing::{debug, info};
 
+use super::admission::Ticket;
 use super::commands::{self, Context};
 use super::throttle::{LoginThrottle, Turn};
 use super::{parse, AdminError, Answer};
@@ -45,6 +46,9 @@ pub(super) struct AdminShim {
     database: Option<String>,
     /// Failed logins per client address, shared by the port's sessions.
     throttle: Arc<LoginThrottle>,
+    /// The connection's place on the port (moved to the logged-in
+    /// sessions' on login).
+    ticket: Ticket,
 }
 
 impl AdminShim {
@@ -52,10 +56,10 @@ impl AdminShim {
     /// `logged_in` is set when its login is accepted.
     pub(super) fn new(
         control: Arc<Control>,
-        connection_id: u32,
-        peer: SocketAddr,
+        (connection_id, peer): (u32, SocketAddr),
         logged_in: Arc<AtomicBool>,
         throttle: Arc<LoginThrottle>,
+        ticket: Ticket,
     ) -> Self {
         Self {
             control,
@@ -66,6 +70,7 @@ impl AdminShim {
             logged_in,
             database: None,
             throttle,
+            ticket,
         }
     }
 
@@ -88,6 +93,15 @@ impl AdminShim {
                             && sha2_scramble_matches(&self.salt, &account.password, auth_data)
                     })
             });
+        if accepted && !self.ticket.log_in() {
+            info!(
+                connection_id = self.connection_id,
+                peer = %self.peer,
+                %user,
+                "admin login refused: the connection lost its place to a newer one while logging in"
+            );
+            return false;
+        }
         if accepted {
             debug!(connection_id = self.connection_id, peer = %self.peer, %user, "admin logged in");
             let _ = self.user.set(user.into_owned());

@@ -58,8 +58,8 @@ struct Table {
     shared: Option<Entry>,
 }
 
-/// The address attempts are counted under.
-fn key(ip: IpAddr) -> IpAddr {
+/// The address attempts are counted under (an IPv6 address by its /64).
+pub(super) fn address_key(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) => IpAddr::V4(v4),
@@ -83,7 +83,7 @@ fn delay(failures: u32) -> Duration {
 
 impl Table {
     fn entry(&mut self, ip: IpAddr, now: Instant) -> Option<&mut Entry> {
-        let ip = key(ip);
+        let ip = address_key(ip);
         if self.entries.contains_key(&ip) {
             return self.entries.get_mut(&ip);
         }
@@ -97,7 +97,7 @@ impl Table {
     }
 
     fn record_failure(&mut self, ip: IpAddr, now: Instant) {
-        let ip = key(ip);
+        let ip = address_key(ip);
         let fresh = Entry {
             failures: 0,
             last_failure: now,
@@ -147,7 +147,7 @@ impl LoginThrottle {
     pub fn record(&self, ip: IpAddr, accepted: bool, now: Instant) {
         let mut table = lock(&self.table);
         if accepted {
-            table.entries.remove(&key(ip));
+            table.entries.remove(&address_key(ip));
         } else {
             table.record_failure(ip, now);
         }
@@ -230,8 +230,14 @@ mod tests {
         drop(table);
         let other = IpAddr::V4(std::net::Ipv4Addr::new(192, 168, 1, 1));
         assert!(matches!(throttle.turn(other, now), Turn::Wait(w) if w > Duration::ZERO));
-        assert_eq!(key(ip("2001:db8::1")), key(ip("2001:db8::ffff:1")));
-        assert_ne!(key(ip("2001:db8::1")), key(ip("2001:db8:0:1::1")));
-        assert_eq!(key(ip("::ffff:10.0.0.1")), ip("10.0.0.1"));
+        assert_eq!(
+            address_key(ip("2001:db8::1")),
+            address_key(ip("2001:db8::ffff:1"))
+        );
+        assert_ne!(
+            address_key(ip("2001:db8::1")),
+            address_key(ip("2001:db8:0:1::1"))
+        );
+        assert_eq!(address_key(ip("::ffff:10.0.0.1")), ip("10.0.0.1"));
     }
 }

@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::futures::Notified;
+use tokio::sync::{AcquireError, Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::conn::{BackendConn, BackendError, ConnKey};
 use super::health::{HealthSnapshot, HostHealth};
@@ -27,8 +28,13 @@ use crate::topology::config::BackendConfig;
 /// again, so a dead host costs its statements nothing but an error.
 const RETRY_DOWN_HOST_AFTER: Duration = Duration::from_millis(500);
 
+/// How often a checkout waiting for a full pool asks again for the
+/// connections held only for `SHOW WARNINGS`.
+const PRESSURE_REPEAT: Duration = Duration::from_millis(100);
+
 /// Why a pool gave no connection. The message is what the client sees as
-/// the reason a host is unavailable.
+/// the reason ([`PoolError::is_exhausted`] tells a healthy host's full pool
+/// from a host that cannot be used).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PoolError {
     /// The health checker marked the host down, or a connect to it failed
@@ -50,7 +56,7 @@ pub enum PoolError {
     },
     /// Every connection of the pool is checked out and none came free in
     /// time.
-    #[error("all {max} connections to the host are busy (waited {waited:?})")]
+    #[error("all {max} connections of the pool (backend.pool_max_per_host) were in use by other sessions for backend.checkout_timeout_ms ({waited:?})")]
     PoolExhausted {
         /// Connections in the pool.
         max: usize,
@@ -64,6 +70,17 @@ pub enum PoolError {
     /// refused).
     #[error("{0}")]
     Connect(String),
+}
+
+impl PoolError {
+    /// Whether the host is fine and only its pool (or the session's share
+    /// of it) had no connection free in time.
+    pub fn is_exhausted(&self) -> bool {
+        matches!(
+            self,
+            PoolError::ShareExhausted { .. } | PoolError::PoolExhausted { .. }
+        )
+    }
 }
 
 /// How backend connections are made.
@@ -167,6 +184,9 @@ pub struct HostPool {
     settings: BackendSettings,
     idle: Mutex<Vec<BackendConn>>,
     permits: Arc<Semaphore>,
+    /// Woken when a checkout finds every connection in use: idle sessions
+    /// that keep one only for `SHOW WARNINGS` give it up.
+    pressure: Notify,
     /// Set when the host left the topology or the backend settings
     /// changed: connections are closed on release instead of kept.
     retired: AtomicBool,
@@ -234,7 +254,20 @@ impl HostPool {
             settings,
             idle: Mutex::new(Vec::new()),
             retired: AtomicBool::new(false),
+            pressure: Notify::new(),
         }
+    }
+
+    /// Resolves when a checkout finds every connection of the pool in use
+    /// (from the first poll on).
+    pub fn pressure(&self) -> Notified<'_> {
+        self.pressure.notified()
+    }
+
+    /// Whether a checkout would find a connection free now (without
+    /// waiting for one to be released).
+    pub fn has_free(&self) -> bool {
+        self.permits.available_permits() > 0
     }
 
     /// The host's state, shared with its other pools.
@@ -290,9 +323,10 @@ impl HostPool {
             }
             _ => None,
         };
-        let permit = tokio::time::timeout_at(deadline, self.permits.clone().acquire_owned())
+        let permit = self
+            .acquire_until(deadline)
             .await
-            .map_err(|_| PoolError::PoolExhausted { max, waited })?
+            .ok_or(PoolError::PoolExhausted { max, waited })?
             .map_err(|_| PoolError::Closed)?;
         self.checkouts.fetch_add(1, Ordering::Relaxed);
         if let Some(conn) = self.take_idle(key) {
@@ -328,6 +362,31 @@ impl HostPool {
                 self.clear_idle();
                 self.host.connect_failed(&reason);
                 Err(PoolError::Connect(reason))
+            }
+        }
+    }
+
+    /// A place in the pool, waited for in arrival order until `deadline`
+    /// (`None` past it);
+    /// while none is free, sessions that keep a connection only for `SHOW
+    /// WARNINGS` are asked to give it up (again every
+    /// [`PRESSURE_REPEAT`], for those that went idle meanwhile).
+    async fn acquire_until(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Option<Result<OwnedSemaphorePermit, AcquireError>> {
+        let acquire = self.permits.clone().acquire_owned();
+        tokio::pin!(acquire);
+        let expired = tokio::time::sleep_until(deadline);
+        tokio::pin!(expired);
+        loop {
+            if !self.has_free() {
+                self.pressure.notify_waiters();
+            }
+            tokio::select! {
+                permit = &mut acquire => return Some(permit),
+                () = &mut expired => return None,
+                () = tokio::time::sleep(PRESSURE_REPEAT) => {}
             }
         }
     }
@@ -542,7 +601,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pool_errors_read_as_the_reason_a_host_is_unavailable() {
+    fn pool_errors_say_whether_the_host_or_its_pool_failed() {
         let waited = Duration::from_millis(250);
         let share = PoolError::ShareExhausted {
             size: 2,
@@ -556,8 +615,10 @@ mod tests {
         );
         assert_eq!(
             PoolError::PoolExhausted { max: 8, waited }.to_string(),
-            "all 8 connections to the host are busy (waited 250ms)"
+            "all 8 connections of the pool (backend.pool_max_per_host) were in use by other sessions for backend.checkout_timeout_ms (250ms)"
         );
+        assert!(share.is_exhausted() && PoolError::PoolExhausted { max: 8, waited }.is_exhausted());
+        assert!(!PoolError::HostDown("down".to_owned()).is_exhausted());
         assert_eq!(PoolError::Closed.to_string(), "pool closed");
         let refused = "cannot connect: Connection refused (os error 111)";
         assert_eq!(PoolError::Connect(refused.to_owned()).to_string(), refused);

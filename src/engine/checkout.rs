@@ -135,6 +135,34 @@ pub(super) fn stamp_connection(conn: &mut PooledConn, stamp: Option<u64>, outcom
     }
 }
 
+/// The client's error for a checkout of a connection to `host` that
+/// failed, for a statement on shard `(fleet, shard)` or (None) on any
+/// master: a full pool is told apart from a host that cannot be used.
+pub(super) fn checkout_error(
+    error: PoolError,
+    host: &str,
+    shard: Option<(&str, u32)>,
+) -> ClientError {
+    let reason = error.to_string();
+    let host = host.to_owned();
+    match shard {
+        _ if error.is_exhausted() => ClientError::PoolExhausted {
+            host,
+            place: shard.map_or_else(String::new, |(fleet, shard)| {
+                format!(" (shard {shard} of fleet {fleet})")
+            }),
+            reason,
+        },
+        Some((fleet, shard)) => ClientError::HostUnavailable {
+            fleet: fleet.to_owned(),
+            shard,
+            host,
+            reason,
+        },
+        None => ClientError::NoHealthyHost(format!("{host}: {reason}")),
+    }
+}
+
 /// The name of `target`'s fleet, for messages (`?` if the topology has
 /// no such fleet).
 pub(super) fn fleet_name(topology: &Topology, target: Target) -> &str {
@@ -183,16 +211,8 @@ impl Engine {
         let mut conn = checkout_open(pool, state.conn_key, share)
             .await
             .map_err(|error| {
-                let reason = error.to_string();
-                Failure::Client(match target {
-                    Some(target) => ClientError::HostUnavailable {
-                        fleet: fleet_name(topology, target).to_owned(),
-                        shard: target.shard,
-                        host: pool.addr.clone(),
-                        reason,
-                    },
-                    None => ClientError::NoHealthyHost(format!("{}: {reason}", pool.addr)),
-                })
+                let fleet = target.map(|target| (fleet_name(topology, target), target.shard));
+                Failure::Client(checkout_error(error, &pool.addr, fleet))
             })?;
         apply_settings(&mut conn, &state.settings, limits.statement_timeout_ms).await?;
         Ok(conn)

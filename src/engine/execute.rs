@@ -13,6 +13,7 @@ use tokio::io::AsyncWrite;
 
 use super::answer::{write_local_result, write_ok, write_single_value};
 use super::checkout::DIRTY;
+use super::diagnostics_copy::{show_limit, DiagnosticsCopy};
 use super::failure::{answer_failure, no_masters, write_error, Failure};
 use super::lex_state;
 use super::pause::{Blocked, PausedShard, ShardGuard};
@@ -72,6 +73,13 @@ impl Engine {
         more: bool,
         client: &mut FrameWriter<W>,
     ) -> io::Result<bool> {
+        if let Some(error) = state.ended_while_idle.take() {
+            if !is_plain_rollback(sql) {
+                write_error(client, state.response_seq, &error).await?;
+                state.response_seq = client.next_seq();
+                return Ok(false);
+            }
+        }
         let mut waiting_since: Option<Instant> = None;
         loop {
             // The epoch is read before the topology (see PauseGate::enter).
@@ -257,6 +265,7 @@ impl Engine {
                 if let Some(conn) = held {
                     conn.release();
                 }
+                state.diagnostics_copy = None;
                 self.run_plan(topology, state, plan, guard, client).await
             }
         };
@@ -307,7 +316,8 @@ impl Engine {
 
     /// Runs SHOW WARNINGS and the like on the connection that ran the
     /// previous statement (held, or the bound one); with neither, the
-    /// previous statement left nothing to show, and the proxy says so (a
+    /// proxy answers from the copy taken when the held connection was
+    /// given up, or says the previous statement left nothing to show (a
     /// pooled connection may still carry another statement's warnings).
     async fn run_diagnostics<W: AsyncWrite + Unpin>(
         &self,
@@ -325,7 +335,10 @@ impl Engine {
                     fallback: Some(fallback),
                     ..
                 } => return self.run_anywhere(topology, state, fallback, client).await,
-                _ => return write_no_diagnostics(client, state, asked).await,
+                _ => {
+                    let copy = state.diagnostics_copy.clone().unwrap_or_default();
+                    return write_diagnostics(client, state, asked, &copy, show_limit(sql)).await;
+                }
             },
         };
         self.run_on(topology, state, venue, Statement::plain(sql), client)
@@ -694,32 +707,54 @@ async fn route_off_runtime<P: Placement + Clone + Send + 'static>(
     }
 }
 
-/// The answer to a diagnostics statement when the previous statement left
-/// no warnings and no error: no rows, or a count of 0.
-async fn write_no_diagnostics<W: AsyncWrite + Unpin>(
+/// Whether `sql` is `ROLLBACK [WORK]` alone (a client that already knows
+/// its transaction failed, answered OK after the proxy ended it).
+fn is_plain_rollback(sql: &[u8]) -> bool {
+    let text = sql.trim_ascii();
+    let text = text.strip_suffix(b";").unwrap_or(text);
+    let words: Vec<&[u8]> = text
+        .split(u8::is_ascii_whitespace)
+        .filter(|word| !word.is_empty())
+        .collect();
+    match words.as_slice() {
+        [rollback] => rollback.eq_ignore_ascii_case(b"ROLLBACK"),
+        [rollback, work] => {
+            rollback.eq_ignore_ascii_case(b"ROLLBACK") && work.eq_ignore_ascii_case(b"WORK")
+        }
+        _ => false,
+    }
+}
+
+/// The answer to a diagnostics statement from `copy` (the default when the
+/// previous statement left no warnings and no error: no rows, counts of 0);
+/// `limit` is a `SHOW WARNINGS|ERRORS` list's `LIMIT`.
+async fn write_diagnostics<W: AsyncWrite + Unpin>(
     client: &mut FrameWriter<W>,
     state: &SessionState,
     asked: &Diagnostics,
+    copy: &DiagnosticsCopy,
+    limit: Option<(usize, usize)>,
 ) -> Result<(), Failure> {
-    let count_column = match asked {
-        Diagnostics::List(_) => {
+    let (count_column, area) = match asked {
+        Diagnostics::List(area) => {
             let columns = [
                 ("Level", LocalColumnType::Text),
                 ("Code", LocalColumnType::UnsignedBigInt),
                 ("Message", LocalColumnType::Text),
             ];
-            return write_local_result(client, state, &columns, Vec::new()).await;
+            return write_local_result(client, state, &columns, copy.list(*area, limit)).await;
         }
-        Diagnostics::Count(DiagnosticsArea::Warnings) => "@@session.warning_count",
-        Diagnostics::Count(DiagnosticsArea::Errors) => "@@session.error_count",
+        Diagnostics::Count(area @ DiagnosticsArea::Warnings) => ("@@session.warning_count", area),
+        Diagnostics::Count(area @ DiagnosticsArea::Errors) => ("@@session.error_count", area),
         Diagnostics::Select { columns, .. } => {
             let (names, row): (Vec<_>, Vec<_>) = columns
                 .iter()
                 .map(|column| {
                     let (kind, value) = match &column.value {
-                        DiagnosticsValue::Count => {
-                            (LocalColumnType::UnsignedBigInt, Some(b"0".to_vec()))
-                        }
+                        DiagnosticsValue::Count(area) => (
+                            LocalColumnType::UnsignedBigInt,
+                            Some(copy.count(*area).to_string().into_bytes()),
+                        ),
                         DiagnosticsValue::Number(n) if n.parse::<i64>().is_ok() => {
                             (LocalColumnType::BigInt, Some(n.as_bytes().to_vec()))
                         }
@@ -741,7 +776,27 @@ async fn write_no_diagnostics<W: AsyncWrite + Unpin>(
         state,
         count_column,
         LocalColumnType::UnsignedBigInt,
-        Some(b"0"),
+        Some(copy.count(*area).to_string().as_bytes()),
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_plain_rollback;
+
+    #[test]
+    fn plain_rollbacks_are_told_from_other_statements() {
+        for sql in ["ROLLBACK", " rollback ;", "ROLLBACK\tWORK;"] {
+            assert!(is_plain_rollback(sql.as_bytes()), "{sql}");
+        }
+        for sql in [
+            "ROLLBACK TO s1",
+            "COMMIT",
+            "ROLLBACK WORK AND CHAIN",
+            "SELECT 1",
+        ] {
+            assert!(!is_plain_rollback(sql.as_bytes()), "{sql}");
+        }
+    }
 }

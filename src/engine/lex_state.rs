@@ -2,7 +2,7 @@
 //! (`sql_mode`, `character_set_client`), after a `SET` that may change it,
 //! and the values a `SET` computed, so they are replayed by value.
 
-use super::merge::decode_text_row;
+use super::merge::{decode_text_row, Value};
 use crate::backend::BackendConn;
 use crate::protocol::binary::{is_decimal_text, parse_column_definition, ColumnInfo};
 use crate::protocol::frame::read_lenenc_int;
@@ -64,6 +64,18 @@ async fn read_typed_row(
     conn: &mut BackendConn,
     query: &[u8],
 ) -> Result<Vec<(Option<ColumnInfo>, Option<Vec<u8>>)>, String> {
+    let (types, rows) = read_text_rows(conn, query).await?;
+    let row = rows.into_iter().last().ok_or("no row")?;
+    Ok(types.into_iter().zip(row).collect())
+}
+
+/// Runs `query` on `conn` and returns its column types (`None` for a
+/// definition shardgate cannot read) and every row's values as the server
+/// sent them (NULL as `None`).
+pub async fn read_text_rows(
+    conn: &mut BackendConn,
+    query: &[u8],
+) -> Result<(Vec<Option<ColumnInfo>>, Vec<Vec<Value>>), String> {
     conn.send_command(Command::COM_QUERY, query)
         .await
         .map_err(|e| e.to_string())?;
@@ -83,21 +95,17 @@ async fn read_typed_row(
     if !deprecate_eof {
         next_packet(conn).await?;
     }
-    let mut row = None;
+    let count = usize::try_from(columns).map_err(|_| "malformed column count")?;
+    let mut rows = Vec::new();
     loop {
         let packet = next_packet(conn).await?;
         match packet.first() {
             Some(&ERR_HEADER) => return Err("the server failed reading the session state".into()),
             _ if ends_result_set(&packet, deprecate_eof) => break,
-            _ => row = Some(packet),
+            _ => rows.push(decode_text_row(&packet, count)),
         }
     }
-    let row = row.ok_or("no row")?;
-    let count = usize::try_from(columns).map_err(|_| "malformed column count")?;
-    Ok(types
-        .into_iter()
-        .zip(decode_text_row(&row, count))
-        .collect())
+    Ok((types, rows))
 }
 
 /// System variables that act once or read the clock (`timestamp`,

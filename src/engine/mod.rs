@@ -3,6 +3,7 @@
 
 mod answer;
 mod checkout;
+pub mod diagnostics_copy;
 pub mod execute;
 mod failure;
 pub mod fence;

@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 use tracing::debug;
 
 use super::answer::write_result_set;
-use super::checkout::{apply_settings, checkout_open, DIRTY};
+use super::checkout::{apply_settings, checkout_error, checkout_open, DIRTY};
 use super::failure::{backend_error, Failure};
 use super::kill::kill_abandoned;
 use super::merge::{decode_text_row, merge_rows, Value};
@@ -245,6 +245,7 @@ impl Engine {
 /// and was still running then fails with [`ClientError::PartTimeout`]
 /// (the host answered; the statement was slow) and its statement is
 /// killed on the server; one still waiting for a connection fails with
+/// [`ClientError::PoolExhausted`] when the host's pool is full, else
 /// [`ClientError::HostUnavailable`].
 async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
     // One more than the backend thread the statement was sent on; 0 until
@@ -260,7 +261,9 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
         let share = Some((job.share.as_ref(), job.share_percent));
         let mut conn = checkout_open(&job.pool, job.key, share)
             .await
-            .map_err(|error| unavailable(error.to_string()))?;
+            .map_err(|error| {
+                checkout_error(error, &job.pool.addr, Some((&job.fleet, job.shard)))
+            })?;
         apply_settings(&mut conn, job.settings.as_ref(), job.statement_timeout_ms)
             .await
             .map_err(|failure| match failure {
@@ -323,6 +326,14 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
                 timeout_ms: job.part_timeout_ms,
             })
         }
+        Err(_) if !job.pool.has_free() => Err(ClientError::PoolExhausted {
+            host: job.pool.addr.clone(),
+            place: format!(" (shard {} of fleet {})", job.shard, job.fleet),
+            reason: format!(
+                "no connection came free within limits.multi_shard_part_timeout_ms ({} ms)",
+                job.part_timeout_ms
+            ),
+        }),
         Err(_) => Err(unavailable(format!(
             "no connection within limits.multi_shard_part_timeout_ms ({} ms)",
             job.part_timeout_ms

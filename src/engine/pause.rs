@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
+use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
 use crate::sync::lock;
@@ -57,6 +58,8 @@ pub struct PauseGate {
     epoch: AtomicU64,
     /// Wakes waiting statements when a pause ends.
     resumed: Notify,
+    /// Wakes sessions idle in a transaction when a pause begins.
+    began: Notify,
 }
 
 /// In-flight statement counts of one fleet's shards.
@@ -239,6 +242,7 @@ impl PauseGate {
             active: AtomicU32::new(0),
             epoch: AtomicU64::new(0),
             resumed: Notify::new(),
+            began: Notify::new(),
         }
     }
 
@@ -295,6 +299,29 @@ impl PauseGate {
         }
     }
 
+    /// Resolves when a pause begins (from the first poll on).
+    pub fn began(&self) -> Notified<'_> {
+        self.began.notified()
+    }
+
+    /// Resolves once `shard` of fleet `fleet` has been paused (without a
+    /// break) for `grace`.
+    pub async fn paused_for(&self, fleet: &str, shard: u32, grace: Duration) {
+        loop {
+            let began = self.began();
+            tokio::pin!(began);
+            began.as_mut().enable();
+            if !self.is_paused(fleet, shard) {
+                began.await;
+                continue;
+            }
+            tokio::time::sleep(grace).await;
+            if self.is_paused(fleet, shard) {
+                return;
+            }
+        }
+    }
+
     /// Whether `shard` of fleet `fleet` is paused now.
     pub fn is_paused(&self, fleet: &str, shard: u32) -> bool {
         self.active.load(Ordering::SeqCst) != 0
@@ -338,6 +365,7 @@ impl PauseGate {
         }
         self.paused.store(Arc::new(next));
         self.active.fetch_add(fleets.len() as u32, Ordering::SeqCst);
+        self.began.notify_waiters();
         Ok(ids)
     }
 
@@ -626,5 +654,39 @@ pub(crate) mod tests {
         drop(more);
         assert_eq!(gate.running_on("main", 4000), 0);
         assert_eq!(gate.running_on("main", 6000), 0);
+    }
+
+    #[tokio::test]
+    async fn paused_for_resolves_once_a_shard_stayed_paused_for_the_grace() {
+        let (gate, _) = gate();
+        let gate = Arc::new(gate);
+        let grace = Duration::from_millis(200);
+        let waiter = {
+            let gate = Arc::clone(&gate);
+            tokio::spawn(async move { gate.paused_for("main", 5, grace).await })
+        };
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(!waiter.is_finished(), "nothing is paused");
+        let started = tokio::time::Instant::now();
+        let ids = gate
+            .begin(&["main".to_owned()], 0, 10, Instant::now())
+            .unwrap();
+        waiter.await.unwrap();
+        assert!(started.elapsed() >= grace, "{:?}", started.elapsed());
+        gate.undo(&ids);
+        // A pause that ends within the grace does not count.
+        let waiter = {
+            let gate = Arc::clone(&gate);
+            tokio::spawn(async move { gate.paused_for("main", 5, grace).await })
+        };
+        tokio::task::yield_now().await;
+        let ids = gate
+            .begin(&["main".to_owned()], 0, 10, Instant::now())
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        gate.undo(&ids);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(!waiter.is_finished(), "the pause ended within the grace");
+        waiter.abort();
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use mysql_common::constants::StatusFlags;
 
+use super::diagnostics_copy::DiagnosticsCopy;
 use super::local_infile::ClientFileLink;
 use super::pause::ShardGuard;
 use crate::backend::{ConnKey, PoolShare, PooledConn};
@@ -155,6 +156,14 @@ pub struct SessionState {
     /// of returned) when that statement left warnings or an error, so
     /// `SHOW WARNINGS` sees them.
     pub held: Option<PooledConn>,
+    /// The previous statement's diagnostics, copied when its held
+    /// connection was given back to a pool another session waited on
+    /// ([`Engine::give_up_held`](super::Engine::give_up_held)).
+    pub diagnostics_copy: Option<DiagnosticsCopy>,
+    /// Why the proxy ended the session's transaction while the client was
+    /// silent: answered to its next statement (a plain `ROLLBACK` is
+    /// answered OK).
+    pub ended_while_idle: Option<ClientError>,
     /// Whether the previous statement ran on the bound connection.
     pub last_on_bound: bool,
     /// SAVEPOINT statements given before the transaction bound; replayed on
@@ -230,6 +239,8 @@ impl SessionState {
             bound: None,
             response_seq: 1,
             held: None,
+            diagnostics_copy: None,
+            ended_while_idle: None,
             last_on_bound: false,
             pending_savepoints: Vec::new(),
             more_results: false,
@@ -323,6 +334,18 @@ impl SessionState {
     pub fn note_status(&mut self, status: StatusFlags) {
         self.route.lex.no_backslash_escapes =
             status.contains(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES);
+    }
+
+    /// Rolls back the bound transaction of a client that sat idle on a
+    /// shard being paused (its connection is closed, so the server rolls
+    /// back, and its registration leaves the pause gate); the client's
+    /// next statement gets `error`.
+    pub fn end_idle_for_pause(&mut self, error: ClientError) {
+        if let Some(bound) = self.end_bound() {
+            drop(bound);
+            self.last_on_bound = false;
+            self.ended_while_idle = Some(error);
+        }
     }
 
     /// Ends the session's transaction without touching the server (the

@@ -7,8 +7,10 @@ use std::time::Instant;
 
 use mysql_common::constants::StatusFlags;
 use tokio::io::AsyncWrite;
+use tracing::debug;
 
 use super::checkout::{host_addr, stamp_connection, DIRTY};
+use super::diagnostics_copy::{copy_diagnostics, DiagnosticsCopy};
 use super::failure::{
     backend_error, close_after_failure, lost_connection, no_masters, relay_failure_to_client,
     Failure, Scope,
@@ -281,6 +283,26 @@ impl Engine {
         }
     }
 
+    /// Gives the connection held for `SHOW WARNINGS` back to its pool,
+    /// its diagnostics copied into the session first (a connection that
+    /// fails meanwhile is closed, and the copy is of nothing).
+    pub async fn give_up_held(&self, state: &mut SessionState) {
+        let Some(mut conn) = state.held.take() else {
+            return;
+        };
+        match copy_diagnostics(conn.conn()).await {
+            Ok(copy) => {
+                state.diagnostics_copy = Some(copy);
+                conn.release();
+            }
+            Err(reason) => {
+                debug!(%reason, "copying the held connection's diagnostics failed");
+                state.diagnostics_copy = Some(DiagnosticsCopy::default());
+                conn.discard_broken();
+            }
+        }
+    }
+
     /// Where a statement any master can answer runs: on the bound
     /// connection inside a bound transaction, else on any master.
     pub(super) fn any_venue(
@@ -295,8 +317,10 @@ impl Engine {
     }
 
     /// Every master's pool, in the order a statement that any master can
-    /// answer tries them: hosts not known to be down first, starting at one
-    /// chosen by the session so sessions spread over the masters.
+    /// answer tries them: hosts not known to be down first, then those
+    /// with a connection free now (a full pool is waited on only when
+    /// every pool is full), starting at one chosen by the session so
+    /// sessions spread over the masters.
     pub(super) fn any_pools(
         &self,
         topology: &Topology,
@@ -310,7 +334,7 @@ impl Engine {
         let mut pools: Vec<_> = (0..masters.len())
             .map(|i| self.backends.pool(&masters[(start + i) % masters.len()]))
             .collect();
-        pools.sort_by_key(|pool| pool.is_down());
+        pools.sort_by_key(|pool| (pool.is_down(), !pool.has_free()));
         Ok(pools)
     }
 
@@ -426,6 +450,7 @@ fn finish_pooled(
             if outcome.status.contains(StatusFlags::SERVER_STATUS_IN_TRANS) {
                 drop(conn);
             } else if outcome.failed || outcome.warnings > 0 {
+                state.diagnostics_copy = None;
                 state.held = Some(conn);
             } else {
                 conn.release();

@@ -95,6 +95,16 @@ impl LoginBounds {
         }
     }
 
+    /// These bounds with a login deadline no later than `limit` from now
+    /// (also when `handshake_timeout_ms` is off).
+    pub fn at_most(mut self, limit: Duration) -> Self {
+        if self.deadline.is_none() || self.timeout > limit {
+            self.timeout = limit;
+            self.deadline = Some(Instant::now() + limit);
+        }
+        self
+    }
+
     /// Runs one step of the login; past the deadline it is dropped and the
     /// result is a `TimedOut` error (the caller closes the connection).
     pub async fn within<T, E, F>(&self, step: F) -> Result<T, E>

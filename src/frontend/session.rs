@@ -263,16 +263,61 @@ where
             let (limit, in_transaction) = self.idle_limit();
             self.reader.release_idle();
             self.writer.release_idle();
-            let read = tokio::select! {
-                read = tokio::time::timeout(limit, self.reader.next_packet()) => match read {
-                    Ok(read) => read,
-                    Err(_) if in_transaction => return self.end_idle_transaction(limit).await,
-                    Err(_) => {
-                        debug!(connection_id = self.state.connection_id, "idle past wait_timeout: closing");
-                        return self.writer.shutdown().await;
+            // The read is never cancelled: meanwhile a connection held only
+            // for `SHOW WARNINGS` is given back as soon as another session
+            // waits for its pool (its diagnostics copied first), and a
+            // transaction idle on a shard being paused is rolled back after
+            // 3/4 of `pause.drain_timeout_ms`, so the pause can complete.
+            let idle_during_pause = self.idle_during_pause();
+            let read = {
+                let read = tokio::time::timeout(limit, self.reader.next_packet());
+                tokio::pin!(read);
+                loop {
+                    let held_pool = self.state.held.as_ref().map(|conn| conn.pool().clone());
+                    let pressure = async {
+                        match &held_pool {
+                            Some(pool) => pool.pressure().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    let paused = async {
+                        match &idle_during_pause {
+                            Some((fleet, shard, grace)) => {
+                                self.engine.pauses.paused_for(fleet, *shard, *grace).await;
+                                ClientError::IdleDuringPause {
+                                    fleet: fleet.clone(),
+                                    shard: *shard,
+                                    idle_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+                                }
+                            }
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        read = &mut read => break Some(read),
+                        () = entry.killed() => break None,
+                        () = pressure => self.engine.give_up_held(&mut self.state).await,
+                        error = paused, if self.state.bound.is_some() => {
+                            debug!(connection_id = self.state.connection_id, %error, "idle on a shard being paused");
+                            self.state.end_idle_for_pause(error);
+                        }
                     }
-                },
-                () = entry.killed() => return self.close_killed().await,
+                }
+            };
+            let read = match read {
+                Some(Ok(read)) => read,
+                // The transaction was ended meanwhile (a pause): wait again,
+                // for the session's own idle limit.
+                Some(Err(_)) if in_transaction && self.state.bound.is_none() => continue,
+                Some(Err(_)) if in_transaction => return self.end_idle_transaction(limit).await,
+                Some(Err(_)) => {
+                    debug!(
+                        connection_id = self.state.connection_id,
+                        "idle past wait_timeout: closing"
+                    );
+                    return self.writer.shutdown().await;
+                }
+                None => return self.close_killed().await,
             };
             let (last_seq, packet) = match read {
                 Ok(packet) => packet,
@@ -473,6 +518,19 @@ where
             .limits
             .idle_in_transaction_timeout_ms;
         (limit > 0).then(|| Duration::from_millis(limit))
+    }
+
+    /// The shard of the session's bound transaction and how long the
+    /// transaction may sit idle while that shard is being paused (3/4 of
+    /// `pause.drain_timeout_ms`, so the pause still completes).
+    fn idle_during_pause(&self) -> Option<(String, u32, Duration)> {
+        let bound = self.state.bound.as_ref()?;
+        let drain_ms = self.engine.topology.load().config.pause.drain_timeout_ms;
+        Some((
+            bound.fleet.clone(),
+            bound.target.shard,
+            Duration::from_millis(drain_ms.saturating_mul(3) / 4),
+        ))
     }
 
     /// Ends a session that stayed idle in its open transaction past the

@@ -474,8 +474,8 @@ pub struct DiagnosticsColumn {
 /// The value of a [`DiagnosticsColumn`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DiagnosticsValue {
-    /// `@@warning_count` or `@@error_count`.
-    Count,
+    /// `@@warning_count` (`Warnings`) or `@@error_count` (`Errors`).
+    Count(DiagnosticsArea),
     /// A number literal, as written.
     Number(String),
     /// A string literal's value.

@@ -38,6 +38,11 @@ pub const DEFAULT_MAX_SESSION_SETTINGS_BYTES: u64 = 64 * 1024;
 pub const DEFAULT_MAX_MERGE_BYTES: u64 = 256 * 1024 * 1024;
 /// Default `limits.multi_shard_part_timeout_ms`.
 pub const DEFAULT_MULTI_SHARD_PART_TIMEOUT_MS: u64 = 10_000;
+/// Default `limits.idle_in_transaction_timeout_ms`: a minute, long past
+/// any think time of an application, short enough that a forgotten
+/// transaction does not keep its connection (one of the host's pool) and
+/// its locks, nor a pause of its shards, for long.
+pub const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS: u64 = 60_000;
 /// Default `limits.max_host_share_percent`.
 pub const DEFAULT_MAX_HOST_SHARE_PERCENT: u32 = 50;
 /// Default `fleets.<name>.shards`.
@@ -325,7 +330,8 @@ pub struct LimitsConfig {
     /// 0 is off.
     pub statement_timeout_ms: u64,
     /// A session idle inside an open transaction longer than this is
-    /// closed (its transaction rolled back); 0 is off.
+    /// closed (its transaction rolled back); 0 is off. Default
+    /// [`DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS`].
     pub idle_in_transaction_timeout_ms: u64,
 }
 
@@ -346,7 +352,7 @@ impl Default for LimitsConfig {
             multi_shard_part_timeout_ms: DEFAULT_MULTI_SHARD_PART_TIMEOUT_MS,
             max_host_share_percent: DEFAULT_MAX_HOST_SHARE_PERCENT,
             statement_timeout_ms: 0,
-            idle_in_transaction_timeout_ms: 0,
+            idle_in_transaction_timeout_ms: DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS,
         }
     }
 }

@@ -602,3 +602,14 @@ fn from_config_and_default() {
     assert_eq!(t.master_of(0, 1), Some(0));
     assert_eq!(t.parse_database("db00001"), Some((0, 1)));
 }
+
+#[test]
+fn idle_transactions_are_ended_after_a_minute_unless_configured() {
+    assert!(!SPEC_YAML.contains("idle_in_transaction_timeout_ms"));
+    let t = load(SPEC_YAML);
+    assert_eq!(t.config.limits.idle_in_transaction_timeout_ms, 60_000);
+    let off = load(&format!(
+        "{SPEC_YAML}\nlimits: {{ idle_in_transaction_timeout_ms: 0 }}\n"
+    ));
+    assert_eq!(off.config.limits.idle_in_transaction_timeout_ms, 0);
+}

@@ -82,7 +82,8 @@ async fn paused_statements_wait_for_resume_or_time_out() {
 
 /// PAUSE waits for an open transaction on a paused shard to end; the
 /// transaction's own statements do not wait (they would deadlock the
-/// drain); a pause whose drain times out is undone and says why.
+/// drain); a pause whose drain times out is undone and says why; a
+/// transaction idle during the pause is rolled back so the pause completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_drains_open_transactions() {
     let yaml =
@@ -138,9 +139,19 @@ async fn pause_drains_open_transactions() {
     assert_eq!(rows_on(MASTER_A, 605, &mark).await.len(), 2);
     admin_command(&mut ops, "RESUME SHARDS 605-606 IN main").await;
 
-    // A transaction that outlives drain_timeout_ms: PAUSE fails, is undone.
+    // A transaction whose statement runs past drain_timeout_ms: PAUSE
+    // fails, is undone.
     tx.query_drop("BEGIN").await.unwrap();
-    insert_pin(&mut tx, 606, &format!("{mark}-3")).await;
+    let busy_id = insert_pin(&mut tx, 606, &format!("{mark}-3")).await;
+    let busy = tokio::spawn(async move {
+        let answer = tx
+            .query_drop(format!(
+                "UPDATE pins SET data = IF(SLEEP(2.5) = 0, data, data) WHERE id = {busy_id}"
+            ))
+            .await;
+        (tx, answer)
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let error = ops
         .query_drop("PAUSE SHARDS 605-606 IN main")
         .await
@@ -155,9 +166,56 @@ async fn pause_drains_open_transactions() {
     let started = Instant::now();
     insert_pin(&mut other, 605, &format!("{mark}-4")).await;
     assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
+    let (mut tx, answer) = busy.await.unwrap();
+    answer.expect("the long UPDATE");
     tx.query_drop("ROLLBACK").await.unwrap();
-
     let rows = rows_on(MASTER_A, 606, &mark).await;
     assert!(rows.is_empty(), "the rolled back row is gone: {rows:?}");
+
+    // A transaction that sits idle on a shard being paused is rolled back
+    // after 3/4 of drain_timeout_ms, so the PAUSE completes; the client's
+    // next statement is told (1213, retry the transaction) and the session
+    // goes on.
+    tx.query_drop("BEGIN").await.unwrap();
+    insert_pin(&mut tx, 606, &format!("{mark}-5")).await;
+    let started = Instant::now();
+    admin_command(&mut ops, "PAUSE SHARDS 605-606 IN main").await;
+    let took = started.elapsed();
+    eprintln!("PAUSE beside an idle transaction took {took:?}");
+    assert!(took >= Duration::from_millis(1000), "{took:?}");
+    let rows = rows_on(MASTER_A, 606, &mark).await;
+    assert!(
+        rows.is_empty(),
+        "the idle transaction was rolled back: {rows:?}"
+    );
+    admin_command(&mut ops, "RESUME SHARDS 605-606 IN main").await;
+    let error = tx.query_drop("COMMIT").await.unwrap_err();
+    let (code, message) = common::server_error(error);
+    assert_eq!(code, 1213, "{message}");
+    assert!(
+        message.contains("shard 606 of fleet main") && message.contains("pause.drain_timeout_ms"),
+        "{message}"
+    );
+    let rows = rows_on(MASTER_A, 606, &mark).await;
+    assert!(rows.is_empty(), "nothing was committed: {rows:?}");
+    insert_pin(&mut tx, 606, &format!("{mark}-6")).await;
+    assert_eq!(
+        rows_on(MASTER_A, 606, &mark).await.len(),
+        1,
+        "autocommit again"
+    );
+    // A client that sends ROLLBACK is answered OK.
+    tx.query_drop("BEGIN").await.unwrap();
+    insert_pin(&mut tx, 605, &format!("{mark}-7")).await;
+    admin_command(&mut ops, "PAUSE SHARDS 605-606 IN main").await;
+    admin_command(&mut ops, "RESUME SHARDS 605-606 IN main").await;
+    tx.query_drop("ROLLBACK")
+        .await
+        .expect("ROLLBACK after the proxy rolled back");
+    assert_eq!(
+        rows_on(MASTER_A, 605, &mark).await.len(),
+        3,
+        "-1, -2 and -4, not the rolled back -7"
+    );
     delete_pins(MASTER_A, &[605, 606], &mark).await;
 }

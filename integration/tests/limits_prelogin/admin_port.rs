@@ -174,3 +174,52 @@ async fn the_admin_port_refuses_a_broken_continuation_during_login() {
     let seen = panics().lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert!(seen.is_empty(), "panics: {seen:?}");
 }
+
+/// Sockets that connect to the admin port and never log in (70 from the
+/// operator's own address, 4 from each of 16 other loopback addresses) do
+/// not lock operators out: a login still succeeds at once (it takes the
+/// place of the oldest idle socket of its address), a session logged in
+/// before goes on, and an idle socket is closed at the admin login
+/// deadline (2 s) although `handshake_timeout_ms` is 10 s.
+#[tokio::test]
+async fn idle_unauthenticated_sockets_do_not_lock_operators_out_of_the_admin_port() {
+    let _turn = serial().await;
+    let proxy = proxy_with("admin-flood", "{handshake_timeout_ms: 10000}", "");
+    let port = admin_addr(&proxy);
+    let mut before = admin(&proxy).await;
+    let mut idle = Vec::new();
+    for _ in 0..70 {
+        idle.push(TcpStream::connect(port).await.expect("connect"));
+    }
+    for host in 2..18u8 {
+        for _ in 0..4 {
+            let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+            socket
+                .bind(SocketAddr::from(([127, 0, 0, host], 0)))
+                .expect("bind a loopback address");
+            idle.push(socket.connect(port).await.expect("connect"));
+        }
+    }
+    let started = Instant::now();
+    let mut operator = connect_to(port, "admin", "admin")
+        .await
+        .expect("an operator logs in beside 134 idle sockets");
+    let hosts: Vec<mysql_async::Row> = operator.query("SHOW HOSTS").await.expect("SHOW HOSTS");
+    let took = started.elapsed();
+    eprintln!("admin login and SHOW HOSTS beside idle sockets: {took:?}");
+    assert!(!hosts.is_empty());
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    let _: Vec<mysql_async::Row> = before
+        .query("SHOW HOSTS")
+        .await
+        .expect("a session logged in before the flood");
+    let mut late = TcpStream::connect(port).await.expect("connect");
+    read_packet(&mut late).await.expect("the greeting");
+    let closed = closed_within(&mut late, Duration::from_secs(4)).await;
+    eprintln!("an idle admin socket was closed after {closed:?}");
+    assert!(
+        closed.is_some_and(|after| after > Duration::from_millis(1500)),
+        "{closed:?}"
+    );
+    drop(idle);
+}

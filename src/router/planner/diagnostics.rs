@@ -108,6 +108,11 @@ pub(super) fn select_diagnostics(
                 if name.eq_ignore_ascii_case("warning_count")
                     || name.eq_ignore_ascii_case("error_count") =>
             {
+                let area = if name.eq_ignore_ascii_case("warning_count") {
+                    DiagnosticsArea::Warnings
+                } else {
+                    DiagnosticsArea::Errors
+                };
                 reads_diagnostics = true;
                 let name = written()?;
                 let range = src.range(expr.span())?;
@@ -119,7 +124,7 @@ pub(super) fn select_diagnostics(
                     None => return Some(Err(non_ascii_count())),
                 };
                 fallback.replace(range, zero);
-                (name, DiagnosticsValue::Count)
+                (name, DiagnosticsValue::Count(area))
             }
             (Some(_), _) => (written()?, DiagnosticsValue::Variable),
             (None, Expr::Value(value)) => match &value.value {

@@ -61,13 +61,17 @@ fn show_counts_name_their_area() {
 fn selects_of_the_counts_give_one_column_per_item() {
     let count = |name: &str| DiagnosticsColumn {
         name: name.to_owned(),
-        value: DiagnosticsValue::Count,
+        value: DiagnosticsValue::Count(DiagnosticsArea::Warnings),
+    };
+    let errors = |name: &str| DiagnosticsColumn {
+        name: name.to_owned(),
+        value: DiagnosticsValue::Count(DiagnosticsArea::Errors),
     };
     for (sql, columns) in [
         ("SELECT @@warning_count", vec![count("@@warning_count")]),
         (
             "select @@session.error_count",
-            vec![count("@@session.error_count")],
+            vec![errors("@@session.error_count")],
         ),
         (
             "SELECT  @@local.warning_count ;",
@@ -75,9 +79,9 @@ fn selects_of_the_counts_give_one_column_per_item() {
         ),
         (
             "SELECT @@warning_count, @@error_count",
-            vec![count("@@warning_count"), count("@@error_count")],
+            vec![count("@@warning_count"), errors("@@error_count")],
         ),
-        ("/* c */ SELECT @@error_count AS e", vec![count("e")]),
+        ("/* c */ SELECT @@error_count AS e", vec![errors("e")]),
         (
             "SELECT @@WARNING_COUNT, 42, 'x', NULL",
             vec![
@@ -182,7 +186,7 @@ fn session_values_are_substituted_in_diagnostics_selects() {
                 columns: vec![
                     DiagnosticsColumn {
                         name: "@@warning_count".to_owned(),
-                        value: DiagnosticsValue::Count,
+                        value: DiagnosticsValue::Count(DiagnosticsArea::Warnings),
                     },
                     DiagnosticsColumn {
                         name: "@@autocommit".to_owned(),

@@ -49,6 +49,7 @@ mod session_functions;
 mod show;
 mod star;
 mod tokens;
+mod unparsed_ddl;
 mod update_delete;
 
 use std::cell::RefCell;
@@ -279,8 +280,9 @@ fn route_text(
                 if first_keyword(&tokens) == Keyword::SET {
                     return Err(unsupported("SET STATEMENT ... FOR SET"));
                 }
+                // The wrapper's tokens are gone: never passed unparsed.
                 let plan = plan_tokens(
-                    sql, tokens, src, edits, hints, topo, ctx, placement, prepare,
+                    sql, tokens, src, edits, hints, topo, ctx, placement, prepare, None,
                 )?;
                 return match plan {
                     Plan::Session(_) => Err(unsupported(
@@ -310,8 +312,18 @@ fn route_text(
             }
         }
     }
+    let whole = unparsed_ddl::Whole::of(&lexed);
     plan_tokens(
-        sql, tokens, src, edits, hints, topo, ctx, placement, prepare,
+        sql,
+        tokens,
+        src,
+        edits,
+        hints,
+        topo,
+        ctx,
+        placement,
+        prepare,
+        Some(whole),
     )
 }
 
@@ -406,6 +418,9 @@ fn first_keyword(tokens: &[TokenWithSpan]) -> Keyword {
 }
 
 /// [`route_inner`] once the text is read: dispatch by statement kind.
+/// `whole` (what the lexer saw of the whole text) allows a table schema
+/// change sqlparser cannot parse to be read from its tokens instead
+/// ([`unparsed_ddl`]); `None` when the tokens are not the whole text.
 #[allow(clippy::too_many_arguments)]
 fn plan_tokens(
     sql: &[u8],
@@ -417,6 +432,7 @@ fn plan_tokens(
     ctx: &RouteContext,
     placement: &mut dyn Placement,
     prepare: bool,
+    whole: Option<unparsed_ddl::Whole>,
 ) -> Result<Plan, RouteError> {
     let first = tokens::first_significant(&tokens);
     let keyword = first_keyword(&tokens);
@@ -470,6 +486,9 @@ fn plan_tokens(
             // sqlparser does not know every SHOW; they touch no table data.
             if is_show {
                 return env.show_fallback(show_scan.named_db, edits);
+            }
+            if let Some(whole) = whole {
+                return unparsed_ddl::plan(env, whole, edits, &hints, placement, syntax(error));
             }
             return Err(syntax(error));
         }
