@@ -14,7 +14,7 @@ use tracing::{error, warn};
 use crate::control::process::Addresses;
 use crate::control::Control;
 use crate::frontend::listener;
-use crate::net::{open_file_limit, ClientCap};
+use crate::net::{map_large_allocations, open_file_limit, ClientCap};
 
 /// The addresses a started proxy listens on (useful when the config asks
 /// for port 0).
@@ -47,12 +47,14 @@ impl Running {
     }
 }
 
-/// Raises the open-file limit ([`open_file_limit`]) and refuses to start
+/// Maps large allocations on their own ([`map_large_allocations`]), raises
+/// the open-file limit ([`open_file_limit`]) and refuses to start
 /// when it leaves room for no client ([`ClientCap::check`]), binds every listener
 /// the config in force names and loads the TLS certificate and key (any
 /// failure is returned before a task starts), then spawns the listeners and the background tasks on the current
 /// runtime. Listen addresses are read once: changing them takes a restart.
 pub async fn run(control: Arc<Control>) -> io::Result<Running> {
+    map_large_allocations();
     let files = open_file_limit();
     let engine = &control.engine;
     ClientCap::new(&engine.topology.load(), files)

@@ -8,6 +8,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use tokio::io::AsyncWrite;
 
 use super::answer::{write_local_result, write_ok, write_single_value};
@@ -26,8 +27,8 @@ use crate::error::ClientError;
 use crate::protocol::packets::LocalColumnType;
 use crate::protocol::FrameWriter;
 use crate::router::{
-    records_whole_text, route, Diagnostics, DiagnosticsArea, DiagnosticsValue, Placement, Plan,
-    RouteContext, RouteError, SessionAction, SessionValue, SetEvaluation, ShardQuery,
+    records_whole_text, route_shared, Diagnostics, DiagnosticsArea, DiagnosticsValue, Placement,
+    Plan, RouteContext, RouteError, SessionAction, SessionValue, SetEvaluation, ShardQuery,
     StatementKind,
 };
 use crate::topology::{FleetId, TableKind, Topology};
@@ -68,7 +69,7 @@ impl Engine {
     pub async fn run_statement<W: AsyncWrite + Unpin, P: Placement + Clone + Send + 'static>(
         &self,
         state: &mut SessionState,
-        sql: &[u8],
+        sql: &Bytes,
         placement: &mut P,
         more: bool,
         client: &mut FrameWriter<W>,
@@ -111,7 +112,7 @@ impl Engine {
             let plan = if size >= limits.blocking_analysis_bytes {
                 route_off_runtime(sql, &topology, state.route, placement).await
             } else {
-                route(sql, &topology, &state.route, placement)
+                route_shared(sql, &topology, &state.route, placement)
             };
             if let Some(error) = self.fence.refusal(&plan, state.bound.is_some()) {
                 write_error(client, state.response_seq, &error).await?;
@@ -762,19 +763,20 @@ fn object_table_name(topology: &Topology, fleet: FleetId, type_id: u16) -> &str 
         .unwrap_or("?")
 }
 
-/// Routes a large statement on the blocking pool (owned copies of the
-/// text and the placement policy, which comes back with its state).
+/// Routes a large statement on the blocking pool (the text shared, not
+/// copied; a copy of the placement policy, which comes back with its
+/// state).
 async fn route_off_runtime<P: Placement + Clone + Send + 'static>(
-    sql: &[u8],
+    sql: &Bytes,
     topology: &Arc<Topology>,
     context: RouteContext,
     placement: &mut P,
 ) -> Plan {
-    let sql = sql.to_owned();
+    let sql = sql.clone();
     let topology = Arc::clone(topology);
     let mut policy = placement.clone();
     let routed = tokio::task::spawn_blocking(move || {
-        let plan = route(&sql, &topology, &context, &mut policy);
+        let plan = route_shared(&sql, &topology, &context, &mut policy);
         (plan, policy)
     })
     .await;

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::io;
 use std::ops::Range;
 
+use bytes::Bytes;
 use mysql_common::constants::{ColumnType, Command};
 use tokio::io::AsyncWrite;
 
@@ -98,13 +99,20 @@ impl PreparedStatements {
         }
     }
 
-    /// Drops a statement's long data (after an execute, COM_STMT_RESET).
+    /// Drops a statement's long data (COM_STMT_RESET).
     fn clear_long_data(&mut self, id: u32) {
-        if let Some(statement) = self.statements.get_mut(&id) {
-            self.long_data_bytes -= statement.long_data_bytes();
-            statement.long_data = HashMap::new();
-            statement.long_data_overflow = false;
-        }
+        self.take_long_data(id);
+    }
+
+    /// Takes a statement's long data out of it (an execute binds it) and
+    /// forgets that it overflowed.
+    fn take_long_data(&mut self, id: u32) -> HashMap<u16, Vec<u8>> {
+        let Some(statement) = self.statements.get_mut(&id) else {
+            return HashMap::new();
+        };
+        self.long_data_bytes -= statement.long_data_bytes();
+        statement.long_data_overflow = false;
+        std::mem::take(&mut statement.long_data)
     }
 
     /// COM_STMT_SEND_LONG_DATA (`payload` without the command byte):
@@ -306,7 +314,7 @@ impl Engine {
         client: &mut FrameWriter<W>,
     ) -> io::Result<()> {
         let text = match bind(state, payload) {
-            Ok(text) => text,
+            Ok(text) => Bytes::from(text.into_bytes()),
             Err(error) => {
                 write_error(client, state.response_seq, &error).await?;
                 return client.flush().await;
@@ -314,7 +322,7 @@ impl Engine {
         };
         state.binary_rows = true;
         let result = self
-            .run_statement(state, text.as_bytes(), placement, false, client)
+            .run_statement(state, &text, placement, false, client)
             .await;
         state.binary_rows = false;
         result?;
@@ -331,38 +339,39 @@ fn bind(state: &mut SessionState, payload: &[u8]) -> Result<String, ClientError>
     let id = read_u32(payload).ok_or_else(|| {
         ClientError::BadExecute("COM_STMT_EXECUTE shorter than a statement id".to_owned())
     })?;
+    let overflow = state
+        .prepared
+        .statements
+        .get(&id)
+        .ok_or(ClientError::UnknownStatement(id))?
+        .long_data_overflow;
+    // Moved into the bound values, not copied.
+    let mut long_data = state.prepared.take_long_data(id);
+    if overflow {
+        return Err(ClientError::PacketTooLarge(
+            "the long data (COM_STMT_SEND_LONG_DATA) of this statement's parameters went past limits.max_allowed_packet and was dropped".to_owned(),
+        ));
+    }
     let statement = state
         .prepared
         .statements
         .get_mut(&id)
         .ok_or(ClientError::UnknownStatement(id))?;
-    if statement.long_data_overflow {
-        state.prepared.clear_long_data(id);
-        return Err(ClientError::PacketTooLarge(
-            "the long data (COM_STMT_SEND_LONG_DATA) of this statement's parameters went past limits.max_allowed_packet and was dropped".to_owned(),
-        ));
-    }
     let request = parse_execute(
         payload,
         statement.placeholders.len(),
         &mut statement.types,
-        &statement.long_data,
-    );
-    let request = match request {
-        Ok(request) => request,
-        Err(error) => {
-            state.prepared.clear_long_data(id);
-            return Err(ClientError::BadExecute(error.to_string()));
-        }
-    };
-    let rendered = render_statement(
+        &mut long_data,
+    )
+    .map_err(|error| ClientError::BadExecute(error.to_string()))?;
+    drop(long_data);
+    render_statement(
         &statement.sql,
         &statement.placeholders,
         &request.params,
         charset,
-    );
-    state.prepared.clear_long_data(id);
-    rendered.map_err(|error| ClientError::BadExecute(error.to_string()))
+    )
+    .map_err(|error| ClientError::BadExecute(error.to_string()))
 }
 
 /// `sql` with each placeholder range replaced by the literal of its value.
@@ -372,7 +381,10 @@ fn render_statement(
     params: &[ParamValue],
     charset: Charset,
 ) -> Result<String, BinaryError> {
-    let mut text = String::with_capacity(sql.len() + 16 * params.len());
+    // Room for every literal: a long value's text is not moved to a
+    // larger allocation once written.
+    let literals: usize = params.iter().map(literal_room).sum();
+    let mut text = String::with_capacity(sql.len() + literals);
     let mut copied = 0;
     for (range, value) in placeholders.iter().zip(params) {
         let before = sql.get(copied..range.start).unwrap_or_default();
@@ -397,6 +409,17 @@ fn render_statement(
     }
     text.push_str(sql.get(copied..).unwrap_or_default());
     Ok(text)
+}
+
+/// Bytes enough for the literal of `value` and the blanks around it
+/// ([`render_literal`]: bytes are written in hex after a character set
+/// introducer; any other value is short).
+fn literal_room(value: &ParamValue) -> usize {
+    match value {
+        ParamValue::Bytes { data, .. } => data.len().saturating_mul(2).saturating_add(32),
+        ParamValue::Decimal(text) => text.len() + 2,
+        _ => 64,
+    }
 }
 
 /// What the client's PREPARE answer must look like.

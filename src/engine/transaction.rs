@@ -331,7 +331,7 @@ pub(super) fn on_bound_shard(topology: &Topology, state: &SessionState, target: 
 /// SAVEPOINT): recorded as text, so bytes that are not UTF-8 are refused
 /// rather than altered.
 pub(super) fn recorded_text(sql: SqlText) -> Result<String, Failure> {
-    String::from_utf8(sql.0).map_err(|_| {
+    String::from_utf8(Vec::from(sql.0)).map_err(|_| {
         Failure::Client(ClientError::Route(RouteError::Unreadable(
             "a SET, BEGIN or SAVEPOINT that is not valid UTF-8 (the session records these as text)"
                 .to_owned(),
@@ -366,10 +366,10 @@ mod tests {
     #[test]
     fn recorded_statements_must_be_utf8() {
         assert_eq!(
-            recorded_text(SqlText(b"BEGIN".to_vec())).ok().as_deref(),
+            recorded_text(SqlText::from(&b"BEGIN"[..])).ok().as_deref(),
             Some("BEGIN")
         );
-        let refused = recorded_text(SqlText(b"SET @a = '\xff'".to_vec()));
+        let refused = recorded_text(SqlText::from(&b"SET @a = '\xff'"[..]));
         assert!(matches!(
             refused,
             Err(Failure::Client(ClientError::Route(RouteError::Unreadable(

@@ -5,6 +5,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use mysql_common::constants::{CapabilityFlags, Command};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -329,23 +330,35 @@ where
                 Err(error) => return Err(error),
             };
             self.state.response_seq = last_seq.wrapping_add(1);
-            let Some((&command, body)) = packet.split_first() else {
+            // Shared, not copied, with the blocking pool that analyses a
+            // long statement.
+            let packet = Bytes::from(packet);
+            let Some(&command) = packet.first() else {
                 self.refuse(ClientError::UnsupportedCommand(
                     "empty command packet".to_owned(),
                 ))
                 .await?;
                 continue;
             };
-            let (kind, received) = (CommandClass::of(command, body), Instant::now());
+            let body = packet.slice(1..);
+            // A long statement, or an execute that binds long data.
+            let long = packet.len() >= RELEASE_AFTER_BYTES
+                || (command == COM_STMT_EXECUTE
+                    && self.state.prepared.long_data_bytes() >= RELEASE_AFTER_BYTES);
+            drop(packet);
+            let (kind, received) = (CommandClass::of(command, &body), Instant::now());
             entry.start(
                 activity_name(command),
-                (command == COM_QUERY).then_some(body),
+                (command == COM_QUERY).then_some(&body[..]),
             );
             // Boxed: the command's future (the whole statement path) lives
             // on the heap only while it runs, so an idle session's task is
             // small.
             if let Next::Close = Box::pin(self.command(command, body)).await? {
                 return Ok(());
+            }
+            if long {
+                release_freed_memory();
             }
             entry.sleep(self.state.database_name());
             if let Some(kind) = kind {
@@ -355,11 +368,13 @@ where
         }
     }
 
-    /// Runs one command (`command`, its packet's first byte, and `body`,
-    /// the rest); [`Next::Close`] when the session ends with it.
-    async fn command(&mut self, command: u8, body: &[u8]) -> io::Result<Next> {
+    /// Runs one command (`command`, its packet's first byte, and
+    /// `packet_body`, the rest, shared with a statement's analysis);
+    /// [`Next::Close`] when the session ends with it.
+    async fn command(&mut self, command: u8, packet_body: Bytes) -> io::Result<Next> {
+        let body = &packet_body[..];
         match command {
-            COM_QUERY => self.query(body).await?,
+            COM_QUERY => self.query(packet_body.clone()).await?,
             COM_INIT_DB => {
                 let name = String::from_utf8_lossy(body);
                 let topology = self.engine.topology_for(&mut self.state);
@@ -542,11 +557,11 @@ where
     /// COM_QUERY: one statement, or several when the client enabled
     /// multi-statements; each is routed and executed on its own, in order,
     /// and the first error ends the rest.
-    async fn query(&mut self, sql: &[u8]) -> io::Result<()> {
+    async fn query(&mut self, sql: Bytes) -> io::Result<()> {
         // Without a `;` there is one statement: skip the splitter's
         // tokenizing pass on the hot path.
         let pieces = if self.state.multi_statements && sql.contains(&b';') {
-            self.split_off_runtime(sql).await
+            self.split_off_runtime(&sql).await
         } else {
             Vec::new()
         };
@@ -558,9 +573,14 @@ where
         };
         let last = ranges.len() - 1;
         for (index, range) in ranges.iter().enumerate() {
+            let statement = if ranges.len() == 1 {
+                sql.clone()
+            } else {
+                sql.slice(range.clone())
+            };
             let run = self.engine.run_statement(
                 &mut self.state,
-                &sql[range.clone()],
+                &statement,
                 &mut self.placement,
                 index < last,
                 &mut self.writer,
@@ -586,7 +606,7 @@ where
     /// `limits.blocking_analysis_bytes` (as routing is); a text longer than
     /// `limits.max_statement_analysis_bytes` is left whole, for
     /// `run_statement` to refuse.
-    async fn split_off_runtime(&self, sql: &[u8]) -> Vec<std::ops::Range<usize>> {
+    async fn split_off_runtime(&self, sql: &Bytes) -> Vec<std::ops::Range<usize>> {
         let limits = self.engine.topology.load().config.limits.clone();
         let size = sql.len() as u64;
         if size > limits.max_statement_analysis_bytes {
@@ -596,8 +616,8 @@ where
         if size < limits.blocking_analysis_bytes {
             return split_statements(sql, &lex);
         }
-        let text = sql.to_owned();
-        tokio::task::spawn_blocking(move || split_statements(&text, &lex))
+        let text = sql.clone();
+        tokio::task::spawn_blocking(move || split_statements(&text[..], &lex))
             .await
             .unwrap_or_default()
     }
@@ -691,6 +711,33 @@ where
     async fn refuse(&mut self, error: ClientError) -> io::Result<()> {
         write_error(&mut self.writer, self.state.response_seq, &error).await?;
         self.writer.flush().await
+    }
+}
+
+/// A command packet at least this long, or an execute binding at least
+/// this much long data, is followed by [`release_freed_memory`].
+const RELEASE_AFTER_BYTES: usize = 1 << 20;
+
+/// Gives the memory freed after a long statement back to the system. The
+/// allocator keeps freed memory between allocations still in use, so a
+/// proxy that once analysed a long statement would otherwise go on holding
+/// several times its size (20 MiB held after 20 MiB of long data ran). On
+/// the blocking pool, at most one at a time: a client sending long
+/// statements in a loop costs one release in flight.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        static RELEASING: AtomicBool = AtomicBool::new(false);
+        if RELEASING.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tokio::task::spawn_blocking(|| {
+            // SAFETY: malloc_trim only returns free pages of glibc's heaps
+            // to the system; it touches no memory in use.
+            unsafe { libc::malloc_trim(0) };
+            RELEASING.store(false, Ordering::Release);
+        });
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::io;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Largest payload a single frame carries; a frame this long is continued.
@@ -101,6 +101,8 @@ pub struct FrameReader<R> {
     max_packet: usize,
     /// The next read makes room for [`IDLE_READ`] bytes only.
     lean: bool,
+    /// The packet [`FrameReader::next_packet`] has read in part.
+    assembly: Option<Assembly>,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -116,6 +118,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             buf: BytesMut::new(),
             max_packet,
             lean: true,
+            assembly: None,
         }
     }
 
@@ -142,7 +145,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// Whether bytes are already buffered (a pipelining peer).
     pub fn has_buffered(&self) -> bool {
-        !self.buf.is_empty()
+        !self.buf.is_empty() || self.assembly.is_some()
     }
 
     /// The next frame. A clean end of stream before a header is
@@ -206,6 +209,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     pub async fn discard_until_eof(&mut self, limit: usize) -> io::Result<()> {
         let mut seen = self.buf.len();
         self.buf = BytesMut::new();
+        self.assembly = None;
         let mut scratch = vec![0u8; READ_CHUNK.min(limit.max(1))];
         while seen < limit {
             let read = self.inner.read(&mut scratch).await?;
@@ -221,24 +225,96 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// of its last frame and its payload. A packet longer than the limit is
     /// refused on the header of the frame that goes over it: an
     /// `InvalidData` error holding a [`PacketTooLarge`].
+    ///
+    /// The payload is read straight into the vector returned, made with
+    /// room for the frame its header declares (grown exactly for each
+    /// continuation frame): a long packet is held once, never also in the
+    /// read buffer. Cancel-safe: a packet read in part is kept and
+    /// completed by the next call.
     pub async fn next_packet(&mut self) -> io::Result<(u8, Vec<u8>)> {
-        // The first frame is released once copied: it shares the read
-        // buffer's allocation, which would otherwise stay held (16 MiB)
-        // while the rest of the packet is read.
-        let (mut seq, mut payload, mut continued) = {
-            let first = self.next_frame().await?;
-            (first.seq(), first.payload().to_vec(), first.is_continued())
-        };
-        while continued {
-            let next = self.next_frame_within(payload.len()).await?;
+        loop {
+            if let Some(packet) = &mut self.assembly {
+                let missing = packet.frame_end - packet.payload.len();
+                if missing > 0 {
+                    let take = missing.min(self.buf.len());
+                    packet.payload.extend_from_slice(&self.buf[..take]);
+                    self.buf.advance(take);
+                    if take < missing {
+                        let limited = &mut (&mut packet.payload).limit(missing - take);
+                        let read = self.inner.read_buf(limited).await?;
+                        self.lean = false;
+                        if read == 0 {
+                            self.assembly = None;
+                            return Err(io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                "peer closed the connection",
+                            ));
+                        }
+                        continue;
+                    }
+                }
+                if !packet.continued {
+                    let packet = self.assembly.take().unwrap_or_default();
+                    return Ok((packet.seq, packet.payload));
+                }
+            }
+            if self.buf.len() < HEADER_LEN {
+                self.fill_buf().await?;
+                continue;
+            }
+            let len = usize::from(self.buf[0])
+                | usize::from(self.buf[1]) << 8
+                | usize::from(self.buf[2]) << 16;
+            let seq = self.buf[3];
+            let before = self.assembly.as_ref().map_or(0, |p| p.payload.len());
+            let declared = before.saturating_add(len);
+            if declared > self.max_packet {
+                self.assembly = None;
+                return Err(PacketTooLarge {
+                    seq,
+                    declared,
+                    limit: self.max_packet,
+                }
+                .into());
+            }
+            self.buf.advance(HEADER_LEN);
+            let packet = self.assembly.get_or_insert_with(Assembly::default);
             // Exact growth: doubling would allocate up to twice the limit.
-            payload.reserve_exact(next.payload().len());
-            payload.extend_from_slice(next.payload());
-            seq = next.seq();
-            continued = next.is_continued();
+            packet.payload.reserve_exact(len);
+            packet.frame_end = declared;
+            packet.seq = seq;
+            packet.continued = len == MAX_FRAME_PAYLOAD;
         }
-        Ok((seq, payload))
     }
+
+    /// Reads more of the stream into the buffer (a small first read after
+    /// [`FrameReader::release_idle`]).
+    async fn fill_buf(&mut self) -> io::Result<()> {
+        self.buf
+            .reserve(if self.lean { IDLE_READ } else { READ_CHUNK });
+        let read = self.inner.read_buf(&mut self.buf).await?;
+        self.lean = false;
+        if read == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "peer closed the connection",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A logical packet [`FrameReader::next_packet`] is reading.
+#[derive(Default)]
+struct Assembly {
+    /// Sequence id of the frame being read.
+    seq: u8,
+    /// The payload so far.
+    payload: Vec<u8>,
+    /// Payload length at which the frame being read ends.
+    frame_end: usize,
+    /// Whether another frame follows this one.
+    continued: bool,
 }
 
 /// Buffers outgoing frames and writes them in large chunks. The buffer is
@@ -340,23 +416,30 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     }
 
     /// Queues a command packet (sequence id 0): `command` followed by
-    /// `body`, without first copying them into one payload when they fit a
-    /// frame.
+    /// `body`, split into frames as [`FrameWriter::write_packet`] would,
+    /// without first copying them into one payload (a long statement is
+    /// not held twice while it is sent).
     pub async fn write_command(&mut self, command: u8, body: &[u8]) -> io::Result<()> {
-        let len = 1 + body.len();
-        if len >= MAX_FRAME_PAYLOAD {
-            let mut payload = Vec::with_capacity(len);
-            payload.push(command);
-            payload.extend_from_slice(body);
-            self.write_packet(0, &payload).await?;
-            return Ok(());
-        }
         self.last_was_error = command == 0xFF;
-        self.queue(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, 0, command])
-            .await?;
-        self.queue(body).await?;
-        self.next_seq = 1;
-        Ok(())
+        let mut seq = 0u8;
+        // The first frame carries the command byte before its share of body.
+        let mut head: &[u8] = &[command];
+        let mut rest = body;
+        loop {
+            let chunk = rest.len().min(MAX_FRAME_PAYLOAD - head.len());
+            let len = (head.len() + chunk) as u32;
+            self.queue(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, seq])
+                .await?;
+            self.queue(head).await?;
+            self.queue(&rest[..chunk]).await?;
+            head = &[];
+            seq = seq.wrapping_add(1);
+            self.next_seq = seq;
+            rest = &rest[chunk..];
+            if (len as usize) < MAX_FRAME_PAYLOAD {
+                return Ok(());
+            }
+        }
     }
 
     /// Writes out everything queued.
@@ -541,6 +624,49 @@ mod tests {
         );
     }
 
+    /// A long packet is read into its payload only: the read buffer stays
+    /// a read's size and the payload has the room of its frames, no more.
+    #[tokio::test]
+    async fn a_long_packet_is_held_once() {
+        for len in [3 * READ_CHUNK + 7, MAX_FRAME_PAYLOAD + 10] {
+            let payload: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
+            let mut writer = FrameWriter::new(Vec::new());
+            writer.write_packet(0, &payload).await.unwrap();
+            writer.write_packet(9, b"next").await.unwrap();
+            writer.flush().await.unwrap();
+            let mut reader = FrameReader::new(writer.inner.as_slice());
+            let (_, read) = reader.next_packet().await.unwrap();
+            assert!(read == payload, "{len}");
+            assert_eq!(read.capacity(), len);
+            assert!(reader.buf.capacity() <= 2 * READ_CHUNK, "{len}");
+            assert_eq!(reader.next_packet().await.unwrap(), (9, b"next".to_vec()));
+        }
+    }
+
+    /// A read cancelled in the middle of a packet loses nothing: the next
+    /// call completes the packet.
+    #[tokio::test]
+    async fn a_packet_read_in_part_is_completed_after_a_cancelled_read() {
+        let payload = vec![5u8; 100_000];
+        let mut writer = FrameWriter::new(Vec::new());
+        writer.write_packet(3, &payload).await.unwrap();
+        writer.flush().await.unwrap();
+        let wire = writer.inner;
+        let (mut client, server) = tokio::io::duplex(wire.len());
+        let mut reader = FrameReader::new(server);
+        for part in [&wire[..2], &wire[2..30_000], &wire[30_000..60_000]] {
+            client.write_all(part).await.unwrap();
+            let waited =
+                tokio::time::timeout(std::time::Duration::from_millis(20), reader.next_packet())
+                    .await;
+            assert!(waited.is_err(), "a packet before all of it came");
+        }
+        client.write_all(&wire[60_000..]).await.unwrap();
+        let (seq, read) = reader.next_packet().await.unwrap();
+        assert_eq!(seq, 3);
+        assert!(read == payload);
+    }
+
     #[tokio::test]
     async fn a_command_is_framed_as_its_packet() {
         for body_len in [
@@ -548,7 +674,10 @@ mod tests {
             10,
             MAX_FRAME_PAYLOAD - 2,
             MAX_FRAME_PAYLOAD - 1,
+            MAX_FRAME_PAYLOAD,
             MAX_FRAME_PAYLOAD + 5,
+            2 * MAX_FRAME_PAYLOAD - 1,
+            2 * MAX_FRAME_PAYLOAD + 3,
         ] {
             let body = vec![b'x'; body_len];
             let mut payload = vec![3u8];

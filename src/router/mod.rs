@@ -23,6 +23,8 @@ mod tests;
 pub use lex::{skip_blanks_and_comments, Comment, LexError};
 pub use placement::RandomPlacement;
 pub use plan::*;
-pub use planner::{migration_table, migration_table_in, route, route_prepare, MigrationTable};
+pub use planner::{
+    migration_table, migration_table_in, route, route_prepare, route_shared, MigrationTable,
+};
 pub use set::records_whole_text;
 pub use split::{outline, placeholders, split_statements, Outline};

@@ -3,13 +3,18 @@
 use std::fmt;
 use std::ops::Deref;
 
+use bytes::Bytes;
+
 use crate::topology::{FleetId, HostId};
 
 /// Statement text as bytes: the client's bytes with only the router's
 /// edits, forwarded as they are (never re-encoded). `Display` shows it
-/// (lossily) for messages, logs and EXPLAIN ROUTE.
+/// (lossily) for messages, logs and EXPLAIN ROUTE. Shared, not copied,
+/// with the client's statement when no edit was made ([`route_shared`]).
+///
+/// [`route_shared`]: crate::router::route_shared
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
-pub struct SqlText(pub Vec<u8>);
+pub struct SqlText(pub Bytes);
 
 impl SqlText {
     /// The bytes to send.
@@ -39,25 +44,25 @@ impl fmt::Debug for SqlText {
 
 impl From<Vec<u8>> for SqlText {
     fn from(bytes: Vec<u8>) -> Self {
-        SqlText(bytes)
+        SqlText(bytes.into())
     }
 }
 
 impl From<&[u8]> for SqlText {
     fn from(bytes: &[u8]) -> Self {
-        SqlText(bytes.to_vec())
+        SqlText(Bytes::copy_from_slice(bytes))
     }
 }
 
 impl From<&str> for SqlText {
     fn from(text: &str) -> Self {
-        SqlText(text.as_bytes().to_vec())
+        SqlText(Bytes::copy_from_slice(text.as_bytes()))
     }
 }
 
 impl From<String> for SqlText {
     fn from(text: String) -> Self {
-        SqlText(text.into_bytes())
+        SqlText(text.into_bytes().into())
     }
 }
 

@@ -115,7 +115,7 @@ pub(crate) fn plan(
     }
     Ok(Plan::Session(SessionAction::SetSession {
         variables,
-        sql: SqlText(text),
+        sql: SqlText::from(text),
         autocommit: Some(on),
         writes_through_function: false,
         computed,

@@ -167,6 +167,11 @@ impl Edits {
         self.replace(at..at, text);
     }
 
+    /// Whether no edit was made.
+    pub fn is_empty(&self) -> bool {
+        self.edits.is_empty()
+    }
+
     /// The edited text (the original, copied once, if there are no edits).
     pub fn apply(mut self, sql: &[u8]) -> Result<Vec<u8>, Overlap> {
         if self.edits.is_empty() {

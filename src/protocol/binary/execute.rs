@@ -133,9 +133,10 @@ impl<'a> Reader<'a> {
 /// are used as they are and must have one entry per parameter.
 ///
 /// A parameter with an entry in `long_data` (from COM_STMT_SEND_LONG_DATA,
-/// keyed by parameter index) takes that value, as [`ParamValue::Bytes`], and
-/// has no bytes in the payload, whatever its NULL bit says. The caller clears
-/// `long_data` after each execute and on COM_STMT_RESET.
+/// keyed by parameter index) takes that value, moved out of `long_data` (a
+/// long value is not copied), as [`ParamValue::Bytes`], and has no bytes in
+/// the payload, whatever its NULL bit says. The caller clears `long_data`
+/// after each execute and on COM_STMT_RESET.
 ///
 /// The payload is the classic format: the client must not have negotiated
 /// `CLIENT_QUERY_ATTRIBUTES` (parameter count and names in the packet).
@@ -143,7 +144,7 @@ pub fn parse_execute(
     payload: &[u8],
     param_count: usize,
     types: &mut Vec<(ColumnType, bool)>,
-    long_data: &HashMap<u16, Vec<u8>>,
+    long_data: &mut HashMap<u16, Vec<u8>>,
 ) -> Result<ExecuteRequest, BinaryError> {
     let mut reader = Reader { buf: payload };
     let header = |what| BinaryError::Truncated { what };
@@ -186,10 +187,10 @@ pub fn parse_execute(
                 index,
                 type_byte: column_type as u8,
             })?;
-            let long = u16::try_from(index).ok().and_then(|i| long_data.get(&i));
+            let long = u16::try_from(index).ok().and_then(|i| long_data.remove(&i));
             let value = if let Some(data) = long {
                 ParamValue::Bytes {
-                    data: data.clone(),
+                    data,
                     binary: matches!(wire, ParamWire::Bytes { binary: true }),
                 }
             } else if bitmap[index / 8] & (1 << (index % 8)) != 0 {

@@ -20,6 +20,7 @@
 //!
 //! Anything whose reading is uncertain is refused rather than guessed.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use super::plan::{ClientCharset, LexMode, RouteError, TrailCharset};
@@ -47,9 +48,11 @@ const IDENT_MULTIBYTE: [u8; 2] = [0xC2, 0x80];
 
 /// A statement as the server reads it.
 #[derive(Debug)]
-pub(crate) struct Lexed {
-    /// The text sqlparser reads (same length and offsets as the statement).
-    pub shadow: String,
+pub(crate) struct Lexed<'a> {
+    /// The text sqlparser reads (same length and offsets as the statement):
+    /// the statement itself, not a copy, when it is UTF-8 that needs no
+    /// change (no comment to blank, no byte to stand in for).
+    pub shadow: Cow<'a, str>,
     /// Byte ranges of every string literal and quoted identifier, from its
     /// opening quote to after its closing one, in order.
     pub literals: Vec<Range<usize>>,
@@ -118,8 +121,10 @@ struct Scanner<'a> {
     sql: &'a [u8],
     mode: LexMode,
     max_tokens: u64,
-    shadow: Vec<u8>,
-    out: Lexed,
+    /// The shadow, once a byte of it differs from the statement's
+    /// (copied then, so a statement that needs no change is not copied).
+    shadow: Option<Vec<u8>>,
+    out: Lexed<'a>,
     /// Start of the executed `/*! ... */` comment being read, if any.
     executable: Option<usize>,
     /// End offset of the last unquoted identifier.
@@ -134,30 +139,34 @@ struct Scanner<'a> {
 }
 
 /// Reads `sql` as MariaDB will in `mode`; refuses past `max_tokens`.
-pub(crate) fn lex(sql: &[u8], mode: &LexMode, max_tokens: u64) -> Result<Lexed, RouteError> {
+pub(crate) fn lex<'a>(
+    sql: &'a [u8],
+    mode: &LexMode,
+    max_tokens: u64,
+) -> Result<Lexed<'a>, RouteError> {
     lex_located(sql, mode, max_tokens).map_err(|e| e.error)
 }
 
 /// [`lex`], telling where a refusal happened.
-pub(crate) fn lex_located(sql: &[u8], mode: &LexMode, max_tokens: u64) -> Result<Lexed, LexError> {
-    let keep_non_ascii = mode.charset == ClientCharset::Utf8 && std::str::from_utf8(sql).is_ok();
-    let shadow = sql
-        .iter()
-        .map(|&b| {
-            if b >= 0x80 && !keep_non_ascii {
-                PLACEHOLDER
-            } else {
-                b
-            }
-        })
-        .collect();
+pub(crate) fn lex_located<'a>(
+    sql: &'a [u8],
+    mode: &LexMode,
+    max_tokens: u64,
+) -> Result<Lexed<'a>, LexError> {
+    let as_text = std::str::from_utf8(sql).ok();
+    let keep_non_ascii = mode.charset == ClientCharset::Utf8 && as_text.is_some();
+    let shadow = (!keep_non_ascii && !sql.is_ascii()).then(|| {
+        sql.iter()
+            .map(|&b| if b >= 0x80 { PLACEHOLDER } else { b })
+            .collect()
+    });
     let mut scanner = Scanner {
         sql,
         mode: *mode,
         max_tokens,
         shadow,
         out: Lexed {
-            shadow: String::new(),
+            shadow: Cow::Borrowed(""),
             literals: Vec::new(),
             hints: Vec::new(),
             markers: Vec::new(),
@@ -176,11 +185,18 @@ pub(crate) fn lex_located(sql: &[u8], mode: &LexMode, max_tokens: u64) -> Result
         error,
         at: scanner.reading,
     })?;
+    let unchanged = match scanner.shadow.take() {
+        Some(changed) => Err(changed),
+        None => as_text.ok_or_else(|| sql.to_vec()),
+    };
     let mut out = scanner.out;
-    out.shadow = String::from_utf8(scanner.shadow).map_err(|_| LexError {
-        error: unreadable("shardgate could not make a UTF-8 reading of the statement"),
-        at: 0,
-    })?;
+    out.shadow = match unchanged {
+        Ok(text) => Cow::Borrowed(text),
+        Err(changed) => Cow::Owned(String::from_utf8(changed).map_err(|_| LexError {
+            error: unreadable("shardgate could not make a UTF-8 reading of the statement"),
+            at: 0,
+        })?),
+    };
     Ok(out)
 }
 
@@ -197,16 +213,19 @@ impl Scanner<'_> {
 
     fn blank(&mut self, range: Range<usize>) {
         for i in range {
-            if let Some(b) = self.shadow.get_mut(i) {
-                if *b != b'\n' {
-                    *b = b' ';
-                }
+            if self.at(i).is_some_and(|b| b != b'\n') {
+                self.set(i, b' ');
             }
         }
     }
 
     fn set(&mut self, i: usize, b: u8) {
-        if let Some(slot) = self.shadow.get_mut(i) {
+        if self.shadow.is_none() && self.at(i).is_none_or(|now| now == b) {
+            return;
+        }
+        let sql = self.sql;
+        let shadow = self.shadow.get_or_insert_with(|| sql.to_vec());
+        if let Some(slot) = shadow.get_mut(i) {
             *slot = b;
         }
     }

@@ -149,7 +149,7 @@ pub(super) fn select_diagnostics(
         .iter()
         .any(|c| c.value == DiagnosticsValue::Variable)
     {
-        Some(SqlText(fallback.apply(src.original).ok()?))
+        Some(SqlText::from(fallback.apply(src.original).ok()?))
     } else {
         None
     };

@@ -54,10 +54,12 @@ mod tokens;
 mod unparsed_ddl;
 mod update_delete;
 
+use std::cell::RefCell;
 use std::fmt;
 use std::ops::ControlFlow;
 use std::ops::Range;
 
+use bytes::Bytes;
 use sqlparser::ast::{
     Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr, ShowCreateObject,
     ShowStatementIn, Statement, Visit, Visitor,
@@ -107,6 +109,45 @@ pub fn route(
         Ok(plan) => plan,
         Err(error) => Plan::Reject(error),
     }
+}
+
+thread_local! {
+    /// The statement [`route_shared`] is routing on this thread.
+    static SHARED: RefCell<Option<Bytes>> = const { RefCell::new(None) };
+}
+
+/// [`route`] of a statement the caller holds as [`Bytes`]: a plan that
+/// sends the statement (or a piece of it) without an edit shares its bytes
+/// instead of copying them, so a long statement is not held twice while
+/// it runs. The plan is the one [`route`] gives.
+pub fn route_shared(
+    sql: &Bytes,
+    topo: &Topology,
+    ctx: &RouteContext,
+    placement: &mut dyn Placement,
+) -> Plan {
+    /// Forgets the statement when routing ends, however it ends.
+    struct Forget;
+    impl Drop for Forget {
+        fn drop(&mut self) {
+            SHARED.with(|shared| shared.borrow_mut().take());
+        }
+    }
+    SHARED.with(|shared| *shared.borrow_mut() = Some(sql.clone()));
+    let _forget = Forget;
+    route(&sql[..], topo, ctx, placement)
+}
+
+/// `sql` as a share of the statement [`route_shared`] is routing, when it
+/// is part of it.
+fn shared_statement(sql: &[u8]) -> Option<Bytes> {
+    SHARED.with(|shared| {
+        let shared = shared.borrow();
+        let whole = shared.as_ref()?;
+        let start = (sql.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+        let end = start.checked_add(sql.len())?;
+        (end <= whole.len()).then(|| whole.slice(start..end))
+    })
 }
 
 /// Plans a statement for COM_STMT_PREPARE, whose shard is known only when
@@ -702,9 +743,14 @@ fn any_host(sql: &[u8], edits: Edits) -> Result<Plan, RouteError> {
 }
 
 fn apply(edits: Edits, sql: &[u8]) -> Result<SqlText, RouteError> {
+    if edits.is_empty() {
+        if let Some(shared) = shared_statement(sql) {
+            return Ok(SqlText(shared));
+        }
+    }
     edits
         .apply(sql)
-        .map(SqlText)
+        .map(SqlText::from)
         .map_err(|_| unsupported("shardgate could not rewrite this statement (overlapping edits)"))
 }
 

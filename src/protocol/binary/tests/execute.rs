@@ -14,7 +14,7 @@ fn execute_with_types_then_without() {
     p.extend_from_slice(&[T::MYSQL_TYPE_LONG as u8, 0x80]);
     p.extend_from_slice(&42i64.to_le_bytes());
     write_lenenc_bytes(&mut p, b"abc");
-    let req = parse_execute(&p, 3, &mut types, &no_long_data()).unwrap();
+    let req = parse_execute(&p, 3, &mut types, &mut no_long_data()).unwrap();
     assert_eq!(
         req,
         ExecuteRequest {
@@ -37,7 +37,7 @@ fn execute_with_types_then_without() {
     p.push(0);
     p.extend_from_slice(&(-7i64).to_le_bytes());
     p.extend_from_slice(&u32::MAX.to_le_bytes());
-    let req = parse_execute(&p, 3, &mut types, &no_long_data()).unwrap();
+    let req = parse_execute(&p, 3, &mut types, &mut no_long_data()).unwrap();
     assert_eq!(
         req.params,
         vec![
@@ -50,7 +50,7 @@ fn execute_with_types_then_without() {
     // Types missing on a first execute.
     let mut fresh = Vec::new();
     assert_eq!(
-        parse_execute(&p, 3, &mut fresh, &no_long_data()),
+        parse_execute(&p, 3, &mut fresh, &mut no_long_data()),
         Err(BinaryError::MissingParamTypes {
             expected: 3,
             known: 0
@@ -59,7 +59,7 @@ fn execute_with_types_then_without() {
     // Kept types for another parameter count.
     let mut two = vec![(T::MYSQL_TYPE_LONG, false); 2];
     assert!(matches!(
-        parse_execute(&p, 3, &mut two, &no_long_data()),
+        parse_execute(&p, 3, &mut two, &mut no_long_data()),
         Err(BinaryError::MissingParamTypes { .. })
     ));
 }
@@ -69,17 +69,17 @@ fn execute_without_params_and_cursor_flags() {
     let mut p = exec_header(0xDEAD_BEEF);
     p[4] = 1; // CURSOR_TYPE_READ_ONLY
     let mut types = Vec::new();
-    let req = parse_execute(&p, 0, &mut types, &no_long_data()).unwrap();
+    let req = parse_execute(&p, 0, &mut types, &mut no_long_data()).unwrap();
     assert_eq!(req.statement_id, 0xDEAD_BEEF);
     assert_eq!(req.cursor_flags, 1);
     assert!(req.params.is_empty());
     p.push(0);
     assert_eq!(
-        parse_execute(&p, 0, &mut types, &no_long_data()),
+        parse_execute(&p, 0, &mut types, &mut no_long_data()),
         Err(BinaryError::TrailingBytes { extra: 1 })
     );
     assert_eq!(
-        parse_execute(&p[..3], 0, &mut types, &no_long_data()),
+        parse_execute(&p[..3], 0, &mut types, &mut no_long_data()),
         Err(BinaryError::Truncated {
             what: "statement id"
         })
@@ -97,7 +97,7 @@ fn one_param(t: u8, flag: u8, value: &[u8]) -> Vec<u8> {
 fn parse_one(t: ColumnType, unsigned: bool, value: &[u8]) -> Result<ParamValue, BinaryError> {
     let p = one_param(t as u8, if unsigned { 0x80 } else { 0 }, value);
     let mut types = Vec::new();
-    let mut req = parse_execute(&p, 1, &mut types, &no_long_data())?;
+    let mut req = parse_execute(&p, 1, &mut types, &mut no_long_data())?;
     assert_eq!(types, [(t, unsigned)]);
     Ok(req.params.remove(0))
 }
@@ -292,7 +292,7 @@ fn execute_rejects_unbindable_types() {
         let p = one_param(t, 0, &[0; 8]);
         let mut types = vec![(T::MYSQL_TYPE_LONG, false)];
         assert_eq!(
-            parse_execute(&p, 1, &mut types, &no_long_data()),
+            parse_execute(&p, 1, &mut types, &mut no_long_data()),
             Err(BinaryError::UnknownParamType {
                 index: 0,
                 type_byte: t
@@ -323,7 +323,7 @@ fn execute_long_data() {
     long_data.insert(0u16, b"long text".to_vec());
     long_data.insert(1u16, vec![0xFF, 0x00]);
     long_data.insert(9u16, b"no such parameter: ignored".to_vec());
-    let req = parse_execute(&p, 4, &mut Vec::new(), &long_data).unwrap();
+    let req = parse_execute(&p, 4, &mut Vec::new(), &mut long_data).unwrap();
     assert_eq!(
         req.params,
         vec![
@@ -366,7 +366,7 @@ fn execute_truncations_and_junk_never_panic() {
     write_lenenc_bytes(&mut p, b"3.14");
     p.extend_from_slice(&0.5f32.to_le_bytes());
     let n = kinds.len();
-    let good = parse_execute(&p, n, &mut Vec::new(), &no_long_data()).unwrap();
+    let good = parse_execute(&p, n, &mut Vec::new(), &mut no_long_data()).unwrap();
     assert_eq!(good.params.len(), n);
     assert_eq!(good.params[2], ParamValue::Null);
     assert_eq!(good.params[6], ParamValue::Int(-128));
@@ -376,7 +376,7 @@ fn execute_truncations_and_junk_never_panic() {
     let sentinel = vec![(T::MYSQL_TYPE_BIT, true); n];
     for cut in 0..p.len() {
         let mut types = sentinel.clone();
-        let result = parse_execute(&p[..cut], n, &mut types, &no_long_data());
+        let result = parse_execute(&p[..cut], n, &mut types, &mut no_long_data());
         assert!(result.is_err(), "cut {cut}");
         if cut < types_end {
             assert_eq!(types, sentinel, "types kept when cut at {cut}");
@@ -390,12 +390,12 @@ fn execute_truncations_and_junk_never_panic() {
             fuzzed[at] = rng.next();
         }
         let mut types = Vec::new();
-        let _ = parse_execute(&fuzzed, n, &mut types, &no_long_data());
+        let _ = parse_execute(&fuzzed, n, &mut types, &mut no_long_data());
         let junk: Vec<u8> = (0..round % 80).map(|_| rng.next()).collect();
-        let _ = parse_execute(&junk, round % 20, &mut types, &no_long_data());
+        let _ = parse_execute(&junk, round % 20, &mut types, &mut no_long_data());
     }
     // An absurd parameter count is an error, not a huge allocation.
-    assert!(parse_execute(&p, usize::MAX, &mut Vec::new(), &no_long_data()).is_err());
+    assert!(parse_execute(&p, usize::MAX, &mut Vec::new(), &mut no_long_data()).is_err());
 }
 
 /// COM_STMT_EXECUTE as mysql_common serialises it, without the command byte.
@@ -459,7 +459,7 @@ fn reads_mysql_common_execute_requests() {
     let (payload, as_long_data) = mysql_common_execute(5, &values);
     assert!(!as_long_data);
     let mut types = Vec::new();
-    let req = parse_execute(&payload, values.len(), &mut types, &no_long_data()).unwrap();
+    let req = parse_execute(&payload, values.len(), &mut types, &mut no_long_data()).unwrap();
     assert_eq!(req.statement_id, 5);
     assert_eq!(req.cursor_flags, 0);
     let expected: Vec<ParamValue> = values.iter().map(to_param).collect();
@@ -473,7 +473,7 @@ fn reads_mysql_common_execute_requests() {
     assert_eq!(again[flag_at], 1);
     again[flag_at] = 0;
     again.drain(flag_at + 1..flag_at + 1 + 2 * values.len());
-    let req2 = parse_execute(&again, values.len(), &mut types, &no_long_data()).unwrap();
+    let req2 = parse_execute(&again, values.len(), &mut types, &mut no_long_data()).unwrap();
     assert_eq!(req2.params, expected);
 }
 
@@ -493,7 +493,7 @@ fn reads_mysql_common_long_data_requests() {
     let mut long_data = HashMap::new();
     long_data.insert(1u16, big.clone());
     long_data.insert(2u16, b"x".to_vec());
-    let req = parse_execute(&payload, 3, &mut Vec::new(), &long_data).unwrap();
+    let req = parse_execute(&payload, 3, &mut Vec::new(), &mut long_data).unwrap();
     assert_eq!(req.params[0], ParamValue::Int(1));
     assert_eq!(req.params[1], bytes(&big));
     assert_eq!(req.params[2], bytes(b"x"));
