@@ -217,7 +217,10 @@ fn run(sql: &[u8], flags: u8, ctx: RouteContext, lex: LexFlags, placement: u32) 
             );
             end = range.end;
             let Some(piece) = sql.get(range.clone()) else {
-                panic!("split range {range:?} is outside the text ({} bytes)", sql.len());
+                panic!(
+                    "split range {range:?} is outside the text ({} bytes)",
+                    sql.len()
+                );
             };
             if pieces.len() > 1 {
                 check_route(piece, &ctx, &lex, placement);
@@ -225,7 +228,11 @@ fn run(sql: &[u8], flags: u8, ctx: RouteContext, lex: LexFlags, placement: u32) 
         }
         if let Ok(markers) = placeholders(sql, &ctx.lex) {
             for range in markers {
-                assert_eq!(sql.get(range.clone()), Some(&b"?"[..]), "placeholder {range:?}");
+                assert_eq!(
+                    sql.get(range.clone()),
+                    Some(&b"?"[..]),
+                    "placeholder {range:?}"
+                );
             }
         }
     }

@@ -103,7 +103,7 @@ fuzz_target!(|data: &[u8]| {
     let payload = input.rest();
 
     let kept = types.clone();
-    let Ok(request) = parse_execute(payload, param_count, &mut types, &long_data) else {
+    let Ok(request) = parse_execute(payload, param_count, &mut types, &mut long_data) else {
         return;
     };
     assert_eq!(request.params.len(), param_count);
