@@ -587,6 +587,26 @@ struct MemoryFigures {
     answers: Vec<Result<(), (u16, String)>>,
 }
 
+impl MemoryFigures {
+    /// Prints the peak RSS growth and asserts it stays under `factor`
+    /// times the bytes `case` sent.
+    fn assert_peak_under(&self, case: &MemoryCase, factor: f64) {
+        println!(
+            "{}, {} bytes: peak RSS +{} MiB",
+            case.name,
+            case.bytes,
+            self.peak_kib / 1024
+        );
+        assert!(
+            ((self.peak_kib * 1024) as f64) < factor * case.bytes as f64,
+            "{}: peak RSS grew by {} KiB for {} bytes (bound {factor}x)",
+            case.name,
+            self.peak_kib,
+            case.bytes
+        );
+    }
+}
+
 /// Runs `case` against a `shardgate serve` process of its own (its RSS is
 /// its own) started with `case.limits`, after a login and a `SELECT 1`.
 async fn statement_memory(case: &MemoryCase) -> MemoryFigures {
@@ -812,22 +832,14 @@ async fn a_set_too_long_to_record_is_refused_in_bounded_memory() {
         bytes: 8 * MIB,
         fill: "x",
     };
-    let MemoryFigures {
-        peak_kib: growth_kib,
-        answers,
-        ..
-    } = statement_memory(&case).await;
+    let figures = statement_memory(&case).await;
+    let answers = &figures.answers;
     let [Err((code, message))] = answers.as_slice() else {
         panic!("the SET was not refused: {answers:?}");
     };
     assert_eq!(*code, 1105, "{message}");
     assert!(message.contains("max_session_settings_bytes"), "{message}");
-    println!("8 MiB SET refused: peak RSS +{} MiB", growth_kib / 1024);
-    assert!(
-        growth_kib * 1024 < 3 * case.bytes as u64 / 2,
-        "peak RSS grew by {growth_kib} KiB for a {} byte SET",
-        case.bytes
-    );
+    figures.assert_peak_under(&case, 1.5);
 }
 
 /// Four 15 MiB statements prepared (COM_STMT_PREPARE) and closed one
@@ -846,19 +858,11 @@ async fn long_prepared_statements_stay_in_bounded_memory() {
         bytes: 15 * MIB,
         fill: "x",
     };
-    let MemoryFigures {
-        peak_kib: growth_kib,
-        answers,
-        ..
-    } = statement_memory(&case).await;
+    let figures = statement_memory(&case).await;
+    let answers = &figures.answers;
     assert!(answers.iter().all(Result::is_ok), "{answers:?}");
     assert_eq!(answers.len(), 4);
-    println!("4 x 15 MiB prepared: peak RSS +{} MiB", growth_kib / 1024);
-    assert!(
-        growth_kib * 1024 < 4 * case.bytes as u64,
-        "peak RSS grew by {growth_kib} KiB for statements of {} bytes",
-        case.bytes
-    );
+    figures.assert_peak_under(&case, 4.0);
 }
 
 /// An 8 MiB statement sent as COM_QUERY, to any master (`SELECT
@@ -877,18 +881,10 @@ async fn long_statements_are_routed_in_bounded_memory() {
             bytes: 8 * MIB,
             fill: "x",
         };
-        let MemoryFigures {
-            peak_kib: growth_kib,
-            answers,
-            ..
-        } = statement_memory(&case).await;
+        let figures = statement_memory(&case).await;
+        let answers = &figures.answers;
         assert!(answers.iter().all(Result::is_ok), "{name}: {answers:?}");
-        println!("{name}, 8 MiB: peak RSS +{} MiB", growth_kib / 1024);
-        assert!(
-            growth_kib * 1024 < 4 * case.bytes as u64,
-            "{name}: peak RSS grew by {growth_kib} KiB for a {} byte statement",
-            case.bytes
-        );
+        figures.assert_peak_under(&case, 4.0);
     }
 }
 
@@ -906,18 +902,10 @@ async fn long_data_is_bound_in_bounded_memory() {
         bytes: 20 * MIB,
         fill: "x",
     };
-    let MemoryFigures {
-        peak_kib: growth_kib,
-        answers,
-        ..
-    } = statement_memory(&case).await;
+    let figures = statement_memory(&case).await;
+    let answers = &figures.answers;
     assert!(answers.iter().all(Result::is_ok), "{answers:?}");
-    println!("20 MiB of long data: peak RSS +{} MiB", growth_kib / 1024);
-    assert!(
-        growth_kib * 1024 < 5 * case.bytes as u64,
-        "peak RSS grew by {growth_kib} KiB for a {} byte value",
-        case.bytes
-    );
+    figures.assert_peak_under(&case, 5.0);
 }
 
 /// Sessions idle after a statement that left a warning keep their

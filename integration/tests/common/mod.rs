@@ -401,6 +401,24 @@ pub async fn insert_pin(conn: &mut Conn, shard: u32, data: &str) -> u64 {
         .unwrap_or_else(|e| panic!("insert a pin on shard {shard}: {e}"))
 }
 
+/// Runs on `conn`, in the background, an UPDATE of pin `id` that takes
+/// `seconds` on the server (its row stays locked meanwhile); the task gives
+/// the connection back with the statement's answer.
+pub fn update_pin_slowly(
+    mut conn: Conn,
+    id: u64,
+    seconds: f64,
+) -> tokio::task::JoinHandle<(Conn, mysql_async::Result<()>)> {
+    tokio::spawn(async move {
+        let answer = conn
+            .query_drop(format!(
+                "UPDATE pins SET data = IF(SLEEP({seconds}) = 0, data, data) WHERE id = {id}"
+            ))
+            .await;
+        (conn, answer)
+    })
+}
+
 /// Replaces the file at `path` the way editors do: a temporary file beside
 /// it, renamed over it, so a watcher never reads half a file.
 pub fn write_config(path: &std::path::Path, text: &str) {

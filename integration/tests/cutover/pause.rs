@@ -143,14 +143,7 @@ async fn pause_drains_open_transactions() {
     // fails, is undone.
     tx.query_drop("BEGIN").await.unwrap();
     let busy_id = insert_pin(&mut tx, 606, &format!("{mark}-3")).await;
-    let busy = tokio::spawn(async move {
-        let answer = tx
-            .query_drop(format!(
-                "UPDATE pins SET data = IF(SLEEP(2.5) = 0, data, data) WHERE id = {busy_id}"
-            ))
-            .await;
-        (tx, answer)
-    });
+    let busy = common::update_pin_slowly(tx, busy_id, 2.5);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let error = ops
         .query_drop("PAUSE SHARDS 605-606 IN main")

@@ -247,14 +247,7 @@ async fn a_proxy_that_cannot_drain_withdraws_the_pause_and_is_named() {
     let busy_id = insert_pin(&mut tx, 1720, &format!("{mark}-tx")).await;
     // A statement running past the drain (an idle transaction would be
     // rolled back at 3/4 of it and let the pause complete).
-    let busy = tokio::spawn(async move {
-        let answer = tx
-            .query_drop(format!(
-                "UPDATE pins SET data = IF(SLEEP(2.5) = 0, data, data) WHERE id = {busy_id}"
-            ))
-            .await;
-        (tx, answer)
-    });
+    let busy = update_pin_slowly(tx, busy_id, 2.5);
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     let started = Instant::now();
