@@ -15,7 +15,9 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{
+    self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor,
+};
 use serde::Deserialize;
 
 use crate::admin::parse::COMMANDS;
@@ -430,10 +432,15 @@ fn links(text: &str) -> Vec<String> {
 }
 
 fn markdown_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "RELIABILITY.md"]
-        .iter()
-        .map(|name| root().join(name))
-        .collect();
+    let mut files: Vec<PathBuf> = [
+        "README.md",
+        "ARCHITECTURE.md",
+        "BENCHMARKS.md",
+        "RELIABILITY.md",
+    ]
+    .iter()
+    .map(|name| root().join(name))
+    .collect();
     let mut dirs = vec![root().join("docs")];
     while let Some(dir) = dirs.pop() {
         let Ok(entries) = fs::read_dir(&dir) else {
@@ -493,15 +500,25 @@ fn every_relative_link_resolves() {
             }
         }
     }
-    assert!(problems.is_empty(), "broken links:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "broken links:\n{}",
+        problems.join("\n")
+    );
 }
 
 #[test]
 fn anchors_follow_github() {
-    assert_eq!(anchor(" Cutover pause: `PAUSE SHARDS` / `RESUME SHARDS`"), "cutover-pause-pause-shards--resume-shards");
+    assert_eq!(
+        anchor(" Cutover pause: `PAUSE SHARDS` / `RESUME SHARDS`"),
+        "cutover-pause-pause-shards--resume-shards"
+    );
     assert_eq!(
         anchors("# A\n## A\n```\n# not\n```\n"),
         BTreeSet::from(["a".to_owned(), "a-1".to_owned()])
     );
-    assert_eq!(links("see [x](a.md#b) and `[y](no)`"), vec!["a.md#b".to_owned()]);
+    assert_eq!(
+        links("see [x](a.md#b) and `[y](no)`"),
+        vec!["a.md#b".to_owned()]
+    );
 }

@@ -58,7 +58,9 @@ fn sources(root: &Path) -> Vec<Source> {
             if stem != "mod" {
                 path.push(stem);
             }
-            if path.is_empty() || path == ["main"] || path == ["lib"]
+            if path.is_empty()
+                || path == ["main"]
+                || path == ["lib"]
                 || path == ["layering"]
                 || path == ["docs_check"]
             {
