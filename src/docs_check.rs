@@ -1,7 +1,8 @@
 //! The manual kept true, checked on the tree: every config key the config
 //! types accept is in `docs/reference/configuration.md` and every key
 //! documented there exists; every admin command the parser knows is in
-//! `docs/reference/admin.md` and every documented one exists; every
+//! `docs/reference/admin.md` and every documented one exists; the same
+//! for the metric families of `/metrics` in `docs/reference/metrics.md`; every
 //! relative link of README.md, ARCHITECTURE.md, BENCHMARKS.md,
 //! RELIABILITY.md and `docs/**/*.md` names an existing file (and heading).
 //!
@@ -21,6 +22,7 @@ use serde::de::{
 use serde::Deserialize;
 
 use crate::admin::parse::COMMANDS;
+use crate::stats::{prometheus, Histogram, HostFigures, Stats};
 use crate::topology::bootstrap::Bootstrap;
 use crate::topology::config::Config;
 
@@ -329,13 +331,14 @@ fn compare(what: &str, code: &BTreeSet<String>, documented: &BTreeSet<String>, d
     let unknown: Vec<_> = documented.difference(code).collect();
     assert!(
         undocumented.is_empty() && unknown.is_empty(),
-        "{doc}: {what} the code accepts but the doc does not list: {undocumented:?}; \
-         listed in the doc but unknown to the code: {unknown:?}"
+        "{doc}: {what} in the code but not in the doc: {undocumented:?}; \
+         in the doc but not in the code: {unknown:?}"
     );
 }
 
 const CONFIGURATION: &str = "docs/reference/configuration.md";
 const ADMIN: &str = "docs/reference/admin.md";
+const METRICS: &str = "docs/reference/metrics.md";
 
 #[test]
 fn every_config_key_is_documented_and_every_documented_key_exists() {
@@ -366,6 +369,45 @@ fn every_admin_command_is_documented_and_every_documented_one_exists() {
         &first_cells(&read(ADMIN), "## Commands"),
         ADMIN,
     );
+}
+
+/// The metric families `/metrics` exports (its `# TYPE` lines), for one
+/// host.
+fn exported_families() -> BTreeSet<String> {
+    let host = HostFigures {
+        addr: "127.0.0.1:3307".to_owned(),
+        statements: Histogram::new().snapshot(),
+        up: true,
+        check_latency: None,
+        checks: 0,
+        check_failures: 0,
+        checkouts: 0,
+        errors: 0,
+        in_use: 0,
+        idle: 0,
+    };
+    prometheus(&Stats::new(), &[host])
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn every_metric_is_documented_and_every_documented_one_exists() {
+    let families = exported_families();
+    assert!(families.contains("shardgate_host_up"), "{families:?}");
+    let text = read(METRICS);
+    // The first cell of each table row: one or more `name`s, comma-separated.
+    let documented: BTreeSet<String> = text
+        .lines()
+        .filter(|line| line.starts_with('|'))
+        .flat_map(|row| row.split('|').nth(1).unwrap_or("").split(','))
+        .map(|name| name.trim().trim_matches('`').to_owned())
+        .filter(|name| name.starts_with("shardgate_"))
+        .collect();
+    compare("metric families", &families, &documented, METRICS);
 }
 
 /// The anchor GitHub gives a heading: lower case, punctuation but `-` and
