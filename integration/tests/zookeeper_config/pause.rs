@@ -244,7 +244,18 @@ async fn a_proxy_that_cannot_drain_withdraws_the_pause_and_is_named() {
     let mark = marker("drain");
     let mut tx = app(&beta).await;
     tx.query_drop("BEGIN").await.expect("BEGIN");
-    insert_pin(&mut tx, 1720, &format!("{mark}-tx")).await;
+    let busy_id = insert_pin(&mut tx, 1720, &format!("{mark}-tx")).await;
+    // A statement running past the drain (an idle transaction would be
+    // rolled back at 3/4 of it and let the pause complete).
+    let busy = tokio::spawn(async move {
+        let answer = tx
+            .query_drop(format!(
+                "UPDATE pins SET data = IF(SLEEP(2.5) = 0, data, data) WHERE id = {busy_id}"
+            ))
+            .await;
+        (tx, answer)
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
 
     let started = Instant::now();
     let error = admin_try(&alpha, "PAUSE SHARDS 1720-1721 IN main")
@@ -266,6 +277,8 @@ async fn a_proxy_that_cannot_drain_withdraws_the_pause_and_is_named() {
         })
         .await;
     }
+    let (mut tx, answer) = busy.await.expect("the long UPDATE's task");
+    answer.expect("the long UPDATE");
     tx.query_drop("COMMIT").await.expect("COMMIT");
     for (proxy, id) in [(&alpha, "alpha"), (&beta, "beta")] {
         let mut conn = app(proxy).await;
