@@ -1,7 +1,8 @@
 //! The manual kept true, checked on the tree: every config key the config
 //! types accept is in `docs/reference/configuration.md` and every key
 //! documented there exists; every admin command the parser knows is in
-//! `docs/reference/admin.md` and every documented one exists; the same
+//! `docs/reference/admin.md` and every documented one exists; the defaults
+//! documented for `backend`, `health`, `pause` and `limits` are the code's; the same
 //! for the metric families of `/metrics` in `docs/reference/metrics.md`; every
 //! relative link of README.md, ARCHITECTURE.md, BENCHMARKS.md,
 //! RELIABILITY.md and `docs/**/*.md` names an existing file (and heading).
@@ -12,7 +13,7 @@
 //! (`fleets.<name>.hosts[].range`).
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -296,13 +297,13 @@ fn read(relative: &str) -> String {
     fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The first cell of every table row of `text` under the heading that
-/// starts with `heading`, up to the next heading of that level or higher,
-/// when it is one code span (its backticks removed, `\|` read as `|`).
-fn first_cells(text: &str, heading: &str) -> BTreeSet<String> {
+/// The cells of every table row of `text` under the heading that starts
+/// with `heading`, up to the next heading of that level or higher (`\\|`
+/// read as `|`, the header and separator rows included).
+fn table_rows(text: &str, heading: &str) -> Vec<Vec<String>> {
     let level = heading.chars().take_while(|c| *c == '#').count();
     let mut inside = false;
-    let mut cells = BTreeSet::new();
+    let mut rows = Vec::new();
     for line in text.lines() {
         let hashes = line.chars().take_while(|c| *c == '#').count();
         if hashes > 0 && line[hashes..].starts_with(' ') {
@@ -318,12 +319,25 @@ fn first_cells(text: &str, heading: &str) -> BTreeSet<String> {
             continue;
         }
         let row = line.replace("\\|", "\u{0}");
-        let cell = row.split('|').nth(1).unwrap_or("").trim();
-        if let Some(name) = cell.strip_prefix('`').and_then(|c| c.strip_suffix('`')) {
-            cells.insert(name.replace('\u{0}', "|"));
-        }
+        let cells = row.trim().trim_matches('|').split('|');
+        rows.push(
+            cells
+                .map(|cell| cell.trim().replace('\u{0}', "|"))
+                .collect(),
+        );
     }
-    cells
+    rows
+}
+
+/// The first cell of every table row under `heading` (see [`table_rows`])
+/// when it is one code span, its backticks removed.
+fn first_cells(text: &str, heading: &str) -> BTreeSet<String> {
+    table_rows(text, heading)
+        .iter()
+        .filter_map(|row| row.first())
+        .filter_map(|cell| cell.strip_prefix('`').and_then(|c| c.strip_suffix('`')))
+        .map(str::to_owned)
+        .collect()
 }
 
 fn compare(what: &str, code: &BTreeSet<String>, documented: &BTreeSet<String>, doc: &str) {
@@ -357,6 +371,58 @@ fn every_config_key_is_documented_and_every_documented_key_exists() {
         &accepted_keys::<Bootstrap>(),
         &first_cells(&text, "## The bootstrap file"),
         CONFIGURATION,
+    );
+}
+
+/// The config sections that are always there (not `Option`s): a default
+/// documented for one of their keys is what an empty file gives.
+const SECTIONS_WITH_DEFAULTS: &[&str] = &["backend", "health", "pause", "limits"];
+
+#[test]
+fn documented_defaults_are_the_code_defaults() {
+    let text = read(CONFIGURATION);
+    let mut sections: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for row in table_rows(&text, "## The config file") {
+        let (Some(key), Some(default)) = (row.first(), row.get(1)) else {
+            continue;
+        };
+        let Some((section, field)) = key.trim_matches('`').split_once('.') else {
+            continue;
+        };
+        let value = default.split_whitespace().next().unwrap_or("");
+        let scalar = value.parse::<u64>().is_ok() || value == "true" || value == "false";
+        if SECTIONS_WITH_DEFAULTS.contains(&section) && scalar {
+            sections
+                .entry(section.to_owned())
+                .or_default()
+                .push(format!("  {field}: {value}"));
+        }
+    }
+    let count: usize = sections.values().map(Vec::len).sum();
+    assert!(count >= 20, "only {count} documented defaults found");
+    let yaml: String = sections
+        .iter()
+        .map(|(section, fields)| format!("{section}:\n{}\n", fields.join("\n")))
+        .collect();
+    let documented: Config = serde_yaml::from_str(&yaml).unwrap_or_else(|e| {
+        panic!("{CONFIGURATION}: the documented defaults do not parse: {e}\n{yaml}")
+    });
+    let empty: Config = serde_yaml::from_str("{}").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        documented.backend, empty.backend,
+        "{CONFIGURATION}: backend defaults"
+    );
+    assert_eq!(
+        documented.health, empty.health,
+        "{CONFIGURATION}: health defaults"
+    );
+    assert_eq!(
+        documented.pause, empty.pause,
+        "{CONFIGURATION}: pause defaults"
+    );
+    assert_eq!(
+        documented.limits, empty.limits,
+        "{CONFIGURATION}: limits defaults"
     );
 }
 
