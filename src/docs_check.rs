@@ -1,11 +1,13 @@
-//! The manual kept true, checked on the tree: every config key the config
-//! types accept is in `docs/reference/configuration.md` and every key
-//! documented there exists; every admin command the parser knows is in
-//! `docs/reference/admin.md` and every documented one exists; the defaults
-//! documented for `backend`, `health`, `pause` and `limits` are the code's; the same
-//! for the metric families of `/metrics` in `docs/reference/metrics.md`; every
-//! relative link of README.md, ARCHITECTURE.md, BENCHMARKS.md,
-//! RELIABILITY.md and `docs/**/*.md` names an existing file (and heading).
+//! The manual kept true, checked on the tree:
+//! - every config key the config types accept is in
+//!   `docs/reference/configuration.md` and every key listed there exists,
+//!   and the defaults it gives for `backend`, `health`, `pause` and
+//!   `limits` are the code's;
+//! - every admin command the parser knows is in `docs/reference/admin.md`,
+//!   and every one listed there exists; the same for the metric families
+//!   of `/metrics` in `docs/reference/metrics.md`;
+//! - every relative link of README.md, ARCHITECTURE.md, BENCHMARKS.md,
+//!   RELIABILITY.md and `docs/**/*.md` names an existing file (and heading).
 //!
 //! The accepted keys come from the serde types themselves: a deserializer
 //! that answers every request with a sample value walks `Config` and
