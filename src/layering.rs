@@ -58,7 +58,12 @@ fn sources(root: &Path) -> Vec<Source> {
             if stem != "mod" {
                 path.push(stem);
             }
-            if path.is_empty() || path == ["main"] || path == ["lib"] || path == ["layering"] {
+            if path.is_empty()
+                || path == ["main"]
+                || path == ["lib"]
+                || path == ["layering"]
+                || path == ["docs_check"]
+            {
                 return None;
             }
             let text = fs::read_to_string(&file).ok()?;

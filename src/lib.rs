@@ -25,4 +25,6 @@ pub mod sync;
 pub mod topology;
 
 #[cfg(test)]
+mod docs_check;
+#[cfg(test)]
 mod layering;

@@ -892,7 +892,7 @@ async fn long_statements_are_routed_in_bounded_memory() {
 /// reaches the server whole (`SELECT LENGTH(?)` answers its length) within
 /// 5x the value of peak RSS growth (11.9x before; the statement run holds
 /// the value as a hex literal, 2x the value, and sqlparser's token of that
-/// literal as much again, see README "Limits").
+/// literal as much again, see docs/reference/limits.md).
 #[tokio::test]
 async fn long_data_is_bound_in_bounded_memory() {
     let _serial = serial().await;

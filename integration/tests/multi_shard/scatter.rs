@@ -93,7 +93,7 @@ async fn writes_and_locking_reads_never_fan_out() {
         format!("DELETE FROM pins WHERE id IN ({id}, {other})"),
         format!("SELECT id, data FROM pins WHERE id IN ({id}, {other}) FOR UPDATE"),
         // A multi-row INSERT into a mapping table whose rows belong to two
-        // shards (README: refused, in and out of transactions).
+        // shards (docs/reference/refused.md: refused, in and out of transactions).
         format!(
             "INSERT INTO board_has_pins (board_id, pin_id, sequence) VALUES ({board_a}, 1, 1), ({board_b}, 1, 1)"
         ),
