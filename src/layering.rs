@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. A module may use modules of its own layer or
 /// of a lower one; `main.rs` (the binary) and `lib.rs` may use anything.
+/// `cli` is alone on the top layer: nothing in the library uses it.
 const LAYERS: &[&[&str]] = &[
     // Pure parts and shared vocabulary: no sockets, no pools.
     &[
@@ -27,6 +28,8 @@ const LAYERS: &[&[&str]] = &[
     &["frontend", "admin", "control"],
     // Wires everything into a running proxy.
     &["server"],
+    // The command line; `main.rs` only calls `cli::main`.
+    &["cli"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
@@ -281,6 +284,22 @@ fn modules_only_use_their_own_or_lower_layers() {
         violations.is_empty(),
         "imports that point up:\n{}",
         violations.join("\n")
+    );
+}
+
+#[test]
+fn nothing_uses_the_command_line() {
+    let users: Vec<String> = sources(&src_root())
+        .iter()
+        .filter(|source| source.path[0] != "cli")
+        .filter(|source| first_segments(&source.code, "crate::").contains("cli"))
+        .map(|source| format!("src/{}", source.path.join("/")))
+        .collect();
+    assert!(users.is_empty(), "modules that use crate::cli: {users:?}");
+    let main = fs::read_to_string(src_root().join("main.rs")).unwrap_or_default();
+    assert!(
+        main.contains("shardgate::cli::main()"),
+        "src/main.rs should only call shardgate::cli::main()"
     );
 }
 

@@ -9,6 +9,7 @@
 
 pub mod admin;
 pub mod backend;
+pub mod cli;
 pub mod clock;
 pub mod control;
 pub mod engine;
