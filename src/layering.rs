@@ -19,9 +19,9 @@ const LAYERS: &[&[&str]] = &[
     &[
         "id", "sync", "clock", "protocol", "topology", "router", "error",
     ],
-    // Hosts, fleet tooling, counters and the accept loop; nothing of the
+    // Hosts, operator tooling, counters and the accept loop; nothing of the
     // statement path.
-    &["backend", "stats", "fleet", "net"],
+    &["backend", "stats", "ops", "net"],
     // The statement path: executes plans.
     &["engine"],
     // Sessions, the admin port and the control plane.

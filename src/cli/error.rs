@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crate::control::cutover::FleetMoveError;
 use crate::control::zookeeper::auth::AuthError;
 use crate::control::zookeeper::ZkError;
-use crate::fleet::{FleetError, MigrateReport, VerifyReport};
+use crate::ops::{OpsError, MigrateReport, VerifyReport};
 use crate::id::IdError;
 use crate::topology::source::SourceError;
 use crate::topology::ConfigErrors;
@@ -79,19 +79,19 @@ pub enum CliError {
     /// A schema file or a migration that cannot be used, before anything
     /// is done.
     #[error(transparent)]
-    Fleet(#[from] FleetError),
+    Ops(#[from] OpsError),
     /// `fleet init` failed on a host.
     #[error("fleet init failed: {0}")]
-    Init(#[source] FleetError),
+    Init(#[source] OpsError),
     /// `fleet migrate` could not run.
     #[error("fleet migrate failed: {0}")]
-    Migrate(#[source] FleetError),
+    Migrate(#[source] OpsError),
     /// `fleet migrate` ran, and a shard failed or the definitions differ.
     #[error("{0}")]
     MigrateIncomplete(MigrateReport),
     /// `fleet verify` could not read the hosts.
     #[error("fleet verify failed: {0}")]
-    Verify(#[source] FleetError),
+    Verify(#[source] OpsError),
     /// `fleet verify` found problems (printed above it, one per line).
     #[error("fleet verify: {0}")]
     VerifyProblems(VerifyReport),

@@ -23,7 +23,7 @@ pub(super) fn run(args: &InitArgs) -> Result<(), CliError> {
         source,
     })?;
     let report = runtime()?
-        .block_on(crate::fleet::init(&topology, &schema_sql, true))
+        .block_on(crate::ops::init(&topology, &schema_sql, true))
         .map_err(CliError::Init)?;
     println!("{report}");
     Ok(())

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::cli::runtime::runtime;
 use crate::cli::{load, CliError};
-use crate::fleet::{migrate, plan_migration, MigrateOptions, DEFAULT_CONNECTIONS_PER_HOST};
+use crate::ops::{migrate, plan_migration, MigrateOptions, DEFAULT_CONNECTIONS_PER_HOST};
 
 #[derive(clap::Args)]
 pub(in crate::cli) struct MigrateArgs {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::cli::runtime::runtime;
 use crate::cli::{load, CliError};
-use crate::fleet::{configured_schema_path, read_schema, verify_with_schema};
+use crate::ops::{configured_schema_path, read_schema, verify_with_schema};
 
 #[derive(clap::Args)]
 pub(in crate::cli) struct VerifyArgs {
