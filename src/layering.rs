@@ -304,6 +304,28 @@ fn nothing_uses_the_command_line() {
 }
 
 #[test]
+fn unit_tests_are_a_tests_module_at_its_default_path() {
+    // Written in two pieces, so that this file does not match itself.
+    let path_attribute = ["#[", "path"].concat();
+    let mut files = Vec::new();
+    collect(&src_root(), &mut files);
+    let odd: Vec<String> = files
+        .iter()
+        .filter(|file| {
+            let name = file.file_name().unwrap_or_default().to_string_lossy();
+            let code = without_comments(&fs::read_to_string(file).unwrap_or_default());
+            name.ends_with("_tests.rs") || code.contains(&path_attribute)
+        })
+        .map(|file| file.display().to_string())
+        .collect();
+    assert!(
+        odd.is_empty(),
+        "unit tests go in `mod tests` inline or in <module>/tests.rs (docs/testing.md), \
+         without a path attribute or *_tests.rs: {odd:?}"
+    );
+}
+
+#[test]
 fn top_level_modules_import_each_other_without_cycles() {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for source in sources(&src_root()) {
