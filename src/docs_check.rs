@@ -502,7 +502,11 @@ fn cli_commands_and_flags() -> BTreeSet<String> {
         }
     }
     let mut out = BTreeSet::new();
-    walk(&<Cli as clap::CommandFactory>::command(), "shardgate", &mut out);
+    walk(
+        &<Cli as clap::CommandFactory>::command(),
+        "shardgate",
+        &mut out,
+    );
     out
 }
 

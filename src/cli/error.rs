@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use crate::control::cutover::FleetMoveError;
 use crate::control::zookeeper::auth::AuthError;
 use crate::control::zookeeper::ZkError;
-use crate::ops::{OpsError, MigrateReport, VerifyReport};
 use crate::id::IdError;
+use crate::ops::{MigrateReport, OpsError, VerifyReport};
 use crate::topology::source::SourceError;
 use crate::topology::ConfigErrors;
 
@@ -88,13 +88,13 @@ pub enum CliError {
     Migrate(#[source] OpsError),
     /// `fleet migrate` ran, and a shard failed or the definitions differ.
     #[error("{0}")]
-    MigrateIncomplete(MigrateReport),
+    MigrateIncomplete(Box<MigrateReport>),
     /// `fleet verify` could not read the hosts.
     #[error("fleet verify failed: {0}")]
     Verify(#[source] OpsError),
     /// `fleet verify` found problems (printed above it, one per line).
     #[error("fleet verify: {0}")]
-    VerifyProblems(VerifyReport),
+    VerifyProblems(Box<VerifyReport>),
     /// `fleet move --config`: a file-sourced proxy moves shards itself.
     #[error(
         "fleet move works on a ZooKeeper document (--source zookeeper://...); a proxy started \
@@ -126,7 +126,7 @@ pub enum CliError {
     },
     /// The move failed or was interrupted.
     #[error(transparent)]
-    Move(#[from] FleetMoveError),
+    Move(Box<FleetMoveError>),
 
     /// `config push` was refused.
     #[error("config push refused: {0}")]

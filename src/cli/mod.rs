@@ -174,8 +174,16 @@ mod tests {
     #[test]
     fn fleet_move_parses_its_flags() {
         let cli = Cli::try_parse_from([
-            "shardgate", "fleet", "move", "--source", "zookeeper://h:1/p", "--shards", "3-9",
-            "--to", "h:2", "--dry-run",
+            "shardgate",
+            "fleet",
+            "move",
+            "--source",
+            "zookeeper://h:1/p",
+            "--shards",
+            "3-9",
+            "--to",
+            "h:2",
+            "--dry-run",
         ]);
         assert!(matches!(
             cli.map(|cli| cli.command),
@@ -184,8 +192,17 @@ mod tests {
             })
         ));
         let refused = Cli::try_parse_from([
-            "shardgate", "fleet", "move", "--source", "zookeeper://h:1/p", "--config", "x.yaml",
-            "--shards", "3", "--to", "h:2",
+            "shardgate",
+            "fleet",
+            "move",
+            "--source",
+            "zookeeper://h:1/p",
+            "--config",
+            "x.yaml",
+            "--shards",
+            "3",
+            "--to",
+            "h:2",
         ]);
         assert!(refused.is_err(), "--source and --config conflict");
     }

@@ -423,10 +423,7 @@ mod tests {
                 line: 7,
             };
             let e = parse_create_table(&s).unwrap_err();
-            assert!(
-                matches!(e, OpsError::Schema { line: 7, .. }),
-                "{text}: {e}"
-            );
+            assert!(matches!(e, OpsError::Schema { line: 7, .. }), "{text}: {e}");
         }
     }
 

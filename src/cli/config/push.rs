@@ -14,11 +14,10 @@ pub(super) fn run(
     allow_open_acl: bool,
 ) -> Result<(), CliError> {
     let location = zookeeper_source(source)?;
-    let bytes =
-        crate::topology::prescan::read_bounded(file).map_err(|source| CliError::Read {
-            path: file.to_path_buf(),
-            source,
-        })?;
+    let bytes = crate::topology::prescan::read_bounded(file).map_err(|source| CliError::Read {
+        path: file.to_path_buf(),
+        source,
+    })?;
     let name = file.display().to_string();
     let pushed = runtime()?
         .block_on(async {

@@ -56,6 +56,6 @@ pub(super) fn run(args: MigrateArgs) -> Result<(), CliError> {
         println!("{report}");
         Ok(())
     } else {
-        Err(CliError::MigrateIncomplete(report))
+        Err(CliError::MigrateIncomplete(Box::new(report)))
     }
 }

@@ -54,12 +54,14 @@ pub(super) fn run(args: MoveArgs) -> Result<(), CliError> {
         StepEvent::Started(name) => eprintln!("{name} ..."),
         StepEvent::Ended(step) => eprintln!("{step}"),
     };
-    let report = runtime()?.block_on(async {
-        // Taken before the move starts: SIGINT or SIGTERM withdraws its
-        // pause (before the write) or says how to resume (after).
-        let stop = StopSignals::take();
-        fleet_move_until(location, &request, &progress, stop.received()).await
-    })?;
+    let report = runtime()?
+        .block_on(async {
+            // Taken before the move starts: SIGINT or SIGTERM withdraws its
+            // pause (before the write) or says how to resume (after).
+            let stop = StopSignals::take();
+            fleet_move_until(location, &request, &progress, stop.received()).await
+        })
+        .map_err(|e| CliError::Move(Box::new(e)))?;
     for step in &report.steps {
         println!("{}\t{}\t{}", step.name, step.ms, step.detail);
     }

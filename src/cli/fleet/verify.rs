@@ -36,6 +36,6 @@ pub(super) fn run(args: &VerifyArgs) -> Result<(), CliError> {
         println!("fleet verify: {report}");
         Ok(())
     } else {
-        Err(CliError::VerifyProblems(report))
+        Err(CliError::VerifyProblems(Box::new(report)))
     }
 }

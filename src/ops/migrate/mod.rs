@@ -26,7 +26,7 @@ use mysql_async::Conn;
 
 use super::verify::{column_difference, like_patterns, read_catalog, ReadCatalog, Tables};
 use super::{
-    drain_on_host, jobs_by_master, progress_bar, quote_ident, OpsError, HostLogin,
+    drain_on_host, jobs_by_master, progress_bar, quote_ident, HostLogin, OpsError,
     DEFAULT_CONNECTIONS_PER_HOST,
 };
 use crate::router::plan::{ClientCharset, LexMode, TrailCharset};

@@ -36,11 +36,7 @@ fn state_header(fleet: &str, sql: &str) -> String {
 }
 
 /// The shard databases a previous run of the same statement finished.
-pub(super) fn read_state(
-    path: &Path,
-    fleet: &str,
-    sql: &str,
-) -> Result<HashSet<String>, OpsError> {
+pub(super) fn read_state(path: &Path, fleet: &str, sql: &str) -> Result<HashSet<String>, OpsError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
