@@ -9,7 +9,8 @@ use crate::control::zookeeper::auth::AuthError;
 use crate::control::zookeeper::ZkError;
 use crate::id::IdError;
 use crate::ops::{MigrateReport, OpsError, VerifyReport};
-use crate::topology::source::SourceError;
+use crate::topology::bootstrap::BootstrapError;
+use crate::topology::source::{ProxyIdError, SourceError};
 use crate::topology::ConfigErrors;
 
 /// Why a command failed; its `Display` is the line printed on stderr.
@@ -50,9 +51,12 @@ pub enum CliError {
          or a --bootstrap file with `config:`"
     )]
     NoConfig,
-    /// `serve`'s bootstrap file, listen addresses or proxy id are unusable.
-    #[error("{0}")]
-    Settings(String),
+    /// `serve`'s bootstrap file or listen addresses are unusable.
+    #[error(transparent)]
+    Bootstrap(#[from] BootstrapError),
+    /// `serve`'s proxy id cannot name a registry entry.
+    #[error(transparent)]
+    ProxyId(#[from] ProxyIdError),
     /// The proxy's thread cannot be started.
     #[error("cannot start the proxy's thread: {0}")]
     Thread(#[source] io::Error),

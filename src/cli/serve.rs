@@ -65,9 +65,7 @@ pub(super) fn run(
         zookeeper_allow_open_acl: zk_allow_open_acl,
     };
     let settings = match args.bootstrap {
-        Some(path) => Bootstrap::load(&path)
-            .map_err(CliError::Settings)?
-            .overlaid(flags),
+        Some(path) => Bootstrap::load(&path)?.overlaid(flags),
         None => flags,
     };
     install_zk_auth(settings.zookeeper_auth_file.as_deref())?;
@@ -120,9 +118,9 @@ fn serve_runtime(threads: NonZeroUsize) -> Result<tokio::runtime::Runtime, CliEr
 fn serve_settings(settings: Bootstrap) -> Result<(ConfigSource, Process), CliError> {
     let text = settings.config.clone().ok_or(CliError::NoConfig)?;
     let source = parse_source(&text)?;
-    let overrides = settings.overrides().map_err(CliError::Settings)?;
+    let overrides = settings.overrides()?;
     let id = settings.proxy_id.unwrap_or_else(default_proxy_id);
-    check_proxy_id(&id).map_err(CliError::Settings)?;
+    check_proxy_id(&id)?;
     let mut process = Process::new(id, overrides);
     process.allow_open_acl = settings.zookeeper_allow_open_acl;
     Ok((source, process))
