@@ -542,31 +542,42 @@ mod tests {
 
     fn apply(state: &mut Transaction<Fake>, event: Event) -> Result<(), TransitionError> {
         match event {
-            Begin(sql) => state.begin(sql.to_owned()),
-            Autocommit(on) => state.set_autocommit(on).map(drop),
-            SetNext(sql) => state.set_next(sql.to_owned()),
-            NextSent => Ok(state.next_sent()),
-            MultiShardRead => Ok(state.multi_shard_read()),
-            OnShards => Ok(state.statement_on_shards()),
-            Savepoint(sql) => state.add_savepoint(sql.to_owned()),
+            Begin(sql) => return state.begin(sql.to_owned()),
+            Autocommit(on) => return state.set_autocommit(on).map(|_| ()),
+            SetNext(sql) => return state.set_next(sql.to_owned()),
+            Savepoint(sql) => return state.add_savepoint(sql.to_owned()),
             Bind(shard) => {
                 state.take_opening()?;
-                state.bind(Fake {
+                return state.bind(Fake {
                     shard,
                     fleet: "main",
-                })
+                });
             }
-            RunOnBound => state
-                .run_on_bound()
-                .map(drop)
-                .ok_or(TransitionError::NotOpen),
-            RanElsewhere => Ok(state.ran_elsewhere()),
-            Finish => Ok(drop(state.finish())),
-            CommitImplicitly => Ok(drop(state.commit_implicitly())),
-            EndUnbound => Ok(state.end_unbound()),
-            End => Ok(drop(state.end())),
-            Lose => Ok(drop(state.lose_binding())),
+            RunOnBound => {
+                return state
+                    .run_on_bound()
+                    .map(|_| ())
+                    .ok_or(TransitionError::NotOpen)
+            }
+            NextSent => state.next_sent(),
+            MultiShardRead => state.multi_shard_read(),
+            OnShards => state.statement_on_shards(),
+            RanElsewhere => state.ran_elsewhere(),
+            EndUnbound => state.end_unbound(),
+            Finish => {
+                let _ = state.finish();
+            }
+            CommitImplicitly => {
+                let _ = state.commit_implicitly();
+            }
+            End => {
+                let _ = state.end();
+            }
+            Lose => {
+                let _ = state.lose_binding();
+            }
         }
+        Ok(())
     }
 
     fn after(events: &[Event]) -> Transaction<Fake> {
@@ -616,12 +627,21 @@ mod tests {
         format!("{autocommit} {phase}")
     }
 
+    /// A row of [`transitions`]: its name, the events before, the event,
+    /// and the state after it (described) or its refusal.
+    type Case = (
+        &'static str,
+        &'static [Event],
+        Event,
+        Result<&'static str, TransitionError>,
+    );
+
     #[test]
     fn transitions() {
         use TransitionError as E;
         let bound_explicit: &[Event] = &[Begin("BEGIN"), Bind(1)];
         let bound_implicit: &[Event] = &[Autocommit(false), OnShards, Bind(1)];
-        let cases: &[(&str, &[Event], Event, Result<&str, E>)] = &[
+        let cases: &[Case] = &[
             ("fresh", &[], OnShards, Ok("on idle")),
             ("begin", &[], Begin("BEGIN"), Ok("on open explicit(BEGIN)")),
             ("autocommit off", &[], Autocommit(false), Ok("off idle")),
