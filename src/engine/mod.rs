@@ -21,6 +21,7 @@ mod server_info;
 pub mod session_state;
 pub mod sessions;
 mod transaction;
+pub mod transaction_state;
 mod venue;
 
 use crate::backend::pool::BackendSettings;

@@ -295,7 +295,7 @@ where
                         read = &mut read => break Some(read),
                         () = entry.killed() => break None,
                         () = pressure => self.engine.give_up_held(&mut self.state).await,
-                        error = paused, if self.state.bound.is_some() => {
+                        error = paused, if self.state.transaction.is_bound() => {
                             debug!(connection_id = self.state.connection_id, %error, "idle on a shard being paused");
                             self.state.end_idle_for_pause(error);
                         }
@@ -306,7 +306,7 @@ where
                 Some(Ok(read)) => read,
                 // The transaction was ended meanwhile (a pause): wait again,
                 // for the session's own idle limit.
-                Some(Err(_)) if in_transaction && self.state.bound.is_none() => continue,
+                Some(Err(_)) if in_transaction && !self.state.transaction.is_bound() => continue,
                 Some(Err(_)) if in_transaction => return self.end_idle_transaction(limit).await,
                 Some(Err(_)) => {
                     debug!(
@@ -476,7 +476,7 @@ where
     /// rolls it back), as a server closes a killed connection.
     async fn close_killed(&mut self) -> io::Result<()> {
         debug!(connection_id = self.state.connection_id, "killed: closing");
-        self.state.bound.take();
+        self.state.transaction.lose_binding();
         self.writer.flush().await?;
         self.writer.shutdown().await
     }
@@ -507,7 +507,7 @@ where
     /// while a transaction is open on a backend (it holds a connection and
     /// its locks), else unbounded.
     fn idle_in_transaction_limit(&self) -> Option<Duration> {
-        self.state.bound.as_ref()?;
+        self.state.transaction.bound()?;
         let limit = self
             .engine
             .topology
@@ -522,7 +522,7 @@ where
     /// transaction may sit idle while that shard is being paused (3/4 of
     /// `pause.drain_timeout_ms`, so the pause still completes).
     fn idle_during_pause(&self) -> Option<(String, u32, Duration)> {
-        let bound = self.state.bound.as_ref()?;
+        let bound = self.state.transaction.bound()?;
         let drain_ms = self.engine.topology.load().config.pause.drain_timeout_ms;
         Some((
             bound.fleet.clone(),
@@ -536,7 +536,7 @@ where
     /// transaction back; the client gets an error (1205, as the answer to
     /// whatever it sends next) and the connection closes.
     async fn end_idle_transaction(&mut self, limit: Duration) -> io::Result<()> {
-        if let Some(bound) = self.state.bound.take() {
+        if let Some(bound) = self.state.transaction.lose_binding() {
             debug!(
                 connection_id = self.state.connection_id,
                 "idle in transaction too long: closing"
