@@ -87,6 +87,16 @@ enum Command {
         #[arg(long, env = "SHARDGATE_THREADS")]
         threads: Option<NonZeroUsize>,
     },
+    /// Ask a running proxy's `GET /ready` (its metrics listener): exit 0
+    /// when it is ready, 1 otherwise (container health checks).
+    Health {
+        /// The proxy's config file: its `metrics.listen` is asked.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The metrics listen address to ask, instead of the config's.
+        #[arg(long)]
+        metrics_listen: Option<String>,
+    },
     /// Validate a config file; prints every problem with its line.
     CheckConfig {
         /// Config file (YAML).
@@ -309,6 +319,13 @@ fn run(
                 .map_err(|e| format!("cannot start the proxy's thread: {e}"))?
                 .join()
                 .map_err(|_| "the proxy's thread panicked".to_owned())?
+        }
+        Command::Health {
+            config,
+            metrics_listen,
+        } => {
+            shardgate::control::readiness::check_ready(config.as_deref(), metrics_listen.as_deref())
+                .map(|body| println!("ready: {}", body.trim_end()))
         }
         Command::Config { command } => config_command(command, zk_allow_open_acl),
         Command::CheckConfig { file } => {

@@ -381,3 +381,157 @@ async fn statements_are_counted_per_kind_and_host_and_served_on_metrics() {
     let again = http(metrics, b"GET /metrics HTTP/1.0\r\n\r\n").await;
     assert!(again.starts_with("HTTP/1.1 200 OK"), "{again}");
 }
+
+/// `GET /ready` and `GET /healthz`: the status and the JSON body.
+async fn probe(addr: std::net::SocketAddr, path: &str) -> (u16, serde_json::Value) {
+    let response = http(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+    )
+    .await;
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {response:?}"));
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    let json = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body:?}"));
+    (status, json)
+}
+
+/// `shardgate health` with `args`: its exit code and its output.
+fn health_command(args: &[&str]) -> (Option<i32>, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_shardgate"))
+        .arg("health")
+        .args(args)
+        .output()
+        .expect("run shardgate health");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code(), text)
+}
+
+/// A ready proxy answers 200 on `/ready` and `/healthz`, and `shardgate
+/// health` exits 0 (address from the flag or from the config file); a
+/// draining or fenced one answers 503 saying so, and `health` exits 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_and_healthz_say_whether_the_proxy_serves() {
+    let _fleet = FLEET.lock().await;
+    let yaml = yaml_with_fast_checks(false);
+    let proxy = start_server("ready", &yaml);
+    let metrics = proxy.listening.metrics.expect("a metrics listener");
+    let mut conn = app(&proxy).await;
+    let one: Option<i64> = conn.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    let (status, live) = probe(metrics, "/healthz").await;
+    assert_eq!(status, 200, "{live}");
+    assert_eq!(live["alive"], true, "{live}");
+    let (status, ready) = probe(metrics, "/ready").await;
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(ready["ready"], true, "{ready}");
+    assert_eq!(ready["reasons"], serde_json::json!([]), "{ready}");
+
+    let addr = metrics.to_string();
+    let (code, out) = health_command(&["--metrics-listen", &addr]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("ready: "), "{out}");
+    // The address from a config file's `metrics.listen`.
+    let named = yaml.replace(
+        "metrics: { listen: 127.0.0.1:0 }",
+        &format!("metrics: {{ listen: {addr} }}"),
+    );
+    assert_ne!(named, yaml, "the test config's metrics line changed");
+    let config = proxy.config_path.with_file_name("health.yaml");
+    std::fs::write(&config, named).unwrap();
+    let (code, out) = health_command(&["--config", &config.display().to_string()]);
+    assert_eq!(code, Some(0), "{out}");
+
+    // Draining.
+    proxy.control.process.start_draining();
+    let (status, ready) = probe(metrics, "/ready").await;
+    assert_eq!(status, 503, "{ready}");
+    assert_eq!(ready["ready"], false, "{ready}");
+    assert!(
+        ready["reasons"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("draining"),
+        "{ready}"
+    );
+    let (code, out) = health_command(&["--metrics-listen", &addr]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("draining"), "{out}");
+    // Still alive.
+    assert_eq!(probe(metrics, "/healthz").await.0, 200);
+
+    // Fenced (what the control plane does when it loses its ZooKeeper
+    // session), on a proxy that is not draining.
+    let proxy = start_server("ready-fenced", &yaml);
+    let metrics = proxy.listening.metrics.expect("a metrics listener");
+    assert_eq!(probe(metrics, "/ready").await.0, 200);
+    assert!(proxy.engine.fence.raise(std::time::SystemTime::now()));
+    let (status, ready) = probe(metrics, "/ready").await;
+    assert_eq!(status, 503, "{ready}");
+    assert!(
+        ready["reasons"][0].as_str().unwrap().starts_with("fenced"),
+        "{ready}"
+    );
+    assert!(proxy.engine.fence.lower(proxy.engine.fence.raises()));
+    assert_eq!(probe(metrics, "/ready").await.0, 200);
+
+    // Nothing listening there: exit 1 saying so.
+    drop(conn);
+    let (code, out) = health_command(&["--metrics-listen", "127.0.0.1:1"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("127.0.0.1:1/ready"), "{out}");
+}
+
+/// A fleet whose every master is unreachable (here pointed at a closed
+/// port) makes `/ready` answer 503 naming the fleet; the other fleet's
+/// statements still run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_names_a_fleet_without_a_reachable_master() {
+    let _fleet = FLEET.lock().await;
+    let yaml = yaml_with_fast_checks(false);
+    let master = "{ range: [0, 4095], master: 127.0.0.1:3310 }";
+    assert!(yaml.contains(master), "the test config's mod fleet changed");
+    let closed = yaml.replace(master, "{ range: [0, 4095], master: 127.0.0.1:1 }");
+    let proxy = start_server("ready-closed", &closed);
+    let metrics = proxy.listening.metrics.expect("a metrics listener");
+    let mut last = serde_json::Value::Null;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let (status, ready) = probe(metrics, "/ready").await;
+        if status == 503 {
+            last = ready;
+            break;
+        }
+        last = ready;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["ready"], false, "{last}");
+    assert_eq!(
+        last["fleets_unreachable"],
+        serde_json::json!(["mod"]),
+        "{last}"
+    );
+    let reason = last["reasons"][0].as_str().unwrap();
+    assert!(
+        reason.starts_with("fleet mod: no master reachable (127.0.0.1:1: "),
+        "{last}"
+    );
+    let (code, out) = health_command(&["--metrics-listen", &metrics.to_string()]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("fleet mod"), "{out}");
+    // Alive, and fleet main serves.
+    assert_eq!(probe(metrics, "/healthz").await.0, 200);
+    let mut conn = app(&proxy).await;
+    let id = insert_pin(&mut conn, 14, "ready-closed").await;
+    assert_eq!(pin_on_host(id).await.as_deref(), Some("ready-closed"));
+    conn.query_drop(format!("DELETE FROM pins WHERE id = {id}"))
+        .await
+        .unwrap();
+}

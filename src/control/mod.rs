@@ -13,6 +13,7 @@ pub mod cutover;
 pub mod failover;
 pub mod pause;
 pub mod process;
+pub mod readiness;
 pub mod reload;
 pub mod replica;
 pub mod status;
