@@ -457,7 +457,7 @@ fn fleet_move_command(
         .block_on(async {
             // Taken before the move starts: SIGINT or SIGTERM withdraws its
             // pause (before the write) or says how to resume (after).
-            let stop = StopSignals::take();
+            let mut stop = StopSignals::take();
             fleet_move_until(location, &request, &progress, stop.received()).await
         })
         .map_err(|e| e.to_string())?;
@@ -606,9 +606,9 @@ async fn start_and_serve(source: ConfigSource, process: Process) -> Result<(), S
 }
 
 /// Runs the proxy until its client listener ends (only on a failure) or
-/// SIGTERM or SIGINT comes (a ZooKeeper-sourced proxy leaves the registry
-/// first).
-async fn serve(control: Control, stop: StopSignals) -> Result<(), String> {
+/// SIGTERM or SIGINT comes: then stops gracefully
+/// (`control::shutdown::drain`; a second signal cuts the sessions left).
+async fn serve(control: Control, mut stop: StopSignals) -> Result<(), String> {
     let control = Arc::new(control);
     let running = match shardgate::server::run(control.clone()).await {
         Ok(running) => running,
@@ -633,9 +633,13 @@ async fn serve(control: Control, stop: StopSignals) -> Result<(), String> {
             Err(format!("{ended}; shardgate stops"))
         }
         signal = stop.received() => {
-            tracing::info!("{signal}: stopping (a ZooKeeper-sourced proxy leaves the registry first)");
-            control.shutdown().await;
-            Ok(())
+            tracing::info!("{signal}: draining (a second signal cuts the sessions left)");
+            let summary = shardgate::control::shutdown::drain(&control, async {
+                stop.received().await;
+            })
+            .await;
+            tracing::info!("{summary}");
+            summary.outcome()
         }
     }
 }
@@ -657,9 +661,9 @@ impl StopSignals {
     }
 
     /// Waits for one; its name.
-    async fn received(self) -> &'static str {
-        match self.0 {
-            Some((mut term, mut int)) => tokio::select! {
+    async fn received(&mut self) -> &'static str {
+        match &mut self.0 {
+            Some((term, int)) => tokio::select! {
                 _ = term.recv() => "SIGTERM",
                 _ = int.recv() => "SIGINT",
             },

@@ -1,9 +1,13 @@
 //! Health checks, automatic failover and statistics against the real fleet:
 //! a master stopped and restarted is marked down and comes back by itself;
 //! `auto_failover` points a dead master's range at its replica; statement
-//! counts per kind and per host reach `stats::snapshot` and `GET /metrics`.
+//! counts per kind and per host reach `stats::snapshot` and `GET /metrics`;
+//! `/ready` and `/healthz`, `shardgate health`, and the graceful stop a
+//! SIGTERM starts on a real `shardgate serve` process.
 
 mod common;
+#[path = "common/file_serve.rs"]
+mod file_serve;
 
 use std::time::{Duration, Instant};
 
@@ -534,4 +538,95 @@ async fn ready_names_a_fleet_without_a_reachable_master() {
     conn.query_drop(format!("DELETE FROM pins WHERE id = {id}"))
         .await
         .unwrap();
+}
+
+/// The test config for a `shardgate serve` process of its own, with
+/// `shutdown.drain_timeout_ms: 10000`.
+fn stop_config() -> String {
+    format!(
+        "{}\nshutdown: {{ drain_timeout_ms: 10000 }}\n",
+        test_config_yaml()
+    )
+}
+
+/// SIGTERM on a real `shardgate serve`: no new client is accepted, a
+/// running statement (`SELECT SLEEP(1)`) and an open transaction both
+/// complete (the transaction's rows are on the master), an idle session
+/// gets 1053, and the process exits 0 with its summary line once every
+/// session closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_statements_and_transactions_finish_and_closes_idle_sessions() {
+    let _fleet = FLEET.lock().await;
+    let mut server = file_serve::FileServe::start("graceful-stop", "true", &stop_config());
+    let tag = format!("graceful-stop-{}", std::process::id());
+    let login = || connect_to(server.client, APP_USER, APP_PASSWORD);
+    let mut in_transaction = login().await.expect("log in");
+    let mut sleeper = login().await.expect("log in");
+    let mut idle = login().await.expect("log in");
+    let one: Option<i64> = idle.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    in_transaction.query_drop("BEGIN").await.unwrap();
+    let id = insert_pin(&mut in_transaction, 14, &tag).await;
+    let sleeping = tokio::spawn(async move {
+        let slept: mysql_async::Result<Option<i64>> = sleeper.query_first("SELECT SLEEP(1)").await;
+        (slept, sleeper)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        login().await.is_err(),
+        "a new client was accepted while stopping"
+    );
+    // The running statement completes.
+    let (slept, _sleeper) = sleeping.await.unwrap();
+    assert_eq!(slept.expect("SELECT SLEEP(1) after SIGTERM"), Some(0));
+    // The open transaction goes on and commits.
+    in_transaction
+        .query_drop(format!("UPDATE pins SET data = '{tag}-2' WHERE id = {id}"))
+        .await
+        .expect("a statement of the open transaction after SIGTERM");
+    in_transaction
+        .query_drop("COMMIT")
+        .await
+        .expect("COMMIT after SIGTERM");
+    assert_eq!(pin_on_host(id).await, Some(format!("{tag}-2")));
+    // The idle session was closed with 1053.
+    let error = idle.query_drop("SELECT 1").await.unwrap_err();
+    assert_eq!(server_error(error).0, 1053);
+    let (code, log) = server.wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("sessions drained 2, closed 1, cut 0"), "{log}");
+    let mut master = direct(main_master_port(14)).await;
+    master
+        .query_drop(format!("DELETE FROM db00014.pins WHERE data LIKE '{tag}%'"))
+        .await
+        .unwrap();
+}
+
+/// A second SIGTERM ends the drain at once: the session still in its
+/// transaction is cut (its rows never commit) and the process exits 1
+/// saying so, long before `shutdown.drain_timeout_ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigterm_cuts_the_sessions_left() {
+    let _fleet = FLEET.lock().await;
+    let mut server = file_serve::FileServe::start("graceful-stop-twice", "true", &stop_config());
+    let tag = format!("graceful-stop-twice-{}", std::process::id());
+    let mut in_transaction = connect_to(server.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("log in");
+    in_transaction.query_drop("BEGIN").await.unwrap();
+    let id = insert_pin(&mut in_transaction, 14, &tag).await;
+    let started = Instant::now();
+    server.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.signal("TERM");
+    let (code, log) = server.wait_exit(Duration::from_secs(5));
+    assert!(started.elapsed() < Duration::from_secs(5), "{log}");
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("cut 1 (a second signal ended the drain)"),
+        "{log}"
+    );
+    assert_eq!(pin_on_host(id).await, None, "the cut transaction committed");
 }

@@ -16,6 +16,7 @@ pub mod process;
 pub mod readiness;
 pub mod reload;
 pub mod replica;
+pub mod shutdown;
 pub mod status;
 pub mod zookeeper;
 
