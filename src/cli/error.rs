@@ -72,6 +72,12 @@ pub enum CliError {
     /// The client listener ended (only on a failure).
     #[error("{0}; shardgate stops")]
     ListenerEnded(String),
+    /// A graceful stop had to cut sessions (its summary line).
+    #[error("{0}")]
+    SessionsCut(String),
+    /// `health`: the proxy is not ready, or could not be asked (why).
+    #[error("{0}")]
+    NotReady(String),
 
     /// `id decode` of a text that is not a number.
     #[error("'{0}' is not a 64-bit unsigned integer")]

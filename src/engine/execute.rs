@@ -89,7 +89,8 @@ impl Engine {
             let epoch = self.pauses.epoch();
             let topology = self.topology_for(state);
             let limits = &topology.config.limits;
-            let size = sql.len() as u64;
+            // An execute's long values count as bound ([`super::long_values`]).
+            let size = sql.len() as u64 + state.prepared.set_aside_bytes();
             if size > limits.max_statement_analysis_bytes {
                 let error = ClientError::StatementTooLarge {
                     bytes: size,
@@ -115,6 +116,9 @@ impl Engine {
                 route_off_runtime(sql, &topology, state.route, placement).await
             } else {
                 route_shared(sql, &topology, &state.route, placement)
+            };
+            let Some(plan) = state.prepared.splice_set_aside(plan) else {
+                return Ok(false);
             };
             if let Some(error) = self.fence.refusal(&plan, state.transaction.is_bound()) {
                 write_error(client, state.response_seq, &error).await?;

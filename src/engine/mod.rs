@@ -11,6 +11,7 @@ pub mod field_list;
 mod kill;
 mod lex_state;
 pub mod local_infile;
+pub mod long_values;
 mod merge;
 pub mod multi;
 pub mod pause;

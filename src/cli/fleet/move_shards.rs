@@ -58,7 +58,7 @@ pub(super) fn run(args: MoveArgs) -> Result<(), CliError> {
         .block_on(async {
             // Taken before the move starts: SIGINT or SIGTERM withdraws its
             // pause (before the write) or says how to resume (after).
-            let stop = StopSignals::take();
+            let mut stop = StopSignals::take();
             fleet_move_until(location, &request, &progress, stop.received()).await
         })
         .map_err(|e| CliError::Move(Box::new(e)))?;
