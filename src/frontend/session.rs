@@ -259,7 +259,7 @@ where
                 return self.close_killed().await;
             }
             // A stop closes the session at a boundary outside a transaction.
-            let closable = !self.state.in_transaction();
+            let closable = !self.state.transaction.in_transaction();
             if closable && self.engine.sessions.is_draining() {
                 return self.close_for_shutdown(true).await;
             }
@@ -555,7 +555,7 @@ where
             "stopping: closing"
         );
         self.engine.sessions.closed_for_shutdown(after_work);
-        self.state.bound.take();
+        drop(self.state.transaction.end());
         write_error(&mut self.writer, 1, &ClientError::ServerShutdown).await?;
         self.writer.flush().await?;
         self.writer.shutdown().await
