@@ -231,6 +231,22 @@ enum FleetCommand {
         /// Schema to compare tables with (default: the config's `schema:`).
         #[arg(long)]
         schema: Option<PathBuf>,
+        /// Compare the rows of the shards' databases between their master
+        /// and --against instead (docs/reference/cli.md).
+        #[arg(long, requires_all = ["shards", "against"])]
+        rows: bool,
+        /// With --rows: the shards, `A-B`, all on one master.
+        #[arg(long, requires = "rows")]
+        shards: Option<String>,
+        /// With --rows: the fleet (needed when several fleets have those shards).
+        #[arg(long, requires = "rows")]
+        fleet: Option<String>,
+        /// With --rows: the other server, HOST:PORT (a replica or a split target).
+        #[arg(long, requires = "rows")]
+        against: Option<String>,
+        /// With --rows: source rows read per second at most (0: no limit).
+        #[arg(long, requires = "rows", default_value_t = shardgate::fleet::DEFAULT_MAX_ROWS_PER_SECOND)]
+        max_rows_per_second: u64,
     },
 }
 
@@ -338,8 +354,29 @@ fn run(
             Ok(())
         }
         Command::Fleet {
-            command: FleetCommand::Verify { config, schema },
-        } => fleet_verify(&config, schema.as_deref()),
+            command:
+                FleetCommand::Verify {
+                    config,
+                    schema,
+                    rows,
+                    shards,
+                    fleet,
+                    against,
+                    max_rows_per_second,
+                },
+        } => match (rows, shards, against) {
+            (true, Some(shards), Some(against)) => {
+                let (first, last) = shardgate::fleet::parse_shards(&shards)?;
+                let mut request = shardgate::fleet::RowVerifyRequest::new(first, last, against);
+                (request.fleet, request.max_rows_per_second, request.progress) = (fleet, max_rows_per_second, true);
+                let topology = load(&config)?;
+                let report = runtime()?
+                    .block_on(shardgate::fleet::verify_rows(&topology, &request))
+                    .map_err(|e| format!("fleet verify --rows failed: {e}"))?;
+                shardgate::fleet::cli_outcome(&report).map(|out| println!("{out}"))
+            }
+            _ => fleet_verify(&config, schema.as_deref()),
+        },
         Command::Fleet {
             command:
                 FleetCommand::Move {
