@@ -337,6 +337,19 @@ pub async fn verify_rows(
         .map(|s| (s, topology.fleets[fleet].database_name(s)))
         .collect();
     let names: Vec<String> = databases.iter().map(|(_, d)| d.clone()).collect();
+    if side.replicates {
+        // The tables too are compared at a point the target has reached.
+        let fail = side.source.failed("reading @@gtid_binlog_pos");
+        let position: Option<Option<String>> = side
+            .source
+            .conn
+            .query_first("SELECT @@gtid_binlog_pos")
+            .await
+            .map_err(fail)?;
+        if let Some(position) = position.flatten().filter(|p| !p.is_empty()) {
+            wait_for(&mut side.target, &position).await?;
+        }
+    }
     let (on_source, on_target) = tokio::try_join!(
         catalog(&mut side.source, &names),
         catalog(&mut side.target, &names)
@@ -597,15 +610,29 @@ async fn read_chunk(
     }
 }
 
-/// Opens a consistent snapshot on the source and returns its GTID
-/// position (`None` when the source has no binlog).
-async fn source_snapshot(source: &mut Side) -> Result<Option<String>, FleetError> {
+/// Opens a consistent snapshot on the source and returns a GTID position:
+/// with `exact`, the snapshot's own (from its binlog coordinates, which
+/// `BINLOG_GTID_POS` finds by reading the binlog file up to them: tens of
+/// milliseconds on a busy server); else `@@gtid_binlog_pos` read just after
+/// the snapshot opened, at or past it (a transaction is in the binlog
+/// before the engine commits it, so everything the snapshot sees is in
+/// it). `None` when the source has no binlog.
+async fn source_snapshot(source: &mut Side, exact: bool) -> Result<Option<String>, FleetError> {
     source
         .run(
             "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
             "opening a consistent snapshot",
         )
         .await?;
+    if !exact {
+        let fail = source.failed("reading @@gtid_binlog_pos");
+        let position: Option<Option<String>> = source
+            .conn
+            .query_first("SELECT @@gtid_binlog_pos")
+            .await
+            .map_err(fail)?;
+        return Ok(position.flatten().filter(|p| !p.is_empty()));
+    }
     let fail = source.failed("reading the snapshot's binlog position");
     let status: Vec<(String, String)> = source
         .conn
@@ -624,35 +651,64 @@ async fn source_snapshot(source: &mut Side) -> Result<Option<String>, FleetError
     Ok(position.flatten())
 }
 
-/// The chunk's upper bound read inside the source's snapshot.
+/// How the next chunk is cut: `rows` keys, never past `ceiling` (the
+/// table's last key when its compare began; `None`: it was empty).
+#[derive(Debug, Clone)]
+struct Cut {
+    rows: usize,
+    ceiling: Option<Vec<Value>>,
+}
+
+/// The chunk's upper bound read inside the source's snapshot (`None`: the
+/// rest of the table).
 async fn boundary(
     source: &mut Side,
     shape: &TableShape,
     lo: &ChunkBounds,
-    rows: usize,
+    cut: &Cut,
 ) -> Result<Option<Vec<Value>>, FleetError> {
+    let Some(ceiling) = &cut.ceiling else {
+        return Ok(None);
+    };
+    let from = ChunkBounds {
+        lo: lo.lo.clone(),
+        hi: Some(ceiling.clone()),
+    };
     let fail = source.failed(format!("planning chunks of {}", shape.qualified()));
     let row: Option<Row> = source
         .conn
-        .exec_first(shape.boundary_sql(lo, rows), lo.params())
+        .exec_first(shape.boundary_sql(&from, cut.rows), from.params())
         .await
         .map_err(fail)?;
     Ok(row.map(Row::unwrap))
 }
 
-/// Reads the source's side of a chunk at one snapshot: its GTID position,
-/// (when `plan` is given, the chunk's upper bound first) and its contents.
+/// The table's last key on the source now.
+async fn last_key(source: &mut Side, shape: &TableShape) -> Result<Option<Vec<Value>>, FleetError> {
+    let fail = source.failed(format!("reading the last key of {}", shape.qualified()));
+    let row: Option<Row> = source
+        .conn
+        .query_first(shape.last_key_sql())
+        .await
+        .map_err(fail)?;
+    Ok(row.map(Row::unwrap))
+}
+
+/// Reads the source's side of a chunk at one snapshot: its GTID position
+/// (the snapshot's own with `exact`, else one at or past it), (when `plan`
+/// is given, the chunk's upper bound first) and its contents.
 async fn read_source(
     side: &mut Side,
     shape: &TableShape,
     range: &mut ChunkBounds,
-    plan: Option<usize>,
+    plan: Option<&Cut>,
     mode: Mode,
+    exact: bool,
 ) -> Result<(Option<String>, Contents), FleetError> {
-    let position = source_snapshot(side).await?;
+    let position = source_snapshot(side, exact).await?;
     let result = async {
-        if let Some(rows) = plan {
-            range.hi = boundary(side, shape, range, rows).await?;
+        if let Some(cut) = plan {
+            range.hi = boundary(side, shape, range, cut).await?;
         }
         read_chunk(side, shape, range, mode).await
     }
@@ -687,10 +743,10 @@ async fn read_both(
     sides: &mut Sides,
     shape: &TableShape,
     range: &mut ChunkBounds,
-    plan: Option<usize>,
+    plan: Option<&Cut>,
     mode: Mode,
 ) -> Result<(Contents, Contents), RowVerifyError> {
-    let (position, ours) = read_source(&mut sides.source, shape, range, plan, mode).await?;
+    let (position, ours) = read_source(&mut sides.source, shape, range, plan, mode, false).await?;
     if sides.replicates {
         if let Some(position) = &position {
             wait_for(&mut sides.target, position).await?;
@@ -716,7 +772,7 @@ async fn read_pinned(
         .await?;
     let pinned = async {
         let (position, ours) =
-            read_source(&mut sides.source, shape, range, None, Mode::Rows).await?;
+            read_source(&mut sides.source, shape, range, None, Mode::Rows, true).await?;
         let position = position.unwrap_or_default();
         let until = format!(
             "START SLAVE UNTIL master_gtid_pos = '{}'",
@@ -764,16 +820,14 @@ async fn compare_table(
     shape: &TableShape,
     report: &mut RowVerifyReport,
 ) -> Result<(), RowVerifyError> {
+    let cut = Cut {
+        rows: request.chunk_rows,
+        ceiling: last_key(&mut sides.source, shape).await?,
+    };
     let mut range = ChunkBounds::default();
     loop {
-        let (ours, theirs) = read_both(
-            sides,
-            shape,
-            &mut range,
-            Some(request.chunk_rows),
-            Mode::Checksum,
-        )
-        .await?;
+        let (ours, theirs) =
+            read_both(sides, shape, &mut range, Some(&cut), Mode::Checksum).await?;
         report.chunks += 1;
         if ours != theirs {
             let mut diff = RowsDiff::default();

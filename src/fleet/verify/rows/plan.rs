@@ -83,21 +83,34 @@ impl TableShape {
         }
     }
 
-    /// The upper bound of the chunk that starts above `lo` and holds
-    /// `rows` keys: the `rows`-th key above `lo` (no row: the chunk is the
-    /// rest of the table). Parameters: `lo`'s values.
-    pub fn boundary_sql(&self, lo: &ChunkBounds, rows: usize) -> String {
-        let from = ChunkBounds {
-            lo: lo.lo.clone(),
-            hi: None,
-        };
+    /// The upper bound of the chunk that starts above `from.lo` and holds
+    /// `rows` keys: the `rows`-th key above it, at most `from.hi` (the
+    /// table's last key when its compare began, so rows inserted meanwhile
+    /// cannot keep the chunking going). No row: the chunk is the rest of the
+    /// table. Parameters: `from`'s values.
+    pub fn boundary_sql(&self, from: &ChunkBounds, rows: usize) -> String {
         format!(
             "SELECT {} FROM {} WHERE {} ORDER BY {} LIMIT 1 OFFSET {}",
             self.key_list(),
             self.qualified(),
-            self.range_filter(&from),
+            self.range_filter(from),
             self.key_list(),
             rows.max(1) - 1
+        )
+    }
+
+    /// The table's last key.
+    pub fn last_key_sql(&self) -> String {
+        let descending: Vec<String> = self
+            .key
+            .iter()
+            .map(|c| format!("{} DESC", quote_ident(c)))
+            .collect();
+        format!(
+            "SELECT {} FROM {} ORDER BY {} LIMIT 1",
+            self.key_list(),
+            self.qualified(),
+            descending.join(", ")
         )
     }
 

@@ -35,8 +35,13 @@ fn single_key_chunk_sql_binds_bounds_in_order() {
     };
     assert_eq!(t.range_filter(&open_top), "`local_id` > ?");
     assert_eq!(
-        t.boundary_sql(&open_top, 1000),
-        "SELECT `local_id` FROM `db00007`.`pins` WHERE `local_id` > ? ORDER BY `local_id` LIMIT 1 OFFSET 999"
+        t.boundary_sql(&range, 1000),
+        "SELECT `local_id` FROM `db00007`.`pins` WHERE `local_id` > ? AND `local_id` <= ? \
+         ORDER BY `local_id` LIMIT 1 OFFSET 999"
+    );
+    assert_eq!(
+        t.last_key_sql(),
+        "SELECT `local_id` FROM `db00007`.`pins` ORDER BY `local_id` DESC LIMIT 1"
     );
     assert_eq!(range.to_string(), "(10, 1010]");
     assert_eq!(ChunkBounds::default().to_string(), "(-inf, +inf)");
