@@ -368,7 +368,8 @@ fn run(
             (true, Some(shards), Some(against)) => {
                 let (first, last) = shardgate::fleet::parse_shards(&shards)?;
                 let mut request = shardgate::fleet::RowVerifyRequest::new(first, last, against);
-                (request.fleet, request.max_rows_per_second, request.progress) = (fleet, max_rows_per_second, true);
+                (request.fleet, request.max_rows_per_second, request.progress) =
+                    (fleet, max_rows_per_second, true);
                 let topology = load(&config)?;
                 let report = runtime()?
                     .block_on(shardgate::fleet::verify_rows(&topology, &request))

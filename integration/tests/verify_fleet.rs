@@ -449,7 +449,10 @@ impl Drop for RowTable {
         for (host, sql) in &self.extra {
             let out = backend_sql(host, sql);
             if !out.status.success() {
-                eprintln!("cleanup on {host} failed: {sql}: {}", String::from_utf8_lossy(&out.stderr));
+                eprintln!(
+                    "cleanup on {host} failed: {sql}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
         }
         backend_ok(A, &Self::drop_sql(self.table));
@@ -464,7 +467,9 @@ fn row_request(against: &str) -> RowVerifyRequest {
 }
 
 async fn verify_rows_ok(request: &RowVerifyRequest) -> RowVerifyReport {
-    let report = verify_rows(&topology(), request).await.expect("verify rows");
+    let report = verify_rows(&topology(), request)
+        .await
+        .expect("verify rows");
     eprintln!("{report}");
     for difference in &report.differences {
         eprintln!("  {difference}");
@@ -472,11 +477,11 @@ async fn verify_rows_ok(request: &RowVerifyRequest) -> RowVerifyReport {
     report
 }
 
-/// The differences of `table`: `(shard, kind, missing, extra, changed)`.
-fn differences_of(
-    report: &RowVerifyReport,
-    table: &str,
-) -> Vec<(u32, &'static str, Vec<String>, Vec<String>, Vec<String>)> {
+/// A difference as `(shard, kind, missing, extra, changed)`.
+type Found = (u32, &'static str, Vec<String>, Vec<String>, Vec<String>);
+
+/// The differences of `table`.
+fn differences_of(report: &RowVerifyReport, table: &str) -> Vec<Found> {
     report
         .differences
         .iter()
@@ -530,27 +535,70 @@ async fn rows_of_a_replica_in_sync_then_planted_differences_named() {
     assert_eq!(
         found,
         vec![
-            (1900, row_kind::ROWS_DIFFER, vec![], vec![], strings(&["17"])),
-            (1900, row_kind::ROWS_DIFFER, vec![], strings(&["999999"]), vec![]),
-            (1900, row_kind::ROWS_DIFFER, strings(&["1500"]), vec![], vec![]),
+            (
+                1900,
+                row_kind::ROWS_DIFFER,
+                vec![],
+                vec![],
+                strings(&["17"])
+            ),
+            (
+                1900,
+                row_kind::ROWS_DIFFER,
+                vec![],
+                strings(&["999999"]),
+                vec![]
+            ),
+            (
+                1900,
+                row_kind::ROWS_DIFFER,
+                strings(&["1500"]),
+                vec![],
+                vec![]
+            ),
             (1902, row_kind::ROWS_DIFFER, vec![], vec![], strings(&["2"])),
         ],
         "{report}"
     );
-    assert_eq!(report.differences.len(), 4, "only the planted rows: {report}");
+    assert_eq!(
+        report.differences.len(),
+        4,
+        "only the planted rows: {report}"
+    );
     // Each was re-read, and pinned at the source's GTID point, before it was reported.
     assert!(report.pinned_reads >= 4, "{report}");
-    let ranges: Vec<&str> = report.differences.iter().map(|d| d.key_range.as_str()).collect();
+    let ranges: Vec<&str> = report
+        .differences
+        .iter()
+        .map(|d| d.key_range.as_str())
+        .collect();
     assert!(ranges.contains(&"(-inf, 1000]"), "{ranges:?}");
     assert!(ranges.contains(&"(1000, 2000]"), "{ranges:?}");
     assert!(ranges.contains(&"(2000, +inf)"), "{ranges:?}");
     let (running, status) = common::replication_running(3309).await;
-    assert!(running, "the pinned reads left replication stopped: {status}");
+    assert!(
+        running,
+        "the pinned reads left replication stopped: {status}"
+    );
 
     // The CLI: a line per difference, exit status 1.
     let out = Command::new(env!("CARGO_BIN_EXE_shardgate"))
-        .args(["fleet", "verify", "--rows", "--shards", "1900-1903", "--fleet", "main"])
-        .args(["--against", REPLICA, "--max-rows-per-second", "0", "--config"])
+        .args([
+            "fleet",
+            "verify",
+            "--rows",
+            "--shards",
+            "1900-1903",
+            "--fleet",
+            "main",
+        ])
+        .args([
+            "--against",
+            REPLICA,
+            "--max-rows-per-second",
+            "0",
+            "--config",
+        ])
         .arg(config_path())
         .env("RUST_LOG", "warn")
         .output()
@@ -577,14 +625,17 @@ async fn rows_of_a_replica_in_sync_then_planted_differences_named() {
         .expect("VERIFY SHARDS ROWS");
     let mine: Vec<_> = rows.iter().filter(|r| r.2 == table).collect();
     assert_eq!(mine.len(), 4, "{rows:?}");
-    assert!(mine.contains(&&(
-        1900,
-        "db01900".to_owned(),
-        table.to_owned(),
-        "rows differ".to_owned(),
-        Some("(1000, 2000]".to_owned()),
-        "1 missing on target: 1500".to_owned()
-    )), "{rows:?}");
+    assert!(
+        mine.contains(&&(
+            1900,
+            "db01900".to_owned(),
+            table.to_owned(),
+            "rows differ".to_owned(),
+            Some("(1000, 2000]".to_owned()),
+            "1 missing on target: 1500".to_owned()
+        )),
+        "{rows:?}"
+    );
     let error = admin
         .query_drop("VERIFY SHARDS 1900-2100 IN main ROWS AGAINST 127.0.0.1:3309")
         .await
@@ -663,28 +714,36 @@ async fn rows_max_rows_per_second_holds_the_rate() {
         limited.elapsed
     );
     assert!(limited.rows_per_second() <= 1000.0, "{limited}");
-    assert!(limited.elapsed > unlimited.elapsed, "{unlimited} / {limited}");
+    assert!(
+        limited.elapsed > unlimited.elapsed,
+        "{unlimited} / {limited}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_of_a_copy_on_the_spare_server() {
     let _fleet = FLEET.lock().await;
-    if mysql_async::Conn::new(
-        mysql_async::OptsBuilder::default()
-            .ip_or_hostname("127.0.0.1")
-            .tcp_port(3311)
-            .user(Some(OPS_USER))
-            .pass(Some(OPS_PASSWORD)),
-    )
-    .await
-    .is_err()
-    {
-        eprintln!("skipped: no server on 3311 (integration/fleet.sh start-host 3311)");
-        return;
+    let spare_up = || {
+        mysql_async::Conn::new(
+            mysql_async::OptsBuilder::default()
+                .ip_or_hostname("127.0.0.1")
+                .tcp_port(3311)
+                .user(Some(OPS_USER))
+                .pass(Some(OPS_PASSWORD)),
+        )
+    };
+    if spare_up().await.is_err() {
+        // Created empty and started on first use; `fleet.sh stop` stops it.
+        tokio::task::spawn_blocking(|| common::fleet_script(&["start-host", "3311"]))
+            .await
+            .expect("start-host 3311");
+        spare_up().await.expect("the spare server 3311 answers");
     }
     let table = "verify_rows_copy";
     let mut guard = RowTable::create(table, 1200);
-    guard.extra.push((SPARE, "DROP DATABASE IF EXISTS db01901".to_owned()));
+    guard
+        .extra
+        .push((SPARE, "DROP DATABASE IF EXISTS db01901".to_owned()));
     backend_ok(SPARE, "DROP DATABASE IF EXISTS db01901");
     let copy = Command::new("bash")
         .arg("-c")
@@ -707,7 +766,10 @@ async fn rows_of_a_copy_on_the_spare_server() {
     assert!(!report.target_replicates);
     assert!(report.tables >= 6, "{report}");
 
-    backend_ok(SPARE, &format!("UPDATE db01901.{table} SET v = 'changed' WHERE id = 3"));
+    backend_ok(
+        SPARE,
+        &format!("UPDATE db01901.{table} SET v = 'changed' WHERE id = 3"),
+    );
     let report = verify_rows_ok(&request).await;
     assert_eq!(
         differences_of(&report, table),
@@ -717,8 +779,11 @@ async fn rows_of_a_copy_on_the_spare_server() {
     // Not on the spare at all: every table missing.
     (request.first, request.last) = (1902, 1902);
     let report = verify_rows_ok(&request).await;
-    assert!(report
-        .differences
-        .iter()
-        .any(|d| d.table == table && d.kind == row_kind::MISSING_TABLE), "{report}");
+    assert!(
+        report
+            .differences
+            .iter()
+            .any(|d| d.table == table && d.kind == row_kind::MISSING_TABLE),
+        "{report}"
+    );
 }

@@ -594,7 +594,10 @@ fn parse_move(rest: &[Token]) -> Result<Command, ParseError> {
 fn parse_verify_rows(rest: &[Token]) -> Result<Command, ParseError> {
     let form = VERIFY_SHARDS_ROWS;
     let Some(rows) = rest.iter().position(|t| t.is("ROWS")) else {
-        return Err(bad(form, "VERIFY SHARDS needs ROWS AGAINST and the other server's host:port"));
+        return Err(bad(
+            form,
+            "VERIFY SHARDS needs ROWS AGAINST and the other server's host:port",
+        ));
     };
     let range = parse_range(&rest[..rows], form)?;
     let (against, max_rows_per_second) = match &rest[rows + 1..] {
@@ -608,7 +611,9 @@ fn parse_verify_rows(rest: &[Token]) -> Result<Command, ParseError> {
         {
             (against, Some(number(n.text(), "MAX", form)?))
         }
-        [kw] if kw.is("AGAINST") => return Err(bad(form, "AGAINST needs the other server's host:port")),
+        [kw] if kw.is("AGAINST") => {
+            return Err(bad(form, "AGAINST needs the other server's host:port"))
+        }
         _ => return Err(bad(form, "expected AGAINST <host:port> after ROWS")),
     };
     Ok(Command::VerifyShardRows {

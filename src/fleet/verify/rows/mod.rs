@@ -27,8 +27,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row, Value};
 
 pub use plan::{
-    diff_rows, format_key, pace, snapshot_coordinates, ChunkBounds, Checksum, RowsDiff,
-    TableShape,
+    diff_rows, format_key, pace, snapshot_coordinates, Checksum, ChunkBounds, RowsDiff, TableShape,
 };
 
 use crate::fleet::{admin_connect_timeout, connect, progress_bar, FleetError};
@@ -322,7 +321,10 @@ pub async fn verify_rows(
     let account = topology.config.operations_account();
     let timeout = admin_connect_timeout(topology);
     let mut side = Sides {
-        source: Side::new(&source, connect(&source, &account.user, &account.password, timeout).await?),
+        source: Side::new(
+            &source,
+            connect(&source, &account.user, &account.password, timeout).await?,
+        ),
         target: Side::new(
             &request.against,
             connect(&request.against, &account.user, &account.password, timeout).await?,

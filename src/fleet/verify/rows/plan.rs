@@ -24,7 +24,11 @@ pub struct TableShape {
 impl TableShape {
     /// `` `db`.`table` ``.
     pub fn qualified(&self) -> String {
-        format!("{}.{}", quote_ident(&self.database), quote_ident(&self.table))
+        format!(
+            "{}.{}",
+            quote_ident(&self.database),
+            quote_ident(&self.table)
+        )
     }
 
     fn key_list(&self) -> String {
@@ -220,7 +224,9 @@ pub struct RowsDiff {
 impl RowsDiff {
     /// No key differs.
     pub fn is_empty(&self) -> bool {
-        self.missing_on_target.is_empty() && self.extra_on_target.is_empty() && self.changed.is_empty()
+        self.missing_on_target.is_empty()
+            && self.extra_on_target.is_empty()
+            && self.changed.is_empty()
     }
 
     /// How many keys differ.

@@ -62,7 +62,10 @@ fn composite_key_uses_row_constructors() {
     assert!(t
         .rows_sql(&range)
         .ends_with("ORDER BY `board_id`, `pin_id`"));
-    assert_eq!(format_key(&[Value::Int(3), Value::Bytes(b"a'b".to_vec())]), "(3, 'a''b')");
+    assert_eq!(
+        format_key(&[Value::Int(3), Value::Bytes(b"a'b".to_vec())]),
+        "(3, 'a''b')"
+    );
 }
 
 #[test]
@@ -118,7 +121,10 @@ fn pace_holds_the_rate() {
 #[test]
 fn snapshot_coordinates_come_from_the_status_rows() {
     let status = vec![
-        ("Binlog_snapshot_file".to_owned(), "mariadb-bin.000009".to_owned()),
+        (
+            "Binlog_snapshot_file".to_owned(),
+            "mariadb-bin.000009".to_owned(),
+        ),
         ("Binlog_snapshot_position".to_owned(), "389".to_owned()),
     ];
     assert_eq!(
@@ -137,5 +143,7 @@ fn shard_ranges_parse() {
     use super::parse_shards;
     assert_eq!(parse_shards("0-20"), Ok((0, 20)));
     assert_eq!(parse_shards("7"), Ok((7, 7)));
-    assert!(parse_shards("a-2").unwrap_err().contains("'a' is not a shard number"));
+    assert!(parse_shards("a-2")
+        .unwrap_err()
+        .contains("'a' is not a shard number"));
 }
