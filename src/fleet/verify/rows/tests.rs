@@ -147,3 +147,34 @@ fn shard_ranges_parse() {
         .unwrap_err()
         .contains("'a' is not a shard number"));
 }
+
+fn example_topology() -> crate::topology::Topology {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/shardgate.yaml");
+    crate::topology::Topology::load(&path).expect("the example config loads")
+}
+
+fn scope_error(first: u32, last: u32, fleet: Option<&str>, against: &str) -> String {
+    let mut request = super::RowVerifyRequest::new(first, last, against);
+    request.fleet = fleet.map(str::to_owned);
+    match super::scope(&example_topology(), &request) {
+        Ok(_) => "ok".to_owned(),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn scope_takes_one_masters_range_of_one_fleet() {
+    let request = super::RowVerifyRequest {
+        fleet: Some("main".to_owned()),
+        ..super::RowVerifyRequest::new(1024, 2047, "127.0.0.1:3309")
+    };
+    let scope = super::scope(&example_topology(), &request).expect("in range");
+    assert_eq!(scope.source, "127.0.0.1:3307");
+    assert!(scope_error(1024, 2047, None, "127.0.0.1:3309").contains("several fleets"));
+    assert!(scope_error(2000, 2100, Some("main"), "127.0.0.1:3309")
+        .contains("several masters (127.0.0.1:3307, 127.0.0.1:3308)"));
+    assert!(scope_error(0, 5000, Some("main"), "127.0.0.1:3309").contains("not 5000"));
+    assert!(scope_error(0, 1, Some("nope"), "127.0.0.1:3309").contains("no fleet named 'nope'"));
+    assert!(scope_error(0, 1, Some("main"), "127.0.0.1:3307").contains("is the shards' master"));
+    assert!(scope_error(5, 1, Some("main"), "127.0.0.1:3309").contains("backwards"));
+}
