@@ -2,7 +2,7 @@
 //! host:port`: every row of every table of the shard databases of a range,
 //! compared between the range's master (from the config) and another server
 //! (its replica, or a split target), chunk by chunk of primary keys, at one
-//! GTID point per chunk (docs/decisions/0028-row-verify-at-one-gtid-point-per-chunk.md):
+//! GTID point per chunk (docs/decisions/0029-row-verify-compares-at-one-gtid-point-per-chunk.md):
 //!
 //! - the source's chunk is read inside `START TRANSACTION WITH CONSISTENT
 //!   SNAPSHOT`, whose binlog coordinates give its exact GTID position `P`;
