@@ -5,13 +5,15 @@
 //! GTID point per chunk (docs/decisions/0029-row-verify-compares-at-one-gtid-point-per-chunk.md):
 //!
 //! - the source's chunk is read inside `START TRANSACTION WITH CONSISTENT
-//!   SNAPSHOT`, whose binlog coordinates give its exact GTID position `P`;
+//!   SNAPSHOT`, with `@@gtid_binlog_pos` read just after it opened: a
+//!   position `P` at or past everything the snapshot sees;
 //! - a target that replicates is read after `MASTER_GTID_WAIT(P)` (so at `P`
 //!   or later); a target that does not is read as it is;
 //! - a chunk whose checksums differ is read again, row hashes this time, a
 //!   few times (a row written between the two reads settles); if it still
 //!   differs and the target replicates, once more with the target's
-//!   replication stopped exactly at the source's point (`START SLAVE UNTIL
+//!   replication stopped exactly at the source's snapshot (its binlog
+//!   coordinates through `BINLOG_GTID_POS`, then `START SLAVE UNTIL
 //!   master_gtid_pos`), which no write can disturb. Only that answer is
 //!   reported.
 
