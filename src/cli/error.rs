@@ -8,7 +8,7 @@ use crate::control::cutover::FleetMoveError;
 use crate::control::zookeeper::auth::AuthError;
 use crate::control::zookeeper::ZkError;
 use crate::id::IdError;
-use crate::ops::{MigrateReport, OpsError, VerifyReport};
+use crate::ops::{MigrateReport, OpsError, RowVerifyError, RowVerifyReport, VerifyReport};
 use crate::topology::bootstrap::BootstrapError;
 use crate::topology::source::{ProxyIdError, SourceError};
 use crate::topology::ConfigErrors;
@@ -105,6 +105,13 @@ pub enum CliError {
     /// `fleet verify` found problems (printed above it, one per line).
     #[error("fleet verify: {0}")]
     VerifyProblems(Box<VerifyReport>),
+    /// `fleet verify --rows` could not compare.
+    #[error("fleet verify --rows failed: {0}")]
+    VerifyRows(#[source] Box<RowVerifyError>),
+    /// `fleet verify --rows` found differences (printed above it, one per
+    /// line).
+    #[error("fleet verify --rows: {0}")]
+    RowDifferences(Box<RowVerifyReport>),
     /// `fleet move --config`: a file-sourced proxy moves shards itself.
     #[error(
         "fleet move works on a ZooKeeper document (--source zookeeper://...); a proxy started \
