@@ -402,7 +402,7 @@ async fn a_mod_key_whose_collation_equates_different_keys_is_warned_about() {
 // planted on 3309 with sql_log_bin=0).
 
 use mysql_async::prelude::Queryable;
-use shardgate::fleet::{row_kind, verify_rows, RowVerifyReport, RowVerifyRequest};
+use shardgate::ops::{row_kind, verify_rows, RowVerifyReport, RowVerifyRequest};
 
 const ROW_SHARDS: (u32, u32) = (1900, 1903);
 const SPARE: &str = "127.0.0.1:3311";

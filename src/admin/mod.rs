@@ -24,10 +24,10 @@ use crate::control::pause::{FleetPauseError, PauseError};
 use crate::control::reload::ReloadError;
 use crate::control::zookeeper::ZkError;
 use crate::control::Control;
-use crate::ops::RowVerifyError;
 use crate::frontend::handshake::{refuse_too_many_connections, LoginBounds};
 use crate::id::IdError;
 use crate::ops::OpsError;
+use crate::ops::RowVerifyError;
 use crate::router::RouteError;
 
 pub use answer::{Answer, Cell};

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use crate::cli::runtime::{runtime, StopSignals};
 use super::shard_range;
+use crate::cli::runtime::{runtime, StopSignals};
 use crate::cli::{zookeeper_source, CliError};
 use crate::control::cutover::{fleet_move_until, MoveRequest, StepEvent};
 

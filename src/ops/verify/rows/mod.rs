@@ -891,5 +891,3 @@ async fn compare_table(
         }
     }
 }
-
-

@@ -138,7 +138,6 @@ fn snapshot_coordinates_come_from_the_status_rows() {
     assert_eq!(snapshot_coordinates(&off), None);
 }
 
-
 fn example_topology() -> crate::topology::Topology {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/shardgate.yaml");
     crate::topology::Topology::load(&path).expect("the example config loads")
