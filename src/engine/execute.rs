@@ -406,6 +406,7 @@ impl Engine {
                     stamp,
                     prelude,
                     local_infile,
+                    server_prepared: true,
                 },
                 client,
             )
@@ -434,6 +435,7 @@ impl Engine {
         let venue = self.any_venue(topology, state)?;
         let statement = Statement {
             stamp: Some(DIRTY),
+            server_prepared: true,
             ..Statement::plain(sql)
         };
         let outcome = self

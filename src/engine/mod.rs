@@ -4,6 +4,7 @@
 mod answer;
 mod checkout;
 pub mod diagnostics_copy;
+mod direct;
 pub mod execute;
 mod failure;
 pub mod fence;

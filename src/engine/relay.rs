@@ -253,8 +253,8 @@ pub struct RelayOptions<'a> {
     /// More results of a multi-statement follow this response: its final
     /// OK/EOF gets `SERVER_MORE_RESULTS_EXISTS`.
     pub more_results: bool,
-    /// The client executed a prepared statement: text rows from the backend
-    /// are converted to binary-protocol rows.
+    /// Text rows from the backend are converted to binary-protocol rows
+    /// (the client executed a prepared statement that runs as text).
     pub binary_rows: bool,
     /// The session's status flags once the statement ran: every relayed
     /// OK/EOF tells the client the session's autocommit and transaction
