@@ -10,6 +10,7 @@ pub mod fence;
 pub mod field_list;
 mod kill;
 mod lex_state;
+mod observe;
 pub mod local_infile;
 mod merge;
 pub mod multi;
