@@ -19,7 +19,6 @@ use shardgate::id::ObjectId;
 use shardgate::topology::bootstrap::{default_proxy_id, Bootstrap};
 use shardgate::topology::source::{check_proxy_id, parse_source, ConfigSource, ZkLocation};
 use shardgate::topology::Topology;
-use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
 #[command(
@@ -47,6 +46,10 @@ struct Cli {
     /// bootstrap file's `zookeeper_allow_open_acl: true`).
     #[arg(long, global = true, env = "SHARDGATE_ZK_ALLOW_OPEN_ACL")]
     zk_allow_open_acl: bool,
+    /// `text`, or `json`: one JSON object a line, with the session's
+    /// connection id and user.
+    #[arg(long, global = true, value_enum, default_value_t, hide_possible_values = true)]
+    log_format: shardgate::server::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -235,15 +238,8 @@ enum FleetCommand {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            // The ZooKeeper client logs every session it opens at info.
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,zookeeper_client=warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    shardgate::server::init_logging(cli.log_format);
     match run(cli.command, cli.zk_auth_file, cli.zk_allow_open_acl) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

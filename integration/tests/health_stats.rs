@@ -5,6 +5,8 @@
 //! statement digests, per-shard statistics and the slow-statement log.
 
 mod common;
+#[path = "common/file_serve.rs"]
+mod file_serve;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -641,4 +643,108 @@ async fn many_statement_shapes_keep_the_digest_table_at_its_bound() {
         (beyond..beyond + 5).contains(&evicted),
         "every shape beyond the bound evicted one: {evicted}, {beyond}"
     );
+}
+
+/// A `shardgate serve --log-format json` process: its log lines, parsed,
+/// as they come; killed on drop.
+struct JsonServe {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+    seen: Vec<serde_json::Value>,
+}
+
+impl Drop for JsonServe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl JsonServe {
+    /// The first line (waiting up to 20 s) for which `wanted` holds.
+    fn line(&mut self, what: &str, wanted: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        if let Some(found) = self.seen.iter().find(|line| wanted(line)) {
+            return found.clone();
+        }
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("no log line {what} in {:#?}", self.seen));
+            self.seen.push(line.clone());
+            if wanted(&line) {
+                return line;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_log_lines_carry_the_sessions_connection_id_and_user() {
+    use std::io::BufRead;
+    let _fleet = FLEET.lock().await;
+    let config = file_serve::write_config("json-log", &test_config_yaml());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shardgate"))
+        .args(["serve", "--log-format", "json", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "info,shardgate::frontend=debug,shardgate::engine=debug")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start shardgate serve");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let parsed = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+            if tx.send(parsed).is_err() {
+                break;
+            }
+        }
+    });
+    let mut serve = JsonServe {
+        child,
+        lines: rx,
+        seen: Vec::new(),
+    };
+    let message = |line: &serde_json::Value| line["fields"]["message"].as_str().map(str::to_owned);
+    let started = serve.line("`shardgate started`", |l| {
+        message(l).as_deref() == Some("shardgate started")
+    });
+    let client: std::net::SocketAddr = started["fields"]["client"]
+        .as_str()
+        .and_then(|addr| addr.parse().ok())
+        .unwrap_or_else(|| panic!("client address in {started}"));
+    let mut conn = connect_to(client, APP_USER, APP_PASSWORD).await.unwrap();
+    let id: u32 = conn.query_first("SELECT CONNECTION_ID()").await.unwrap().unwrap();
+    conn.query_drop(format!(
+        "SELECT data FROM pins WHERE id IN ({}, {})",
+        pin_id(3, 1),
+        pin_id(2100, 1)
+    ))
+    .await
+    .unwrap();
+    let session = |line: &serde_json::Value| {
+        line["spans"]
+            .as_array()
+            .and_then(|spans| spans.iter().find(|span| span["name"] == "session"))
+            .cloned()
+    };
+    let logged_in = serve.line("`logged in`", |l| message(l).as_deref() == Some("logged in"));
+    let span = session(&logged_in).unwrap_or_else(|| panic!("a session span in {logged_in}"));
+    assert_eq!(span["connection_id"], u64::from(id), "{logged_in}");
+    assert_eq!(span["user"], APP_USER, "{logged_in}");
+    let read = serve.line("`multi-shard read`", |l| {
+        message(l).as_deref() == Some("multi-shard read")
+    });
+    let span = session(&read).unwrap_or_else(|| panic!("a session span in {read}"));
+    assert_eq!(span["connection_id"], u64::from(id), "{read}");
+    assert_eq!(span["user"], APP_USER, "{read}");
+    let statement = read["spans"]
+        .as_array()
+        .and_then(|spans| spans.iter().find(|span| span["name"] == "statement"))
+        .unwrap_or_else(|| panic!("a statement span in {read}"));
+    assert_eq!(statement["command"], "Query", "{read}");
 }
