@@ -48,7 +48,13 @@ struct Cli {
     zk_allow_open_acl: bool,
     /// `text`, or `json`: one JSON object a line, with the session's
     /// connection id and user.
-    #[arg(long, global = true, value_enum, default_value_t, hide_possible_values = true)]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t,
+        hide_possible_values = true
+    )]
     log_format: shardgate::server::LogFormat,
 }
 

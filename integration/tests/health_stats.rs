@@ -462,7 +462,11 @@ async fn statements_are_counted_under_their_digest_with_rows_and_route() {
     let rows = admin_rows(&proxy, "SHOW DIGESTS ORDER BY count").await;
     let insert = digest(&rows, "INSERT INTO pins (data) VALUES (?)");
     assert_eq!(
-        (&insert["count"][..], &insert["rows_affected"][..], &insert["routes"][..]),
+        (
+            &insert["count"][..],
+            &insert["rows_affected"][..],
+            &insert["routes"][..]
+        ),
         ("3", "3", "shard:3"),
         "{insert:?}"
     );
@@ -479,9 +483,17 @@ async fn statements_are_counted_under_their_digest_with_rows_and_route() {
         "{point:?}"
     );
     assert!(point["max_ms"].parse::<f64>().unwrap() > 0.0, "{point:?}");
-    let split = digest(&rows, "SELECT id FROM pins WHERE id IN (?, ...) ORDER BY id");
+    let split = digest(
+        &rows,
+        "SELECT id FROM pins WHERE id IN (?, ...) ORDER BY id",
+    );
     assert_eq!(
-        (&split["count"][..], &split["rows_sent"][..], &split["shards"][..], &split["routes"][..]),
+        (
+            &split["count"][..],
+            &split["rows_sent"][..],
+            &split["shards"][..],
+            &split["routes"][..]
+        ),
         ("1", "3", "3", "in_split:1"),
         "{split:?}"
     );
@@ -521,7 +533,9 @@ async fn a_slow_statement_is_logged_once_when_the_threshold_is_set_and_not_when_
     let mut conn = app(&on).await;
     let id = insert_pin(&mut conn, 41, &tag).await;
     let slept: Vec<(u64, u8)> = conn
-        .query(format!("SELECT id, SLEEP(0.3) AS slow_on FROM pins WHERE id = {id}"))
+        .query(format!(
+            "SELECT id, SLEEP(0.3) AS slow_on FROM pins WHERE id = {id}"
+        ))
         .await
         .unwrap();
     assert_eq!(slept.len(), 1);
@@ -530,12 +544,17 @@ async fn a_slow_statement_is_logged_once_when_the_threshold_is_set_and_not_when_
         .unwrap();
     let mut off_conn = app(&off).await;
     off_conn
-        .query_drop(format!("SELECT id, SLEEP(0.3) AS slow_off FROM pins WHERE id = {id}"))
+        .query_drop(format!(
+            "SELECT id, SLEEP(0.3) AS slow_off FROM pins WHERE id = {id}"
+        ))
         .await
         .unwrap();
 
     let log = captured_log("shardgate::slow");
-    let lines: Vec<&str> = log.lines().filter(|l| l.contains("slow statement")).collect();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("slow statement"))
+        .collect();
     let slow: Vec<&&str> = lines.iter().filter(|l| l.contains("AS slow_on")).collect();
     assert_eq!(slow.len(), 1, "one line for the slow statement: {log}");
     let line = slow[0];
@@ -550,7 +569,10 @@ async fn a_slow_statement_is_logged_once_when_the_threshold_is_set_and_not_when_
     ] {
         assert!(line.contains(field), "`{field}` missing in {line}");
     }
-    assert!(!line.contains(&id.to_string()), "literals are masked: {line}");
+    assert!(
+        !line.contains(&id.to_string()),
+        "literals are masked: {line}"
+    );
     let time_ms: f64 = line
         .split("time_ms=")
         .nth(1)
@@ -558,7 +580,10 @@ async fn a_slow_statement_is_logged_once_when_the_threshold_is_set_and_not_when_
         .and_then(|ms| ms.parse().ok())
         .unwrap_or_else(|| panic!("time_ms in {line}"));
     assert!(time_ms >= 300.0, "{line}");
-    assert!(!log.contains("fast_on"), "a fast statement is not logged: {log}");
+    assert!(
+        !log.contains("fast_on"),
+        "a fast statement is not logged: {log}"
+    );
     assert!(!log.contains("slow_off"), "off by default: {log}");
     delete_pins(MASTER_A, &[41], &tag).await;
 }
@@ -569,14 +594,20 @@ async fn load_on_one_shard_puts_it_on_top_of_shard_stats_and_metrics() {
     let proxy = start_server("shard-stats", &test_config_yaml());
     let mut conn = app(&proxy).await;
     for _ in 0..40 {
-        conn.query_drop(format!("SELECT data FROM pins WHERE id = {}", pin_id(2077, 1)))
-            .await
-            .unwrap();
+        conn.query_drop(format!(
+            "SELECT data FROM pins WHERE id = {}",
+            pin_id(2077, 1)
+        ))
+        .await
+        .unwrap();
     }
     for shard in [5, 6, 7] {
-        conn.query_drop(format!("SELECT data FROM pins WHERE id = {}", pin_id(shard, 1)))
-            .await
-            .unwrap();
+        conn.query_drop(format!(
+            "SELECT data FROM pins WHERE id = {}",
+            pin_id(shard, 1)
+        ))
+        .await
+        .unwrap();
     }
     for _ in 0..2 {
         let error = conn
@@ -591,7 +622,11 @@ async fn load_on_one_shard_puts_it_on_top_of_shard_stats_and_metrics() {
     let top = admin_rows(&proxy, "SHOW SHARD STATS TOP 3").await;
     assert_eq!(top.len(), 3, "{top:?}");
     assert_eq!(
-        (&top[0]["fleet"][..], &top[0]["shard"][..], &top[0]["statements"][..]),
+        (
+            &top[0]["fleet"][..],
+            &top[0]["shard"][..],
+            &top[0]["statements"][..]
+        ),
         ("main", "2077", "40"),
         "{top:?}"
     );
@@ -604,12 +639,18 @@ async fn load_on_one_shard_puts_it_on_top_of_shard_stats_and_metrics() {
     let metrics = proxy.listening.metrics.expect("metrics endpoint");
     let response = http(metrics, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
     let line = "shardgate_hot_shard_statements{fleet=\"main\",shard=\"2077\",rank=\"1\"} 40";
-    assert!(response.lines().any(|l| l == line), "missing `{line}` in:\n{response}");
+    assert!(
+        response.lines().any(|l| l == line),
+        "missing `{line}` in:\n{response}"
+    );
     let hot = response
         .lines()
         .filter(|l| l.starts_with("shardgate_hot_shard_statements{"))
         .count();
-    assert_eq!(hot, 5, "one sample per shard that ran a statement, at most 10");
+    assert_eq!(
+        hot, 5,
+        "one sample per shard that ran a statement, at most 10"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -619,7 +660,9 @@ async fn many_statement_shapes_keep_the_digest_table_at_its_bound() {
     let mut conn = app(&proxy).await;
     let shapes = 500;
     for i in 0..shapes {
-        conn.query_drop(format!("SELECT {i} AS c{i}")).await.unwrap();
+        conn.query_drop(format!("SELECT {i} AS c{i}"))
+            .await
+            .unwrap();
     }
     let rows = admin_rows(&proxy, "SHOW DIGESTS").await;
     assert!(rows.len() <= 32, "{} digests kept", rows.len());
@@ -662,7 +705,11 @@ impl Drop for JsonServe {
 
 impl JsonServe {
     /// The first line (waiting up to 20 s) for which `wanted` holds.
-    fn line(&mut self, what: &str, wanted: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    fn line(
+        &mut self,
+        what: &str,
+        wanted: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
         if let Some(found) = self.seen.iter().find(|line| wanted(line)) {
             return found.clone();
         }
@@ -687,7 +734,10 @@ async fn json_log_lines_carry_the_sessions_connection_id_and_user() {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shardgate"))
         .args(["serve", "--log-format", "json", "--config"])
         .arg(&config)
-        .env("RUST_LOG", "info,shardgate::frontend=debug,shardgate::engine=debug")
+        .env(
+            "RUST_LOG",
+            "info,shardgate::frontend=debug,shardgate::engine=debug",
+        )
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -718,7 +768,11 @@ async fn json_log_lines_carry_the_sessions_connection_id_and_user() {
         .and_then(|addr| addr.parse().ok())
         .unwrap_or_else(|| panic!("client address in {started}"));
     let mut conn = connect_to(client, APP_USER, APP_PASSWORD).await.unwrap();
-    let id: u32 = conn.query_first("SELECT CONNECTION_ID()").await.unwrap().unwrap();
+    let id: u32 = conn
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap();
     conn.query_drop(format!(
         "SELECT data FROM pins WHERE id IN ({}, {})",
         pin_id(3, 1),
@@ -732,7 +786,9 @@ async fn json_log_lines_carry_the_sessions_connection_id_and_user() {
             .and_then(|spans| spans.iter().find(|span| span["name"] == "session"))
             .cloned()
     };
-    let logged_in = serve.line("`logged in`", |l| message(l).as_deref() == Some("logged in"));
+    let logged_in = serve.line("`logged in`", |l| {
+        message(l).as_deref() == Some("logged in")
+    });
     let span = session(&logged_in).unwrap_or_else(|| panic!("a session span in {logged_in}"));
     assert_eq!(span["connection_id"], u64::from(id), "{logged_in}");
     assert_eq!(span["user"], APP_USER, "{logged_in}");

@@ -254,7 +254,10 @@ impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ParseError::Unknown(text) if text.is_empty() => {
-                write!(f, "empty admin command; the admin port accepts (HELP shows their arguments):")?;
+                write!(
+                    f,
+                    "empty admin command; the admin port accepts (HELP shows their arguments):"
+                )?;
                 write_command_list(f)
             }
             ParseError::Unknown(text) => {
@@ -548,7 +551,10 @@ fn parse_show_shard(rest: &[Token]) -> Result<Command, ParseError> {
 }
 
 /// `ORDER BY <word>` at the start of `rest`: the word and what follows.
-fn order_by<'r>(rest: &'r [Token], form: &'static str) -> Result<Option<(&'r str, &'r [Token])>, ParseError> {
+fn order_by<'r>(
+    rest: &'r [Token],
+    form: &'static str,
+) -> Result<Option<(&'r str, &'r [Token])>, ParseError> {
     match rest {
         [order, by, word, tail @ ..] if order.is("ORDER") && by.is("BY") => {
             Ok(Some((word.text(), tail)))
@@ -613,7 +619,10 @@ fn parse_show_shard_stats(rest: &[Token]) -> Result<Command, ParseError> {
 fn count(text: &str, what: &str, form: &'static str) -> Result<usize, ParseError> {
     match text.parse::<usize>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(bad(form, format!("{what} needs a positive number, not '{text}'"))),
+        _ => Err(bad(
+            form,
+            format!("{what} needs a positive number, not '{text}'"),
+        )),
     }
 }
 

@@ -83,7 +83,13 @@ impl Engine {
         let result = self
             .route_and_run(state, sql, placement, more, client, &mut routed)
             .await;
-        self.observe(state, sql, &routed, started.elapsed(), client.last_was_error());
+        self.observe(
+            state,
+            sql,
+            &routed,
+            started.elapsed(),
+            client.last_was_error(),
+        );
         result
     }
 

@@ -367,7 +367,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                         Err(overflow) if last => {
                             write_refusal(client, frame.seq(), &overflow).await?;
                             return Ok(RelayOutcome {
-                rows,
+                                rows,
                                 status: info.status,
                                 failed: true,
                                 last_insert_id,
@@ -407,7 +407,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                             continue;
                         }
                         return Ok(RelayOutcome {
-                rows,
+                            rows,
                             status: info.status,
                             failed: false,
                             last_insert_id,
@@ -432,7 +432,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                         {
                             write_refusal(client, frame.seq(), &overflow).await?;
                             return Ok(RelayOutcome {
-                rows,
+                                rows,
                                 status: StatusFlags::empty(),
                                 failed: true,
                                 last_insert_id,

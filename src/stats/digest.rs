@@ -250,7 +250,11 @@ impl Digests {
         let mut entries: Vec<(u64, Entry)> = Vec::new();
         for part in &self.parts {
             let part = lock(part);
-            entries.extend(part.entries.iter().map(|(&key, entry)| (key, entry.clone())));
+            entries.extend(
+                part.entries
+                    .iter()
+                    .map(|(&key, entry)| (key, entry.clone())),
+            );
         }
         let key = |entry: &Entry| match order {
             DigestOrder::TotalTime => entry.total_us,

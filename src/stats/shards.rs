@@ -202,7 +202,10 @@ mod tests {
         let top = stats.top(ShardOrder::Statements, 10);
         assert_eq!(top.len(), 3);
         assert_eq!((top[0].fleet.as_str(), top[0].shard), ("main", 4095));
-        assert_eq!((top[0].statements, top[0].errors, top[0].time_us), (5, 0, 5000));
+        assert_eq!(
+            (top[0].statements, top[0].errors, top[0].time_us),
+            (5, 0, 5000)
+        );
         let by_errors = stats.top(ShardOrder::Errors, 1);
         assert_eq!((by_errors[0].shard, by_errors[0].errors), (3, 1));
         let by_time = stats.top(ShardOrder::Time, 1);

@@ -639,7 +639,10 @@ pub fn captured_log(target: &'static str) -> String {
     struct Capture;
     impl Write for Capture {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            LINES.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(buf);
+            LINES
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(buf);
             Ok(buf.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {

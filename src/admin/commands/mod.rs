@@ -53,14 +53,10 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
         Command::ShowHosts => Ok(show_hosts::answer(engine)),
         Command::ShowStats => Ok(show_stats::answer(engine)),
         Command::ShowDigests { order, limit } => Ok(show_digests::answer(engine, order, limit)),
-        Command::ResetDigests => logged(
-            context,
-            "RESET DIGESTS",
-            Ok(reset_digests::answer(engine)),
-        ),
-        Command::ShowShardStats { top, order } => {
-            Ok(show_shard_stats::answer(engine, top, order))
+        Command::ResetDigests => {
+            logged(context, "RESET DIGESTS", Ok(reset_digests::answer(engine)))
         }
+        Command::ShowShardStats { top, order } => Ok(show_shard_stats::answer(engine, top, order)),
         Command::ShowConfig => Ok(show_config::answer(context.control)),
         Command::ShowProxies => show_proxies::answer(context.control).await,
         Command::ReloadConfig => logged(

@@ -168,13 +168,15 @@ pub const MAX_DIGEST_TEXT_BYTES: usize = 1024;
 /// digest seen for the first time. A statement the lexer cannot read gets
 /// one digest shared by all such statements, with no text of theirs.
 pub fn statement_digest(sql: &[u8], ctx: &RouteContext) -> (u64, String) {
-    let tokens = lex::lex(sql, &ctx.lex, ctx.max_tokens).ok().and_then(|lexed| {
-        let tokens = Tokenizer::new(&MySqlDialect {}, &lexed.shadow)
-            .tokenize_with_location()
-            .ok()?;
-        lex::check_tokens(&lexed, &tokens).ok()?;
-        Some(tokens)
-    });
+    let tokens = lex::lex(sql, &ctx.lex, ctx.max_tokens)
+        .ok()
+        .and_then(|lexed| {
+            let tokens = Tokenizer::new(&MySqlDialect {}, &lexed.shadow)
+                .tokenize_with_location()
+                .ok()?;
+            lex::check_tokens(&lexed, &tokens).ok()?;
+            Some(tokens)
+        });
     match tokens {
         Some(tokens) => (
             parse_cache::digest(&tokens),

@@ -356,7 +356,10 @@ fn is_masked(token: &Token) -> bool {
 }
 
 /// Calls `piece` for every [`DigestPiece`] of `tokens`.
-pub(super) fn digest_pieces<'a>(tokens: &'a [TokenWithSpan], mut piece: impl FnMut(DigestPiece<'a>)) {
+pub(super) fn digest_pieces<'a>(
+    tokens: &'a [TokenWithSpan],
+    mut piece: impl FnMut(DigestPiece<'a>),
+) {
     let mut after_literal = false;
     let mut pending_comma: Option<&Token> = None;
     let mut collapsed = false;
@@ -594,7 +597,10 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c, "one value is not a list");
         let (d, text) = digest_of("INSERT INTO pins (id, data) VALUES (1, 'a'), (2, 'b')");
-        assert_eq!(text, "INSERT INTO pins (id, data) VALUES (?, ...), (?, ...)");
+        assert_eq!(
+            text,
+            "INSERT INTO pins (id, data) VALUES (?, ...), (?, ...)"
+        );
         let (e, _) = digest_of("INSERT INTO pins (id, data) VALUES (3, 'c'), (4, 'd')");
         assert_eq!(d, e);
         let (_, text) = digest_of("SELECT f(1, x), 2");
