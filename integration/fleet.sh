@@ -41,6 +41,9 @@
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+LOG_TAG=fleet
+# shellcheck source=integration/lib.sh
+. "$SCRIPT_DIR/lib.sh"
 FLEET_DIR="${SHARDGATE_FLEET_DIR:-$SCRIPT_DIR/.fleet}"
 WAIT_SECS="${SHARDGATE_FLEET_WAIT:-60}"
 STOP_WAIT_SECS=20
@@ -74,9 +77,6 @@ declare -A SERVER_ID=([3307]=1 [3308]=2 [3309]=3 [3310]=4)
 # Replica port -> its master's port.
 declare -A REPLICA_OF=([3309]=3307)
 
-log() { printf '[fleet] %s\n' "$*" >&2; }
-die() { printf '[fleet] ERROR: %s\n' "$*" >&2; exit 1; }
-
 # ---------------------------------------------------------------- install
 
 # Installs mariadb-server and mariadb-client with apt when they are missing.
@@ -92,20 +92,9 @@ ensure_mariadb() {
         return 0
     fi
     command -v apt-get >/dev/null 2>&1 || die "mariadbd not found and apt-get is not available; install MariaDB server and client"
-    local sudo=()
-    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    log "installing mariadb-server and mariadb-client with apt"
-    "${sudo[@]}" apt-get update -qq
     # Do not let the package start (or enable) the system-wide server: the fleet
-    # runs its own instances. policy-rc.d makes invoke-rc.d skip the start.
-    local policy=/usr/sbin/policy-rc.d created_policy=0
-    if [ ! -e "$policy" ]; then
-        printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
-        "${sudo[@]}" chmod +x "$policy"
-        created_policy=1
-    fi
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq mariadb-server mariadb-client >/dev/null
-    [ "$created_policy" -eq 1 ] && "${sudo[@]}" rm -f "$policy"
+    # runs its own instances.
+    apt_install --no-start mariadb-server mariadb-client
     command -v mariadbd >/dev/null 2>&1 || die "mariadbd still missing after apt-get install"
 }
 
@@ -158,7 +147,7 @@ running_pid() {
 
 # The defaults file of a running mariadbd, from its command line.
 foreign_fleet_cnf() {
-    tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null | sed -n 's/^--defaults-file=//p' | head -n 1
+    cmdline "$1" | sed -n 's/^--defaults-file=//p' | head -n 1
 }
 
 # Pid of a mariadbd started by fleet.sh from ANOTHER fleet directory for
@@ -177,11 +166,6 @@ foreign_fleet_pid() {
         echo "$pid"
         return 0
     done
-}
-
-port_in_use() {
-    # True if something listens on 127.0.0.1:PORT.
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
 # ---------------------------------------------------------------- config
@@ -273,13 +257,9 @@ launch() {
         elif [ -n "$other" ]; then
             die "$port: held by another shardgate fleet (pid $other, $(foreign_fleet_cnf "$other")); stop it with: SHARDGATE_FLEET_DIR=$(dirname "$(dirname "$(foreign_fleet_cnf "$other")")") $0 stop   (or set SHARDGATE_FLEET_REPLACE=1)"
         else
-            die "$port: port is in use by another process (not a shardgate fleet instance)"
+            die "$port: port is in use by $(describe_port_holder "$port"), not a shardgate fleet instance"
         fi
-        local deadline=$((SECONDS + 10))
-        while port_in_use "$port"; do
-            [ "$SECONDS" -lt "$deadline" ] || die "$port: port still in use"
-            sleep 0.1
-        done
+        wait_port_free "$port"
     fi
     mkdir -p "$(inst_dir "$port")"
     write_cnf "$port"
@@ -389,29 +369,11 @@ start_ports() {
 
 # ---------------------------------------------------------------- stop
 
-# True while PID exists and is not a zombie (an orphaned server that has
-# exited may linger as a zombie until init reaps it).
-alive() {
-    local state
-    state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true)"
-    [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
-}
-
 # Waits up to STOP_WAIT_SECS for PID (the server on PORT) to exit, then
 # SIGKILLs it.
 wait_exit() {
-    local port=$1 pid=$2 deadline
-    deadline=$((SECONDS + STOP_WAIT_SECS))
-    while alive "$pid"; do
-        if [ "$SECONDS" -ge "$deadline" ]; then
-            log "$port: no exit after ${STOP_WAIT_SECS}s; SIGKILL"
-            kill -KILL "$pid" 2>/dev/null || true
-            sleep 0.2
-            break
-        fi
-        sleep 0.05
-    done
-    rm -f "$(pid_file "$port")"
+    kill_after "$2" "$STOP_WAIT_SECS" "$1"
+    rm -f "$(pid_file "$1")"
 }
 
 # Stops the given ports: SIGTERM to all at once (a clean InnoDB shutdown),
@@ -501,7 +463,7 @@ case "$cmd" in
         rm -rf "$FLEET_DIR"
         ;;
     *)
-        sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
+        usage "$0"
         [ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || [ "$cmd" = --help ] || exit 2
         ;;
 esac

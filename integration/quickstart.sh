@@ -17,10 +17,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-section() { printf '\n===== %s\n' "$*"; }
-
-command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:$PATH"
-command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install the Rust toolchain (https://rustup.rs)" >&2; exit 1; }
+# shellcheck source=integration/lib.sh
+. integration/lib.sh
+ensure_cargo
 
 section "MariaDB (installed with apt if missing)"
 integration/fleet.sh install

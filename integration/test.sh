@@ -29,8 +29,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-STARTED=$SECONDS
-section() { printf '\n===== %s  [%ds]\n' "$*" "$((SECONDS - STARTED))"; }
+# shellcheck source=integration/lib.sh
+. integration/lib.sh
 
 CI="${CI:-false}"
 if [ "$CI" = true ]; then
@@ -61,8 +61,7 @@ if [ "$CI" = true ]; then
     trap finish EXIT
 fi
 
-command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:$PATH"
-command -v cargo >/dev/null 2>&1 || { echo "cargo not found (install the Rust toolchain)" >&2; exit 1; }
+ensure_cargo
 
 section "build (cargo build)"
 cargo --version

@@ -40,6 +40,9 @@
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+LOG_TAG=zookeeper
+# shellcheck source=integration/lib.sh
+. "$SCRIPT_DIR/lib.sh"
 ZK_DIR="${SHARDGATE_ZK_DIR:-$SCRIPT_DIR/.zookeeper}"
 PORT="${SHARDGATE_ZK_PORT:-2281}"
 WAIT_SECS="${SHARDGATE_ZK_WAIT:-30}"
@@ -60,9 +63,6 @@ MAIN_CLASS=org.apache.zookeeper.server.quorum.QuorumPeerMain
 # checkout's, and both from an unrelated process.
 MARKER=-Dshardgate.zookeeper.dir=
 
-log() { printf '[zookeeper] %s\n' "$*" >&2; }
-die() { printf '[zookeeper] ERROR: %s\n' "$*" >&2; exit 1; }
-
 case "$PORT" in
     '' | *[!0-9]*) die "SHARDGATE_ZK_PORT must be a port number, not '$PORT'" ;;
 esac
@@ -77,19 +77,9 @@ ensure_zookeeper() {
         return 0
     fi
     command -v apt-get >/dev/null 2>&1 || die "$ZK_JAR or java not found and apt-get is not available; install ZooKeeper 3.8 and a JRE"
+    apt_install --no-start zookeeperd
     local sudo=()
     [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    log "installing zookeeperd with apt"
-    "${sudo[@]}" apt-get update -qq
-    # policy-rc.d makes invoke-rc.d skip the package's start of its service.
-    local policy=/usr/sbin/policy-rc.d created_policy=0
-    if [ ! -e "$policy" ]; then
-        printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
-        "${sudo[@]}" chmod +x "$policy"
-        created_policy=1
-    fi
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq zookeeperd >/dev/null
-    [ "$created_policy" -eq 1 ] && "${sudo[@]}" rm -f "$policy"
     # Should a packaged server have started anyway, stop it and keep it off.
     if [ -x /etc/init.d/zookeeper ]; then
         "${sudo[@]}" /etc/init.d/zookeeper stop >/dev/null 2>&1 || true
@@ -106,11 +96,6 @@ check_java() {
 }
 
 # ---------------------------------------------------------------- state
-
-cmdline() { tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null || true; }
-
-# PID's command line on one line, cut to 100 characters.
-command_of() { cmdline "$1" | tr '\n' ' ' | cut -c1-100 | sed 's/ *$//'; }
 
 # Who holds the port, for messages: "pid N (another checkout's test
 # ZooKeeper, DIR)" or "pid N (COMMAND)".
@@ -129,18 +114,6 @@ describe_pid() {
 marker_dir()  { cmdline "$1" | sed -n "s/^$MARKER//p" | head -n 1; }
 marker_port() { cmdline "$1" | sed -n 's/^-Dshardgate.zookeeper.port=//p' | head -n 1; }
 
-# True while PID exists and is not a zombie.
-alive() {
-    local state
-    state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true)"
-    [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
-}
-
-# True if PID is stopped by a signal (frozen).
-frozen() {
-    [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true)" = T ]
-}
-
 # Prints the pid of the server running from ZK_DIR, or nothing.
 running_pid() {
     local pid
@@ -156,26 +129,6 @@ running_pid() {
             echo "$pid"
             return 0
         fi
-    done
-}
-
-port_in_use() {
-    # True if something accepts connections on 127.0.0.1:PORT.
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# Pid of the process listening on TCP PORT, or nothing (another user's
-# process cannot be seen without root).
-port_holder() {
-    local port=$1 pid inode
-    if command -v ss >/dev/null 2>&1; then
-        pid="$(ss -Hltnp "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | head -n 1 || true)"
-        [ -n "$pid" ] && { echo "${pid#pid=}"; return 0; }
-    fi
-    for inode in $(awk -v p="$(printf ':%04X' "$port")" \
-        '$4 == "0A" && substr($2, length($2) - 4) == p { print $10 }' /proc/net/tcp /proc/net/tcp6 2>/dev/null); do
-        pid="$(find /proc/[0-9]*/fd -lname "socket:\[$inode\]" 2>/dev/null | head -n 1 | cut -d/ -f3 || true)"
-        [ -n "$pid" ] && { echo "$pid"; return 0; }
     done
 }
 
@@ -228,11 +181,7 @@ claim_port() {
     fi
     log "port $PORT is held by $(describe_pid "$other"); stopping it (SHARDGATE_ZK_REPLACE=1)"
     stop_pid "$other"
-    local deadline=$((SECONDS + 10))
-    while port_in_use "$PORT"; do
-        [ "$SECONDS" -lt "$deadline" ] || die "port $PORT still in use"
-        sleep 0.1
-    done
+    wait_port_free "$PORT"
 }
 
 # True once the server answers `imok` and serves requests: it answers ruok
@@ -314,19 +263,9 @@ start() {
 # SIGTERM to PID (thawed first if frozen: a stopped process cannot act on
 # it), up to STOP_WAIT_SECS for it to exit, then SIGKILL.
 stop_pid() {
-    local pid=$1 deadline
-    kill -TERM "$pid" 2>/dev/null || true
-    kill -CONT "$pid" 2>/dev/null || true
-    deadline=$((SECONDS + STOP_WAIT_SECS))
-    while alive "$pid"; do
-        if [ "$SECONDS" -ge "$deadline" ]; then
-            log "pid $pid: no exit after ${STOP_WAIT_SECS}s; SIGKILL"
-            kill -KILL "$pid" 2>/dev/null || true
-            sleep 0.2
-            break
-        fi
-        sleep 0.05
-    done
+    kill -TERM "$1" 2>/dev/null || true
+    kill -CONT "$1" 2>/dev/null || true
+    kill_after "$1" "$STOP_WAIT_SECS"
 }
 
 stop() {
@@ -422,7 +361,7 @@ case "$cmd" in
         signal_server CONT
         ;;
     *)
-        awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
+        usage "$0"
         [ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || [ "$cmd" = --help ] || exit 2
         ;;
 esac

@@ -6,6 +6,9 @@
 //! - every admin command the parser knows is in `docs/reference/admin.md`,
 //!   and every one listed there exists; the same for the metric families
 //!   of `/metrics` in `docs/reference/metrics.md`;
+//! - every command of the command line (the `shardgate` root and each
+//!   leaf subcommand clap knows) has a section in `docs/reference/cli.md`
+//!   with each of its long flags, and every section and flag there exists;
 //! - every relative link of README.md, ARCHITECTURE.md, BENCHMARKS.md,
 //!   RELIABILITY.md and `docs/**/*.md` names an existing file (and heading).
 //!
@@ -25,6 +28,7 @@ use serde::de::{
 use serde::Deserialize;
 
 use crate::admin::parse::COMMANDS;
+use crate::cli::Cli;
 use crate::stats::{prometheus, Histogram, HostFigures, Stats};
 use crate::topology::bootstrap::Bootstrap;
 use crate::topology::config::Config;
@@ -355,6 +359,7 @@ fn compare(what: &str, code: &BTreeSet<String>, documented: &BTreeSet<String>, d
 const CONFIGURATION: &str = "docs/reference/configuration.md";
 const ADMIN: &str = "docs/reference/admin.md";
 const METRICS: &str = "docs/reference/metrics.md";
+const CLI: &str = "docs/reference/cli.md";
 
 #[test]
 fn every_config_key_is_documented_and_every_documented_key_exists() {
@@ -476,6 +481,88 @@ fn every_metric_is_documented_and_every_documented_one_exists() {
         .filter(|name| name.starts_with("shardgate_"))
         .collect();
     compare("metric families", &families, &documented, METRICS);
+}
+
+/// The commands of the command line, as `shardgate fleet move` (the root
+/// and every command without subcommands of its own), each with its long
+/// flags as `shardgate fleet move --dry-run`; the global flags belong to
+/// the root.
+fn cli_commands_and_flags() -> BTreeSet<String> {
+    fn walk(command: &clap::Command, path: &str, out: &mut BTreeSet<String>) {
+        let mut leaf = true;
+        for sub in command.get_subcommands() {
+            leaf = false;
+            walk(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+        if leaf || path == "shardgate" {
+            out.insert(path.to_owned());
+            for long in command.get_arguments().filter_map(clap::Arg::get_long) {
+                out.insert(format!("{path} --{long}"));
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(
+        &<Cli as clap::CommandFactory>::command(),
+        "shardgate",
+        &mut out,
+    );
+    out
+}
+
+/// The commands `docs/reference/cli.md` documents (its `` ### `shardgate
+/// ...` `` headings under `## Every command and flag`) and the long flags
+/// of each (the lines of its section's help text that start with a flag),
+/// as [`cli_commands_and_flags`] writes them; `--help` and `--version`,
+/// which clap adds to every command, are left out.
+fn documented_commands_and_flags(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut inside = false;
+    let mut command: Option<String> = None;
+    for line in text.lines() {
+        if line.starts_with("## ") {
+            inside = line == "## Every command and flag";
+            command = None;
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        if let Some(heading) = line.strip_prefix("### ") {
+            let name = heading.trim().trim_matches('`').to_owned();
+            out.insert(name.clone());
+            command = Some(name);
+            continue;
+        }
+        let Some(command) = &command else { continue };
+        let flag = line
+            .trim_start()
+            .split([',', ' ', '='])
+            .find(|word| word.starts_with("--"));
+        if line.trim_start().starts_with('-') {
+            if let Some(flag) = flag.filter(|f| *f != "--help" && *f != "--version") {
+                out.insert(format!("{command} {flag}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_cli_command_and_flag_is_documented_and_every_documented_one_exists() {
+    let code = cli_commands_and_flags();
+    assert!(
+        code.contains("shardgate fleet migrate --concurrency-per-host")
+            && code.contains("shardgate --zk-auth-file")
+            && code.contains("shardgate config get"),
+        "{code:?}"
+    );
+    compare(
+        "commands and flags",
+        &code,
+        &documented_commands_and_flags(&read(CLI)),
+        CLI,
+    );
 }
 
 /// The anchor GitHub gives a heading: lower case, punctuation but `-` and

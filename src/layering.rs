@@ -13,20 +13,23 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. A module may use modules of its own layer or
 /// of a lower one; `main.rs` (the binary) and `lib.rs` may use anything.
+/// `cli` is alone on the top layer: nothing in the library uses it.
 const LAYERS: &[&[&str]] = &[
     // Pure parts and shared vocabulary: no sockets, no pools.
     &[
         "id", "sync", "clock", "protocol", "topology", "router", "error",
     ],
-    // Hosts, fleet tooling, counters and the accept loop; nothing of the
+    // Hosts, operator tooling, counters and the accept loop; nothing of the
     // statement path.
-    &["backend", "stats", "fleet", "net"],
+    &["backend", "stats", "ops", "net"],
     // The statement path: executes plans.
     &["engine"],
     // Sessions, the admin port and the control plane.
     &["frontend", "admin", "control"],
     // Wires everything into a running proxy.
     &["server"],
+    // The command line; `main.rs` only calls `cli::main`.
+    &["cli"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
@@ -281,6 +284,44 @@ fn modules_only_use_their_own_or_lower_layers() {
         violations.is_empty(),
         "imports that point up:\n{}",
         violations.join("\n")
+    );
+}
+
+#[test]
+fn nothing_uses_the_command_line() {
+    let users: Vec<String> = sources(&src_root())
+        .iter()
+        .filter(|source| source.path[0] != "cli")
+        .filter(|source| first_segments(&source.code, "crate::").contains("cli"))
+        .map(|source| format!("src/{}", source.path.join("/")))
+        .collect();
+    assert!(users.is_empty(), "modules that use crate::cli: {users:?}");
+    let main = fs::read_to_string(src_root().join("main.rs")).unwrap_or_default();
+    assert!(
+        main.contains("shardgate::cli::main()"),
+        "src/main.rs should only call shardgate::cli::main()"
+    );
+}
+
+#[test]
+fn unit_tests_are_a_tests_module_at_its_default_path() {
+    // Written in two pieces, so that this file does not match itself.
+    let path_attribute = ["#[", "path"].concat();
+    let mut files = Vec::new();
+    collect(&src_root(), &mut files);
+    let odd: Vec<String> = files
+        .iter()
+        .filter(|file| {
+            let name = file.file_name().unwrap_or_default().to_string_lossy();
+            let code = without_comments(&fs::read_to_string(file).unwrap_or_default());
+            name.ends_with("_tests.rs") || code.contains(&path_attribute)
+        })
+        .map(|file| file.display().to_string())
+        .collect();
+    assert!(
+        odd.is_empty(),
+        "unit tests go in `mod tests` inline or in <module>/tests.rs (docs/testing.md), \
+         without a path attribute or *_tests.rs: {odd:?}"
     );
 }
 

@@ -9,14 +9,15 @@
 
 pub mod admin;
 pub mod backend;
+pub mod cli;
 pub mod clock;
 pub mod control;
 pub mod engine;
 pub mod error;
-pub mod fleet;
 pub mod frontend;
 pub mod id;
 pub mod net;
+pub mod ops;
 pub mod protocol;
 pub mod router;
 pub mod server;

@@ -70,7 +70,7 @@ for ((round = 1; round <= IDLE_ROUNDS; round++)); do
     if [[ "$mode" == proxy ]]; then
       target=("$PROXY_PORT" "$APP_USER" "$APP_PASSWORD") server=$PROXY_PID
     else
-      target=("$MASTER_PORT" "$BACKEND_USER" "$BACKEND_PASSWORD") server=$(pid_of_port "$MASTER_PORT")
+      target=("$MASTER_PORT" "$BACKEND_USER" "$BACKEND_PASSWORD") server=$(port_holder "$MASTER_PORT")
     fi
     out=$(python3 "$CLIENT" logins 127.0.0.1 "${target[@]}" "$IDLE_LOGINS" "$IDLE_LOGIN_CONCURRENCY" "${server:-0}") ||
       die "$mode logins failed: $out"

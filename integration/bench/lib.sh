@@ -5,10 +5,11 @@
 # are removed / stopped on exit.
 #
 # Functions:
-#   log, die                          messages on stderr
+#   log, die                          messages on stderr, with the time
+#   (and integration/lib.sh's: port_holder, kill_after, apt_install, ...)
 #   ensure_sysbench, ensure_haproxy   install from apt if missing
 #   seed_rows                         seed BENCH_SHARDS x BENCH_ROWS pins on master A, write $IDS
-#   free_port, pid_of_port
+#   free_port
 #   build_proxy, start_proxy          release build (BENCH_BUILD / BENCH_REV), start on free ports
 #   check_proxy_rows                  text (and, with BENCH_PS=1, prepared) reads equal the master's
 #   start_haproxy                     HAProxy 'mode tcp', 'nbthread 1' in front of master A
@@ -20,6 +21,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HERE="$ROOT/integration/bench"
 LUA="$HERE/point_select.lua"
 LOG_TAG=${LOG_TAG:-bench}
+# shellcheck source=integration/lib.sh
+source "$ROOT/integration/lib.sh"
 
 BENCH_SHARDS=${BENCH_SHARDS:-64}
 BENCH_SHARD_STEP=${BENCH_SHARD_STEP:-32}
@@ -42,6 +45,7 @@ SHARDGATE_BIN=${SHARDGATE_BIN:-$ROOT/target/release/shardgate}
 PIN_TYPE=1          # types.pin in config/shardgate.yaml
 MASTER_A_LAST=2047  # master A (3307) holds shards 0..2047
 
+# integration/lib.sh's log and die, with the time.
 log() { printf '[%s %s] %s\n' "$LOG_TAG" "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
@@ -53,8 +57,7 @@ HAPROXY_PORT=
 stop_pid() {
   [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null || return 0
   kill "$1" 2>/dev/null || true
-  for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-  kill -9 "$1" 2>/dev/null || true
+  kill_after "$1" 5
 }
 cleanup() {
   local rc=$?
@@ -71,11 +74,6 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------- tools
-apt_install() {
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y "$1" >/dev/null 2>&1 ||
-    { apt-get update >/dev/null && apt-get install -y "$1" >/dev/null; }
-}
 ensure_sysbench() {
   command -v sysbench >/dev/null && return 0
   log "installing sysbench"
@@ -158,7 +156,6 @@ free_port() {
   done
   die "no free port"
 }
-pid_of_port() { ss -Htlnp "sport = :$1" | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2; }
 
 # ---------------------------------------------------------------- proxy
 # Sets SHARDGATE_BIN to a release binary: BENCH_REV builds that commit from a
@@ -421,13 +418,13 @@ measure() {
   relay=$(relay_pid "$mode")
   before=$(wait_quiet)
   # The fleet may have been restarted by someone else's test: look the master up each time.
-  MASTER_PID=$(pid_of_port "$MASTER_PORT")
+  MASTER_PID=$(port_holder "$MASTER_PORT")
   read -r ce0 cp0 cs0 < <(master_counters)
   p0=$(cpu_ticks "$relay"); m0=$(cpu_ticks "$MASTER_PID"); read -r b0 t0 u0 i0 < <(machine_ticks)
   run_sysbench "$mode" "$threads" "$BENCH_TIME" "$out"
   p1=$(cpu_ticks "$relay"); m1=$(cpu_ticks "$MASTER_PID"); read -r b1 t1 u1 i1 < <(machine_ticks)
   read -r ce1 cp1 cs1 < <(master_counters)
-  [[ "$(pid_of_port "$MASTER_PORT")" == "$MASTER_PID" ]] || die "the master on $MASTER_PORT restarted during the run"
+  [[ "$(port_holder "$MASTER_PORT")" == "$MASTER_PID" ]] || die "the master on $MASTER_PORT restarted during the run"
   read -r qps p50 p95 errs sbcpu queries reports < <(parse_run "$out")
   ((reports == threads)) || die "$reports of $threads sysbench threads reported their row checks ($out)"
   ((errs == 0)) || die "$errs lookups did not return exactly one row ($out)"

@@ -28,21 +28,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DRIVERS="$ROOT/integration/drivers"
 VENV="$ROOT/integration/.venv"
 
-log() { printf '[drivers setup] %s\n' "$*" >&2; }
-die() { printf '[drivers setup] ERROR: %s\n' "$*" >&2; exit 1; }
-
-APT_UPDATED=0
-apt_install() {
-    command -v apt-get >/dev/null 2>&1 || die "need $*, and apt-get is not available: install them by hand"
-    local sudo=()
-    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    if [ "$APT_UPDATED" -eq 0 ]; then
-        "${sudo[@]}" apt-get update -qq
-        APT_UPDATED=1
-    fi
-    log "apt-get install $*"
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
-}
+LOG_TAG="drivers setup"
+# shellcheck source=integration/lib.sh
+. "$ROOT/integration/lib.sh"
 
 digest() { cat "$@" | sha256sum | cut -d' ' -f1; }
 

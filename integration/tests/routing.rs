@@ -407,7 +407,7 @@ fn wrong_password_is_refused_with_1045() {
 
 #[tokio::test]
 async fn full_fleet_every_shard_database_is_on_its_master() {
-    let report = shardgate::fleet::verify(&topology()).await.expect("verify");
+    let report = shardgate::ops::verify(&topology()).await.expect("verify");
     assert!(report.is_ok(), "{report:?}");
     assert_eq!(report.expected, 8192);
     let mut conn = client().await;

@@ -16,7 +16,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::{config_path, database_exists, repo_root, topology, Deadline, OPS_PASSWORD, OPS_USER};
-use shardgate::fleet::{kind, verify_with_schema, Problem, VerifyReport};
+use shardgate::ops::{kind, verify_with_schema, Problem, VerifyReport};
 use shardgate::topology::Topology;
 
 /// The tests change the fleet; one at a time.

@@ -24,9 +24,9 @@ use crate::control::pause::{FleetPauseError, PauseError};
 use crate::control::reload::ReloadError;
 use crate::control::zookeeper::ZkError;
 use crate::control::Control;
-use crate::fleet::FleetError;
 use crate::frontend::handshake::{refuse_too_many_connections, LoginBounds};
 use crate::id::IdError;
+use crate::ops::OpsError;
 use crate::router::RouteError;
 
 pub use answer::{Answer, Cell};
@@ -129,7 +129,7 @@ pub enum AdminError {
     Id(#[from] IdError),
     /// `VERIFY FLEET` could not run (1105).
     #[error("VERIFY FLEET could not run: {0}")]
-    Fleet(#[from] FleetError),
+    Ops(#[from] OpsError),
     /// `RELOAD CONFIG` refused the file; the config in force stays (1105).
     #[error("RELOAD CONFIG: {0}")]
     Reload(#[from] ReloadError),
@@ -164,7 +164,7 @@ impl AdminError {
             AdminError::Argument(_) | AdminError::Id(_) => ErrorKind::ER_WRONG_ARGUMENTS,
             AdminError::Route(error) => ErrorKind::from(error.code()),
             AdminError::Cutover(error) if error.is_argument() => ErrorKind::ER_WRONG_ARGUMENTS,
-            AdminError::Fleet(_)
+            AdminError::Ops(_)
             | AdminError::Reload(_)
             | AdminError::Failover(_)
             | AdminError::Pause(_)

@@ -374,7 +374,7 @@ pub(crate) async fn connect(
     password: &str,
     timeout: Duration,
 ) -> Result<Conn, String> {
-    let opts = crate::fleet::connection_opts(addr, user, password).map_err(|e| e.to_string())?;
+    let opts = crate::ops::connection_opts(addr, user, password).map_err(|e| e.to_string())?;
     match tokio::time::timeout(timeout, Conn::new(opts)).await {
         Ok(Ok(conn)) => Ok(conn),
         Ok(Err(e)) => Err(format!("cannot connect: {e}")),

@@ -11,6 +11,7 @@ pub mod field_list;
 mod kill;
 mod lex_state;
 pub mod local_infile;
+pub mod long_values;
 mod merge;
 pub mod multi;
 mod observe;
@@ -22,6 +23,7 @@ mod server_info;
 pub mod session_state;
 pub mod sessions;
 mod transaction;
+pub mod transaction_state;
 mod venue;
 
 use crate::backend::pool::BackendSettings;

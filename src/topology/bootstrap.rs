@@ -9,7 +9,60 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::config::{Config, MetricsConfig};
+use super::prescan::PrescanError;
 use super::validate::check_address;
+
+/// Why a bootstrap file or a listen address of this process was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    /// The file cannot be read.
+    #[error("cannot read the bootstrap file {file}: {source}")]
+    Read {
+        /// The file, as given.
+        file: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not UTF-8.
+    #[error("bootstrap file {file} is not UTF-8 text: {source}")]
+    NotUtf8 {
+        /// The file, as given.
+        file: String,
+        /// Where the text stops being UTF-8.
+        #[source]
+        source: std::string::FromUtf8Error,
+    },
+    /// The file is beyond the pre-scan's bounds (size, nesting, aliases).
+    #[error("bootstrap file {file}: {source}")]
+    Bounds {
+        /// The file, as given.
+        file: String,
+        /// The bound it crosses.
+        #[source]
+        source: PrescanError,
+    },
+    /// The file is not YAML of the bootstrap keys.
+    #[error(
+        "bootstrap file {file}: {source}; it may hold only config, listen, admin_listen, \
+         metrics_listen, proxy_id, zookeeper_auth_file and zookeeper_allow_open_acl"
+    )]
+    Yaml {
+        /// The file, as given.
+        file: String,
+        /// The parser's error.
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// A listen address that is not `host:port`.
+    #[error("{key}: {message}")]
+    Address {
+        /// `listen`, `admin_listen` or `metrics_listen`.
+        key: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+}
 
 /// The bootstrap file, as written.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -41,27 +94,33 @@ pub struct Bootstrap {
 
 impl Bootstrap {
     /// Parses a bootstrap file's text (`source` names it in errors).
-    pub fn parse(text: &str, source: &str) -> Result<Self, String> {
+    pub fn parse(text: &str, source: &str) -> Result<Self, BootstrapError> {
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
-        super::prescan::check(text).map_err(|e| format!("bootstrap file {source}: {e}"))?;
-        serde_yaml::from_str(text).map_err(|e| {
-            format!(
-                "bootstrap file {source}: {e}; it may hold only config, listen, admin_listen, \
-                 metrics_listen, proxy_id, zookeeper_auth_file and zookeeper_allow_open_acl"
-            )
+        let file = || source.to_owned();
+        super::prescan::check(text).map_err(|source| BootstrapError::Bounds {
+            file: file(),
+            source,
+        })?;
+        serde_yaml::from_str(text).map_err(|source| BootstrapError::Yaml {
+            file: file(),
+            source,
         })
     }
 
     /// Reads and parses the bootstrap file at `path`.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let source = path.display().to_string();
-        let bytes = super::prescan::read_bounded(path)
-            .map_err(|e| format!("cannot read the bootstrap file {source}: {e}"))?;
-        let text = String::from_utf8(bytes)
-            .map_err(|e| format!("bootstrap file {source} is not UTF-8 text: {e}"))?;
-        Self::parse(&text, &source)
+    pub fn load(path: &Path) -> Result<Self, BootstrapError> {
+        let file = path.display().to_string();
+        let bytes = super::prescan::read_bounded(path).map_err(|source| BootstrapError::Read {
+            file: file.clone(),
+            source,
+        })?;
+        let text = String::from_utf8(bytes).map_err(|source| BootstrapError::NotUtf8 {
+            file: file.clone(),
+            source,
+        })?;
+        Self::parse(&text, &file)
     }
 
     /// These settings with `flags` laid over them (a flag given wins).
@@ -79,14 +138,12 @@ impl Bootstrap {
     }
 
     /// The listen addresses to lay over the document's, checked.
-    pub fn overrides(&self) -> Result<ListenOverrides, String> {
-        let check = |what: &str, addr: &Option<String>| -> Result<Option<String>, String> {
-            match addr {
-                Some(addr) => check_address(addr, true)
-                    .map(|()| Some(addr.clone()))
-                    .map_err(|e| format!("{what}: {e}")),
-                None => Ok(None),
-            }
+    pub fn overrides(&self) -> Result<ListenOverrides, BootstrapError> {
+        let check = |key: &'static str, addr: &Option<String>| match addr {
+            Some(addr) => check_address(addr, true)
+                .map(|()| Some(addr.clone()))
+                .map_err(|message| BootstrapError::Address { key, message }),
+            None => Ok(None),
         };
         Ok(ListenOverrides {
             listen: check("listen", &self.listen)?,
@@ -192,7 +249,9 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_bad_addresses_are_refused() {
-        let error = Bootstrap::parse("listen: 1.2.3.4:5\nlisten_admin: x\n", "b.yaml").unwrap_err();
+        let error = Bootstrap::parse("listen: 1.2.3.4:5\nlisten_admin: x\n", "b.yaml")
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("b.yaml") && error.contains("listen_admin"),
             "{error}"
@@ -202,7 +261,7 @@ mod tests {
             admin_listen: Some("6032".into()),
             ..Bootstrap::default()
         };
-        let error = bad.overrides().unwrap_err();
+        let error = bad.overrides().unwrap_err().to_string();
         assert!(
             error.starts_with("admin_listen: ") && error.contains("no port"),
             "{error}"

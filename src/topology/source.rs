@@ -186,21 +186,30 @@ fn check_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A proxy id that cannot name a registry entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyIdError {
+    /// Empty, `.` or `..`.
+    #[error("proxy id `{0}` is not usable; give e.g. --proxy-id web-1")]
+    Unusable(String),
+    /// Too long, or with `/`, spaces or control characters.
+    #[error(
+        "proxy id `{0}`: use at most 200 characters without `/`, spaces or control characters"
+    )]
+    Malformed(String),
+}
+
 /// Whether `id` can name a registry entry (one znode name, printable).
-pub fn check_proxy_id(id: &str) -> Result<(), String> {
+pub fn check_proxy_id(id: &str) -> Result<(), ProxyIdError> {
     if id.is_empty() || id == "." || id == ".." {
-        return Err(format!(
-            "proxy id `{id}` is not usable; give e.g. --proxy-id web-1"
-        ));
+        return Err(ProxyIdError::Unusable(id.to_owned()));
     }
     if id.len() > 200
         || id
             .chars()
             .any(|c| c == '/' || c.is_control() || c.is_whitespace())
     {
-        return Err(format!(
-            "proxy id `{id}`: use at most 200 characters without `/`, spaces or control characters"
-        ));
+        return Err(ProxyIdError::Malformed(id.to_owned()));
     }
     Ok(())
 }

@@ -99,7 +99,20 @@ async fn an_admin_port_beyond_loopback_with_the_sample_account_is_warned_about()
     .await;
     let local = ServeProcess::start(&location, "sample-local").await;
     let warning = "listens beyond loopback with the sample account admin/admin";
-    assert!(wide.log_text().contains(warning), "{}", wide.log_text());
+    // The admin port's task logs the warning right after "serving the admin
+    // port", which may come after the registry entry `start` waits for.
+    wait_until(
+        "the warning of the wide proxy",
+        Duration::from_secs(10),
+        || wide.log_text().contains(warning),
+    )
+    .await;
+    wait_until(
+        "the local proxy's admin port",
+        Duration::from_secs(10),
+        || local.log_text().contains("serving the admin port"),
+    )
+    .await;
     assert!(!local.log_text().contains(warning), "{}", local.log_text());
     drop(wide);
     drop(local);

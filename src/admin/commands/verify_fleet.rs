@@ -4,14 +4,14 @@
 
 use crate::admin::{AdminError, Answer, Cell};
 use crate::control::Control;
-use crate::fleet;
+use crate::ops;
 
 const COLUMNS: &[&str] = &["host", "database", "problem", "detail"];
 
 /// Checks every host of the topology in force.
 pub async fn answer(control: &Control) -> Result<Answer, AdminError> {
     let topology = control.engine.topology.load();
-    let report = fleet::verify_configured(&topology, control.config_path.as_deref()).await?;
+    let report = ops::verify_configured(&topology, control.config_path.as_deref()).await?;
     let mut answer = Answer::new(COLUMNS);
     for problem in report.problems() {
         answer.push(vec![

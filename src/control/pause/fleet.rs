@@ -374,5 +374,4 @@ fn to_resume(
 }
 
 #[cfg(test)]
-#[path = "fleet_tests.rs"]
 mod tests;

@@ -215,5 +215,4 @@ pub(super) fn system_variable(expr: &Expr) -> Option<&str> {
 }
 
 #[cfg(test)]
-#[path = "diagnostics_tests.rs"]
 mod tests;

@@ -334,5 +334,4 @@ fn describe_parts(parts: &[HostConfig]) -> String {
 }
 
 #[cfg(test)]
-#[path = "moves_tests.rs"]
 mod tests;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 
 use super::schema::{plan_schema, table_columns};
-use super::{admin_connect_timeout, connect, FleetError};
+use super::{admin_connect_timeout, connect, OpsError};
 use crate::topology::{FleetId, Topology};
 
 mod compare;
@@ -159,7 +159,7 @@ impl fmt::Display for VerifyReport {
 }
 
 /// [`verify_with_schema`] without a schema: databases only.
-pub async fn verify(topology: &Topology) -> Result<VerifyReport, FleetError> {
+pub async fn verify(topology: &Topology) -> Result<VerifyReport, OpsError> {
     verify_with_schema(topology, None).await
 }
 
@@ -172,7 +172,7 @@ pub async fn verify(topology: &Topology) -> Result<VerifyReport, FleetError> {
 pub async fn verify_with_schema(
     topology: &Topology,
     schema_sql: Option<&str>,
-) -> Result<VerifyReport, FleetError> {
+) -> Result<VerifyReport, OpsError> {
     let started = Instant::now();
     let (schema, missing_from_schema) = match schema_sql {
         Some(sql) => {
@@ -230,8 +230,8 @@ pub fn configured_schema_path(topology: &Topology, config_path: Option<&Path>) -
 }
 
 /// Reads a schema file.
-pub fn read_schema(path: &Path) -> Result<String, FleetError> {
-    std::fs::read_to_string(path).map_err(|source| FleetError::ReadSchema {
+pub fn read_schema(path: &Path) -> Result<String, OpsError> {
+    std::fs::read_to_string(path).map_err(|source| OpsError::ReadSchema {
         path: path.to_path_buf(),
         source,
     })
@@ -243,7 +243,7 @@ pub fn read_schema(path: &Path) -> Result<String, FleetError> {
 pub async fn verify_configured(
     topology: &Topology,
     config_path: Option<&Path>,
-) -> Result<VerifyReport, FleetError> {
+) -> Result<VerifyReport, OpsError> {
     let schema = configured_schema_path(topology, config_path)
         .map(|path| read_schema(&path))
         .transpose()?;
@@ -276,7 +276,7 @@ type ExpectedSchema = HashMap<FleetId, FleetTables>;
 fn expected_schema(
     topology: &Topology,
     schema_sql: &str,
-) -> Result<(ExpectedSchema, Vec<String>), FleetError> {
+) -> Result<(ExpectedSchema, Vec<String>), OpsError> {
     let plan = plan_schema(topology, schema_sql)?;
     let mut schema = ExpectedSchema::new();
     for (fleet, ddls) in &plan.by_fleet {
@@ -289,7 +289,7 @@ fn expected_schema(
                     columns: table_columns(ddl)?,
                 })
             })
-            .collect::<Result<Vec<_>, FleetError>>()?;
+            .collect::<Result<Vec<_>, OpsError>>()?;
         schema.entry(*fleet).or_default().tables = tables;
     }
     for name in &plan.missing_from_schema {
@@ -353,12 +353,12 @@ pub(super) struct ReadCatalog {
     pub(super) columns: bool,
 }
 
-pub(super) async fn read_catalog(read: ReadCatalog) -> Result<HostCatalog, FleetError> {
+pub(super) async fn read_catalog(read: ReadCatalog) -> Result<HostCatalog, OpsError> {
     let mut conn = connect(&read.addr, &read.user, &read.password, read.timeout).await?;
     let query_err = |what: &str| {
         let host = read.addr.clone();
         let what = what.to_string();
-        move |source| FleetError::Query { host, what, source }
+        move |source| OpsError::Query { host, what, source }
     };
     let filter = |column: &str| vec![format!("{column} LIKE ?"); read.patterns.len()].join(" OR ");
     let params: Vec<mysql_async::Value> = read.patterns.iter().map(|p| p.as_str().into()).collect();

@@ -26,7 +26,7 @@ use mysql_async::Conn;
 
 use super::verify::{column_difference, like_patterns, read_catalog, ReadCatalog, Tables};
 use super::{
-    drain_on_host, jobs_by_master, progress_bar, quote_ident, FleetError, HostLogin,
+    drain_on_host, jobs_by_master, progress_bar, quote_ident, HostLogin, OpsError,
     DEFAULT_CONNECTIONS_PER_HOST,
 };
 use crate::router::plan::{ClientCharset, LexMode, TrailCharset};
@@ -273,8 +273,8 @@ impl fmt::Display for MigrateReport {
 
 /// Decides what [`migrate`] would do: the statement's table and fleet, the
 /// shard databases per master and the state of a previous run.
-pub fn plan(topology: &Topology, options: &MigrateOptions) -> Result<MigratePlan, FleetError> {
-    let bad = |message: String| FleetError::Migrate(message);
+pub fn plan(topology: &Topology, options: &MigrateOptions) -> Result<MigratePlan, OpsError> {
+    let bad = |message: String| OpsError::Migrate(message);
     let table =
         migration_table(&options.sql).map_err(|e| bad(format!("`{}`: {e}", options.sql)))?;
     let named = match &options.fleet {
@@ -404,7 +404,7 @@ pub async fn migrate(
     topology: &Topology,
     plan: &MigratePlan,
     options: &MigrateOptions,
-) -> Result<MigrateReport, FleetError> {
+) -> Result<MigrateReport, OpsError> {
     let started = Instant::now();
     let state = StateFile::open(&plan.state_path, &plan.fleet.1, &plan.sql)?;
     let total = plan.shards();
@@ -508,7 +508,7 @@ async fn apply_one(
     database: String,
     shared: &Shared,
     bar: &indicatif::ProgressBar,
-) -> (Conn, Result<(), FleetError>) {
+) -> (Conn, Result<(), OpsError>) {
     if let Some(limit) = shared.limit {
         if shared.started.fetch_add(1, Ordering::Relaxed) >= limit {
             shared.limited.store(true, Ordering::Relaxed);
@@ -548,7 +548,7 @@ async fn apply_one(
         }
         Err(mysql_async::Error::Server(e)) => fail(format!("{} {}", e.code, e.message)),
         Err(source) => {
-            let error = FleetError::Query {
+            let error = OpsError::Query {
                 host: addr.to_owned(),
                 what: format!("migrating {database}"),
                 source,
@@ -588,7 +588,7 @@ async fn settle_candidates(
     candidates: Vec<Candidate>,
     shared: &Shared,
     done_now: &Mutex<Vec<String>>,
-) -> Result<Option<(HostId, String)>, FleetError> {
+) -> Result<Option<(HostId, String)>, OpsError> {
     let table = &plan.table.name;
     // A shard that applied the statement now, else one an earlier run
     // did, else the first candidate.
@@ -622,7 +622,7 @@ async fn settle_candidates(
             shared
                 .state
                 .done(&candidate.database)
-                .map_err(FleetError::Migrate)?;
+                .map_err(OpsError::Migrate)?;
             crate::sync::lock(done_now).push(candidate.database);
         } else {
             crate::sync::lock(&shared.failures).push(ShardFailure {
@@ -645,7 +645,7 @@ async fn show_create(
     host: HostId,
     database: &str,
     table: &str,
-) -> Result<Option<String>, FleetError> {
+) -> Result<Option<String>, OpsError> {
     let login = HostLogin::operations(topology, host);
     let mut conn = login.connect().await?;
     let sql = format!(
@@ -658,7 +658,7 @@ async fn show_create(
     match row {
         Ok(row) => Ok(row.map(|(_, create)| without_auto_increment(&create))),
         Err(mysql_async::Error::Server(e)) if e.code == 1146 => Ok(None),
-        Err(source) => Err(FleetError::Query {
+        Err(source) => Err(OpsError::Query {
             host: login.host,
             what: sql,
             source,
@@ -687,7 +687,7 @@ async fn check_definitions(
     topology: &Topology,
     plan: &MigratePlan,
     reference: &Option<(HostId, String)>,
-) -> Result<Vec<String>, FleetError> {
+) -> Result<Vec<String>, OpsError> {
     let patterns = Arc::new(like_patterns(topology));
     let mut catalogs: BTreeMap<HostId, Tables> = BTreeMap::new();
     for (id, _, _) in &plan.hosts {

@@ -246,7 +246,7 @@ fn table_problems(
 
 /// How `found` differs from `expected` (column names in order,
 /// case-insensitive), or `None` when they are the same.
-pub(in crate::fleet) fn column_difference(expected: &[String], found: &[String]) -> Option<String> {
+pub(in crate::ops) fn column_difference(expected: &[String], found: &[String]) -> Option<String> {
     let same = |a: &String, b: &String| a.eq_ignore_ascii_case(b);
     if expected.len() == found.len() && expected.iter().zip(found).all(|(a, b)| same(a, b)) {
         return None;

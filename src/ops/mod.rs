@@ -1,4 +1,5 @@
-//! Operating the fleet: `shardgate fleet init` creates every
+//! Operator tooling over the hosts of the config's fleets (the code behind
+//! `shardgate fleet ...` and `VERIFY FLEET`): `shardgate fleet init` creates every
 //! shard database and its tables on the master that owns it, and
 //! [`verify_with_schema`] (`VERIFY FLEET`, `shardgate fleet verify`) checks
 //! that every shard database is where the config says, with the schema's
@@ -43,10 +44,10 @@ pub const DEFAULT_CONNECTIONS_PER_HOST: usize = 4;
 /// config's `backend.connect_timeout_ms` (which is tuned for the data path).
 pub const MIN_ADMIN_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Why a fleet operation failed. Every variant names the host (and the
+/// Why an operation on the hosts failed. Every variant names the host (and the
 /// database, where there is one) it is about.
 #[derive(Debug, thiserror::Error)]
-pub enum FleetError {
+pub enum OpsError {
     /// The schema file is malformed or has a statement that is not `CREATE TABLE`.
     #[error("schema line {line}: {message}")]
     Schema {
@@ -129,10 +130,10 @@ pub enum FleetError {
     Migrate(String),
     /// Several hosts failed; one error per host.
     #[error("{} hosts failed: {}", .0.len(), join_errors(.0))]
-    Several(Vec<FleetError>),
+    Several(Vec<OpsError>),
 }
 
-fn join_errors(errors: &[FleetError]) -> String {
+fn join_errors(errors: &[OpsError]) -> String {
     errors
         .iter()
         .map(|e| e.to_string())
@@ -251,7 +252,7 @@ pub async fn init(
     topology: &Topology,
     schema_sql: &str,
     progress: bool,
-) -> Result<InitReport, FleetError> {
+) -> Result<InitReport, OpsError> {
     init_with(
         topology,
         schema_sql,
@@ -284,7 +285,7 @@ pub async fn init_with(
     topology: &Topology,
     schema_sql: &str,
     options: &InitOptions,
-) -> Result<InitReport, FleetError> {
+) -> Result<InitReport, OpsError> {
     let started = Instant::now();
     let plan = plan_schema(topology, schema_sql)?;
     let jobs = jobs_by_master(topology, None);
@@ -323,7 +324,7 @@ pub async fn init_with(
     match errors.len() {
         0 => {}
         1 => return Err(errors.pop().expect("one error")),
-        _ => return Err(FleetError::Several(errors)),
+        _ => return Err(OpsError::Several(errors)),
     }
 
     let tables_by_fleet = plan
@@ -381,8 +382,8 @@ fn admin_connect_timeout(topology: &Topology) -> Duration {
 }
 
 /// Splits `host:port` (or `[v6]:port`); the port defaults to 3306.
-fn split_addr(addr: &str) -> Result<(String, u16), FleetError> {
-    let bad = |message: &str| FleetError::BadAddress {
+fn split_addr(addr: &str) -> Result<(String, u16), OpsError> {
+    let bad = |message: &str| OpsError::BadAddress {
         host: addr.to_string(),
         message: message.to_string(),
     };
@@ -414,7 +415,7 @@ pub(crate) fn connection_opts(
     host: &str,
     user: &str,
     password: &str,
-) -> Result<OptsBuilder, FleetError> {
+) -> Result<OptsBuilder, OpsError> {
     let (name, port) = split_addr(host)?;
     Ok(OptsBuilder::default()
         .ip_or_hostname(name)
@@ -430,16 +431,16 @@ async fn connect(
     user: &str,
     password: &str,
     timeout: Duration,
-) -> Result<Conn, FleetError> {
+) -> Result<Conn, OpsError> {
     let opts = connection_opts(host, user, password)?;
     match tokio::time::timeout(timeout, Conn::new(opts)).await {
         Ok(Ok(conn)) => Ok(conn),
-        Ok(Err(source)) => Err(FleetError::Connect {
+        Ok(Err(source)) => Err(OpsError::Connect {
             host: host.to_string(),
             user: user.to_string(),
             source,
         }),
-        Err(_) => Err(FleetError::ConnectTimeout {
+        Err(_) => Err(OpsError::ConnectTimeout {
             host: host.to_string(),
             timeout,
         }),
@@ -467,7 +468,7 @@ impl HostLogin {
         }
     }
 
-    async fn connect(&self) -> Result<Conn, FleetError> {
+    async fn connect(&self) -> Result<Conn, OpsError> {
         connect(&self.host, &self.user, &self.password, self.timeout).await
     }
 }
@@ -482,11 +483,11 @@ async fn drain_on_host<T, F, Fut>(
     first: Option<Conn>,
     items: Vec<T>,
     work: F,
-) -> Result<(), FleetError>
+) -> Result<(), OpsError>
 where
     T: Send + 'static,
     F: Fn(Conn, T) -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = (Conn, Result<(), FleetError>)> + Send + 'static,
+    Fut: std::future::Future<Output = (Conn, Result<(), OpsError>)> + Send + 'static,
 {
     let workers = connections.max(1).min(items.len()).max(1);
     let queue = Arc::new(Mutex::new(items.into_iter()));
@@ -543,12 +544,12 @@ fn quote_ident(name: &str) -> String {
 async fn existing_objects(
     conn: &mut Conn,
     host: &str,
-) -> Result<(HashSet<String>, HashSet<(String, String)>), FleetError> {
+) -> Result<(HashSet<String>, HashSet<(String, String)>), OpsError> {
     const SYSTEM: &str = "('mysql','information_schema','performance_schema','sys')";
     let query_err = |what: &str| {
         let host = host.to_string();
         let what = what.to_string();
-        move |source| FleetError::Query { host, what, source }
+        move |source| OpsError::Query { host, what, source }
     };
     let dbs: Vec<String> = conn
         .query(format!(
@@ -574,7 +575,7 @@ struct Batch {
     tables: usize,
 }
 
-async fn init_host(work: HostWork) -> Result<HostReport, FleetError> {
+async fn init_host(work: HostWork) -> Result<HostReport, OpsError> {
     let started = Instant::now();
     let HostWork {
         login,
@@ -636,7 +637,7 @@ async fn init_host(work: HostWork) -> Result<HostReport, FleetError> {
             let (databases, created) = (databases.clone(), created.clone());
             async move {
                 if let Err(source) = conn.query_drop(&batch.sql).await {
-                    let error = FleetError::Create {
+                    let error = OpsError::Create {
                         host,
                         database: batch.database,
                         source,
@@ -681,7 +682,7 @@ mod tests {
 
     #[test]
     fn errors_name_host_and_database() {
-        let e = FleetError::ConnectTimeout {
+        let e = OpsError::ConnectTimeout {
             host: "127.0.0.1:3308".into(),
             timeout: Duration::from_secs(5),
         };
@@ -689,7 +690,7 @@ mod tests {
             e.to_string(),
             "cannot connect to 127.0.0.1:3308: no answer within 5s"
         );
-        let e = FleetError::UnknownTables {
+        let e = OpsError::UnknownTables {
             tables: vec!["likes (line 3)".into(), "tags (line 9)".into()],
         };
         assert!(e.to_string().ends_with("likes (line 3), tags (line 9)"));
@@ -697,7 +698,7 @@ mod tests {
 
     /// Creates the full fleet of `config/shardgate.yaml` on the running local
     /// fleet (`integration/fleet.sh start`) and checks it with [`verify`].
-    /// Run with `cargo test --lib fleet::tests::init_local_fleet -- --ignored --nocapture`.
+    /// Run with `cargo test --lib ops::tests::init_local_fleet -- --ignored --nocapture`.
     #[tokio::test(flavor = "multi_thread")]
     #[ignore = "needs the local fleet (integration/fleet.sh start)"]
     async fn init_local_fleet() {

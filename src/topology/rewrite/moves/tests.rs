@@ -141,7 +141,7 @@ fn moves_that_cannot_be_written_are_refused_with_the_reason() {
 
 #[test]
 fn the_example_config_moves_half_of_master_a_to_its_replica() {
-    let text = include_str!("../../../config/shardgate.yaml");
+    let text = include_str!("../../../../config/shardgate.yaml");
     let moved = move_shards(text, "shardgate.yaml", "main", 1024, 2047, "127.0.0.1:3309").unwrap();
     assert_eq!(
         ranges(&moved.config, "main"),

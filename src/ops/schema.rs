@@ -7,7 +7,7 @@ use std::ops::Range;
 use crate::router::{self, LexMode, Outline};
 use crate::topology::{FleetId, Topology};
 
-use super::FleetError;
+use super::OpsError;
 
 /// One `CREATE TABLE` statement of the schema file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,8 +48,8 @@ pub struct Statement {
 /// Plain comments are dropped; `/*! ... */` and `/*+ ... */` are kept. A
 /// text the lexer refuses (an unterminated quote or comment, ...) is an
 /// error naming the line where the refused token starts.
-pub fn split_statements(sql: &str) -> Result<Vec<Statement>, FleetError> {
-    let outline = router::outline(sql, &LexMode::default()).map_err(|e| FleetError::Schema {
+pub fn split_statements(sql: &str) -> Result<Vec<Statement>, OpsError> {
+    let outline = router::outline(sql, &LexMode::default()).map_err(|e| OpsError::Schema {
         line: line_at(sql, e.at),
         message: e.error.to_string(),
     })?;
@@ -108,8 +108,8 @@ fn line_at(sql: &str, at: usize) -> usize {
 /// statement made idempotent (`IF NOT EXISTS` added when missing).
 /// Anything else (other statements, `CREATE TEMPORARY TABLE`, qualified
 /// names) is an error naming the line.
-pub fn parse_create_table(stmt: &Statement) -> Result<TableDdl, FleetError> {
-    let err = |message: String| FleetError::Schema {
+pub fn parse_create_table(stmt: &Statement) -> Result<TableDdl, OpsError> {
+    let err = |message: String| OpsError::Schema {
         line: stmt.line,
         message,
     };
@@ -201,8 +201,8 @@ const NOT_COLUMNS: [&str; 9] = [
 /// comments and nested parentheses (`DECIMAL(10,2)`, `ENUM('a,b')`) are
 /// honoured. A statement without a column list (`LIKE`, `AS SELECT`) is an
 /// error naming its line.
-pub fn table_columns(ddl: &TableDdl) -> Result<Vec<String>, FleetError> {
-    let err = |message: String| FleetError::Schema {
+pub fn table_columns(ddl: &TableDdl) -> Result<Vec<String>, OpsError> {
+    let err = |message: String| OpsError::Schema {
         line: ddl.line,
         message,
     };
@@ -308,7 +308,7 @@ fn column_list(sql: &str, outline: &Outline) -> Option<Vec<Range<usize>>> {
 /// config's `tables` section. Tables the config does not name are an error
 /// listing all of them; so are duplicate tables and non-`CREATE TABLE`
 /// statements.
-pub fn plan_schema(topology: &Topology, schema_sql: &str) -> Result<FleetSchema, FleetError> {
+pub fn plan_schema(topology: &Topology, schema_sql: &str) -> Result<FleetSchema, OpsError> {
     let mut plan = FleetSchema::default();
     let mut unknown = Vec::new();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
@@ -316,7 +316,7 @@ pub fn plan_schema(topology: &Topology, schema_sql: &str) -> Result<FleetSchema,
         let ddl = parse_create_table(&stmt)?;
         let key = ddl.name.to_ascii_lowercase();
         if let Some(first) = seen.insert(key.clone(), ddl.line) {
-            return Err(FleetError::Schema {
+            return Err(OpsError::Schema {
                 line: ddl.line,
                 message: format!(
                     "table `{}` is created twice (first on line {first})",
@@ -330,7 +330,7 @@ pub fn plan_schema(topology: &Topology, schema_sql: &str) -> Result<FleetSchema,
         }
     }
     if !unknown.is_empty() {
-        return Err(FleetError::UnknownTables { tables: unknown });
+        return Err(OpsError::UnknownTables { tables: unknown });
     }
     let mut missing: Vec<String> = topology
         .tables
@@ -368,10 +368,10 @@ mod tests {
     #[test]
     fn unterminated_quote_is_an_error_with_line() {
         let e = split_statements("\nCREATE TABLE a (x INT DEFAULT 'oops);").unwrap_err();
-        assert!(matches!(e, FleetError::Schema { line: 2, .. }), "{e}");
+        assert!(matches!(e, OpsError::Schema { line: 2, .. }), "{e}");
         let e = split_statements("CREATE TABLE a (x INT);\nCREATE TABLE b (\n  y INT /* oops")
             .unwrap_err();
-        assert!(matches!(e, FleetError::Schema { line: 3, .. }), "{e}");
+        assert!(matches!(e, OpsError::Schema { line: 3, .. }), "{e}");
         assert!(e.to_string().contains("unterminated comment"), "{e}");
     }
 
@@ -423,10 +423,7 @@ mod tests {
                 line: 7,
             };
             let e = parse_create_table(&s).unwrap_err();
-            assert!(
-                matches!(e, FleetError::Schema { line: 7, .. }),
-                "{text}: {e}"
-            );
+            assert!(matches!(e, OpsError::Schema { line: 7, .. }), "{text}: {e}");
         }
     }
 
@@ -467,7 +464,7 @@ mod tests {
         .unwrap();
         assert_eq!(cols, ["local id", "price", "kind", "we`ird", "period"]);
         let e = table_columns(&ddl("CREATE TABLE IF NOT EXISTS t LIKE s")).unwrap_err();
-        assert!(matches!(e, FleetError::Schema { line: 4, .. }), "{e}");
+        assert!(matches!(e, OpsError::Schema { line: 4, .. }), "{e}");
         assert!(e.to_string().contains("no column list"), "{e}");
     }
 

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::fleet::FleetError;
+use crate::ops::OpsError;
 
 pub(super) fn default_state_path(fleet: &str, table: &str, sql: &str) -> PathBuf {
     // FNV-1a: a stable name for the same statement across runs.
@@ -36,16 +36,12 @@ fn state_header(fleet: &str, sql: &str) -> String {
 }
 
 /// The shard databases a previous run of the same statement finished.
-pub(super) fn read_state(
-    path: &Path,
-    fleet: &str,
-    sql: &str,
-) -> Result<HashSet<String>, FleetError> {
+pub(super) fn read_state(path: &Path, fleet: &str, sql: &str) -> Result<HashSet<String>, OpsError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
         Err(source) => {
-            return Err(FleetError::ReadSchema {
+            return Err(OpsError::ReadSchema {
                 path: path.to_path_buf(),
                 source,
             })
@@ -53,7 +49,7 @@ pub(super) fn read_state(
     };
     let header = state_header(fleet, sql);
     let Some(rest) = text.strip_prefix(&header) else {
-        return Err(FleetError::Migrate(format!(
+        return Err(OpsError::Migrate(format!(
             "the state file {} is of another migration (another fleet or statement); remove it or pass another --state",
             path.display()
         )));
@@ -70,8 +66,8 @@ pub(super) fn read_state(
 pub(super) struct StateFile(Mutex<std::fs::File>);
 
 impl StateFile {
-    pub(super) fn open(path: &Path, fleet: &str, sql: &str) -> Result<Self, FleetError> {
-        let io = |source| FleetError::Migrate(format!("state file {}: {source}", path.display()));
+    pub(super) fn open(path: &Path, fleet: &str, sql: &str) -> Result<Self, OpsError> {
+        let io = |source| OpsError::Migrate(format!("state file {}: {source}", path.display()));
         let exists = path.exists();
         let mut file = std::fs::OpenOptions::new()
             .create(true)

@@ -1,0 +1,42 @@
+//! `shardgate fleet init|migrate|move|verify`: the operator's tooling
+//! over the fleet's hosts.
+
+mod init;
+mod migrate;
+mod move_shards;
+mod verify;
+
+use clap::Subcommand;
+
+use super::CliError;
+
+#[derive(Subcommand)]
+pub(super) enum FleetCommand {
+    /// Create every shard database and its tables on the master that owns it.
+    Init(init::InitArgs),
+    /// Apply one schema change (`ALTER TABLE pins ADD COLUMN ...`) to every
+    /// shard database of the table's fleet, resumably; exit status 1 when a
+    /// shard failed or the shards' definitions differ.
+    Migrate(migrate::MigrateArgs),
+    /// Give shards a new master through ZooKeeper, for every proxy of the
+    /// document: checks (the edit, the source answers, the target is a
+    /// running GTID replica of it), a fleet-wide pause, the target's
+    /// catch-up, the version-checked push, the wait until every live proxy
+    /// runs it, the resume. Prints each step, then what is left to clean
+    /// up; exit status 1 on failure.
+    Move(move_shards::MoveArgs),
+    /// Check every host: each shard database on its master and nowhere else,
+    /// with the schema's tables and columns; a line per problem, exit status
+    /// 1 when there is one.
+    Verify(verify::VerifyArgs),
+}
+
+/// Runs one `fleet` command.
+pub(super) fn run(command: FleetCommand) -> Result<(), CliError> {
+    match command {
+        FleetCommand::Init(args) => init::run(&args),
+        FleetCommand::Migrate(args) => migrate::run(args),
+        FleetCommand::Move(args) => move_shards::run(args),
+        FleetCommand::Verify(args) => verify::run(&args),
+    }
+}
