@@ -15,6 +15,7 @@ pub mod local_infile;
 pub mod long_values;
 mod merge;
 pub mod multi;
+mod observe;
 pub mod pause;
 pub mod prepared;
 mod proxy_info;
