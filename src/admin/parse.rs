@@ -16,7 +16,7 @@ pub const SHOW_CONFIG: &str = "SHOW CONFIG";
 /// `SHOW PROXIES`.
 pub const SHOW_PROXIES: &str = "SHOW PROXIES";
 /// `RELOAD CONFIG`.
-pub const RELOAD_CONFIG: &str = "RELOAD CONFIG";
+pub const RELOAD_CONFIG: &str = "RELOAD CONFIG [FORCE]";
 /// `EXPLAIN ROUTE`.
 pub const EXPLAIN_ROUTE: &str = "EXPLAIN ROUTE <statement>";
 /// `DECODE ID`.
@@ -59,7 +59,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         SHOW_PROXIES,
         "every proxy registered under the config znode: addresses, config version, whether it runs the znode's (a file-sourced proxy: itself)",
     ),
-    (RELOAD_CONFIG, "re-read the config file and swap it in if valid"),
+    (
+        RELOAD_CONFIG,
+        "re-read the config file and swap it in if valid; FORCE also loads one that re-homes existing data",
+    ),
     (
         EXPLAIN_ROUTE,
         "where a statement would go and the SQL each shard would get",
@@ -144,8 +147,11 @@ pub enum Command {
     ShowConfig,
     /// `SHOW PROXIES`.
     ShowProxies,
-    /// `RELOAD CONFIG`.
-    ReloadConfig,
+    /// `RELOAD CONFIG [FORCE]`.
+    ReloadConfig {
+        /// `FORCE`: load a file even if it re-homes existing data.
+        force: bool,
+    },
     /// `EXPLAIN ROUTE <statement>`.
     ExplainRoute {
         /// The statement, as written.
@@ -217,15 +223,11 @@ impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ParseError::Unknown(text) if text.is_empty() => {
-                write!(f, "empty admin command; the admin port accepts:")?;
+                write!(f, "empty admin command; commands:")?;
                 write_command_list(f)
             }
             ParseError::Unknown(text) => {
-                write!(
-                    f,
-                    "unknown admin command '{}'; the admin port accepts:",
-                    shorten(text)
-                )?;
+                write!(f, "unknown admin command '{}'; commands:", shorten(text))?;
                 write_command_list(f)
             }
             ParseError::BadArguments { form, reason } => {
@@ -335,7 +337,10 @@ pub fn parse(text: &str) -> Result<Command, ParseError> {
         }
     }
     if first.is("RELOAD") && is(second, "CONFIG") {
-        return no_arguments(rest, RELOAD_CONFIG, Command::ReloadConfig);
+        return match rest {
+            [force] if force.is("FORCE") => Ok(Command::ReloadConfig { force: true }),
+            _ => no_arguments(rest, RELOAD_CONFIG, Command::ReloadConfig { force: false }),
+        };
     }
     if first.is("DECODE") && is(second, "ID") {
         return parse_decode(rest);
