@@ -105,7 +105,7 @@ impl Control {
         // did not wait for this proxy (it was not registered yet): read the
         // document again now that it is, before the client port opens.
         if let Err(e) = control
-            .reload(status::ReloadTrigger::ZooKeeperSession, reload::Force::No)
+            .reload(status::ReloadTrigger::ZooKeeperSession)
             .await
         {
             tracing::warn!("the document read again after registering was refused: {e}");

@@ -12,7 +12,7 @@ use crate::control::Control;
 /// force, and what changed. `force` loads a file that re-homes data.
 pub async fn answer(control: &Control, force: bool) -> Result<Answer, AdminError> {
     let force = if force { Force::Rehome } else { Force::No };
-    let summary = control.reload(ReloadTrigger::Admin, force).await?;
+    let summary = control.reload_with(ReloadTrigger::Admin, force).await?;
     let mut answer = Answer::new(&["result", "version", "changes"]);
     answer.push(vec![
         if summary.changed {

@@ -213,13 +213,18 @@ impl Control {
     /// force keeps serving. A document equal to the version in force
     /// changes nothing; a watcher's reload that only echoes it is not even
     /// recorded. The document is built on the blocking pool. Listen
-    /// addresses never change here (they are bound once).
-    ///
-    /// A config file that would send existing data to other shards
-    /// ([`rehome::rehoming_changes`]) is refused unless `force`; a znode's
-    /// document is taken as it is (`config push` is that gate, so every
-    /// proxy of the znode runs the same routing).
-    pub async fn reload(
+    /// addresses never change here (they are bound once). A config file
+    /// that would send existing data to other shards is refused: see
+    /// [`Control::reload_with`].
+    pub async fn reload(&self, trigger: ReloadTrigger) -> Result<ReloadSummary, ReloadError> {
+        self.reload_with(trigger, Force::No).await
+    }
+
+    /// [`Control::reload`], loading a config file that would send existing
+    /// data to other shards ([`rehome::rehoming_changes`]) only when
+    /// `force`. A znode's document is taken as it is: `config push` is
+    /// that gate, so every proxy of the znode routes the same way.
+    pub async fn reload_with(
         &self,
         trigger: ReloadTrigger,
         force: Force,

@@ -47,7 +47,7 @@ fn changes_are_described_one_by_one() {
 async fn a_proxy_without_a_file_has_nothing_to_reload() {
     let control = Control::new(load(SPEC_YAML), None);
     assert!(matches!(
-        control.reload(ReloadTrigger::Admin, Force::No).await,
+        control.reload(ReloadTrigger::Admin).await,
         Err(ReloadError::NoConfigFile)
     ));
 }
@@ -60,26 +60,17 @@ async fn reload_swaps_refuses_and_records() {
 
     // The version in force: a file event is not even recorded, an operator's
     // reload is.
-    let summary = control
-        .reload(ReloadTrigger::FileChange, Force::No)
-        .await
-        .unwrap();
+    let summary = control.reload(ReloadTrigger::FileChange).await.unwrap();
     assert!(!summary.changed);
     assert!(control.config_status().last_reload.is_none());
-    control
-        .reload(ReloadTrigger::Admin, Force::No)
-        .await
-        .unwrap();
+    control.reload(ReloadTrigger::Admin).await.unwrap();
     let attempt = control.config_status().last_reload.unwrap();
     assert!(attempt.result.unwrap().starts_with("no change"));
 
     // Overlapping ranges: refused with the line, the old table stays.
     let bad = SPEC_YAML.replace("range: [2048, 4095]", "range: [2000, 4095]");
     std::fs::write(&path, &bad).unwrap();
-    let error = control
-        .reload(ReloadTrigger::Signal, Force::No)
-        .await
-        .unwrap_err();
+    let error = control.reload(ReloadTrigger::Signal).await.unwrap_err();
     let message = error.to_string();
     assert!(
         message.contains(
@@ -99,7 +90,7 @@ async fn reload_swaps_refuses_and_records() {
     std::fs::write(&path, SPEC_YAML).unwrap();
     assert!(
         !control
-            .reload(ReloadTrigger::FileChange, Force::No)
+            .reload(ReloadTrigger::FileChange)
             .await
             .unwrap()
             .changed
@@ -109,10 +100,7 @@ async fn reload_swaps_refuses_and_records() {
     // A valid change is swapped in.
     let next = SPEC_YAML.replace("open: [0, 4095]", "open: [5, 6]");
     std::fs::write(&path, &next).unwrap();
-    let summary = control
-        .reload(ReloadTrigger::FileChange, Force::No)
-        .await
-        .unwrap();
+    let summary = control.reload(ReloadTrigger::FileChange).await.unwrap();
     assert!(summary.changed);
     assert_eq!(summary.version, version_of(next.as_bytes()));
     assert_eq!(summary.description, "fleet main: open shards 0-4095 -> 5-6");
@@ -132,7 +120,7 @@ async fn a_rehoming_file_is_refused_unless_forced() {
     );
     std::fs::write(&path, &text).unwrap();
     for trigger in [ReloadTrigger::Signal, ReloadTrigger::Admin] {
-        let error = control.reload(trigger, Force::No).await.unwrap_err();
+        let error = control.reload(trigger).await.unwrap_err();
         assert!(matches!(&error, ReloadError::Rehome { changes, .. } if changes.len() == 1));
         let message = error.to_string();
         assert!(
@@ -146,7 +134,7 @@ async fn a_rehoming_file_is_refused_unless_forced() {
         assert_eq!(status.last_reload.unwrap().result.unwrap_err(), message);
     }
     let summary = control
-        .reload(ReloadTrigger::Admin, Force::Rehome)
+        .reload_with(ReloadTrigger::Admin, Force::Rehome)
         .await
         .unwrap();
     assert!(summary.changed);
@@ -180,10 +168,7 @@ async fn pools_of_hosts_that_left_are_retired() {
         "      - { range: [0, 2047],    master: 127.0.0.1:3307 }",
     );
     std::fs::write(&path, &text).unwrap();
-    let summary = control
-        .reload(ReloadTrigger::Admin, Force::No)
-        .await
-        .unwrap();
+    let summary = control.reload(ReloadTrigger::Admin).await.unwrap();
     assert!(
         summary
             .description
@@ -227,10 +212,7 @@ async fn pools_of_hosts_that_left_are_retired() {
     kept.host_health.record_failure("refused".into(), 1);
     let text = text.replace("pool_max_per_host: 64", "pool_max_per_host: 8");
     std::fs::write(&path, &text).unwrap();
-    let summary = control
-        .reload(ReloadTrigger::Admin, Force::No)
-        .await
-        .unwrap();
+    let summary = control.reload(ReloadTrigger::Admin).await.unwrap();
     assert!(
         summary.description.contains("backend settings changed"),
         "{}",
@@ -254,10 +236,7 @@ async fn pools_of_hosts_that_left_are_retired() {
         "      - { range: [0, 2047],    master: 127.0.0.1:3307, replica: 127.0.0.1:3311 }",
     );
     std::fs::write(&path, &text).unwrap();
-    control
-        .reload(ReloadTrigger::Admin, Force::No)
-        .await
-        .unwrap();
+    control.reload(ReloadTrigger::Admin).await.unwrap();
     let added = control.engine.backends.pool("127.0.0.1:3311");
     assert!(!added.is_retired());
     assert!(control.engine.backends.host("127.0.0.1:3311").is_some());
@@ -323,13 +302,7 @@ async fn a_reload_keeps_the_columns_read_and_asks_for_a_new_reading() {
 
     let next = SPEC_YAML.replace("open: [0, 4095]", "open: [5, 6]");
     std::fs::write(&path, &next).unwrap();
-    assert!(
-        control
-            .reload(ReloadTrigger::Admin, Force::No)
-            .await
-            .unwrap()
-            .changed
-    );
+    assert!(control.reload(ReloadTrigger::Admin).await.unwrap().changed);
     let topology = control.engine.topology.load();
     assert!(Arc::ptr_eq(&topology.columns, &shared));
     let pins = topology.table("pins").expect("pins");

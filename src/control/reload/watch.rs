@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-use super::{Force, ReloadTrigger};
+use super::ReloadTrigger;
 use crate::control::Control;
 
 /// How long the file must stay quiet after a change before it is read
@@ -47,7 +47,7 @@ fn spawn_signal_handler(control: Weak<Control>) {
                 break;
             };
             info!("SIGHUP: reloading the config");
-            let _ = control.reload(ReloadTrigger::Signal, Force::No).await;
+            let _ = control.reload(ReloadTrigger::Signal).await;
         }
     });
 }
@@ -169,7 +169,7 @@ async fn reload_on_file_change(control: &Weak<Control>) -> bool {
     let Some(control) = control.upgrade() else {
         return false;
     };
-    let _ = control.reload(ReloadTrigger::FileChange, Force::No).await;
+    let _ = control.reload(ReloadTrigger::FileChange).await;
     true
 }
 

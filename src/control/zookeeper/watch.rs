@@ -100,7 +100,7 @@ async fn watch(control: Weak<Control>, zookeeper: Arc<ZooKeeper>) {
                 // it: the reload is dropped (a build already running ends
                 // on its blocking thread, unused) and the newest is read.
                 let reloaded = tokio::select! {
-                    reloaded = control.reload(trigger, crate::control::reload::Force::No) => Ok(reloaded.is_ok()),
+                    reloaded = control.reload(trigger) => Ok(reloaded.is_ok()),
                     event = &mut fired => Err(event),
                 };
                 if matches!(reloaded, Ok(true)) {
