@@ -4,7 +4,7 @@ use std::io;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tracing::{debug, info};
+use tracing::{debug, info, info_span, Instrument};
 
 use super::handshake::{self, LoginBounds};
 use super::session;
@@ -53,7 +53,7 @@ pub async fn serve_with(
     let files = open_file_limit();
     ClientCap::new(&engine.topology.load(), files).log(files);
     let open = ConnectionCount::default();
-    crate::net::accept_forever(listener, "client listener", |stream, peer, _| {
+    let accept = crate::net::accept_forever(listener, "client listener", |stream, peer, _| {
         // The registry's id, never one a live session still has (the
         // accept loop's count wraps over them).
         let connection_id = engine.sessions.next_id();
@@ -69,11 +69,19 @@ pub async fn serve_with(
                 handshake::refuse_too_many_connections(stream, cap);
                 return;
             };
-            if let Err(error) = session::run(engine, stream, connection_id, tls, bounds).await {
+            // Every line a session logs carries its id and, once logged in,
+            // its user.
+            let span = info_span!("session", connection_id, user = tracing::field::Empty);
+            let run = session::run(engine, stream, connection_id, tls, bounds).instrument(span);
+            if let Err(error) = run.await {
                 debug!(connection_id, %peer, %error, "session ended with an error");
             }
         }
-    })
-    .await;
+    });
+    // A stop closes the listening socket: new clients are refused.
+    tokio::select! {
+        () = accept => {}
+        () = engine.sessions.draining() => info!("stopping: no longer accepting clients"),
+    }
     Ok(())
 }

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use mysql_common::constants::{CapabilityFlags, Command};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tracing::debug;
+use tracing::{debug, debug_span, Instrument};
 
 use super::handshake::{self, LoggedIn, LoginBounds, LoginFailure};
 use super::tls::{self, TlsSettings};
@@ -153,6 +153,7 @@ where
     };
     reader.set_max_packet(bounds.max_packet);
     let registration = engine.sessions.register(connection_id, &login.user, &peer);
+    tracing::Span::current().record("user", login.user.as_str());
     let mut session = Session {
         state: new_state(connection_id, &login, registration.entry()),
         registration,
@@ -258,6 +259,12 @@ where
             if entry.is_killed() {
                 return self.close_killed().await;
             }
+            // A stop closes the session at a boundary outside a transaction.
+            let closable = !self.state.transaction.in_transaction();
+            if closable && self.engine.sessions.is_draining() {
+                return self.close_for_shutdown(true).await;
+            }
+            let mut stopping = false;
             let (limit, in_transaction) = self.idle_limit();
             self.reader.release_idle();
             self.writer.release_idle();
@@ -294,6 +301,10 @@ where
                     tokio::select! {
                         read = &mut read => break Some(read),
                         () = entry.killed() => break None,
+                        () = self.engine.sessions.draining(), if closable => {
+                            stopping = true;
+                            break None;
+                        }
                         () = pressure => self.engine.give_up_held(&mut self.state).await,
                         error = paused, if self.state.transaction.is_bound() => {
                             debug!(connection_id = self.state.connection_id, %error, "idle on a shard being paused");
@@ -315,6 +326,7 @@ where
                     );
                     return self.writer.shutdown().await;
                 }
+                None if stopping => return self.close_for_shutdown(false).await,
                 None => return self.close_killed().await,
             };
             let (last_seq, packet) = match read {
@@ -354,7 +366,8 @@ where
             // Boxed: the command's future (the whole statement path) lives
             // on the heap only while it runs, so an idle session's task is
             // small.
-            if let Next::Close = Box::pin(self.command(command, body)).await? {
+            let span = debug_span!("statement", command = activity_name(command));
+            if let Next::Close = Box::pin(self.command(command, body).instrument(span)).await? {
                 return Ok(());
             }
             if long {
@@ -535,6 +548,21 @@ where
     /// limit: the backend connection is closed, so the server rolls the
     /// transaction back; the client gets an error (1205, as the answer to
     /// whatever it sends next) and the connection closes.
+    /// Closes the session for a stop with 1053 (read by the client with its
+    /// next command); `after_work`: it finished a statement or a
+    /// transaction after the stop came.
+    async fn close_for_shutdown(&mut self, after_work: bool) -> io::Result<()> {
+        debug!(
+            connection_id = self.state.connection_id,
+            "stopping: closing"
+        );
+        self.engine.sessions.closed_for_shutdown(after_work);
+        drop(self.state.transaction.end());
+        write_error(&mut self.writer, 1, &ClientError::ServerShutdown).await?;
+        self.writer.flush().await?;
+        self.writer.shutdown().await
+    }
+
     async fn end_idle_transaction(&mut self, limit: Duration) -> io::Result<()> {
         if let Some(bound) = self.state.transaction.lose_binding() {
             debug!(

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::config::Config;
+use super::config::{Config, MAX_SHUTDOWN_DRAIN_TIMEOUT_MS};
 use super::lines::LineIndex;
 use super::{Host, HostId, Topology};
 use crate::id::MAX_TYPE;
@@ -370,6 +370,16 @@ fn check_operations(config: &Config, lines: &LineIndex, errors: &mut Errors) {
             );
         }
     }
+    let drain = config.shutdown.drain_timeout_ms;
+    if drain > MAX_SHUTDOWN_DRAIN_TIMEOUT_MS {
+        errors.push(
+            lines.line(&["shutdown", "drain_timeout_ms"]),
+            format!(
+                "shutdown: `drain_timeout_ms` {drain} is more than an hour ({MAX_SHUTDOWN_DRAIN_TIMEOUT_MS}); \
+                 a stop that long holds a deploy; 0 cuts sessions at once"
+            ),
+        );
+    }
     if let Some(metrics) = &config.metrics {
         if metrics.listen.is_empty() {
             errors.push(
@@ -382,6 +392,23 @@ fn check_operations(config: &Config, lines: &LineIndex, errors: &mut Errors) {
                 format!("metrics listen: {e}"),
             );
         }
+    }
+    let stats = &config.stats;
+    let min_digests = super::config::MIN_MAX_DIGESTS;
+    if !(min_digests..=super::config::MAX_MAX_DIGESTS).contains(&stats.max_digests) {
+        errors.push(
+            lines.line(&["stats", "max_digests"]),
+            format!(
+                "stats: `max_digests` must be between {min_digests} and {}",
+                super::config::MAX_MAX_DIGESTS
+            ),
+        );
+    }
+    if stats.slow_log_per_second == 0 {
+        errors.push(
+            lines.line(&["stats", "slow_log_per_second"]),
+            "stats: `slow_log_per_second` must be at least 1",
+        );
     }
     if config.schema.as_deref() == Some("") {
         errors.push(

@@ -9,12 +9,16 @@ mod move_shards;
 mod pause_shards;
 mod promote_replica;
 mod reload_config;
+mod reset_digests;
 mod show_config;
+mod show_digests;
 mod show_hosts;
 mod show_proxies;
+mod show_shard_stats;
 mod show_shards;
 mod show_stats;
 mod verify_fleet;
+mod verify_rows;
 
 use tracing::{info, warn};
 
@@ -49,6 +53,11 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
         Command::ShowShard { shard, fleet } => show_shards::one(engine, shard, fleet.as_deref()),
         Command::ShowHosts => Ok(show_hosts::answer(engine)),
         Command::ShowStats => Ok(show_stats::answer(engine)),
+        Command::ShowDigests { order, limit } => Ok(show_digests::answer(engine, order, limit)),
+        Command::ResetDigests => {
+            logged(context, "RESET DIGESTS", Ok(reset_digests::answer(engine)))
+        }
+        Command::ShowShardStats { top, order } => Ok(show_shard_stats::answer(engine, top, order)),
         Command::ShowConfig => Ok(show_config::answer(context.control)),
         Command::ShowProxies => show_proxies::answer(context.control).await,
         Command::ReloadConfig { force } => logged(
@@ -120,6 +129,17 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
             logged(context, &what, result)
         }
         Command::VerifyFleet => verify_fleet::answer(context.control).await,
+        Command::VerifyShardRows {
+            range,
+            against,
+            max_rows_per_second,
+        } => {
+            let what = format!("VERIFY SHARDS {} ROWS AGAINST {against}", describe(&range));
+            info!(user = context.user, "{what}: starting");
+            let result =
+                verify_rows::answer(context.control, &range, &against, max_rows_per_second).await;
+            logged(context, &what, result)
+        }
         Command::Select(items) => client::select(context, &items),
         Command::Set => Ok(Answer::default()),
     }

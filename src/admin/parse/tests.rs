@@ -240,8 +240,11 @@ fn unknown_commands_list_what_is_accepted() {
     let message = error.to_string();
     assert!(message.starts_with("unknown admin command 'SHOW TABLES'"));
     for (form, _) in COMMANDS {
-        assert!(message.contains(form), "{form} missing from {message}");
+        let name = command_name(form);
+        assert!(message.contains(name), "{name} missing from {message}");
     }
+    assert_eq!(command_name(SHOW_SHARD), "SHOW SHARD");
+    assert_eq!(command_name(SHOW_COMMANDS), SHOW_COMMANDS);
     assert!(parse("")
         .unwrap_err()
         .to_string()
@@ -283,4 +286,111 @@ fn client_queries() {
         ParseError::Unknown(_)
     ));
     assert!(parse("SETTINGS").is_err());
+}
+
+#[test]
+fn verify_shards_rows() {
+    assert_eq!(
+        parse("VERIFY SHARDS 0-20 IN main ROWS AGAINST 127.0.0.1:3309").unwrap(),
+        Command::VerifyShardRows {
+            range: range(0, 20, Some("main")),
+            against: "127.0.0.1:3309".into(),
+            max_rows_per_second: None,
+        }
+    );
+    assert_eq!(
+        parse("verify shards 5 rows against '127.0.0.1:3311' max 500 rows per second;").unwrap(),
+        Command::VerifyShardRows {
+            range: range(5, 5, None),
+            against: "127.0.0.1:3311".into(),
+            max_rows_per_second: Some(500),
+        }
+    );
+    let error = parse("VERIFY SHARDS 1-2").unwrap_err().to_string();
+    assert!(error.contains("needs ROWS AGAINST"), "{error}");
+    assert!(error.ends_with(VERIFY_SHARDS_ROWS), "{error}");
+    assert!(parse("VERIFY SHARDS 1-2 ROWS AGAINST").is_err());
+    assert!(parse("VERIFY SHARDS 1-2 ROWS h:1").is_err());
+    assert!(parse("VERIFY SHARDS 2-1 ROWS AGAINST h:1").is_err());
+    assert!(parse("VERIFY SHARDS 1-2 ROWS AGAINST h:1 MAX x ROWS PER SECOND").is_err());
+}
+
+#[test]
+fn digest_and_shard_stats_commands() {
+    use crate::stats::digest::DigestOrder;
+    use crate::stats::shards::ShardOrder;
+    assert_eq!(
+        parse("SHOW DIGESTS"),
+        Ok(Command::ShowDigests {
+            order: DigestOrder::TotalTime,
+            limit: None
+        })
+    );
+    assert_eq!(
+        parse("show digests order by p99 limit 5;"),
+        Ok(Command::ShowDigests {
+            order: DigestOrder::P99,
+            limit: Some(5)
+        })
+    );
+    assert_eq!(
+        parse("SHOW DIGESTS LIMIT 3"),
+        Ok(Command::ShowDigests {
+            order: DigestOrder::TotalTime,
+            limit: Some(3)
+        })
+    );
+    assert_eq!(
+        parse("SHOW DIGESTS ORDER BY errors"),
+        Ok(Command::ShowDigests {
+            order: DigestOrder::Errors,
+            limit: None
+        })
+    );
+    assert_eq!(parse("RESET DIGESTS"), Ok(Command::ResetDigests));
+    assert_eq!(
+        parse("SHOW SHARD STATS"),
+        Ok(Command::ShowShardStats {
+            top: DEFAULT_SHARD_STATS_TOP,
+            order: ShardOrder::Statements
+        })
+    );
+    assert_eq!(
+        parse("SHOW SHARD STATS TOP 3 ORDER BY time"),
+        Ok(Command::ShowShardStats {
+            top: 3,
+            order: ShardOrder::Time
+        })
+    );
+    assert_eq!(
+        parse("SHOW SHARD STATS ORDER BY errors"),
+        Ok(Command::ShowShardStats {
+            top: DEFAULT_SHARD_STATS_TOP,
+            order: ShardOrder::Errors
+        })
+    );
+    assert_eq!(
+        parse("SHOW SHARD 12"),
+        Ok(Command::ShowShard {
+            shard: 12,
+            fleet: None
+        })
+    );
+    for bad in [
+        "SHOW DIGESTS ORDER BY name",
+        "SHOW DIGESTS LIMIT 0",
+        "SHOW DIGESTS LIMIT",
+        "SHOW DIGESTS ORDER",
+        "SHOW DIGESTS extra",
+        "RESET DIGESTS now",
+        "SHOW SHARD STATS TOP x",
+        "SHOW SHARD STATS ORDER BY rows",
+        "SHOW SHARD STATS TOP 3 extra",
+    ] {
+        assert!(
+            matches!(parse(bad), Err(ParseError::BadArguments { .. })),
+            "{bad}: {:?}",
+            parse(bad)
+        );
+    }
 }
