@@ -22,7 +22,7 @@ pub const SHOW_CONFIG: &str = "SHOW CONFIG";
 /// `SHOW PROXIES`.
 pub const SHOW_PROXIES: &str = "SHOW PROXIES";
 /// `RELOAD CONFIG`.
-pub const RELOAD_CONFIG: &str = "RELOAD CONFIG";
+pub const RELOAD_CONFIG: &str = "RELOAD CONFIG [FORCE]";
 /// `EXPLAIN ROUTE`.
 pub const EXPLAIN_ROUTE: &str = "EXPLAIN ROUTE <statement>";
 /// `DECODE ID`.
@@ -83,7 +83,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         SHOW_PROXIES,
         "every proxy registered under the config znode: addresses, config version, whether it runs the znode's (a file-sourced proxy: itself)",
     ),
-    (RELOAD_CONFIG, "re-read the config file and swap it in if valid"),
+    (
+        RELOAD_CONFIG,
+        "re-read the config file and swap it in if valid; FORCE also loads one that re-homes existing data",
+    ),
     (
         EXPLAIN_ROUTE,
         "where a statement would go and the SQL each shard would get",
@@ -188,8 +191,11 @@ pub enum Command {
     ShowConfig,
     /// `SHOW PROXIES`.
     ShowProxies,
-    /// `RELOAD CONFIG`.
-    ReloadConfig,
+    /// `RELOAD CONFIG [FORCE]`.
+    ReloadConfig {
+        /// `FORCE`: load a file even if it re-homes existing data.
+        force: bool,
+    },
     /// `EXPLAIN ROUTE <statement>`.
     ExplainRoute {
         /// The statement, as written.
@@ -413,7 +419,10 @@ pub fn parse(text: &str) -> Result<Command, ParseError> {
         return no_arguments(rest, RESET_DIGESTS, Command::ResetDigests);
     }
     if first.is("RELOAD") && is(second, "CONFIG") {
-        return no_arguments(rest, RELOAD_CONFIG, Command::ReloadConfig);
+        return match rest {
+            [force] if force.is("FORCE") => Ok(Command::ReloadConfig { force: true }),
+            _ => no_arguments(rest, RELOAD_CONFIG, Command::ReloadConfig { force: false }),
+        };
     }
     if first.is("DECODE") && is(second, "ID") {
         return parse_decode(rest);

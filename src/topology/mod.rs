@@ -9,6 +9,7 @@ pub mod columns;
 pub mod config;
 pub mod lines;
 pub mod prescan;
+pub mod rehome;
 pub mod rewrite;
 pub mod source;
 pub mod tls_files;

@@ -519,3 +519,115 @@ async fn a_configmap_style_symlink_swap_is_reloaded() {
     let attempt = control.config_status().last_reload.unwrap();
     assert_eq!(attempt.trigger, ReloadTrigger::FileChange);
 }
+
+/// A file that would send existing data to other shards (here the mod
+/// fleet's shard count doubled, so `md5(email) % shards` changes) is refused
+/// by the watcher, SIGHUP and `RELOAD CONFIG` alike, and the old table keeps
+/// routing (checked on the server); `RELOAD CONFIG FORCE` loads it.
+#[tokio::test]
+async fn a_reload_that_rehomes_data_is_refused_unless_forced() {
+    use shardgate::id::mod_shard;
+    const MOD_FLEET: &str = "    shards: 4096\n    database: \"msdb{:05}\"\n    hosts:\n      - { range: [0, 4095], master: 127.0.0.1:3310 }\n";
+    let _serial = serial().await;
+    let yaml = base_yaml();
+    assert!(yaml.contains(MOD_FLEET), "config/shardgate.yaml changed");
+    let rehoming = yaml.replace(
+        MOD_FLEET,
+        &MOD_FLEET
+            .replace("shards: 4096", "shards: 8192")
+            .replace("[0, 4095]", "[0, 8191]"),
+    );
+    let proxy = start_server("reload-rehome", &yaml);
+    let control = proxy.control.clone();
+    let version = control.config_status().version;
+    let pid = std::process::id();
+    let email = (0..)
+        .map(|i| format!("rehome-{pid}-{i}@example.com"))
+        .find(|e| mod_shard(e.as_bytes(), 4096) != mod_shard(e.as_bytes(), 8192))
+        .unwrap();
+    let old_db = format!("msdb{:05}", mod_shard(email.as_bytes(), 4096));
+    let new_db = format!("msdb{:05}", mod_shard(email.as_bytes(), 8192));
+    let change = "fleet mod: shard count 4096 -> 8192";
+
+    // The watcher refuses it.
+    write_config(&proxy.config_path, &rehoming);
+    wait_until("the refused file change", Duration::from_secs(5), || {
+        control
+            .config_status()
+            .last_reload
+            .is_some_and(|a| a.result.is_err())
+    })
+    .await;
+    let attempt = control.config_status().last_reload.unwrap();
+    assert_eq!(attempt.trigger, ReloadTrigger::FileChange);
+    let reason = attempt.result.unwrap_err();
+    assert!(
+        reason.contains(change) && reason.contains("RELOAD CONFIG FORCE"),
+        "{reason}"
+    );
+
+    // So does SIGHUP.
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    wait_until("the refused SIGHUP reload", Duration::from_secs(5), || {
+        control
+            .config_status()
+            .last_reload
+            .is_some_and(|a| a.trigger == ReloadTrigger::Signal && a.result.is_err())
+    })
+    .await;
+
+    // And RELOAD CONFIG, with error 1105 naming the change.
+    let mut admin = admin(&proxy).await;
+    let (code, message) = server_error(admin.query_drop("RELOAD CONFIG").await.unwrap_err());
+    assert_eq!(code, 1105, "{message}");
+    assert!(message.contains(change), "{message}");
+    assert_eq!(control.config_status().version, version);
+
+    // The old table still routes: the row lands in the 4096-shard database.
+    let mut conn = app(&proxy).await;
+    conn.query_drop(format!(
+        "INSERT INTO user_by_email (email, user_id) VALUES ('{email}', 7)"
+    ))
+    .await
+    .expect("insert through the proxy");
+    conn.disconnect().await.ok();
+    let mut server = operations(MOD_HOST).await;
+    let count =
+        |db: &str| format!("SELECT COUNT(*) FROM {db}.user_by_email WHERE email = '{email}'");
+    let landed: Option<u64> = server.query_first(count(&old_db)).await.unwrap();
+    assert_eq!(landed, Some(1), "the row should be in {old_db} on 3310");
+    server
+        .query_drop(format!(
+            "DELETE FROM {old_db}.user_by_email WHERE email = '{email}'"
+        ))
+        .await
+        .unwrap();
+    server.disconnect().await.ok();
+
+    // FORCE loads it: the key now routes to the 8192-shard database.
+    let answer: Vec<(String, String, String)> = admin
+        .query("RELOAD CONFIG FORCE")
+        .await
+        .expect("forced reload");
+    assert_eq!(answer[0].0, "reloaded", "{answer:?}");
+    assert_eq!(
+        control.config_status().version,
+        version_of(rehoming.as_bytes())
+    );
+    let route: mysql_async::Row = admin
+        .query_first(format!(
+            "EXPLAIN ROUTE SELECT user_id FROM user_by_email WHERE email = '{email}'"
+        ))
+        .await
+        .unwrap()
+        .expect("a route");
+    assert_eq!(
+        route.get::<String, _>("database").as_deref(),
+        Some(new_db.as_str())
+    );
+    admin.disconnect().await.ok();
+}

@@ -269,3 +269,116 @@ async fn check_config_and_push_refuse_a_hostile_document_at_once() {
     assert!(missing.to_string().contains("does not exist"), "{missing}");
     clean(test).await;
 }
+
+/// `config push` of a document that would send existing data to other
+/// shards (the mod fleet's shard count doubled) is refused before writing,
+/// and the proxy following the znode keeps routing as before (checked on
+/// the server); `--allow-rehome` writes it and the proxy loads it.
+#[tokio::test]
+async fn a_push_that_rehomes_data_is_refused_unless_allowed() {
+    use shardgate::id::mod_shard;
+    const MOD_FLEET: &str = "    shards: 4096\n    database: \"msdb{:05}\"\n    hosts:\n      - { range: [0, 4095], master: 127.0.0.1:3310 }\n";
+    let test = "rehome";
+    clean(test).await;
+    let location = location(test);
+    let source = location.to_string();
+    let yaml = document();
+    assert!(yaml.contains(MOD_FLEET), "config/shardgate.yaml changed");
+    let rehoming = yaml.replace(
+        MOD_FLEET,
+        &MOD_FLEET
+            .replace("shards: 4096", "shards: 8192")
+            .replace("[0, 4095]", "[0, 8191]"),
+    );
+    let first = push(&location, &yaml, None).await;
+    let proxy = start(&location, "rehome-a");
+    let pid = std::process::id();
+    let email = (0..)
+        .map(|i| format!("zk-rehome-{pid}-{i}@example.com"))
+        .find(|e| mod_shard(e.as_bytes(), 4096) != mod_shard(e.as_bytes(), 8192))
+        .unwrap();
+    let old_db = format!("msdb{:05}", mod_shard(email.as_bytes(), 4096));
+    let new_db = format!("msdb{:05}", mod_shard(email.as_bytes(), 8192));
+    let dir = repo_root()
+        .join("target/test-configs")
+        .join(format!("zk-rehome-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("shardgate.yaml");
+    std::fs::write(&file, &rehoming).unwrap();
+    let file_arg = file.display().to_string();
+
+    let refused = shardgate(&["config", "push", &file_arg, "--source", &source]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    let message = stderr(&refused);
+    for needle in [
+        "fleet mod: shard count 4096 -> 8192",
+        "nothing was written",
+        "--allow-rehome",
+    ] {
+        assert!(message.contains(needle), "{needle}: {message}");
+    }
+    let now = zookeeper::get(&location).await.expect("get");
+    assert_eq!(
+        now.znode_version, first.znode_version,
+        "the znode is unchanged"
+    );
+    assert_eq!(proxy.control.config_status().version, first.version);
+
+    // The proxy still routes by 4096 shards: the row lands there.
+    let mut conn = app(&proxy).await;
+    conn.query_drop(format!(
+        "INSERT INTO user_by_email (email, user_id) VALUES ('{email}', 7)"
+    ))
+    .await
+    .expect("insert through the proxy");
+    conn.disconnect().await.ok();
+    let mut server = operations(MOD_HOST).await;
+    let landed: Option<u64> = server
+        .query_first(format!(
+            "SELECT COUNT(*) FROM {old_db}.user_by_email WHERE email = '{email}'"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(landed, Some(1), "the row should be in {old_db} on 3310");
+    server
+        .query_drop(format!(
+            "DELETE FROM {old_db}.user_by_email WHERE email = '{email}'"
+        ))
+        .await
+        .unwrap();
+    server.disconnect().await.ok();
+
+    // --allow-rehome writes it; the proxy loads what the znode holds.
+    let allowed = shardgate(&[
+        "config",
+        "push",
+        &file_arg,
+        "--source",
+        &source,
+        "--allow-rehome",
+    ]);
+    assert!(allowed.status.success(), "{}", stderr(&allowed));
+    let version = shardgate::control::status::version_of(rehoming.as_bytes());
+    wait_until(
+        "the proxy loads the pushed document",
+        Duration::from_secs(5),
+        || proxy.control.config_status().version == version,
+    )
+    .await;
+    let mut admin = admin(&proxy).await;
+    let route: Row = admin
+        .query_first(format!(
+            "EXPLAIN ROUTE SELECT user_id FROM user_by_email WHERE email = '{email}'"
+        ))
+        .await
+        .unwrap()
+        .expect("a route");
+    assert_eq!(
+        route.get::<String, _>("database").as_deref(),
+        Some(new_db.as_str())
+    );
+    admin.disconnect().await.ok();
+    proxy.control.shutdown().await;
+    std::fs::remove_dir_all(&dir).ok();
+    clean(test).await;
+}

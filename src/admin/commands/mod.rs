@@ -60,10 +60,14 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
         Command::ShowShardStats { top, order } => Ok(show_shard_stats::answer(engine, top, order)),
         Command::ShowConfig => Ok(show_config::answer(context.control)),
         Command::ShowProxies => show_proxies::answer(context.control).await,
-        Command::ReloadConfig => logged(
+        Command::ReloadConfig { force } => logged(
             context,
-            "RELOAD CONFIG",
-            reload_config::answer(context.control).await,
+            if force {
+                "RELOAD CONFIG FORCE"
+            } else {
+                "RELOAD CONFIG"
+            },
+            reload_config::answer(context.control, force).await,
         ),
         Command::ExplainRoute { statement } => explain_route::answer(engine, &statement),
         Command::DecodeId { id } => decode_id::answer(engine, id),

@@ -17,7 +17,15 @@ fn keywords_any_case_trailing_semicolon_and_space() {
     assert_eq!(parse("Show Stats;").unwrap(), Command::ShowStats);
     assert_eq!(parse("show config").unwrap(), Command::ShowConfig);
     assert_eq!(parse("show proxies;").unwrap(), Command::ShowProxies);
-    assert_eq!(parse("reload config;").unwrap(), Command::ReloadConfig);
+    assert_eq!(
+        parse("reload config;").unwrap(),
+        Command::ReloadConfig { force: false }
+    );
+    assert_eq!(
+        parse("RELOAD CONFIG force").unwrap(),
+        Command::ReloadConfig { force: true }
+    );
+    assert!(parse("RELOAD CONFIG NOW").is_err());
     assert_eq!(parse("verify fleet").unwrap(), Command::VerifyFleet);
     assert_eq!(parse("help").unwrap(), Command::Help);
     assert_eq!(parse("SHOW COMMANDS").unwrap(), Command::Help);

@@ -6,11 +6,14 @@ use crate::cli::runtime::runtime;
 use crate::cli::{zookeeper_source, CliError};
 use crate::control::zookeeper;
 
-/// Validates `file` and writes it to the znode, version-checked.
+/// Validates `file` and writes it to the znode, version-checked; unless
+/// `allow_rehome`, refuses a file that would re-home existing data compared
+/// with the document in the znode (and writes only over that version).
 pub(super) fn run(
     file: &Path,
     source: &str,
     expected_version: Option<i32>,
+    allow_rehome: bool,
     allow_open_acl: bool,
 ) -> Result<(), CliError> {
     let location = zookeeper_source(source)?;
@@ -22,7 +25,12 @@ pub(super) fn run(
     let pushed = runtime()?
         .block_on(async {
             zookeeper::refuse_open_document(&location, allow_open_acl).await?;
-            zookeeper::push(&location, &bytes, &name, expected_version).await
+            let mut expected = expected_version;
+            if !allow_rehome {
+                let compared = zookeeper::refuse_rehoming(&location, &bytes, &name).await?;
+                expected = expected.or(compared);
+            }
+            zookeeper::push(&location, &bytes, &name, expected).await
         })
         .map_err(CliError::Push)?;
     let previous = pushed

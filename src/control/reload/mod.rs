@@ -31,6 +31,7 @@ use crate::backend::pool::BackendSettings;
 use crate::control::zookeeper::ZkError;
 use crate::topology::bootstrap::ListenOverrides;
 use crate::topology::prescan;
+use crate::topology::rehome::{self, Rehoming};
 use crate::topology::{ConfigErrors, Topology};
 
 pub use super::status::{
@@ -102,6 +103,30 @@ pub enum ReloadError {
         /// Every problem found.
         errors: ConfigErrors,
     },
+    /// The file would send existing data to other shards and the reload
+    /// was not forced.
+    #[error(
+        "the config file would send existing data to other shards, so it was not loaded; the config in force \
+         (version {version}) keeps serving. Re-homing change(s): {}. If the data has been moved to match, \
+         load it with RELOAD CONFIG FORCE on the admin port",
+        rehome::describe(changes)
+    )]
+    Rehome {
+        /// Version (MD5) of the config still in force.
+        version: String,
+        /// Every re-homing change the file makes.
+        changes: Vec<Rehoming>,
+    },
+}
+
+/// Whether a reload may load a file that re-homes existing data
+/// (`RELOAD CONFIG FORCE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Force {
+    /// Refuse re-homing changes.
+    No,
+    /// Load them: the operator has moved the data to match.
+    Rehome,
 }
 
 /// A config document read once: its version and, if that is not the
@@ -188,8 +213,22 @@ impl Control {
     /// force keeps serving. A document equal to the version in force
     /// changes nothing; a watcher's reload that only echoes it is not even
     /// recorded. The document is built on the blocking pool. Listen
-    /// addresses never change here (they are bound once).
+    /// addresses never change here (they are bound once). A config file
+    /// that would send existing data to other shards is refused: see
+    /// [`Control::reload_with`].
     pub async fn reload(&self, trigger: ReloadTrigger) -> Result<ReloadSummary, ReloadError> {
+        self.reload_with(trigger, Force::No).await
+    }
+
+    /// [`Control::reload`], loading a config file that would send existing
+    /// data to other shards ([`rehome::rehoming_changes`]) only when
+    /// `force`. A znode's document is taken as it is: `config push` is
+    /// that gate, so every proxy of the znode routes the same way.
+    pub async fn reload_with(
+        &self,
+        trigger: ReloadTrigger,
+        force: Force,
+    ) -> Result<ReloadSummary, ReloadError> {
         let _serial = self.config_status.serialize().await;
         let status = self.config_status.snapshot();
         let result = match self.fetch().await {
@@ -208,7 +247,7 @@ impl Control {
                         source: io::Error::other(format!("the building task failed: {e}")),
                     })
                 });
-                built.map(|read| self.take(read, znode_version, trigger, &status))
+                built.and_then(|read| self.take(read, znode_version, trigger, force, &status))
             }
             Err(e) => Err(e),
         };
@@ -226,8 +265,9 @@ impl Control {
         read: DocumentRead,
         znode_version: Option<i32>,
         trigger: ReloadTrigger,
+        force: Force,
         status: &ConfigStatusSnapshot,
-    ) -> ReloadSummary {
+    ) -> Result<ReloadSummary, ReloadError> {
         let summary = match read {
             DocumentRead::Unchanged(version) => {
                 let description = match znode_version {
@@ -248,6 +288,15 @@ impl Control {
                 }
             }
             DocumentRead::Changed(version, topology) => {
+                if self.zookeeper.is_none() && force == Force::No {
+                    let changes = rehome::rehoming_changes(&self.engine.topology.load(), &topology);
+                    if !changes.is_empty() {
+                        return Err(ReloadError::Rehome {
+                            version: status.version.clone(),
+                            changes,
+                        });
+                    }
+                }
                 self.install(*topology, version, trigger, Vec::new())
             }
         };
@@ -255,7 +304,7 @@ impl Control {
             self.config_status.set_znode_version(znode_version);
             self.publish_entry();
         }
-        summary
+        Ok(summary)
     }
 
     /// Swaps in `topology` (version `version`), applies changed backend

@@ -110,6 +110,40 @@ async fn reload_swaps_refuses_and_records() {
 }
 
 #[tokio::test]
+async fn a_rehoming_file_is_refused_unless_forced() {
+    let path = temp_config("rehome", SPEC_YAML);
+    let control = Control::new(load(SPEC_YAML), Some(path.clone()));
+    let first = control.engine.topology.load();
+    let text = SPEC_YAML.replace(
+        "user_by_email:   { fleet: mod,  key: email }",
+        "user_by_email:   { fleet: mod,  key: login }",
+    );
+    std::fs::write(&path, &text).unwrap();
+    for trigger in [ReloadTrigger::Signal, ReloadTrigger::Admin] {
+        let error = control.reload(trigger).await.unwrap_err();
+        assert!(matches!(&error, ReloadError::Rehome { changes, .. } if changes.len() == 1));
+        let message = error.to_string();
+        assert!(
+            message.contains("table user_by_email: key column email -> login")
+                && message.contains("RELOAD CONFIG FORCE"),
+            "{message}"
+        );
+        assert!(Arc::ptr_eq(&control.engine.topology.load(), &first));
+        let status = control.config_status();
+        assert_eq!(status.version, version_of(SPEC_YAML.as_bytes()));
+        assert_eq!(status.last_reload.unwrap().result.unwrap_err(), message);
+    }
+    let summary = control
+        .reload_with(ReloadTrigger::Admin, Force::Rehome)
+        .await
+        .unwrap();
+    assert!(summary.changed);
+    assert_eq!(summary.description, "tables changed: user_by_email");
+    assert_eq!(control.config_status().version, version_of(text.as_bytes()));
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+#[tokio::test]
 async fn pools_of_hosts_that_left_are_retired() {
     let path = temp_config("retire", SPEC_YAML);
     let control = Control::new(load(SPEC_YAML), Some(path.clone()));

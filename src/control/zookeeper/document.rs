@@ -87,6 +87,38 @@ pub async fn get(location: &ZkLocation) -> Result<Document, ZkError> {
     }
 }
 
+/// Refuses `bytes` when, compared with the document at `location`, they
+/// would send existing data to other shards
+/// ([`crate::topology::rehome::rehoming_changes`]). Returns the znode
+/// version compared with (none: no document yet), for the push to expect
+/// so that nothing written in between goes unchecked. A document that does
+/// not parse (either one) is not compared: the push's validation reports
+/// the new one, and an invalid one in force routes nothing.
+pub async fn refuse_rehoming(
+    location: &ZkLocation,
+    bytes: &[u8],
+    source_name: &str,
+) -> Result<Option<i32>, ZkError> {
+    let current = match get(location).await {
+        Ok(current) => current,
+        Err(ZkError::NoDocument { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let in_force = parse_config(&current.bytes, &location.to_string());
+    let pushed = parse_config(bytes, source_name);
+    if let (Ok(old), Ok(new)) = (in_force, pushed) {
+        let changes = crate::topology::rehome::rehoming_changes(&old, &new);
+        if !changes.is_empty() {
+            return Err(ZkError::Rehome {
+                path: location.path.clone(),
+                znode_version: current.znode_version,
+                changes,
+            });
+        }
+    }
+    Ok(Some(current.znode_version))
+}
+
 /// Checks `bytes` as a push does before writing them: size, full
 /// validation (`source_name` names them in the errors), and an `admin`
 /// section while registered proxies listen on an admin port.

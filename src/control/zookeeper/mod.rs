@@ -34,7 +34,7 @@ use crate::sync::lock;
 use crate::topology::source::ZkLocation;
 use crate::topology::ConfigErrors;
 
-pub use document::{get, push, push_with, refuse_open_document, Document, Pushed};
+pub use document::{get, push, push_with, refuse_open_document, refuse_rehoming, Document, Pushed};
 pub use fence::{Clock, Liveness, Mark};
 pub use guarded::{outcome, GuardedPushError, Outcome};
 pub use pauses::{missing, PauseRecord, WatchedPauses};
@@ -104,6 +104,22 @@ pub enum ZkError {
         owner: i64,
         /// This client's session timeout.
         timeout_ms: u128,
+    },
+    /// `config push` of a document that would send existing data to other
+    /// shards, without `--allow-rehome`.
+    #[error(
+        "the document would send existing data to other shards compared with the one in {path} (znode version \
+         {znode_version}); nothing was written. Re-homing change(s): {}. If the data has been moved to match, \
+         push again with --allow-rehome",
+        crate::topology::rehome::describe(changes)
+    )]
+    Rehome {
+        /// The znode.
+        path: String,
+        /// The version of the document in force.
+        znode_version: i32,
+        /// Every re-homing change.
+        changes: Vec<crate::topology::rehome::Rehoming>,
     },
     /// `config push --expected-version N` but the znode is at another version.
     #[error(
