@@ -212,7 +212,7 @@ async fn a_sigterm_while_serve_starts_makes_it_leave_the_registry() {
     };
     let serve_log = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(status.success(), "serve on SIGTERM: {status}: {serve_log}");
-    assert!(serve_log.contains("SIGTERM: stopping"), "{serve_log}");
+    assert!(serve_log.contains("SIGTERM: draining"), "{serve_log}");
     assert_eq!(
         client.check_stat(&entry_path).await.expect("stat"),
         None,
