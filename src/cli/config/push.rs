@@ -25,12 +25,29 @@ pub(super) fn run(
     let pushed = runtime()?
         .block_on(async {
             zookeeper::refuse_open_document(&location, allow_open_acl).await?;
-            let mut expected = expected_version;
-            if !allow_rehome {
-                let compared = zookeeper::refuse_rehoming(&location, &bytes, &name).await?;
-                expected = expected.or(compared);
+            if allow_rehome || expected_version.is_some() {
+                if !allow_rehome {
+                    zookeeper::refuse_rehoming(&location, &bytes, &name).await?;
+                }
+                return zookeeper::push(&location, &bytes, &name, expected_version).await;
             }
-            zookeeper::push(&location, &bytes, &name, expected).await
+            // Written only over the version compared with; a writer in
+            // between is a concurrent write, not a stale --expected-version.
+            let compared = zookeeper::refuse_rehoming(&location, &bytes, &name).await?;
+            zookeeper::push(&location, &bytes, &name, compared)
+                .await
+                .map_err(|error| match error {
+                    zookeeper::ZkError::StaleVersion {
+                        path,
+                        expected,
+                        actual,
+                    } => zookeeper::ZkError::ConcurrentWrite {
+                        path,
+                        read: Some(expected),
+                        now: actual,
+                    },
+                    other => other,
+                })
         })
         .map_err(CliError::Push)?;
     let previous = pushed
