@@ -8,7 +8,6 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod admin;
 mod fleet_migrate;
 mod lexing;
 mod local_id_range;

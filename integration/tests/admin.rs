@@ -2,7 +2,7 @@
 //! values checked against config/shardgate.yaml, the port's own accounts,
 //! errors that list what is accepted, and the stock `mariadb` CLI.
 
-use crate::common;
+mod common;
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
