@@ -6,6 +6,9 @@
 #   3308  master-b   main fleet shards 2048-4095
 #   3309  replica-a  GTID replica of 3307           (failover target)
 #   3310  mod        mod-shard fleet, shards 0-4095
+#   3311  spare      empty, not a replica, not in the config: the target of a
+#                    shard split. Only `start-host 3311` creates and starts it;
+#                    `stop`, `status` and `wipe` include it once it exists.
 #
 # Usage: integration/fleet.sh start|stop|status|wipe|install|stop-host PORT|start-host PORT|kill-host PORT
 #
@@ -77,6 +80,22 @@ declare -A SERVER_ID=([3307]=1 [3308]=2 [3309]=3 [3310]=4)
 # Replica port -> its master's port.
 declare -A REPLICA_OF=([3309]=3307)
 
+# ---------------------------------------------------------------- spare host
+# Started only on request (`start-host 3311`), never by `start`; same
+# accounts and binlog/GTID settings as the others, so it can be made a
+# replica of 3307 (CHANGE MASTER ... MASTER_USE_GTID=slave_pos) by a split.
+SPARE_PORTS=(3311)
+ROLE[3311]=spare
+SERVER_ID[3311]=5
+# The fleet's ports plus every spare that has been created (or is running).
+known_ports() {
+    local port
+    printf '%s\n' "${PORTS[@]}"
+    for port in "${SPARE_PORTS[@]}"; do
+        if [ -d "$FLEET_DIR/$port" ] || [ -n "$(running_pid "$port")" ]; then echo "$port"; fi
+    done
+}
+
 # ---------------------------------------------------------------- install
 
 # Installs mariadb-server and mariadb-client with apt when they are missing.
@@ -102,8 +121,8 @@ ensure_mariadb() {
 
 valid_port() {
     local p
-    for p in "${PORTS[@]}"; do [ "$p" = "$1" ] && return 0; done
-    die "unknown port '$1' (fleet ports: ${PORTS[*]})"
+    for p in "${PORTS[@]}" "${SPARE_PORTS[@]}"; do [ "$p" = "$1" ] && return 0; done
+    die "unknown port '$1' (fleet ports: ${PORTS[*]} ${SPARE_PORTS[*]})"
 }
 
 inst_dir() { echo "$FLEET_DIR/$1"; }
@@ -398,7 +417,7 @@ stop_ports() {
 status() {
     local port pid running repl
     printf '%-6s %-10s %-8s %-8s %s\n' PORT ROLE RUNNING PID DETAIL
-    for port in "${PORTS[@]}"; do
+    for port in $(known_ports); do
         pid="$(running_pid "$port")"
         running=no
         repl=""
@@ -434,7 +453,8 @@ case "$cmd" in
         status
         ;;
     stop)
-        stop_ports "${PORTS[@]}"
+        # shellcheck disable=SC2046
+        stop_ports $(known_ports)
         status
         ;;
     status)
@@ -458,7 +478,8 @@ case "$cmd" in
         start_ports "$2" || die "$2 did not start"
         ;;
     wipe)
-        stop_ports "${PORTS[@]}"
+        # shellcheck disable=SC2046
+        stop_ports $(known_ports)
         log "removing $FLEET_DIR"
         rm -rf "$FLEET_DIR"
         ;;

@@ -193,6 +193,10 @@ pub enum ClientError {
     /// The session was ended by `KILL` (1927); the connection closes.
     #[error("Connection was killed")]
     ConnectionKilled,
+    /// The proxy is stopping (SIGTERM): an idle session is closed at a
+    /// statement boundary (1053, as a server that shuts down).
+    #[error("Server shutdown in progress (shardgate is stopping; connect again to be served by another proxy)")]
+    ServerShutdown,
     /// `LOAD DATA LOCAL INFILE` from a client that did not announce
     /// `CLIENT_LOCAL_FILES` (4166, as a server answers).
     #[error("The used command is not allowed because the MariaDB server or client has disabled the local infile capability (shardgate: the client did not enable LOCAL INFILE; enable it in the client, e.g. mariadb --local-infile=1)")]
@@ -218,6 +222,7 @@ impl ClientError {
             ClientError::NotOwner(_) => 1095,
             ClientError::QueryInterrupted => 1317,
             ClientError::ConnectionKilled => 1927,
+            ClientError::ServerShutdown => 1053,
             ClientError::PartTimeout { .. } => 1969,
             ClientError::LocalInfileDisabled => 4166,
             _ => 1105,
@@ -231,7 +236,9 @@ impl ClientError {
             ClientError::Backend { sql_state, .. } => sql_state,
             ClientError::AccessDenied { .. } => "28000",
             ClientError::NoDatabaseSelected => "3D000",
-            ClientError::UnsupportedCommand(_) | ClientError::PacketTooLarge(_) => "08S01",
+            ClientError::UnsupportedCommand(_)
+            | ClientError::PacketTooLarge(_)
+            | ClientError::ServerShutdown => "08S01",
             ClientError::ShardMoved { .. } | ClientError::IdleDuringPause { .. } => "40001",
             ClientError::QueryInterrupted
             | ClientError::ConnectionKilled

@@ -1,5 +1,5 @@
 //! Starts a whole proxy from its [`Control`] (and the engine it holds): the client listener, the admin
-//! port, the metrics endpoint, the health checker with the automatic
+//! port, the metrics endpoint (with `/healthz` and `/ready`), the health checker with the automatic
 //! failover listening to its host events, the reading of the object
 //! tables' columns, and the config watchers.
 
@@ -12,9 +12,11 @@ use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
 use crate::control::process::Addresses;
+use crate::control::readiness::{readiness, Heartbeat, ListenerUp};
 use crate::control::Control;
 use crate::frontend::listener;
 use crate::net::{map_large_allocations, open_file_limit, ClientCap};
+use crate::stats::http::Endpoints;
 
 /// The addresses a started proxy listens on (useful when the config asks
 /// for port 0).
@@ -97,10 +99,15 @@ pub async fn run(control: Arc<Control>) -> io::Result<Running> {
         );
     }
     crate::backend::columns::spawn(engine);
-    let client = spawn_logged(
-        "client listener",
-        listener::serve_with(engine.clone(), client, tls),
-    );
+    let listening_now = Arc::new(ListenerUp::default());
+    listening_now.set(true);
+    let serving = listening_now.clone();
+    let serve_client = listener::serve_with(engine.clone(), client, tls);
+    let client = spawn_logged("client listener", async move {
+        let ended = serve_client.await;
+        serving.set(false);
+        ended
+    });
     if let Some(listener) = admin {
         spawn_logged(
             "admin listener",
@@ -108,11 +115,19 @@ pub async fn run(control: Arc<Control>) -> io::Result<Running> {
         );
     }
     if let Some(listener) = metrics {
-        let engine = engine.clone();
-        let render = move || crate::stats::prometheus(&engine.stats, &engine.backends.figures());
+        let heartbeat = Heartbeat::spawn();
+        let stats = engine.clone();
+        let ready = control.clone();
+        let endpoints = Endpoints {
+            metrics: Box::new(move || {
+                crate::stats::prometheus(&stats.stats, &stats.backends.figures())
+            }),
+            healthz: Box::new(move || heartbeat.liveness()),
+            ready: Box::new(move || readiness(&ready, listening_now.get())),
+        };
         spawn_logged(
             "metrics endpoint",
-            crate::stats::http::serve(listener, render),
+            crate::stats::http::serve(listener, endpoints),
         );
     }
     let (host_events, events) = tokio::sync::mpsc::unbounded_channel();

@@ -27,6 +27,7 @@ use crate::control::Control;
 use crate::frontend::handshake::{refuse_too_many_connections, LoginBounds};
 use crate::id::IdError;
 use crate::ops::OpsError;
+use crate::ops::RowVerifyError;
 use crate::router::RouteError;
 
 pub use answer::{Answer, Cell};
@@ -130,6 +131,10 @@ pub enum AdminError {
     /// `VERIFY FLEET` could not run (1105).
     #[error("VERIFY FLEET could not run: {0}")]
     Ops(#[from] OpsError),
+    /// `VERIFY SHARDS ... ROWS` refused (1210 for arguments) or could not
+    /// run (1105).
+    #[error("VERIFY SHARDS ... ROWS: {0}")]
+    VerifyRows(#[from] RowVerifyError),
     /// `RELOAD CONFIG` refused the file; the config in force stays (1105).
     #[error("RELOAD CONFIG: {0}")]
     Reload(#[from] ReloadError),
@@ -164,12 +169,14 @@ impl AdminError {
             AdminError::Argument(_) | AdminError::Id(_) => ErrorKind::ER_WRONG_ARGUMENTS,
             AdminError::Route(error) => ErrorKind::from(error.code()),
             AdminError::Cutover(error) if error.is_argument() => ErrorKind::ER_WRONG_ARGUMENTS,
+            AdminError::VerifyRows(RowVerifyError::Argument(_)) => ErrorKind::ER_WRONG_ARGUMENTS,
             AdminError::Ops(_)
             | AdminError::Reload(_)
             | AdminError::Failover(_)
             | AdminError::Pause(_)
             | AdminError::FleetPause(_)
             | AdminError::Cutover(_)
+            | AdminError::VerifyRows(_)
             | AdminError::ZooKeeper(_) => ErrorKind::ER_UNKNOWN_ERROR,
         }
     }

@@ -33,6 +33,9 @@ pub const RESUME_SHARDS: &str = "RESUME SHARDS <a>[-<b>] [IN <fleet>] [FORCE]";
 pub const MOVE_SHARDS: &str = "MOVE SHARDS <a>-<b> [IN <fleet>] TO <host:port> [DRY RUN]";
 /// `VERIFY FLEET`.
 pub const VERIFY_FLEET: &str = "VERIFY FLEET";
+/// `VERIFY SHARDS ... ROWS AGAINST`.
+pub const VERIFY_SHARDS_ROWS: &str =
+    "VERIFY SHARDS <a>-<b> [IN <fleet>] ROWS AGAINST <host:port> [MAX <n> ROWS PER SECOND]";
 /// `SHOW COMMANDS` / `HELP`.
 pub const SHOW_COMMANDS: &str = "SHOW COMMANDS | HELP";
 
@@ -85,6 +88,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (
         VERIFY_FLEET,
         "every shard database on its master only, with the tables of the schema",
+    ),
+    (
+        VERIFY_SHARDS_ROWS,
+        "compare every row of the shards between their master and another server (a replica, a split target): a row per differing chunk with its keys",
     ),
     (SHOW_COMMANDS, "this list"),
 ];
@@ -192,6 +199,15 @@ pub enum Command {
     },
     /// `VERIFY FLEET`.
     VerifyFleet,
+    /// `VERIFY SHARDS a-b [IN fleet] ROWS AGAINST host:port [MAX n ROWS PER SECOND]`.
+    VerifyShardRows {
+        /// The shards (and the fleet, if named).
+        range: ShardRange,
+        /// The server compared with the shards' master.
+        against: String,
+        /// Source rows read per second at most (0: no limit); `None`: the default.
+        max_rows_per_second: Option<u64>,
+    },
     /// A client's own `SELECT @@var, DATABASE(), ...` (the `mariadb` CLI
     /// and drivers send these when they connect).
     Select(Vec<SelectItem>),
@@ -237,11 +253,24 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
+/// One line per command, its name only (the form without its arguments),
+/// so the list stays within what the C client keeps of an error message;
+/// `SHOW COMMANDS` (last) gives the forms.
 fn write_command_list(f: &mut fmt::Formatter<'_>) -> fmt::Result {
     for (form, _) in COMMANDS {
-        write!(f, "\n  {form}")?;
+        write!(f, "\n  {}", command_name(form))?;
     }
     Ok(())
+}
+
+/// A form up to its first argument: `SHOW SHARD <n> [IN <fleet>]` is `SHOW SHARD`.
+pub fn command_name(form: &str) -> &str {
+    let end = [" <", " ["]
+        .iter()
+        .filter_map(|arg| form.find(arg))
+        .min()
+        .unwrap_or(form.len());
+    &form[..end]
 }
 
 /// The command as echoed in an error: at most 12 bytes (cut on a character
@@ -362,6 +391,9 @@ pub fn parse(text: &str) -> Result<Command, ParseError> {
     }
     if first.is("VERIFY") && is(second, "FLEET") {
         return no_arguments(rest, VERIFY_FLEET, Command::VerifyFleet);
+    }
+    if first.is("VERIFY") && is(second, "SHARDS") {
+        return parse_verify_rows(rest);
     }
     Err(unknown())
 }
@@ -556,6 +588,38 @@ fn parse_move(rest: &[Token]) -> Result<Command, ParseError> {
         range,
         target: target.text().to_owned(),
         dry_run,
+    })
+}
+
+fn parse_verify_rows(rest: &[Token]) -> Result<Command, ParseError> {
+    let form = VERIFY_SHARDS_ROWS;
+    let Some(rows) = rest.iter().position(|t| t.is("ROWS")) else {
+        return Err(bad(
+            form,
+            "VERIFY SHARDS needs ROWS AGAINST and the other server's host:port",
+        ));
+    };
+    let range = parse_range(&rest[..rows], form)?;
+    let (against, max_rows_per_second) = match &rest[rows + 1..] {
+        [kw, against] if kw.is("AGAINST") => (against, None),
+        [kw, against, max, n, r, per, second]
+            if kw.is("AGAINST")
+                && max.is("MAX")
+                && r.is("ROWS")
+                && per.is("PER")
+                && second.is("SECOND") =>
+        {
+            (against, Some(number(n.text(), "MAX", form)?))
+        }
+        [kw] if kw.is("AGAINST") => {
+            return Err(bad(form, "AGAINST needs the other server's host:port"))
+        }
+        _ => return Err(bad(form, "expected AGAINST <host:port> after ROWS")),
+    };
+    Ok(Command::VerifyShardRows {
+        range,
+        against: against.text().to_owned(),
+        max_rows_per_second,
     })
 }
 

@@ -154,7 +154,7 @@ impl HostState {
     }
 
     /// Why statements for the host fail at once now, if they do.
-    fn unavailable(&self) -> Option<String> {
+    pub fn unavailable(&self) -> Option<String> {
         if let Some(reason) = self.host_health.down_reason() {
             return Some(reason);
         }

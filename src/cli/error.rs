@@ -8,7 +8,7 @@ use crate::control::cutover::FleetMoveError;
 use crate::control::zookeeper::auth::AuthError;
 use crate::control::zookeeper::ZkError;
 use crate::id::IdError;
-use crate::ops::{MigrateReport, OpsError, VerifyReport};
+use crate::ops::{MigrateReport, OpsError, RowVerifyError, RowVerifyReport, VerifyReport};
 use crate::topology::bootstrap::BootstrapError;
 use crate::topology::source::{ProxyIdError, SourceError};
 use crate::topology::ConfigErrors;
@@ -72,6 +72,12 @@ pub enum CliError {
     /// The client listener ended (only on a failure).
     #[error("{0}; shardgate stops")]
     ListenerEnded(String),
+    /// A graceful stop had to cut sessions (its summary line).
+    #[error("{0}")]
+    SessionsCut(String),
+    /// `health`: the proxy is not ready, or could not be asked (why).
+    #[error("{0}")]
+    NotReady(String),
 
     /// `id decode` of a text that is not a number.
     #[error("'{0}' is not a 64-bit unsigned integer")]
@@ -99,6 +105,13 @@ pub enum CliError {
     /// `fleet verify` found problems (printed above it, one per line).
     #[error("fleet verify: {0}")]
     VerifyProblems(Box<VerifyReport>),
+    /// `fleet verify --rows` could not compare.
+    #[error("fleet verify --rows failed: {0}")]
+    VerifyRows(#[source] Box<RowVerifyError>),
+    /// `fleet verify --rows` found differences (printed above it, one per
+    /// line).
+    #[error("fleet verify --rows: {0}")]
+    RowDifferences(Box<RowVerifyReport>),
     /// `fleet move --config`: a file-sourced proxy moves shards itself.
     #[error(
         "fleet move works on a ZooKeeper document (--source zookeeper://...); a proxy started \

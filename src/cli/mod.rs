@@ -11,6 +11,7 @@ mod check_config;
 mod config;
 mod error;
 mod fleet;
+mod health;
 mod id;
 mod runtime;
 mod serve;
@@ -65,6 +66,9 @@ pub struct Cli {
 enum Command {
     /// Run the proxy.
     Serve(serve::ServeArgs),
+    /// Ask a running proxy's `GET /ready` (its metrics listener): exit 0
+    /// when it is ready, 1 otherwise (container health checks).
+    Health(health::HealthArgs),
     /// Validate a config file; prints every problem with its line.
     CheckConfig(check_config::CheckConfigArgs),
     /// Encode or decode 64-bit object IDs.
@@ -118,6 +122,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     }
     match command {
         Command::Serve(args) => serve::run(args, zk_auth_file, zk_allow_open_acl),
+        Command::Health(args) => health::run(&args),
         Command::CheckConfig(args) => check_config::run(&args),
         Command::Id { command } => id::run(command),
         Command::Fleet { command } => fleet::run(command),

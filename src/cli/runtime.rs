@@ -34,9 +34,9 @@ impl StopSignals {
     }
 
     /// Waits for one; its name.
-    pub(super) async fn received(self) -> &'static str {
-        match self.0 {
-            Some((mut term, mut int)) => tokio::select! {
+    pub(super) async fn received(&mut self) -> &'static str {
+        match &mut self.0 {
+            Some((term, int)) => tokio::select! {
                 _ = term.recv() => "SIGTERM",
                 _ = int.recv() => "SIGINT",
             },

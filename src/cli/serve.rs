@@ -144,9 +144,9 @@ async fn start_and_serve(source: ConfigSource, process: Process) -> Result<(), C
 }
 
 /// Runs the proxy until its client listener ends (only on a failure) or
-/// SIGTERM or SIGINT comes (a ZooKeeper-sourced proxy leaves the registry
-/// first).
-async fn serve(control: Control, stop: StopSignals) -> Result<(), CliError> {
+/// SIGTERM or SIGINT comes: then stops gracefully
+/// (`control::shutdown::drain`; a second signal cuts the sessions left).
+async fn serve(control: Control, mut stop: StopSignals) -> Result<(), CliError> {
     let control = Arc::new(control);
     let running = match crate::server::run(control.clone()).await {
         Ok(running) => running,
@@ -171,9 +171,13 @@ async fn serve(control: Control, stop: StopSignals) -> Result<(), CliError> {
             Err(CliError::ListenerEnded(ended))
         }
         signal = stop.received() => {
-            tracing::info!("{signal}: stopping (a ZooKeeper-sourced proxy leaves the registry first)");
-            control.shutdown().await;
-            Ok(())
+            tracing::info!("{signal}: draining (a second signal cuts the sessions left)");
+            let summary = crate::control::shutdown::drain(&control, async {
+                stop.received().await;
+            })
+            .await;
+            tracing::info!("{summary}");
+            summary.outcome().map_err(CliError::SessionsCut)
         }
     }
 }

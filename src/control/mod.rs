@@ -13,8 +13,10 @@ pub mod cutover;
 pub mod failover;
 pub mod pause;
 pub mod process;
+pub mod readiness;
 pub mod reload;
 pub mod replica;
+pub mod shutdown;
 pub mod status;
 pub mod zookeeper;
 

@@ -2,6 +2,7 @@
 //! id, the listen addresses it lays over the document's, when it started
 //! and where it listens.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -24,6 +25,8 @@ pub struct Process {
     /// When it started.
     pub started_at: SystemTime,
     addresses: Mutex<Addresses>,
+    /// A stop was asked for (SIGTERM): `/ready` answers 503.
+    draining: AtomicBool,
 }
 
 /// Where a started proxy listens.
@@ -52,7 +55,18 @@ impl Process {
             allow_open_acl: false,
             started_at: SystemTime::now(),
             addresses: Mutex::new(Addresses::default()),
+            draining: AtomicBool::new(false),
         }
+    }
+
+    /// Marks the process as stopping: it reports itself not ready.
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
+    /// Whether it is stopping.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
     }
 
     /// Records where the proxy listens, once it has bound its ports.

@@ -19,7 +19,9 @@ use super::lex_state;
 use super::pause::{Blocked, PausedShard, ShardGuard};
 use super::relay::{InsertIdComposer, LocalInfile, RelayOutcome};
 use super::session_state::{SessionState, SettingsLimits};
-use super::transaction::{check_combined_autocommit, on_bound_shard, recorded_text};
+use super::transaction::{
+    check_combined_autocommit, on_bound_shard, recorded_text, transition_failure,
+};
 use super::venue::{Statement, Venue};
 use super::Engine;
 use crate::backend::PooledConn;
@@ -87,7 +89,8 @@ impl Engine {
             let epoch = self.pauses.epoch();
             let topology = self.topology_for(state);
             let limits = &topology.config.limits;
-            let size = sql.len() as u64;
+            // An execute's long values count as bound ([`super::long_values`]).
+            let size = sql.len() as u64 + state.prepared.set_aside_bytes();
             if size > limits.max_statement_analysis_bytes {
                 let error = ClientError::StatementTooLarge {
                     bytes: size,
@@ -107,14 +110,17 @@ impl Engine {
                 return Ok(false);
             }
             state.route.max_tokens = limits.max_statement_tokens;
-            state.route.autocommit = state.autocommit;
-            state.route.in_transaction = state.transaction_open();
+            state.route.autocommit = state.transaction.autocommit();
+            state.route.in_transaction = state.transaction.is_open();
             let plan = if size >= limits.blocking_analysis_bytes {
                 route_off_runtime(sql, &topology, state.route, placement).await
             } else {
                 route_shared(sql, &topology, &state.route, placement)
             };
-            if let Some(error) = self.fence.refusal(&plan, state.bound.is_some()) {
+            let Some(plan) = state.prepared.splice_set_aside(plan) else {
+                return Ok(false);
+            };
+            if let Some(error) = self.fence.refusal(&plan, state.transaction.is_bound()) {
                 write_error(client, state.response_seq, &error).await?;
                 state.response_seq = client.next_seq();
                 return Ok(false);
@@ -203,8 +209,8 @@ impl Engine {
         epoch: u64,
     ) -> Result<ShardGuard, Blocked> {
         let exempt = state
-            .bound
-            .as_ref()
+            .transaction
+            .bound()
             .map(|bound| (bound.fleet.as_str(), bound.target.shard));
         self.pauses.enter(topology, shards, epoch, exempt)
     }
@@ -300,18 +306,15 @@ impl Engine {
             // (`Engine::commit_implicitly` ran before it was admitted): no
             // transaction is open once it ran.
             Plan::Shard(query) if query.kind == StatementKind::SchemaChange => {
-                state.implicit_transaction = false;
-                state.pending_savepoints.clear();
+                state.transaction.end_unbound();
             }
-            Plan::Shard(_) | Plan::MultiShard(_) if !state.autocommit => {
-                state.implicit_transaction = true;
-            }
+            Plan::Shard(_) | Plan::MultiShard(_) => state.transaction.statement_on_shards(),
             _ => {}
         }
-        if matches!(plan, Plan::MultiShard(_)) && !state.in_transaction() {
+        if matches!(plan, Plan::MultiShard(_)) {
             // A read over shards outside a transaction is the transaction a
             // pending `SET TRANSACTION` was for; its parts run without it.
-            state.next_transaction = None;
+            state.transaction.multi_shard_read();
         }
         match plan {
             Plan::Shard(query) => self.run_shard(topology, state, query, guard, client).await,
@@ -341,7 +344,7 @@ impl Engine {
     ) -> Result<(), Failure> {
         let venue = match held {
             Some(conn) => Venue::Held(conn),
-            None if state.last_on_bound && state.bound.is_some() => Venue::Bound,
+            None if state.transaction.ran_last_on_bound() => Venue::Bound,
             None => match asked {
                 Diagnostics::Select {
                     fallback: Some(fallback),
@@ -389,11 +392,7 @@ impl Engine {
         // Outside a transaction the statement is the transaction a pending
         // `SET TRANSACTION` is for, as on a server.
         // It stays pending until it is sent (`Engine::send_prelude`).
-        let prelude = if state.in_transaction() {
-            None
-        } else {
-            state.next_transaction.clone()
-        };
+        let prelude = state.transaction.next_for_autocommit();
         let (venue, _guard) = self.venue_for(topology, state, &query, guard).await?;
         let outcome = self
             .run_on(
@@ -483,14 +482,10 @@ impl Engine {
                 }
                 let sql = recorded_text(sql)?;
                 check_combined_autocommit(state, autocommit)?;
-                let before = (
-                    state.autocommit,
-                    state.explicit_transaction,
-                    state.implicit_transaction,
-                );
-                if let Some(on) = autocommit {
-                    self.apply_autocommit(topology, state, on, client).await?;
-                }
+                let undo = match autocommit {
+                    Some(on) => Some(self.apply_autocommit(topology, state, on, client).await?),
+                    None => None,
+                };
                 let done = self
                     .set_session(
                         topology,
@@ -499,12 +494,8 @@ impl Engine {
                         client,
                     )
                     .await;
-                if !matches!(done, Ok(true)) {
-                    (
-                        state.autocommit,
-                        state.explicit_transaction,
-                        state.implicit_transaction,
-                    ) = before;
+                if let (false, Some(undo)) = (matches!(done, Ok(true)), undo) {
+                    state.transaction.undo_autocommit(undo);
                 }
                 done.map(|_| ())
             }
@@ -516,8 +507,8 @@ impl Engine {
                 let row = columns
                     .iter()
                     .map(|(_, value)| match value {
-                        SessionValue::Autocommit => flag(state.autocommit),
-                        SessionValue::InTransaction => flag(state.transaction_open()),
+                        SessionValue::Autocommit => flag(state.transaction.autocommit()),
+                        SessionValue::InTransaction => flag(state.transaction.is_open()),
                     })
                     .collect();
                 let names: Vec<(&str, LocalColumnType)> = columns
@@ -540,7 +531,7 @@ impl Engine {
                 .await
             }
             SessionAction::Savepoint { sql } => {
-                if state.bound.is_some() {
+                if state.transaction.is_bound() {
                     self.run_on(
                         topology,
                         state,
@@ -550,8 +541,12 @@ impl Engine {
                     )
                     .await
                     .map(|_| ())
-                } else if state.in_transaction() {
-                    state.pending_savepoints.push(recorded_text(sql)?);
+                } else if state.transaction.in_transaction() {
+                    let sql = recorded_text(sql)?;
+                    state
+                        .transaction
+                        .add_savepoint(sql)
+                        .map_err(transition_failure)?;
                     write_ok(client, state).await
                 } else {
                     self.run_anywhere(topology, state, &sql, client).await
@@ -608,10 +603,10 @@ impl Engine {
             .map_err(Failure::Client)?;
         // The SET's own connection: the bound one, or a pooled one kept
         // until its values are read back.
-        let venue = match (evaluates.shard, &state.bound) {
+        let venue = match (evaluates.shard, state.transaction.bound()) {
             (Some(target), Some(_)) if on_bound_shard(topology, state, target) => Venue::Bound,
             (Some(_), Some(_)) => return Err(set_refused(SET_OTHER_SHARD_REFUSED)),
-            (Some(_), None) if evaluates.locking && state.transaction_open() => {
+            (Some(_), None) if evaluates.locking && state.transaction.is_open() => {
                 return Err(set_refused(SET_LOCKING_REFUSED))
             }
             (Some(target), None) => {
@@ -638,7 +633,7 @@ impl Engine {
             return Ok(false);
         }
         let mut pooled = state.held.take();
-        let conn = match (pooled.as_mut(), state.bound.as_mut()) {
+        let conn = match (pooled.as_mut(), state.transaction.bound_mut()) {
             (Some(conn), _) => conn,
             (None, Some(bound)) => &mut bound.conn,
             (None, None) => return Err(unknown_lex_state("the connection is gone".to_owned())),

@@ -11,6 +11,7 @@ pub mod field_list;
 mod kill;
 mod lex_state;
 pub mod local_infile;
+pub mod long_values;
 mod merge;
 pub mod multi;
 pub mod pause;
@@ -21,6 +22,7 @@ mod server_info;
 pub mod session_state;
 pub mod sessions;
 mod transaction;
+pub mod transaction_state;
 mod venue;
 
 use crate::backend::pool::BackendSettings;

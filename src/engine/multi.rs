@@ -366,12 +366,11 @@ impl Engine {
             return Err(Failure::Client(ClientError::QueryInterrupted));
         }
         let entry = Arc::clone(&state.entry);
-        let Some(bound) = state.bound.as_mut() else {
+        let Some(bound) = state.transaction.run_on_bound() else {
             return Err(Failure::Client(ClientError::Transaction(
                 "no transaction is bound".to_owned(),
             )));
         };
-        state.last_on_bound = true;
         let pool = Arc::clone(bound.conn.pool());
         let conn = bound.conn.conn();
         if part.leaves_session_state {
@@ -396,7 +395,7 @@ impl Engine {
             .record(started.elapsed(), !matches!(result, Some(Ok(Ok(_)))));
         let fleet = bound.fleet.clone();
         let lost = |state: &mut SessionState, reason: String| {
-            if let Some(bound) = state.bound.take() {
+            if let Some(bound) = state.transaction.lose_binding() {
                 bound.conn.discard_broken();
             }
             Failure::Client(ClientError::BackendLost {

@@ -18,6 +18,7 @@ use mysql_common::constants::{ColumnType, Command};
 use tokio::io::AsyncWrite;
 
 use super::failure::{answer_failure, backend_error, lost_connection, write_error, Failure};
+use super::long_values::SetAside;
 use super::{Engine, SessionState};
 use crate::backend::PooledConn;
 use crate::error::ClientError;
@@ -64,6 +65,8 @@ pub struct PreparedStatements {
     text_bytes: usize,
     /// Bytes of long data held, all statements together.
     long_data_bytes: usize,
+    /// The long values of the execute being routed, set aside.
+    set_aside: Option<SetAside>,
 }
 
 impl PreparedStatements {
@@ -75,6 +78,22 @@ impl PreparedStatements {
     /// Whether none is prepared.
     pub fn is_empty(&self) -> bool {
         self.statements.is_empty()
+    }
+
+    /// Bytes the long values set aside by the execute being routed add to
+    /// its text ([`SetAside::extra_bytes`]).
+    pub fn set_aside_bytes(&self) -> u64 {
+        self.set_aside.as_ref().map_or(0, SetAside::extra_bytes)
+    }
+
+    /// `plan` of an execute's text with its long values spliced in (see
+    /// [`super::long_values`]); `None` if they cannot be: the execute then
+    /// routes its whole text again, and nothing was answered.
+    pub fn splice_set_aside(&mut self, plan: Plan) -> Option<Plan> {
+        match &mut self.set_aside {
+            Some(aside) => aside.splice(plan),
+            None => Some(plan),
+        }
     }
 
     /// Total bytes of long data held by the session's statements.
@@ -313,17 +332,31 @@ impl Engine {
         placement: &mut P,
         client: &mut FrameWriter<W>,
     ) -> io::Result<()> {
-        let text = match bind(state, payload) {
-            Ok(text) => Bytes::from(text.into_bytes()),
+        let (text, set_aside) = match bind(state, payload) {
+            Ok((text, set_aside)) => (Bytes::from(text.into_bytes()), set_aside),
             Err(error) => {
                 write_error(client, state.response_seq, &error).await?;
                 return client.flush().await;
             }
         };
+        state.prepared.set_aside = set_aside;
         state.binary_rows = true;
-        let result = self
+        let mut result = self
             .run_statement(state, &text, placement, false, client)
             .await;
+        if let Some(aside) = state.prepared.set_aside.take() {
+            if aside.fallback() && result.is_ok() {
+                let whole = aside.into_text(&text);
+                drop(text);
+                result = match whole {
+                    Some(whole) => {
+                        self.run_statement(state, &whole, placement, false, client)
+                            .await
+                    }
+                    None => Err(io::Error::other("a long value's stub was lost")),
+                };
+            }
+        }
         state.binary_rows = false;
         result?;
         client.flush().await
@@ -333,8 +366,13 @@ impl Engine {
 /// The statement text with the bound values in place of its `?` markers,
 /// written as literals in the session's character set
 /// ([`render_literal`]). Long data is dropped whatever the outcome; long
-/// data that went past the limit fails the execute with 1153.
-fn bind(state: &mut SessionState, payload: &[u8]) -> Result<String, ClientError> {
+/// data that went past the limit fails the execute with 1153. Long string
+/// values are bound as stubs and returned set aside
+/// ([`SetAside::take_long_values`]).
+fn bind(
+    state: &mut SessionState,
+    payload: &[u8],
+) -> Result<(String, Option<SetAside>), ClientError> {
     let charset = state.charset;
     let id = read_u32(payload).ok_or_else(|| {
         ClientError::BadExecute("COM_STMT_EXECUTE shorter than a statement id".to_owned())
@@ -357,7 +395,7 @@ fn bind(state: &mut SessionState, payload: &[u8]) -> Result<String, ClientError>
         .statements
         .get_mut(&id)
         .ok_or(ClientError::UnknownStatement(id))?;
-    let request = parse_execute(
+    let mut request = parse_execute(
         payload,
         statement.placeholders.len(),
         &mut statement.types,
@@ -365,13 +403,15 @@ fn bind(state: &mut SessionState, payload: &[u8]) -> Result<String, ClientError>
     )
     .map_err(|error| ClientError::BadExecute(error.to_string()))?;
     drop(long_data);
-    render_statement(
+    let set_aside = SetAside::take_long_values(&statement.sql, &mut request.params, charset);
+    let text = render_statement(
         &statement.sql,
         &statement.placeholders,
         &request.params,
         charset,
     )
-    .map_err(|error| ClientError::BadExecute(error.to_string()))
+    .map_err(|error| ClientError::BadExecute(error.to_string()))?;
+    Ok((text, set_aside))
 }
 
 /// `sql` with each placeholder range replaced by the literal of its value.

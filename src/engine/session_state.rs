@@ -8,11 +8,11 @@ use mysql_common::constants::StatusFlags;
 
 use super::diagnostics_copy::DiagnosticsCopy;
 use super::local_infile::ClientFileLink;
-use super::pause::ShardGuard;
+use super::transaction_state::Transaction;
 use crate::backend::{ConnKey, PoolShare, PooledConn};
 use crate::error::ClientError;
 use crate::protocol::charset::Charset;
-use crate::router::{ClientCharset, LexMode, RouteContext, Target};
+use crate::router::{ClientCharset, LexMode, RouteContext};
 use crate::topology::config::LimitsConfig;
 use crate::topology::{FleetId, Topology};
 
@@ -105,20 +105,6 @@ impl SessionSettings {
     }
 }
 
-/// The backend connection a transaction is bound to.
-pub struct BoundTransaction {
-    /// The shard the transaction's first write or locking read went to
-    /// (ids of the topology it bound on).
-    pub target: Target,
-    /// Name of the shard's fleet (ids may change across reloads).
-    pub fleet: String,
-    /// The connection holding the open transaction.
-    pub conn: PooledConn,
-    /// The transaction's registration on its shard at the pause gate:
-    /// `PAUSE SHARDS` waits for the transaction to end.
-    pub guard: ShardGuard,
-}
-
 /// Per-client state.
 pub struct SessionState {
     /// Connection id given to the client.
@@ -134,21 +120,9 @@ pub struct SessionState {
     /// The way to the client's file for `LOAD DATA LOCAL INFILE`; present
     /// when the client announced `CLIENT_LOCAL_FILES`.
     pub client_file: Option<ClientFileLink>,
-    /// `autocommit` as the client set it.
-    pub autocommit: bool,
-    /// Inside `BEGIN` ... `COMMIT`/`ROLLBACK`.
-    pub explicit_transaction: bool,
-    /// With autocommit off, a statement on a shard opened a transaction
-    /// that COMMIT, ROLLBACK or `SET autocommit = 1` ends.
-    pub implicit_transaction: bool,
-    /// `SET TRANSACTION ...` (no scope): sent right before the next
-    /// transaction's BEGIN on its connection, then forgotten.
-    pub next_transaction: Option<String>,
-    /// Text of the BEGIN that opened the transaction, sent to the backend
-    /// when the transaction binds.
-    pub begin_sql: String,
-    /// The bound connection, after the first write or locking read.
-    pub bound: Option<BoundTransaction>,
+    /// The session's transaction: autocommit, whether one is open and how,
+    /// and the one shard connection it is bound to.
+    pub transaction: Transaction,
     /// Sequence id of the first packet of the answer to the current
     /// command (one past the command's last frame).
     pub response_seq: u8,
@@ -164,11 +138,6 @@ pub struct SessionState {
     /// silent: answered to its next statement (a plain `ROLLBACK` is
     /// answered OK).
     pub ended_while_idle: Option<ClientError>,
-    /// Whether the previous statement ran on the bound connection.
-    pub last_on_bound: bool,
-    /// SAVEPOINT statements given before the transaction bound; replayed on
-    /// the bound connection right after its BEGIN.
-    pub pending_savepoints: Vec<String>,
     /// Whether more results of a multi-statement follow the current one.
     pub more_results: bool,
     /// Whether the client may send several statements in one COM_QUERY.
@@ -231,18 +200,11 @@ impl SessionState {
             },
             settings: SessionSettings::default(),
             client_file: None,
-            autocommit: true,
-            explicit_transaction: false,
-            implicit_transaction: false,
-            next_transaction: None,
-            begin_sql: String::new(),
-            bound: None,
+            transaction: Transaction::default(),
             response_seq: 1,
             held: None,
             diagnostics_copy: None,
             ended_while_idle: None,
-            last_on_bound: false,
-            pending_savepoints: Vec::new(),
             more_results: false,
             multi_statements: false,
             binary_rows: false,
@@ -352,34 +314,9 @@ impl SessionState {
     /// back, and its registration leaves the pause gate); the client's
     /// next statement gets `error`.
     pub fn end_idle_for_pause(&mut self, error: ClientError) {
-        if let Some(bound) = self.end_bound() {
-            drop(bound);
-            self.last_on_bound = false;
+        if self.transaction.end().is_some() {
             self.ended_while_idle = Some(error);
         }
-    }
-
-    /// Ends the session's transaction without touching the server (the
-    /// caller rolls back, or the server already did): no transaction is
-    /// open, and with autocommit off the next statement opens one. Returns
-    /// the bound connection, if any, for the caller to settle.
-    pub fn end_bound(&mut self) -> Option<BoundTransaction> {
-        self.explicit_transaction = false;
-        self.implicit_transaction = false;
-        self.pending_savepoints.clear();
-        self.bound.take()
-    }
-
-    /// Whether statements are inside a transaction (explicit, or implicit
-    /// with autocommit off).
-    pub fn in_transaction(&self) -> bool {
-        self.explicit_transaction || !self.autocommit
-    }
-
-    /// Whether the client's session has an open transaction: explicit,
-    /// bound, or opened by a statement with autocommit off.
-    pub fn transaction_open(&self) -> bool {
-        self.explicit_transaction || self.bound.is_some() || self.implicit_transaction
     }
 
     /// The session's status flags: those of the answers the proxy gives
@@ -387,10 +324,10 @@ impl SessionState {
     /// relays.
     pub fn status_flags(&self) -> StatusFlags {
         let mut flags = StatusFlags::empty();
-        if self.autocommit {
+        if self.transaction.autocommit() {
             flags |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
         }
-        if self.transaction_open() {
+        if self.transaction.is_open() {
             flags |= StatusFlags::SERVER_STATUS_IN_TRANS;
         }
         if self.route.lex.no_backslash_escapes {
@@ -400,15 +337,6 @@ impl SessionState {
             flags |= StatusFlags::SERVER_MORE_RESULTS_EXISTS;
         }
         flags
-    }
-
-    /// The statement that opens a transaction on the bound backend.
-    pub fn begin_statement(&self) -> &str {
-        if self.explicit_transaction && !self.begin_sql.is_empty() {
-            &self.begin_sql
-        } else {
-            "START TRANSACTION"
-        }
     }
 }
 
@@ -473,9 +401,9 @@ mod tests {
         };
         let mut state = SessionState::new(1, key, false);
         assert_eq!(state.status_flags(), StatusFlags::SERVER_STATUS_AUTOCOMMIT);
-        state.autocommit = false;
+        let _ = state.transaction.set_autocommit(false);
         assert_eq!(state.status_flags(), StatusFlags::empty());
-        state.implicit_transaction = true;
+        state.transaction.statement_on_shards();
         assert_eq!(state.status_flags(), StatusFlags::SERVER_STATUS_IN_TRANS);
         state.route.lex.no_backslash_escapes = true;
         state.more_results = true;
@@ -486,7 +414,7 @@ mod tests {
                 | StatusFlags::SERVER_MORE_RESULTS_EXISTS
         );
         state.reset();
-        assert!(!state.transaction_open() && state.next_transaction.is_none());
+        assert!(!state.transaction.is_open() && state.transaction.next_for_autocommit().is_none());
     }
 
     #[test]

@@ -31,6 +31,11 @@ const KEPT_INFO_CAPACITY: usize = 512;
 pub struct Sessions {
     map: Mutex<HashMap<u32, Arc<SessionEntry>>>,
     next_id: Mutex<u32>,
+    /// Set once the proxy stops: sessions close at their next boundary.
+    drain: tokio::sync::watch::Sender<bool>,
+    /// Sessions closed by the stop: (idle when it came, after finishing
+    /// a statement or transaction).
+    shutdown_closed: [std::sync::atomic::AtomicU64; 2],
 }
 
 impl Default for Sessions {
@@ -44,7 +49,40 @@ impl Sessions {
         Self {
             map: Mutex::default(),
             next_id: Mutex::new(id),
+            drain: tokio::sync::watch::Sender::new(false),
+            shutdown_closed: Default::default(),
         }
+    }
+
+    /// Starts the stop: the client listener stops accepting and every
+    /// session closes at its next statement boundary outside a
+    /// transaction.
+    pub fn start_draining(&self) {
+        self.drain.send_replace(true);
+    }
+
+    /// Whether the stop started.
+    pub fn is_draining(&self) -> bool {
+        *self.drain.borrow()
+    }
+
+    /// Waits until the stop starts.
+    pub async fn draining(&self) {
+        let mut started = self.drain.subscribe();
+        let _ = started.wait_for(|draining| *draining).await;
+    }
+
+    /// Counts a session the stop closed; `after_work`: it finished a
+    /// statement or transaction first.
+    pub fn closed_for_shutdown(&self, after_work: bool) {
+        self.shutdown_closed[usize::from(after_work)]
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Sessions the stop closed so far: (idle at once, after their work).
+    pub fn shutdown_closed(&self) -> (u64, u64) {
+        let read = |i: usize| self.shutdown_closed[i].load(std::sync::atomic::Ordering::Relaxed);
+        (read(0), read(1))
     }
 
     /// The id for a new connection: the next one in turn (from 1, wrapping

@@ -9,13 +9,14 @@ use super::checkout::{fleet_name, host_addr};
 use super::failure::{backend_error, close_after_failure, relay_failure_to_client, Failure, Scope};
 use super::pause::ShardGuard;
 use super::relay::{RelayFailure, RelayOptions};
-use super::session_state::{BoundTransaction, SessionState};
+use super::session_state::SessionState;
+use super::transaction_state::{AutocommitUndo, BoundTransaction, ShardVenue, TransitionError};
 use super::venue::{send_and_relay, send_unrelayed, Venue};
 use super::Engine;
 use crate::error::ClientError;
 use crate::protocol::packets::ERR_HEADER;
 use crate::protocol::FrameWriter;
-use crate::router::{RouteError, ShardQuery, SqlText, StatementKind, Target};
+use crate::router::{RouteError, ShardQuery, SqlText, Target};
 use crate::topology::Topology;
 use mysql_common::constants::Command;
 
@@ -30,13 +31,12 @@ impl Engine {
         sql: SqlText,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
-        state.pending_savepoints.clear();
-        if state.bound.is_some() {
+        if state.transaction.is_bound() {
             self.end_transaction(topology, state, "COMMIT", client, false)
                 .await?;
         }
-        state.explicit_transaction = true;
-        state.begin_sql = recorded_text(sql)?;
+        let begin = recorded_text(sql)?;
+        state.transaction.begin(begin).map_err(transition_failure)?;
         write_ok(client, state).await
     }
 
@@ -53,24 +53,23 @@ impl Engine {
         write_ok(client, state).await
     }
 
-    /// The session side of `SET autocommit` (the answer aside).
+    /// The session side of `SET autocommit` (the answer aside); returns
+    /// what undoes it while nothing was committed.
     pub(super) async fn apply_autocommit<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
         state: &mut SessionState,
         on: bool,
         client: &mut FrameWriter<W>,
-    ) -> Result<(), Failure> {
-        if on && state.bound.is_some() {
+    ) -> Result<AutocommitUndo, Failure> {
+        if on && state.transaction.is_bound() {
             self.end_transaction(topology, state, "COMMIT", client, false)
                 .await?;
         }
-        if on {
-            state.explicit_transaction = false;
-            state.implicit_transaction = false;
-        }
-        state.autocommit = on;
-        Ok(())
+        state
+            .transaction
+            .set_autocommit(on)
+            .map_err(transition_failure)
     }
 
     /// `SET TRANSACTION ...` without a scope: kept for the next
@@ -81,14 +80,18 @@ impl Engine {
         sql: SqlText,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
-        if state.transaction_open() {
+        if state.transaction.is_open() {
             return Err(Failure::Client(ClientError::Backend {
                 code: 1568,
                 sql_state: "25001".to_owned(),
-                message: "Transaction characteristics can't be changed while a transaction is in progress".to_owned(),
+                message: TransitionError::InProgress.to_string(),
             }));
         }
-        state.next_transaction = Some(recorded_text(sql)?);
+        let sql = recorded_text(sql)?;
+        state
+            .transaction
+            .set_next(sql)
+            .map_err(transition_failure)?;
         write_ok(client, state).await
     }
 
@@ -105,31 +108,29 @@ impl Engine {
     ) -> Result<(Venue, ShardGuard), Failure> {
         let target = query.target;
         let pool = self.backends.pool(host_addr(topology, target.host));
-        if query.kind == StatementKind::SchemaChange {
-            return Ok((Venue::Pool(pool), guard));
-        }
-        if !state.in_transaction() {
-            return Ok((Venue::Pool(pool), guard));
-        }
-        if let Some(bound) = &state.bound {
-            if on_bound_shard(topology, state, target) {
+        let fleet = fleet_name(topology, target);
+        match state
+            .transaction
+            .route_shard(target.shard, fleet, query.kind)
+        {
+            ShardVenue::Pool => return Ok((Venue::Pool(pool), guard)),
+            ShardVenue::Bound => {
                 self.check_not_moved(topology, state).await?;
                 return Ok((Venue::Bound, guard));
             }
-            if query.kind == StatementKind::Read {
-                return Ok((Venue::Pool(pool), guard));
+            ShardVenue::OtherShard => {
+                let (bound_shard, bound_fleet) = state
+                    .transaction
+                    .bound()
+                    .map(|bound| (bound.target.shard, bound.fleet.as_str()))
+                    .unwrap_or_default();
+                return Err(Failure::Client(ClientError::Transaction(format!(
+                    "this transaction is bound to shard {bound_shard} of fleet {bound_fleet}; a write or locking read for shard {} of fleet {fleet} cannot join it (transactions are single-shard). \
+                     COMMIT or ROLLBACK first; plain reads of other shards are served outside the transaction",
+                    target.shard,
+                ))));
             }
-            return Err(Failure::Client(ClientError::Transaction(format!(
-                "this transaction is bound to shard {} of fleet {}; a write or locking read for shard {} of fleet {} cannot join it (transactions are single-shard). \
-                 COMMIT or ROLLBACK first; plain reads of other shards are served outside the transaction",
-                bound.target.shard,
-                bound.fleet,
-                target.shard,
-                fleet_name(topology, target),
-            ))));
-        }
-        if query.kind == StatementKind::Read {
-            return Ok((Venue::Pool(pool), guard));
+            ShardVenue::Bind => {}
         }
         // The transaction's own connection: outside the session's share, so
         // its reads of other shards on the same host never wait for it.
@@ -137,21 +138,21 @@ impl Engine {
             .checkout_with(topology, &pool, Some(target), state, false)
             .await?;
         let opening = state
-            .next_transaction
-            .take()
-            .into_iter()
-            .chain(std::iter::once(state.begin_statement().to_owned()))
-            .chain(state.pending_savepoints.drain(..))
-            .collect::<Vec<_>>();
+            .transaction
+            .take_opening()
+            .map_err(transition_failure)?;
         for sql in &opening {
             conn = send_unrelayed(conn, sql).await?;
         }
-        state.bound = Some(BoundTransaction {
-            target,
-            fleet: fleet_name(topology, target).to_owned(),
-            conn,
-            guard,
-        });
+        state
+            .transaction
+            .bind(BoundTransaction {
+                target,
+                fleet: fleet.to_owned(),
+                conn,
+                guard,
+            })
+            .map_err(transition_failure)?;
         Ok((Venue::Bound, ShardGuard::default()))
     }
 
@@ -166,17 +167,16 @@ impl Engine {
         state: &mut SessionState,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
-        let committed = if state.bound.is_some() {
+        let committed = if state.transaction.is_bound() {
             self.end_transaction(topology, state, "COMMIT", client, false)
                 .await
         } else {
             Ok(())
         };
         // Committed or not, the transaction is over (a failed COMMIT lost
-        // its connection, or the server rolled it back).
-        state.explicit_transaction = false;
-        state.implicit_transaction = false;
-        state.pending_savepoints.clear();
+        // its connection, or the server rolled it back); one whose COMMIT
+        // the fence refused stays open, bound.
+        state.transaction.end_unbound();
         committed
     }
 
@@ -189,7 +189,7 @@ impl Engine {
         topology: &Topology,
         state: &mut SessionState,
     ) -> Result<(), Failure> {
-        let Some(bound) = &state.bound else {
+        let Some(bound) = state.transaction.bound() else {
             return Ok(());
         };
         let master = topology
@@ -202,7 +202,7 @@ impl Engine {
             Some(addr) => addr.to_owned(),
             None => "no master (the shard is no longer in the config)".to_owned(),
         };
-        let Some(mut bound) = state.end_bound() else {
+        let Some(mut bound) = state.transaction.end() else {
             return Ok(());
         };
         match bound
@@ -236,19 +236,18 @@ impl Engine {
         client: &mut FrameWriter<W>,
         answer: bool,
     ) -> Result<(), Failure> {
-        if sql == "COMMIT" && state.bound.is_some() {
+        if sql == "COMMIT" && state.transaction.is_bound() {
             if let Some(error) = self.fence.commit_refusal() {
                 return Err(Failure::Client(error));
             }
             self.check_not_moved(topology, state).await?;
         }
-        if answer {
-            state.explicit_transaction = false;
-            state.next_transaction = None;
-        }
-        state.implicit_transaction = false;
-        state.pending_savepoints.clear();
-        let Some(mut bound) = state.bound.take() else {
+        let bound = if answer {
+            state.transaction.finish()
+        } else {
+            state.transaction.commit_implicitly()
+        };
+        let Some(mut bound) = bound else {
             return if answer {
                 write_ok(client, state).await
             } else {
@@ -322,9 +321,17 @@ impl Engine {
 /// Whether `target` is the shard of the session's bound transaction
 /// (compared by fleet name: fleet ids may change across reloads).
 pub(super) fn on_bound_shard(topology: &Topology, state: &SessionState, target: Target) -> bool {
-    state.bound.as_ref().is_some_and(|bound| {
-        bound.target.shard == target.shard && bound.fleet == fleet_name(topology, target)
-    })
+    state
+        .transaction
+        .is_bound_to(target.shard, fleet_name(topology, target))
+}
+
+/// A transition the session's transaction refused where the engine made
+/// sure it would not: a fault of the proxy.
+pub(super) fn transition_failure(error: TransitionError) -> Failure {
+    Failure::Client(ClientError::Internal(format!(
+        "session transaction state: {error}"
+    )))
 }
 
 /// The text of a statement the session records (SET, BEGIN, a pending
@@ -348,7 +355,7 @@ pub(super) fn check_combined_autocommit(
     state: &SessionState,
     autocommit: Option<bool>,
 ) -> Result<(), Failure> {
-    if autocommit != Some(true) || state.bound.is_none() {
+    if autocommit != Some(true) || !state.transaction.is_bound() {
         return Ok(());
     }
     Err(Failure::Client(ClientError::Transaction(

@@ -115,8 +115,7 @@ impl Engine {
         }
         match venue {
             Venue::Bound => {
-                state.last_on_bound = true;
-                let Some(bound) = state.bound.as_mut() else {
+                let Some(bound) = state.transaction.run_on_bound() else {
                     return Err(Failure::Client(ClientError::Transaction(
                         "no transaction is bound".to_owned(),
                     )));
@@ -133,8 +132,8 @@ impl Engine {
                     }
                     Err(failure) => {
                         let host = state
-                            .bound
-                            .take()
+                            .transaction
+                            .lose_binding()
                             .map(|bound| close_after_failure(bound.conn, &failure))
                             .unwrap_or_default();
                         Err(relay_failure_to_client(
@@ -147,7 +146,7 @@ impl Engine {
                 }
             }
             Venue::Held(mut conn) => {
-                state.last_on_bound = false;
+                state.transaction.ran_elsewhere();
                 match send_and_relay(&mut conn, sql, client, options, &session).await {
                     Ok(outcome) => {
                         // Diagnostics leave the diagnostics area as it was.
@@ -161,7 +160,7 @@ impl Engine {
                 }
             }
             Venue::Pool(pool) => {
-                state.last_on_bound = false;
+                state.transaction.ran_elsewhere();
                 let mut conn = self.checkout(topology, &pool, target, state).await?;
                 if let Some(prelude) = &prelude {
                     conn = self
@@ -172,7 +171,7 @@ impl Engine {
                     .await
             }
             Venue::AnyOf(pools) => {
-                state.last_on_bound = false;
+                state.transaction.ran_elsewhere();
                 let mut refused = None;
                 for pool in &pools {
                     match self.checkout(topology, pool, target, state).await {
@@ -267,7 +266,7 @@ impl Engine {
                 .await
                 .map_err(lost_connection(&pool.addr))?;
         }
-        state.next_transaction = None;
+        state.transaction.next_sent();
         conn.reused = false;
         match conn.conn().reader.next_packet().await {
             Ok((_, answer)) if answer.first() == Some(&ERR_HEADER) => {
@@ -310,7 +309,7 @@ impl Engine {
         topology: &Topology,
         state: &SessionState,
     ) -> Result<Venue, Failure> {
-        if state.bound.is_some() {
+        if state.transaction.is_bound() {
             return Ok(Venue::Bound);
         }
         Ok(Venue::AnyOf(self.any_pools(topology, state)?))
@@ -411,7 +410,7 @@ pub(super) async fn send_unrelayed(mut conn: PooledConn, sql: &str) -> Result<Po
 /// opens and binds a new transaction. A connection that does not answer is
 /// left bound: the next statement reports it lost.
 pub(super) async fn settle_failed_in_transaction(state: &mut SessionState) {
-    let Some(bound) = state.bound.as_mut() else {
+    let Some(bound) = state.transaction.bound_mut() else {
         return;
     };
     let answer = bound
@@ -426,8 +425,7 @@ pub(super) async fn settle_failed_in_transaction(state: &mut SessionState) {
     if still_open {
         return;
     }
-    if let Some(bound) = state.end_bound() {
-        state.last_on_bound = false;
+    if let Some(bound) = state.transaction.end() {
         state.held = Some(bound.conn);
     }
 }

@@ -53,7 +53,7 @@ pub async fn serve_with(
     let files = open_file_limit();
     ClientCap::new(&engine.topology.load(), files).log(files);
     let open = ConnectionCount::default();
-    crate::net::accept_forever(listener, "client listener", |stream, peer, _| {
+    let accept = crate::net::accept_forever(listener, "client listener", |stream, peer, _| {
         // The registry's id, never one a live session still has (the
         // accept loop's count wraps over them).
         let connection_id = engine.sessions.next_id();
@@ -73,7 +73,11 @@ pub async fn serve_with(
                 debug!(connection_id, %peer, %error, "session ended with an error");
             }
         }
-    })
-    .await;
+    });
+    // A stop closes the listening socket: new clients are refused.
+    tokio::select! {
+        () = accept => {}
+        () = engine.sessions.draining() => info!("stopping: no longer accepting clients"),
+    }
     Ok(())
 }

@@ -258,6 +258,12 @@ where
             if entry.is_killed() {
                 return self.close_killed().await;
             }
+            // A stop closes the session at a boundary outside a transaction.
+            let closable = !self.state.transaction.in_transaction();
+            if closable && self.engine.sessions.is_draining() {
+                return self.close_for_shutdown(true).await;
+            }
+            let mut stopping = false;
             let (limit, in_transaction) = self.idle_limit();
             self.reader.release_idle();
             self.writer.release_idle();
@@ -294,8 +300,12 @@ where
                     tokio::select! {
                         read = &mut read => break Some(read),
                         () = entry.killed() => break None,
+                        () = self.engine.sessions.draining(), if closable => {
+                            stopping = true;
+                            break None;
+                        }
                         () = pressure => self.engine.give_up_held(&mut self.state).await,
-                        error = paused, if self.state.bound.is_some() => {
+                        error = paused, if self.state.transaction.is_bound() => {
                             debug!(connection_id = self.state.connection_id, %error, "idle on a shard being paused");
                             self.state.end_idle_for_pause(error);
                         }
@@ -306,7 +316,7 @@ where
                 Some(Ok(read)) => read,
                 // The transaction was ended meanwhile (a pause): wait again,
                 // for the session's own idle limit.
-                Some(Err(_)) if in_transaction && self.state.bound.is_none() => continue,
+                Some(Err(_)) if in_transaction && !self.state.transaction.is_bound() => continue,
                 Some(Err(_)) if in_transaction => return self.end_idle_transaction(limit).await,
                 Some(Err(_)) => {
                     debug!(
@@ -315,6 +325,7 @@ where
                     );
                     return self.writer.shutdown().await;
                 }
+                None if stopping => return self.close_for_shutdown(false).await,
                 None => return self.close_killed().await,
             };
             let (last_seq, packet) = match read {
@@ -476,7 +487,7 @@ where
     /// rolls it back), as a server closes a killed connection.
     async fn close_killed(&mut self) -> io::Result<()> {
         debug!(connection_id = self.state.connection_id, "killed: closing");
-        self.state.bound.take();
+        self.state.transaction.lose_binding();
         self.writer.flush().await?;
         self.writer.shutdown().await
     }
@@ -507,7 +518,7 @@ where
     /// while a transaction is open on a backend (it holds a connection and
     /// its locks), else unbounded.
     fn idle_in_transaction_limit(&self) -> Option<Duration> {
-        self.state.bound.as_ref()?;
+        self.state.transaction.bound()?;
         let limit = self
             .engine
             .topology
@@ -522,7 +533,7 @@ where
     /// transaction may sit idle while that shard is being paused (3/4 of
     /// `pause.drain_timeout_ms`, so the pause still completes).
     fn idle_during_pause(&self) -> Option<(String, u32, Duration)> {
-        let bound = self.state.bound.as_ref()?;
+        let bound = self.state.transaction.bound()?;
         let drain_ms = self.engine.topology.load().config.pause.drain_timeout_ms;
         Some((
             bound.fleet.clone(),
@@ -535,8 +546,23 @@ where
     /// limit: the backend connection is closed, so the server rolls the
     /// transaction back; the client gets an error (1205, as the answer to
     /// whatever it sends next) and the connection closes.
+    /// Closes the session for a stop with 1053 (read by the client with its
+    /// next command); `after_work`: it finished a statement or a
+    /// transaction after the stop came.
+    async fn close_for_shutdown(&mut self, after_work: bool) -> io::Result<()> {
+        debug!(
+            connection_id = self.state.connection_id,
+            "stopping: closing"
+        );
+        self.engine.sessions.closed_for_shutdown(after_work);
+        drop(self.state.transaction.end());
+        write_error(&mut self.writer, 1, &ClientError::ServerShutdown).await?;
+        self.writer.flush().await?;
+        self.writer.shutdown().await
+    }
+
     async fn end_idle_transaction(&mut self, limit: Duration) -> io::Result<()> {
-        if let Some(bound) = self.state.bound.take() {
+        if let Some(bound) = self.state.transaction.lose_binding() {
             debug!(
                 connection_id = self.state.connection_id,
                 "idle in transaction too long: closing"

@@ -31,6 +31,10 @@ pub use migrate::{
     migrate, plan as plan_migration, MigrateOptions, MigratePlan, MigrateReport, ShardFailure,
 };
 pub use schema::{plan_schema, split_statements, table_columns, FleetSchema, TableDdl};
+pub use verify::rows::{
+    row_kind, verify_rows, RowDifference, RowVerifyError, RowVerifyReport, RowVerifyRequest,
+    DEFAULT_MAX_ROWS_PER_SECOND,
+};
 pub use verify::{
     configured_schema_path, kind, read_schema, verify, verify_configured, verify_with_schema,
     Problem, VerifyReport,

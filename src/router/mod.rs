@@ -24,7 +24,8 @@ pub use lex::{skip_blanks_and_comments, Comment, LexError};
 pub use placement::RandomPlacement;
 pub use plan::*;
 pub use planner::{
-    migration_table, migration_table_in, route, route_prepare, route_shared, MigrationTable,
+    is_long_value_stub, migration_table, migration_table_in, route, route_prepare, route_shared,
+    MigrationTable, LONG_VALUE_STUB_PREFIX,
 };
 pub use set::records_whole_text;
 pub use split::{outline, placeholders, split_statements, Outline};

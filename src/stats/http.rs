@@ -1,5 +1,7 @@
-//! A tiny HTTP/1.1 responder for Prometheus: `GET /metrics` answers the
-//! statistics as text; anything else gets 404. One request per connection.
+//! A tiny HTTP/1.1 responder on the metrics listener: `GET /metrics`
+//! answers the statistics as text (Prometheus), `GET /healthz` and
+//! `GET /ready` the process's liveness and readiness as JSON (200 or 503);
+//! anything else gets 404. One request per connection.
 
 use std::io;
 use std::sync::Arc;
@@ -15,18 +17,37 @@ const MAX_REQUEST_HEAD: usize = 8192;
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The content type of the Prometheus text format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// The content type of the health endpoints.
+const JSON: &str = "application/json";
 
-/// Serves `/metrics` on `listener` until the process ends; `render` makes
-/// the text of each answer.
-pub async fn serve<F>(listener: TcpListener, render: F) -> io::Result<()>
-where
-    F: Fn() -> String + Send + Sync + 'static,
-{
-    let render = Arc::new(render);
+/// The answer of a health endpoint: whether it is healthy (200, else
+/// 503) and a JSON body saying why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// 200 when true, 503 when false.
+    pub ok: bool,
+    /// The JSON body.
+    pub body: String,
+}
+
+/// What the listener computes for each path; each is called only for its
+/// own path.
+pub struct Endpoints {
+    /// The text of `GET /metrics`.
+    pub metrics: Box<dyn Fn() -> String + Send + Sync>,
+    /// `GET /healthz`: the process is alive and its loops turn.
+    pub healthz: Box<dyn Fn() -> Probe + Send + Sync>,
+    /// `GET /ready`: the proxy can serve clients now.
+    pub ready: Box<dyn Fn() -> Probe + Send + Sync>,
+}
+
+/// Serves [`Endpoints`] on `listener` until the process ends.
+pub async fn serve(listener: TcpListener, endpoints: Endpoints) -> io::Result<()> {
+    let endpoints = Arc::new(endpoints);
     crate::net::accept_forever(listener, "metrics listener", |stream, peer, _| {
-        let render = render.clone();
+        let endpoints = endpoints.clone();
         async move {
-            if let Err(e) = answer(render.as_ref(), stream).await {
+            if let Err(e) = answer(&endpoints, stream).await {
                 debug!(%peer, error = %e, "metrics request failed");
             }
         }
@@ -36,12 +57,12 @@ where
 }
 
 /// Reads one request head and writes the answer, then closes.
-async fn answer(render: &(impl Fn() -> String + ?Sized), mut stream: TcpStream) -> io::Result<()> {
+async fn answer(endpoints: &Endpoints, mut stream: TcpStream) -> io::Result<()> {
     let head = match tokio::time::timeout(READ_TIMEOUT, read_head(&mut stream)).await {
         Ok(head) => head?,
         Err(_) => return Ok(()),
     };
-    let response = respond(&head, render);
+    let response = respond(&head, endpoints);
     stream.write_all(&response).await?;
     stream.shutdown().await
 }
@@ -64,20 +85,29 @@ async fn read_head(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
     Ok(head)
 }
 
-/// The whole HTTP response to a request head; `metrics` makes the body of
-/// a `GET /metrics`.
-fn respond(head: &[u8], metrics: impl FnOnce() -> String) -> Vec<u8> {
+/// The whole HTTP response to a request head.
+fn respond(head: &[u8], endpoints: &Endpoints) -> Vec<u8> {
     let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
     let mut parts = line.trim_ascii().split(|&b| b == b' ');
     let method = parts.next().unwrap_or_default();
     let target = parts.next().unwrap_or_default();
     let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+    let probe = |probe: Probe| {
+        let status = if probe.ok {
+            "200 OK"
+        } else {
+            "503 Service Unavailable"
+        };
+        (status, JSON, probe.body + "\n")
+    };
     let (status, content_type, body) = match (method, path) {
-        (b"GET" | b"HEAD", b"/metrics") => ("200 OK", CONTENT_TYPE, metrics()),
+        (b"GET" | b"HEAD", b"/metrics") => ("200 OK", CONTENT_TYPE, (endpoints.metrics)()),
+        (b"GET" | b"HEAD", b"/healthz") => probe((endpoints.healthz)()),
+        (b"GET" | b"HEAD", b"/ready") => probe((endpoints.ready)()),
         _ => (
             "404 Not Found",
             "text/plain; charset=utf-8",
-            "not found: only GET /metrics is served\n".to_owned(),
+            "not found: GET /metrics, /healthz and /ready are served\n".to_owned(),
         ),
     };
     let mut response = format!(
@@ -99,20 +129,40 @@ mod tests {
         String::from_utf8(response).unwrap()
     }
 
+    fn endpoints(metrics: &'static str, ready: bool) -> Endpoints {
+        Endpoints {
+            metrics: Box::new(move || metrics.to_owned()),
+            healthz: Box::new(|| Probe {
+                ok: true,
+                body: "{\"alive\":true}".to_owned(),
+            }),
+            ready: Box::new(move || Probe {
+                ok: ready,
+                body: format!("{{\"ready\":{ready}}}"),
+            }),
+        }
+    }
+
+    fn never() -> Endpoints {
+        Endpoints {
+            metrics: Box::new(|| panic!("metrics computed")),
+            healthz: Box::new(|| panic!("liveness computed")),
+            ready: Box::new(|| panic!("readiness computed")),
+        }
+    }
+
     #[test]
     fn get_metrics_answers_the_text() {
-        let response = text(respond(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", || {
-            "a 1\n".to_owned()
-        }));
+        let e = endpoints("a 1\n", true);
+        let response = text(respond(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", &e));
         assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
         assert!(response.contains("Content-Type: text/plain; version=0.0.4"));
         assert!(response.contains("Content-Length: 4\r\n"));
         assert!(response.ends_with("\r\n\r\na 1\n"));
-        let query = text(respond(b"GET /metrics?x=1 HTTP/1.0\n\n", || "a".to_owned()));
+        let query = text(respond(b"GET /metrics?x=1 HTTP/1.0\n\n", &e));
         assert!(query.starts_with("HTTP/1.1 200 OK"), "{query}");
-        let head = text(respond(b"HEAD /metrics HTTP/1.1\r\n\r\n", || {
-            "abc".to_owned()
-        }));
+        let e = endpoints("abc", true);
+        let head = text(respond(b"HEAD /metrics HTTP/1.1\r\n\r\n", &e));
         assert!(
             head.contains("Content-Length: 3") && head.ends_with("\r\n\r\n"),
             "{head}"
@@ -120,13 +170,33 @@ mod tests {
     }
 
     #[test]
-    fn anything_else_is_refused_without_computing_metrics() {
-        let never = || -> String { panic!("metrics computed") };
-        assert!(text(respond(b"GET / HTTP/1.1\r\n\r\n", never)).starts_with("HTTP/1.1 404"));
-        assert!(text(respond(b"GET /metricsx HTTP/1.1\r\n\r\n", never)).starts_with("HTTP/1.1 404"));
-        assert!(text(respond(b"POST /metrics HTTP/1.1\r\n\r\n", never)).starts_with("HTTP/1.1 404"));
+    fn health_endpoints_answer_200_or_503_with_their_json() {
+        let up = endpoints("", true);
+        let live = text(respond(b"GET /healthz HTTP/1.1\r\n\r\n", &up));
+        assert!(live.starts_with("HTTP/1.1 200 OK\r\n"), "{live}");
+        assert!(live.contains("Content-Type: application/json"), "{live}");
+        assert!(live.ends_with("{\"alive\":true}\n"), "{live}");
+        let ready = text(respond(b"GET /ready HTTP/1.1\r\n\r\n", &up));
+        assert!(ready.starts_with("HTTP/1.1 200 OK"), "{ready}");
+        let down = endpoints("", false);
+        let not_ready = text(respond(b"GET /ready?verbose HTTP/1.0\r\n\r\n", &down));
+        assert!(
+            not_ready.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+            "{not_ready}"
+        );
+        assert!(not_ready.ends_with("{\"ready\":false}\n"), "{not_ready}");
+    }
+
+    #[test]
+    fn anything_else_is_refused_without_computing_anything() {
+        let e = never();
+        assert!(text(respond(b"GET / HTTP/1.1\r\n\r\n", &e)).starts_with("HTTP/1.1 404"));
+        assert!(text(respond(b"GET /metricsx HTTP/1.1\r\n\r\n", &e)).starts_with("HTTP/1.1 404"));
+        assert!(text(respond(b"POST /metrics HTTP/1.1\r\n\r\n", &e)).starts_with("HTTP/1.1 404"));
+        assert!(text(respond(b"POST /ready HTTP/1.1\r\n\r\n", &e)).starts_with("HTTP/1.1 404"));
+        assert!(text(respond(b"GET /readyz HTTP/1.1\r\n\r\n", &e)).starts_with("HTTP/1.1 404"));
         for garbage in [&b""[..], b"\xff\xfe\x00", b"   ", b"GET", b"\r\n\r\n"] {
-            let response = text(respond(garbage, never));
+            let response = text(respond(garbage, &e));
             assert!(response.starts_with("HTTP/1.1 404"), "{response}");
         }
     }

@@ -91,6 +91,9 @@ pub struct Config {
     /// How long statements for paused shards wait (`PAUSE SHARDS`).
     #[serde(default)]
     pub pause: PauseConfig,
+    /// How a SIGTERM stops the proxy.
+    #[serde(default)]
+    pub shutdown: ShutdownConfig,
     /// The Prometheus `/metrics` endpoint; `None` when the file has no
     /// `metrics` section.
     #[serde(default)]
@@ -190,6 +193,33 @@ impl Default for PauseConfig {
             drain_timeout_ms: DEFAULT_PAUSE_DRAIN_TIMEOUT_MS,
         }
     }
+}
+
+/// Default `shutdown.drain_timeout_ms`.
+pub const DEFAULT_SHUTDOWN_DRAIN_TIMEOUT_MS: u64 = 30_000;
+/// Largest `shutdown.drain_timeout_ms` (an hour).
+pub const MAX_SHUTDOWN_DRAIN_TIMEOUT_MS: u64 = 3_600_000;
+
+/// The `shutdown` section: the graceful stop a SIGTERM starts.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShutdownConfig {
+    /// Longest a stop waits for running statements and open transactions
+    /// to finish before it cuts the sessions left, in milliseconds.
+    #[serde(default = "default_shutdown_drain_timeout_ms")]
+    pub drain_timeout_ms: u64,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        Self {
+            drain_timeout_ms: DEFAULT_SHUTDOWN_DRAIN_TIMEOUT_MS,
+        }
+    }
+}
+
+fn default_shutdown_drain_timeout_ms() -> u64 {
+    DEFAULT_SHUTDOWN_DRAIN_TIMEOUT_MS
 }
 
 /// The `metrics` section: where Prometheus text is served over HTTP.

@@ -456,6 +456,25 @@ fn missing_users_backend_and_fleets() {
 }
 
 #[test]
+fn shutdown_drain_timeout_is_bounded() {
+    let lines = SPEC_YAML.lines().count();
+    let with = |ms: u64| format!("{SPEC_YAML}shutdown: {{ drain_timeout_ms: {ms} }}\n");
+    assert_eq!(load(&with(0)).config.shutdown.drain_timeout_ms, 0);
+    assert_eq!(
+        load(&with(3_600_000)).config.shutdown.drain_timeout_ms,
+        3_600_000
+    );
+    assert_eq!(load(SPEC_YAML).config.shutdown.drain_timeout_ms, 30_000);
+    let e = errors(&with(3_600_001));
+    has(
+        &e,
+        lines + 1,
+        "`drain_timeout_ms` 3600001 is more than an hour",
+    );
+    assert_eq!(e.len(), 1, "{e:#?}");
+}
+
+#[test]
 fn operations_account_needs_a_user_when_present() {
     let with = |section: &str| format!("{SPEC_YAML}{section}\n");
     let e = errors(&with("operations: { password: x }"));

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::config::Config;
+use super::config::{Config, MAX_SHUTDOWN_DRAIN_TIMEOUT_MS};
 use super::lines::LineIndex;
 use super::{Host, HostId, Topology};
 use crate::id::MAX_TYPE;
@@ -369,6 +369,16 @@ fn check_operations(config: &Config, lines: &LineIndex, errors: &mut Errors) {
                 format!("{section}: `{key}` must be at least 1"),
             );
         }
+    }
+    let drain = config.shutdown.drain_timeout_ms;
+    if drain > MAX_SHUTDOWN_DRAIN_TIMEOUT_MS {
+        errors.push(
+            lines.line(&["shutdown", "drain_timeout_ms"]),
+            format!(
+                "shutdown: `drain_timeout_ms` {drain} is more than an hour ({MAX_SHUTDOWN_DRAIN_TIMEOUT_MS}); \
+                 a stop that long holds a deploy; 0 cuts sessions at once"
+            ),
+        );
     }
     if let Some(metrics) = &config.metrics {
         if metrics.listen.is_empty() {

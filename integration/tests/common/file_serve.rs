@@ -15,6 +15,8 @@ pub struct FileServe {
     pub client: SocketAddr,
     /// Its log up to the client connection cap's line, ANSI colours removed.
     pub log: String,
+    /// The lines it logs after that.
+    lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Drop for FileServe {
@@ -52,12 +54,13 @@ impl FileServe {
         let mut child = Self::spawn(name, before, yaml);
         let stderr = child.stderr.take().expect("piped stderr");
         // Killed on drop from here on, also when it does not start.
+        let (tx, rx) = std::sync::mpsc::channel();
         let mut process = Self {
             child,
             client: SocketAddr::from(([0, 0, 0, 0], 0)),
             log: String::new(),
+            lines: rx,
         };
-        let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
@@ -67,7 +70,8 @@ impl FileServe {
             }
         });
         loop {
-            let line = rx
+            let line = process
+                .lines
                 .recv_timeout(Duration::from_secs(20))
                 .unwrap_or_else(|_| panic!("shardgate did not start:\n{}", process.log));
             process.log.push_str(&line);
@@ -85,6 +89,45 @@ impl FileServe {
             if cap_logged && process.client.port() != 0 {
                 return process;
             }
+        }
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends it `signal` (`TERM`, `INT`, ...) with kill(1).
+    pub fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .args([format!("-{signal}"), self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {}", self.pid());
+    }
+
+    /// Waits up to `timeout` for it to exit; its exit code (`None` if it
+    /// was still running or died of a signal) and what it logged meanwhile.
+    pub fn wait_exit(&mut self, timeout: Duration) -> (Option<i32>, String) {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut log = String::new();
+        loop {
+            while let Ok(line) = self.lines.try_recv() {
+                log.push_str(&line);
+                log.push('\n');
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                // The rest of its log.
+                while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+                return (status.code(), log);
+            }
+            if std::time::Instant::now() > deadline {
+                return (None, log);
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 

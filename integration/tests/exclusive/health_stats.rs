@@ -1,9 +1,12 @@
 //! Health checks, automatic failover and statistics against the real fleet:
 //! a master stopped and restarted is marked down and comes back by itself;
 //! `auto_failover` points a dead master's range at its replica; statement
-//! counts per kind and per host reach `stats::snapshot` and `GET /metrics`.
+//! counts per kind and per host reach `stats::snapshot` and `GET /metrics`;
+//! `/ready` and `/healthz`, `shardgate health`, and the graceful stop a
+//! SIGTERM starts on a real `shardgate serve` process.
 
 use crate::common;
+use common::file_serve;
 
 use std::time::{Duration, Instant};
 
@@ -375,4 +378,249 @@ async fn statements_are_counted_per_kind_and_host_and_served_on_metrics() {
     let _silent = tokio::net::TcpStream::connect(metrics).await.unwrap();
     let again = http(metrics, b"GET /metrics HTTP/1.0\r\n\r\n").await;
     assert!(again.starts_with("HTTP/1.1 200 OK"), "{again}");
+}
+
+/// `GET /ready` and `GET /healthz`: the status and the JSON body.
+async fn probe(addr: std::net::SocketAddr, path: &str) -> (u16, serde_json::Value) {
+    let response = http(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+    )
+    .await;
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {response:?}"));
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    let json = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body:?}"));
+    (status, json)
+}
+
+/// `shardgate health` with `args`: its exit code and its output.
+fn health_command(args: &[&str]) -> (Option<i32>, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_shardgate"))
+        .arg("health")
+        .args(args)
+        .output()
+        .expect("run shardgate health");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code(), text)
+}
+
+/// A ready proxy answers 200 on `/ready` and `/healthz`, and `shardgate
+/// health` exits 0 (address from the flag or from the config file); a
+/// draining or fenced one answers 503 saying so, and `health` exits 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_and_healthz_say_whether_the_proxy_serves() {
+    let _fleet = FLEET.lock().await;
+    let yaml = yaml_with_fast_checks(false);
+    let proxy = start_server("ready", &yaml);
+    let metrics = proxy.listening.metrics.expect("a metrics listener");
+    let mut conn = app(&proxy).await;
+    let one: Option<i64> = conn.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    let (status, live) = probe(metrics, "/healthz").await;
+    assert_eq!(status, 200, "{live}");
+    assert_eq!(live["alive"], true, "{live}");
+    let (status, ready) = probe(metrics, "/ready").await;
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(ready["ready"], true, "{ready}");
+    assert_eq!(ready["reasons"], serde_json::json!([]), "{ready}");
+
+    let addr = metrics.to_string();
+    let (code, out) = health_command(&["--metrics-listen", &addr]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("ready: "), "{out}");
+    // The address from a config file's `metrics.listen`.
+    let named = yaml.replace(
+        "metrics: { listen: 127.0.0.1:0 }",
+        &format!("metrics: {{ listen: {addr} }}"),
+    );
+    assert_ne!(named, yaml, "the test config's metrics line changed");
+    let config = proxy.config_path.with_file_name("health.yaml");
+    std::fs::write(&config, named).unwrap();
+    let (code, out) = health_command(&["--config", &config.display().to_string()]);
+    assert_eq!(code, Some(0), "{out}");
+
+    // Draining.
+    proxy.control.process.start_draining();
+    let (status, ready) = probe(metrics, "/ready").await;
+    assert_eq!(status, 503, "{ready}");
+    assert_eq!(ready["ready"], false, "{ready}");
+    assert!(
+        ready["reasons"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("draining"),
+        "{ready}"
+    );
+    let (code, out) = health_command(&["--metrics-listen", &addr]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("draining"), "{out}");
+    // Still alive.
+    assert_eq!(probe(metrics, "/healthz").await.0, 200);
+
+    // Fenced (what the control plane does when it loses its ZooKeeper
+    // session), on a proxy that is not draining.
+    let proxy = start_server("ready-fenced", &yaml);
+    let metrics = proxy.listening.metrics.expect("a metrics listener");
+    assert_eq!(probe(metrics, "/ready").await.0, 200);
+    assert!(proxy.engine.fence.raise(std::time::SystemTime::now()));
+    let (status, ready) = probe(metrics, "/ready").await;
+    assert_eq!(status, 503, "{ready}");
+    assert!(
+        ready["reasons"][0].as_str().unwrap().starts_with("fenced"),
+        "{ready}"
+    );
+    assert!(proxy.engine.fence.lower(proxy.engine.fence.raises()));
+    assert_eq!(probe(metrics, "/ready").await.0, 200);
+
+    // Nothing listening there: exit 1 saying so.
+    drop(conn);
+    let (code, out) = health_command(&["--metrics-listen", "127.0.0.1:1"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("127.0.0.1:1/ready"), "{out}");
+}
+
+/// A fleet whose every master is unreachable (here pointed at a closed
+/// port) makes `/ready` answer 503 naming the fleet; the other fleet's
+/// statements still run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_names_a_fleet_without_a_reachable_master() {
+    let _fleet = FLEET.lock().await;
+    let yaml = yaml_with_fast_checks(false);
+    let master = "{ range: [0, 4095], master: 127.0.0.1:3310 }";
+    assert!(yaml.contains(master), "the test config's mod fleet changed");
+    let closed = yaml.replace(master, "{ range: [0, 4095], master: 127.0.0.1:1 }");
+    let proxy = start_server("ready-closed", &closed);
+    let metrics = proxy.listening.metrics.expect("a metrics listener");
+    let mut last = serde_json::Value::Null;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let (status, ready) = probe(metrics, "/ready").await;
+        if status == 503 {
+            last = ready;
+            break;
+        }
+        last = ready;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["ready"], false, "{last}");
+    assert_eq!(
+        last["fleets_unreachable"],
+        serde_json::json!(["mod"]),
+        "{last}"
+    );
+    let reason = last["reasons"][0].as_str().unwrap();
+    assert!(
+        reason.starts_with("fleet mod: no master reachable (127.0.0.1:1: "),
+        "{last}"
+    );
+    let (code, out) = health_command(&["--metrics-listen", &metrics.to_string()]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("fleet mod"), "{out}");
+    // Alive, and fleet main serves.
+    assert_eq!(probe(metrics, "/healthz").await.0, 200);
+    let mut conn = app(&proxy).await;
+    let id = insert_pin(&mut conn, 14, "ready-closed").await;
+    assert_eq!(pin_on_host(id).await.as_deref(), Some("ready-closed"));
+    conn.query_drop(format!("DELETE FROM pins WHERE id = {id}"))
+        .await
+        .unwrap();
+}
+
+/// The test config for a `shardgate serve` process of its own, with
+/// `shutdown.drain_timeout_ms: 10000`.
+fn stop_config() -> String {
+    format!(
+        "{}\nshutdown: {{ drain_timeout_ms: 10000 }}\n",
+        test_config_yaml()
+    )
+}
+
+/// SIGTERM on a real `shardgate serve`: no new client is accepted, a
+/// running statement (`SELECT SLEEP(1)`) and an open transaction both
+/// complete (the transaction's rows are on the master), an idle session
+/// gets 1053, and the process exits 0 with its summary line once every
+/// session closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_statements_and_transactions_finish_and_closes_idle_sessions() {
+    let _fleet = FLEET.lock().await;
+    let mut server = file_serve::FileServe::start("graceful-stop", "true", &stop_config());
+    let tag = format!("graceful-stop-{}", std::process::id());
+    let login = || connect_to(server.client, APP_USER, APP_PASSWORD);
+    let mut in_transaction = login().await.expect("log in");
+    let mut sleeper = login().await.expect("log in");
+    let mut idle = login().await.expect("log in");
+    let one: Option<i64> = idle.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+    in_transaction.query_drop("BEGIN").await.unwrap();
+    let id = insert_pin(&mut in_transaction, 14, &tag).await;
+    let sleeping = tokio::spawn(async move {
+        let slept: mysql_async::Result<Option<i64>> = sleeper.query_first("SELECT SLEEP(1)").await;
+        (slept, sleeper)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        login().await.is_err(),
+        "a new client was accepted while stopping"
+    );
+    // The running statement completes.
+    let (slept, _sleeper) = sleeping.await.unwrap();
+    assert_eq!(slept.expect("SELECT SLEEP(1) after SIGTERM"), Some(0));
+    // The open transaction goes on and commits.
+    in_transaction
+        .query_drop(format!("UPDATE pins SET data = '{tag}-2' WHERE id = {id}"))
+        .await
+        .expect("a statement of the open transaction after SIGTERM");
+    in_transaction
+        .query_drop("COMMIT")
+        .await
+        .expect("COMMIT after SIGTERM");
+    assert_eq!(pin_on_host(id).await, Some(format!("{tag}-2")));
+    // The idle session was closed with 1053.
+    let error = idle.query_drop("SELECT 1").await.unwrap_err();
+    assert_eq!(server_error(error).0, 1053);
+    let (code, log) = server.wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("sessions drained 2, closed 1, cut 0"), "{log}");
+    let mut master = direct(main_master_port(14)).await;
+    master
+        .query_drop(format!("DELETE FROM db00014.pins WHERE data LIKE '{tag}%'"))
+        .await
+        .unwrap();
+}
+
+/// A second SIGTERM ends the drain at once: the session still in its
+/// transaction is cut (its rows never commit) and the process exits 1
+/// saying so, long before `shutdown.drain_timeout_ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigterm_cuts_the_sessions_left() {
+    let _fleet = FLEET.lock().await;
+    let mut server = file_serve::FileServe::start("graceful-stop-twice", "true", &stop_config());
+    let tag = format!("graceful-stop-twice-{}", std::process::id());
+    let mut in_transaction = connect_to(server.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("log in");
+    in_transaction.query_drop("BEGIN").await.unwrap();
+    let id = insert_pin(&mut in_transaction, 14, &tag).await;
+    let started = Instant::now();
+    server.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.signal("TERM");
+    let (code, log) = server.wait_exit(Duration::from_secs(5));
+    assert!(started.elapsed() < Duration::from_secs(5), "{log}");
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("cut 1 (a second signal ended the drain)"),
+        "{log}"
+    );
+    assert_eq!(pin_on_host(id).await, None, "the cut transaction committed");
 }

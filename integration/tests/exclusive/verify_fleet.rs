@@ -391,3 +391,398 @@ async fn a_mod_key_whose_collation_equates_different_keys_is_warned_about() {
         "{printed}"
     );
 }
+
+// ------------------------------------------------------------ row verify
+//
+// `fleet verify --rows` / `VERIFY SHARDS ... ROWS AGAINST`: 3307 against its
+// GTID replica 3309 (and the spare 3311, when it runs) on shards 1900-1903
+// of fleet main, through tables each test creates on 3307 (so they
+// replicate) and drops at the end (which replicates too, whatever was
+// planted on 3309 with sql_log_bin=0).
+
+use mysql_async::prelude::Queryable;
+use shardgate::ops::{row_kind, verify_rows, RowVerifyReport, RowVerifyRequest};
+
+const ROW_SHARDS: (u32, u32) = (1900, 1903);
+const SPARE: &str = "127.0.0.1:3311";
+
+/// Drops `db01900..db01903.<table>` on 3307 (replicated) when dropped, and
+/// `extra` statements on other hosts.
+struct RowTable {
+    table: &'static str,
+    extra: Vec<(&'static str, String)>,
+}
+
+impl RowTable {
+    fn drop_sql(table: &str) -> String {
+        (ROW_SHARDS.0..=ROW_SHARDS.1)
+            .map(|s| format!("DROP TABLE IF EXISTS db{s:05}.{table};"))
+            .collect()
+    }
+
+    /// Creates the table in every shard database of [`ROW_SHARDS`] on 3307,
+    /// `rows` rows in db01900 and 3 in each other one.
+    fn create(table: &'static str, rows: u32) -> RowTable {
+        backend_ok(A, &Self::drop_sql(table));
+        let guard = RowTable {
+            table,
+            extra: Vec::new(),
+        };
+        let mut sql = String::new();
+        for shard in ROW_SHARDS.0..=ROW_SHARDS.1 {
+            let n = if shard == ROW_SHARDS.0 { rows } else { 3 };
+            sql.push_str(&format!(
+                "CREATE TABLE db{shard:05}.{table} (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, \
+                 v VARCHAR(64) NULL, n INT NULL); \
+                 INSERT INTO db{shard:05}.{table} SELECT seq, CONCAT('row ', seq), \
+                 IF(seq % 7 = 0, NULL, seq * 3) FROM db{shard:05}.seq_1_to_{n};"
+            ));
+        }
+        backend_ok(A, &sql);
+        guard
+    }
+}
+
+impl Drop for RowTable {
+    fn drop(&mut self) {
+        for (host, sql) in &self.extra {
+            let out = backend_sql(host, sql);
+            if !out.status.success() {
+                eprintln!(
+                    "cleanup on {host} failed: {sql}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        backend_ok(A, &Self::drop_sql(self.table));
+    }
+}
+
+fn row_request(against: &str) -> RowVerifyRequest {
+    let mut request = RowVerifyRequest::new(ROW_SHARDS.0, ROW_SHARDS.1, against);
+    request.fleet = Some("main".to_owned());
+    request.max_rows_per_second = 0;
+    request
+}
+
+async fn verify_rows_ok(request: &RowVerifyRequest) -> RowVerifyReport {
+    let report = verify_rows(&topology(), request)
+        .await
+        .expect("verify rows");
+    eprintln!("{report}");
+    for difference in &report.differences {
+        eprintln!("  {difference}");
+    }
+    report
+}
+
+/// A difference as `(shard, kind, missing, extra, changed)`.
+type Found = (u32, &'static str, Vec<String>, Vec<String>, Vec<String>);
+
+/// The differences of `table`.
+fn differences_of(report: &RowVerifyReport, table: &str) -> Vec<Found> {
+    report
+        .differences
+        .iter()
+        .filter(|d| d.table == table)
+        .map(|d| {
+            (
+                d.shard,
+                d.kind,
+                d.keys.missing_on_target.clone(),
+                d.keys.extra_on_target.clone(),
+                d.keys.changed.clone(),
+            )
+        })
+        .collect()
+}
+
+fn strings(keys: &[&str]) -> Vec<String> {
+    keys.iter().map(|k| k.to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_of_a_replica_in_sync_then_planted_differences_named() {
+    let _fleet = FLEET.lock().await;
+    let table = "verify_rows_plant";
+    let _guard = RowTable::create(table, 2500);
+
+    let report = verify_rows_ok(&row_request(REPLICA)).await;
+    assert!(report.is_ok(), "{report}");
+    assert!(report.target_replicates);
+    assert_eq!(report.databases, 4);
+    // 2500 rows in chunks of 1000 (3 chunks) and every other table.
+    assert!(report.chunks >= 3 + 4 * 5, "{report}");
+    assert!(report.rows >= 2500 + 9, "{report}");
+
+    // On the replica only: a changed row, a deleted row, an extra row (in
+    // the last, open chunk), and a changed row in another shard.
+    backend_ok(
+        REPLICA,
+        &format!(
+            "SET SESSION sql_log_bin = 0; \
+             UPDATE db01900.{table} SET v = 'planted' WHERE id = 17; \
+             DELETE FROM db01900.{table} WHERE id = 1500; \
+             INSERT INTO db01900.{table} VALUES (999999, 'extra', NULL); \
+             UPDATE db01902.{table} SET n = NULL WHERE id = 2;"
+        ),
+    );
+    let report = verify_rows_ok(&row_request(REPLICA)).await;
+    assert!(!report.is_ok());
+    let mut found = differences_of(&report, table);
+    found.sort();
+    assert_eq!(
+        found,
+        vec![
+            (
+                1900,
+                row_kind::ROWS_DIFFER,
+                vec![],
+                vec![],
+                strings(&["17"])
+            ),
+            (
+                1900,
+                row_kind::ROWS_DIFFER,
+                vec![],
+                strings(&["999999"]),
+                vec![]
+            ),
+            (
+                1900,
+                row_kind::ROWS_DIFFER,
+                strings(&["1500"]),
+                vec![],
+                vec![]
+            ),
+            (1902, row_kind::ROWS_DIFFER, vec![], vec![], strings(&["2"])),
+        ],
+        "{report}"
+    );
+    assert_eq!(
+        report.differences.len(),
+        4,
+        "only the planted rows: {report}"
+    );
+    // Each was re-read, and pinned at the source's GTID point, before it was reported.
+    assert!(report.pinned_reads >= 4, "{report}");
+    let ranges: Vec<&str> = report
+        .differences
+        .iter()
+        .map(|d| d.key_range.as_str())
+        .collect();
+    assert!(ranges.contains(&"(-inf, 1000]"), "{ranges:?}");
+    assert!(ranges.contains(&"(1000, 2000]"), "{ranges:?}");
+    assert!(ranges.contains(&"(2000, +inf)"), "{ranges:?}");
+    let (running, status) = common::replication_running(3309).await;
+    assert!(
+        running,
+        "the pinned reads left replication stopped: {status}"
+    );
+
+    // The CLI: a line per difference, exit status 1.
+    let out = Command::new(env!("CARGO_BIN_EXE_shardgate"))
+        .args([
+            "fleet",
+            "verify",
+            "--rows",
+            "--shards",
+            "1900-1903",
+            "--fleet",
+            "main",
+        ])
+        .args([
+            "--against",
+            REPLICA,
+            "--max-rows-per-second",
+            "0",
+            "--config",
+        ])
+        .arg(config_path())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run shardgate");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    for line in [
+        format!("shard 1900 db01900.{table}: rows differ in keys (-inf, 1000]: 1 changed: 17"),
+        format!("shard 1900 db01900.{table}: rows differ in keys (1000, 2000]: 1 missing on target: 1500"),
+        format!("shard 1900 db01900.{table}: rows differ in keys (2000, +inf): 1 extra on target: 999999"),
+        format!("shard 1902 db01902.{table}: rows differ in keys (-inf, +inf): 1 changed: 2"),
+    ] {
+        assert!(stdout.contains(&line), "{line} missing from {stdout}");
+    }
+    assert!(stderr.contains("4 differences"), "{stderr}");
+
+    // The admin port: a row per difference.
+    let proxy = common::start_server("verify-rows", &common::test_config_yaml());
+    let mut admin = common::admin(&proxy).await;
+    let rows: Vec<(u64, String, String, String, Option<String>, String)> = admin
+        .query("VERIFY SHARDS 1900-1903 IN main ROWS AGAINST 127.0.0.1:3309 MAX 0 ROWS PER SECOND")
+        .await
+        .expect("VERIFY SHARDS ROWS");
+    let mine: Vec<_> = rows.iter().filter(|r| r.2 == table).collect();
+    assert_eq!(mine.len(), 4, "{rows:?}");
+    assert!(
+        mine.contains(&&(
+            1900,
+            "db01900".to_owned(),
+            table.to_owned(),
+            "rows differ".to_owned(),
+            Some("(1000, 2000]".to_owned()),
+            "1 missing on target: 1500".to_owned()
+        )),
+        "{rows:?}"
+    );
+    let error = admin
+        .query_drop("VERIFY SHARDS 1900-2100 IN main ROWS AGAINST 127.0.0.1:3309")
+        .await
+        .unwrap_err();
+    let (code, message) = common::server_error(error);
+    assert_eq!(code, 1210, "{message}");
+    assert!(message.contains("several masters"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_under_a_concurrent_writer_show_no_false_difference() {
+    let _fleet = FLEET.lock().await;
+    let table = "verify_rows_load";
+    let _guard = RowTable::create(table, 3000);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut conn = common::operations(3307).await;
+            let mut ops = 0u64;
+            let mut next = 100_000u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let k = (ops * 37) % 3000 + 1;
+                let sql = match ops % 3 {
+                    0 => format!("UPDATE db01900.{table} SET v = CONCAT('w', {ops}), n = {ops} WHERE id = {k}"),
+                    1 => {
+                        next += 1;
+                        format!("INSERT INTO db01900.{table} VALUES ({next}, 'new', {ops}), ({}, 'mid', 1) \
+                                 ON DUPLICATE KEY UPDATE n = n + 1", 500 + ops % 2000)
+                    }
+                    _ => format!("DELETE FROM db01900.{table} WHERE id = {}; \
+                                  UPDATE db01901.{table} SET n = {ops} WHERE id = 2", (ops * 53) % 3000 + 1),
+                };
+                conn.query_drop(sql).await.expect("write through 3307");
+                ops += 1;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            ops
+        })
+    };
+    let mut request = row_request(REPLICA);
+    request.chunk_rows = 250;
+    let mut reports = Vec::new();
+    for _ in 0..3 {
+        reports.push(verify_rows_ok(&request).await);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let ops = writer.await.expect("writer");
+    eprintln!("writer: {ops} statements during the verifies");
+    assert!(ops > 100, "the writer hardly ran: {ops}");
+    for report in &reports {
+        assert!(report.is_ok(), "a false difference under writes: {report}");
+        assert!(report.chunks >= 12, "{report}");
+    }
+    let (running, status) = common::replication_running(3309).await;
+    assert!(running, "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_max_rows_per_second_holds_the_rate() {
+    let _fleet = FLEET.lock().await;
+    let table = "verify_rows_rate";
+    let _guard = RowTable::create(table, 3000);
+    let unlimited = verify_rows_ok(&row_request(REPLICA)).await;
+    assert!(unlimited.is_ok(), "{unlimited}");
+    let mut request = row_request(REPLICA);
+    request.max_rows_per_second = 1000;
+    let limited = verify_rows_ok(&request).await;
+    assert!(limited.is_ok(), "{limited}");
+    assert!(limited.rows >= 3000, "{limited}");
+    let floor = Duration::from_secs_f64(limited.rows as f64 / 1000.0);
+    assert!(
+        limited.elapsed >= floor,
+        "{} rows in {:?}, under the {floor:?} 1000 rows/s allows",
+        limited.rows,
+        limited.elapsed
+    );
+    assert!(limited.rows_per_second() <= 1000.0, "{limited}");
+    assert!(
+        limited.elapsed > unlimited.elapsed,
+        "{unlimited} / {limited}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_of_a_copy_on_the_spare_server() {
+    let _fleet = FLEET.lock().await;
+    let spare_up = || {
+        mysql_async::Conn::new(
+            mysql_async::OptsBuilder::default()
+                .ip_or_hostname("127.0.0.1")
+                .tcp_port(3311)
+                .user(Some(OPS_USER))
+                .pass(Some(OPS_PASSWORD)),
+        )
+    };
+    if spare_up().await.is_err() {
+        // Created empty and started on first use; `fleet.sh stop` stops it.
+        tokio::task::spawn_blocking(|| common::fleet_script(&["start-host", "3311"]))
+            .await
+            .expect("start-host 3311");
+        spare_up().await.expect("the spare server 3311 answers");
+    }
+    let table = "verify_rows_copy";
+    let mut guard = RowTable::create(table, 1200);
+    guard
+        .extra
+        .push((SPARE, "DROP DATABASE IF EXISTS db01901".to_owned()));
+    backend_ok(SPARE, "DROP DATABASE IF EXISTS db01901");
+    let copy = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -o pipefail; mariadb-dump -h127.0.0.1 -P3307 -u{OPS_USER} -p{OPS_PASSWORD} \
+             --single-transaction --databases db01901 | mariadb -h127.0.0.1 -P3311 -u{OPS_USER} -p{OPS_PASSWORD}"
+        ))
+        .output()
+        .expect("run mariadb-dump");
+    assert!(
+        copy.status.success(),
+        "copy to 3311: {}{}",
+        String::from_utf8_lossy(&copy.stdout),
+        String::from_utf8_lossy(&copy.stderr)
+    );
+    let mut request = row_request(SPARE);
+    (request.first, request.last) = (1901, 1901);
+    let report = verify_rows_ok(&request).await;
+    assert!(report.is_ok(), "{report}");
+    assert!(!report.target_replicates);
+    assert!(report.tables >= 6, "{report}");
+
+    backend_ok(
+        SPARE,
+        &format!("UPDATE db01901.{table} SET v = 'changed' WHERE id = 3"),
+    );
+    let report = verify_rows_ok(&request).await;
+    assert_eq!(
+        differences_of(&report, table),
+        vec![(1901, row_kind::ROWS_DIFFER, vec![], vec![], strings(&["3"]))],
+        "{report}"
+    );
+    // Not on the spare at all: every table missing.
+    (request.first, request.last) = (1902, 1902);
+    let report = verify_rows_ok(&request).await;
+    assert!(
+        report
+            .differences
+            .iter()
+            .any(|d| d.table == table && d.kind == row_kind::MISSING_TABLE),
+        "{report}"
+    );
+}

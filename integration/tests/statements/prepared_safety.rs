@@ -502,6 +502,93 @@ async fn prepared_text_and_count_are_bounded() {
     assert_eq!(rows, b"alive");
 }
 
+/// Bound values of 4096 bytes or more are routed with a short stub in their
+/// place and spliced in after routing (`engine::long_values`): stored
+/// byte-exact on the shard (an INSERT, an UPDATE whose key is rewritten),
+/// answered by any host, and, where the stub cannot stand (a key, a SET the
+/// session records, a read over several shards), routed again with the
+/// value itself.
+/// `HEX(data)` of this file's pin `local_id`, read on its master.
+async fn stored_hex(master: &mut Conn, local_id: u64) -> Option<String> {
+    master
+        .query_first(format!(
+            "SELECT HEX(data) FROM db{SHARD:05}.pins WHERE local_id = {local_id}"
+        ))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn long_values_reach_the_server_byte_exact_wherever_they_go() {
+    let tag = format!("{TAG} long value");
+    let port = main_master_port(SHARD);
+    let mut conn = session("utf8mb4", false).await;
+    // Quotes, backslashes, non-ASCII, and the stub's own marker as text.
+    let mut value = format!("{tag} ").into_bytes();
+    while value.len() < 40_000 {
+        value.extend_from_slice("\\' \x01shardgate long value 0\x01 é x ".as_bytes());
+    }
+    conn.exec_drop(
+        format!("INSERT /*+ SHARD({SHARD}) */ INTO pins (data) VALUES (?)"),
+        (Value::Bytes(value.clone()),),
+    )
+    .await
+    .unwrap();
+    let id = conn.last_insert_id().unwrap();
+    let local_id = decode(id).local_id;
+    let mut master = direct(port).await;
+    assert_eq!(stored_hex(&mut master, local_id).await, Some(hex(&value)));
+    // An UPDATE by ID: the key rewritten to local_id, the value spliced.
+    let updated: Vec<u8> = value
+        .iter()
+        .map(|&b| if b == b'x' { b'y' } else { b })
+        .collect();
+    conn.exec_drop(
+        "UPDATE pins SET data = ? WHERE id = ?",
+        (Value::Bytes(updated.clone()), id),
+    )
+    .await
+    .unwrap();
+    assert_eq!(stored_hex(&mut master, local_id).await, Some(hex(&updated)));
+    // Any host.
+    let md5: Option<String> = conn
+        .exec_first("SELECT MD5(?)", (Value::Bytes(value.clone()),))
+        .await
+        .unwrap();
+    let expected: Option<String> = master
+        .query_first(format!("SELECT MD5(X'{}')", hex(&value)))
+        .await
+        .unwrap();
+    assert_eq!(md5, expected);
+    // Where a key goes: the ID behind 5000 zeros routes as the ID.
+    let padded = format!("{}{id}", "0".repeat(5000));
+    let data: Option<Vec<u8>> = conn
+        .exec_first("SELECT data FROM pins WHERE id = ?", (padded,))
+        .await
+        .unwrap();
+    assert_eq!(data.as_deref(), Some(&updated[..]));
+    // A read over two shards.
+    let elsewhere = pin_id(SHARD - 1, 1);
+    let count: Option<u64> = conn
+        .exec_first(
+            "SELECT COUNT(*) FROM pins WHERE id IN (?, ?) AND data = ?",
+            (id, elsewhere, Value::Bytes(updated.clone())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(count, Some(1));
+    // A SET the session records and replays.
+    let short = &value[..5000];
+    conn.exec_drop("SET @long_value = ?", (Value::Bytes(short.to_vec()),))
+        .await
+        .unwrap();
+    let back: Option<String> = conn.query_first("SELECT HEX(@long_value)").await.unwrap();
+    assert_eq!(back, Some(hex(short)));
+    master.disconnect().await.ok();
+    conn.disconnect().await.ok();
+    delete_pins(port, &[SHARD], &tag).await;
+}
+
 #[tokio::test]
 async fn recorded_sets_are_bounded() {
     let proxy = limited_proxy();

@@ -1033,3 +1033,30 @@ async fn sets_that_read_tables_or_call_functions_run_once_where_they_read() {
     let x_again: Option<u64> = conn.query_first("SELECT @x").await.unwrap();
     assert_eq!(x_again, x);
 }
+
+/// `SET autocommit = 1` ends the transaction autocommit off opened, its
+/// savepoints with it, as on a server: a savepoint given before the
+/// transaction bound is not replayed into the next one.
+#[tokio::test]
+async fn autocommit_on_drops_the_savepoints_of_the_transaction_it_ends() {
+    let tag = format!("{TAG} sp-ac");
+    let mut conn = client().await;
+    conn.query_drop("SET autocommit = 0").await.unwrap();
+    conn.query_drop("SAVEPOINT sp_ac").await.unwrap();
+    conn.query_drop("SET autocommit = 1").await.unwrap();
+    conn.query_drop("SET autocommit = 0").await.unwrap();
+    let id = insert_pin(&mut conn, SHARD_A, &tag).await;
+    let (code, message) = server_error(
+        conn.query_drop("ROLLBACK TO SAVEPOINT sp_ac")
+            .await
+            .expect_err("the savepoint went with the transaction SET autocommit = 1 ended"),
+    );
+    assert_eq!(code, 1305, "{message}");
+    conn.query_drop("COMMIT").await.unwrap();
+    assert_eq!(
+        pin_on_host(id).await.as_deref(),
+        Some(tag.as_str()),
+        "the insert was not rolled back to a savepoint of another transaction"
+    );
+    delete_pins(MASTER_A, &[SHARD_A], &tag).await;
+}

@@ -15,6 +15,7 @@ mod show_proxies;
 mod show_shards;
 mod show_stats;
 mod verify_fleet;
+mod verify_rows;
 
 use tracing::{info, warn};
 
@@ -116,6 +117,17 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
             logged(context, &what, result)
         }
         Command::VerifyFleet => verify_fleet::answer(context.control).await,
+        Command::VerifyShardRows {
+            range,
+            against,
+            max_rows_per_second,
+        } => {
+            let what = format!("VERIFY SHARDS {} ROWS AGAINST {against}", describe(&range));
+            info!(user = context.user, "{what}: starting");
+            let result =
+                verify_rows::answer(context.control, &range, &against, max_rows_per_second).await;
+            logged(context, &what, result)
+        }
         Command::Select(items) => client::select(context, &items),
         Command::Set => Ok(Answer::default()),
     }

@@ -232,8 +232,11 @@ fn unknown_commands_list_what_is_accepted() {
     let message = error.to_string();
     assert!(message.starts_with("unknown admin command 'SHOW TABLES'"));
     for (form, _) in COMMANDS {
-        assert!(message.contains(form), "{form} missing from {message}");
+        let name = command_name(form);
+        assert!(message.contains(name), "{name} missing from {message}");
     }
+    assert_eq!(command_name(SHOW_SHARD), "SHOW SHARD");
+    assert_eq!(command_name(SHOW_COMMANDS), SHOW_COMMANDS);
     assert!(parse("")
         .unwrap_err()
         .to_string()
@@ -275,4 +278,31 @@ fn client_queries() {
         ParseError::Unknown(_)
     ));
     assert!(parse("SETTINGS").is_err());
+}
+
+#[test]
+fn verify_shards_rows() {
+    assert_eq!(
+        parse("VERIFY SHARDS 0-20 IN main ROWS AGAINST 127.0.0.1:3309").unwrap(),
+        Command::VerifyShardRows {
+            range: range(0, 20, Some("main")),
+            against: "127.0.0.1:3309".into(),
+            max_rows_per_second: None,
+        }
+    );
+    assert_eq!(
+        parse("verify shards 5 rows against '127.0.0.1:3311' max 500 rows per second;").unwrap(),
+        Command::VerifyShardRows {
+            range: range(5, 5, None),
+            against: "127.0.0.1:3311".into(),
+            max_rows_per_second: Some(500),
+        }
+    );
+    let error = parse("VERIFY SHARDS 1-2").unwrap_err().to_string();
+    assert!(error.contains("needs ROWS AGAINST"), "{error}");
+    assert!(error.ends_with(VERIFY_SHARDS_ROWS), "{error}");
+    assert!(parse("VERIFY SHARDS 1-2 ROWS AGAINST").is_err());
+    assert!(parse("VERIFY SHARDS 1-2 ROWS h:1").is_err());
+    assert!(parse("VERIFY SHARDS 2-1 ROWS AGAINST h:1").is_err());
+    assert!(parse("VERIFY SHARDS 1-2 ROWS AGAINST h:1 MAX x ROWS PER SECOND").is_err());
 }

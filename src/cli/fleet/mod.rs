@@ -40,3 +40,32 @@ pub(super) fn run(command: FleetCommand) -> Result<(), CliError> {
         FleetCommand::Verify(args) => verify::run(&args),
     }
 }
+
+/// The first and last shard of `--shards A-B` (or `--shards A`).
+pub(super) fn shard_range(shards: &str) -> Result<(u32, u32), CliError> {
+    let number = |text: &str| {
+        text.trim().parse::<u32>().map_err(|_| CliError::NotAShard {
+            shards: shards.to_owned(),
+            text: text.to_owned(),
+        })
+    };
+    match shards.split_once('-') {
+        Some((first, last)) => Ok((number(first)?, number(last)?)),
+        None => Ok((number(shards)?, number(shards)?)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_range_reads_a_range_or_one_shard() {
+        assert_eq!(shard_range("3-9").ok(), Some((3, 9)));
+        assert_eq!(shard_range(" 7 ").ok(), Some((7, 7)));
+        assert_eq!(
+            shard_range("a-2").map_err(|e| e.to_string()),
+            Err("--shards a-2: 'a' is not a shard number; expected A-B".to_owned())
+        );
+    }
+}

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use super::shard_range;
 use crate::cli::runtime::{runtime, StopSignals};
 use crate::cli::{zookeeper_source, CliError};
 use crate::control::cutover::{fleet_move_until, MoveRequest, StepEvent};
@@ -58,7 +59,7 @@ pub(super) fn run(args: MoveArgs) -> Result<(), CliError> {
         .block_on(async {
             // Taken before the move starts: SIGINT or SIGTERM withdraws its
             // pause (before the write) or says how to resume (after).
-            let stop = StopSignals::take();
+            let mut stop = StopSignals::take();
             fleet_move_until(location, &request, &progress, stop.received()).await
         })
         .map_err(|e| CliError::Move(Box::new(e)))?;
@@ -69,33 +70,4 @@ pub(super) fn run(args: MoveArgs) -> Result<(), CliError> {
         println!("cleanup\t\t{cleanup}");
     }
     Ok(())
-}
-
-/// The first and last shard of `--shards A-B` (or `--shards A`).
-fn shard_range(shards: &str) -> Result<(u32, u32), CliError> {
-    let number = |text: &str| {
-        text.trim().parse::<u32>().map_err(|_| CliError::NotAShard {
-            shards: shards.to_owned(),
-            text: text.to_owned(),
-        })
-    };
-    match shards.split_once('-') {
-        Some((first, last)) => Ok((number(first)?, number(last)?)),
-        None => Ok((number(shards)?, number(shards)?)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shard_range_reads_a_range_or_one_shard() {
-        assert_eq!(shard_range("3-9").ok(), Some((3, 9)));
-        assert_eq!(shard_range(" 7 ").ok(), Some((7, 7)));
-        assert_eq!(
-            shard_range("a-2").map_err(|e| e.to_string()),
-            Err("--shards a-2: 'a' is not a shard number; expected A-B".to_owned())
-        );
-    }
 }

@@ -29,6 +29,7 @@ use super::{admin_connect_timeout, connect, OpsError};
 use crate::topology::{FleetId, Topology};
 
 mod compare;
+pub mod rows;
 #[cfg(test)]
 mod tests;
 

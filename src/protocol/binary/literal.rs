@@ -53,8 +53,7 @@ pub fn render_literal(
         ParamValue::Decimal(text) if is_decimal_text(text.as_bytes()) => out.push_str(text),
         ParamValue::Decimal(_) => return Err(BinaryError::Unrepresentable("DECIMAL text")),
         ParamValue::Bytes { data, binary } => {
-            let text_charset = !binary && !charset.is_binary() && charset.is_well_formed(data);
-            let introducer = if text_charset {
+            let introducer = if bytes_are_text(data, *binary, charset) {
                 charset.name()
             } else {
                 Charset::BINARY.name()
@@ -116,7 +115,14 @@ pub fn bind_separator(before: Option<char>, literal_start: Option<char>) -> &'st
     }
 }
 
-fn push_hex(data: &[u8], out: &mut String) {
+/// Whether [`render_literal`] writes bytes (sent as a blob when `binary`)
+/// with `charset` as introducer rather than `_binary`.
+pub fn bytes_are_text(data: &[u8], binary: bool, charset: Charset) -> bool {
+    !binary && !charset.is_binary() && charset.is_well_formed(data)
+}
+
+/// Appends `X'..'` with the bytes in upper-case hex.
+pub fn push_hex(data: &[u8], out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     out.reserve(data.len() * 2 + 3);
     out.push_str("X'");

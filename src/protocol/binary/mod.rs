@@ -23,7 +23,7 @@ mod tests;
 
 pub use columns::{parse_column_definition, ColumnInfo};
 pub use execute::{is_decimal_text, parse_execute, ExecuteRequest, ParamValue};
-pub use literal::{bind_separator, render_literal};
+pub use literal::{bind_separator, bytes_are_text, push_hex, render_literal};
 pub use rows::text_row_to_binary;
 
 /// Longest piece of offending text quoted in an error message.

@@ -85,6 +85,28 @@ fn compares_bytewise(charset: &str) -> bool {
         .any(|name| charset.eq_ignore_ascii_case(name))
 }
 
+/// The first bytes of a stub the engine binds in place of a long value of
+/// a prepared statement while its text is routed (`engine::long_values`):
+/// the value is spliced in after routing, so the router treats a stub as
+/// an expression of unknown value, never as a key ([`is_long_value_stub`]).
+pub const LONG_VALUE_STUB_PREFIX: &[u8] = b"\x01shardgate long value ";
+
+/// Whether hex digits (of `X'..'`) spell a long-value stub
+/// ([`LONG_VALUE_STUB_PREFIX`]).
+pub fn is_long_value_stub(digits: &str) -> bool {
+    let digits = digits.as_bytes();
+    digits.len() >= 2 * LONG_VALUE_STUB_PREFIX.len()
+        && LONG_VALUE_STUB_PREFIX
+            .iter()
+            .zip(digits.chunks(2))
+            .all(|(&byte, pair)| {
+                std::str::from_utf8(pair)
+                    .ok()
+                    .and_then(|p| u8::from_str_radix(p, 16).ok())
+                    == Some(byte)
+            })
+}
+
 /// Whether a value is a `?` parameter marker.
 pub(super) fn is_marker(value: &ValueWithSpan) -> bool {
     matches!(&value.value, Value::Placeholder(p) if p == "?")
@@ -197,6 +219,13 @@ impl Env<'_> {
         rule: &TableRule,
         value: KeyValue<'_>,
     ) -> Result<Option<KeyShard>, RouteError> {
+        // A stub stands for a value the router has not seen: the engine
+        // routes the statement again with the value itself.
+        if matches!(&value.value.value, Value::HexStringLiteral(h) if is_long_value_stub(h)) {
+            return Err(unsupported(
+                "a long bound value stands where a shard key goes",
+            ));
+        }
         if is_marker(value.value) {
             return Ok(None);
         }

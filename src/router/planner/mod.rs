@@ -81,6 +81,7 @@ pub use ddl::{migration_table, migration_table_in, MigrationTable};
 use dml::Planner;
 #[cfg(test)]
 pub(crate) use dml::MAX_WALK_DEPTH;
+pub use keys::{is_long_value_stub, LONG_VALUE_STUB_PREFIX};
 #[cfg(test)]
 pub(crate) use tokens::{MAX_DEPTH, MAX_DEPTH_LISTED};
 

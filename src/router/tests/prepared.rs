@@ -284,3 +284,59 @@ fn markers_do_not_route_outside_prepare() {
         ),
     ]);
 }
+
+/// A long value's stub (`engine::long_values`) in a key position is an
+/// expression of unknown value: never a key that routes.
+#[test]
+fn a_long_value_stub_is_never_a_key() {
+    let mut digits = String::new();
+    for b in LONG_VALUE_STUB_PREFIX.iter().chain(b"0\x01") {
+        digits.push_str(&format!("{b:02X}"));
+    }
+    assert!(is_long_value_stub(&digits));
+    assert!(!is_long_value_stub(&digits[..digits.len() - 30]));
+    let t = topo();
+    let stub = format!("_utf8mb4 X'{digits}'");
+    // Wherever a key is read from it, the plan is a refusal (the engine
+    // then routes the whole text, the value in place).
+    for sql in [
+        format!("SELECT data FROM pins WHERE id = {stub}"),
+        format!("SELECT data FROM pins WHERE id IN ({stub}, {PIN})"),
+        format!("SELECT data FROM pins WHERE id = {PIN} OR id = {stub}"),
+        format!("SELECT data FROM pins WHERE id = {PIN} AND id = {stub}"),
+        format!("SELECT /*+ SHARD(5) */ data FROM pins WHERE id = {stub}"),
+        format!("INSERT INTO pins (id, data) VALUES ({stub}, 'x')"),
+        format!("INSERT INTO pins SET id = {stub}, data = 'x'"),
+        format!("SELECT * FROM user_by_email WHERE email = {stub}"),
+        format!("INSERT INTO user_by_email (email, id) VALUES ({stub}, 5)"),
+        format!("INSERT /*+ SHARD(5) */ INTO user_by_email (email, id) VALUES ({stub}, 5)"),
+        format!("UPDATE pins SET id = {stub} WHERE id = {PIN}"),
+        format!("SELECT data FROM board_has_pins WHERE board_id = {stub}"),
+    ] {
+        let plan = route(&sql, &t, &RouteContext::default(), &mut Fixed(3429));
+        assert!(
+            matches!(plan, Plan::Reject(_)),
+            "{sql}\n  => {}",
+            short(&plan)
+        );
+    }
+    let ctx = RouteContext {
+        current_db: t.parse_database("msdb00005"),
+        ..RouteContext::default()
+    };
+    let sql = format!("INSERT INTO user_by_email (email, id) VALUES ({stub}, 5)");
+    let plan = route(&sql, &t, &ctx, &mut Fixed(3429));
+    assert!(
+        matches!(plan, Plan::Reject(_)),
+        "{sql} under USE\n  => {}",
+        short(&plan)
+    );
+    // Where no key is read from it, it is any value.
+    run(vec![c(
+        format!("SELECT data FROM pins WHERE id = {PIN} AND data = {stub}"),
+        shard(
+            "db03429",
+            format!("SELECT data FROM db03429.pins WHERE local_id = 7075733 AND data = {stub}"),
+        ),
+    )]);
+}
