@@ -703,7 +703,7 @@ async fn statement_memory(case: &MemoryCase) -> MemoryFigures {
 
 /// The statement memory cases, each measured in a proxy process of its
 /// own; prints one line per case. Run it with
-/// `cargo test --release --test limits_session statement_memory_figures -- --ignored --nocapture`.
+/// `cargo test --release --test exclusive limits_session::statement_memory_figures -- --ignored --nocapture`.
 #[tokio::test]
 #[ignore = "a measurement: prints figures, asserts only that the proxy answered"]
 async fn statement_memory_figures() {

@@ -7,7 +7,7 @@
 //! printed (`FIGURES` lines).
 //!
 //! Moves shards: run it under the fleet lock (`flock /work/fleet.lock
-//! cargo test --test zookeeper_move`). Needs the fleet and a ZooKeeper
+//! cargo test --test exclusive zookeeper_move::`). Needs the fleet and a ZooKeeper
 //! (see `common/zookeeper.rs`). Every test leaves the fleet as it found
 //! it, also when it fails: rows, AUTO_INCREMENT, 3307's read_only, 3309's
 //! replication (`move_load`), the znodes ([`Tree`]), the processes
