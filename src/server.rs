@@ -18,6 +18,35 @@ use crate::frontend::listener;
 use crate::net::{map_large_allocations, open_file_limit, ClientCap};
 use crate::stats::http::Endpoints;
 
+/// How the process writes its log lines (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// tracing's human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object a line (tracing-subscriber's JSON format), with the
+    /// fields of the spans around the event (`spans`: a session's
+    /// `connection_id` and `user`, a statement's `command`).
+    Json,
+}
+
+/// Installs the process's log subscriber: to stderr, filtered by
+/// `RUST_LOG` (default `info`, the ZooKeeper client at `warn`), as `format`
+/// says.
+pub fn init_logging(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    // The ZooKeeper client logs every session it opens at info.
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,zookeeper_client=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().with_span_list(true).init(),
+    }
+}
+
 /// The addresses a started proxy listens on (useful when the config asks
 /// for port 0).
 #[derive(Debug, Clone, Copy)]

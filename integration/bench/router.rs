@@ -51,6 +51,103 @@ fn route_point_lookup(bencher: Bencher) {
     bencher.bench_local(|| route(black_box(&sql), &topology, &ctx, &mut placement));
 }
 
+/// What the statistics add to a point lookup (issue 22), beside
+/// `route_point_lookup` in the same run: routing with the digest taken
+/// (`route_digested`), then that plus what the engine does once the
+/// statement ended (`Digests::record` of a known digest, `ShardStats::record`
+/// of its shard, the topology loaded for `stats.max_digests`).
+#[divan::bench_group]
+mod point_lookup_statistics {
+    use super::*;
+    use bytes::Bytes;
+    use shardgate::router::route_digested;
+    use shardgate::stats::digest::{Digests, Observation, RouteKind};
+    use shardgate::stats::shards::ShardStats;
+    use shardgate::topology::SharedTopology;
+    use std::time::{Duration, Instant};
+
+    #[divan::bench]
+    fn route_digested_only(bencher: Bencher) {
+        let topology = topology();
+        let ctx = RouteContext::default();
+        let sql = Bytes::from(point_lookup());
+        let mut placement = RandomPlacement::default();
+        bencher.bench_local(|| route_digested(black_box(&sql), &topology, &ctx, &mut placement));
+    }
+
+    /// After: what `run_statement` and `observe` do now: a clock read,
+    /// `route_digested`, a second topology load, the two records.
+    #[divan::bench]
+    fn route_digested_and_recorded(bencher: Bencher) {
+        let shared = SharedTopology::new(topology());
+        let ctx = RouteContext::default();
+        let sql = Bytes::from(point_lookup());
+        let mut placement = RandomPlacement::default();
+        let digests = Digests::new();
+        let shards = ShardStats::new();
+        bencher.bench_local(|| {
+            let started = Instant::now();
+            let topology = shared.load();
+            let (plan, digest) = route_digested(black_box(&sql), &topology, &ctx, &mut placement);
+            let Plan::Shard(query) = &plan else {
+                panic!("a point lookup routes to one shard")
+            };
+            let elapsed = started.elapsed().max(Duration::from_micros(1));
+            let target = query.target;
+            let seen = Observation {
+                digest: digest.unwrap_or(0),
+                elapsed,
+                error: false,
+                rows_sent: 1,
+                rows_affected: 0,
+                shards: 1,
+                route: RouteKind::OneShard,
+            };
+            let loaded = shared.load();
+            let max = loaded.config.stats.max_digests as usize;
+            digests.record(&seen, max, String::new);
+            let fleet = &loaded.fleets[target.fleet];
+            shards.record(
+                (target.fleet, &fleet.name, fleet.shard_count),
+                target.shard,
+                elapsed,
+                false,
+            );
+            plan
+        });
+    }
+
+    /// One digest recorded by one and by two threads at once (the same
+    /// digest: the same part's lock, the worst case).
+    #[divan::bench(threads = [1, 2])]
+    fn digest_record_same_digest(bencher: Bencher) {
+        let digests = Digests::new();
+        let seen = Observation {
+            digest: 0x1234_5678_9abc_def0,
+            elapsed: Duration::from_micros(150),
+            error: false,
+            rows_sent: 1,
+            rows_affected: 0,
+            shards: 1,
+            route: RouteKind::OneShard,
+        };
+        bencher.bench(|| digests.record(black_box(&seen), 10_000, String::new));
+    }
+
+    /// Before: `route` on a loaded topology, as `run_statement` did.
+    #[divan::bench]
+    fn route_with_load(bencher: Bencher) {
+        let shared = SharedTopology::new(topology());
+        let ctx = RouteContext::default();
+        let sql = point_lookup();
+        let mut placement = RandomPlacement::default();
+        bencher.bench_local(|| {
+            let topology = shared.load();
+            route(black_box(&sql), &topology, &ctx, &mut placement)
+        });
+    }
+}
+
 /// Where a point lookup's time goes: sqlparser's tokenizer alone, then
 /// tokenizer and parser.
 #[divan::bench_group]

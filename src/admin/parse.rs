@@ -3,6 +3,12 @@
 
 use std::fmt;
 
+use crate::stats::digest::DigestOrder;
+use crate::stats::shards::ShardOrder;
+
+/// Rows of `SHOW SHARD STATS` without `TOP`.
+pub const DEFAULT_SHARD_STATS_TOP: usize = 20;
+
 /// `SHOW SHARDS`.
 pub const SHOW_SHARDS: &str = "SHOW SHARDS [LIKE '<pattern>']";
 /// `SHOW SHARD`.
@@ -36,6 +42,12 @@ pub const VERIFY_FLEET: &str = "VERIFY FLEET";
 /// `VERIFY SHARDS ... ROWS AGAINST`.
 pub const VERIFY_SHARDS_ROWS: &str =
     "VERIFY SHARDS <a>-<b> [IN <fleet>] ROWS AGAINST <host:port> [MAX <n> ROWS PER SECOND]";
+/// `SHOW DIGESTS`.
+pub const SHOW_DIGESTS: &str = "SHOW DIGESTS [ORDER BY <c>] [LIMIT <n>]";
+/// `RESET DIGESTS`.
+pub const RESET_DIGESTS: &str = "RESET DIGESTS";
+/// `SHOW SHARD STATS`.
+pub const SHOW_SHARD_STATS: &str = "SHOW SHARD STATS [TOP <n>] [ORDER BY <c>]";
 /// `SHOW COMMANDS` / `HELP`.
 pub const SHOW_COMMANDS: &str = "SHOW COMMANDS | HELP";
 
@@ -53,6 +65,15 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (
         SHOW_STATS,
         "per statement kind and per host: count, errors, p50/p99 latency",
+    ),
+    (
+        SHOW_DIGESTS,
+        "per statement shape (literals masked), ORDER BY total_time (default), count, p99 or errors: count, errors, total/max/p50/p99 time, rows, shards, how it routed, first/last seen",
+    ),
+    (RESET_DIGESTS, "forget every statement digest"),
+    (
+        SHOW_SHARD_STATS,
+        "the busiest virtual shards (default: top 20), ORDER BY statements (default), errors or time: statements, errors, time",
     ),
     (
         SHOW_CONFIG,
@@ -147,6 +168,22 @@ pub enum Command {
     ShowHosts,
     /// `SHOW STATS`.
     ShowStats,
+    /// `SHOW DIGESTS [ORDER BY ...] [LIMIT n]`.
+    ShowDigests {
+        /// The order (descending).
+        order: DigestOrder,
+        /// Most rows.
+        limit: Option<usize>,
+    },
+    /// `RESET DIGESTS`.
+    ResetDigests,
+    /// `SHOW SHARD STATS [TOP n] [ORDER BY ...]`.
+    ShowShardStats {
+        /// Most rows.
+        top: usize,
+        /// The order (descending).
+        order: ShardOrder,
+    },
     /// `SHOW CONFIG`.
     ShowConfig,
     /// `SHOW PROXIES`.
@@ -233,13 +270,16 @@ impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ParseError::Unknown(text) if text.is_empty() => {
-                write!(f, "empty admin command; the admin port accepts:")?;
+                write!(
+                    f,
+                    "empty admin command; the admin port accepts (HELP shows their arguments):"
+                )?;
                 write_command_list(f)
             }
             ParseError::Unknown(text) => {
                 write!(
                     f,
-                    "unknown admin command '{}'; the admin port accepts:",
+                    "unknown admin command '{}'; the admin port accepts (HELP shows their arguments):",
                     shorten(text)
                 )?;
                 write_command_list(f)
@@ -344,6 +384,12 @@ pub fn parse(text: &str) -> Result<Command, ParseError> {
         if is(second, "SHARDS") {
             return parse_show_shards(rest);
         }
+        if is(second, "SHARD") && rest.first().is_some_and(|t| t.is("STATS")) {
+            return parse_show_shard_stats(&rest[1..]);
+        }
+        if is(second, "DIGESTS") {
+            return parse_show_digests(rest);
+        }
         if is(second, "SHARD") {
             return parse_show_shard(rest);
         }
@@ -362,6 +408,9 @@ pub fn parse(text: &str) -> Result<Command, ParseError> {
         if is(second, "COMMANDS") {
             return no_arguments(rest, SHOW_COMMANDS, Command::Help);
         }
+    }
+    if first.is("RESET") && is(second, "DIGESTS") {
+        return no_arguments(rest, RESET_DIGESTS, Command::ResetDigests);
     }
     if first.is("RELOAD") && is(second, "CONFIG") {
         return no_arguments(rest, RELOAD_CONFIG, Command::ReloadConfig);
@@ -519,6 +568,82 @@ fn parse_show_shard(rest: &[Token]) -> Result<Command, ParseError> {
         shard: shard_number(shard.text(), SHOW_SHARD)?,
         fleet,
     })
+}
+
+/// `ORDER BY <word>` at the start of `rest`: the word and what follows.
+fn order_by<'r>(
+    rest: &'r [Token],
+    form: &'static str,
+) -> Result<Option<(&'r str, &'r [Token])>, ParseError> {
+    match rest {
+        [order, by, word, tail @ ..] if order.is("ORDER") && by.is("BY") => {
+            Ok(Some((word.text(), tail)))
+        }
+        [order, ..] if order.is("ORDER") => Err(bad(form, "ORDER BY needs a column")),
+        _ => Ok(None),
+    }
+}
+
+fn parse_show_digests(rest: &[Token]) -> Result<Command, ParseError> {
+    let form = SHOW_DIGESTS;
+    let (order, rest) = match order_by(rest, form)? {
+        Some((word, tail)) => {
+            let order = match word.to_ascii_lowercase().as_str() {
+                "total_time" => DigestOrder::TotalTime,
+                "count" => DigestOrder::Count,
+                "p99" => DigestOrder::P99,
+                "errors" => DigestOrder::Errors,
+                _ => return Err(bad(form, format!("cannot order digests by '{word}'"))),
+            };
+            (order, tail)
+        }
+        None => (DigestOrder::default(), rest),
+    };
+    let limit = match rest {
+        [] => None,
+        [limit, n] if limit.is("LIMIT") => Some(count(n.text(), "LIMIT", form)?),
+        [limit] if limit.is("LIMIT") => return Err(bad(form, "LIMIT needs a number")),
+        [extra, ..] => return Err(bad(form, format!("unexpected '{}'", extra.text()))),
+    };
+    Ok(Command::ShowDigests { order, limit })
+}
+
+fn parse_show_shard_stats(rest: &[Token]) -> Result<Command, ParseError> {
+    let form = SHOW_SHARD_STATS;
+    let (top, rest) = match rest {
+        [top, n, tail @ ..] if top.is("TOP") => (count(n.text(), "TOP", form)?, tail),
+        [top] if top.is("TOP") => return Err(bad(form, "TOP needs a number")),
+        _ => (DEFAULT_SHARD_STATS_TOP, rest),
+    };
+    let order = match order_by(rest, form)? {
+        Some((word, tail)) => {
+            if let Some(extra) = tail.first() {
+                return Err(bad(form, format!("unexpected '{}'", extra.text())));
+            }
+            match word.to_ascii_lowercase().as_str() {
+                "statements" => ShardOrder::Statements,
+                "errors" => ShardOrder::Errors,
+                "time" => ShardOrder::Time,
+                _ => return Err(bad(form, format!("cannot order shards by '{word}'"))),
+            }
+        }
+        None => match rest.first() {
+            None => ShardOrder::default(),
+            Some(extra) => return Err(bad(form, format!("unexpected '{}'", extra.text()))),
+        },
+    };
+    Ok(Command::ShowShardStats { top, order })
+}
+
+/// A row count of `LIMIT` / `TOP`: a positive integer.
+fn count(text: &str, what: &str, form: &'static str) -> Result<usize, ParseError> {
+    match text.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(bad(
+            form,
+            format!("{what} needs a positive number, not '{text}'"),
+        )),
+    }
 }
 
 fn parse_decode(rest: &[Token]) -> Result<Command, ParseError> {

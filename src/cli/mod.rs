@@ -19,11 +19,9 @@ mod serve;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
-
 use crate::topology::source::{parse_source, ConfigSource, ZkLocation};
 use crate::topology::Topology;
+use clap::{Parser, Subcommand};
 
 pub use error::CliError;
 
@@ -60,6 +58,16 @@ pub struct Cli {
     /// bootstrap file's `zookeeper_allow_open_acl: true`).
     #[arg(long, global = true, env = "SHARDGATE_ZK_ALLOW_OPEN_ACL")]
     zk_allow_open_acl: bool,
+    /// `text`, or `json`: one JSON object a line, with the session's
+    /// connection id and user.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t,
+        hide_possible_values = true
+    )]
+    log_format: crate::server::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -91,15 +99,9 @@ enum Command {
 /// Runs the command line of this process: logs to stderr, prints a
 /// failure's one-line message there and exits with status 1.
 pub fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            // The ZooKeeper client logs every session it opens at info.
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,zookeeper_client=warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    crate::server::init_logging(cli.log_format);
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("{error}");
@@ -114,6 +116,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         command,
         zk_auth_file,
         zk_allow_open_acl,
+        log_format: _,
     } = cli;
     // `serve` installs the credentials of its flags laid over its
     // bootstrap file.

@@ -16,6 +16,7 @@ use super::checkout::DIRTY;
 use super::diagnostics_copy::{show_limit, DiagnosticsCopy};
 use super::failure::{answer_failure, no_masters, write_error, Failure};
 use super::lex_state;
+use super::observe::Routed;
 use super::pause::{Blocked, PausedShard, ShardGuard};
 use super::relay::{InsertIdComposer, LocalInfile, RelayOutcome};
 use super::session_state::{SessionState, SettingsLimits};
@@ -29,7 +30,7 @@ use crate::error::ClientError;
 use crate::protocol::packets::LocalColumnType;
 use crate::protocol::FrameWriter;
 use crate::router::{
-    records_whole_text, route_shared, Diagnostics, DiagnosticsArea, DiagnosticsValue, Placement,
+    records_whole_text, route_digested, Diagnostics, DiagnosticsArea, DiagnosticsValue, Placement,
     Plan, RouteContext, RouteError, SessionAction, SessionValue, SetEvaluation, ShardQuery,
     StatementKind,
 };
@@ -68,6 +69,8 @@ impl Engine {
     /// `limits.max_session_settings_bytes` on its own; one of at least
     /// `limits.blocking_analysis_bytes` is routed on the blocking pool, so
     /// its analysis never holds a runtime worker other sessions need.
+    ///
+    /// Every statement is counted once it ended ([`Engine::observe`]).
     pub async fn run_statement<W: AsyncWrite + Unpin, P: Placement + Clone + Send + 'static>(
         &self,
         state: &mut SessionState,
@@ -75,6 +78,32 @@ impl Engine {
         placement: &mut P,
         more: bool,
         client: &mut FrameWriter<W>,
+    ) -> io::Result<bool> {
+        let started = Instant::now();
+        let mut routed = Routed::default();
+        state.statement_rows_sent = 0;
+        let result = self
+            .route_and_run(state, sql, placement, more, client, &mut routed)
+            .await;
+        self.observe(
+            state,
+            sql,
+            &routed,
+            started.elapsed(),
+            client.last_was_error(),
+        );
+        result
+    }
+
+    /// [`Engine::run_statement`]'s work; `routed` gets what routing decided.
+    async fn route_and_run<W: AsyncWrite + Unpin, P: Placement + Clone + Send + 'static>(
+        &self,
+        state: &mut SessionState,
+        sql: &Bytes,
+        placement: &mut P,
+        more: bool,
+        client: &mut FrameWriter<W>,
+        routed: &mut Routed,
     ) -> io::Result<bool> {
         if let Some(error) = state.ended_while_idle.take() {
             if !is_plain_rollback(sql) {
@@ -112,15 +141,17 @@ impl Engine {
             state.route.max_tokens = limits.max_statement_tokens;
             state.route.autocommit = state.transaction.autocommit();
             state.route.in_transaction = state.transaction.is_open();
-            let plan = if size >= limits.blocking_analysis_bytes {
+            let (plan, digest) = if size >= limits.blocking_analysis_bytes {
                 route_off_runtime(sql, &topology, state.route, placement).await
             } else {
-                route_shared(sql, &topology, &state.route, placement)
+                route_digested(sql, &topology, &state.route, placement)
             };
             let Some(plan) = state.prepared.splice_set_aside(plan) else {
                 return Ok(false);
             };
+            *routed = Routed::of(&plan, digest, &topology);
             if let Some(error) = self.fence.refusal(&plan, state.transaction.is_bound()) {
+                routed.refused();
                 write_error(client, state.response_seq, &error).await?;
                 state.response_seq = client.next_seq();
                 return Ok(false);
@@ -406,6 +437,7 @@ impl Engine {
                     stamp,
                     prelude,
                     local_infile,
+                    server_prepared: true,
                 },
                 client,
             )
@@ -434,6 +466,7 @@ impl Engine {
         let venue = self.any_venue(topology, state)?;
         let statement = Statement {
             stamp: Some(DIRTY),
+            server_prepared: true,
             ..Statement::plain(sql)
         };
         let outcome = self
@@ -736,6 +769,7 @@ fn remember_row_count(state: &mut SessionState, outcome: &RelayOutcome) {
     if let Some(rows) = outcome.affected_rows {
         state.route.row_count = i64::try_from(rows).unwrap_or(i64::MAX);
     }
+    state.statement_rows_sent += outcome.rows;
 }
 
 fn unknown_lex_state(reason: String) -> Failure {
@@ -766,23 +800,26 @@ async fn route_off_runtime<P: Placement + Clone + Send + 'static>(
     topology: &Arc<Topology>,
     context: RouteContext,
     placement: &mut P,
-) -> Plan {
+) -> (Plan, Option<u64>) {
     let sql = sql.clone();
     let topology = Arc::clone(topology);
     let mut policy = placement.clone();
     let routed = tokio::task::spawn_blocking(move || {
-        let plan = route_shared(&sql, &topology, &context, &mut policy);
-        (plan, policy)
+        let (plan, digest) = route_digested(&sql, &topology, &context, &mut policy);
+        (plan, digest, policy)
     })
     .await;
     match routed {
-        Ok((plan, policy)) => {
+        Ok((plan, digest, policy)) => {
             *placement = policy;
-            plan
+            (plan, digest)
         }
-        Err(error) => Plan::Reject(RouteError::Unsupported(format!(
-            "shardgate could not analyse the statement: {error}"
-        ))),
+        Err(error) => (
+            Plan::Reject(RouteError::Unsupported(format!(
+                "shardgate could not analyse the statement: {error}"
+            ))),
+            None,
+        ),
     }
 }
 

@@ -4,6 +4,7 @@
 mod answer;
 mod checkout;
 pub mod diagnostics_copy;
+mod direct;
 pub mod execute;
 mod failure;
 pub mod fence;
@@ -14,6 +15,7 @@ pub mod local_infile;
 pub mod long_values;
 mod merge;
 pub mod multi;
+mod observe;
 pub mod pause;
 pub mod prepared;
 mod proxy_info;

@@ -333,15 +333,18 @@ impl Engine {
         }
         let parts = parts.into_iter().map(|part| part.rows).collect();
         let rows = merge_rows(parts, &collated, &merge);
+        let sent = rows.len() as u64;
         let visible = columns.len().saturating_sub(merge.hidden_columns);
-        write_result_set(
+        let written = write_result_set(
             client,
             state,
             &definitions[..visible],
             &columns[..visible],
             rows,
         )
-        .await
+        .await;
+        state.statement_rows_sent += sent;
+        written
     }
 }
 

@@ -5,9 +5,11 @@
 //! prepared on the backends: PREPARE prepares a representative text on one
 //! backend just long enough to relay its parameter and column metadata, then
 //! closes it. EXECUTE puts the bound values into the statement text as SQL
-//! literals, routes that text like any query, runs it with COM_QUERY, and
-//! the relay converts the text rows to binary-protocol rows. The servers'
-//! `max_prepared_stmt_count` is therefore never consumed by the proxy.
+//! literals and routes that text like any query; on one server it runs as a
+//! prepared statement prepared, executed and closed in one write (`direct`),
+//! its binary rows relayed; elsewhere with COM_QUERY, text rows converted to
+//! binary-protocol rows. The servers' `max_prepared_stmt_count` is held by
+//! the proxy only while a statement runs.
 
 use std::collections::HashMap;
 use std::io;

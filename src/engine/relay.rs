@@ -38,6 +38,8 @@ pub struct RelayOutcome {
     pub error_code: Option<u16>,
     /// Sequence id for the next packet to the client.
     pub next_seq: u8,
+    /// Result-set rows relayed.
+    pub rows: u64,
 }
 
 /// Why a relay stopped before the response was complete.
@@ -253,8 +255,8 @@ pub struct RelayOptions<'a> {
     /// More results of a multi-statement follow this response: its final
     /// OK/EOF gets `SERVER_MORE_RESULTS_EXISTS`.
     pub more_results: bool,
-    /// The client executed a prepared statement: text rows from the backend
-    /// are converted to binary-protocol rows.
+    /// Text rows from the backend are converted to binary-protocol rows
+    /// (the client executed a prepared statement that runs as text).
     pub binary_rows: bool,
     /// The session's status flags once the statement ran: every relayed
     /// OK/EOF tells the client the session's autocommit and transaction
@@ -298,6 +300,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
     let mut last_insert_id = None;
     let mut affected_rows = None;
     let mut error_code = None;
+    let mut rows = 0u64;
     let mut columns: Vec<ColumnInfo> = Vec::new();
     let mut row = Vec::new();
     loop {
@@ -318,6 +321,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
 
         let is_row = matches!(stage, Stage::Rows)
             && (!starts_packet || !ends_result_set(payload, deprecate_eof));
+        rows += u64::from(is_row && starts_packet);
         if binary_rows && is_row {
             row.extend_from_slice(payload);
             if continued {
@@ -363,6 +367,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                         Err(overflow) if last => {
                             write_refusal(client, frame.seq(), &overflow).await?;
                             return Ok(RelayOutcome {
+                                rows,
                                 status: info.status,
                                 failed: true,
                                 last_insert_id,
@@ -402,6 +407,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                             continue;
                         }
                         return Ok(RelayOutcome {
+                            rows,
                             status: info.status,
                             failed: false,
                             last_insert_id,
@@ -426,6 +432,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                         {
                             write_refusal(client, frame.seq(), &overflow).await?;
                             return Ok(RelayOutcome {
+                                rows,
                                 status: StatusFlags::empty(),
                                 failed: true,
                                 last_insert_id,
@@ -536,6 +543,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                 continue;
             }
             return Ok(RelayOutcome {
+                rows,
                 status,
                 failed,
                 last_insert_id,

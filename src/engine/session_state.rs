@@ -164,6 +164,9 @@ pub struct SessionState {
     current_db_name: Option<String>,
     /// [`Topology::generation`] that `route.current_db` was resolved in.
     route_generation: u64,
+    /// Result-set rows sent to the client by the statement running
+    /// (the statement digests' `rows_sent`).
+    pub statement_rows_sent: u64,
 }
 
 impl SessionState {
@@ -215,6 +218,7 @@ impl SessionState {
             wait_timeout: None,
             current_db_name: None,
             route_generation: 0,
+            statement_rows_sent: 0,
         }
     }
 

@@ -11,6 +11,7 @@ use tracing::debug;
 
 use super::checkout::{host_addr, stamp_connection, DIRTY};
 use super::diagnostics_copy::{copy_diagnostics, DiagnosticsCopy};
+use super::direct::execute_direct;
 use super::failure::{
     backend_error, close_after_failure, lost_connection, no_masters, relay_failure_to_client,
     Failure, Scope,
@@ -59,6 +60,10 @@ pub(super) struct Statement<'a> {
     pub(super) prelude: Option<String>,
     /// For `LOAD DATA LOCAL INFILE`: the file the server may ask for.
     pub(super) local_infile: Option<LocalInfile<'a>>,
+    /// When the client executes a prepared statement: run this one as a
+    /// prepared statement on the server and relay its binary rows
+    /// ([`execute_direct`]), not as text with its rows converted.
+    pub(super) server_prepared: bool,
 }
 
 impl<'a> Statement<'a> {
@@ -72,6 +77,7 @@ impl<'a> Statement<'a> {
             stamp: None,
             prelude: None,
             local_infile: None,
+            server_prepared: false,
         }
     }
 }
@@ -95,7 +101,12 @@ impl Engine {
             stamp,
             prelude,
             local_infile,
+            server_prepared,
         } = statement;
+        let wire = match state.binary_rows && server_prepared {
+            true => Wire::Prepared,
+            false => Wire::Text,
+        };
         let options = RelayOptions {
             first_seq: state.response_seq,
             deprecate_eof: state.deprecate_eof,
@@ -120,7 +131,7 @@ impl Engine {
                         "no transaction is bound".to_owned(),
                     )));
                 };
-                match send_and_relay(&mut bound.conn, sql, client, options, &session).await {
+                match send_on(&mut bound.conn, (sql, wire), client, options, &session).await {
                     Ok(outcome) => {
                         stamp_connection(&mut bound.conn, stamp, &outcome);
                         if outcome.failed {
@@ -147,7 +158,7 @@ impl Engine {
             }
             Venue::Held(mut conn) => {
                 state.transaction.ran_elsewhere();
-                match send_and_relay(&mut conn, sql, client, options, &session).await {
+                match send_on(&mut conn, (sql, wire), client, options, &session).await {
                     Ok(outcome) => {
                         // Diagnostics leave the diagnostics area as it was.
                         state.held = Some(conn);
@@ -167,8 +178,15 @@ impl Engine {
                         .send_prelude(topology, state, conn, target, prelude)
                         .await?;
                 }
-                self.run_pooled(topology, state, conn, (target, sql, stamp), options, client)
-                    .await
+                self.run_pooled(
+                    topology,
+                    state,
+                    conn,
+                    (target, sql, wire, stamp),
+                    options,
+                    client,
+                )
+                .await
             }
             Venue::AnyOf(pools) => {
                 state.transaction.ran_elsewhere();
@@ -181,7 +199,7 @@ impl Engine {
                                     topology,
                                     state,
                                     conn,
-                                    (target, sql, stamp),
+                                    (target, sql, wire, stamp),
                                     options,
                                     client,
                                 )
@@ -205,7 +223,7 @@ impl Engine {
         topology: &Topology,
         state: &mut SessionState,
         mut conn: PooledConn,
-        (target, sql, stamp): (Option<Target>, &[u8], Option<u64>),
+        (target, sql, wire, stamp): (Option<Target>, &[u8], Wire, Option<u64>),
         options: RelayOptions<'_>,
         client: &mut FrameWriter<W>,
     ) -> Result<RelayOutcome, Failure> {
@@ -215,12 +233,12 @@ impl Engine {
             conn.release();
             return Err(Failure::Client(ClientError::QueryInterrupted));
         }
-        let result = match send_and_relay(&mut conn, sql, client, options, &session).await {
+        let result = match send_on(&mut conn, (sql, wire), client, options, &session).await {
             Err(RelayFailure::NotSent(_)) if conn.reused => {
                 let pool = conn.pool().clone();
                 conn.discard_broken();
                 conn = self.checkout(topology, &pool, target, state).await?;
-                send_and_relay(&mut conn, sql, client, options, &session).await
+                send_on(&mut conn, (sql, wire), client, options, &session).await
             }
             result => result,
         };
@@ -360,13 +378,38 @@ pub(super) async fn send_and_relay<W: AsyncWrite + Unpin>(
     options: RelayOptions<'_>,
     session: &Arc<SessionEntry>,
 ) -> Result<RelayOutcome, RelayFailure> {
+    send_on(pooled, (sql, Wire::Text), client, options, session).await
+}
+
+/// How a statement is sent to the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wire {
+    /// COM_QUERY; text rows are converted for a client that executed a
+    /// prepared statement.
+    Text,
+    /// A prepared statement executed at once ([`execute_direct`]): the
+    /// server's binary rows are relayed as they are.
+    Prepared,
+}
+
+/// [`send_and_relay`], sent as `wire` says.
+async fn send_on<W: AsyncWrite + Unpin>(
+    pooled: &mut PooledConn,
+    (sql, wire): (&[u8], Wire),
+    client: &mut FrameWriter<W>,
+    options: RelayOptions<'_>,
+    session: &Arc<SessionEntry>,
+) -> Result<RelayOutcome, RelayFailure> {
     let started = Instant::now();
     let thread_id = pooled.conn().thread_id;
     let in_use = session.using(pooled.pool(), thread_id);
     let conn = pooled.conn();
-    let result = match conn.send_command(Command::COM_QUERY, sql).await {
-        Err(error) => Err(RelayFailure::NotSent(error)),
-        Ok(()) => relay_response(conn, client, options).await,
+    let result = match wire {
+        Wire::Prepared => execute_direct(conn, sql, client, options).await,
+        Wire::Text => match conn.send_command(Command::COM_QUERY, sql).await {
+            Err(error) => Err(RelayFailure::NotSent(error)),
+            Ok(()) => relay_response(conn, client, options).await,
+        },
     };
     if in_use.finish() {
         conn.kill_aimed = true;

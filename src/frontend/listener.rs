@@ -4,7 +4,7 @@ use std::io;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tracing::{debug, info};
+use tracing::{debug, info, info_span, Instrument};
 
 use super::handshake::{self, LoginBounds};
 use super::session;
@@ -69,7 +69,11 @@ pub async fn serve_with(
                 handshake::refuse_too_many_connections(stream, cap);
                 return;
             };
-            if let Err(error) = session::run(engine, stream, connection_id, tls, bounds).await {
+            // Every line a session logs carries its id and, once logged in,
+            // its user.
+            let span = info_span!("session", connection_id, user = tracing::field::Empty);
+            let run = session::run(engine, stream, connection_id, tls, bounds).instrument(span);
+            if let Err(error) = run.await {
                 debug!(connection_id, %peer, %error, "session ended with an error");
             }
         }

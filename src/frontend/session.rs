@@ -9,7 +9,7 @@ use bytes::Bytes;
 use mysql_common::constants::{CapabilityFlags, Command};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tracing::debug;
+use tracing::{debug, debug_span, Instrument};
 
 use super::handshake::{self, LoggedIn, LoginBounds, LoginFailure};
 use super::tls::{self, TlsSettings};
@@ -153,6 +153,7 @@ where
     };
     reader.set_max_packet(bounds.max_packet);
     let registration = engine.sessions.register(connection_id, &login.user, &peer);
+    tracing::Span::current().record("user", login.user.as_str());
     let mut session = Session {
         state: new_state(connection_id, &login, registration.entry()),
         registration,
@@ -365,7 +366,8 @@ where
             // Boxed: the command's future (the whole statement path) lives
             // on the heap only while it runs, so an idle session's task is
             // small.
-            if let Next::Close = Box::pin(self.command(command, body)).await? {
+            let span = debug_span!("statement", command = activity_name(command));
+            if let Next::Close = Box::pin(self.command(command, body).instrument(span)).await? {
                 return Ok(());
             }
             if long {

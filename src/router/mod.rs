@@ -24,8 +24,8 @@ pub use lex::{skip_blanks_and_comments, Comment, LexError};
 pub use placement::RandomPlacement;
 pub use plan::*;
 pub use planner::{
-    is_long_value_stub, migration_table, migration_table_in, route, route_prepare, route_shared,
-    MigrationTable, LONG_VALUE_STUB_PREFIX,
+    is_long_value_stub, migration_table, migration_table_in, route, route_digested, route_prepare,
+    route_shared, statement_digest, MigrationTable, LONG_VALUE_STUB_PREFIX, MAX_DIGEST_TEXT_BYTES,
 };
 pub use set::records_whole_text;
 pub use split::{outline, placeholders, split_statements, Outline};

@@ -160,6 +160,44 @@ impl Snapshot {
     }
 }
 
+/// The same buckets as [`Histogram`], for one owner behind a lock: only
+/// the buckets that hold values are kept (sorted), so a table of many
+/// histograms whose values fall in a few buckets each stays small.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SparseHistogram {
+    buckets: Vec<(u16, u64)>,
+}
+
+impl SparseHistogram {
+    /// Records one value of `micros` microseconds.
+    pub fn record_us(&mut self, micros: u64) {
+        let bucket = bucket_of(micros) as u16;
+        match self.buckets.binary_search_by_key(&bucket, |&(b, _)| b) {
+            Ok(at) => self.buckets[at].1 += 1,
+            Err(at) => self.buckets.insert(at, (bucket, 1)),
+        }
+    }
+
+    /// The `q` quantile (0 < q ≤ 1), as [`Histogram`] reads it; 0 when
+    /// empty.
+    pub fn quantile_us(&self, q: f64) -> u64 {
+        let total: u64 = self.buckets.iter().map(|&(_, count)| count).sum();
+        if total == 0 {
+            return 0;
+        }
+        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+        let mut seen = 0u64;
+        for &(bucket, count) in &self.buckets {
+            seen += count;
+            if seen >= rank {
+                let (low, width) = bucket_bounds(usize::from(bucket));
+                return low + width / 2;
+            }
+        }
+        0
+    }
+}
+
 /// The bucket holding `micros`.
 #[inline]
 fn bucket_of(micros: u64) -> usize {

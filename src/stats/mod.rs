@@ -1,10 +1,15 @@
 //! Statement statistics: per statement kind and per host, a count, an error
 //! count and a latency histogram, kept in atomics so recording costs a few
 //! relaxed increments on the hot path. Read by `SHOW STATS` and `/metrics`.
+//! Also per statement digest (`digest`), per virtual shard (`shards`) and
+//! the slow-statement log's rate limit (`slow`).
 
+pub mod digest;
 pub mod histogram;
 pub mod http;
 mod prometheus;
+pub mod shards;
+pub mod slow;
 
 use std::time::Duration;
 
@@ -164,6 +169,12 @@ fn skip_blanks_and_comments(mut sql: &[u8]) -> &[u8] {
 #[derive(Debug, Default)]
 pub struct Stats {
     statements: [Histogram; CommandClass::ALL.len()],
+    /// Per statement digest (`SHOW DIGESTS`).
+    pub digests: digest::Digests,
+    /// Per virtual shard (`SHOW SHARD STATS`).
+    pub shards: shards::ShardStats,
+    /// The slow-statement log's rate limit.
+    pub slow_log: slow::SlowLogLimit,
 }
 
 impl Stats {

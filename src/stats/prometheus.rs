@@ -3,6 +3,7 @@
 use std::fmt::{Display, Write};
 
 use super::histogram::{Snapshot, EXPORT_BOUNDS_US};
+use super::shards::ShardOrder;
 use super::{CommandClass, HostFigures, Stats};
 
 /// Every statement kind of `stats` and every host of `hosts`, as
@@ -94,8 +95,59 @@ pub fn prometheus(stats: &Stats, hosts: &[HostFigures]) -> String {
         &labels,
         hosts.iter().map(|h| h.idle),
     );
+
+    out.single(
+        "shardgate_digests",
+        "gauge",
+        "Statement digests held (SHOW DIGESTS), at most stats.max_digests.",
+        stats.digests.len(),
+    );
+    out.single(
+        "shardgate_digest_evictions_total",
+        "counter",
+        "Statement digests evicted (least recently seen) to stay within stats.max_digests.",
+        stats.digests.evictions(),
+    );
+    let hot = stats.shards.top(ShardOrder::Statements, HOT_SHARDS);
+    let labels: Vec<String> = hot
+        .iter()
+        .enumerate()
+        .map(|(rank, row)| {
+            format!(
+                "fleet=\"{}\",shard=\"{}\",rank=\"{}\"",
+                escape_label(&row.fleet),
+                row.shard,
+                rank + 1
+            )
+        })
+        .collect();
+    let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+    out.family(
+        "shardgate_hot_shard_statements",
+        "gauge",
+        "Statements run on each of the 10 virtual shards that ran the most (rank 1 the most).",
+        &labels,
+        hot.iter().map(|row| row.statements),
+    );
+    out.family(
+        "shardgate_hot_shard_errors",
+        "gauge",
+        "Statements answered with an error on each of the 10 busiest virtual shards.",
+        &labels,
+        hot.iter().map(|row| row.errors),
+    );
+    out.family(
+        "shardgate_hot_shard_seconds",
+        "gauge",
+        "Time of the statements run on each of the 10 busiest virtual shards.",
+        &labels,
+        hot.iter().map(|row| seconds(row.time_us)),
+    );
     out.text
 }
+
+/// Shards of the `shardgate_hot_shard_*` gauges.
+pub const HOT_SHARDS: usize = 10;
 
 /// `host="..."` with the address escaped.
 fn host_label(addr: &str) -> String {
@@ -126,6 +178,12 @@ impl Text {
     fn header(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.text, "# HELP {name} {help}");
         let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    }
+
+    /// A metric family of one unlabelled sample.
+    fn single(&mut self, name: &str, kind: &str, help: &str, value: impl Display) {
+        self.header(name, kind, help);
+        let _ = writeln!(self.text, "{name} {value}");
     }
 
     /// One metric family: a sample per label set, with the value at the

@@ -111,6 +111,44 @@ pub struct Config {
     /// the config file.
     #[serde(default)]
     pub schema: Option<String>,
+    /// Statement digests, per-shard statistics and the slow-statement log
+    /// (section `stats`).
+    #[serde(default)]
+    pub stats: StatsConfig,
+}
+
+/// Default `stats.max_digests`.
+pub const DEFAULT_MAX_DIGESTS: u64 = 10_000;
+/// Default `stats.slow_log_per_second`.
+pub const DEFAULT_SLOW_LOG_PER_SECOND: u32 = 10;
+/// Least `stats.max_digests` accepted (the digest table's parts, each of
+/// which holds at least one).
+pub const MIN_MAX_DIGESTS: u64 = 16;
+/// Most `stats.max_digests` accepted.
+pub const MAX_MAX_DIGESTS: u64 = 1_000_000;
+
+/// The `stats` section.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StatsConfig {
+    /// Most statement digests kept (`SHOW DIGESTS`); past it the least
+    /// recently seen are evicted.
+    pub max_digests: u64,
+    /// A statement slower than this many milliseconds is logged; 0 is off.
+    pub slow_statement_ms: u64,
+    /// Most slow-statement lines logged per second; the rest are counted
+    /// and reported by the next line.
+    pub slow_log_per_second: u32,
+}
+
+impl Default for StatsConfig {
+    fn default() -> Self {
+        Self {
+            max_digests: DEFAULT_MAX_DIGESTS,
+            slow_statement_ms: 0,
+            slow_log_per_second: DEFAULT_SLOW_LOG_PER_SECOND,
+        }
+    }
 }
 
 impl Config {

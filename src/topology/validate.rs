@@ -393,6 +393,23 @@ fn check_operations(config: &Config, lines: &LineIndex, errors: &mut Errors) {
             );
         }
     }
+    let stats = &config.stats;
+    let min_digests = super::config::MIN_MAX_DIGESTS;
+    if !(min_digests..=super::config::MAX_MAX_DIGESTS).contains(&stats.max_digests) {
+        errors.push(
+            lines.line(&["stats", "max_digests"]),
+            format!(
+                "stats: `max_digests` must be between {min_digests} and {}",
+                super::config::MAX_MAX_DIGESTS
+            ),
+        );
+    }
+    if stats.slow_log_per_second == 0 {
+        errors.push(
+            lines.line(&["stats", "slow_log_per_second"]),
+            "stats: `slow_log_per_second` must be at least 1",
+        );
+    }
     if config.schema.as_deref() == Some("") {
         errors.push(
             lines.line(&["schema"]),

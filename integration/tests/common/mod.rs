@@ -657,3 +657,46 @@ pub async fn raw_proxy_conn() -> BackendConn {
         .await
         .unwrap_or_else(|e| panic!("raw login to {addr}: {e}"))
 }
+
+/// The log lines of every proxy this test binary runs for the tracing
+/// target `target` (at `WARN` and above), from the first call on: a
+/// subscriber for the whole process is installed once, writing the lines
+/// of that target into memory. Meant for one target per test binary.
+pub fn captured_log(target: &'static str) -> String {
+    use std::io::Write;
+    use std::sync::Mutex;
+    use tracing_subscriber::fmt::MakeWriter;
+
+    static LINES: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+    struct Capture;
+    impl Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            LINES
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    struct MakeCapture;
+    impl<'a> MakeWriter<'a> for MakeCapture {
+        type Writer = Capture;
+        fn make_writer(&'a self) -> Capture {
+            Capture
+        }
+    }
+    static INSTALLED: OnceLock<()> = OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let filter = tracing_subscriber::EnvFilter::new(format!("{target}=warn"));
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(MakeCapture)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("no other subscriber");
+    });
+    String::from_utf8_lossy(&LINES.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+}

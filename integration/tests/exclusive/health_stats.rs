@@ -3,11 +3,13 @@
 //! `auto_failover` points a dead master's range at its replica; statement
 //! counts per kind and per host reach `stats::snapshot` and `GET /metrics`;
 //! `/ready` and `/healthz`, `shardgate health`, and the graceful stop a
-//! SIGTERM starts on a real `shardgate serve` process.
+//! SIGTERM starts on a real `shardgate serve` process; statement digests,
+//! per-shard statistics, the slow-statement log and JSON log lines.
 
 use crate::common;
 use common::file_serve;
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -623,4 +625,423 @@ async fn a_second_sigterm_cuts_the_sessions_left() {
         "{log}"
     );
     assert_eq!(pin_on_host(id).await, None, "the cut transaction committed");
+}
+
+/// The test config with `stats` set to `section` (a YAML flow mapping).
+fn yaml_with_stats(section: &str) -> String {
+    format!("{}\nstats: {section}\n", yaml_with_fast_checks(false))
+}
+
+/// `SHOW DIGESTS ...` on `proxy`'s admin port: each row as column → value.
+async fn admin_rows(proxy: &RunningProxy, command: &str) -> Vec<HashMap<String, String>> {
+    let mut admin = admin(proxy).await;
+    let rows: Vec<mysql_async::Row> = admin.query(command).await.unwrap();
+    rows.into_iter()
+        .map(|row| {
+            let columns = row.columns();
+            columns
+                .iter()
+                .enumerate()
+                .map(|(i, column)| {
+                    let value: Option<String> = row.get(i);
+                    (column.name_str().into_owned(), value.unwrap_or_default())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The row of `rows` whose `text` is `text`.
+fn digest<'a>(rows: &'a [HashMap<String, String>], text: &str) -> &'a HashMap<String, String> {
+    rows.iter()
+        .find(|row| row["text"] == text)
+        .unwrap_or_else(|| panic!("no digest `{text}` in {rows:#?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_are_counted_under_their_digest_with_rows_and_route() {
+    let _fleet = FLEET.lock().await;
+    let proxy = start_server("digests", &yaml_with_stats("{ max_digests: 1000 }"));
+    let mut conn = app(&proxy).await;
+    let tag = format!("digest-{}", std::process::id());
+    // Three pins on three shards, two masters.
+    let ids = [
+        insert_pin(&mut conn, 31, &tag).await,
+        insert_pin(&mut conn, 32, &tag).await,
+        insert_pin(&mut conn, 3000, &tag).await,
+    ];
+    for id in ids {
+        let got: Vec<(u64, String)> = conn
+            .query(format!("SELECT id, data FROM pins WHERE id = {id}"))
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 1);
+    }
+    let got: Vec<u64> = conn
+        .query(format!(
+            "SELECT id FROM pins WHERE id IN ({}, {}, {}) ORDER BY id",
+            ids[0], ids[1], ids[2]
+        ))
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 3);
+    conn.query_drop(format!(
+        "UPDATE pins SET data = '{tag}-x' WHERE id = {}",
+        ids[2]
+    ))
+    .await
+    .unwrap();
+    let refused = conn.query_drop("SELECT FOUND_ROWS()").await;
+    assert!(refused.is_err(), "FOUND_ROWS() is refused");
+    conn.query_drop("SELECT 1").await.unwrap();
+    // The UPDATE reached master B.
+    assert_eq!(
+        pin_on_host(ids[2]).await.as_deref(),
+        Some(format!("{tag}-x").as_str())
+    );
+
+    let rows = admin_rows(&proxy, "SHOW DIGESTS ORDER BY count").await;
+    let insert = digest(&rows, "INSERT INTO pins (data) VALUES (?)");
+    assert_eq!(
+        (
+            &insert["count"][..],
+            &insert["rows_affected"][..],
+            &insert["routes"][..]
+        ),
+        ("3", "3", "shard:3"),
+        "{insert:?}"
+    );
+    let point = digest(&rows, "SELECT id, data FROM pins WHERE id = ?");
+    assert_eq!(
+        (
+            &point["count"][..],
+            &point["errors"][..],
+            &point["rows_sent"][..],
+            &point["shards"][..],
+            &point["routes"][..]
+        ),
+        ("3", "0", "3", "3", "shard:3"),
+        "{point:?}"
+    );
+    assert!(point["max_ms"].parse::<f64>().unwrap() > 0.0, "{point:?}");
+    let split = digest(
+        &rows,
+        "SELECT id FROM pins WHERE id IN (?, ...) ORDER BY id",
+    );
+    assert_eq!(
+        (
+            &split["count"][..],
+            &split["rows_sent"][..],
+            &split["shards"][..],
+            &split["routes"][..]
+        ),
+        ("1", "3", "3", "in_split:1"),
+        "{split:?}"
+    );
+    let update = digest(&rows, "UPDATE pins SET data = ? WHERE id = ?");
+    assert_eq!(
+        (&update["rows_affected"][..], &update["routes"][..]),
+        ("1", "shard:1"),
+        "{update:?}"
+    );
+    let found_rows = digest(&rows, "SELECT FOUND_ROWS ()");
+    assert_eq!(
+        (&found_rows["errors"][..], &found_rows["routes"][..]),
+        ("1", "refused:1"),
+        "{found_rows:?}"
+    );
+    let one = digest(&rows, "SELECT ?");
+    assert_eq!(&one["routes"][..], "any_host:1", "{one:?}");
+    // Ordered by count, highest first.
+    let counts: Vec<u64> = rows.iter().map(|r| r["count"].parse().unwrap()).collect();
+    assert!(counts.windows(2).all(|w| w[0] >= w[1]), "{counts:?}");
+    assert_eq!(admin_rows(&proxy, "SHOW DIGESTS LIMIT 2").await.len(), 2);
+
+    let reset = admin_rows(&proxy, "RESET DIGESTS").await;
+    assert_eq!(reset[0]["forgotten"], rows.len().to_string());
+    assert!(admin_rows(&proxy, "SHOW DIGESTS").await.is_empty());
+    delete_pins(MASTER_A, &[31, 32], &tag).await;
+    delete_pins(MASTER_B, &[3000], &tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_statement_is_logged_once_when_the_threshold_is_set_and_not_when_off() {
+    let _fleet = FLEET.lock().await;
+    captured_log("shardgate::slow");
+    let tag = format!("slow-{}", std::process::id());
+    let on = start_server("slow-on", &yaml_with_stats("{ slow_statement_ms: 200 }"));
+    let off = start_server("slow-off", &test_config_yaml());
+    let mut conn = app(&on).await;
+    let id = insert_pin(&mut conn, 41, &tag).await;
+    let slept: Vec<(u64, u8)> = conn
+        .query(format!(
+            "SELECT id, SLEEP(0.3) AS slow_on FROM pins WHERE id = {id}"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(slept.len(), 1);
+    conn.query_drop(format!("SELECT id AS fast_on FROM pins WHERE id = {id}"))
+        .await
+        .unwrap();
+    let mut off_conn = app(&off).await;
+    off_conn
+        .query_drop(format!(
+            "SELECT id, SLEEP(0.3) AS slow_off FROM pins WHERE id = {id}"
+        ))
+        .await
+        .unwrap();
+
+    let log = captured_log("shardgate::slow");
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("slow statement"))
+        .collect();
+    let slow: Vec<&&str> = lines.iter().filter(|l| l.contains("AS slow_on")).collect();
+    assert_eq!(slow.len(), 1, "one line for the slow statement: {log}");
+    let line = slow[0];
+    for field in [
+        "text=SELECT id, SLEEP (?) AS slow_on FROM pins WHERE id = ?",
+        "user=app",
+        "client=127.0.0.1",
+        "route=\"shard\"",
+        "shard=main/41",
+        "host=127.0.0.1:3307",
+        "rows_sent=1",
+    ] {
+        assert!(line.contains(field), "`{field}` missing in {line}");
+    }
+    assert!(
+        !line.contains(&id.to_string()),
+        "literals are masked: {line}"
+    );
+    let time_ms: f64 = line
+        .split("time_ms=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("time_ms in {line}"));
+    assert!(time_ms >= 300.0, "{line}");
+    assert!(
+        !log.contains("fast_on"),
+        "a fast statement is not logged: {log}"
+    );
+    assert!(!log.contains("slow_off"), "off by default: {log}");
+    delete_pins(MASTER_A, &[41], &tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_on_one_shard_puts_it_on_top_of_shard_stats_and_metrics() {
+    let _fleet = FLEET.lock().await;
+    let proxy = start_server("shard-stats", &test_config_yaml());
+    let mut conn = app(&proxy).await;
+    for _ in 0..40 {
+        conn.query_drop(format!(
+            "SELECT data FROM pins WHERE id = {}",
+            pin_id(2077, 1)
+        ))
+        .await
+        .unwrap();
+    }
+    for shard in [5, 6, 7] {
+        conn.query_drop(format!(
+            "SELECT data FROM pins WHERE id = {}",
+            pin_id(shard, 1)
+        ))
+        .await
+        .unwrap();
+    }
+    for _ in 0..2 {
+        let error = conn
+            .query_drop(format!(
+                "UPDATE pins SET no_such_column = 1 WHERE id = {}",
+                pin_id(9, 1)
+            ))
+            .await
+            .expect_err("unknown column");
+        assert_eq!(server_error(error).0, 1054);
+    }
+    let top = admin_rows(&proxy, "SHOW SHARD STATS TOP 3").await;
+    assert_eq!(top.len(), 3, "{top:?}");
+    assert_eq!(
+        (
+            &top[0]["fleet"][..],
+            &top[0]["shard"][..],
+            &top[0]["statements"][..]
+        ),
+        ("main", "2077", "40"),
+        "{top:?}"
+    );
+    let by_errors = admin_rows(&proxy, "SHOW SHARD STATS TOP 1 ORDER BY errors").await;
+    assert_eq!(
+        (&by_errors[0]["shard"][..], &by_errors[0]["errors"][..]),
+        ("9", "2"),
+        "{by_errors:?}"
+    );
+    let metrics = proxy.listening.metrics.expect("metrics endpoint");
+    let response = http(metrics, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    let line = "shardgate_hot_shard_statements{fleet=\"main\",shard=\"2077\",rank=\"1\"} 40";
+    assert!(
+        response.lines().any(|l| l == line),
+        "missing `{line}` in:\n{response}"
+    );
+    let hot = response
+        .lines()
+        .filter(|l| l.starts_with("shardgate_hot_shard_statements{"))
+        .count();
+    assert_eq!(
+        hot, 5,
+        "one sample per shard that ran a statement, at most 10"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_statement_shapes_keep_the_digest_table_at_its_bound() {
+    let _fleet = FLEET.lock().await;
+    let proxy = start_server("digest-bound", &yaml_with_stats("{ max_digests: 32 }"));
+    let mut conn = app(&proxy).await;
+    let shapes = 500;
+    for i in 0..shapes {
+        conn.query_drop(format!("SELECT {i} AS c{i}"))
+            .await
+            .unwrap();
+    }
+    let rows = admin_rows(&proxy, "SHOW DIGESTS").await;
+    assert!(rows.len() <= 32, "{} digests kept", rows.len());
+    assert!(!rows.is_empty());
+    // The most recent shape is kept.
+    digest(&rows, &format!("SELECT ? AS c{}", shapes - 1));
+    let metrics = proxy.listening.metrics.expect("metrics endpoint");
+    let response = http(metrics, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    let value = |name: &str| -> u64 {
+        response
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {response}"))
+    };
+    assert_eq!(value("shardgate_digests"), rows.len() as u64);
+    // The client's own statements at login are digests too.
+    let evicted = value("shardgate_digest_evictions_total");
+    let beyond = shapes - rows.len() as u64;
+    assert!(
+        (beyond..beyond + 5).contains(&evicted),
+        "every shape beyond the bound evicted one: {evicted}, {beyond}"
+    );
+}
+
+/// A `shardgate serve --log-format json` process: its log lines, parsed,
+/// as they come; killed on drop.
+struct JsonServe {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+    seen: Vec<serde_json::Value>,
+}
+
+impl Drop for JsonServe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl JsonServe {
+    /// The first line (waiting up to 20 s) for which `wanted` holds.
+    fn line(
+        &mut self,
+        what: &str,
+        wanted: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        if let Some(found) = self.seen.iter().find(|line| wanted(line)) {
+            return found.clone();
+        }
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("no log line {what} in {:#?}", self.seen));
+            self.seen.push(line.clone());
+            if wanted(&line) {
+                return line;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_log_lines_carry_the_sessions_connection_id_and_user() {
+    use std::io::BufRead;
+    let _fleet = FLEET.lock().await;
+    let config = file_serve::write_config("json-log", &test_config_yaml());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shardgate"))
+        .args(["serve", "--log-format", "json", "--config"])
+        .arg(&config)
+        .env(
+            "RUST_LOG",
+            "info,shardgate::frontend=debug,shardgate::engine=debug",
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start shardgate serve");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let parsed = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+            if tx.send(parsed).is_err() {
+                break;
+            }
+        }
+    });
+    let mut serve = JsonServe {
+        child,
+        lines: rx,
+        seen: Vec::new(),
+    };
+    let message = |line: &serde_json::Value| line["fields"]["message"].as_str().map(str::to_owned);
+    let started = serve.line("`shardgate started`", |l| {
+        message(l).as_deref() == Some("shardgate started")
+    });
+    let client: std::net::SocketAddr = started["fields"]["client"]
+        .as_str()
+        .and_then(|addr| addr.parse().ok())
+        .unwrap_or_else(|| panic!("client address in {started}"));
+    let mut conn = connect_to(client, APP_USER, APP_PASSWORD).await.unwrap();
+    let id: u32 = conn
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    conn.query_drop(format!(
+        "SELECT data FROM pins WHERE id IN ({}, {})",
+        pin_id(3, 1),
+        pin_id(2100, 1)
+    ))
+    .await
+    .unwrap();
+    let session = |line: &serde_json::Value| {
+        line["spans"]
+            .as_array()
+            .and_then(|spans| spans.iter().find(|span| span["name"] == "session"))
+            .cloned()
+    };
+    let logged_in = serve.line("`logged in`", |l| {
+        message(l).as_deref() == Some("logged in")
+    });
+    let span = session(&logged_in).unwrap_or_else(|| panic!("a session span in {logged_in}"));
+    assert_eq!(span["connection_id"], u64::from(id), "{logged_in}");
+    assert_eq!(span["user"], APP_USER, "{logged_in}");
+    let read = serve.line("`multi-shard read`", |l| {
+        message(l).as_deref() == Some("multi-shard read")
+    });
+    let span = session(&read).unwrap_or_else(|| panic!("a session span in {read}"));
+    assert_eq!(span["connection_id"], u64::from(id), "{read}");
+    assert_eq!(span["user"], APP_USER, "{read}");
+    let statement = read["spans"]
+        .as_array()
+        .and_then(|spans| spans.iter().find(|span| span["name"] == "statement"))
+        .unwrap_or_else(|| panic!("a statement span in {read}"));
+    assert_eq!(statement["command"], "Query", "{read}");
 }

@@ -362,3 +362,179 @@ async fn ids_bound_as_strings_split_and_route_like_integers() {
     want.sort();
     assert_eq!(found, want);
 }
+
+/// A table made on shard 12's database (master A) for one test, dropped
+/// whatever the test finds.
+async fn with_shard12_table<F: std::future::Future<Output = ()> + Send + 'static>(
+    table: &str,
+    columns: &str,
+    rows: &str,
+    checks: F,
+) {
+    let mut ops = operations(MASTER_A).await;
+    let drop = format!("DROP TABLE IF EXISTS db00012.{table}");
+    ops.query_drop(&drop).await.unwrap();
+    ops.query_drop(format!("CREATE TABLE db00012.{table} ({columns})"))
+        .await
+        .unwrap();
+    ops.query_drop(format!("INSERT INTO db00012.{table} VALUES {rows}"))
+        .await
+        .unwrap();
+    let outcome = tokio::spawn(checks).await;
+    ops.query_drop(&drop).await.unwrap();
+    ops.disconnect().await.ok();
+    if let Err(failed) = outcome {
+        std::panic::resume_unwind(failed.into_panic());
+    }
+}
+
+/// The values of the one row `sql` (bound with `params`) gives through the
+/// proxy and straight from master A, both executed as prepared statements
+/// (binary protocol).
+async fn proxy_and_direct_row(sql: &str, params: Vec<Value>) -> (Vec<Value>, Vec<Value>) {
+    let mut conn = client().await;
+    let proxy: Vec<Row> = conn.exec(sql, params.clone()).await.unwrap();
+    let mut host = direct(MASTER_A).await;
+    let server: Vec<Row> = host.exec(sql, params).await.unwrap();
+    assert_eq!((proxy.len(), server.len()), (1, 1), "{sql}");
+    (proxy[0].clone().unwrap(), server[0].clone().unwrap())
+}
+
+/// The four bytes of a FLOAT value.
+fn float_bits(value: &Value) -> u32 {
+    match value {
+        Value::Float(f) => f.to_bits(),
+        other => panic!("not a FLOAT: {other:?}"),
+    }
+}
+
+/// Red-team F15: the server prints FLOAT with 6 significant digits in text
+/// rows, so a binary row rebuilt from text changes the value. Executed
+/// through the proxy, a FLOAT comes back with the server's own four bytes,
+/// from an expression or from a stored column read by the shard's key.
+#[tokio::test]
+async fn float_values_keep_the_servers_own_four_bytes() {
+    for expression in [
+        "CAST(16777215 AS FLOAT)",
+        "CAST(123456789 AS FLOAT)",
+        "CAST(3.14159265 AS FLOAT)",
+        "CAST(0.1234567 AS FLOAT)",
+        "CAST(1.17549435e-38 AS FLOAT)",
+    ] {
+        let (proxy, server) =
+            proxy_and_direct_row(&format!("SELECT {expression} AS f"), Vec::new()).await;
+        assert_eq!(
+            float_bits(&proxy[0]),
+            float_bits(&server[0]),
+            "{expression}: proxy {proxy:?}, server {server:?}"
+        );
+    }
+    assert_eq!(
+        float_bits(
+            &proxy_and_direct_row("SELECT CAST(16777215 AS FLOAT)", Vec::new())
+                .await
+                .0[0]
+        ),
+        16_777_215f32.to_bits()
+    );
+    with_shard12_table(
+        "prep_floats",
+        "local_id BIGINT UNSIGNED PRIMARY KEY, f FLOAT",
+        "(2, 16777215), (3, 123456789), (4, 3.14159265)",
+        async {
+            for local_id in [2u64, 3, 4] {
+                let (proxy, server) = proxy_and_direct_row(
+                    "SELECT f FROM db00012.prep_floats WHERE local_id = ?",
+                    vec![Value::UInt(local_id)],
+                )
+                .await;
+                assert_eq!(
+                    float_bits(&proxy[0]),
+                    float_bits(&server[0]),
+                    "row {local_id}: proxy {proxy:?}, server {server:?}"
+                );
+            }
+        },
+    )
+    .await;
+}
+
+/// Binary rows of a stored row of many types (and of expressions over it)
+/// through the proxy are the server's own: DOUBLE, DECIMAL, DATETIME(6),
+/// negative and fractional TIME, BIT, JSON, BLOB, NULLs, unsigned BIGINT.
+#[tokio::test]
+async fn binary_rows_of_stored_columns_of_many_types_match_the_servers() {
+    with_shard12_table(
+        "prep_types",
+        "local_id BIGINT UNSIGNED PRIMARY KEY, d DOUBLE, f FLOAT, dec65 DECIMAL(65,30), \
+         dt DATETIME(6), t TIME(6), b BIT(12), j JSON, bl BLOB, u BIGINT UNSIGNED, \
+         ti TINYINT UNSIGNED, y YEAR, e ENUM('a','b'), n INT NULL, vc VARCHAR(20)",
+        "(1, 0.1234567890123456789, 16777215, -12345678901234567890.123456789012345678901234567890, \
+         '2024-02-29 23:59:58.123456', '-838:59:58.999999', b'101010101010', '{\"a\": [1, 2.5]}', \
+         x'00ff10fe', 18446744073709551615, 255, 2155, 'b', NULL, 'héllo'), \
+         (2, -1.7976931348623157e308, -3.4e38, 0, '0000-00-00 00:00:00', '-00:00:00.5', b'0', \
+         'null', '', 0, 0, 1901, 'a', -1, '')",
+        async {
+            for local_id in [1u64, 2] {
+                let (proxy, server) = proxy_and_direct_row(
+                    "SELECT *, d / 3 AS d3, f + 0 AS f0, TIMEDIFF(t, '01:00:00') AS td, \
+                     CAST(u AS SIGNED) AS us, ? AS bound, NULL AS nothing \
+                     FROM db00012.prep_types WHERE local_id = ?",
+                    vec![Value::Double(2.5), Value::UInt(local_id)],
+                )
+                .await;
+                assert_eq!(proxy, server, "row {local_id}");
+            }
+        },
+    )
+    .await;
+}
+
+/// What an execute leaves for `SHOW WARNINGS` is the statement's own: its
+/// warnings, or its error, also when the server cannot prepare the
+/// statement's text any more (its table went away after the client's
+/// PREPARE) and the proxy runs it as text instead.
+#[tokio::test]
+async fn show_warnings_after_an_execute_lists_the_statements_own_conditions() {
+    with_shard12_table(
+        "prep_gone",
+        "local_id BIGINT UNSIGNED PRIMARY KEY, v VARCHAR(10)",
+        "(1, '7x')",
+        async {
+            let mut conn = client().await;
+            let read = conn
+                .prep("SELECT CAST(v AS INT) AS n FROM db00012.prep_gone WHERE local_id = ?")
+                .await
+                .unwrap();
+            let n: Option<i64> = conn.exec_first(&read, (1u64,)).await.unwrap();
+            assert_eq!(n, Some(7));
+            let warnings: Vec<(String, u16, String)> = conn.query("SHOW WARNINGS").await.unwrap();
+            assert_eq!(warnings.len(), 1, "{warnings:?}");
+            assert_eq!((warnings[0].0.as_str(), warnings[0].1), ("Warning", 1292));
+
+            let mut ops = operations(MASTER_A).await;
+            ops.query_drop("DROP TABLE db00012.prep_gone")
+                .await
+                .unwrap();
+            let error = conn
+                .exec_first::<i64, _, _>(&read, (1u64,))
+                .await
+                .expect_err("the table is gone");
+            let (code, message) = server_error(error);
+            assert_eq!(code, 1146, "{message}");
+            let errors: Vec<(String, u16, String)> = conn.query("SHOW ERRORS").await.unwrap();
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert_eq!(
+                (errors[0].0.as_str(), errors[0].1),
+                ("Error", 1146),
+                "{errors:?}"
+            );
+            let counts: Option<(u64, u64)> = conn
+                .query_first("SELECT @@warning_count, @@error_count")
+                .await
+                .unwrap();
+            assert_eq!(counts, Some((1, 1)));
+        },
+    )
+    .await;
+}

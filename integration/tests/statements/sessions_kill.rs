@@ -93,11 +93,17 @@ async fn wait_running(watcher: &mut Conn, id: u32, marker: &str) {
 /// How many server threads on the master at `port` run a statement
 /// containing `marker` (asked as the operations account).
 async fn backend_threads(port: u16, marker: &str) -> u64 {
+    backend_threads_in(port, "Query", marker).await
+}
+
+/// [`backend_threads`] in the server's `command` (`Query`; `Execute` for a
+/// prepared statement).
+async fn backend_threads_in(port: u16, command: &str, marker: &str) -> u64 {
     let mut conn = operations(port).await;
     let count: Option<u64> = conn
         .query_first(format!(
             "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
-             WHERE COMMAND = 'Query' AND INFO LIKE '%{marker}%' AND INFO NOT LIKE '%PROCESSLIST%'"
+             WHERE COMMAND = '{command}' AND INFO LIKE '%{marker}%' AND INFO NOT LIKE '%PROCESSLIST%'"
         ))
         .await
         .expect("backend process list");
@@ -310,6 +316,56 @@ async fn kill_query_cancels_a_statement_on_its_server() {
     }
     // The session goes on.
     let one: Option<u64> = victim.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+}
+
+/// A prepared statement's execute runs on its server as a prepared
+/// statement (the server lists it as `Execute`), and `KILL QUERY` cancels it
+/// there as it cancels a text statement; the session goes on.
+#[tokio::test]
+async fn kill_query_cancels_a_prepared_execute_on_its_server() {
+    let mut killer = app().await;
+    let mut victim = app().await;
+    let victim_id = victim.id();
+    let marker = "kq_marker_prepared";
+    let running = tokio::spawn(async move {
+        let started = Instant::now();
+        let result = victim
+            .exec_drop(format!("SELECT SLEEP(?) AS {marker}"), (30u32,))
+            .await;
+        (victim, result, started.elapsed())
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut executing = 0;
+        for port in MASTERS {
+            executing += backend_threads_in(port, "Execute", marker).await;
+        }
+        if executing == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no master runs {marker} as a prepared statement ({executing})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    killer
+        .query_drop(format!("KILL QUERY {victim_id}"))
+        .await
+        .unwrap();
+    let (mut victim, result, took) = running.await.unwrap();
+    let (code, message) = server_error(result.expect_err("the statement was cancelled"));
+    assert_eq!(code, 1317, "{message}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    for port in MASTERS {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while backend_threads_in(port, "Execute", marker).await > 0 {
+            assert!(Instant::now() < deadline, "{marker} still runs on {port}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let one: Option<u64> = victim.exec_first("SELECT ?", (1u64,)).await.unwrap();
     assert_eq!(one, Some(1));
 }
 

@@ -9,9 +9,12 @@ mod move_shards;
 mod pause_shards;
 mod promote_replica;
 mod reload_config;
+mod reset_digests;
 mod show_config;
+mod show_digests;
 mod show_hosts;
 mod show_proxies;
+mod show_shard_stats;
 mod show_shards;
 mod show_stats;
 mod verify_fleet;
@@ -50,6 +53,11 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
         Command::ShowShard { shard, fleet } => show_shards::one(engine, shard, fleet.as_deref()),
         Command::ShowHosts => Ok(show_hosts::answer(engine)),
         Command::ShowStats => Ok(show_stats::answer(engine)),
+        Command::ShowDigests { order, limit } => Ok(show_digests::answer(engine, order, limit)),
+        Command::ResetDigests => {
+            logged(context, "RESET DIGESTS", Ok(reset_digests::answer(engine)))
+        }
+        Command::ShowShardStats { top, order } => Ok(show_shard_stats::answer(engine, top, order)),
         Command::ShowConfig => Ok(show_config::answer(context.control)),
         Command::ShowProxies => show_proxies::answer(context.control).await,
         Command::ReloadConfig => logged(

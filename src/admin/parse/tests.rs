@@ -306,3 +306,83 @@ fn verify_shards_rows() {
     assert!(parse("VERIFY SHARDS 2-1 ROWS AGAINST h:1").is_err());
     assert!(parse("VERIFY SHARDS 1-2 ROWS AGAINST h:1 MAX x ROWS PER SECOND").is_err());
 }
+
+#[test]
+fn digest_and_shard_stats_commands() {
+    use crate::stats::digest::DigestOrder;
+    use crate::stats::shards::ShardOrder;
+    assert_eq!(
+        parse("SHOW DIGESTS"),
+        Ok(Command::ShowDigests {
+            order: DigestOrder::TotalTime,
+            limit: None
+        })
+    );
+    assert_eq!(
+        parse("show digests order by p99 limit 5;"),
+        Ok(Command::ShowDigests {
+            order: DigestOrder::P99,
+            limit: Some(5)
+        })
+    );
+    assert_eq!(
+        parse("SHOW DIGESTS LIMIT 3"),
+        Ok(Command::ShowDigests {
+            order: DigestOrder::TotalTime,
+            limit: Some(3)
+        })
+    );
+    assert_eq!(
+        parse("SHOW DIGESTS ORDER BY errors"),
+        Ok(Command::ShowDigests {
+            order: DigestOrder::Errors,
+            limit: None
+        })
+    );
+    assert_eq!(parse("RESET DIGESTS"), Ok(Command::ResetDigests));
+    assert_eq!(
+        parse("SHOW SHARD STATS"),
+        Ok(Command::ShowShardStats {
+            top: DEFAULT_SHARD_STATS_TOP,
+            order: ShardOrder::Statements
+        })
+    );
+    assert_eq!(
+        parse("SHOW SHARD STATS TOP 3 ORDER BY time"),
+        Ok(Command::ShowShardStats {
+            top: 3,
+            order: ShardOrder::Time
+        })
+    );
+    assert_eq!(
+        parse("SHOW SHARD STATS ORDER BY errors"),
+        Ok(Command::ShowShardStats {
+            top: DEFAULT_SHARD_STATS_TOP,
+            order: ShardOrder::Errors
+        })
+    );
+    assert_eq!(
+        parse("SHOW SHARD 12"),
+        Ok(Command::ShowShard {
+            shard: 12,
+            fleet: None
+        })
+    );
+    for bad in [
+        "SHOW DIGESTS ORDER BY name",
+        "SHOW DIGESTS LIMIT 0",
+        "SHOW DIGESTS LIMIT",
+        "SHOW DIGESTS ORDER",
+        "SHOW DIGESTS extra",
+        "RESET DIGESTS now",
+        "SHOW SHARD STATS TOP x",
+        "SHOW SHARD STATS ORDER BY rows",
+        "SHOW SHARD STATS TOP 3 extra",
+    ] {
+        assert!(
+            matches!(parse(bad), Err(ParseError::BadArguments { .. })),
+            "{bad}: {:?}",
+            parse(bad)
+        );
+    }
+}

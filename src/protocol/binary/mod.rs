@@ -1,10 +1,12 @@
 //! Binary-protocol codec for prepared statements.
 //!
-//! shardgate prepares nothing on a shard. It reads the parameters of a
-//! COM_STMT_EXECUTE ([`parse_execute`], in `execute`), renders each one as an
-//! SQL literal ([`render_literal`], in `literal`) into the statement text,
-//! routes and runs that text with COM_QUERY, then converts each text-protocol
-//! row of the answer into the binary-protocol row the client expects
+//! shardgate keeps nothing prepared on a shard. It reads the parameters of a
+//! COM_STMT_EXECUTE ([`parse_execute`], in `execute`) and renders each one as
+//! an SQL literal ([`render_literal`], in `literal`) into the statement text,
+//! which is routed and run (on one server as a prepared statement executed
+//! at once, its binary rows relayed as they are). Where the answer comes as
+//! text rows (multi-shard merges, diagnostics, result sets the proxy writes),
+//! each is converted into the binary-protocol row the client expects
 //! ([`text_row_to_binary`], in `rows`, using the column types that
 //! [`parse_column_definition`] in `columns` reads).
 //!

@@ -139,6 +139,54 @@ pub fn route_shared(
     route(&sql[..], topo, ctx, placement)
 }
 
+thread_local! {
+    /// The digest of the statement [`route_digested`] is routing, once its
+    /// tokens are read (the outermost reading when routing recurses).
+    static DIGEST: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// [`route_shared`], and the statement's digest (its shape with literals
+/// masked, [`statement_digest`]'s hash) when the statement was read far
+/// enough to have one; computed from the tokens routing reads anyway.
+pub fn route_digested(
+    sql: &Bytes,
+    topo: &Topology,
+    ctx: &RouteContext,
+    placement: &mut dyn Placement,
+) -> (Plan, Option<u64>) {
+    DIGEST.with(|digest| digest.set(None));
+    let plan = route_shared(sql, topo, ctx, placement);
+    (plan, DIGEST.with(std::cell::Cell::take))
+}
+
+/// Longest masked text [`statement_digest`] gives, in bytes.
+pub const MAX_DIGEST_TEXT_BYTES: usize = 1024;
+
+/// A statement's digest: a hash of its shape (tokens without blanks and
+/// comments, literals masked, a comma-separated run of literals counted as
+/// one) and that shape as text (literals as `?`), at most
+/// [`MAX_DIGEST_TEXT_BYTES`]. Reads the statement again: meant for a
+/// digest seen for the first time. A statement the lexer cannot read gets
+/// one digest shared by all such statements, with no text of theirs.
+pub fn statement_digest(sql: &[u8], ctx: &RouteContext) -> (u64, String) {
+    let tokens = lex::lex(sql, &ctx.lex, ctx.max_tokens)
+        .ok()
+        .and_then(|lexed| {
+            let tokens = Tokenizer::new(&MySqlDialect {}, &lexed.shadow)
+                .tokenize_with_location()
+                .ok()?;
+            lex::check_tokens(&lexed, &tokens).ok()?;
+            Some(tokens)
+        });
+    match tokens {
+        Some(tokens) => (
+            parse_cache::digest(&tokens),
+            parse_cache::masked_text(&tokens, MAX_DIGEST_TEXT_BYTES),
+        ),
+        None => (0, "(a statement shardgate could not read)".to_owned()),
+    }
+}
+
 /// `sql` as a share of the statement [`route_shared`] is routing, when it
 /// is part of it.
 fn shared_statement(sql: &[u8]) -> Option<Bytes> {
@@ -243,6 +291,11 @@ fn route_text(
         .tokenize_with_location()
         .map_err(syntax)?;
     lex::check_tokens(&lexed, &tokens)?;
+    DIGEST.with(|digest| {
+        if digest.get().is_none() {
+            digest.set(Some(parse_cache::digest(&tokens)));
+        }
+    });
     *writes = function_writes::writes_through_function(&tokens);
     *assigns = function_writes::leaves_session_state(&tokens);
     let sequences = sequences::named(&tokens, topo);

@@ -328,6 +328,124 @@ fn shape_hash(tokens: &[TokenWithSpan]) -> u64 {
     hasher.finish()
 }
 
+/// What a statement's digest is made of, in order: its tokens without
+/// blanks and comments, each literal as a mark, and a run of literals
+/// separated by commas (an `IN` list, a `VALUES` row) as its first one
+/// followed by one "more" mark, so lists of any length share a digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum DigestPiece<'a> {
+    /// A token kept as it is.
+    Token(&'a Token),
+    /// A literal, masked.
+    Literal,
+    /// Further literals of a comma-separated run.
+    More,
+}
+
+/// A literal a digest masks: those the cache treats as literals, and every
+/// other number and quoted string (they only give values).
+fn is_masked(token: &Token) -> bool {
+    is_literal(token)
+        || matches!(
+            token,
+            Token::Number(..)
+                | Token::DoubleQuotedString(_)
+                | Token::NationalStringLiteral(_)
+                | Token::HexStringLiteral(_)
+        )
+}
+
+/// Calls `piece` for every [`DigestPiece`] of `tokens`.
+pub(super) fn digest_pieces<'a>(
+    tokens: &'a [TokenWithSpan],
+    mut piece: impl FnMut(DigestPiece<'a>),
+) {
+    let mut after_literal = false;
+    let mut pending_comma: Option<&Token> = None;
+    let mut collapsed = false;
+    for token in tokens.iter().map(|t| &t.token) {
+        if matches!(token, Token::Whitespace(_)) {
+            continue;
+        }
+        let masked = is_masked(token);
+        if let Some(comma) = pending_comma.take() {
+            if masked {
+                if !collapsed {
+                    piece(DigestPiece::More);
+                    collapsed = true;
+                }
+                continue;
+            }
+            piece(DigestPiece::Token(comma));
+        }
+        if masked {
+            piece(DigestPiece::Literal);
+            after_literal = true;
+            collapsed = false;
+        } else if after_literal && *token == Token::Comma {
+            pending_comma = Some(token);
+        } else {
+            piece(DigestPiece::Token(token));
+            after_literal = false;
+        }
+    }
+    if let Some(comma) = pending_comma {
+        piece(DigestPiece::Token(comma));
+    }
+}
+
+/// The digest of a statement's tokens: a hash of its [`DigestPiece`]s.
+/// Unlike the cache's shape, spans and blanks do not count, so
+/// `id = 1` and `id  =  12345` share a digest.
+pub(super) fn digest(tokens: &[TokenWithSpan]) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    digest_pieces(tokens, |piece| match piece {
+        DigestPiece::Token(token) => token.hash(&mut hasher),
+        DigestPiece::Literal => 1u8.hash(&mut hasher),
+        DigestPiece::More => 2u8.hash(&mut hasher),
+    });
+    hasher.finish()
+}
+
+/// The statement as its digest sees it, at most `max_bytes` long (cut on a
+/// character boundary): literals as `?`, a run of them as `?, ...`, tokens
+/// separated by one blank.
+pub(super) fn masked_text(tokens: &[TokenWithSpan], max_bytes: usize) -> String {
+    use std::fmt::Write;
+    let mut text = String::new();
+    let mut glue = false;
+    digest_pieces(tokens, |piece| {
+        if text.len() > max_bytes {
+            return;
+        }
+        let tight_before = matches!(
+            piece,
+            DigestPiece::Token(Token::Comma | Token::RParen | Token::Period | Token::SemiColon)
+                | DigestPiece::More
+        );
+        if glue && !tight_before {
+            text.push(' ');
+        }
+        match piece {
+            DigestPiece::Token(token) => {
+                let _ = write!(text, "{token}");
+            }
+            DigestPiece::Literal => text.push('?'),
+            DigestPiece::More => text.push_str(", ..."),
+        }
+        glue = !matches!(piece, DigestPiece::Token(Token::LParen | Token::Period));
+    });
+    if text.len() > max_bytes {
+        let end = (0..=max_bytes)
+            .rev()
+            .find(|&at| text.is_char_boundary(at))
+            .unwrap_or(0);
+        text.truncate(end);
+        text.push_str("...");
+    }
+    text
+}
+
 /// Whether `new` has `cached`'s shape: the same tokens and spans, literals
 /// of the same kind aside.
 fn same_shape(cached: &[TokenWithSpan], new: &[TokenWithSpan]) -> bool {
@@ -449,6 +567,52 @@ mod tests {
         let fresh = parse(tokens(second));
         assert_eq!(cached, fresh, "{first} / {second}");
         hit
+    }
+
+    fn digest_of(sql: &str) -> (u64, String) {
+        let tokens = tokens(sql);
+        (digest(&tokens), masked_text(&tokens, 1024))
+    }
+
+    #[test]
+    fn digests_mask_literals_and_ignore_layout() {
+        let (a, text) = digest_of("SELECT data FROM pins WHERE id = 1234");
+        assert_eq!(text, "SELECT data FROM pins WHERE id = ?");
+        let (b, _) = digest_of("SELECT  data FROM pins\n WHERE id = 99999999 /* note */");
+        assert_eq!(a, b);
+        let (c, _) = digest_of("SELECT data FROM pins WHERE id = 'x'");
+        assert_eq!(a, c, "a string and a number are both a literal");
+        let (d, _) = digest_of("SELECT data FROM pins WHERE local_id = 1234");
+        assert_ne!(a, d);
+        let (e, _) = digest_of("SELECT data FROM boards WHERE id = 1234");
+        assert_ne!(a, e);
+    }
+
+    #[test]
+    fn literal_lists_of_any_length_share_a_digest() {
+        let (a, text) = digest_of("SELECT data FROM pins WHERE id IN (1, 2, 3)");
+        assert_eq!(text, "SELECT data FROM pins WHERE id IN (?, ...)");
+        let (b, _) = digest_of("SELECT data FROM pins WHERE id IN (7,8)");
+        let (c, _) = digest_of("SELECT data FROM pins WHERE id IN (7)");
+        assert_eq!(a, b);
+        assert_ne!(a, c, "one value is not a list");
+        let (d, text) = digest_of("INSERT INTO pins (id, data) VALUES (1, 'a'), (2, 'b')");
+        assert_eq!(
+            text,
+            "INSERT INTO pins (id, data) VALUES (?, ...), (?, ...)"
+        );
+        let (e, _) = digest_of("INSERT INTO pins (id, data) VALUES (3, 'c'), (4, 'd')");
+        assert_eq!(d, e);
+        let (_, text) = digest_of("SELECT f(1, x), 2");
+        assert_eq!(text, "SELECT f (?, x), ?");
+    }
+
+    #[test]
+    fn masked_text_is_bounded() {
+        let long = format!("SELECT {}", vec!["col"; 1000].join(", "));
+        let text = masked_text(&tokens(&long), 100);
+        assert!(text.len() <= 103, "{}", text.len());
+        assert!(text.ends_with("..."));
     }
 
     #[test]
