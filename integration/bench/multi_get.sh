@@ -7,9 +7,9 @@
 #
 # Needs the local fleet (integration/fleet.sh start; shard databases created by
 # `shardgate fleet init`). What it does:
-#   1. builds the release proxy and the release `multi_shard` test binary
+#   1. builds the release proxy and the release `statements` test binary
 #      (the client is the ignored test `bench_multi_get_proxy_vs_direct` in
-#      integration/tests/multi_shard/bench.rs: mysql_async on a 2-thread tokio runtime);
+#      integration/tests/statements/multi_shard/bench.rs: mysql_async on a 2-thread tokio runtime);
 #   2. starts a private copy of the release proxy on free ports with a copy of
 #      config/shardgate.yaml whose listen, admin and metrics addresses are free ports (config/ is
 #      left alone), and stops it on exit;
@@ -88,12 +88,12 @@ done
 
 # ---------------------------------------------------------------- build
 if [[ "$BENCH_BUILD" == 1 ]]; then
-  log "cargo build --release; cargo test --release --no-run --test multi_shard"
+  log "cargo build --release; cargo test --release --no-run --test statements"
   (cd "$ROOT" && cargo build --release --quiet) || die "cargo build --release failed"
 fi
-CLIENT=$(cd "$ROOT" && cargo test --release --no-run --test multi_shard --message-format=json 2>/dev/null |
-  grep -o '"executable":"[^"]*multi_shard-[^"]*"' | tail -1 | cut -d'"' -f4) || true
-[[ -n "$CLIENT" && -x "$CLIENT" ]] || die "cannot build the multi_shard test binary (cargo test --release --no-run --test multi_shard)"
+CLIENT=$(cd "$ROOT" && cargo test --release --no-run --test statements --message-format=json 2>/dev/null |
+  grep -o '"executable":"[^"]*statements-[^"]*"' | tail -1 | cut -d'"' -f4) || true
+[[ -n "$CLIENT" && -x "$CLIENT" ]] || die "cannot build the statements test binary (cargo test --release --no-run --test statements)"
 # Private copies: a concurrent rebuild cannot swap them.
 cp "$CLIENT" "$WORK/multi_get_client"
 
@@ -118,7 +118,7 @@ budget=$(awk -v c="$MULTI_GET_CONCURRENCY" -v r="$MULTI_GET_ROUNDS" -v s="$MULTI
   'BEGIN { n = split(c, a, " "); printf "%d", n * (2 * r * (s + q + 1) + 2 * (w + q + 1)) + 300 }')
 log "running the client (time limit ${budget}s)"
 MULTI_GET_PROXY_PORT=$PROXY_PORT MULTI_GET_PROXY_PID=$PROXY_PID MULTI_GET_CLK_TCK=$(getconf CLK_TCK) \
-  timeout "$budget" "$WORK/multi_get_client" --ignored --exact bench_multi_get_proxy_vs_direct \
+  timeout "$budget" "$WORK/multi_get_client" --ignored --exact multi_shard::bench_multi_get_proxy_vs_direct \
   --nocapture --test-threads=1 >"$WORK/client.out" 2>"$WORK/client.err" || {
   tail -30 "$WORK/client.err" "$WORK/client.out" >&2
   kill -0 "$PROXY_PID" 2>/dev/null || { tail -20 "$WORK/proxy.log" >&2; PROXY_PID=; }

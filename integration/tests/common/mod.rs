@@ -7,13 +7,22 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder};
+use mysql_common::constants::CapabilityFlags;
+use shardgate::backend::{BackendConn, ConnKey};
 use shardgate::control::Control;
 use shardgate::engine::Engine;
 use shardgate::id::ObjectId;
 use shardgate::topology::Topology;
+
+pub mod file_serve;
+pub mod move_load;
+#[path = "zookeeper.rs"]
+pub mod zk_harness;
+pub mod zk_serve;
 
 /// Client account from config/shardgate.yaml.
 pub const APP_USER: &str = "app";
@@ -624,6 +633,29 @@ pub async fn slave_status_running(conn: &mut Conn) -> Option<SlaveStatus> {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+}
+
+/// Held by every test of a binary whose tests change the shared fleet or
+/// the process (stop or restart hosts, move shards, set globals, measure
+/// RSS): such tests run one at a time, as if each had the fleet to itself.
+pub static FLEET: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Waits for [`FLEET`]; the test runs alone while it holds the guard.
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    FLEET.lock().await
+}
+
+/// A raw protocol connection to the shared proxy as the app account (no
+/// capabilities asked for), to read status flags and packets as sent.
+pub async fn raw_proxy_conn() -> BackendConn {
+    let key = ConnKey {
+        framing: CapabilityFlags::empty(),
+        collation: 45,
+    };
+    let addr = proxy_addr().to_string();
+    BackendConn::connect(&addr, APP_USER, APP_PASSWORD, key, Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|e| panic!("raw login to {addr}: {e}"))
 }
 
 /// The log lines of every proxy this test binary runs for the tracing

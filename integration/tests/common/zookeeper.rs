@@ -6,7 +6,7 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 
-use super::common::{start_zk_server, RunningProxy};
+use super::{start_zk_server, RunningProxy};
 use shardgate::control::zookeeper;
 use shardgate::topology::bootstrap::ListenOverrides;
 use shardgate::topology::source::{parse_source, ConfigSource, ZkLocation};

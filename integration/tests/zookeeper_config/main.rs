@@ -11,10 +11,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-#[path = "../common/zookeeper.rs"]
-mod zk_harness;
-#[path = "../common/zk_serve.rs"]
-mod zk_serve;
+use common::zk_harness;
+use common::zk_serve;
 
 mod auth;
 mod cli;
