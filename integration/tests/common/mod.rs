@@ -316,6 +316,16 @@ pub async fn database_exists(port: u16, name: &str) -> bool {
     found.is_some()
 }
 
+/// The shard database the admin port's `EXPLAIN ROUTE <statement>` names.
+pub async fn explain_route_database(admin: &mut Conn, statement: &str) -> Option<String> {
+    let route: mysql_async::Row = admin
+        .query_first(format!("EXPLAIN ROUTE {statement}"))
+        .await
+        .expect("EXPLAIN ROUTE")
+        .expect("a route");
+    route.get::<String, _>("database")
+}
+
 /// The MySQL error code and message of a failed statement.
 pub fn server_error(error: mysql_async::Error) -> (u16, String) {
     match error {

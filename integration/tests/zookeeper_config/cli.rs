@@ -366,16 +366,10 @@ async fn a_push_that_rehomes_data_is_refused_unless_allowed() {
     )
     .await;
     let mut admin = admin(&proxy).await;
-    let route: Row = admin
-        .query_first(format!(
-            "EXPLAIN ROUTE SELECT user_id FROM user_by_email WHERE email = '{email}'"
-        ))
-        .await
-        .unwrap()
-        .expect("a route");
+    let statement = format!("SELECT user_id FROM user_by_email WHERE email = '{email}'");
     assert_eq!(
-        route.get::<String, _>("database").as_deref(),
-        Some(new_db.as_str())
+        explain_route_database(&mut admin, &statement).await,
+        Some(new_db.clone())
     );
     admin.disconnect().await.ok();
     proxy.control.shutdown().await;

@@ -235,16 +235,7 @@ async fn an_invalid_config_is_refused_and_the_old_one_keeps_routing() {
         .unwrap()
         + 1;
     write_config(&proxy.config_path, &overlapping);
-    wait_until("the refused reload", Duration::from_secs(5), || {
-        control
-            .config_status()
-            .last_reload
-            .is_some_and(|a| a.result.is_err())
-    })
-    .await;
-    let attempt = control.config_status().last_reload.unwrap();
-    assert_eq!(attempt.trigger, ReloadTrigger::FileChange);
-    let reason = attempt.result.unwrap_err();
+    let reason = refused_file_change(&control, "the refused reload").await;
     let expected = format!(
         "shardgate.yaml:{bad_line}: fleet main: range [2000, 4095] overlaps range [0, 2047] on line {good_line}"
     );
@@ -551,16 +542,7 @@ async fn a_reload_that_rehomes_data_is_refused_unless_forced() {
 
     // The watcher refuses it.
     write_config(&proxy.config_path, &rehoming);
-    wait_until("the refused file change", Duration::from_secs(5), || {
-        control
-            .config_status()
-            .last_reload
-            .is_some_and(|a| a.result.is_err())
-    })
-    .await;
-    let attempt = control.config_status().last_reload.unwrap();
-    assert_eq!(attempt.trigger, ReloadTrigger::FileChange);
-    let reason = attempt.result.unwrap_err();
+    let reason = refused_file_change(&control, "the refused file change").await;
     assert!(
         reason.contains(change) && reason.contains("RELOAD CONFIG FORCE"),
         "{reason}"
@@ -618,16 +600,24 @@ async fn a_reload_that_rehomes_data_is_refused_unless_forced() {
         control.config_status().version,
         version_of(rehoming.as_bytes())
     );
-    let route: mysql_async::Row = admin
-        .query_first(format!(
-            "EXPLAIN ROUTE SELECT user_id FROM user_by_email WHERE email = '{email}'"
-        ))
-        .await
-        .unwrap()
-        .expect("a route");
+    let statement = format!("SELECT user_id FROM user_by_email WHERE email = '{email}'");
     assert_eq!(
-        route.get::<String, _>("database").as_deref(),
-        Some(new_db.as_str())
+        explain_route_database(&mut admin, &statement).await,
+        Some(new_db.clone())
     );
     admin.disconnect().await.ok();
+}
+
+/// Waits until the file watcher's reload is refused; its reason.
+async fn refused_file_change(control: &Control, what: &str) -> String {
+    wait_until(what, Duration::from_secs(5), || {
+        control
+            .config_status()
+            .last_reload
+            .is_some_and(|a| a.result.is_err())
+    })
+    .await;
+    let attempt = control.config_status().last_reload.expect("a reload");
+    assert_eq!(attempt.trigger, ReloadTrigger::FileChange);
+    attempt.result.expect_err("refused")
 }
