@@ -744,7 +744,9 @@ fn record_shape_problems(file: &str, text: &str) -> Vec<String> {
     let mut problems = Vec::new();
     let mut lines = text.lines().filter(|line| !line.trim().is_empty());
     if !lines.next().is_some_and(|line| line.starts_with("# ")) {
-        problems.push(format!("{file}: the first line is not a `# <title>` heading"));
+        problems.push(format!(
+            "{file}: the first line is not a `# <title>` heading"
+        ));
     }
     let mut fenced = false;
     let mut found: Vec<(usize, &str)> = Vec::new();
@@ -772,9 +774,12 @@ fn record_shape_problems(file: &str, text: &str) -> Vec<String> {
         None => problems.push(format!(
             "{file}: no `- Status: accepted (<date, commit>)` line under the title"
         )),
-        Some(line) if found.first().is_some_and(|(first, _)| *first < line) => problems.push(
-            format!("{file}: the `- Status:` line (line {line}) comes after `{}`, not under the title", found[0].1),
-        ),
+        Some(line) if found.first().is_some_and(|(first, _)| *first < line) => {
+            problems.push(format!(
+                "{file}: the `- Status:` line (line {line}) comes after `{}`, not under the title",
+                found[0].1
+            ))
+        }
         Some(_) => {}
     }
     for heading in RECORD_SECTIONS {
@@ -784,16 +789,14 @@ fn record_shape_problems(file: &str, text: &str) -> Vec<String> {
             n => problems.push(format!("{file}: `{heading}` appears {n} times")),
         }
     }
+    // Compared only when no heading repeats (a repeat is reported above).
     let order: Vec<&str> = found.iter().map(|(_, h)| *h).collect();
-    let mut expected: Vec<&str> = RECORD_SECTIONS
+    let present: Vec<&str> = RECORD_SECTIONS
         .iter()
         .copied()
         .filter(|h| order.contains(h))
         .collect();
-    expected.dedup();
-    let mut seen = order.clone();
-    seen.dedup();
-    if seen.len() == expected.len() && seen != expected {
+    if order.len() == present.len() && order != present {
         let at: Vec<String> = found
             .iter()
             .map(|(line, h)| format!("`{h}` (line {line})"))
@@ -869,7 +872,9 @@ fn record_shape_problems_name_what_is_missing() {
             "f.md: no `## Consequences` heading".to_owned(),
         ]
     );
-    let swapped = good.replace("## Context", "## Tmp").replace("## Decision", "## Context");
+    let swapped = good
+        .replace("## Context", "## Tmp")
+        .replace("## Decision", "## Context");
     let swapped = swapped.replace("## Tmp", "## Decision");
     let problems = record_shape_problems("f.md", &swapped);
     assert_eq!(problems.len(), 1, "{problems:?}");
