@@ -309,6 +309,12 @@ async fn check_host<T: Checked>(
         let transition = match outcome {
             Ok(()) => {
                 let reading = lag.read(&topology, &addr, timeout).await;
+                let failing = |l: &Option<ReplicaLag>| l.as_ref().and_then(|l| l.error.clone());
+                if let Some(error) =
+                    failing(&reading).filter(|e| Some(e) != failing(&host.health().lag).as_ref())
+                {
+                    warn!(host = %addr, %error, "replica lag not read: SHOW HOSTS shows NULL and promotions are not refused for lag until it is");
+                }
                 host.host_health.record_lag(reading);
                 host.host_health.record_success(elapsed)
             }

@@ -336,17 +336,16 @@ pub async fn read_lag(
     let applied = GtidPos::parse(&applied)
         .ok_or_else(|| format!("cannot read @@gtid_slave_pos '{applied}'"))?;
     let (lag, gtid_behind) = tracker.observe(Instant::now(), master_pos, &applied);
-    let seconds_behind_master = status.as_ref().and_then(|s| s.seconds_behind);
+    let status = status.ok_or("SHOW SLAVE STATUS is empty: it is no replica")?;
+    let seconds_behind_master = status.seconds_behind;
     let lag = lag.max(Duration::from_secs(seconds_behind_master.unwrap_or(0)));
     Ok(ReplicaLag {
         master: master.to_owned(),
         lag: Some(lag),
         seconds_behind_master,
         gtid_behind,
-        sql_running: status.as_ref().is_some_and(|s| s.sql_running == "Yes"),
-        error: status
-            .is_none()
-            .then(|| "SHOW SLAVE STATUS is empty: it is no replica".to_owned()),
+        sql_running: status.sql_running == "Yes",
+        error: None,
     })
 }
 
