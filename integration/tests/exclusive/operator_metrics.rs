@@ -375,3 +375,70 @@ async fn operator_metrics_move_when_provoked() {
 
     delete_pins(MASTER_A, &[12], "operator metrics").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_failover_refuses_a_lagging_replica_and_counts_it() {
+    let _fleet = serial().await;
+    // 3309 receives 3307's writes but does not apply them.
+    let mut replica_conn = operations(3309).await;
+    replica_conn
+        .query_drop("STOP SLAVE SQL_THREAD")
+        .await
+        .unwrap();
+    let _restart = RunOn3309WhenDropped("START SLAVE SQL_THREAD");
+    let mut master = direct(MASTER_A).await;
+    master
+        .exec_drop(
+            "INSERT INTO db00013.pins (data) VALUES (?)",
+            ("auto lag test",),
+        )
+        .await
+        .unwrap();
+    // The range's master is an address nothing answers on (dead at once);
+    // the replica is 3309.
+    let yaml = yaml_with_max_lag(100)
+        .replace("auto_failover: false", "auto_failover: true")
+        .replace(
+            "master: 127.0.0.1:3307, replica: 127.0.0.1:3309",
+            "master: 127.0.0.1:3399, replica: 127.0.0.1:3309",
+        );
+    assert!(yaml.contains("127.0.0.1:3399") && yaml.contains("auto_failover: true"));
+    let proxy = start_server("auto-lag", &yaml);
+    let refused = "shardgate_failovers_refused_lag_total{trigger=\"auto\"}";
+    let deadline = common::Deadline::new(
+        "the automatic promotion refused for lag",
+        Duration::from_secs(20),
+    );
+    loop {
+        let samples = scrape(&proxy).await;
+        if sample(&samples, refused) >= 1.0 {
+            assert_eq!(
+                sample(&samples, "shardgate_failovers_total{trigger=\"auto\"}"),
+                0.0
+            );
+            break;
+        }
+        deadline.retry(sample(&samples, refused)).await;
+    }
+    let topology = proxy.engine.topology.load();
+    assert!(topology.is_master("127.0.0.1:3399"), "nothing was promoted");
+    let written = std::fs::read_to_string(&proxy.config_path).unwrap();
+    assert!(
+        written.contains("master: 127.0.0.1:3399, replica: 127.0.0.1:3309"),
+        "{written}"
+    );
+    let lag = proxy
+        .engine
+        .backends
+        .pool("127.0.0.1:3309")
+        .health()
+        .lag
+        .expect("lag read");
+    assert!(!lag.sql_running && lag.gtid_behind >= Some(1), "{lag:?}");
+
+    replica_conn
+        .query_drop("START SLAVE SQL_THREAD")
+        .await
+        .unwrap();
+    delete_pins(MASTER_A, &[13], "auto lag test").await;
+}
