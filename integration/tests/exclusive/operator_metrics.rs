@@ -11,7 +11,6 @@ use std::time::Duration;
 use common::*;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const HEALTH_LINE: &str =
     "health: { interval_ms: 1000, timeout_ms: 1000, failures_before_down: 2, auto_failover: false }";
@@ -29,40 +28,6 @@ fn yaml_with_max_lag(max_promote_lag_ms: u64) -> String {
             "health: {{ interval_ms: 200, timeout_ms: 1000, failures_before_down: 2, auto_failover: false, max_promote_lag_ms: {max_promote_lag_ms} }}"
         ),
     )
-}
-
-/// The samples of `GET /metrics` on `proxy`, by `name{labels}`.
-async fn scrape(proxy: &RunningProxy) -> BTreeMap<String, f64> {
-    let addr = proxy.listening.metrics.expect("metrics endpoint");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
-        .await
-        .unwrap();
-    let mut response = String::new();
-    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut response))
-        .await
-        .expect("the endpoint answers")
-        .unwrap();
-    let (_, body) = response.split_once("\r\n\r\n").expect("head and body");
-    body.lines()
-        .filter(|line| !line.starts_with('#') && !line.is_empty())
-        .filter_map(|line| {
-            let (name, value) = line.rsplit_once(' ')?;
-            Some((name.to_owned(), value.parse().ok()?))
-        })
-        .collect()
-}
-
-/// The sample `name` of `samples` (`NaN` counts as present), failing the
-/// test when it is missing.
-fn sample(samples: &BTreeMap<String, f64>, name: &str) -> f64 {
-    *samples.get(name).unwrap_or_else(|| {
-        panic!(
-            "no sample {name} in {:#?}",
-            samples.keys().collect::<Vec<_>>()
-        )
-    })
 }
 
 /// `SHOW HOSTS`' row of `host`, by column name.
@@ -158,21 +123,21 @@ async fn a_replica_whose_sql_thread_stopped_shows_its_lag_and_is_not_promoted() 
         "NULL: SQL thread stopped: {row:?}"
     );
 
-    let samples = scrape(&proxy).await;
-    assert!(sample(&samples, &format!("shardgate_replica_lag_seconds{REPLICA}")) > 1.0);
+    let samples = scrape_metrics(&proxy).await;
+    assert!(metric_sample(&samples, &format!("shardgate_replica_lag_seconds{REPLICA}")) > 1.0);
     assert!(
-        sample(
+        metric_sample(
             &samples,
             &format!("shardgate_replica_gtid_behind_transactions{REPLICA}")
         ) >= 2.0
     );
-    assert!(sample(
+    assert!(metric_sample(
         &samples,
         &format!("shardgate_replica_seconds_behind_master{REPLICA}")
     )
     .is_nan());
     assert_eq!(
-        sample(&samples, &format!("shardgate_replica_sql_running{REPLICA}")),
+        metric_sample(&samples, &format!("shardgate_replica_sql_running{REPLICA}")),
         0.0
     );
     assert!(
@@ -181,7 +146,7 @@ async fn a_replica_whose_sql_thread_stopped_shows_its_lag_and_is_not_promoted() 
             .any(|k| k.starts_with("shardgate_replica_lag_seconds{host=\"127.0.0.1:3307\"")),
         "a master exports no lag"
     );
-    let refused_before = sample(
+    let refused_before = metric_sample(
         &samples,
         "shardgate_failovers_refused_lag_total{trigger=\"admin\"}",
     );
@@ -209,16 +174,16 @@ async fn a_replica_whose_sql_thread_stopped_shows_its_lag_and_is_not_promoted() 
     let mut master_conn = operations(3307).await;
     let read_only: Option<u8> = master_conn.query_first("SELECT @@read_only").await.unwrap();
     assert_eq!(read_only, Some(0), "the old master was not fenced");
-    let samples = scrape(&proxy).await;
+    let samples = scrape_metrics(&proxy).await;
     assert_eq!(
-        sample(
+        metric_sample(
             &samples,
             "shardgate_failovers_refused_lag_total{trigger=\"admin\"}"
         ),
         refused_before + 1.0
     );
     assert_eq!(
-        sample(&samples, "shardgate_failovers_total{trigger=\"admin\"}"),
+        metric_sample(&samples, "shardgate_failovers_total{trigger=\"admin\"}"),
         0.0
     );
 
@@ -243,10 +208,10 @@ async fn operator_metrics_move_when_provoked() {
     let _fleet = serial().await;
     let yaml = with_limits(&test_config_yaml(), "  max_client_connections: 2\n");
     let proxy = start_server("operator-metrics", &yaml);
-    let before = scrape(&proxy).await;
+    let before = scrape_metrics(&proxy).await;
     let version = env!("CARGO_PKG_VERSION");
     assert_eq!(
-        sample(
+        metric_sample(
             &before,
             &format!("shardgate_build_info{{version=\"{version}\"}}")
         ),
@@ -254,47 +219,53 @@ async fn operator_metrics_move_when_provoked() {
     );
     let old_version = proxy.control.config_status.snapshot().version;
     assert_eq!(
-        sample(
+        metric_sample(
             &before,
             &format!("shardgate_config_info{{version=\"{old_version}\"}}")
         ),
         1.0
     );
-    assert_eq!(sample(&before, "shardgate_fenced"), 0.0);
+    assert_eq!(metric_sample(&before, "shardgate_fenced"), 0.0);
     assert_eq!(
-        sample(&before, "shardgate_fenced_since_timestamp_seconds"),
+        metric_sample(&before, "shardgate_fenced_since_timestamp_seconds"),
         0.0
     );
-    assert_eq!(sample(&before, "shardgate_sessions_handed_off_total"), 0.0);
     assert_eq!(
-        sample(&before, "shardgate_sessions_drained_total{when=\"idle\"}"),
+        metric_sample(&before, "shardgate_sessions_handed_off_total"),
         0.0
     );
-    assert_eq!(sample(&before, "shardgate_paused_shards"), 0.0);
+    assert_eq!(
+        metric_sample(&before, "shardgate_sessions_drained_total{when=\"idle\"}"),
+        0.0
+    );
+    assert_eq!(metric_sample(&before, "shardgate_paused_shards"), 0.0);
     let host_a = "{host=\"127.0.0.1:3307\",fleet=\"main\",role=\"master\"}";
 
     // A statement: a pool checkout on 3307, its wait, a one-shard route.
     let mut conn = app(&proxy).await;
     insert_pin(&mut conn, 12, "operator metrics").await;
-    let after_insert = scrape(&proxy).await;
+    let after_insert = scrape_metrics(&proxy).await;
     for family in [
         format!("shardgate_host_pool_checkouts_total{host_a}"),
         format!("shardgate_host_pool_wait_seconds_count{host_a}"),
         "shardgate_route_statements_total{route=\"shard\"}".to_owned(),
     ] {
         assert!(
-            sample(&after_insert, &family) > before.get(&family).copied().unwrap_or(0.0),
+            metric_sample(&after_insert, &family) > before.get(&family).copied().unwrap_or(0.0),
             "{family} did not move"
         );
     }
     assert_eq!(
-        sample(
+        metric_sample(
             &after_insert,
             &format!("shardgate_host_pool_checkout_timeouts_total{host_a}")
         ),
         0.0
     );
-    assert_eq!(sample(&after_insert, "shardgate_client_connections"), 1.0);
+    assert_eq!(
+        metric_sample(&after_insert, "shardgate_client_connections"),
+        1.0
+    );
 
     // A refused login.
     let error = connect_to(proxy.listening.client, APP_USER, "wrong")
@@ -307,16 +278,16 @@ async fn operator_metrics_move_when_provoked() {
         .await
         .expect_err("a third client is refused");
     assert_eq!(server_error(error).0, 1040);
-    let refused = scrape(&proxy).await;
+    let refused = scrape_metrics(&proxy).await;
     assert_eq!(
-        sample(&refused, "shardgate_client_logins_failed_total"),
-        sample(&before, "shardgate_client_logins_failed_total") + 1.0
+        metric_sample(&refused, "shardgate_client_logins_failed_total"),
+        metric_sample(&before, "shardgate_client_logins_failed_total") + 1.0
     );
     assert_eq!(
-        sample(&refused, "shardgate_client_connections_refused_total"),
-        sample(&before, "shardgate_client_connections_refused_total") + 1.0
+        metric_sample(&refused, "shardgate_client_connections_refused_total"),
+        metric_sample(&before, "shardgate_client_connections_refused_total") + 1.0
     );
-    assert_eq!(sample(&refused, "shardgate_client_connections"), 2.0);
+    assert_eq!(metric_sample(&refused, "shardgate_client_connections"), 2.0);
 
     // A reload applied, then one refused.
     let mut admin = admin(&proxy).await;
@@ -333,16 +304,19 @@ async fn operator_metrics_move_when_provoked() {
         .await
         .expect_err("an unknown key is refused");
     assert_eq!(server_error(error).0, 1105);
-    let reloaded = scrape(&proxy).await;
-    assert_eq!(sample(&reloaded, applied), sample(&before, applied) + 1.0);
+    let reloaded = scrape_metrics(&proxy).await;
     assert_eq!(
-        sample(&reloaded, refused_reloads),
-        sample(&before, refused_reloads) + 1.0
+        metric_sample(&reloaded, applied),
+        metric_sample(&before, applied) + 1.0
+    );
+    assert_eq!(
+        metric_sample(&reloaded, refused_reloads),
+        metric_sample(&before, refused_reloads) + 1.0
     );
     let new_version = proxy.control.config_status.snapshot().version;
     assert_ne!(new_version, old_version);
     assert_eq!(
-        sample(
+        metric_sample(
             &reloaded,
             &format!("shardgate_config_info{{version=\"{new_version}\"}}")
         ),
@@ -352,8 +326,8 @@ async fn operator_metrics_move_when_provoked() {
         "shardgate_config_info{{version=\"{old_version}\"}}"
     )));
     assert!(
-        sample(&reloaded, "shardgate_config_loaded_timestamp_seconds")
-            >= sample(&before, "shardgate_config_loaded_timestamp_seconds")
+        metric_sample(&reloaded, "shardgate_config_loaded_timestamp_seconds")
+            >= metric_sample(&before, "shardgate_config_loaded_timestamp_seconds")
     );
 
     // A pause of 100 shards.
@@ -362,16 +336,19 @@ async fn operator_metrics_move_when_provoked() {
         .await
         .expect("pause");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let paused = scrape(&proxy).await;
+    let paused = scrape_metrics(&proxy).await;
     admin
         .query_drop("RESUME SHARDS 100-199 IN main")
         .await
         .expect("resume");
-    assert_eq!(sample(&paused, "shardgate_paused_shards"), 100.0);
-    assert!(sample(&paused, "shardgate_oldest_pause_seconds") >= 0.3);
-    let resumed = scrape(&proxy).await;
-    assert_eq!(sample(&resumed, "shardgate_paused_shards"), 0.0);
-    assert_eq!(sample(&resumed, "shardgate_oldest_pause_seconds"), 0.0);
+    assert_eq!(metric_sample(&paused, "shardgate_paused_shards"), 100.0);
+    assert!(metric_sample(&paused, "shardgate_oldest_pause_seconds") >= 0.3);
+    let resumed = scrape_metrics(&proxy).await;
+    assert_eq!(metric_sample(&resumed, "shardgate_paused_shards"), 0.0);
+    assert_eq!(
+        metric_sample(&resumed, "shardgate_oldest_pause_seconds"),
+        0.0
+    );
 
     delete_pins(MASTER_A, &[12], "operator metrics").await;
 }
@@ -410,15 +387,15 @@ async fn auto_failover_refuses_a_lagging_replica_and_counts_it() {
         Duration::from_secs(20),
     );
     loop {
-        let samples = scrape(&proxy).await;
-        if sample(&samples, refused) >= 1.0 {
+        let samples = scrape_metrics(&proxy).await;
+        if metric_sample(&samples, refused) >= 1.0 {
             assert_eq!(
-                sample(&samples, "shardgate_failovers_total{trigger=\"auto\"}"),
+                metric_sample(&samples, "shardgate_failovers_total{trigger=\"auto\"}"),
                 0.0
             );
             break;
         }
-        deadline.retry(sample(&samples, refused)).await;
+        deadline.retry(metric_sample(&samples, refused)).await;
     }
     let topology = proxy.engine.topology.load();
     assert!(topology.is_master("127.0.0.1:3399"), "nothing was promoted");
