@@ -87,14 +87,39 @@ mod tests {
     fn figures_copy_each_pool_and_its_host_state() {
         let topology = load(SPEC_YAML);
         let backends = Backends::new(pool::BackendSettings::from_config(&topology.config.backend));
-        backends.add_hosts(&["127.0.0.1:3308", "127.0.0.1:3307"]);
+        backends.add_hosts(&[
+            "127.0.0.1:3308",
+            "127.0.0.1:3307",
+            "127.0.0.1:3309",
+            "10.0.0.9:3306",
+        ]);
         let pool = backends.pool("127.0.0.1:3307");
         pool.statements.record(Duration::from_millis(2), true);
         pool.checkouts.fetch_add(3, Ordering::Relaxed);
         pool.host_health.record_success(Duration::from_millis(1));
         let figures = backends.figures(&topology);
         let addrs: Vec<&str> = figures.iter().map(|f| f.addr.as_str()).collect();
-        assert_eq!(addrs, ["127.0.0.1:3307", "127.0.0.1:3308"]);
+        assert_eq!(
+            addrs,
+            [
+                "10.0.0.9:3306",
+                "127.0.0.1:3307",
+                "127.0.0.1:3308",
+                "127.0.0.1:3309"
+            ]
+        );
+        let labels: Vec<(&str, &str)> =
+            figures.iter().map(|f| (f.fleet.as_str(), f.role)).collect();
+        assert_eq!(
+            labels,
+            [
+                ("", "retired"),
+                ("main", "master"),
+                ("main", "master"),
+                ("main", "replica")
+            ]
+        );
+        let figures = &figures[1..];
         let first = &figures[0];
         assert_eq!(
             (first.statements.count(), first.statements.errors()),
