@@ -33,7 +33,8 @@ use serde::Deserialize;
 
 use crate::admin::parse::COMMANDS;
 use crate::cli::Cli;
-use crate::stats::{prometheus, Histogram, HostFigures, Stats};
+use crate::stats::operator::ProxyFigures;
+use crate::stats::{prometheus, HostFigures, Stats};
 use crate::topology::bootstrap::Bootstrap;
 use crate::topology::config::Config;
 
@@ -448,27 +449,23 @@ fn every_admin_command_is_documented_and_every_documented_one_exists() {
     );
 }
 
+/// The metric families `/metrics` exports, for one host, with their type
+/// (its `# TYPE` lines).
+fn exported_types() -> BTreeMap<String, String> {
+    let mut host = HostFigures::unchecked("127.0.0.1:3307");
+    host.up = true;
+    prometheus(&Stats::new(), &[host], &ProxyFigures::default())
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split_once(' '))
+        .map(|(name, kind)| (name.to_owned(), kind.to_owned()))
+        .collect()
+}
+
 /// The metric families `/metrics` exports (its `# TYPE` lines), for one
 /// host.
 fn exported_families() -> BTreeSet<String> {
-    let host = HostFigures {
-        addr: "127.0.0.1:3307".to_owned(),
-        statements: Histogram::new().snapshot(),
-        up: true,
-        check_latency: None,
-        checks: 0,
-        check_failures: 0,
-        checkouts: 0,
-        errors: 0,
-        in_use: 0,
-        idle: 0,
-    };
-    prometheus(&Stats::new(), &[host])
-        .lines()
-        .filter_map(|line| line.strip_prefix("# TYPE "))
-        .filter_map(|rest| rest.split_whitespace().next())
-        .map(str::to_owned)
-        .collect()
+    exported_types().into_keys().collect()
 }
 
 #[test]
@@ -485,6 +482,149 @@ fn every_metric_is_documented_and_every_documented_one_exists() {
         .filter(|name| name.starts_with("shardgate_"))
         .collect();
     compare("metric families", &families, &documented, METRICS);
+}
+
+const ALERTS: &str = "integration/monitoring/shardgate-alerts.yml";
+const DASHBOARD: &str = "integration/monitoring/grafana-dashboard.json";
+
+/// The `shardgate_*` metric names in a PromQL expression.
+fn metric_names(expr: &str) -> Vec<&str> {
+    let mut names = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find("shardgate_") {
+        let preceded = rest[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        if !preceded {
+            names.push(&tail[..end]);
+        }
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// Whether `name` is a sample name `/metrics` can serve: a family, or a
+/// histogram family's `_bucket`, `_sum` or `_count`.
+fn is_exported(name: &str, types: &BTreeMap<String, String>) -> bool {
+    types.contains_key(name)
+        || ["_bucket", "_sum", "_count"].iter().any(|suffix| {
+            name.strip_suffix(suffix)
+                .is_some_and(|family| types.get(family).is_some_and(|t| t == "histogram"))
+        })
+}
+
+#[test]
+fn metric_names_are_read_from_promql() {
+    assert_eq!(
+        metric_names(
+            "sum by (le) (rate(shardgate_a_bucket{x=\"shardgate_no\"}[5m])) / shardgate_b"
+        ),
+        ["shardgate_a_bucket", "shardgate_no", "shardgate_b"]
+    );
+    assert_eq!(metric_names("my_shardgate_x + 1"), Vec::<&str>::new());
+    let types: BTreeMap<String, String> =
+        [("shardgate_h", "histogram"), ("shardgate_c", "counter")]
+            .map(|(n, t)| (n.to_owned(), t.to_owned()))
+            .into();
+    assert!(is_exported("shardgate_h_bucket", &types));
+    assert!(is_exported("shardgate_c", &types));
+    assert!(!is_exported("shardgate_c_count", &types));
+    assert!(!is_exported("shardgate_gone", &types));
+}
+
+/// Every string of a JSON document.
+fn json_strings(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::String(text) => out.push(text.clone()),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| json_strings(v, out)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| json_strings(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn monitoring_files_name_only_exported_metrics() {
+    let types = exported_types();
+    let mut unknown = Vec::new();
+
+    let rules: serde_yaml::Value =
+        serde_yaml::from_str(&read(ALERTS)).unwrap_or_else(|e| panic!("{ALERTS}: {e}"));
+    let groups = rules["groups"].as_sequence().expect("a `groups` list");
+    let mut alerts = 0;
+    for group in groups {
+        assert!(
+            group["name"].as_str().is_some(),
+            "{ALERTS}: a group without a name"
+        );
+        for rule in group["rules"]
+            .as_sequence()
+            .expect("each group has `rules`")
+        {
+            let name = rule["alert"].as_str().expect("every rule is an alert");
+            let expr = rule["expr"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{ALERTS}: {name} has no expr"));
+            if let Some(wait) = rule.get("for") {
+                let wait = wait.as_str().unwrap_or_default();
+                let number = wait.trim_end_matches(['s', 'm', 'h']);
+                assert!(
+                    !number.is_empty()
+                        && number.len() < wait.len()
+                        && number.parse::<u32>().is_ok(),
+                    "{ALERTS}: {name}: `for: {wait}` is no duration"
+                );
+            }
+            let named = metric_names(expr);
+            assert!(
+                !named.is_empty(),
+                "{ALERTS}: {name} names no shardgate metric"
+            );
+            unknown.extend(
+                named
+                    .into_iter()
+                    .filter(|n| !is_exported(n, &types))
+                    .map(|n| format!("{ALERTS} {name}: {n}")),
+            );
+            alerts += 1;
+        }
+    }
+    assert!(alerts >= 10, "{ALERTS}: {alerts} alerts");
+
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&read(DASHBOARD)).unwrap_or_else(|e| panic!("{DASHBOARD}: {e}"));
+    let panels = dashboard["panels"].as_array().expect("a `panels` list");
+    let mut strings = Vec::new();
+    json_strings(&dashboard, &mut strings);
+    let named: BTreeSet<&str> = strings.iter().flat_map(|s| metric_names(s)).collect();
+    for panel in panels {
+        let title = panel["title"].as_str().unwrap_or_default();
+        let targets = panel["targets"].as_array().map_or(0, Vec::len);
+        assert!(targets > 0, "{DASHBOARD}: panel {title:?} has no query");
+    }
+    unknown.extend(
+        named
+            .iter()
+            .filter(|n| !is_exported(n, &types))
+            .map(|n| format!("{DASHBOARD}: {n}")),
+    );
+    // The picture issue 22 asks for.
+    for needed in [
+        "shardgate_statements_total",
+        "shardgate_route_statement_duration_seconds_bucket",
+        "shardgate_hot_shard_statements",
+        "shardgate_host_pool_wait_seconds_bucket",
+        "shardgate_replica_lag_seconds",
+        "shardgate_fenced",
+        "shardgate_paused_shards",
+    ] {
+        assert!(named.contains(needed), "{DASHBOARD} shows no {needed}");
+    }
+    assert!(unknown.is_empty(), "metrics not exported: {unknown:#?}");
 }
 
 /// The commands of the command line, as `shardgate fleet move` (the root

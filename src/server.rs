@@ -145,11 +145,17 @@ pub async fn run(control: Arc<Control>) -> io::Result<Running> {
     }
     if let Some(listener) = metrics {
         let heartbeat = Heartbeat::spawn();
-        let stats = engine.clone();
+        let scraped = control.clone();
         let ready = control.clone();
         let endpoints = Endpoints {
             metrics: Box::new(move || {
-                crate::stats::prometheus(&stats.stats, &stats.backends.figures())
+                let engine = &scraped.engine;
+                let hosts = engine.backends.figures(&engine.topology.load());
+                crate::stats::prometheus(
+                    &engine.stats,
+                    &hosts,
+                    &crate::control::readiness::figures(&scraped),
+                )
             }),
             healthz: Box::new(move || heartbeat.liveness()),
             ready: Box::new(move || readiness(&ready, listening_now.get())),

@@ -171,7 +171,11 @@ async fn show_hosts_lists_the_four_hosts_with_roles_and_health() {
                 "pool_idle",
                 "queries",
                 "errors",
-                "last_error"
+                "last_error",
+                "replication_lag_ms",
+                "seconds_behind_master",
+                "gtid_behind",
+                "checkout_timeouts"
             ]
         );
         let names: Vec<_> = hosts.iter().map(|r| text(r, "host").unwrap()).collect();

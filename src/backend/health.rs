@@ -27,6 +27,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
+use super::replication::{read_lag, LagTracker, ReplicaLag};
 use super::Backends;
 use crate::sync::lock;
 use crate::topology::{SharedTopology, Topology};
@@ -94,6 +95,8 @@ pub struct HealthSnapshot {
     pub failures: u64,
     /// Checks that failed since the last good one.
     pub consecutive_failures: u32,
+    /// For a replica: its lag behind its master, as last read.
+    pub lag: Option<ReplicaLag>,
 }
 
 /// A host's health, kept in its state (which outlives its pools): the state in an atomic (read on
@@ -142,6 +145,7 @@ impl HostHealth {
                 checks: 0,
                 failures: 0,
                 consecutive_failures: 0,
+                lag: None,
             }),
         }
     }
@@ -218,6 +222,12 @@ impl HostHealth {
         Transition::Down
     }
 
+    /// Records a replica's lag as just read (none: the host is no replica
+    /// any more, or is down).
+    pub fn record_lag(&self, lag: Option<ReplicaLag>) {
+        self.details().lag = lag;
+    }
+
     fn details(&self) -> std::sync::MutexGuard<'_, HealthSnapshot> {
         lock(&self.details)
     }
@@ -277,6 +287,7 @@ async fn check_host<T: Checked>(
     events: UnboundedSender<HostEvent>,
 ) {
     let mut conn: Option<CheckConn> = None;
+    let mut lag = LagReader::default();
     let mut failover_pending = false;
     while let Some(strong) = checked.upgrade() {
         let Some(host) = strong.backends().host(&addr) else {
@@ -296,9 +307,20 @@ async fn check_host<T: Checked>(
         .unwrap_or_else(|_| Err(format!("no answer within {} ms", timeout.as_millis())));
         let elapsed = started.elapsed();
         let transition = match outcome {
-            Ok(()) => host.host_health.record_success(elapsed),
+            Ok(()) => {
+                let reading = lag.read(&topology, &addr, timeout).await;
+                let failing = |l: &Option<ReplicaLag>| l.as_ref().and_then(|l| l.error.clone());
+                if let Some(error) =
+                    failing(&reading).filter(|e| Some(e) != failing(&host.health().lag).as_ref())
+                {
+                    warn!(host = %addr, %error, "replica lag not read: SHOW HOSTS shows NULL and promotions are not refused for lag until it is");
+                }
+                host.host_health.record_lag(reading);
+                host.host_health.record_success(elapsed)
+            }
             Err(error) => {
                 conn = None;
+                host.host_health.record_lag(None);
                 host.host_health
                     .record_failure(error, settings.failures_before_down)
             }
@@ -365,6 +387,85 @@ async fn ping(
         .ping()
         .await
         .map_err(|e| format!("ping failed: {e}"))
+}
+
+/// A replica checker's connections for reading its lag (as the operations
+/// account: `SHOW SLAVE STATUS` needs a privilege the data path's account
+/// lacks), and the master positions seen.
+#[derive(Default)]
+struct LagReader {
+    replica: Option<Conn>,
+    master: Option<(String, Conn)>,
+    tracker: LagTracker,
+    /// The master the tracker's positions came from.
+    tracked: String,
+}
+
+impl LagReader {
+    /// The lag of `addr` if the topology makes it a replica; connections
+    /// are made as needed and dropped after an error.
+    async fn read(
+        &mut self,
+        topology: &Topology,
+        addr: &str,
+        timeout: Duration,
+    ) -> Option<ReplicaLag> {
+        let Some(master) = master_of(topology, addr) else {
+            *self = LagReader::default();
+            return None;
+        };
+        if self.tracked != master {
+            *self = LagReader {
+                tracked: master.clone(),
+                ..LagReader::default()
+            };
+        }
+        let account = topology.config.operations_account();
+        let (user, password) = (&account.user, &account.password);
+        if self.master.as_ref().is_none_or(|(at, _)| *at != master) {
+            self.master = connect(&master, user, password, timeout)
+                .await
+                .ok()
+                .map(|conn| (master.clone(), conn));
+        }
+        let reading = async {
+            if self.replica.is_none() {
+                self.replica = Some(connect(addr, user, password, timeout).await?);
+            }
+            let replica = self.replica.as_mut().ok_or("no connection")?;
+            let master_conn = self.master.as_mut().map(|(_, conn)| conn);
+            read_lag(&mut self.tracker, &master, master_conn, replica).await
+        };
+        let reading = tokio::time::timeout(timeout, reading)
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {} ms", timeout.as_millis())));
+        Some(reading.unwrap_or_else(|error| {
+            self.replica = None;
+            self.master = None;
+            ReplicaLag {
+                master,
+                lag: None,
+                seconds_behind_master: None,
+                gtid_behind: None,
+                sql_running: false,
+                error: Some(error),
+            }
+        }))
+    }
+}
+
+/// The master of the first range whose replica is `addr`.
+fn master_of(topology: &Topology, addr: &str) -> Option<String> {
+    topology
+        .fleets
+        .iter()
+        .flat_map(|fleet| &fleet.ranges)
+        .find(|range| {
+            range
+                .replica
+                .is_some_and(|r| topology.hosts[r].addr == addr)
+        })
+        .map(|range| topology.hosts[range.master].addr.clone())
 }
 
 /// A control-plane connection to `addr` as `user`, bounded by `timeout`.

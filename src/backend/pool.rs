@@ -123,6 +123,11 @@ pub struct HostState {
     pub statements: Histogram,
     /// Connections checked out to run a statement on this host.
     pub checkouts: AtomicU64,
+    /// How long checkouts waited for a place in the pool (and the
+    /// session's share of it).
+    pub pool_wait: Histogram,
+    /// Checkouts that found no place free in time.
+    pub checkout_timeouts: AtomicU64,
     /// Connect failures and broken connections on this host.
     pub errors: AtomicU64,
     /// The last failed connect, while it is recent.
@@ -137,6 +142,8 @@ impl HostState {
             host_health: HostHealth::new(),
             statements: Histogram::new(),
             checkouts: AtomicU64::new(0),
+            pool_wait: Histogram::new(),
+            checkout_timeouts: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             connect_failure: Mutex::new(None),
         }
@@ -304,7 +311,8 @@ impl HostPool {
             return Err(PoolError::HostDown(reason));
         }
         let waited = self.settings.checkout_timeout;
-        let deadline = tokio::time::Instant::now() + waited;
+        let started = tokio::time::Instant::now();
+        let deadline = started + waited;
         let max = self.settings.max_per_host.max(1);
         let share_permit = match share {
             Some((share, percent)) if percent < 100 => {
@@ -312,7 +320,8 @@ impl HostPool {
                 let semaphore = share.semaphore(&self.addr, size);
                 let permit = tokio::time::timeout_at(deadline, semaphore.acquire_owned())
                     .await
-                    .map_err(|_| PoolError::ShareExhausted {
+                    .map_err(|_| self.timed_out(started))
+                    .map_err(|()| PoolError::ShareExhausted {
                         size,
                         max,
                         percent,
@@ -326,8 +335,10 @@ impl HostPool {
         let permit = self
             .acquire_until(deadline)
             .await
-            .ok_or(PoolError::PoolExhausted { max, waited })?
+            .ok_or_else(|| self.timed_out(started))
+            .map_err(|()| PoolError::PoolExhausted { max, waited })?
             .map_err(|_| PoolError::Closed)?;
+        self.pool_wait.record(started.elapsed(), false);
         self.checkouts.fetch_add(1, Ordering::Relaxed);
         if let Some(conn) = self.take_idle(key) {
             return Ok(PooledConn {
@@ -364,6 +375,12 @@ impl HostPool {
                 Err(PoolError::Connect(reason))
             }
         }
+    }
+
+    /// Counts a checkout that waited from `started` and found no place.
+    fn timed_out(&self, started: tokio::time::Instant) {
+        self.pool_wait.record(started.elapsed(), true);
+        self.checkout_timeouts.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A place in the pool, waited for in arrival order until `deadline`

@@ -21,7 +21,31 @@ use serde_json::json;
 
 use super::Control;
 use crate::stats::http::Probe;
+use crate::stats::operator::ProxyFigures;
 use crate::topology::Topology;
+
+/// The proxy's state as `/metrics` shows it: sessions, config, fence,
+/// pauses, graceful stop.
+pub fn figures(control: &Control) -> ProxyFigures {
+    let engine = &control.engine;
+    let config = control.config_status.snapshot();
+    let (reloads_applied, reloads_refused) = control.config_status.reload_counts();
+    let paused = engine.pauses.paused();
+    ProxyFigures {
+        clients: engine.sessions.count(),
+        reloads_applied,
+        reloads_refused,
+        config_version: config.version,
+        config_loaded_at: Some(config.loaded_at),
+        fenced_since: engine.fence.raised_times().map(|(_, raised)| raised),
+        paused_shards: paused
+            .iter()
+            .map(|p| u64::from(p.last.saturating_sub(p.first)) + 1)
+            .sum(),
+        oldest_pause: paused.iter().filter_map(|p| p.since.elapsed().ok()).max(),
+        drained: engine.sessions.shutdown_closed(),
+    }
+}
 
 /// How often the heartbeat task beats.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(500);

@@ -6,11 +6,11 @@
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Row};
+use mysql_async::Conn;
 use tracing::warn;
 
 use crate::backend::health::connect;
-use crate::topology::rewrite::same_address;
+pub use crate::backend::replication::{replication, same_server, Replication};
 use crate::topology::Topology;
 
 /// Longest wait for a replica to apply the master's last transaction.
@@ -175,139 +175,6 @@ pub async fn wait_for(
     })
 }
 
-/// A server's replication as `SHOW SLAVE STATUS` shows it (the default
-/// connection).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Replication {
-    /// `Master_Host:Master_Port`.
-    pub master: String,
-    /// `Slave_IO_Running` (`Yes`, `No`, `Connecting`).
-    pub io_running: String,
-    /// `Slave_SQL_Running`.
-    pub sql_running: String,
-    /// `Using_Gtid` (`No`, `Slave_Pos`, `Current_Pos`).
-    pub using_gtid: String,
-    /// `Seconds_Behind_Master` (none while a thread is stopped).
-    pub seconds_behind: Option<u64>,
-    /// `Last_IO_Error` or `Last_SQL_Error`, whichever is set.
-    pub last_error: String,
-    /// The replication filters set (`Replicate_Do_DB = db1`, ...).
-    pub filters: Vec<String>,
-}
-
-/// The `SHOW SLAVE STATUS` columns of replication filters: a replica with
-/// one set has not applied every transaction of its master.
-const FILTERS: [&str; 6] = [
-    "Replicate_Do_DB",
-    "Replicate_Ignore_DB",
-    "Replicate_Do_Table",
-    "Replicate_Ignore_Table",
-    "Replicate_Wild_Do_Table",
-    "Replicate_Wild_Ignore_Table",
-];
-
-impl Replication {
-    /// Why this is not a running GTID replica of `master` (none: it is).
-    pub fn problem_for(&self, master: &str) -> Option<String> {
-        if !same_server(&self.master, master) {
-            return Some(format!(
-                "it replicates from {}, not from {master}",
-                self.master
-            ));
-        }
-        if self.io_running != "Yes" || self.sql_running != "Yes" {
-            return Some(format!(
-                "replication threads are not both running (IO {}, SQL {}){}",
-                self.io_running,
-                self.sql_running,
-                if self.last_error.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", self.last_error)
-                }
-            ));
-        }
-        if self.using_gtid.eq_ignore_ascii_case("No") || self.using_gtid.is_empty() {
-            return Some(
-                "it does not replicate with GTIDs (Using_Gtid = No): CHANGE MASTER TO MASTER_USE_GTID=slave_pos"
-                    .to_owned(),
-            );
-        }
-        if !self.filters.is_empty() {
-            return Some(format!(
-                "it has replication filters ({}): it may lack rows of the moved shards; \
-                 remove them (SET GLOBAL Replicate_Do_DB = '' and the like, with replication stopped)",
-                self.filters.join(", ")
-            ));
-        }
-        None
-    }
-
-    /// `IO Yes, SQL Yes, from host:port, Using_Gtid X, N s behind`.
-    pub fn describe(&self) -> String {
-        format!(
-            "IO {}, SQL {}, from {}, Using_Gtid {}, {} behind",
-            self.io_running,
-            self.sql_running,
-            self.master,
-            self.using_gtid,
-            self.seconds_behind
-                .map_or_else(|| "unknown s".to_owned(), |s| format!("{s} s"))
-        )
-    }
-}
-
-/// Whether two `host:port` addresses name the same server: as the config
-/// compares them ([`same_address`]), with `localhost` taken as `127.0.0.1`.
-pub fn same_server(a: &str, b: &str) -> bool {
-    let plain = |addr: &str| {
-        let addr = addr.trim();
-        match addr.get(..10) {
-            Some(host) if host.eq_ignore_ascii_case("localhost:") => {
-                format!("127.0.0.1:{}", &addr[10..])
-            }
-            _ => addr.to_owned(),
-        }
-    };
-    same_address(&plain(a), &plain(b))
-}
-
-/// `SHOW SLAVE STATUS` on `conn`; `None` when the server is no replica.
-pub async fn replication(conn: &mut Conn) -> Result<Option<Replication>, String> {
-    let row: Option<Row> = conn
-        .query_first("SHOW SLAVE STATUS")
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(row.map(|row| {
-        let field = |name: &str| {
-            row.get_opt::<Option<String>, _>(name)
-                .and_then(Result::ok)
-                .flatten()
-                .unwrap_or_default()
-        };
-        let io_error = field("Last_IO_Error");
-        Replication {
-            master: format!("{}:{}", field("Master_Host"), field("Master_Port")),
-            io_running: field("Slave_IO_Running"),
-            sql_running: field("Slave_SQL_Running"),
-            using_gtid: field("Using_Gtid"),
-            seconds_behind: field("Seconds_Behind_Master").parse().ok(),
-            last_error: if io_error.is_empty() {
-                field("Last_SQL_Error")
-            } else {
-                io_error
-            },
-            filters: FILTERS
-                .iter()
-                .filter_map(|name| {
-                    let value = field(name);
-                    (!value.is_empty()).then(|| format!("{name} = {value}"))
-                })
-                .collect(),
-        }
-    }))
-}
-
 /// Makes the server read-only (`on`) for accounts without `READ_ONLY
 /// ADMIN` (the data path's account), so a writer still pointed at it
 /// fails; or writable again.
@@ -355,6 +222,7 @@ mod tests {
             seconds_behind: Some(0),
             last_error: String::new(),
             filters: Vec::new(),
+            gtid_io_pos: String::new(),
         }
     }
 

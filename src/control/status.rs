@@ -5,6 +5,7 @@
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
@@ -81,6 +82,10 @@ pub struct ConfigStatusSnapshot {
 pub struct ConfigStatus {
     inner: Mutex<ConfigStatusSnapshot>,
     serial: tokio::sync::Mutex<()>,
+    /// Configs put in force since the first (reloads, promotions, moves).
+    applied: AtomicU64,
+    /// Reload attempts refused.
+    refused: AtomicU64,
 }
 
 impl ConfigStatus {
@@ -95,7 +100,17 @@ impl ConfigStatus {
                 last_reload: None,
             }),
             serial: tokio::sync::Mutex::new(()),
+            applied: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
         }
+    }
+
+    /// Configs put in force since the first, and reload attempts refused.
+    pub fn reload_counts(&self) -> (u64, u64) {
+        (
+            self.applied.load(Ordering::Relaxed),
+            self.refused.load(Ordering::Relaxed),
+        )
     }
 
     /// A copy of the current status.
@@ -110,6 +125,9 @@ impl ConfigStatus {
 
     /// Records a reload attempt that left the config in force as it was.
     pub fn record(&self, trigger: ReloadTrigger, result: Result<String, String>) {
+        if result.is_err() {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
         lock(&self.inner).last_reload = Some(ReloadAttempt {
             at: SystemTime::now(),
             trigger,
@@ -125,6 +143,7 @@ impl ConfigStatus {
     /// Records a new config in force (version `version`).
     pub fn loaded(&self, version: String, trigger: ReloadTrigger, description: String) {
         let now = SystemTime::now();
+        self.applied.fetch_add(1, Ordering::Relaxed);
         let mut inner = lock(&self.inner);
         inner.version = version;
         inner.loaded_at = now;

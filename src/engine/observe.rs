@@ -120,6 +120,7 @@ impl Engine {
         };
         let max = usize::try_from(config.max_digests).unwrap_or(usize::MAX);
         self.stats.digests.record(&seen, max, || reread().1);
+        self.stats.record_route(seen.route, elapsed, error);
         for target in targets {
             if let Some(fleet) = topology.fleets.get(target.fleet) {
                 self.stats.shards.record(

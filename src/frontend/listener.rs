@@ -66,6 +66,7 @@ pub async fn serve_with(
         async move {
             let Some(_slot) = slot else {
                 debug!(connection_id, %peer, cap, "too many client connections; answered 1040");
+                engine.stats.operator.connection_refused();
                 handshake::refuse_too_many_connections(stream, cap);
                 return;
             };

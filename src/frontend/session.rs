@@ -146,6 +146,7 @@ where
         Err(LoginFailure::Io(error)) => return Err(error),
         Err(LoginFailure::Refused { error, seq }) => {
             debug!(connection_id, %error, "login refused");
+            engine.stats.operator.login_failed();
             return bounds
                 .within(handshake::reject(&mut writer, seq, &error))
                 .await;

@@ -7,6 +7,7 @@
 pub mod digest;
 pub mod histogram;
 pub mod http;
+pub mod operator;
 mod prometheus;
 pub mod shards;
 pub mod slow;
@@ -169,12 +170,15 @@ fn skip_blanks_and_comments(mut sql: &[u8]) -> &[u8] {
 #[derive(Debug, Default)]
 pub struct Stats {
     statements: [Histogram; CommandClass::ALL.len()],
+    routes: [Histogram; digest::RouteKind::ALL.len()],
     /// Per statement digest (`SHOW DIGESTS`).
     pub digests: digest::Digests,
     /// Per virtual shard (`SHOW SHARD STATS`).
     pub shards: shards::ShardStats,
     /// The slow-statement log's rate limit.
     pub slow_log: slow::SlowLogLimit,
+    /// Events outside the statement path (refused clients, promotions).
+    pub operator: operator::OperatorCounters,
 }
 
 impl Stats {
@@ -193,6 +197,18 @@ impl Stats {
     /// The histogram of one kind.
     pub fn statement(&self, kind: CommandClass) -> &Histogram {
         &self.statements[kind as usize]
+    }
+
+    /// Records one statement the router saw (a multi-statement's parts one
+    /// by one), under how it was routed.
+    #[inline]
+    pub fn record_route(&self, route: digest::RouteKind, elapsed: Duration, error: bool) {
+        self.routes[route as usize].record(elapsed, error);
+    }
+
+    /// The histogram of one route kind.
+    pub fn route(&self, route: digest::RouteKind) -> &Histogram {
+        &self.routes[route as usize]
     }
 }
 
@@ -245,14 +261,62 @@ pub struct HostFigures {
     pub checks: u64,
     /// Health checks that failed.
     pub check_failures: u64,
+    /// The fleets the host serves (comma-separated; empty once retired).
+    pub fleet: String,
+    /// `master`, `replica`, `master,replica` or `retired`.
+    pub role: &'static str,
     /// Connections checked out of the host's pool to run a statement.
     pub checkouts: u64,
+    /// How long checkouts waited for a place in the pool.
+    pub pool_wait: Snapshot,
+    /// Checkouts that found no connection free within
+    /// `backend.checkout_timeout_ms` (the pool's or the session's share).
+    pub checkout_timeouts: u64,
+    /// For a replica: its lag as the health checker last read it.
+    pub lag: Option<LagFigures>,
     /// Failed connects and broken connections.
     pub errors: u64,
     /// Connections checked out now.
     pub in_use: usize,
     /// Idle connections in the pool.
     pub idle: usize,
+}
+
+impl HostFigures {
+    /// A host as a pool shows it before any statement or check.
+    pub fn unchecked(addr: &str) -> Self {
+        Self {
+            addr: addr.to_owned(),
+            statements: Histogram::new().snapshot(),
+            up: false,
+            check_latency: None,
+            checks: 0,
+            check_failures: 0,
+            fleet: String::new(),
+            role: "retired",
+            checkouts: 0,
+            pool_wait: Histogram::new().snapshot(),
+            checkout_timeouts: 0,
+            errors: 0,
+            in_use: 0,
+            idle: 0,
+            lag: None,
+        }
+    }
+}
+
+/// A replica's lag as `/metrics` exports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LagFigures {
+    /// How long it has been missing a transaction its master had (none:
+    /// not read).
+    pub lag: Option<Duration>,
+    /// `Seconds_Behind_Master` (none when NULL or not read).
+    pub seconds_behind_master: Option<u64>,
+    /// Transactions of the master's GTID position it has not applied.
+    pub gtid_behind: Option<u64>,
+    /// Whether its SQL thread runs.
+    pub sql_running: bool,
 }
 
 /// Every statement kind seen so far in `stats`, then every host of `hosts`

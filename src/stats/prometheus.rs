@@ -2,14 +2,17 @@
 
 use std::fmt::{Display, Write};
 
+use super::digest::RouteKind;
 use super::histogram::{Snapshot, EXPORT_BOUNDS_US};
+use super::operator::{unix_seconds, PromotionTrigger, ProxyFigures};
 use super::shards::ShardOrder;
 use super::{CommandClass, HostFigures, Stats};
 
-/// Every statement kind of `stats` and every host of `hosts`, as
-/// Prometheus text.
-pub fn prometheus(stats: &Stats, hosts: &[HostFigures]) -> String {
+/// Every statement kind of `stats`, every host of `hosts` and the proxy's
+/// state `proxy`, as Prometheus text.
+pub fn prometheus(stats: &Stats, hosts: &[HostFigures], proxy: &ProxyFigures) -> String {
     let mut out = Text::default();
+    proxy_families(&mut out, stats, proxy);
     let kinds: Vec<(String, Snapshot)> = CommandClass::ALL
         .into_iter()
         .map(|kind| {
@@ -24,9 +27,23 @@ pub fn prometheus(stats: &Stats, hosts: &[HostFigures]) -> String {
         &kinds,
     );
 
+    let routes: Vec<(String, Snapshot)> = RouteKind::ALL
+        .into_iter()
+        .map(|route| {
+            let label = format!("route=\"{}\"", route.name());
+            (label, stats.route(route).snapshot())
+        })
+        .collect();
+    out.histograms(
+        "shardgate_route_statements",
+        "shardgate_route_statement",
+        "statements the router saw, by how they were routed",
+        &routes,
+    );
+
     let histograms: Vec<(String, Snapshot)> = hosts
         .iter()
-        .map(|host| (host_label(&host.addr), host.statements.clone()))
+        .map(|host| (host_label(host), host.statements.clone()))
         .collect();
     out.histograms(
         "shardgate_host_statements",
@@ -68,11 +85,27 @@ pub fn prometheus(stats: &Stats, hosts: &[HostFigures]) -> String {
         hosts.iter().map(|h| h.check_failures),
     );
     out.family(
-        "shardgate_host_queries_total",
+        "shardgate_host_pool_checkouts_total",
         "counter",
         "Connections checked out of the host's pool to run a statement.",
         &labels,
         hosts.iter().map(|h| h.checkouts),
+    );
+    out.family(
+        "shardgate_host_pool_checkout_timeouts_total",
+        "counter",
+        "Checkouts that found no connection free within backend.checkout_timeout_ms (the pool or the session's share).",
+        &labels,
+        hosts.iter().map(|h| h.checkout_timeouts),
+    );
+    let waits: Vec<(String, Snapshot)> = hosts
+        .iter()
+        .map(|host| (host_label(host), host.pool_wait.clone()))
+        .collect();
+    out.histogram(
+        "shardgate_host_pool_wait_seconds",
+        "Time a checkout waited for a place in the host's pool (timed-out waits included).",
+        &waits,
     );
     out.family(
         "shardgate_host_errors_total",
@@ -95,6 +128,8 @@ pub fn prometheus(stats: &Stats, hosts: &[HostFigures]) -> String {
         &labels,
         hosts.iter().map(|h| h.idle),
     );
+
+    replica_families(&mut out, hosts);
 
     out.single(
         "shardgate_digests",
@@ -146,12 +181,169 @@ pub fn prometheus(stats: &Stats, hosts: &[HostFigures]) -> String {
     out.text
 }
 
+/// Client connections, config, fence, pauses, promotions, stops and the
+/// build.
+fn proxy_families(out: &mut Text, stats: &Stats, proxy: &ProxyFigures) {
+    out.family(
+        "shardgate_build_info",
+        "gauge",
+        "Always 1; the version of this shardgate build.",
+        &[format!("version=\"{}\"", env!("CARGO_PKG_VERSION")).as_str()],
+        [1],
+    );
+    out.single(
+        "shardgate_client_connections",
+        "gauge",
+        "Client sessions logged in now.",
+        proxy.clients,
+    );
+    let ops = &stats.operator;
+    out.single(
+        "shardgate_client_connections_refused_total",
+        "counter",
+        "Client connections answered 1040 Too many connections (limits.max_client_connections).",
+        ops.refused_connections(),
+    );
+    out.single(
+        "shardgate_client_logins_failed_total",
+        "counter",
+        "Client logins refused (wrong account or password, TLS required, malformed login).",
+        ops.logins_failed(),
+    );
+    out.family(
+        "shardgate_config_info",
+        "gauge",
+        "Always 1; the version (MD5) of the config in force.",
+        &[format!("version=\"{}\"", escape_label(&proxy.config_version)).as_str()],
+        [1],
+    );
+    out.single(
+        "shardgate_config_loaded_timestamp_seconds",
+        "gauge",
+        "When the config in force was loaded (Unix time).",
+        unix_seconds(proxy.config_loaded_at),
+    );
+    out.family(
+        "shardgate_config_reloads_total",
+        "counter",
+        "Config reloads, by result: applied (a new config in force) or refused (the config in force stayed).",
+        &["result=\"applied\"", "result=\"refused\""],
+        [proxy.reloads_applied, proxy.reloads_refused],
+    );
+    out.single(
+        "shardgate_fenced",
+        "gauge",
+        "1 while writes are refused because this proxy cannot prove its ZooKeeper session.",
+        u8::from(proxy.fenced_since.is_some()),
+    );
+    out.single(
+        "shardgate_fenced_since_timestamp_seconds",
+        "gauge",
+        "When the fence went up (Unix time), 0 while it is down.",
+        unix_seconds(proxy.fenced_since),
+    );
+    out.single(
+        "shardgate_paused_shards",
+        "gauge",
+        "Virtual shards paused now (PAUSE SHARDS, moves, promotions).",
+        proxy.paused_shards,
+    );
+    out.single(
+        "shardgate_oldest_pause_seconds",
+        "gauge",
+        "Age of the oldest pause in force, 0 when none.",
+        proxy.oldest_pause.map_or(0.0, |d| d.as_secs_f64()),
+    );
+    let triggers = [PromotionTrigger::Auto, PromotionTrigger::Admin];
+    let labels: Vec<String> = triggers
+        .iter()
+        .map(|t| format!("trigger=\"{}\"", t.name()))
+        .collect();
+    let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+    out.family(
+        "shardgate_failovers_total",
+        "counter",
+        "Replicas promoted, by trigger (auto: health.auto_failover; admin: PROMOTE REPLICA).",
+        &labels,
+        triggers.iter().map(|&t| ops.promotions(t)),
+    );
+    out.family(
+        "shardgate_failovers_refused_lag_total",
+        "counter",
+        "Promotions refused because the replica was behind by more than health.max_promote_lag_ms.",
+        &labels,
+        triggers.iter().map(|&t| ops.promotions_refused_for_lag(t)),
+    );
+    out.family(
+        "shardgate_sessions_drained_total",
+        "counter",
+        "Client sessions closed by a graceful stop: idle at once, or after finishing their statement or transaction.",
+        &["when=\"idle\"", "when=\"after_work\""],
+        [proxy.drained.0, proxy.drained.1],
+    );
+    out.single(
+        "shardgate_sessions_handed_off_total",
+        "counter",
+        "Client sessions handed off to a new process (serve --takeover).",
+        ops.handed_off_sessions(),
+    );
+}
+
+/// The lag of every host that is a replica.
+fn replica_families(out: &mut Text, hosts: &[HostFigures]) {
+    let replicas: Vec<(String, super::LagFigures)> = hosts
+        .iter()
+        .filter_map(|h| Some((host_label(h), h.lag?)))
+        .collect();
+    let labels: Vec<&str> = replicas.iter().map(|(label, _)| label.as_str()).collect();
+    let or_nan = |value: Option<f64>| value.map_or_else(|| "NaN".to_owned(), |v| v.to_string());
+    out.family(
+        "shardgate_replica_lag_seconds",
+        "gauge",
+        "How long the replica has been missing a transaction its master had (at least Seconds_Behind_Master); NaN when not read.",
+        &labels,
+        replicas
+            .iter()
+            .map(|(_, lag)| or_nan(lag.lag.map(|d| d.as_secs_f64()))),
+    );
+    out.family(
+        "shardgate_replica_seconds_behind_master",
+        "gauge",
+        "Seconds_Behind_Master of SHOW SLAVE STATUS; NaN when NULL (a replication thread stopped).",
+        &labels,
+        replicas
+            .iter()
+            .map(|(_, lag)| or_nan(lag.seconds_behind_master.map(|s| s as f64))),
+    );
+    out.family(
+        "shardgate_replica_gtid_behind_transactions",
+        "gauge",
+        "Transactions of the master's @@gtid_binlog_pos not in the replica's @@gtid_slave_pos; NaN when unknown.",
+        &labels,
+        replicas
+            .iter()
+            .map(|(_, lag)| or_nan(lag.gtid_behind.map(|b| b as f64))),
+    );
+    out.family(
+        "shardgate_replica_sql_running",
+        "gauge",
+        "1 if the replica's SQL thread runs.",
+        &labels,
+        replicas.iter().map(|(_, lag)| u8::from(lag.sql_running)),
+    );
+}
+
 /// Shards of the `shardgate_hot_shard_*` gauges.
 pub const HOT_SHARDS: usize = 10;
 
-/// `host="..."` with the address escaped.
-fn host_label(addr: &str) -> String {
-    format!("host=\"{}\"", escape_label(addr))
+/// `host="...",fleet="...",role="..."`, escaped.
+fn host_label(host: &HostFigures) -> String {
+    format!(
+        "host=\"{}\",fleet=\"{}\",role=\"{}\"",
+        escape_label(&host.addr),
+        escape_label(&host.fleet),
+        host.role
+    )
 }
 
 /// A label value escaped as the text format requires (`\`, `"`, newline).
@@ -222,8 +414,17 @@ impl Text {
             &labels,
             rows.iter().map(|(_, s)| s.errors()),
         );
-        let name = format!("{prefix}_duration_seconds");
-        self.header(&name, "histogram", &format!("Latency of {what}."));
+        self.histogram(
+            &format!("{prefix}_duration_seconds"),
+            &format!("Latency of {what}."),
+            rows,
+        );
+    }
+
+    /// The histogram `name` (`_bucket` cumulative at [`EXPORT_BOUNDS_US`]
+    /// and `+Inf`, `_sum`, `_count`) labelled by `rows`' label sets.
+    fn histogram(&mut self, name: &str, help: &str, rows: &[(String, Snapshot)]) {
+        self.header(name, "histogram", help);
         for (labels, s) in rows {
             let count = s.count();
             let bounds = EXPORT_BOUNDS_US.iter().map(|&us| seconds(us).to_string());
@@ -253,16 +454,10 @@ mod tests {
     /// no statement, not checked, no connection.
     fn host(addr: &str, statements: &Histogram) -> HostFigures {
         HostFigures {
-            addr: addr.to_owned(),
             statements: statements.snapshot(),
-            up: false,
-            check_latency: None,
-            checks: 0,
-            check_failures: 0,
-            checkouts: 0,
-            errors: 0,
-            in_use: 0,
-            idle: 0,
+            fleet: "main".to_owned(),
+            role: "master",
+            ..HostFigures::unchecked(addr)
         }
     }
 
@@ -270,7 +465,10 @@ mod tests {
     fn labels_are_escaped() {
         assert_eq!(escape_label(r#"a"b\c"#), r#"a\"b\\c"#);
         assert_eq!(escape_label("x\ny"), "x\\ny");
-        assert_eq!(host_label("10.0.0.1:3306"), "host=\"10.0.0.1:3306\"");
+        assert_eq!(
+            host_label(&HostFigures::unchecked("10.0.0.1:3306")),
+            "host=\"10.0.0.1:3306\",fleet=\"\",role=\"retired\""
+        );
     }
 
     #[test]
@@ -280,7 +478,11 @@ mod tests {
         stats.record(CommandClass::Insert, Duration::from_micros(1500), true);
         let statements = Histogram::new();
         statements.record(Duration::from_millis(2), false);
-        let text = prometheus(&stats, &[host("127.0.0.1:3307", &statements)]);
+        let text = prometheus(
+            &stats,
+            &[host("127.0.0.1:3307", &statements)],
+            &ProxyFigures::default(),
+        );
 
         assert!(
             text.contains("shardgate_statements_total{kind=\"insert\"} 2\n"),
@@ -321,17 +523,19 @@ mod tests {
         ));
         assert!(text.contains("shardgate_statement_duration_seconds_count{kind=\"select\"} 0\n"));
         assert!(text.contains(
-            "shardgate_host_statement_duration_seconds_bucket{host=\"127.0.0.1:3307\",le=\"0.004096\"} 1\n"
+            "shardgate_host_statement_duration_seconds_bucket{host=\"127.0.0.1:3307\",fleet=\"main\",role=\"master\",le=\"0.004096\"} 1\n"
         ));
 
-        let host = "{host=\"127.0.0.1:3307\"}";
+        let host = "{host=\"127.0.0.1:3307\",fleet=\"main\",role=\"master\"}";
         for line in [
             format!("shardgate_host_statements_total{host} 1"),
             format!("shardgate_host_statement_errors_total{host} 0"),
             format!("shardgate_host_up{host} 0"),
             format!("shardgate_host_check_latency_seconds{host} NaN"),
             format!("shardgate_host_checks_total{host} 0"),
-            format!("shardgate_host_queries_total{host} 0"),
+            format!("shardgate_host_pool_checkouts_total{host} 0"),
+            format!("shardgate_host_pool_checkout_timeouts_total{host} 0"),
+            format!("shardgate_host_pool_wait_seconds_count{host} 0"),
             format!("shardgate_host_errors_total{host} 0"),
             format!("shardgate_host_pool_in_use{host} 0"),
             format!("shardgate_host_pool_idle{host} 0"),

@@ -169,6 +169,8 @@ pub const DEFAULT_HEALTH_INTERVAL_MS: u64 = 1000;
 pub const DEFAULT_HEALTH_TIMEOUT_MS: u64 = 1000;
 /// Default `health.columns_refresh_ms`.
 pub const DEFAULT_COLUMNS_REFRESH_MS: u64 = 30_000;
+/// Default `health.max_promote_lag_ms`.
+pub const DEFAULT_MAX_PROMOTE_LAG_MS: u64 = 10_000;
 /// Default `health.failures_before_down`.
 pub const DEFAULT_FAILURES_BEFORE_DOWN: u32 = 2;
 /// Default `pause.timeout_ms`.
@@ -196,6 +198,10 @@ pub struct HealthConfig {
     /// `SELECT *`), in milliseconds; a reload reads them at once.
     #[serde(default = "default_columns_refresh_ms")]
     pub columns_refresh_ms: u64,
+    /// A replica further behind its master than this (milliseconds, as the
+    /// health checker last read it) is not promoted.
+    #[serde(default = "default_max_promote_lag_ms")]
+    pub max_promote_lag_ms: u64,
 }
 
 impl Default for HealthConfig {
@@ -206,6 +212,7 @@ impl Default for HealthConfig {
             failures_before_down: DEFAULT_FAILURES_BEFORE_DOWN,
             auto_failover: false,
             columns_refresh_ms: DEFAULT_COLUMNS_REFRESH_MS,
+            max_promote_lag_ms: DEFAULT_MAX_PROMOTE_LAG_MS,
         }
     }
 }
@@ -521,6 +528,10 @@ fn default_health_interval_ms() -> u64 {
 
 fn default_columns_refresh_ms() -> u64 {
     DEFAULT_COLUMNS_REFRESH_MS
+}
+
+fn default_max_promote_lag_ms() -> u64 {
+    DEFAULT_MAX_PROMOTE_LAG_MS
 }
 
 fn default_health_timeout_ms() -> u64 {

@@ -710,3 +710,44 @@ pub fn captured_log(target: &'static str) -> String {
     });
     String::from_utf8_lossy(&LINES.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
 }
+
+/// The samples of `GET /metrics` on `proxy`, by `name{labels}` (`NaN`
+/// values included).
+pub async fn scrape_metrics(proxy: &RunningProxy) -> std::collections::BTreeMap<String, f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = proxy
+        .listening
+        .metrics
+        .expect("the proxy has a metrics endpoint");
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect to /metrics");
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+        .await
+        .expect("send GET /metrics");
+    let mut response = String::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut response))
+        .await
+        .expect("the endpoint answers")
+        .expect("read /metrics");
+    let (_, body) = response.split_once("\r\n\r\n").expect("head and body");
+    body.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .filter_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            Some((name.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The sample `name` (`name{labels}`) of `samples`, failing the test when
+/// it is missing.
+pub fn metric_sample(samples: &std::collections::BTreeMap<String, f64>, name: &str) -> f64 {
+    *samples.get(name).unwrap_or_else(|| {
+        panic!(
+            "no sample {name} in {:#?}",
+            samples.keys().collect::<Vec<_>>()
+        )
+    })
+}

@@ -87,7 +87,10 @@ async fn a_stopped_host_is_marked_down_fails_fast_and_comes_back_by_itself() {
     // about the host (down, its statement counts) stays.
     let count_b = |engine: &shardgate::engine::Engine| {
         row(
-            &stats::snapshot(&engine.stats, &engine.backends.figures()),
+            &stats::snapshot(
+                &engine.stats,
+                &engine.backends.figures(&engine.topology.load()),
+            ),
             "host",
             "127.0.0.1:3308",
         )
@@ -284,7 +287,10 @@ async fn statements_are_counted_per_kind_and_host_and_served_on_metrics() {
     let proxy = start_server("stats", &yaml_with_fast_checks(false));
     let mut conn = app(&proxy).await;
     let host_a = |rows: &[StatsRow]| row(rows, "host", "127.0.0.1:3307").cloned();
-    let before = stats::snapshot(&proxy.engine.stats, &proxy.engine.backends.figures());
+    let before = stats::snapshot(
+        &proxy.engine.stats,
+        &proxy.engine.backends.figures(&proxy.engine.topology.load()),
+    );
     assert!(row(&before, "statement", "update").is_none(), "{before:?}");
 
     // Nothing else in this proxy sends UPDATEs: 5 good ones on shard 14
@@ -309,7 +315,10 @@ async fn statements_are_counted_per_kind_and_host_and_served_on_metrics() {
     conn.ping().await.unwrap();
     conn.ping().await.unwrap();
 
-    let after = stats::snapshot(&proxy.engine.stats, &proxy.engine.backends.figures());
+    let after = stats::snapshot(
+        &proxy.engine.stats,
+        &proxy.engine.backends.figures(&proxy.engine.topology.load()),
+    );
     let update = row(&after, "statement", "update").expect("update counted");
     assert_eq!((update.count, update.errors), (6, 1), "{update:?}");
     assert!(
@@ -337,7 +346,7 @@ async fn statements_are_counted_per_kind_and_host_and_served_on_metrics() {
     .await;
     let host_count = host_a(&stats::snapshot(
         &proxy.engine.stats,
-        &proxy.engine.backends.figures(),
+        &proxy.engine.backends.figures(&proxy.engine.topology.load()),
     ))
     .unwrap()
     .count;
@@ -353,10 +362,10 @@ async fn statements_are_counted_per_kind_and_host_and_served_on_metrics() {
         "shardgate_statements_total{kind=\"update\"} 6".to_owned(),
         "shardgate_statement_errors_total{kind=\"update\"} 1".to_owned(),
         "shardgate_statement_duration_seconds_count{kind=\"update\"} 6".to_owned(),
-        "shardgate_host_up{host=\"127.0.0.1:3307\"} 1".to_owned(),
-        format!("shardgate_host_statements_total{{host=\"127.0.0.1:3307\"}} {host_count}"),
+        "shardgate_host_up{host=\"127.0.0.1:3307\",fleet=\"main\",role=\"master\"} 1".to_owned(),
+        format!("shardgate_host_statements_total{{host=\"127.0.0.1:3307\",fleet=\"main\",role=\"master\"}} {host_count}"),
         format!(
-            "shardgate_host_statement_errors_total{{host=\"127.0.0.1:3307\"}} {}",
+            "shardgate_host_statement_errors_total{{host=\"127.0.0.1:3307\",fleet=\"main\",role=\"master\"}} {}",
             errors0 + 1
         ),
     ] {

@@ -16,6 +16,7 @@ mod host_failure;
 mod limits_prelogin;
 mod limits_session;
 mod multi_shard_failure;
+mod operator_metrics;
 mod reload_failover;
 mod verify_fleet;
 mod zookeeper_cutover;

@@ -121,6 +121,17 @@ async fn a_proxy_cut_off_from_zookeeper_stops_writing_before_its_session_can_exp
     assert_eq!(rows_tagged(&format!("{TAG}-tx")).await, 0);
     let shown = show_config(&proxy).await;
     assert!(shown["zookeeper"].starts_with("fenced since"), "{shown:?}");
+    let samples = scrape_metrics(&proxy).await;
+    assert_eq!(metric_sample(&samples, "shardgate_fenced"), 1.0);
+    let since = metric_sample(&samples, "shardgate_fenced_since_timestamp_seconds");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        since > now - 60.0 && since <= now,
+        "fenced since {since}, now {now}"
+    );
 
     // The server drops the entry (a fleet-wide pause stops waiting for this
     // proxy there) only after the fence.
@@ -155,6 +166,12 @@ async fn a_proxy_cut_off_from_zookeeper_stops_writing_before_its_session_can_exp
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let samples = scrape_metrics(&proxy).await;
+    assert_eq!(metric_sample(&samples, "shardgate_fenced"), 0.0);
+    assert_eq!(
+        metric_sample(&samples, "shardgate_fenced_since_timestamp_seconds"),
+        0.0
+    );
     println!(
         "unfenced {:?} after the relay passed bytes again",
         unblocked_at.elapsed()

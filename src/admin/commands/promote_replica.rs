@@ -4,6 +4,7 @@
 use crate::admin::{AdminError, Answer};
 use crate::control::failover::PromoteOptions;
 use crate::control::Control;
+use crate::stats::operator::PromotionTrigger;
 
 const COLUMNS: &[&str] = &[
     "master",
@@ -20,9 +21,11 @@ pub async fn answer(
     master: &str,
     stop_replication: bool,
 ) -> Result<Answer, AdminError> {
-    let report = control
+    let outcome = control
         .promote_replica(master, PromoteOptions { stop_replication })
-        .await?;
+        .await;
+    control.count_promotion(PromotionTrigger::Admin, &outcome);
+    let report = outcome?;
     let mut answer = Answer::new(COLUMNS);
     answer.push(vec![
         report.master.into(),

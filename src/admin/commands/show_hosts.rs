@@ -25,6 +25,10 @@ const COLUMNS: &[&str] = &[
     "queries",
     "errors",
     "last_error",
+    "replication_lag_ms",
+    "seconds_behind_master",
+    "gtid_behind",
+    "checkout_timeouts",
 ];
 
 /// The host list: topology order, then retired hosts by address.
@@ -77,6 +81,7 @@ fn roles(topology: &Topology) -> BTreeMap<&str, Vec<String>> {
 
 fn row(pool: &HostPool, role: String) -> Vec<Cell> {
     let health = pool.health();
+    let lag = health.lag.as_ref();
     vec![
         pool.addr.as_str().into(),
         role.into(),
@@ -90,5 +95,11 @@ fn row(pool: &HostPool, role: String) -> Vec<Cell> {
         pool.checkouts.load(Ordering::Relaxed).into(),
         pool.errors.load(Ordering::Relaxed).into(),
         health.last_error.into(),
+        lag.and_then(|l| l.lag)
+            .map(|l| u64::try_from(l.as_millis()).unwrap_or(u64::MAX))
+            .into(),
+        lag.and_then(|l| l.seconds_behind_master).into(),
+        lag.and_then(|l| l.gtid_behind).into(),
+        pool.checkout_timeouts.load(Ordering::Relaxed).into(),
     ]
 }

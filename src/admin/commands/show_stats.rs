@@ -11,7 +11,10 @@ const COLUMNS: &[&str] = &["scope", "name", "count", "errors", "p50_ms", "p99_ms
 /// Statement kinds first, then hosts.
 pub fn answer(engine: &Engine) -> Answer {
     let mut answer = Answer::new(COLUMNS);
-    for row in stats::snapshot(&engine.stats, &engine.backends.figures()) {
+    for row in stats::snapshot(
+        &engine.stats,
+        &engine.backends.figures(&engine.topology.load()),
+    ) {
         answer.push(vec![
             row.scope.into(),
             row.name.into(),

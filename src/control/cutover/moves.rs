@@ -318,7 +318,9 @@ async fn check(
             let problem = match &status {
                 Err(e) => Some(format!("SHOW SLAVE STATUS failed: {e}")),
                 Ok(None) => Some("it is no replica (SHOW SLAVE STATUS is empty)".to_owned()),
-                Ok(Some(status)) => status.problem_for(&moved.from),
+                Ok(Some(status)) => status
+                    .problem_for(&moved.from)
+                    .or_else(|| status.lag_problem(base.topology.config.health.max_promote_lag_ms)),
             };
             if let Some(why) = problem {
                 let _ = conn.disconnect().await;

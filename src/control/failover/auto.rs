@@ -10,6 +10,7 @@ use tracing::{error, warn};
 use super::{FailoverError, PromoteOptions};
 use crate::backend::health::HostEvent;
 use crate::control::Control;
+use crate::stats::operator::PromotionTrigger;
 
 /// Receives `events` from the health checker of `control`'s engine until
 /// the checker is gone (or `control` dropped), starting a promotion for each
@@ -46,7 +47,9 @@ async fn fail_over(control: Arc<Control>, master: String, replica: String) {
     };
     let mut retries = 0;
     loop {
-        match control.promote_replica(&master, options).await {
+        let outcome = control.promote_replica(&master, options).await;
+        control.count_promotion(PromotionTrigger::Auto, &outcome);
+        match outcome {
             Ok(report) => warn!(
                 %master,
                 replica = %report.replica,
@@ -67,6 +70,10 @@ async fn fail_over(control: Arc<Control>, master: String, replica: String) {
                 tokio::time::sleep(ALIVE_RETRY).await;
                 continue;
             }
+            Err(e @ FailoverError::ReplicaLagging { .. }) => error!(
+                %master, %replica, error = %e,
+                "auto_failover: refused: the replica is too far behind its master; promote it by hand once it caught up"
+            ),
             Err(e) if lost_a_race(&e) => warn!(
                 %master, %replica, error = %e,
                 "auto_failover: not promoted by this proxy (another promotion got there first)"

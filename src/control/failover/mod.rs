@@ -41,6 +41,7 @@ use crate::control::reload::ReloadTrigger;
 use crate::control::replica::{
     fence, gtid, read_only, set_read_only, wait_for, Access, CatchUpError, OldMaster,
 };
+use crate::stats::operator::PromotionTrigger;
 use crate::topology::rewrite::{self, PromotedEntry, RewriteError};
 use crate::topology::Topology;
 use config_file::{off_runtime, promote_in_memory, rewrite_file};
@@ -163,6 +164,21 @@ pub enum FailoverError {
     /// A reload ran while the promotion was being checked.
     #[error("the routing table changed (a reload) while the promotion was being checked; run PROMOTE REPLICA again")]
     Raced,
+    /// The replica is further behind its master than
+    /// `health.max_promote_lag_ms`, as the health checker last read it.
+    #[error(
+        "replica {replica} is not promoted: it is behind master {master} by more than          health.max_promote_lag_ms ({max_ms} ms): {lag}; nothing was changed. Let it catch up          (START SLAVE if a replication thread is stopped), then promote again"
+    )]
+    ReplicaLagging {
+        /// The old master.
+        master: String,
+        /// The replica.
+        replica: String,
+        /// Its lag, described.
+        lag: String,
+        /// `health.max_promote_lag_ms`.
+        max_ms: u64,
+    },
     /// The old master cannot be used by this proxy but runs: promoting
     /// would split the writes.
     #[error(
@@ -221,6 +237,52 @@ impl From<CatchUpError> for FailoverError {
 }
 
 impl Control {
+    /// Counts a promotion's `outcome` in `/metrics`: done, or refused for
+    /// the replica's lag.
+    pub fn count_promotion(
+        &self,
+        trigger: PromotionTrigger,
+        outcome: &Result<PromoteReport, FailoverError>,
+    ) {
+        let counters = &self.engine.stats.operator;
+        match outcome {
+            Ok(_) => counters.promoted(trigger),
+            Err(FailoverError::ReplicaLagging { .. }) => {
+                counters.promotion_refused_for_lag(trigger)
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Refuses a promotion to a replica whose lag, as the health checker
+    /// last read it, is above `health.max_promote_lag_ms` (an unknown lag
+    /// does not refuse: the catch-up wait still holds writes until the
+    /// replica has the master's position when the master answers).
+    fn refuse_lagging(
+        &self,
+        topology: &Topology,
+        master: &str,
+        replicas: &[String],
+    ) -> Result<(), FailoverError> {
+        let max_ms = topology.config.health.max_promote_lag_ms;
+        for replica in replicas {
+            let lag = self
+                .engine
+                .backends
+                .host(replica)
+                .and_then(|host| host.health().lag);
+            if let Some(lag) = lag.filter(|lag| lag.exceeds(Duration::from_millis(max_ms))) {
+                return Err(FailoverError::ReplicaLagging {
+                    master: master.to_owned(),
+                    replica: replica.clone(),
+                    lag: lag.describe(),
+                    max_ms,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Points every range whose master is `master` at its replica: checks
     /// the replica answers and the master is not alive out of this proxy's
     /// reach; if the master answers, pauses its shards and sets it
@@ -245,6 +307,7 @@ impl Control {
         let mut replicas: Vec<String> = entries.iter().map(|e| e.replica.clone()).collect();
         replicas.sort();
         replicas.dedup();
+        self.refuse_lagging(&seen, &master, &replicas)?;
         let access = Access::of(&seen);
         let mut notes = Vec::new();
 

@@ -42,6 +42,7 @@ impl Control {
         let mut replicas: Vec<String> = entries.iter().map(|e| e.replica.clone()).collect();
         replicas.sort();
         replicas.dedup();
+        self.refuse_lagging(&base.topology, &master, &replicas)?;
         let access = Access::of(&base.topology);
         let mut targets = Vec::new();
         for replica in &replicas {
