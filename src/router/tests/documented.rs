@@ -72,8 +72,7 @@ fn code_span(cell: &str) -> Option<&str> {
 /// The example rows of `page`: (statement, `USE` database, result).
 fn examples(page: &str) -> Vec<(String, Option<String>, String)> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(page);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut rows = Vec::new();
     let mut inside = false;
     for line in text.lines() {
@@ -159,8 +158,14 @@ fn the_manuals_examples_route_as_written() {
 
 #[test]
 fn a_documented_prefix_agrees_only_with_what_it_begins() {
-    assert!(agrees("`1105 shardgate: no...`", "`1105 shardgate: no shard key`"));
-    assert!(!agrees("`1105 shardgate: yes...`", "`1105 shardgate: no shard key`"));
+    assert!(agrees(
+        "`1105 shardgate: no...`",
+        "`1105 shardgate: no shard key`"
+    ));
+    assert!(!agrees(
+        "`1105 shardgate: yes...`",
+        "`1105 shardgate: no shard key`"
+    ));
     assert!(!agrees("`1105 x`", "`1105 xy`"));
     assert!(agrees("the proxy", "the proxy"));
     assert_eq!(code_span("`` a`b ``"), Some("a`b"));
