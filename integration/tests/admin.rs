@@ -146,7 +146,11 @@ async fn show_shards_like_matches_number_or_database() {
     let upper = rows(&mut conn, "SHOW SHARDS LIKE 'MSDB0000_'").await;
     assert_eq!(upper.len(), 10);
     let all = rows(&mut conn, "SHOW SHARDS").await;
-    let shards: usize = common::topology().fleets.iter().map(|f| f.shard_count as usize).sum();
+    let shards: usize = common::topology()
+        .fleets
+        .iter()
+        .map(|f| f.shard_count as usize)
+        .sum();
     assert_eq!(all.len(), shards);
 }
 
@@ -296,11 +300,27 @@ async fn decode_and_encode_ids_in_a_fleet_follow_its_layout() {
     assert_eq!(number(row, "sequence"), 1);
     assert_eq!(text(row, "database").as_deref(), Some("dbp0003"));
     assert_eq!(text(row, "master"), Some(host(MOD_HOST)));
-    assert!(text(row, "time").unwrap().starts_with("2026-11-29"), "{row:?}");
+    assert!(
+        text(row, "time").unwrap().starts_with("2026-11-29"),
+        "{row:?}"
+    );
+    // EXPLAIN ROUTE of a point read goes by the ID's shard field.
+    let route = common::explain_route_database(
+        &mut conn,
+        &format!("SELECT data FROM photos WHERE id = {expected}"),
+    )
+    .await;
+    assert_eq!(route.as_deref(), Some("dbp0003"));
     let main = rows(&mut conn, "DECODE ID 241294492511762325 IN main").await;
     assert_eq!(number(&main[0], "shard"), 3429);
     assert_eq!(number(&main[0], "local_id"), 7075733);
-    refused(&mut conn, "DECODE ID 1 IN nosuch", 1210, &["unknown fleet 'nosuch'"]).await;
+    refused(
+        &mut conn,
+        "DECODE ID 1 IN nosuch",
+        1210,
+        &["unknown fleet 'nosuch'"],
+    )
+    .await;
     refused(
         &mut conn,
         "ENCODE ID 3 1 1024 IN photos",

@@ -215,7 +215,11 @@ impl IdLayout {
         let (kind_name, required, other) = if has(FieldName::TimeMs) || has(FieldName::Sequence) {
             ("time_ms", time, [FieldName::Type, FieldName::Local])
         } else {
-            ("composed", composed, [FieldName::TimeMs, FieldName::Sequence])
+            (
+                "composed",
+                composed,
+                [FieldName::TimeMs, FieldName::Sequence],
+            )
         };
         for name in required {
             if !has(name) {
@@ -252,7 +256,10 @@ impl IdLayout {
             }
         }
         if self.epoch_ms != 0 && !has(FieldName::TimeMs) {
-            push(None, "epoch_ms is set but the layout has no time_ms field".to_owned());
+            push(
+                None,
+                "epoch_ms is set but the layout has no time_ms field".to_owned(),
+            );
         }
         problems
     }
@@ -415,9 +422,21 @@ mod tests {
     fn instagram() -> IdLayout {
         IdLayout::new(
             [
-                Field { name: FieldName::TimeMs, shift: 23, bits: 40 },
-                Field { name: FieldName::Shard, shift: 10, bits: 13 },
-                Field { name: FieldName::Sequence, shift: 0, bits: 10 },
+                Field {
+                    name: FieldName::TimeMs,
+                    shift: 23,
+                    bits: 40,
+                },
+                Field {
+                    name: FieldName::Shard,
+                    shift: 10,
+                    bits: 13,
+                },
+                Field {
+                    name: FieldName::Sequence,
+                    shift: 0,
+                    bits: 10,
+                },
             ],
             1_767_225_600_000,
         )
@@ -431,14 +450,23 @@ mod tests {
         let fields = p.decode(241294492511762325).expect("spec vector");
         assert_eq!(
             fields,
-            vec![(FieldName::Shard, 3429), (FieldName::Type, 1), (FieldName::Local, 7075733)]
+            vec![
+                (FieldName::Shard, 3429),
+                (FieldName::Type, 1),
+                (FieldName::Local, 7075733)
+            ]
         );
         assert_eq!(p.encode(&fields), Ok(241294492511762325));
         assert_eq!(p.shard_of(241294492511762325), Ok(3429));
-        assert_eq!(p.decode(1 << 62), Err(IdError::ReservedBits { id: 1 << 62 }));
+        assert_eq!(
+            p.decode(1 << 62),
+            Err(IdError::ReservedBits { id: 1 << 62 })
+        );
         assert_eq!(
             p.encode(&[(FieldName::Local, MAX_LOCAL + 1)]),
-            Err(IdError::LocalTooLarge { local_id: MAX_LOCAL + 1 })
+            Err(IdError::LocalTooLarge {
+                local_id: MAX_LOCAL + 1
+            })
         );
         assert_eq!(p.describe(), "shard 61-46, type 45-36, local 35-0");
         assert_eq!(p.mint_sql(1, "db00001", None), None);
@@ -450,40 +478,80 @@ mod tests {
         assert!(l.check(16).is_empty(), "{:?}", l.check(16));
         assert_eq!(l.kind(), LayoutKind::Time);
         let early = l
-            .encode(&[(FieldName::TimeMs, 1000), (FieldName::Shard, 15), (FieldName::Sequence, 1023)])
+            .encode(&[
+                (FieldName::TimeMs, 1000),
+                (FieldName::Shard, 15),
+                (FieldName::Sequence, 1023),
+            ])
             .expect("fits");
         let late = l
-            .encode(&[(FieldName::TimeMs, 1001), (FieldName::Shard, 0), (FieldName::Sequence, 0)])
+            .encode(&[
+                (FieldName::TimeMs, 1001),
+                (FieldName::Shard, 0),
+                (FieldName::Sequence, 0),
+            ])
             .expect("fits");
         assert!(late > early);
         assert_eq!(early, (1000 << 23) | (15 << 10) | 1023);
         assert_eq!(
             l.decode(early),
-            Ok(vec![(FieldName::TimeMs, 1000), (FieldName::Shard, 15), (FieldName::Sequence, 1023)])
+            Ok(vec![
+                (FieldName::TimeMs, 1000),
+                (FieldName::Shard, 15),
+                (FieldName::Sequence, 1023)
+            ])
         );
         assert_eq!(l.shard_of(early), Ok(15));
-        assert_eq!(l.decode(1 << 63), Err(IdError::UnusedBits { id: 1 << 63, bit: 63 }));
+        assert_eq!(
+            l.decode(1 << 63),
+            Err(IdError::UnusedBits {
+                id: 1 << 63,
+                bit: 63
+            })
+        );
         assert_eq!(
             l.encode(&[(FieldName::Sequence, 1024)]),
-            Err(IdError::FieldTooLarge { field: FieldName::Sequence, value: 1024, max: 1023 })
+            Err(IdError::FieldTooLarge {
+                field: FieldName::Sequence,
+                value: 1024,
+                max: 1023
+            })
         );
         assert_eq!(
             l.encode(&[(FieldName::Type, 1)]),
-            Err(IdError::NoSuchField { field: FieldName::Type })
+            Err(IdError::NoSuchField {
+                field: FieldName::Type
+            })
         );
     }
 
     fn messages(layout: &IdLayout, shards: u32) -> Vec<String> {
-        layout.check(shards).into_iter().map(|p| p.message).collect()
+        layout
+            .check(shards)
+            .into_iter()
+            .map(|p| p.message)
+            .collect()
     }
 
     #[test]
     fn layout_checks() {
         let wide = IdLayout::new(
             [
-                Field { name: FieldName::TimeMs, shift: 23, bits: 41 },
-                Field { name: FieldName::Shard, shift: 10, bits: 13 },
-                Field { name: FieldName::Sequence, shift: 0, bits: 10 },
+                Field {
+                    name: FieldName::TimeMs,
+                    shift: 23,
+                    bits: 41,
+                },
+                Field {
+                    name: FieldName::Shard,
+                    shift: 10,
+                    bits: 13,
+                },
+                Field {
+                    name: FieldName::Sequence,
+                    shift: 0,
+                    bits: 10,
+                },
             ],
             0,
         );
@@ -493,9 +561,21 @@ mod tests {
         );
         let overlap = IdLayout::new(
             [
-                Field { name: FieldName::TimeMs, shift: 20, bits: 40 },
-                Field { name: FieldName::Shard, shift: 10, bits: 13 },
-                Field { name: FieldName::Sequence, shift: 0, bits: 10 },
+                Field {
+                    name: FieldName::TimeMs,
+                    shift: 20,
+                    bits: 40,
+                },
+                Field {
+                    name: FieldName::Shard,
+                    shift: 10,
+                    bits: 13,
+                },
+                Field {
+                    name: FieldName::Sequence,
+                    shift: 0,
+                    bits: 10,
+                },
             ],
             0,
         );
@@ -509,9 +589,21 @@ mod tests {
         );
         let missing = IdLayout::new(
             [
-                Field { name: FieldName::TimeMs, shift: 23, bits: 40 },
-                Field { name: FieldName::Shard, shift: 10, bits: 13 },
-                Field { name: FieldName::Local, shift: 0, bits: 10 },
+                Field {
+                    name: FieldName::TimeMs,
+                    shift: 23,
+                    bits: 40,
+                },
+                Field {
+                    name: FieldName::Shard,
+                    shift: 10,
+                    bits: 13,
+                },
+                Field {
+                    name: FieldName::Local,
+                    shift: 0,
+                    bits: 10,
+                },
             ],
             0,
         );
@@ -532,9 +624,21 @@ mod tests {
         );
         let zero = IdLayout::new(
             [
-                Field { name: FieldName::Shard, shift: 40, bits: 0 },
-                Field { name: FieldName::Type, shift: 36, bits: 4 },
-                Field { name: FieldName::Local, shift: 0, bits: 36 },
+                Field {
+                    name: FieldName::Shard,
+                    shift: 40,
+                    bits: 0,
+                },
+                Field {
+                    name: FieldName::Type,
+                    shift: 36,
+                    bits: 4,
+                },
+                Field {
+                    name: FieldName::Local,
+                    shift: 0,
+                    bits: 36,
+                },
             ],
             0,
         );
@@ -552,10 +656,18 @@ mod tests {
             )
         );
         let previous = (77u64 << 23) | (3 << 10) | 5;
-        let guarded = l.mint_sql(3, "pdb0003", Some(previous)).expect("time layout");
-        assert!(guarded.contains(&format!("GREATEST({now}, LEAST(78, {now} + 1))")), "{guarded}");
+        let guarded = l
+            .mint_sql(3, "pdb0003", Some(previous))
+            .expect("time layout");
+        assert!(
+            guarded.contains(&format!("GREATEST({now}, LEAST(78, {now} + 1))")),
+            "{guarded}"
+        );
         let other_shard = (77u64 << 23) | (4 << 10) | 5;
-        assert!(!l.mint_sql(3, "pdb0003", Some(other_shard)).expect("time").contains("GREATEST"));
+        assert!(!l
+            .mint_sql(3, "pdb0003", Some(other_shard))
+            .expect("time")
+            .contains("GREATEST"));
         assert_eq!(
             l.sequence_ddl().expect("time layout"),
             "CREATE SEQUENCE IF NOT EXISTS shardgate_id_seq START WITH 0 MINVALUE 0 MAXVALUE 1023 INCREMENT BY 1 CACHE 1000 CYCLE"

@@ -86,7 +86,9 @@ pub enum IdError {
         local_id: u64,
     },
     /// The ID has a bit set that no field of the fleet's layout covers.
-    #[error("ID {id} does not fit the fleet's ID layout: bit {bit} is set but belongs to no field")]
+    #[error(
+        "ID {id} does not fit the fleet's ID layout: bit {bit} is set but belongs to no field"
+    )]
     UnusedBits {
         /// The offending ID.
         id: u64,

@@ -674,7 +674,9 @@ fn id_layouts_are_validated_with_their_lines() {
         }
     );
     assert!(!t.fleets[t.fleet_by_name("main").unwrap()].mints_ids());
-    assert!(t.fleets[t.fleet_by_name("main").unwrap()].layout.is_pinterest());
+    assert!(t.fleets[t.fleet_by_name("main").unwrap()]
+        .layout
+        .is_pinterest());
 
     let fleet_line = SPEC_YAML
         .lines()
@@ -686,7 +688,10 @@ fn id_layouts_are_validated_with_their_lines() {
         &format!(
             "{FLEET}{}",
             TIME.replace("shift: 23, bits: 40", "shift: 23, bits: 41")
-                .replace("sequence: { shift: 0, bits: 10 }", "sequence: { shift: 5, bits: 10 }\n        color: { shift: 0, bits: 1 }")
+                .replace(
+                    "sequence: { shift: 0, bits: 10 }",
+                    "sequence: { shift: 5, bits: 10 }\n        color: { shift: 0, bits: 1 }"
+                )
         ),
     );
     let found = errors(&bad);
@@ -708,13 +713,21 @@ fn id_layouts_are_validated_with_their_lines() {
     assert!(
         found.contains(&(
             at(5),
-            "fleet mod: id_layout: fields shard (bits 22-10) and sequence (bits 14-5) overlap".to_owned()
+            "fleet mod: id_layout: fields shard (bits 22-10) and sequence (bits 14-5) overlap"
+                .to_owned()
         )),
         "{found:?}"
     );
     let narrow = SPEC_YAML.replace(
         FLEET,
-        &format!("{FLEET}{}", TIME.replace("shard: { shift: 10, bits: 13 }", "shard: { shift: 10, bits: 11 }").replace("shift: 23, bits: 40", "shift: 21, bits: 40")),
+        &format!(
+            "{FLEET}{}",
+            TIME.replace(
+                "shard: { shift: 10, bits: 13 }",
+                "shard: { shift: 10, bits: 11 }"
+            )
+            .replace("shift: 23, bits: 40", "shift: 21, bits: 40")
+        ),
     );
     assert_eq!(
         errors(&narrow),

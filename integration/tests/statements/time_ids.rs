@@ -90,15 +90,25 @@ async fn minted_ids_are_time_sortable_and_route_back_to_their_rows() {
         );
         let data = format!("{tag}-{i}");
         let on_host: Option<String> = server
-            .query_first(format!("SELECT data FROM dbp{shard:04}.photos WHERE id = {id}"))
+            .query_first(format!(
+                "SELECT data FROM dbp{shard:04}.photos WHERE id = {id}"
+            ))
             .await
             .expect("direct read");
-        assert_eq!(on_host.as_deref(), Some(data.as_str()), "row of id {id} in dbp{shard:04}");
+        assert_eq!(
+            on_host.as_deref(),
+            Some(data.as_str()),
+            "row of id {id} in dbp{shard:04}"
+        );
         let through: Option<String> = conn
             .query_first(format!("SELECT data FROM photos WHERE id = {id}"))
             .await
             .expect("read by id");
-        assert_eq!(through.as_deref(), Some(data.as_str()), "point read of id {id}");
+        assert_eq!(
+            through.as_deref(),
+            Some(data.as_str()),
+            "point read of id {id}"
+        );
     }
     server.disconnect().await.ok();
     assert!(
@@ -112,7 +122,11 @@ async fn minted_ids_are_time_sortable_and_route_back_to_their_rows() {
         "ids do not sort by time: {ids:?}"
     );
     // An IN list over several shards splits and finds every row.
-    let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+    let list = ids
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
     let rows: Vec<String> = conn
         .query(format!("SELECT data FROM photos WHERE id IN ({list})"))
         .await
@@ -252,13 +266,21 @@ async fn a_reload_that_changes_the_id_layout_is_refused_unless_forced() {
         let fleet = topology.fleet_by_name("photos").expect("photos");
         topology.fleets[fleet].layout.describe()
     };
-    assert!(photos(&proxy).contains("sequence 9-0"), "{}", photos(&proxy));
+    assert!(
+        photos(&proxy).contains("sequence 9-0"),
+        "{}",
+        photos(&proxy)
+    );
     let answer: Vec<(String, String, String)> = admin
         .query("RELOAD CONFIG FORCE")
         .await
         .expect("forced reload");
     assert_eq!(answer[0].0, "reloaded", "{answer:?}");
     tokio::time::sleep(Duration::from_millis(10)).await;
-    assert!(photos(&proxy).contains("sequence 8-0"), "{}", photos(&proxy));
+    assert!(
+        photos(&proxy).contains("sequence 8-0"),
+        "{}",
+        photos(&proxy)
+    );
     admin.disconnect().await.ok();
 }

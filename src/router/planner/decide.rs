@@ -690,7 +690,12 @@ impl<'a> Planner<'a> {
                 format!("a literal {from_column} ID in every row, {rest}")
             }
             TableKind::Mapping { from_column }
-                if self.env.topo.fleets.get(rule.fleet).is_some_and(|f| f.mints_ids()) =>
+                if self
+                    .env
+                    .topo
+                    .fleets
+                    .get(rule.fleet)
+                    .is_some_and(|f| f.mints_ids()) =>
             {
                 format!(
                     "WHERE {from_column} = <id>, {rest}; a range of {from_column}s (such as {from_column} BETWEEN <id at t1> AND <id at t2>) \

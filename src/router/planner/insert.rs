@@ -140,9 +140,10 @@ impl<'a> Planner<'a> {
             column_name(n).is_some_and(|c| c.value.eq_ignore_ascii_case(from_column))
         };
         let sets_key = insert.columns.iter().any(names_key)
-            || insert.assignments.iter().any(|a| {
-                matches!(&a.target, AssignmentTarget::ColumnName(n) if names_key(n))
-            });
+            || insert
+                .assignments
+                .iter()
+                .any(|a| matches!(&a.target, AssignmentTarget::ColumnName(n) if names_key(n)));
         if !mints || sets_key {
             return Ok(());
         }

@@ -60,12 +60,18 @@ fn time_layout_inserts_mint_ids_and_reads_route_by_the_shard_field() {
                 "INSERT INTO photos SET data = 'x'",
                 write(
                     "ph15",
-                    format!("INSERT INTO ph15.photos SET `id` = {}, data = 'x'", mint(15)),
+                    format!(
+                        "INSERT INTO ph15.photos SET `id` = {}, data = 'x'",
+                        mint(15)
+                    ),
                 ),
             ),
             c(
                 format!("INSERT INTO photos (id, data) VALUES ({id}, 'a')"),
-                write("ph07", format!("INSERT INTO ph07.photos (id, data) VALUES ({id}, 'a')")),
+                write(
+                    "ph07",
+                    format!("INSERT INTO ph07.photos (id, data) VALUES ({id}, 'a')"),
+                ),
             ),
             c(
                 "INSERT INTO photos VALUES (1, 'a')",
@@ -77,11 +83,17 @@ fn time_layout_inserts_mint_ids_and_reads_route_by_the_shard_field() {
             ),
             c(
                 format!("SELECT data FROM photos WHERE id = {id}"),
-                shard("ph07", format!("SELECT data FROM ph07.photos WHERE id = {id}")),
+                shard(
+                    "ph07",
+                    format!("SELECT data FROM ph07.photos WHERE id = {id}"),
+                ),
             ),
             c(
                 format!("SELECT * FROM photos WHERE id = '{id}'"),
-                shard("ph07", format!("SELECT * FROM ph07.photos WHERE id = '{id}'")),
+                shard(
+                    "ph07",
+                    format!("SELECT * FROM ph07.photos WHERE id = '{id}'"),
+                ),
             ),
             c(
                 format!("SELECT data FROM photos WHERE id = {}", 1u64 << 63),
@@ -91,8 +103,14 @@ fn time_layout_inserts_mint_ids_and_reads_route_by_the_shard_field() {
                 format!("SELECT data FROM photos WHERE id IN ({id}, {other})"),
                 Expect::Multi(
                     vec![
-                        ("ph07".into(), format!("SELECT data FROM ph07.photos WHERE id = {id}")),
-                        ("ph12".into(), format!("SELECT data FROM ph12.photos WHERE id = {other}")),
+                        (
+                            "ph07".into(),
+                            format!("SELECT data FROM ph07.photos WHERE id = {id}"),
+                        ),
+                        (
+                            "ph12".into(),
+                            format!("SELECT data FROM ph12.photos WHERE id = {other}"),
+                        ),
                     ],
                     concat(),
                 ),
@@ -103,11 +121,17 @@ fn time_layout_inserts_mint_ids_and_reads_route_by_the_shard_field() {
             ),
             c(
                 format!("SELECT id FROM photos WHERE id BETWEEN {id} AND {other}"),
-                reject("NoShardKey", "add /*+ SCATTER */ to read them all or /*+ SHARD(n) */ for one"),
+                reject(
+                    "NoShardKey",
+                    "add /*+ SCATTER */ to read them all or /*+ SHARD(n) */ for one",
+                ),
             ),
             c(
                 format!("SELECT /*+ SHARD(3) */ id FROM photos WHERE id BETWEEN {id} AND {other}"),
-                shard("ph03", format!("SELECT id FROM ph03.photos WHERE id BETWEEN {id} AND {other}")),
+                shard(
+                    "ph03",
+                    format!("SELECT id FROM ph03.photos WHERE id BETWEEN {id} AND {other}"),
+                ),
             ),
         ],
         false,
