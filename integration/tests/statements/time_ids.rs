@@ -138,6 +138,25 @@ async fn minted_ids_are_time_sortable_and_route_back_to_their_rows() {
         .await
         .expect("prepared read");
     assert_eq!(data, Some(format!("{tag}-3")));
+    // A prepared INSERT mints its id too; the insert id finds the row.
+    conn.exec_drop(
+        "INSERT INTO photos (data) VALUES (?)",
+        (format!("{tag}-p"),),
+    )
+    .await
+    .expect("prepared insert");
+    let prepared = conn.last_insert_id().expect("an insert id");
+    assert!(prepared > ids[0], "{prepared} after {ids:?}");
+    let shard = field(&layout, prepared, FieldName::Shard);
+    let mut server = direct(PHOTOS_HOST).await;
+    let on_host: Option<String> = server
+        .query_first(format!(
+            "SELECT data FROM dbp{shard:04}.photos WHERE id = {prepared}"
+        ))
+        .await
+        .expect("direct read");
+    assert_eq!(on_host, Some(format!("{tag}-p")));
+    server.disconnect().await.ok();
     conn.disconnect().await.ok();
     cleanup(&tag).await;
 }
