@@ -10,7 +10,11 @@
 //!   leaf subcommand clap knows) has a section in `docs/reference/cli.md`
 //!   with each of its long flags, and every section and flag there exists;
 //! - every relative link of README.md, ARCHITECTURE.md, BENCHMARKS.md,
-//!   RELIABILITY.md and `docs/**/*.md` names an existing file (and heading).
+//!   RELIABILITY.md and `docs/**/*.md` names an existing file (and heading);
+//! - every decision record `docs/decisions/NNNN-*.md` has the shape of
+//!   `docs/decisions/TEMPLATE.md` (a title, a `- Status:` line, then
+//!   `## Context`, `## Decision`, `## Consequences`), a number of its own,
+//!   and a link from `docs/decisions/README.md`.
 //!
 //! The accepted keys come from the serde types themselves: a deserializer
 //! that answers every request with a sample value walks `Config` and
@@ -718,4 +722,167 @@ fn anchors_follow_github() {
         links("see [x](a.md#b) and `[y](no)`"),
         vec!["a.md#b".to_owned()]
     );
+}
+
+const DECISIONS: &str = "docs/decisions";
+
+/// The `##` headings every decision record has, in this order.
+const RECORD_SECTIONS: [&str; 3] = ["## Context", "## Decision", "## Consequences"];
+
+/// Whether `name` is a decision record's file name: `NNNN-words.md`.
+fn is_record(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    bytes.len() > 8
+        && bytes[..4].iter().all(u8::is_ascii_digit)
+        && bytes[4] == b'-'
+        && name.ends_with(".md")
+}
+
+/// What keeps the decision record `text` (shown as `file`) from the
+/// template's shape, one line per problem.
+fn record_shape_problems(file: &str, text: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut lines = text.lines().filter(|line| !line.trim().is_empty());
+    if !lines.next().is_some_and(|line| line.starts_with("# ")) {
+        problems.push(format!(
+            "{file}: the first line is not a `# <title>` heading"
+        ));
+    }
+    let mut fenced = false;
+    let mut found: Vec<(usize, &str)> = Vec::new();
+    let mut status = None;
+    for (number, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        if let Some(heading) = RECORD_SECTIONS.iter().find(|h| line.trim_end() == **h) {
+            found.push((number + 1, heading));
+        }
+        if status.is_none()
+            && line
+                .strip_prefix("- Status:")
+                .is_some_and(|rest| !rest.trim().is_empty())
+        {
+            status = Some(number + 1);
+        }
+    }
+    match status {
+        None => problems.push(format!(
+            "{file}: no `- Status: accepted (<date, commit>)` line under the title"
+        )),
+        Some(line) if found.first().is_some_and(|(first, _)| *first < line) => {
+            problems.push(format!(
+                "{file}: the `- Status:` line (line {line}) comes after `{}`, not under the title",
+                found[0].1
+            ))
+        }
+        Some(_) => {}
+    }
+    for heading in RECORD_SECTIONS {
+        match found.iter().filter(|(_, h)| *h == heading).count() {
+            0 => problems.push(format!("{file}: no `{heading}` heading")),
+            1 => {}
+            n => problems.push(format!("{file}: `{heading}` appears {n} times")),
+        }
+    }
+    // Compared only when no heading repeats (a repeat is reported above).
+    let order: Vec<&str> = found.iter().map(|(_, h)| *h).collect();
+    let present: Vec<&str> = RECORD_SECTIONS
+        .iter()
+        .copied()
+        .filter(|h| order.contains(h))
+        .collect();
+    if order.len() == present.len() && order != present {
+        let at: Vec<String> = found
+            .iter()
+            .map(|(line, h)| format!("`{h}` (line {line})"))
+            .collect();
+        problems.push(format!(
+            "{file}: the headings are out of order: {}; the order is {}",
+            at.join(", "),
+            RECORD_SECTIONS.join(", ")
+        ));
+    }
+    problems
+}
+
+#[test]
+fn every_decision_record_has_the_template_shape_and_is_listed() {
+    let dir = root().join(DECISIONS);
+    let mut names: Vec<String> = fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| is_record(name))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 31, "{DECISIONS}: only {names:?}");
+    let index_name = format!("{DECISIONS}/README.md");
+    let index = read(&index_name);
+    let listed: BTreeSet<String> = links(&index)
+        .into_iter()
+        .map(|target| target.split('#').next().unwrap_or("").to_owned())
+        .collect();
+    let mut problems = Vec::new();
+    let mut numbers: BTreeMap<&str, &str> = BTreeMap::new();
+    for name in &names {
+        let file = format!("{DECISIONS}/{name}");
+        problems.extend(record_shape_problems(&file, &read(&file)));
+        if !listed.contains(name.as_str()) {
+            problems.push(format!(
+                "{file}: not linked from {index_name} (add `- [{}]({name}) <title>`)",
+                &name[..4]
+            ));
+        }
+        if let Some(other) = numbers.insert(&name[..4], name) {
+            problems.push(format!(
+                "{file}: number {} is also {DECISIONS}/{other}; take the next free number",
+                &name[..4]
+            ));
+        }
+    }
+    for target in links(&index) {
+        if let Some(problem) = broken(&root().join(&index_name), &target) {
+            problems.push(format!("{index_name}: {problem}"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "decision records not in the shape of {DECISIONS}/TEMPLATE.md:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn record_shape_problems_name_what_is_missing() {
+    let good = "# T\n\n- Status: accepted (2026-11-29, abc1234)\n\n## Context\n\nx\n\n\
+                ## Decision\n\ny\n\n## Consequences\n\nz\n";
+    assert_eq!(record_shape_problems("f.md", good), Vec::<String>::new());
+    let old = "# T\n\n**T** is so.\n";
+    assert_eq!(
+        record_shape_problems("f.md", old),
+        vec![
+            "f.md: no `- Status: accepted (<date, commit>)` line under the title".to_owned(),
+            "f.md: no `## Context` heading".to_owned(),
+            "f.md: no `## Decision` heading".to_owned(),
+            "f.md: no `## Consequences` heading".to_owned(),
+        ]
+    );
+    let swapped = good
+        .replace("## Context", "## Tmp")
+        .replace("## Decision", "## Context");
+    let swapped = swapped.replace("## Tmp", "## Decision");
+    let problems = record_shape_problems("f.md", &swapped);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("out of order"), "{problems:?}");
+    let fenced = good.replace("## Consequences", "```\n## Consequences\n```");
+    assert_eq!(
+        record_shape_problems("f.md", &fenced),
+        vec!["f.md: no `## Consequences` heading".to_owned()]
+    );
+    assert!(is_record("0032-x.md") && !is_record("README.md") && !is_record("TEMPLATE.md"));
 }

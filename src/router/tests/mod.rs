@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::topology::columns::{SharedColumns, TableColumns};
 use crate::topology::Topology;
 
+mod documented;
 mod function_writes;
 mod insert;
 mod keys;
