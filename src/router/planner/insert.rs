@@ -153,6 +153,14 @@ impl<'a> Planner<'a> {
                 rule.name, rule.name, rule.name
             )
         };
+        // A minted id that collides must fail (1062), never replace or
+        // be ignored (decision 0032).
+        if insert.replace_into {
+            return Err(refused("with REPLACE"));
+        }
+        if insert.ignore {
+            return Err(refused("with IGNORE"));
+        }
         if let Some(first) = insert.assignments.first() {
             let AssignmentTarget::ColumnName(name) = &first.target else {
                 return Err(refused("with a tuple assignment"));

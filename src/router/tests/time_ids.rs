@@ -78,6 +78,14 @@ fn time_layout_inserts_mint_ids_and_reads_route_by_the_shard_field() {
                 reject("Unsupported", "without a column list"),
             ),
             c(
+                "REPLACE INTO photos (data) VALUES ('a')",
+                reject("Unsupported", "with REPLACE"),
+            ),
+            c(
+                "INSERT IGNORE INTO photos (data) VALUES ('a')",
+                reject("Unsupported", "with IGNORE"),
+            ),
+            c(
                 "INSERT INTO photos (data) SELECT 'a'",
                 reject("Unsupported", "from a SELECT"),
             ),
