@@ -50,3 +50,12 @@ CREATE TABLE IF NOT EXISTS user_by_email (
   email   VARCHAR(255) NOT NULL PRIMARY KEY,
   user_id BIGINT UNSIGNED NOT NULL
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+-- Object table of the time-sortable fleet (photos): the row stores its
+-- 64-bit id, minted by the server at INSERT from NOW(3), the shard and the
+-- shard database's `shardgate_id_seq` sequence (created by fleet init).
+CREATE TABLE IF NOT EXISTS photos (
+  id       BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+  data     TEXT,
+  ts       TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

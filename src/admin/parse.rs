@@ -29,6 +29,10 @@ pub const EXPLAIN_ROUTE: &str = "EXPLAIN ROUTE <statement>";
 pub const DECODE_ID: &str = "DECODE ID <id>";
 /// `ENCODE ID`.
 pub const ENCODE_ID: &str = "ENCODE ID <shard> <type> <local id>";
+/// `DECODE ID ... IN fleet`.
+pub const DECODE_ID_IN: &str = "DECODE ID <id> IN <fleet>";
+/// `ENCODE ID ... IN fleet`.
+pub const ENCODE_ID_IN: &str = "ENCODE ID <shard> <field 2> <field 3> IN <fleet>";
 /// `PROMOTE REPLICA`.
 pub const PROMOTE_REPLICA: &str = "PROMOTE REPLICA <master> [STOP REPLICATION]";
 /// `PAUSE SHARDS`.
@@ -95,6 +99,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (
         ENCODE_ID,
         "the 64-bit ID of a shard, a type (id or name from the config) and a local id",
+    ),
+    (DECODE_ID_IN, "the fields of a 64-bit ID in that fleet's id_layout"),
+    (
+        ENCODE_ID_IN,
+        "the 64-bit ID of those fields in that fleet's id_layout (shard, time_ms, sequence for a time layout)",
     ),
     (
         PROMOTE_REPLICA,
@@ -214,6 +223,25 @@ pub enum Command {
         object_type: String,
         /// Local id.
         local_id: u64,
+    },
+    /// `DECODE ID n IN fleet`: with that fleet's ID layout.
+    DecodeIdIn {
+        /// The 64-bit ID.
+        id: u64,
+        /// The fleet whose layout reads it.
+        fleet: String,
+    },
+    /// `ENCODE ID a b c IN fleet`: shard, type, local id of a composed
+    /// layout, or shard, time_ms, sequence of a time layout.
+    EncodeIdIn {
+        /// Shard number.
+        shard: u64,
+        /// Type (id or name) or time_ms, as written.
+        second: String,
+        /// Local id or sequence.
+        third: u64,
+        /// The fleet whose layout composes it.
+        fleet: String,
     },
     /// `PROMOTE REPLICA <master> [STOP REPLICATION]`.
     PromoteReplica {
@@ -660,6 +688,10 @@ fn parse_decode(rest: &[Token]) -> Result<Command, ParseError> {
         [id] => Ok(Command::DecodeId {
             id: number(id.text(), "the ID", DECODE_ID)?,
         }),
+        [id, keyword, fleet] if keyword.is("IN") => Ok(Command::DecodeIdIn {
+            id: number(id.text(), "the ID", DECODE_ID_IN)?,
+            fleet: fleet.text().to_owned(),
+        }),
         [] => Err(bad(DECODE_ID, "DECODE ID needs an ID")),
         _ => Err(bad(DECODE_ID, "DECODE ID takes one ID")),
     }
@@ -671,6 +703,12 @@ fn parse_encode(rest: &[Token]) -> Result<Command, ParseError> {
             shard: number(shard.text(), "the shard", ENCODE_ID)?,
             object_type: object_type.text().to_owned(),
             local_id: number(local_id.text(), "the local id", ENCODE_ID)?,
+        }),
+        [shard, second, third, keyword, fleet] if keyword.is("IN") => Ok(Command::EncodeIdIn {
+            shard: number(shard.text(), "the shard", ENCODE_ID_IN)?,
+            second: second.text().to_owned(),
+            third: number(third.text(), "the third field", ENCODE_ID_IN)?,
+            fleet: fleet.text().to_owned(),
         }),
         _ => Err(bad(
             ENCODE_ID,

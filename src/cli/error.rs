@@ -85,6 +85,14 @@ pub enum CliError {
     /// An ID or its fields out of range.
     #[error(transparent)]
     Id(#[from] IdError),
+    /// `id --fleet` names no fleet of the config.
+    #[error("unknown fleet '{fleet}' (fleets: {known})")]
+    UnknownFleet {
+        /// The name given.
+        fleet: String,
+        /// The config's fleets.
+        known: String,
+    },
 
     /// A schema file or a migration that cannot be used, before anything
     /// is done.

@@ -301,8 +301,18 @@ pub async fn init_with(
         "fleet init [{elapsed_precise}] {wide_bar} {pos}/{len} shard databases ({per_sec}, eta {eta})",
     );
 
-    let tables: Arc<HashMap<FleetId, Vec<TableDdl>>> =
-        Arc::new(plan.by_fleet.clone().into_iter().collect());
+    let mut by_fleet: HashMap<FleetId, Vec<TableDdl>> = plan.by_fleet.clone().into_iter().collect();
+    // A fleet whose server mints IDs draws them from a sequence per shard.
+    for (fid, fleet) in topology.fleets.iter().enumerate() {
+        if let Some(sql) = fleet.layout.sequence_ddl() {
+            by_fleet.entry(fid).or_default().push(TableDdl {
+                name: crate::id::layout::SEQUENCE_NAME.to_owned(),
+                sql,
+                line: 0,
+            });
+        }
+    }
+    let tables: Arc<HashMap<FleetId, Vec<TableDdl>>> = Arc::new(by_fleet);
     let mut tasks = Vec::new();
     for (host_id, host_jobs) in jobs {
         let work = HostWork {

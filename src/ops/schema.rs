@@ -443,7 +443,8 @@ mod tests {
                 "users",
                 "board_has_pins",
                 "user_likes_pins",
-                "user_by_email"
+                "user_by_email",
+                "photos"
             ]
         );
     }

@@ -456,6 +456,10 @@ pub struct FleetConfig {
     /// Host pairs, one per contiguous shard range.
     #[serde(default)]
     pub hosts: Vec<HostConfig>,
+    /// Which bits of the fleet's IDs hold which field; when absent,
+    /// Pinterest's layout (shard 61-46, type 45-36, local 35-0).
+    #[serde(default)]
+    pub id_layout: Option<IdLayoutConfig>,
 }
 
 impl Default for FleetConfig {
@@ -465,8 +469,31 @@ impl Default for FleetConfig {
             database: None,
             open: None,
             hosts: Vec::new(),
+            id_layout: None,
         }
     }
+}
+
+/// A fleet's `id_layout`: named fields and the epoch of `time_ms`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdLayoutConfig {
+    /// Unix milliseconds that the `time_ms` field counts from.
+    #[serde(default)]
+    pub epoch_ms: u64,
+    /// Fields by name (`shard`, `type`, `local`, `time_ms`, `sequence`).
+    #[serde(default)]
+    pub fields: BTreeMap<String, IdFieldConfig>,
+}
+
+/// One field of an `id_layout`: `bits` wide, its lowest bit at `shift`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdFieldConfig {
+    /// Position of the field's lowest bit (0 is the lowest bit of the ID).
+    pub shift: u32,
+    /// Width in bits.
+    pub bits: u32,
 }
 
 /// A host pair serving one contiguous shard range.

@@ -72,6 +72,8 @@ pub struct Fleet {
     pub open: Option<(u32, u32)>,
     /// Host ranges, sorted by `first`, covering `0..shard_count` exactly.
     pub ranges: Vec<HostRange>,
+    /// Which bits of the fleet's IDs hold which field.
+    pub layout: crate::id::IdLayout,
 }
 
 /// What kind of logical table a name refers to, and how its shard is found.
@@ -280,6 +282,13 @@ impl Fleet {
         let after = self.ranges.partition_point(|r| r.first <= shard);
         let range = self.ranges.get(after.checked_sub(1)?)?;
         (shard <= range.last).then_some(range)
+    }
+
+    /// Whether the fleet's IDs are time-sortable, minted by the server at
+    /// INSERT (its object tables store `id` and route like mapping tables
+    /// keyed by `id`).
+    pub fn mints_ids(&self) -> bool {
+        self.layout.kind() == crate::id::LayoutKind::Time
     }
 
     /// The shards new objects may be placed in, `(first, last)` inclusive:

@@ -54,6 +54,15 @@ pub enum Rehoming {
         /// Key column of the new document; `None`: no longer keyed.
         after: Option<String>,
     },
+    /// A fleet's ID layout changed: stored IDs decode to other shards.
+    IdLayout {
+        /// The fleet.
+        fleet: String,
+        /// Layout in force ([`crate::id::IdLayout::describe`]).
+        before: String,
+        /// Layout of the new document.
+        after: String,
+    },
     /// A table moved to another fleet: its rows stay on the old one.
     TableFleet {
         /// The table.
@@ -101,6 +110,11 @@ impl fmt::Display for Rehoming {
                 before,
                 after,
             } => write!(f, "table {table}: fleet {before} -> {after}"),
+            Rehoming::IdLayout {
+                fleet,
+                before,
+                after,
+            } => write!(f, "fleet {fleet}: ID layout {before} -> {after}"),
         }
     }
 }
@@ -126,6 +140,13 @@ pub fn rehoming_changes(old: &Topology, new: &Topology) -> Vec<Rehoming> {
                 fleet: fleet.name.clone(),
                 before: pattern(&previous.database),
                 after: pattern(&fleet.database),
+            });
+        }
+        if previous.layout != fleet.layout {
+            changes.push(Rehoming::IdLayout {
+                fleet: fleet.name.clone(),
+                before: previous.layout.describe(),
+                after: fleet.layout.describe(),
             });
         }
     }
@@ -225,6 +246,12 @@ mod tests {
             from: "user_likes_pins: { fleet: main, from: user_id }",
             to: "user_likes_pins: { fleet: mod, from: user_id }",
             expected: &["table user_likes_pins: fleet main -> mod"],
+        },
+        Case {
+            what: "ID layout",
+            from: "shards: 4096\n    database: \"msdb{:05}\"\n",
+            to: "shards: 4096\n    database: \"msdb{:05}\"\n    id_layout: { epoch_ms: 1, fields: { time_ms: { shift: 23, bits: 40 }, shard: { shift: 10, bits: 13 }, sequence: { shift: 0, bits: 10 } } }\n",
+            expected: &["fleet mod: ID layout shard 61-46, type 45-36, local 35-0 -> time_ms 62-23, shard 22-10, sequence 9-0, epoch_ms 1"],
         },
         Case {
             what: "a fleet added",

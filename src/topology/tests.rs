@@ -648,3 +648,92 @@ fn the_process_merge_budget_is_at_least_one_merges() {
         1024 * 1024 * 1024
     );
 }
+
+/// A fleet's `id_layout`: a time layout builds (its object tables route by
+/// the stored `id`), and each problem is reported on the line it is on.
+#[test]
+fn id_layouts_are_validated_with_their_lines() {
+    const FLEET: &str = "  mod:\n    shards: 4096\n    database: \"msdb{:05}\"\n";
+    const TIME: &str = "    id_layout:\n      epoch_ms: 1767225600000\n      fields:\n        time_ms: { shift: 23, bits: 40 }\n        shard: { shift: 10, bits: 13 }\n        sequence: { shift: 0, bits: 10 }\n";
+    assert!(SPEC_YAML.contains(FLEET));
+    let time = SPEC_YAML.replace(FLEET, &format!("{FLEET}{TIME}")).replace(
+        "  user_by_email:   { fleet: mod,  key: email }\n",
+        "  user_by_email:   { fleet: mod,  key: email }\n  photos: { fleet: mod, object: pin }\n",
+    );
+    let t = load(&time);
+    let fleet = &t.fleets[t.fleet_by_name("mod").unwrap()];
+    assert!(fleet.mints_ids());
+    assert_eq!(
+        fleet.layout.describe(),
+        "time_ms 62-23, shard 22-10, sequence 9-0, epoch_ms 1767225600000"
+    );
+    assert_eq!(
+        t.table("photos").unwrap().kind,
+        TableKind::Mapping {
+            from_column: "id".into()
+        }
+    );
+    assert!(!t.fleets[t.fleet_by_name("main").unwrap()].mints_ids());
+    assert!(t.fleets[t.fleet_by_name("main").unwrap()]
+        .layout
+        .is_pinterest());
+
+    let fleet_line = SPEC_YAML
+        .lines()
+        .position(|l| l == "  mod:")
+        .expect("mod fleet")
+        + 1;
+    let bad = SPEC_YAML.replace(
+        FLEET,
+        &format!(
+            "{FLEET}{}",
+            TIME.replace("shift: 23, bits: 40", "shift: 23, bits: 41")
+                .replace(
+                    "sequence: { shift: 0, bits: 10 }",
+                    "sequence: { shift: 5, bits: 10 }\n        color: { shift: 0, bits: 1 }"
+                )
+        ),
+    );
+    let found = errors(&bad);
+    let at = |offset: usize| fleet_line + 3 + offset;
+    assert!(
+        found.contains(&(
+            at(6),
+            "fleet mod: id_layout field `color` is not one of shard, type, local, time_ms, sequence".to_owned()
+        )),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&(
+            at(3),
+            "fleet mod: id_layout: field time_ms (bits 63-23) does not fit in 63 bits: the highest bit an ID may use is 62".to_owned()
+        )),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&(
+            at(5),
+            "fleet mod: id_layout: fields shard (bits 22-10) and sequence (bits 14-5) overlap"
+                .to_owned()
+        )),
+        "{found:?}"
+    );
+    let narrow = SPEC_YAML.replace(
+        FLEET,
+        &format!(
+            "{FLEET}{}",
+            TIME.replace(
+                "shard: { shift: 10, bits: 13 }",
+                "shard: { shift: 10, bits: 11 }"
+            )
+            .replace("shift: 23, bits: 40", "shift: 21, bits: 40")
+        ),
+    );
+    assert_eq!(
+        errors(&narrow),
+        vec![(
+            fleet_line + 3 + 4,
+            "fleet mod: id_layout: the shard field's 11 bits hold shards 0-2047, but the fleet has 4096 shards".to_owned()
+        )]
+    );
+}

@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::config::{Config, MAX_SHUTDOWN_DRAIN_TIMEOUT_MS};
 use super::lines::LineIndex;
-use super::{Host, HostId, Topology};
+use super::{Fleet, Host, HostId, TableKind, Topology};
 use crate::id::MAX_TYPE;
 
 mod fleets;
@@ -242,7 +242,17 @@ pub(super) fn build(
     }
     check_format_collisions(&fleets, lines, &mut errors);
 
-    let tables = check_tables(&config, &fleet_ids, lines, &mut errors);
+    let mut tables = check_tables(&config, &fleet_ids, lines, &mut errors);
+    // An object table of a fleet with time-sortable IDs stores its `id`
+    // (minted at INSERT) and routes by it like a mapping table.
+    for rule in tables.values_mut() {
+        let mints = fleets.get(rule.fleet).is_some_and(Fleet::mints_ids);
+        if mints && matches!(rule.kind, TableKind::Object { .. }) {
+            rule.kind = TableKind::Mapping {
+                from_column: "id".to_owned(),
+            };
+        }
+    }
 
     if errors.list.is_empty() {
         Ok(Topology {

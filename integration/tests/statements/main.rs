@@ -23,4 +23,5 @@ mod session_edges;
 mod session_truth;
 mod sessions;
 mod sessions_kill;
+mod time_ids;
 mod tls;

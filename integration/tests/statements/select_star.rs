@@ -232,7 +232,7 @@ const STAR_DATABASES: [&str; 3] = ["dbx0000", "dbx0005", "dbx0015"];
 fn star_fleet_yaml() -> String {
     let yaml = test_config_yaml();
     let with = yaml
-        .replacen("user: 3 }", "user: 3, star_note: 901, star_gone: 902 }", 1)
+        .replacen("types: { ", "types: { star_note: 901, star_gone: 902, ", 1)
         .replacen(
             "\ntables:\n",
             "\n  star:\n    shards: 16\n    database: \"dbx{:04}\"\n    hosts:\n      - { range: [0, 15], master: 127.0.0.1:3307 }\ntables:\n  star_notes: { fleet: star, object: star_note }\n  star_gone: { fleet: star, object: star_gone }\n",

@@ -80,8 +80,8 @@ async fn an_invalid_document_is_refused_and_the_old_one_keeps_serving() {
     // Straight to the znode, past push's validation: a broken flow map and
     // a fleet with an unknown master field.
     let broken = document().replace(
-        "types: { pin: 1, board: 2, user: 3 }",
-        "types: { pin: 1, board: 2, user: 3",
+        "types: { pin: 1, board: 2, user: 3, photo: 4 }",
+        "types: { pin: 1, board: 2, user: 3, photo: 4",
     );
     let client = raw_client().await;
     let stat = client

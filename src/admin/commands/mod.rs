@@ -4,6 +4,7 @@ mod client;
 mod decode_id;
 mod encode_id;
 mod explain_route;
+mod fleet_id;
 mod help;
 mod move_shards;
 mod pause_shards;
@@ -71,6 +72,13 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
         ),
         Command::ExplainRoute { statement } => explain_route::answer(engine, &statement),
         Command::DecodeId { id } => decode_id::answer(engine, id),
+        Command::DecodeIdIn { id, fleet } => fleet_id::decode(engine, id, &fleet),
+        Command::EncodeIdIn {
+            shard,
+            second,
+            third,
+            fleet,
+        } => fleet_id::encode(engine, shard, &second, third, &fleet),
         Command::EncodeId {
             shard,
             object_type,

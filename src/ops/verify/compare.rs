@@ -225,7 +225,9 @@ fn table_problems(
             .map(|t| t.name.as_str())
             .chain(expected.unchecked.iter().map(String::as_str))
             .any(|t| t.eq_ignore_ascii_case(name));
-        if known {
+        let id_sequence = topology.fleets.get(fleet).is_some_and(|f| f.mints_ids())
+            && name.eq_ignore_ascii_case(crate::id::layout::SEQUENCE_NAME);
+        if known || id_sequence {
             continue;
         }
         let owner = topology

@@ -137,6 +137,9 @@ impl<'a> Planner<'a> {
                     target = Some((rule.fleet, self.place(rule, placement)?));
                 }
             }
+            if self.insert_keys.mint.is_some() && target.is_none() {
+                target = Some((rule.fleet, self.place(rule, placement)?));
+            }
         }
 
         let Some((fleet, shard)) = target else {
@@ -172,6 +175,7 @@ impl<'a> Planner<'a> {
         }
 
         self.rewrite(fleet, shard, &mut edits)?;
+        self.mint_id(fleet, shard, &mut edits)?;
         let sql = apply(edits, env.src.original)?;
         env.shard_plan(fleet, shard, sql, kind, compose_insert_id)
     }
@@ -283,7 +287,7 @@ impl<'a> Planner<'a> {
                 Some(TableKind::Object { .. })
             );
             let keyed = !self.insert_keys.missing && !self.insert_keys.values.is_empty();
-            located[target] = object || keyed;
+            located[target] = object || keyed || self.insert_keys.mint.is_some();
         }
         let may_locate = |restricts: &Option<std::ops::Range<usize>>, index: usize| {
             restricts.as_ref().is_none_or(|r| r.contains(&index))
@@ -593,6 +597,30 @@ impl<'a> Planner<'a> {
         Ok(placement.choose(first, last).clamp(first, last))
     }
 
+    /// For an INSERT whose server mints the `id` (`insert_keys.mint`): the
+    /// `id` column and, in every row, the SQL minting it on `shard`.
+    fn mint_id(&self, fleet: FleetId, shard: u32, edits: &mut Edits) -> Result<(), RouteError> {
+        let Some(sites) = &self.insert_keys.mint else {
+            return Ok(());
+        };
+        let env = self.env;
+        let layout = &env.fleet(fleet)?.layout;
+        let database = env.database_name(fleet, shard);
+        let mint = layout
+            .mint_sql(shard, &database, Some(env.ctx.last_insert_id))
+            .ok_or_else(|| unsupported("the fleet's ID layout mints no IDs"))?;
+        let column = env.range(sites.column)?.start;
+        if sites.rows.is_empty() {
+            edits.insert(column, format!("`id` = {mint}, "));
+            return Ok(());
+        }
+        edits.insert(column, "`id`, ");
+        for &row in &sites.rows {
+            edits.insert(env.range(row)?.end, format!("{mint}, "));
+        }
+        Ok(())
+    }
+
     /// Edits the text for the target shard: unqualified tables get the
     /// shard database, `id` of object tables the expression composing it,
     /// `*` over an object table its columns (`star`).
@@ -660,6 +688,19 @@ impl<'a> Planner<'a> {
             TableKind::Object { .. } => format!("WHERE id = <64-bit id>, {rest}"),
             TableKind::Mapping { from_column } if insert => {
                 format!("a literal {from_column} ID in every row, {rest}")
+            }
+            TableKind::Mapping { from_column }
+                if self
+                    .env
+                    .topo
+                    .fleets
+                    .get(rule.fleet)
+                    .is_some_and(|f| f.mints_ids()) =>
+            {
+                format!(
+                    "WHERE {from_column} = <id>, {rest}; a range of {from_column}s (such as {from_column} BETWEEN <id at t1> AND <id at t2>) \
+                     spans every shard of a time-sortable ID layout: add /*+ SCATTER */ to read them all or /*+ SHARD(n) */ for one"
+                )
             }
             TableKind::Mapping { from_column } => format!("WHERE {from_column} = <id>, {rest}"),
             TableKind::ModShard { key_column } if insert => {

@@ -120,6 +120,19 @@ pub(super) struct InsertKeys<'a> {
     pub(super) values: Vec<super::keys::KeyValue<'a>>,
     /// A row whose key is not a literal, or no key column at all.
     pub(super) missing: bool,
+    /// Where the minted `id` goes when the table's fleet mints IDs and the
+    /// INSERT names no `id`.
+    pub(super) mint: Option<MintSites>,
+}
+
+/// Where an INSERT gets the `id` its server mints: before the first
+/// column of the column list (or the first `SET` assignment), and after
+/// the `(` of every row.
+pub(super) struct MintSites {
+    /// The first named column (or assigned column of the `SET` form).
+    pub(super) column: Span,
+    /// The `(` of every `VALUES` row (empty for the `SET` form).
+    pub(super) rows: Vec<Span>,
 }
 
 /// Walks a DML statement's AST, collecting what routing needs, then decides.

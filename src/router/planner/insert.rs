@@ -7,7 +7,7 @@ use sqlparser::ast::{
     Insert, ObjectName, ObjectNamePart, OnInsert, SetExpr, TableObject,
 };
 
-use super::dml::Planner;
+use super::dml::{MintSites, Planner};
 use super::expr::is_id;
 use super::keys::key_column;
 use super::unsupported;
@@ -102,6 +102,10 @@ impl<'a> Planner<'a> {
             }
         }
         self.check_insert_local_ids(insert);
+        if let Err(message) = self.mint_sites(insert) {
+            self.fail(unsupported(message));
+            return;
+        }
         if let Some(rule) = self.insert_key_rule() {
             if !matches!(rule.kind, TableKind::Object { .. }) {
                 self.collect_insert_keys(insert, key_column(rule));
@@ -114,6 +118,76 @@ impl<'a> Planner<'a> {
         if let Some(OnInsert::DuplicateKeyUpdate(assignments)) = &insert.on {
             self.walk_assignments(assignments, false);
         }
+    }
+
+    /// For an INSERT into a table of a fleet that mints IDs that names no
+    /// `id`: where the minted `id` goes (`insert_keys.mint`); an INSERT it
+    /// cannot be added to is refused with the reason.
+    fn mint_sites(&mut self, insert: &'a Insert) -> Result<(), String> {
+        let Some(rule) = self.insert_rule() else {
+            return Ok(());
+        };
+        let TableKind::Mapping { from_column } = &rule.kind else {
+            return Ok(());
+        };
+        let mints = self
+            .env
+            .topo
+            .fleets
+            .get(rule.fleet)
+            .is_some_and(|f| f.mints_ids());
+        let names_key = |n: &ObjectName| {
+            column_name(n).is_some_and(|c| c.value.eq_ignore_ascii_case(from_column))
+        };
+        let sets_key = insert.columns.iter().any(names_key)
+            || insert
+                .assignments
+                .iter()
+                .any(|a| matches!(&a.target, AssignmentTarget::ColumnName(n) if names_key(n)));
+        if !mints || sets_key {
+            return Ok(());
+        }
+        let refused = |why: &str| {
+            format!(
+                "INSERT into {} {why}: its fleet's IDs are minted by the server at INSERT;                  write INSERT INTO {} (col, ...) VALUES (...) or INSERT INTO {} SET col = ...",
+                rule.name, rule.name, rule.name
+            )
+        };
+        // A minted id that collides must fail (1062), never replace or
+        // be ignored (decision 0033).
+        if insert.replace_into {
+            return Err(refused("with REPLACE"));
+        }
+        if insert.ignore {
+            return Err(refused("with IGNORE"));
+        }
+        if let Some(first) = insert.assignments.first() {
+            let AssignmentTarget::ColumnName(name) = &first.target else {
+                return Err(refused("with a tuple assignment"));
+            };
+            let column = column_name(name).ok_or_else(|| refused("with an unnamed column"))?;
+            self.insert_keys.mint = Some(MintSites {
+                column: column.span,
+                rows: Vec::new(),
+            });
+            return Ok(());
+        }
+        let Some(first) = insert.columns.first().and_then(column_name) else {
+            return Err(refused("without a column list"));
+        };
+        let rows = match insert.source.as_deref().map(|q| q.body.as_ref()) {
+            Some(SetExpr::Values(values)) => values
+                .rows
+                .iter()
+                .map(|row| row.opening_token.0.span)
+                .collect(),
+            _ => return Err(refused("from a SELECT")),
+        };
+        self.insert_keys.mint = Some(MintSites {
+            column: first.span,
+            rows,
+        });
+        Ok(())
     }
 
     /// The values an INSERT gives its table's shard-key column.

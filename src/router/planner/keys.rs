@@ -9,7 +9,7 @@ use sqlparser::ast::{Expr, Value, ValueWithSpan};
 use sqlparser::tokenizer::Span;
 
 use super::{unsupported, Env};
-use crate::id::{mod_shard, ObjectId};
+use crate::id::{mod_shard, FieldName, ObjectId};
 use crate::router::plan::{ClientCharset, RouteError};
 use crate::router::text::Edits;
 use crate::topology::{Fleet, TableKind, TableRule};
@@ -134,8 +134,21 @@ fn hex_bytes(digits: &str) -> Option<Vec<u8>> {
 /// Decodes a 64-bit ID whose shard must be inside `fleet`; the error is
 /// the reason of a [`RouteError::BadId`].
 pub(super) fn decode_id(raw: u64, fleet: &Fleet) -> Result<ObjectId, String> {
-    let id = ObjectId::decode(raw)
-        .map_err(|_| "its reserved top bits (63-62) are set; IDs are below 2^62".to_owned())?;
+    let id = if fleet.layout.is_pinterest() {
+        ObjectId::decode(raw)
+            .map_err(|_| "its reserved top bits (63-62) are set; IDs are below 2^62".to_owned())?
+    } else {
+        let fields = fleet
+            .layout
+            .decode(raw)
+            .map_err(|e| format!("{e} ({})", fleet.layout.describe()))?;
+        let get = |n: FieldName| fields.iter().find(|(f, _)| *f == n).map_or(0, |v| v.1);
+        ObjectId {
+            shard: u32::try_from(get(FieldName::Shard)).unwrap_or(u32::MAX),
+            type_id: u16::try_from(get(FieldName::Type)).unwrap_or(u16::MAX),
+            local_id: get(FieldName::Local),
+        }
+    };
     if id.shard >= fleet.shard_count {
         return Err(format!(
             "its shard {} is outside fleet {} (shards 0-{})",

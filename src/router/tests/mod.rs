@@ -25,6 +25,7 @@ mod scatter;
 mod schema_changes;
 mod session;
 mod star;
+mod time_ids;
 mod unparsed_schema_changes;
 
 /// A fleet with no open range, for placement errors.

@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use crate::id::MAX_SHARD;
+use crate::id::layout::Field;
+use crate::id::{FieldName, IdLayout, MAX_SHARD};
 use crate::topology::config::{Config, FleetConfig, DEFAULT_DATABASE, DEFAULT_MOD_DATABASE};
 use crate::topology::lines::LineIndex;
 use crate::topology::{parse_format, DatabaseFormat, Fleet, Host, HostId, HostRange};
@@ -36,6 +37,51 @@ pub(super) fn database_spec(config: &Config, name: &str, fc: &FleetConfig) -> St
     } else {
         DEFAULT_DATABASE.to_owned()
     }
+}
+
+/// The fleet's ID layout (Pinterest's without `id_layout`); each problem
+/// is reported on the line of the field it concerns.
+fn check_layout(
+    name: &str,
+    fc: &FleetConfig,
+    count: u32,
+    lines: &LineIndex,
+    errors: &mut Errors,
+) -> IdLayout {
+    let Some(config) = &fc.id_layout else {
+        return IdLayout::pinterest();
+    };
+    let at = |field: Option<&str>| {
+        let mut path = vec!["fleets", name, "id_layout"];
+        if let Some(field) = field {
+            path.extend(["fields", field]);
+        }
+        lines.line(&path)
+    };
+    let mut fields = Vec::new();
+    for (field, fc) in &config.fields {
+        match FieldName::parse(field) {
+            Some(n) => fields.push(Field {
+                name: n,
+                shift: fc.shift,
+                bits: fc.bits,
+            }),
+            None => errors.push(
+                at(Some(field)),
+                format!(
+                    "fleet {name}: id_layout field `{field}` is not one of shard, type, local, time_ms, sequence"
+                ),
+            ),
+        }
+    }
+    let layout = IdLayout::new(fields, config.epoch_ms);
+    for problem in layout.check(count) {
+        errors.push(
+            at(problem.field.map(FieldName::as_str)),
+            format!("fleet {name}: id_layout: {}", problem.message),
+        );
+    }
+    layout
 }
 
 fn shard_span(first: u32, last: u32) -> String {
@@ -198,6 +244,8 @@ pub(super) fn check_fleet(
         errors.push(hosts_line, gap_message(name, next, count - 1));
     }
 
+    let layout = check_layout(name, fc, count, lines, errors);
+
     if errors.list.len() != before {
         return None;
     }
@@ -217,6 +265,7 @@ pub(super) fn check_fleet(
                 replica: None,
             })
             .collect(),
+        layout,
     };
     Some((fleet, order))
 }

@@ -253,8 +253,8 @@ async fn an_invalid_config_is_refused_and_the_old_one_keeps_routing() {
 
     // Broken YAML, through RELOAD CONFIG on the admin port.
     let broken = yaml.replace(
-        "types: { pin: 1, board: 2, user: 3 }",
-        "types: { pin: 1, board: 2, user: 3",
+        "types: { pin: 1, board: 2, user: 3, photo: 4 }",
+        "types: { pin: 1, board: 2, user: 3, photo: 4",
     );
     std::fs::write(&proxy.config_path, &broken).unwrap();
     match control.reload(ReloadTrigger::Admin).await {

@@ -6,6 +6,10 @@
 
 use md5::{Digest, Md5};
 
+pub mod layout;
+
+pub use layout::{FieldName, IdLayout, LayoutKind};
+
 /// Largest shard number the ID layout can carry.
 pub const MAX_SHARD: u32 = (1 << 16) - 1;
 /// Largest type id the ID layout can carry.
@@ -80,6 +84,32 @@ pub enum IdError {
     LocalTooLarge {
         /// The offending local id.
         local_id: u64,
+    },
+    /// The ID has a bit set that no field of the fleet's layout covers.
+    #[error(
+        "ID {id} does not fit the fleet's ID layout: bit {bit} is set but belongs to no field"
+    )]
+    UnusedBits {
+        /// The offending ID.
+        id: u64,
+        /// The highest such bit.
+        bit: u32,
+    },
+    /// A value wider than its field of the layout.
+    #[error("{field} {value} does not fit in an ID: {field} must be 0-{max}")]
+    FieldTooLarge {
+        /// The field.
+        field: FieldName,
+        /// The offending value.
+        value: u64,
+        /// The field's largest value.
+        max: u64,
+    },
+    /// A field the fleet's layout does not have.
+    #[error("the fleet's ID layout has no field {field}")]
+    NoSuchField {
+        /// The field asked for.
+        field: FieldName,
     },
 }
 
