@@ -3,6 +3,7 @@
 pub mod columns;
 pub mod conn;
 pub mod health;
+pub mod link;
 pub mod pool;
 
 use std::sync::atomic::Ordering;
@@ -11,6 +12,7 @@ use crate::stats::HostFigures;
 use health::HealthState;
 
 pub use conn::{BackendConn, BackendError, ConnKey};
+pub use link::{Dialer, TcpDialer};
 pub use pool::{Backends, HostPool, PoolShare, PooledConn};
 
 impl Backends {
