@@ -91,3 +91,6 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
