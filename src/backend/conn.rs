@@ -5,14 +5,14 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+use super::link::{Dialer, HostRead, HostWrite, TcpDialer};
+use crate::protocol::packets::{parse_err, parse_ok, ERR_HEADER, OK_HEADER};
+use crate::protocol::{FrameReader, FrameWriter};
 use mysql_common::constants::{CapabilityFlags, Command, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, HandshakePacket, HandshakeResponse};
 use mysql_common::proto::{MyDeserialize, MySerialize};
 use mysql_common::scramble::scramble_native;
-use super::link::{Dialer, HostRead, HostWrite, TcpDialer};
-use crate::protocol::packets::{parse_err, parse_ok, ERR_HEADER, OK_HEADER};
-use crate::protocol::{FrameReader, FrameWriter};
 
 /// Capability flags every backend connection uses. `CLIENT_LOCAL_FILES` is
 /// always on: the proxy relays a server's request for a file only for a
@@ -141,8 +141,8 @@ impl BackendConn {
             timeout,
             Self::connect_inner(dialer, addr, user, password, key),
         )
-            .await
-            .map_err(|_| BackendError::ConnectTimeout(timeout))?
+        .await
+        .map_err(|_| BackendError::ConnectTimeout(timeout))?
     }
 
     async fn connect_inner(

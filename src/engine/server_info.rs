@@ -158,16 +158,10 @@ pub(super) async fn on_control_connection<T>(
     };
     let timeout = Duration::from_millis(backend.connect_timeout_ms);
     let run = async {
-        let mut conn = BackendConn::connect_via(
-            dialer,
-            addr,
-            &backend.user,
-            &backend.password,
-            key,
-            timeout,
-        )
-        .await
-        .map_err(|error| error.to_string())?;
+        let mut conn =
+            BackendConn::connect_via(dialer, addr, &backend.user, &backend.password, key, timeout)
+                .await
+                .map_err(|error| error.to_string())?;
         work(&mut conn).await
     };
     tokio::time::timeout(timeout * 2, run)

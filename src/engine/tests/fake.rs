@@ -192,6 +192,8 @@ struct Host {
     dead: AtomicBool,
     /// Running statements' kill switches, by thread id.
     threads: Mutex<HashMap<u32, Arc<Notify>>>,
+    /// Wakes every connection of the host to close it.
+    restart: Notify,
 }
 
 /// The fake fleet: hosts by address, their scripts, what they received.
@@ -217,6 +219,7 @@ impl FakeFleet {
                     rules: Mutex::new(Vec::new()),
                     dead: AtomicBool::new(false),
                     threads: Mutex::new(HashMap::new()),
+                    restart: Notify::new(),
                 }),
             );
         }
@@ -254,6 +257,12 @@ impl FakeFleet {
         self.host(addr).dead.store(true, Ordering::SeqCst);
     }
 
+    /// Host `addr` restarts: every connection it has is closed (a pooled
+    /// one is found closed at its next checkout); new ones are accepted.
+    pub fn restart_host(&self, addr: &str) {
+        self.host(addr).restart.notify_waiters();
+    }
+
     /// Host `addr` accepts connections again.
     pub fn revive(&self, addr: &str) {
         self.host(addr).dead.store(false, Ordering::SeqCst);
@@ -279,9 +288,7 @@ impl FakeFleet {
         self.received()
             .into_iter()
             .filter(|r| {
-                r.host == addr
-                    && r.command == QUERY
-                    && r.sql.to_ascii_lowercase().contains(&needle)
+                r.host == addr && r.command == QUERY && r.sql.to_ascii_lowercase().contains(&needle)
             })
             .collect()
     }
@@ -410,7 +417,10 @@ async fn serve(
     lock(&host.threads).insert(thread, Arc::clone(&kill));
     let result = async {
         loop {
-            let (_, packet) = reader.next_packet().await?;
+            let (_, packet) = tokio::select! {
+                packet = reader.next_packet() => packet?,
+                () = host.restart.notified() => return Ok(()),
+            };
             if host.dead.load(Ordering::SeqCst) {
                 return Ok(());
             }
@@ -447,13 +457,22 @@ async fn serve(
                                 switch.notify_one();
                                 session.ok(0, 0)
                             }
-                            None => err_packet(1094, "HY000", &format!("Unknown thread id: {victim}")),
+                            None => {
+                                err_packet(1094, "HY000", &format!("Unknown thread id: {victim}"))
+                            }
                         };
                         writer.write_packet(1, &answer).await?;
                     } else {
                         let reply = fleet.reply_for(&host, &text);
-                        if !answer(&mut writer, &mut session, &text, reply, deprecate_eof, &kill)
-                            .await?
+                        if !answer(
+                            &mut writer,
+                            &mut session,
+                            &text,
+                            reply,
+                            deprecate_eof,
+                            &kill,
+                        )
+                        .await?
                         {
                             return Ok(());
                         }
@@ -574,8 +593,10 @@ async fn answer<W: AsyncWrite + Unpin>(
                         .await?;
                 }
                 for row in &rows {
-                    let values: Vec<Option<&[u8]>> =
-                        row.iter().map(|v| v.as_deref().map(str::as_bytes)).collect();
+                    let values: Vec<Option<&[u8]>> = row
+                        .iter()
+                        .map(|v| v.as_deref().map(str::as_bytes))
+                        .collect();
                     seq = writer.write_packet(seq, &text_row(&values)).await?;
                 }
                 writer
