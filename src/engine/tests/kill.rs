@@ -86,3 +86,38 @@ async fn kill_query_reaches_the_host_and_thread_of_the_running_statement() {
     let after = rig.fleet.queries_with(B, "title = 'after'");
     assert_ne!(after[0].thread, thread);
 }
+
+#[tokio::test]
+async fn kill_query_ends_a_wait_at_a_paused_shard_at_once() {
+    let mut rig = Rig::new();
+    let on_b = crate::id::compose(2049, 1, 7);
+    let mut victim = rig.session();
+    let mut killer = rig.session();
+    let victim_id = victim.id();
+    rig.pause(2049, 2049);
+    let sql = format!("UPDATE pins SET title = 'waits' WHERE id = {on_b}");
+    let started = tokio::time::Instant::now();
+    let kill = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        killer.run(&format!("KILL QUERY {victim_id}")).await
+    };
+    let (waited, killed) = tokio::join!(victim.run(&sql), kill);
+    let elapsed = started.elapsed();
+    assert!(killed.is_ok(0, 0), "{killed:?}");
+    // The rig's pause.timeout_ms is 300: the KILL, not the timeout, ends it.
+    assert_eq!(
+        waited.code(),
+        Some(INTERRUPTED),
+        "{waited:?} after {elapsed:?}"
+    );
+    assert!(elapsed < Duration::from_millis(250), "{elapsed:?}");
+    assert!(
+        rig.fleet.queries(B).is_empty(),
+        "{:#?}",
+        rig.fleet.queries(B)
+    );
+    // The next statement of the session is not cancelled.
+    rig.resume(2049, 2049);
+    let next = victim.run(&sql).await;
+    assert!(next.is_ok(0, 0), "{next:?}");
+}
