@@ -112,10 +112,7 @@ fn table() -> Vec<Case> {
             .then(same_connection(B, "set title = 'a'", "select title")),
         Case::new("ROLLBACK reaches the bound connection")
             .run("START TRANSACTION", ok())
-            .run(
-                format!("INSERT INTO pins (title) VALUES ('t')"),
-                Expect::Ok(0, 0),
-            )
+            .run("INSERT INTO pins (title) VALUES ('t')", Expect::Ok(0, 0))
             .run("ROLLBACK", ok())
             .then(same_connection(A, "insert into db00000.pins", "rollback")),
         Case::new("autocommit off: the first write opens and binds the transaction")
