@@ -5,16 +5,14 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+use super::link::{Dialer, HostRead, HostWrite, TcpDialer};
+use crate::protocol::packets::{parse_err, parse_ok, ERR_HEADER, OK_HEADER};
+use crate::protocol::{FrameReader, FrameWriter};
 use mysql_common::constants::{CapabilityFlags, Command, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, HandshakePacket, HandshakeResponse};
 use mysql_common::proto::{MyDeserialize, MySerialize};
 use mysql_common::scramble::scramble_native;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
-
-use crate::protocol::packets::{parse_err, parse_ok, ERR_HEADER, OK_HEADER};
-use crate::protocol::{FrameReader, FrameWriter};
 
 /// Capability flags every backend connection uses. `CLIENT_LOCAL_FILES` is
 /// always on: the proxy relays a server's request for a file only for a
@@ -98,9 +96,9 @@ pub use crate::router::plan::version_number;
 /// A logged-in connection to one backend server.
 pub struct BackendConn {
     /// Frames from the server.
-    pub reader: FrameReader<OwnedReadHalf>,
+    pub reader: FrameReader<HostRead>,
     /// Frames to the server.
-    pub writer: FrameWriter<OwnedWriteHalf>,
+    pub writer: FrameWriter<HostWrite>,
     /// What this connection was opened for.
     pub key: ConnKey,
     /// Fingerprint of the session settings applied to it (0 = none).
@@ -117,7 +115,8 @@ pub struct BackendConn {
 }
 
 impl BackendConn {
-    /// Connects and logs in as `user`, with the framing and collation of `key`.
+    /// Connects to `addr` over TCP and logs in as `user`, with the framing
+    /// and collation of `key`.
     pub async fn connect(
         addr: &str,
         user: &str,
@@ -125,20 +124,35 @@ impl BackendConn {
         key: ConnKey,
         timeout: Duration,
     ) -> Result<BackendConn, BackendError> {
-        tokio::time::timeout(timeout, Self::connect_inner(addr, user, password, key))
-            .await
-            .map_err(|_| BackendError::ConnectTimeout(timeout))?
+        Self::connect_via(&TcpDialer, addr, user, password, key, timeout).await
+    }
+
+    /// [`BackendConn::connect`] through `dialer` (the engine's pools and
+    /// control connections: TCP, or a test's fake hosts).
+    pub async fn connect_via(
+        dialer: &dyn Dialer,
+        addr: &str,
+        user: &str,
+        password: &str,
+        key: ConnKey,
+        timeout: Duration,
+    ) -> Result<BackendConn, BackendError> {
+        tokio::time::timeout(
+            timeout,
+            Self::connect_inner(dialer, addr, user, password, key),
+        )
+        .await
+        .map_err(|_| BackendError::ConnectTimeout(timeout))?
     }
 
     async fn connect_inner(
+        dialer: &dyn Dialer,
         addr: &str,
         user: &str,
         password: &str,
         key: ConnKey,
     ) -> Result<BackendConn, BackendError> {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
-        let (read_half, write_half) = stream.into_split();
+        let (read_half, write_half) = dialer.dial(addr).await?.split();
         let mut reader = FrameReader::new(read_half);
         let mut writer = FrameWriter::new(write_half);
 

@@ -3,6 +3,7 @@
 pub mod columns;
 pub mod conn;
 pub mod health;
+pub mod link;
 pub mod pool;
 pub mod replication;
 
@@ -13,6 +14,7 @@ use crate::topology::Topology;
 use health::HealthState;
 
 pub use conn::{BackendConn, BackendError, ConnKey};
+pub use link::{Dialer, TcpDialer};
 pub use pool::{Backends, HostPool, PoolShare, PooledConn};
 
 impl Backends {

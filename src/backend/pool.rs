@@ -20,6 +20,7 @@ use tokio::sync::{AcquireError, Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::conn::{BackendConn, BackendError, ConnKey};
 use super::health::{HealthSnapshot, HostHealth};
+use super::link::{Dialer, TcpDialer};
 use crate::stats::Histogram;
 use crate::sync::{lock, read, write};
 use crate::topology::config::BackendConfig;
@@ -189,6 +190,8 @@ impl HostState {
 pub struct HostPool {
     host: Arc<HostState>,
     settings: BackendSettings,
+    /// How its connections reach the host.
+    dialer: Arc<dyn Dialer>,
     idle: Mutex<Vec<BackendConn>>,
     permits: Arc<Semaphore>,
     /// Woken when a checkout finds every connection in use: idle sessions
@@ -254,11 +257,12 @@ impl PooledConn {
 }
 
 impl HostPool {
-    fn new(host: Arc<HostState>, settings: BackendSettings) -> Self {
+    fn new(host: Arc<HostState>, settings: BackendSettings, dialer: Arc<dyn Dialer>) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(settings.max_per_host.max(1))),
             host,
             settings,
+            dialer,
             idle: Mutex::new(Vec::new()),
             retired: AtomicBool::new(false),
             pressure: Notify::new(),
@@ -275,6 +279,11 @@ impl HostPool {
     /// waiting for one to be released).
     pub fn has_free(&self) -> bool {
         self.permits.available_permits() > 0
+    }
+
+    /// How connections reach the host (control connections to it too).
+    pub fn dialer(&self) -> &dyn Dialer {
+        self.dialer.as_ref()
     }
 
     /// The host's state, shared with its other pools.
@@ -349,7 +358,8 @@ impl HostPool {
                 reused: true,
             });
         }
-        match BackendConn::connect(
+        match BackendConn::connect_via(
+            self.dialer.as_ref(),
             &self.addr,
             &self.settings.user,
             &self.settings.password,
@@ -478,6 +488,8 @@ fn describe_connect_error(error: &BackendError) -> String {
 /// again to statements still running on an older topology.
 pub struct Backends {
     settings: RwLock<BackendSettings>,
+    /// How every pool's connections reach their hosts.
+    dialer: Arc<dyn Dialer>,
     /// The pools of the hosts of the topology in force (and of the one
     /// being installed).
     pools: RwLock<HashMap<String, Arc<HostPool>>>,
@@ -486,10 +498,18 @@ pub struct Backends {
 }
 
 impl Backends {
-    /// No hosts yet ([`Backends::add_hosts`] adds them).
+    /// No hosts yet ([`Backends::add_hosts`] adds them); connections are
+    /// TCP.
     pub fn new(settings: BackendSettings) -> Self {
+        Self::with_dialer(settings, Arc::new(TcpDialer))
+    }
+
+    /// No hosts yet; every connection is opened through `dialer` (a test's
+    /// fake hosts).
+    pub fn with_dialer(settings: BackendSettings, dialer: Arc<dyn Dialer>) -> Self {
         Self {
             settings: RwLock::new(settings),
+            dialer,
             pools: RwLock::new(HashMap::new()),
             retired: Mutex::new(Vec::new()),
         }
@@ -516,11 +536,17 @@ impl Backends {
         let pool = Arc::new(HostPool::new(
             Arc::new(HostState::new(addr.to_owned())),
             settings,
+            self.dialer.clone(),
         ));
         pool.retire();
         retired.retain(|weak| weak.strong_count() > 0);
         retired.push(Arc::downgrade(&pool));
         pool
+    }
+
+    /// How connections reach the hosts.
+    pub fn dialer(&self) -> &dyn Dialer {
+        self.dialer.as_ref()
     }
 
     /// The state of `addr`, if it is a host of the topology in force.
@@ -556,7 +582,7 @@ impl Backends {
                 let host = Arc::new(HostState::new((*addr).to_owned()));
                 pools.insert(
                     (*addr).to_owned(),
-                    Arc::new(HostPool::new(host, settings.clone())),
+                    Arc::new(HostPool::new(host, settings.clone(), self.dialer.clone())),
                 );
             }
         }
@@ -595,7 +621,11 @@ impl Backends {
         drop(current);
         let mut old = Vec::with_capacity(pools.len());
         for pool in pools.values_mut() {
-            let fresh = Arc::new(HostPool::new(pool.host.clone(), settings.clone()));
+            let fresh = Arc::new(HostPool::new(
+                pool.host.clone(),
+                settings.clone(),
+                self.dialer.clone(),
+            ));
             old.push(std::mem::replace(pool, fresh));
         }
         drop(pools);

@@ -20,6 +20,7 @@ use super::observe::Routed;
 use super::pause::{Blocked, PausedShard, ShardGuard};
 use super::relay::{InsertIdComposer, LocalInfile, RelayOutcome};
 use super::session_state::{SessionState, SettingsLimits};
+use super::sessions::SessionEntry;
 use super::transaction::{
     check_combined_autocommit, on_bound_shard, recorded_text, transition_failure,
 };
@@ -180,7 +181,7 @@ impl Engine {
                 Err(Blocked::Stale) => {}
                 Err(Blocked::Paused(paused)) => {
                     let resumed = self
-                        .wait_for_resume(&topology, &paused, &mut waiting_since)
+                        .wait_for_resume(&topology, &paused, &mut waiting_since, &state.entry)
                         .await;
                     if let Err(error) = resumed {
                         write_error(client, state.response_seq, &error).await?;
@@ -248,17 +249,22 @@ impl Engine {
 
     /// Waits for the RESUME of a paused shard, at most `pause.timeout_ms`
     /// after the statement first waited (`waiting_since`, set on its first
-    /// wait). The error says the statement did not run.
+    /// wait), and no longer than a `KILL QUERY` of `session` (1317). The
+    /// error says the statement did not run.
     pub(super) async fn wait_for_resume(
         &self,
         topology: &Topology,
         paused: &PausedShard,
         waiting_since: &mut Option<Instant>,
+        session: &SessionEntry,
     ) -> Result<(), ClientError> {
         let since = *waiting_since.get_or_insert_with(Instant::now);
         let limit = Duration::from_millis(topology.config.pause.timeout_ms);
-        if self.pauses.wait(paused, since + limit).await {
-            return Ok(());
+        tokio::select! {
+            resumed = self.pauses.wait(paused, since + limit) => if resumed {
+                return Ok(());
+            },
+            () = session.cancelled() => return Err(ClientError::QueryInterrupted),
         }
         Err(ClientError::ShardPaused {
             fleet: paused.fleet.clone(),

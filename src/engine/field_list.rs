@@ -46,7 +46,7 @@ impl Engine {
                 Err(Blocked::Stale) => {}
                 Err(Blocked::Paused(paused)) => {
                     let resumed = self
-                        .wait_for_resume(&topology, &paused, &mut waiting_since)
+                        .wait_for_resume(&topology, &paused, &mut waiting_since, &state.entry)
                         .await;
                     if let Err(error) = resumed {
                         break Err(Failure::Client(error));

@@ -22,7 +22,7 @@ use super::server_info::on_control_connection;
 use super::session_state::SessionState;
 use super::sessions::SessionEntry;
 use super::Engine;
-use crate::backend::BackendConn;
+use crate::backend::{BackendConn, HostPool};
 use crate::error::ClientError;
 use crate::protocol::packets::{parse_err, ERR_HEADER};
 use crate::protocol::FrameWriter;
@@ -79,7 +79,8 @@ impl Engine {
             let target = Arc::clone(target);
             kills.spawn(async move {
                 let addr = thread.pool.addr.clone();
-                let result = on_control_connection(&backend, &addr, async |conn| {
+                let dialer = thread.pool.dialer();
+                let result = on_control_connection(dialer, &backend, &addr, async |conn| {
                     // The statement may have ended while the control
                     // connection was opened, and its connection may serve
                     // someone else now; otherwise the connection is closed,
@@ -110,11 +111,14 @@ impl Engine {
 /// Kills, in the background, the statement still running on backend
 /// `thread` of `addr` whose connection the proxy gave up on (closed): a
 /// server goes on running a statement whose client left.
-pub(super) fn kill_abandoned(backend: Arc<BackendConfig>, addr: String, thread: u32) {
+pub(super) fn kill_abandoned(backend: Arc<BackendConfig>, pool: &Arc<HostPool>, thread: u32) {
+    let pool = Arc::clone(pool);
     tokio::spawn(async move {
-        let result =
-            on_control_connection(&backend, &addr, async |conn| kill_query(conn, thread).await)
-                .await;
+        let addr = &pool.addr;
+        let result = on_control_connection(pool.dialer(), &backend, addr, async |conn| {
+            kill_query(conn, thread).await
+        })
+        .await;
         if let Err(error) = result {
             debug!(host = addr, thread, %error, "KILL QUERY of an abandoned statement failed");
         }

@@ -28,7 +28,7 @@ pub mod transaction_state;
 mod venue;
 
 use crate::backend::pool::BackendSettings;
-use crate::backend::Backends;
+use crate::backend::{Backends, Dialer, TcpDialer};
 use crate::stats::Stats;
 use crate::topology::{SharedTopology, Topology};
 use fence::Fence;
@@ -67,8 +67,15 @@ pub struct Engine {
 impl Engine {
     /// An engine for `topology`, with pools sized from its backend config.
     pub fn new(topology: Topology) -> Self {
+        Self::with_dialer(topology, Arc::new(TcpDialer))
+    }
+
+    /// An engine whose backend connections reach their hosts through
+    /// `dialer` ([`Engine::new`]: TCP; engine unit tests: scripted fake
+    /// hosts).
+    pub fn with_dialer(topology: Topology, dialer: Arc<dyn Dialer>) -> Self {
         let settings = BackendSettings::from_config(&topology.config.backend);
-        let backends = Backends::new(settings);
+        let backends = Backends::with_dialer(settings, dialer);
         let hosts: Vec<&str> = topology.hosts.iter().map(|h| h.addr.as_str()).collect();
         backends.add_hosts(&hosts);
         Self {
@@ -84,3 +91,6 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -419,11 +419,7 @@ impl Engine {
             }
             Some(Err(error)) => Err(lost(state, format!("connection lost: {error}"))),
             None => {
-                kill_abandoned(
-                    Arc::new(topology.config.backend.clone()),
-                    pool.addr.clone(),
-                    thread,
-                );
+                kill_abandoned(Arc::new(topology.config.backend.clone()), &pool, thread);
                 Err(lost(
                     state,
                     format!(
@@ -612,7 +608,7 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
         Ok(outcome) => outcome,
         Err(_) if sent_on.load(AtomicOrdering::Relaxed) != 0 => {
             let thread = u32::try_from(sent_on.load(AtomicOrdering::Relaxed) - 1).unwrap_or(0);
-            kill_abandoned(Arc::clone(&job.backend), job.pool.addr.clone(), thread);
+            kill_abandoned(Arc::clone(&job.backend), &job.pool, thread);
             Err(ClientError::PartTimeout {
                 fleet: job.fleet.clone(),
                 shard: job.shard,

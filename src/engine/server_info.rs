@@ -10,7 +10,7 @@ use tracing::{info, warn};
 
 use super::lex_state::read_row;
 use super::Engine;
-use crate::backend::{BackendConn, ConnKey};
+use crate::backend::{BackendConn, ConnKey, Dialer};
 use crate::protocol::packets::UTF8MB4_GENERAL_CI;
 use crate::topology::config::BackendConfig;
 
@@ -108,7 +108,7 @@ impl Engine {
         let backend = &topology.config.backend;
         for host in topology.masters() {
             let addr = super::checkout::host_addr(&topology, host);
-            let read = on_control_connection(backend, addr, async |conn| {
+            let read = on_control_connection(self.backends.dialer(), backend, addr, async |conn| {
                 read_row(
                     conn,
                     b"SELECT VERSION(), @@global.wait_timeout, @@global.interactive_timeout",
@@ -147,6 +147,7 @@ impl Engine {
 /// account, utf8mb4, no client framing): opening it and the work together
 /// get twice the connect timeout. `Err` says what failed.
 pub(super) async fn on_control_connection<T>(
+    dialer: &dyn Dialer,
     backend: &BackendConfig,
     addr: &str,
     work: impl AsyncFnOnce(&mut BackendConn) -> Result<T, String>,
@@ -157,9 +158,10 @@ pub(super) async fn on_control_connection<T>(
     };
     let timeout = Duration::from_millis(backend.connect_timeout_ms);
     let run = async {
-        let mut conn = BackendConn::connect(addr, &backend.user, &backend.password, key, timeout)
-            .await
-            .map_err(|error| error.to_string())?;
+        let mut conn =
+            BackendConn::connect_via(dialer, addr, &backend.user, &backend.password, key, timeout)
+                .await
+                .map_err(|error| error.to_string())?;
         work(&mut conn).await
     };
     tokio::time::timeout(timeout * 2, run)

@@ -176,6 +176,8 @@ pub struct SessionEntry {
     cancels_at_start: AtomicU64,
     killed: AtomicBool,
     kill_signal: Notify,
+    /// Woken by every `KILL QUERY` of the session.
+    cancel_signal: Notify,
 }
 
 /// What a session is doing.
@@ -243,6 +245,7 @@ impl SessionEntry {
             cancels_at_start: AtomicU64::new(0),
             killed: AtomicBool::new(false),
             kill_signal: Notify::new(),
+            cancel_signal: Notify::new(),
         }
     }
 
@@ -337,6 +340,21 @@ impl SessionEntry {
     /// kill on its server.
     pub fn cancel(&self) {
         self.cancels.fetch_add(1, Ordering::SeqCst);
+        self.cancel_signal.notify_waiters();
+    }
+
+    /// Resolves once the current command is cancelled (at once if it
+    /// already was): what a statement waits on beside a pause.
+    pub async fn cancelled(&self) {
+        loop {
+            let signal = self.cancel_signal.notified();
+            tokio::pin!(signal);
+            signal.as_mut().enable();
+            if self.is_cancelled() {
+                return;
+            }
+            signal.await;
+        }
     }
 
     /// Whether the current command was cancelled since it started.

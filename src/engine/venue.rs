@@ -30,7 +30,10 @@ use crate::router::Target;
 use crate::topology::Topology;
 use mysql_common::constants::Command;
 
-/// Where a statement runs.
+/// Where a statement runs. One is made per statement and moved, never
+/// stored, so the held connection is kept inline rather than boxed (no
+/// allocation on the statement path).
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Venue {
     /// A connection from the host's pool, returned afterwards.
     Pool(Arc<HostPool>),

@@ -600,3 +600,48 @@ async fn change_user_moves_the_session_to_the_new_account() {
     let list = processlist(&mut theirs, "SHOW PROCESSLIST").await;
     assert!(list.iter().any(|row| row.0 == u64::from(id)));
 }
+
+/// `KILL QUERY` of a statement waiting for a paused shard ends the wait at
+/// once with 1317 (not the pause's 1205 after `pause.timeout_ms`, 5 s
+/// here); the statement never ran, and the session's next statement is not
+/// cancelled. The pause is of a proxy of the test's own.
+#[tokio::test]
+async fn kill_query_ends_a_wait_for_a_paused_shard() {
+    const PAUSED: u32 = 3799;
+    let proxy = start_server("sessions_kill_pause", &test_config_yaml());
+    let mut ops = admin(&proxy).await;
+    ops.query_drop(format!("PAUSE SHARDS {PAUSED}-{PAUSED} IN main"))
+        .await
+        .expect("pause");
+    let mut killer = connect_to(proxy.listening.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("connect");
+    let mut victim = connect_to(proxy.listening.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("connect");
+    let victim_id = victim.id();
+    let marker = "kq_marker_paused";
+    let id = shardgate::id::compose(PAUSED, 1, 1);
+    let waiting = tokio::spawn(async move {
+        let started = Instant::now();
+        let result = victim
+            .query_drop(format!("SELECT {id} AS {marker} FROM pins WHERE id = {id}"))
+            .await;
+        (victim, result, started.elapsed())
+    });
+    wait_running(&mut killer, victim_id, marker).await;
+    killer
+        .query_drop(format!("KILL QUERY {victim_id}"))
+        .await
+        .unwrap();
+    let (mut victim, result, took) = waiting.await.unwrap();
+    let (code, message) = server_error(result.expect_err("the statement was cancelled"));
+    assert_eq!(code, 1317, "{message} after {took:?}");
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    assert_eq!(running_anywhere(marker).await, 0, "it never ran");
+    ops.query_drop(format!("RESUME SHARDS {PAUSED}-{PAUSED} IN main"))
+        .await
+        .expect("resume");
+    let one: Option<u64> = victim.query_first("SELECT 1").await.unwrap();
+    assert_eq!(one, Some(1));
+}
