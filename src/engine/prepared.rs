@@ -71,7 +71,78 @@ pub struct PreparedStatements {
     set_aside: Option<SetAside>,
 }
 
+/// A session's prepared statements as another process takes them over:
+/// the ids the client knows, each statement's text, parameter markers and
+/// parameter types.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CarriedStatements {
+    /// The last id given.
+    pub next_id: u32,
+    /// Each statement: (id, text, marker byte ranges, (type, unsigned) of
+    /// its parameters).
+    pub statements: Vec<(u32, String, Vec<(usize, usize)>, Vec<(u8, bool)>)>,
+}
+
 impl PreparedStatements {
+    /// The statements to hand over; `None` while long data or an execute
+    /// is pending (the session is then not at a boundary).
+    pub fn carry(&self) -> Option<CarriedStatements> {
+        if self.long_data_bytes > 0 || self.set_aside.is_some() {
+            return None;
+        }
+        let mut statements: Vec<_> = self
+            .statements
+            .iter()
+            .map(|(&id, statement)| {
+                (
+                    id,
+                    statement.sql.clone(),
+                    statement.placeholders.iter().map(|r| (r.start, r.end)).collect(),
+                    statement.types.iter().map(|&(kind, unsigned)| (kind as u8, unsigned)).collect(),
+                )
+            })
+            .collect();
+        statements.sort_by_key(|statement| statement.0);
+        Some(CarriedStatements {
+            next_id: self.next_id,
+            statements,
+        })
+    }
+
+    /// The statements [`PreparedStatements::carry`] handed over; a marker
+    /// outside its text or an unknown type is refused.
+    pub fn from_carried(carried: CarriedStatements) -> Result<Self, String> {
+        let mut restored = Self {
+            next_id: carried.next_id,
+            ..Self::default()
+        };
+        for (id, sql, markers, types) in carried.statements {
+            if markers.iter().any(|&(start, end)| start > end || end > sql.len()) {
+                return Err(format!("statement {id}: a parameter marker outside its text"));
+            }
+            let types = types
+                .into_iter()
+                .map(|(kind, unsigned)| {
+                    ColumnType::try_from(kind)
+                        .map(|kind| (kind, unsigned))
+                        .map_err(|_| format!("statement {id}: unknown parameter type {kind}"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            restored.text_bytes += sql.len();
+            restored.statements.insert(
+                id,
+                PreparedStatement {
+                    sql,
+                    placeholders: markers.into_iter().map(|(start, end)| start..end).collect(),
+                    types,
+                    long_data: HashMap::new(),
+                    long_data_overflow: false,
+                },
+            );
+        }
+        Ok(restored)
+    }
+
     /// Number of statements prepared now.
     pub fn len(&self) -> usize {
         self.statements.len()
