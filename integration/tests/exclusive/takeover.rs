@@ -383,41 +383,44 @@ async fn a_new_process_dying_at_any_step_leaves_every_session_served() {
     }
 }
 
-/// A real new process killed with SIGKILL while it takes over (at
-/// whatever step it reached) leaves every session of the old process
-/// that it had not acknowledged served, and those it had are gone with
-/// it: never a session served by neither while both lived, and the old
-/// process accepts new clients again.
+/// A real new process killed with SIGKILL after it took the listening
+/// sockets and serves them, while the old process's sessions (each in an
+/// open transaction) have not moved yet: the old process accepts new
+/// clients again and every session goes on there over the same
+/// connection, its transaction committing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_process_killed_mid_takeover_leaves_the_old_one_serving() {
+async fn a_new_process_killed_after_taking_the_listeners_leaves_the_old_one_serving() {
     let _fleet = serial().await;
-    let yaml = takeover_config("takeover-sigkill", 5000);
-    let old = FileServe::start("takeover-sigkill", "true", &yaml);
+    let yaml = takeover_config("takeover-sigkill", 10000);
+    let tag = format!("takeover-kill-{}", std::process::id());
+    delete_tagged(14, &tag).await;
+    let mut old = FileServe::start("takeover-sigkill", "true", &yaml);
     let mut sessions = Vec::new();
-    for _ in 0..20 {
+    for _ in 0..5 {
         let mut conn = connect_to(old.client, APP_USER, APP_PASSWORD)
             .await
             .expect("log in");
         let id = connection_id(&mut conn).await;
+        conn.query_drop("BEGIN").await.unwrap();
         sessions.push((conn, id));
     }
-    let mut new = FileServe::spawn_with("takeover-sigkill", "true", &yaml, &["--takeover"]);
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    new.kill().unwrap();
-    new.wait().unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut kept = 0;
+    let new = FileServe::start_with("takeover-sigkill", "true", &yaml, &["--takeover"]);
+    new.signal("KILL");
+    tokio::time::sleep(Duration::from_millis(300)).await;
     for (conn, id) in &mut sessions {
-        if let Ok(Some(now)) = conn.query_first::<u64, _>("SELECT CONNECTION_ID()").await {
-            assert_eq!(now, *id);
-            kept += 1;
-        }
+        insert_pin(conn, 14, &tag).await;
+        conn.query_drop("COMMIT").await.unwrap();
+        assert_eq!(connection_id(conn).await, *id);
     }
+    assert_eq!(pins_tagged(14, &tag).await, 5);
     let mut fresh = connect_to(old.client, APP_USER, APP_PASSWORD)
         .await
         .expect("the old process accepts again");
     assert_eq!(fresh.query_first::<i64, _>("SELECT 1").await.unwrap(), Some(1));
-    eprintln!("SIGKILL after 150 ms: {kept} of 20 sessions still served by the old process");
+    let (code, log) = old.wait_exit(Duration::from_millis(100));
+    assert_eq!(code, None, "the old process still runs:\n{log}");
+    assert!(log.contains("takeover failed"), "{log}");
+    delete_tagged(14, &tag).await;
 }
 
 /// A new process that cannot read the running one's hand-off format
