@@ -163,7 +163,11 @@ async fn serve(control: Control, mut stop: StopSignals, takeover: bool) -> Resul
     let control = Arc::new(control);
     let path = socket_path(&control.engine.topology.load().config);
     let (taking, inherited) = if takeover {
-        match receiver::connect(&path).await {
+        let connected = match &path {
+            Some(path) => receiver::connect(path).await,
+            None => Err(receiver::TakeoverError::NoSocket),
+        };
+        match connected {
             Ok((taking, inherited)) => (Some(taking), Some(inherited)),
             Err(e) => {
                 control.shutdown().await;
@@ -203,6 +207,10 @@ async fn serve(control: Control, mut stop: StopSignals, takeover: bool) -> Resul
                 "took over from the old process"
             );
         }
+        let Some(path) = path else {
+            tracing::info!("no takeover socket (client port 0, no takeover.socket)");
+            return std::future::pending().await;
+        };
         match TakeoverSocket::bind(&path, takeover).await {
             Ok(bound) => {
                 tracing::info!(socket = %path.display(), "takeover socket ready");

@@ -96,22 +96,23 @@ pub enum Message {
 
 /// The takeover socket of `config`: `takeover.socket`, else
 /// `shardgate-takeover-PORT.sock` (the client port) under
-/// `$XDG_RUNTIME_DIR`, or `/tmp`.
-pub fn socket_path(config: &Config) -> PathBuf {
+/// `$XDG_RUNTIME_DIR`, or `/tmp`; none for a client port of 0 without
+/// `takeover.socket` (no later process could find it).
+pub fn socket_path(config: &Config) -> Option<PathBuf> {
     if let Some(path) = &config.takeover.socket {
-        return PathBuf::from(path);
+        return Some(PathBuf::from(path));
     }
     let port = config
         .listen
         .rsplit(':')
         .next()
-        .filter(|port| !port.is_empty())
-        .unwrap_or("0");
+        .and_then(|port| port.parse::<u16>().ok())
+        .filter(|&port| port != 0)?;
     let dir = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|dir| dir.is_dir())
         .unwrap_or_else(|| PathBuf::from("/tmp"));
-    dir.join(format!("shardgate-takeover-{port}.sock"))
+    Some(dir.join(format!("shardgate-takeover-{port}.sock")))
 }
 
 /// The format of a first message, if it names one.
@@ -138,5 +139,17 @@ mod tests {
         let future = serde_json::json!({"type": "hello", "format": 7, "layout": [1]});
         assert_eq!(format_of(&future), Some(7));
         assert_eq!(format_of(&serde_json::json!({"type": "hello"})), None);
+    }
+
+    #[test]
+    fn the_default_socket_is_named_after_the_client_port() {
+        let mut config = crate::topology::tests::load(crate::topology::tests::SPEC_YAML).config;
+        config.listen = "127.0.0.1:6033".into();
+        let path = socket_path(&config).unwrap();
+        assert!(path.ends_with("shardgate-takeover-6033.sock"), "{path:?}");
+        config.listen = "[::]:0".into();
+        assert_eq!(socket_path(&config), None);
+        config.takeover.socket = Some("/run/sg/t.sock".into());
+        assert_eq!(socket_path(&config), Some(PathBuf::from("/run/sg/t.sock")));
     }
 }

@@ -34,6 +34,9 @@ pub enum TakeoverError {
         /// The format it announced.
         found: Option<u32>,
     },
+    /// Neither `takeover.socket` nor a fixed client port names the socket.
+    #[error("no takeover socket: the client port is 0 and the config has no takeover.socket")]
+    NoSocket,
     /// The exchange failed.
     #[error("takeover failed: {0}")]
     Exchange(#[from] io::Error),
