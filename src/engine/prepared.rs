@@ -97,8 +97,16 @@ impl PreparedStatements {
                 (
                     id,
                     statement.sql.clone(),
-                    statement.placeholders.iter().map(|r| (r.start, r.end)).collect(),
-                    statement.types.iter().map(|&(kind, unsigned)| (kind as u8, unsigned)).collect(),
+                    statement
+                        .placeholders
+                        .iter()
+                        .map(|r| (r.start, r.end))
+                        .collect(),
+                    statement
+                        .types
+                        .iter()
+                        .map(|&(kind, unsigned)| (kind as u8, unsigned))
+                        .collect(),
                 )
             })
             .collect();
@@ -117,8 +125,13 @@ impl PreparedStatements {
             ..Self::default()
         };
         for (id, sql, markers, types) in carried.statements {
-            if markers.iter().any(|&(start, end)| start > end || end > sql.len()) {
-                return Err(format!("statement {id}: a parameter marker outside its text"));
+            if markers
+                .iter()
+                .any(|&(start, end)| start > end || end > sql.len())
+            {
+                return Err(format!(
+                    "statement {id}: a parameter marker outside its text"
+                ));
             }
             let types = types
                 .into_iter()

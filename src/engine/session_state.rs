@@ -288,7 +288,11 @@ impl SessionState {
     /// Takes over `carried` (from [`SessionState::carry`] in another
     /// process) into a fresh state of the same connection, its database
     /// resolved in `topology`; `Err` says what could not be taken.
-    pub fn take_carried(&mut self, carried: CarriedState, topology: &Topology) -> Result<(), String> {
+    pub fn take_carried(
+        &mut self,
+        carried: CarriedState,
+        topology: &Topology,
+    ) -> Result<(), String> {
         if let Some(name) = &carried.database {
             let (fleet, shard) = topology
                 .parse_database(name)

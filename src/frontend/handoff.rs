@@ -28,7 +28,6 @@ pub struct SessionSnapshot {
     pub state: CarriedState,
 }
 
-
 use std::io;
 use std::os::fd::RawFd;
 use std::pin::Pin;

@@ -11,8 +11,8 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, debug_span, Instrument};
 
-use super::handshake::{self, LoggedIn, LoginBounds, LoginFailure};
 use super::handoff::{HandoffSocket, ReleasableWrite, SessionSnapshot};
+use super::handshake::{self, LoggedIn, LoginBounds, LoginFailure};
 use super::tls::{self, TlsSettings};
 use crate::backend::conn::FRAMING_CAPABILITIES;
 use crate::backend::ConnKey;
@@ -130,7 +130,11 @@ pub async fn run(
 /// release ([`ReleasableWrite`]).
 fn plain_halves(
     stream: TcpStream,
-) -> (tokio::net::tcp::OwnedReadHalf, ReleasableWrite, HandoffSocket) {
+) -> (
+    tokio::net::tcp::OwnedReadHalf,
+    ReleasableWrite,
+    HandoffSocket,
+) {
     use std::os::fd::AsRawFd;
     let fd = stream.as_raw_fd();
     let (read_half, write_half) = stream.into_split();
@@ -149,7 +153,13 @@ pub fn resume(
     engine: Arc<Engine>,
     stream: TcpStream,
     snapshot: SessionSnapshot,
-) -> Result<(impl std::future::Future<Output = io::Result<()>>, HandoffSocket), String> {
+) -> Result<
+    (
+        impl std::future::Future<Output = io::Result<()>>,
+        HandoffSocket,
+    ),
+    String,
+> {
     let topology = engine.topology.load();
     let login = LoggedIn {
         user: snapshot.user,
@@ -370,6 +380,12 @@ where
                 && self.handoff.is_some()
                 && !self.state.transaction.is_open()
                 && !self.reader.has_buffered();
+            // A TLS session cannot move (its keys are here): a takeover
+            // closes it at a boundary as a stop does.
+            let tls_closable = self.handoff.is_none() && closable;
+            if tls_closable && self.engine.sessions.handoff_link().is_some() {
+                return self.close_for_shutdown(false).await;
+            }
             if movable {
                 if let Some(link) = self.engine.sessions.handoff_link() {
                     if self.hand_off(link).await {
@@ -421,7 +437,7 @@ where
                             stopping = true;
                             break None;
                         }
-                        () = self.engine.sessions.handoff_requested(), if movable => {
+                        () = self.engine.sessions.handoff_requested(), if movable || tls_closable => {
                             handing = true;
                             break None;
                         }
@@ -647,7 +663,10 @@ where
         let taken = answer.await.unwrap_or(false);
         if taken {
             socket.release();
-            debug!(connection_id = self.state.connection_id, "handed over to the new process");
+            debug!(
+                connection_id = self.state.connection_id,
+                "handed over to the new process"
+            );
         }
         taken
     }

@@ -53,7 +53,9 @@ async fn a_session_keeps_its_state_and_connection_across_a_takeover() {
         .await
         .expect("log in");
     conn.query_drop("USE db00014").await.unwrap();
-    conn.query_drop("SET @who = 'takeover', @n = 41").await.unwrap();
+    conn.query_drop("SET @who = 'takeover', @n = 41")
+        .await
+        .unwrap();
     conn.query_drop("SET SESSION sql_mode = 'ANSI_QUOTES,STRICT_TRANS_TABLES'")
         .await
         .unwrap();
@@ -77,7 +79,11 @@ async fn a_session_keeps_its_state_and_connection_across_a_takeover() {
     let mode: Option<String> = conn.query_first("SELECT @@sql_mode").await.unwrap();
     assert!(mode.unwrap_or_default().contains("ANSI_QUOTES"));
     let after: Option<i64> = conn.exec_first(&statement, (2,)).await.unwrap();
-    assert_eq!(after, Some(43), "the prepared statement, as the client knows it");
+    assert_eq!(
+        after,
+        Some(43),
+        "the prepared statement, as the client knows it"
+    );
     // The new process serves new clients on the same port.
     let mut fresh = connect_to(new.client, APP_USER, APP_PASSWORD)
         .await
@@ -154,7 +160,11 @@ async fn a_transaction_open_at_the_takeover_commits_then_moves() {
     assert_eq!(connection_id(&mut in_transaction).await, ids.0);
     assert_eq!(connection_id(&mut sleeper).await, ids.1);
     assert_eq!(pin_on_host(id).await, Some(format!("{tag}-2")));
-    assert_eq!(pins_tagged(14, &tag).await, 1, "the row is on its master once");
+    assert_eq!(
+        pins_tagged(14, &tag).await,
+        1,
+        "the row is on its master once"
+    );
     // The sessions are the new process's now.
     drop(new);
     assert!(idle.query_drop("SELECT 1").await.is_err());
@@ -171,8 +181,16 @@ struct LoadReport {
     connection_ids: Vec<u64>,
 }
 
+/// Runs `statement`, keeping the longest time one took in `longest`.
+async fn timed<T>(longest: &mut Duration, statement: impl std::future::Future<Output = T>) -> T {
+    let started = std::time::Instant::now();
+    let answer = statement.await;
+    *longest = (*longest).max(started.elapsed());
+    answer
+}
+
 /// Point reads, inserts and short transactions on one connection until
-/// `stop`; every error is kept.
+/// `stop`; every error is kept, and the longest time one statement took.
 async fn load_client(
     addr: std::net::SocketAddr,
     shard: u32,
@@ -183,38 +201,41 @@ async fn load_client(
     let mut conn = connect_to(addr, APP_USER, APP_PASSWORD)
         .await
         .expect("log in");
-    conn.query_drop(format!("SET @client = '{tag}'")).await.unwrap();
-    let read = conn.prep("SELECT data FROM pins WHERE id = ?").await.unwrap();
+    conn.query_drop(format!("SET @client = '{tag}'"))
+        .await
+        .unwrap();
+    let read = conn
+        .prep("SELECT data FROM pins WHERE id = ?")
+        .await
+        .unwrap();
     let mut n = 0u64;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         n += 1;
-        let started = std::time::Instant::now();
         let data = format!("{tag}-{n}");
+        let longest = &mut report.longest;
         let step: mysql_async::Result<()> = async {
             let id = if n % 3 == 0 {
-                conn.query_drop("BEGIN").await?;
-                let id = try_insert_pin(&mut conn, shard, &data).await?;
-                conn.query_drop("COMMIT").await?;
+                timed(longest, conn.query_drop("BEGIN")).await?;
+                let id = timed(longest, try_insert_pin(&mut conn, shard, &data)).await?;
+                timed(longest, conn.query_drop("COMMIT")).await?;
                 id
             } else {
-                try_insert_pin(&mut conn, shard, &data).await?
+                timed(longest, try_insert_pin(&mut conn, shard, &data)).await?
             };
             report.inserted.push(id);
-            let got: Option<String> = conn.exec_first(&read, (id,)).await?;
+            let got: Option<String> = timed(longest, conn.exec_first(&read, (id,))).await?;
             if got.as_deref() != Some(data.as_str()) {
                 report.errors.push(format!("read {got:?} for {data}"));
             }
-            let client: Option<String> = conn.query_first("SELECT @client").await?;
+            let client: Option<String> = timed(longest, conn.query_first("SELECT @client")).await?;
             if client.as_deref() != Some(tag.as_str()) {
                 report.errors.push(format!("@client is {client:?}"));
             }
-            report
-                .connection_ids
-                .push(conn.query_first("SELECT CONNECTION_ID()").await?.unwrap_or(0));
+            let id = timed(longest, conn.query_first("SELECT CONNECTION_ID()")).await?;
+            report.connection_ids.push(id.unwrap_or(0));
             Ok(())
         }
         .await;
-        report.longest = report.longest.max(started.elapsed());
         report.statements += 1;
         if let Err(error) = step {
             report.errors.push(error.to_string());
@@ -259,7 +280,13 @@ async fn clients_under_load_see_no_error_through_ten_takeovers() {
             .find(|line| line.contains("handed over in"))
             .unwrap_or_else(|| panic!("round {round}: no summary:\n{log}"));
         assert!(line.contains("closed 0, cut 0"), "round {round}: {line}");
-        handoffs.push(line.split("handed over in").nth(1).unwrap_or("").trim().to_owned());
+        handoffs.push(
+            line.split("handed over in")
+                .nth(1)
+                .unwrap_or("")
+                .trim()
+                .to_owned(),
+        );
         proxy = new;
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -284,7 +311,7 @@ async fn clients_under_load_see_no_error_through_ten_takeovers() {
     }
     assert_eq!(on_masters, inserted, "every acknowledged insert, once");
     eprintln!(
-        "ten takeovers: {inserted} inserts, longest client step {} ms; hand-offs: {handoffs:?}",
+        "ten takeovers: {inserted} inserts, longest statement {} ms; hand-offs: {handoffs:?}",
         longest.as_millis()
     );
     for shard in shards {
@@ -317,7 +344,9 @@ async fn new_process_dying(yaml: &str, step: DiesAfter) {
         .and_then(|rest| rest.strip_suffix(" }"))
         .expect("the takeover socket in the test config")
         .to_owned();
-    let stream = tokio::net::UnixStream::connect(&path).await.expect("connect");
+    let stream = tokio::net::UnixStream::connect(&path)
+        .await
+        .expect("connect");
     let mut channel = Channel::new(stream).expect("same user");
     let (hello, _) = channel.recv_value().await.expect("hello");
     assert_eq!(hello["format"], FORMAT);
@@ -329,7 +358,10 @@ async fn new_process_dying(yaml: &str, step: DiesAfter) {
         .await
         .unwrap();
     let (listeners, fds) = channel.recv::<Message>().await.expect("listeners");
-    assert!(matches!(listeners, Message::Listeners { .. }), "{listeners:?}");
+    assert!(
+        matches!(listeners, Message::Listeners { .. }),
+        "{listeners:?}"
+    );
     assert_eq!(fds.len(), 3, "client, admin and metrics");
     if let DiesAfter::Listeners = step {
         return;
@@ -416,7 +448,10 @@ async fn a_new_process_killed_after_taking_the_listeners_leaves_the_old_one_serv
     let mut fresh = connect_to(old.client, APP_USER, APP_PASSWORD)
         .await
         .expect("the old process accepts again");
-    assert_eq!(fresh.query_first::<i64, _>("SELECT 1").await.unwrap(), Some(1));
+    assert_eq!(
+        fresh.query_first::<i64, _>("SELECT 1").await.unwrap(),
+        Some(1)
+    );
     let (code, log) = old.wait_exit(Duration::from_millis(100));
     assert_eq!(code, None, "the old process still runs:\n{log}");
     assert!(log.contains("takeover failed"), "{log}");
@@ -473,7 +508,12 @@ async fn a_wrong_format_is_refused_and_the_old_process_keeps_serving() {
     let (hello, _) = channel.recv_value().await.unwrap();
     assert_eq!(hello["type"], "hello");
     channel
-        .send(&Message::Refuse { reason: "test".into() }, &[])
+        .send(
+            &Message::Refuse {
+                reason: "test".into(),
+            },
+            &[],
+        )
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -481,5 +521,8 @@ async fn a_wrong_format_is_refused_and_the_old_process_keeps_serving() {
     let mut fresh = connect_to(old.client, APP_USER, APP_PASSWORD)
         .await
         .expect("still accepting");
-    assert_eq!(fresh.query_first::<i64, _>("SELECT 1").await.unwrap(), Some(1));
+    assert_eq!(
+        fresh.query_first::<i64, _>("SELECT 1").await.unwrap(),
+        Some(1)
+    );
 }

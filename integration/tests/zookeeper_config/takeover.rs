@@ -49,7 +49,10 @@ async fn show_proxies_never_misses_a_proxy_being_taken_over() {
             while !stop.load(Ordering::Relaxed) {
                 let ids = listed(addr).await;
                 polls += 1;
-                if !ids.iter().any(|id| id == "takeover-old" || id == "takeover-new") {
+                if !ids
+                    .iter()
+                    .any(|id| id == "takeover-old" || id == "takeover-new")
+                {
                     misses.push(ids);
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -61,12 +64,22 @@ async fn show_proxies_never_misses_a_proxy_being_taken_over() {
     let new = ServeProcess::start_with(
         &location,
         "takeover-new",
-        &["--config", &config, "--proxy-id", "takeover-new", "--takeover"],
+        &[
+            "--config",
+            &config,
+            "--proxy-id",
+            "takeover-new",
+            "--takeover",
+        ],
     )
     .await;
     let status = old.exited().await;
     assert!(status.success(), "{status}: {}", old.log_text());
-    assert!(old.log_text().contains("sessions handed 1,"), "{}", old.log_text());
+    assert!(
+        old.log_text().contains("sessions handed 1,"),
+        "{}",
+        old.log_text()
+    );
     // The old entry goes once its ZooKeeper session closed.
     let mut now = listed(admin_addr(&observer)).await;
     for _ in 0..100 {
@@ -79,7 +92,10 @@ async fn show_proxies_never_misses_a_proxy_being_taken_over() {
     stop.store(true, Ordering::Relaxed);
     let (polls, misses) = watching.await.unwrap();
     assert!(polls > 5, "{polls} polls");
-    assert!(misses.is_empty(), "SHOW PROXIES missed the proxy: {misses:?}");
+    assert!(
+        misses.is_empty(),
+        "SHOW PROXIES missed the proxy: {misses:?}"
+    );
     assert!(now.contains(&"takeover-new".to_owned()), "{now:?}");
     assert!(!now.contains(&"takeover-old".to_owned()), "{now:?}");
     let (same, kept): (Option<u64>, Option<String>) = app

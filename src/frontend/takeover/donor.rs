@@ -47,14 +47,17 @@ pub struct HandedOver {
     pub cut: u64,
     /// From the listeners sent to the last session moved or closed.
     pub took: Duration,
+    /// From the first session moved to the last.
+    pub first_to_last: Duration,
 }
 
 impl std::fmt::Display for HandedOver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "handed over in {} ms: sessions handed {}, closed {}, cut {}",
+            "handed over in {} ms (sessions first to last {} ms): sessions handed {}, closed {}, cut {}",
             self.took.as_millis(),
+            self.first_to_last.as_millis(),
             self.handed,
             self.closed,
             self.cut
@@ -152,14 +155,14 @@ impl Donor {
         match serde_json::from_value::<Message>(answer.clone()) {
             Ok(Message::Accept { format }) if format == FORMAT => {}
             Ok(Message::Refuse { reason }) => {
-                return Err(io::Error::other(format!("the new process refused: {reason}")))
-            }
-            _ => {
                 return Err(io::Error::other(format!(
-                    "the new process answered {answer} (format {:?}), not an accept of format {FORMAT}",
-                    format_of(&answer)
+                    "the new process refused: {reason}"
                 )))
             }
+            _ => return Err(io::Error::other(format!(
+                "the new process answered {answer} (format {:?}), not an accept of format {FORMAT}",
+                format_of(&answer)
+            ))),
         }
         let client = self.gate.pause().await?;
         let started = Instant::now();
@@ -183,7 +186,11 @@ impl Donor {
         drop((client, admin, metrics));
         match channel.recv::<Message>().await?.0 {
             Message::Listening => {}
-            other => return Err(io::Error::other(format!("expected listening, got {other:?}"))),
+            other => {
+                return Err(io::Error::other(format!(
+                    "expected listening, got {other:?}"
+                )))
+            }
         }
         // Paused, not closed, until the end: if the new process fails, this
         // one accepts again on its own copy of the socket.
@@ -208,16 +215,11 @@ impl Donor {
         let sessions = &self.engine.sessions;
         let (link, mut offers) = tokio::sync::mpsc::unbounded_channel();
         sessions.request_handoff(link);
-        let limit = Duration::from_millis(
-            self.engine
-                .topology
-                .load()
-                .config
-                .shutdown
-                .drain_timeout_ms,
-        );
+        let limit =
+            Duration::from_millis(self.engine.topology.load().config.shutdown.drain_timeout_ms);
         let started = Instant::now();
         let mut handed = 0;
+        let mut moved: Option<(Instant, Instant)> = None;
         let mut draining = false;
         let closed_before = sessions.shutdown_closed();
         let failure = loop {
@@ -245,7 +247,11 @@ impl Donor {
             };
             let Some(offer) = offer else { continue };
             match self.offer(channel, offer).await {
-                Ok(true) => handed += 1,
+                Ok(true) => {
+                    handed += 1;
+                    let now = Instant::now();
+                    moved = Some(moved.map_or((now, now), |(first, _)| (first, now)));
+                }
                 Ok(false) => {}
                 Err(error) => break Some(error),
             }
@@ -268,6 +274,7 @@ impl Donor {
             closed: (closed.0 + closed.1).saturating_sub(closed_before.0 + closed_before.1),
             cut: sessions.count() as u64,
             took: Duration::ZERO,
+            first_to_last: moved.map_or(Duration::ZERO, |(first, last)| last - first),
         })
     }
 

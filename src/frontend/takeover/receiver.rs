@@ -93,7 +93,9 @@ pub async fn connect(path: &Path) -> Result<(Taking, Inherited), TakeoverError> 
         Ok(Message::Hello { proxy_id, .. }) => proxy_id,
         _ => return Err(TakeoverError::Format { found }),
     };
-    channel.send(&Message::Accept { format: FORMAT }, &[]).await?;
+    channel
+        .send(&Message::Accept { format: FORMAT }, &[])
+        .await?;
     let (message, fds) = channel.recv::<Message>().await?;
     let Message::Listeners {
         admin,

@@ -54,7 +54,9 @@ impl Channel {
             let with = if sent == 0 { fds } else { &[] };
             sent += self
                 .stream
-                .async_io(Interest::WRITABLE, || send_with_fds(self.stream.as_raw_fd(), rest, with))
+                .async_io(Interest::WRITABLE, || {
+                    send_with_fds(self.stream.as_raw_fd(), rest, with)
+                })
                 .await?;
         }
         Ok(())
@@ -72,8 +74,7 @@ impl Channel {
                 libc::MSG_PEEK | libc::MSG_DONTWAIT,
             )
         };
-        read == 0
-            || (read < 0 && io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock)
+        read == 0 || (read < 0 && io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock)
     }
 
     /// The next message and the descriptors that came with it; an
@@ -220,7 +221,8 @@ fn recv_with_fds(socket: RawFd, into: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::
                 let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
                 for index in 0..bytes / std::mem::size_of::<RawFd>() {
                     let fd = std::ptr::read_unaligned(
-                        data.add(index * std::mem::size_of::<RawFd>()).cast::<RawFd>(),
+                        data.add(index * std::mem::size_of::<RawFd>())
+                            .cast::<RawFd>(),
                     );
                     fds.push(OwnedFd::from_raw_fd(fd));
                 }
