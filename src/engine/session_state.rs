@@ -524,6 +524,56 @@ mod tests {
         assert!(!state.transaction.is_open() && state.transaction.next_for_autocommit().is_none());
     }
 
+    /// What a session carries to another process comes back whole: the
+    /// state taken from its serialized form carries the same again.
+    #[test]
+    fn a_carried_state_is_taken_back_whole() {
+        let topology = crate::topology::tests::load(crate::topology::tests::SPEC_YAML);
+        let key = ConnKey {
+            framing: mysql_common::constants::CapabilityFlags::empty(),
+            collation: 45,
+        };
+        let mut state = SessionState::new(7, key, true);
+        let (fleet, shard) = topology.parse_database("db00014").unwrap();
+        state.select_database(&topology, fleet, shard);
+        state
+            .settings
+            .record(vec!["@a".into()], "SET @a = 1".into());
+        state.settings.record(
+            vec!["sql_mode".into()],
+            "SET sql_mode = 'ANSI_QUOTES'".into(),
+        );
+        state.set_server_lex_state("ANSI_QUOTES", "latin1");
+        let _ = state.transaction.set_autocommit(false);
+        state
+            .transaction
+            .set_next("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE".into())
+            .unwrap();
+        state.route.last_insert_id = 99;
+        state.route.row_count = 3;
+        state.wait_timeout = Some(std::time::Duration::from_secs(5));
+        state.multi_statements = true;
+        let carried = state.carry().expect("at a boundary");
+        let text = serde_json::to_string(&carried).unwrap();
+        let mut taken = SessionState::new(7, key, true);
+        taken
+            .take_carried(serde_json::from_str(&text).unwrap(), &topology)
+            .unwrap();
+        assert_eq!(taken.carry(), Some(carried));
+        assert_eq!(taken.database_name(), Some("db00014"));
+        assert_eq!(taken.settings.fingerprint(), state.settings.fingerprint());
+        assert!(taken.route.lex.ansi_quotes && !taken.transaction.autocommit());
+        // Inside a transaction the session does not move.
+        taken.transaction.statement_on_shards();
+        assert_eq!(taken.carry(), None);
+        // A database the new config lacks refuses the session.
+        let mut lost = state.carry().unwrap();
+        lost.database = Some("nodb".into());
+        assert!(SessionState::new(7, key, true)
+            .take_carried(lost, &topology)
+            .is_err());
+    }
+
     #[test]
     fn lexical_state_from_the_server() {
         let key = |collation| ConnKey {

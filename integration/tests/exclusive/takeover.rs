@@ -214,7 +214,7 @@ async fn load_client(
         let data = format!("{tag}-{n}");
         let longest = &mut report.longest;
         let step: mysql_async::Result<()> = async {
-            let id = if n % 3 == 0 {
+            let id = if n.is_multiple_of(3) {
                 timed(longest, conn.query_drop("BEGIN")).await?;
                 let id = timed(longest, try_insert_pin(&mut conn, shard, &data)).await?;
                 timed(longest, conn.query_drop("COMMIT")).await?;

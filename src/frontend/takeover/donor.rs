@@ -159,10 +159,12 @@ impl Donor {
                     "the new process refused: {reason}"
                 )))
             }
-            _ => return Err(io::Error::other(format!(
+            _ => {
+                return Err(io::Error::other(format!(
                 "the new process answered {answer} (format {:?}), not an accept of format {FORMAT}",
                 format_of(&answer)
-            ))),
+            )))
+            }
         }
         let client = self.gate.pause().await?;
         let started = Instant::now();
