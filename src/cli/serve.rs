@@ -225,6 +225,15 @@ async fn serve(control: Control, mut stop: StopSignals, takeover: bool) -> Resul
     tokio::select! {
         done = handed_over => {
             tracing::info!("{done}");
+            if control.engine.sessions.count() > 0 {
+                // Sessions the hand-off could not move: a stop's drain.
+                let summary = crate::control::shutdown::drain(&control, async {
+                    stop.received().await;
+                })
+                .await;
+                tracing::info!("{summary}");
+                return summary.outcome().map_err(CliError::SessionsCut);
+            }
             // The new process registered before it took the listeners.
             control.shutdown().await;
             Ok(())

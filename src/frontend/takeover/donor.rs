@@ -138,6 +138,18 @@ impl Donor {
                 Ok(done) => return done,
                 Err(error) => {
                     self.engine.sessions.end_handoff();
+                    if self.engine.sessions.is_draining() {
+                        // Past `shutdown.drain_timeout_ms` the sessions
+                        // left were already closing: finish as a stop.
+                        warn!(%error, "takeover failed after the drain began: this process finishes the drain and exits");
+                        return HandedOver {
+                            handed: 0,
+                            closed: 0,
+                            cut: self.engine.sessions.count() as u64,
+                            took: Duration::ZERO,
+                            first_to_last: Duration::ZERO,
+                        };
+                    }
                     self.gate.open();
                     warn!(%error, "takeover failed: this process goes on serving");
                 }
