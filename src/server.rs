@@ -14,7 +14,9 @@ use tracing::{error, warn};
 use crate::control::process::Addresses;
 use crate::control::readiness::{readiness, Heartbeat, ListenerUp};
 use crate::control::Control;
-use crate::frontend::listener;
+use crate::frontend::listener::{self, ClientGate};
+use crate::frontend::takeover::donor::Donor;
+use crate::frontend::takeover::receiver::Inherited;
 use crate::net::{map_large_allocations, open_file_limit, ClientCap};
 use crate::stats::http::Endpoints;
 
@@ -64,13 +66,33 @@ pub struct Running {
     /// The addresses it listens on.
     pub listening: Listening,
     client: JoinHandle<io::Result<()>>,
+    gate: ClientGate,
+    admin_fd: Option<std::os::fd::RawFd>,
+    metrics_fd: Option<std::os::fd::RawFd>,
 }
 
 impl Running {
+    /// What a takeover hands over from this process ([`Donor`]).
+    pub fn donor(&self, control: &Control) -> Donor {
+        Donor {
+            engine: control.engine.clone(),
+            proxy_id: control.process.id.clone(),
+            gate: self.gate.clone(),
+            admin: self.admin_fd,
+            metrics: self.metrics_fd,
+        }
+    }
+
     /// Waits for the client listener to end, which it does only on a
     /// failure, and says why: a proxy without it serves no client.
+    /// A listener handed over to a new process does not count: then this
+    /// never returns.
     pub async fn client_listener_ended(self) -> String {
-        match self.client.await {
+        let ended = self.client.await;
+        if self.gate.is_closed() {
+            return std::future::pending().await;
+        }
+        match ended {
             Ok(Ok(())) => "the client listener stopped".to_owned(),
             Ok(Err(e)) => format!("the client listener failed: {e}"),
             Err(e) => format!("the client listener task failed: {e}"),
@@ -85,6 +107,12 @@ impl Running {
 /// failure is returned before a task starts), then spawns the listeners and the background tasks on the current
 /// runtime. Listen addresses are read once: changing them takes a restart.
 pub async fn run(control: Arc<Control>) -> io::Result<Running> {
+    run_with(control, None).await
+}
+
+/// [`run`]; with `inherited`, on the listening sockets a takeover handed
+/// over instead of binding the config's addresses.
+pub async fn run_with(control: Arc<Control>, inherited: Option<Inherited>) -> io::Result<Running> {
     map_large_allocations();
     let files = open_file_limit();
     let engine = &control.engine;
@@ -100,15 +128,32 @@ pub async fn run(control: Arc<Control>) -> io::Result<Running> {
         );
     }
     let tls = listener::load_tls(engine)?;
-    let client = bind(&config.listen, "client").await?;
-    let admin = match &config.admin {
-        Some(admin) => Some(bind(&admin.listen, "admin").await?),
-        None => None,
+    let (client, admin, metrics) = match inherited {
+        Some(inherited) => {
+            let take = |listener: Option<std::net::TcpListener>| {
+                listener.map(TcpListener::from_std).transpose()
+            };
+            (
+                TcpListener::from_std(inherited.client)?,
+                take(inherited.admin)?,
+                take(inherited.metrics)?,
+            )
+        }
+        None => {
+            let client = bind(&config.listen, "client").await?;
+            let admin = match &config.admin {
+                Some(admin) => Some(bind(&admin.listen, "admin").await?),
+                None => None,
+            };
+            let metrics = match &config.metrics {
+                Some(metrics) => Some(bind(&metrics.listen, "metrics").await?),
+                None => None,
+            };
+            (client, admin, metrics)
+        }
     };
-    let metrics = match &config.metrics {
-        Some(metrics) => Some(bind(&metrics.listen, "metrics").await?),
-        None => None,
-    };
+    let raw = |listener: &TcpListener| std::os::fd::AsRawFd::as_raw_fd(listener);
+    let (admin_fd, metrics_fd) = (admin.as_ref().map(raw), metrics.as_ref().map(raw));
     let listening = Listening {
         client: client.local_addr()?,
         admin: admin.as_ref().map(TcpListener::local_addr).transpose()?,
@@ -131,7 +176,8 @@ pub async fn run(control: Arc<Control>) -> io::Result<Running> {
     let listening_now = Arc::new(ListenerUp::default());
     listening_now.set(true);
     let serving = listening_now.clone();
-    let serve_client = listener::serve_with(engine.clone(), client, tls);
+    let gate = ClientGate::default();
+    let serve_client = listener::serve_gated(engine.clone(), client, tls, gate.clone());
     let client = spawn_logged("client listener", async move {
         let ended = serve_client.await;
         serving.set(false);
@@ -169,7 +215,13 @@ pub async fn run(control: Arc<Control>) -> io::Result<Running> {
     crate::backend::health::spawn(engine, host_events);
     crate::control::failover::spawn_auto_failover(&control, events);
     crate::control::reload::spawn_watchers(control.clone());
-    Ok(Running { listening, client })
+    Ok(Running {
+        listening,
+        client,
+        gate,
+        admin_fd,
+        metrics_fd,
+    })
 }
 
 /// [`run`], for callers that only need the addresses.

@@ -72,6 +72,9 @@ pub enum CliError {
     /// The client listener ended (only on a failure).
     #[error("{0}; shardgate stops")]
     ListenerEnded(String),
+    /// `serve --takeover` could not take over (the running proxy goes on).
+    #[error("{0}")]
+    Takeover(#[from] crate::frontend::takeover::receiver::TakeoverError),
     /// A graceful stop had to cut sessions (its summary line).
     #[error("{0}")]
     SessionsCut(String),

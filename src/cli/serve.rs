@@ -2,12 +2,14 @@
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::runtime::{StopSignals, THREAD_STACK_BYTES};
 use super::{install_zk_auth, CliError};
 use crate::control::process::Process;
 use crate::control::Control;
+use crate::frontend::takeover::donor::TakeoverSocket;
+use crate::frontend::takeover::{receiver, socket_path};
 use crate::topology::bootstrap::{default_proxy_id, Bootstrap};
 use crate::topology::source::{check_proxy_id, parse_source, ConfigSource};
 
@@ -46,6 +48,12 @@ pub(super) struct ServeArgs {
     /// the cheapest per statement on a small machine.
     #[arg(long, env = "SHARDGATE_THREADS")]
     threads: Option<NonZeroUsize>,
+    /// Take over from the proxy running with this config: its listening
+    /// sockets and client sessions move to this process over the
+    /// takeover socket (`takeover.socket`), and the old process exits 0
+    /// once it holds no session.
+    #[arg(long)]
+    takeover: bool,
 }
 
 /// Runs the proxy until SIGTERM or SIGINT, or a failure of its client
@@ -71,6 +79,7 @@ pub(super) fn run(
     install_zk_auth(settings.zookeeper_auth_file.as_deref())?;
     let (source, process) = serve_settings(settings)?;
     let threads = args.threads.unwrap_or_else(default_serve_threads);
+    let takeover = args.takeover;
     tracing::info!(threads, "starting the runtime");
     let runtime = serve_runtime(threads)?;
     // A one-thread runtime polls every task on the thread that calls
@@ -79,7 +88,7 @@ pub(super) fn run(
     std::thread::Builder::new()
         .name("shardgate".to_owned())
         .stack_size(THREAD_STACK_BYTES)
-        .spawn(move || runtime.block_on(start_and_serve(source, process)))
+        .spawn(move || runtime.block_on(start_and_serve(source, process, takeover)))
         .map_err(CliError::Thread)?
         .join()
         .map_err(|_| CliError::ThreadPanicked)?
@@ -128,7 +137,11 @@ fn serve_settings(settings: Bootstrap) -> Result<(ConfigSource, Process), CliErr
 
 /// Loads the config from its source (inside the runtime: a ZooKeeper
 /// session is opened there) and runs the proxy.
-async fn start_and_serve(source: ConfigSource, process: Process) -> Result<(), CliError> {
+async fn start_and_serve(
+    source: ConfigSource,
+    process: Process,
+    takeover: bool,
+) -> Result<(), CliError> {
     // Taken over before the proxy registers anywhere: a SIGTERM from then
     // on leaves the registry cleanly instead of killing the process.
     let stop = StopSignals::take();
@@ -140,15 +153,31 @@ async fn start_and_serve(source: ConfigSource, process: Process) -> Result<(), C
             .await
             .map_err(CliError::ZooKeeper)?,
     };
-    serve(control, stop).await
+    serve(control, stop, takeover).await
 }
 
 /// Runs the proxy until its client listener ends (only on a failure) or
 /// SIGTERM or SIGINT comes: then stops gracefully
 /// (`control::shutdown::drain`; a second signal cuts the sessions left).
-async fn serve(control: Control, mut stop: StopSignals) -> Result<(), CliError> {
+async fn serve(control: Control, mut stop: StopSignals, takeover: bool) -> Result<(), CliError> {
     let control = Arc::new(control);
-    let running = match crate::server::run(control.clone()).await {
+    let path = socket_path(&control.engine.topology.load().config);
+    let (taking, inherited) = if takeover {
+        let connected = match &path {
+            Some(path) => receiver::connect(path).await,
+            None => Err(receiver::TakeoverError::NoSocket),
+        };
+        match connected {
+            Ok((taking, inherited)) => (Some(taking), Some(inherited)),
+            Err(e) => {
+                control.shutdown().await;
+                return Err(e.into());
+            }
+        }
+    } else {
+        (None, None)
+    };
+    let running = match crate::server::run_with(control.clone(), inherited).await {
         Ok(running) => running,
         Err(e) => {
             // Registered before binding: leave the registry at once, so a
@@ -165,7 +194,50 @@ async fn serve(control: Control, mut stop: StopSignals) -> Result<(), CliError> 
         proxy_id = %control.process.id,
         "shardgate started"
     );
+    let donor = running.donor(&control);
+    let bound = Arc::new(OnceLock::<TakeoverSocket>::new());
+    let engine = control.engine.clone();
+    let socket = bound.clone();
+    let handed_over = async move {
+        if let Some(taking) = taking {
+            let received = taking.receive_sessions(engine).await;
+            tracing::info!(
+                sessions = received.sessions,
+                completed = received.completed,
+                "took over from the old process"
+            );
+        }
+        let Some(path) = path else {
+            tracing::info!("no takeover socket (client port 0, no takeover.socket)");
+            return std::future::pending().await;
+        };
+        match TakeoverSocket::bind(&path, takeover).await {
+            Ok(bound) => {
+                tracing::info!(socket = %path.display(), "takeover socket ready");
+                donor.serve(socket.get_or_init(|| bound)).await
+            }
+            Err(e) => {
+                tracing::warn!(%e, "no takeover socket: this process cannot be taken over");
+                std::future::pending().await
+            }
+        }
+    };
     tokio::select! {
+        done = handed_over => {
+            tracing::info!("{done}");
+            if control.engine.sessions.count() > 0 {
+                // Sessions the hand-off could not move: a stop's drain.
+                let summary = crate::control::shutdown::drain(&control, async {
+                    stop.received().await;
+                })
+                .await;
+                tracing::info!("{summary}");
+                return summary.outcome().map_err(CliError::SessionsCut);
+            }
+            // The new process registered before it took the listeners.
+            control.shutdown().await;
+            Ok(())
+        }
         ended = running.client_listener_ended() => {
             control.shutdown().await;
             Err(CliError::ListenerEnded(ended))
@@ -177,6 +249,9 @@ async fn serve(control: Control, mut stop: StopSignals) -> Result<(), CliError> 
             })
             .await;
             tracing::info!("{summary}");
+            if let Some(socket) = bound.get() {
+                socket.unbind();
+            }
             summary.outcome().map_err(CliError::SessionsCut)
         }
     }

@@ -71,7 +71,108 @@ pub struct PreparedStatements {
     set_aside: Option<SetAside>,
 }
 
+/// A session's prepared statements as another process takes them over:
+/// the ids the client knows, each statement's text, parameter markers and
+/// parameter types.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CarriedStatements {
+    /// The last id given.
+    pub next_id: u32,
+    /// The statements, by id.
+    pub statements: Vec<CarriedStatement>,
+}
+
+/// One prepared statement as it moves.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CarriedStatement {
+    /// The id the client knows.
+    pub id: u32,
+    /// Its text.
+    pub sql: String,
+    /// Byte ranges of its parameter markers.
+    pub markers: Vec<(usize, usize)>,
+    /// (type, unsigned) of its parameters, from the last execute that
+    /// sent them.
+    pub types: Vec<(u8, bool)>,
+}
+
 impl PreparedStatements {
+    /// The statements to hand over; `None` while long data or an execute
+    /// is pending (the session is then not at a boundary).
+    pub fn carry(&self) -> Option<CarriedStatements> {
+        if self.long_data_bytes > 0 || self.set_aside.is_some() {
+            return None;
+        }
+        let mut statements: Vec<_> = self
+            .statements
+            .iter()
+            .map(|(&id, statement)| CarriedStatement {
+                id,
+                sql: statement.sql.clone(),
+                markers: statement
+                    .placeholders
+                    .iter()
+                    .map(|r| (r.start, r.end))
+                    .collect(),
+                types: statement
+                    .types
+                    .iter()
+                    .map(|&(kind, unsigned)| (kind as u8, unsigned))
+                    .collect(),
+            })
+            .collect();
+        statements.sort_by_key(|statement| statement.id);
+        Some(CarriedStatements {
+            next_id: self.next_id,
+            statements,
+        })
+    }
+
+    /// The statements [`PreparedStatements::carry`] handed over; a marker
+    /// outside its text or an unknown type is refused.
+    pub fn from_carried(carried: CarriedStatements) -> Result<Self, String> {
+        let mut restored = Self {
+            next_id: carried.next_id,
+            ..Self::default()
+        };
+        for CarriedStatement {
+            id,
+            sql,
+            markers,
+            types,
+        } in carried.statements
+        {
+            if markers
+                .iter()
+                .any(|&(start, end)| start > end || end > sql.len())
+            {
+                return Err(format!(
+                    "statement {id}: a parameter marker outside its text"
+                ));
+            }
+            let types = types
+                .into_iter()
+                .map(|(kind, unsigned)| {
+                    ColumnType::try_from(kind)
+                        .map(|kind| (kind, unsigned))
+                        .map_err(|_| format!("statement {id}: unknown parameter type {kind}"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            restored.text_bytes += sql.len();
+            restored.statements.insert(
+                id,
+                PreparedStatement {
+                    sql,
+                    placeholders: markers.into_iter().map(|(start, end)| start..end).collect(),
+                    types,
+                    long_data: HashMap::new(),
+                    long_data_overflow: false,
+                },
+            );
+        }
+        Ok(restored)
+    }
+
     /// Number of statements prepared now.
     pub fn len(&self) -> usize {
         self.statements.len()
@@ -542,4 +643,49 @@ async fn relay_prepare<W: AsyncWrite + Unpin>(
 fn read_u32(payload: &[u8]) -> Option<u32> {
     let bytes = payload.get(..4)?;
     Some(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prepared_statements_move_with_their_ids_markers_and_types() {
+        let mut statements = PreparedStatements::default();
+        let first = statements.add(PreparedStatement {
+            sql: "SELECT ? + ?".into(),
+            placeholders: vec![7..8, 11..12],
+            types: vec![(ColumnType::MYSQL_TYPE_LONGLONG, true)],
+            long_data: HashMap::new(),
+            long_data_overflow: false,
+        });
+        let second = statements.add(PreparedStatement {
+            sql: "SELECT 1".into(),
+            placeholders: Vec::new(),
+            types: Vec::new(),
+            long_data: HashMap::new(),
+            long_data_overflow: false,
+        });
+        statements.remove(second);
+        let carried = statements.carry().expect("nothing pending");
+        let text = serde_json::to_string(&carried).unwrap();
+        let mut taken =
+            PreparedStatements::from_carried(serde_json::from_str(&text).unwrap()).unwrap();
+        assert_eq!(taken.carry(), Some(carried.clone()));
+        assert_eq!(taken.len(), 1);
+        assert_eq!(taken.statements[&first].placeholders, vec![7..8, 11..12]);
+        // The next id goes on from the old process's, never reusing one.
+        let third = taken.add(PreparedStatement {
+            sql: "SELECT 2".into(),
+            placeholders: Vec::new(),
+            types: Vec::new(),
+            long_data: HashMap::new(),
+            long_data_overflow: false,
+        });
+        assert!(third > second, "{third} after {second}");
+        // A marker outside the text is refused.
+        let mut broken = carried;
+        broken.statements[0].markers = vec![(7, 99)];
+        assert!(PreparedStatements::from_carried(broken).is_err());
+    }
 }

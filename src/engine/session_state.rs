@@ -105,6 +105,41 @@ impl SessionSettings {
     }
 }
 
+/// What a session carries to another process at a boundary outside any
+/// transaction (`serve --takeover`): everything the statement path keeps
+/// between statements, as plain data. Backend connections are not carried:
+/// the new process opens its own and replays `settings` on them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CarriedState {
+    /// The database selected with `USE` or at login, by name.
+    pub database: Option<String>,
+    /// The recorded `SET` statements (user variables among them), in
+    /// order: (variables, text).
+    pub settings: Vec<(Vec<String>, String)>,
+    /// `character_set_client` as the server reported it.
+    pub charset: String,
+    /// The lexer's reading of `sql_mode`.
+    pub no_backslash_escapes: bool,
+    /// Whether `sql_mode` has ANSI_QUOTES.
+    pub ansi_quotes: bool,
+    /// `autocommit` as the client set it.
+    pub autocommit: bool,
+    /// A `SET TRANSACTION` waiting for the next transaction.
+    pub next_transaction: Option<String>,
+    /// SAVEPOINTs given (autocommit off) before the next transaction.
+    pub savepoints: Vec<String>,
+    /// What `LAST_INSERT_ID()` reads.
+    pub last_insert_id: u64,
+    /// What `ROW_COUNT()` reads.
+    pub row_count: i64,
+    /// The `wait_timeout` the client set, in milliseconds.
+    pub wait_timeout_ms: Option<u64>,
+    /// Whether the client may send several statements in one COM_QUERY.
+    pub multi_statements: bool,
+    /// The prepared statements.
+    pub prepared: super::prepared::CarriedStatements,
+}
+
 /// Per-client state.
 pub struct SessionState {
     /// Connection id given to the client.
@@ -220,6 +255,74 @@ impl SessionState {
             route_generation: 0,
             statement_rows_sent: 0,
         }
+    }
+
+    /// The state to carry to another process, when the session is at a
+    /// boundary it may move at: no transaction open, no answer owed to a
+    /// silent client, no long data pending. A held connection's
+    /// diagnostics are not carried.
+    pub fn carry(&self) -> Option<CarriedState> {
+        if self.ended_while_idle.is_some() || self.more_results {
+            return None;
+        }
+        let (next, savepoints) = self.transaction.idle_pending()?;
+        Some(CarriedState {
+            database: self.database_name().map(str::to_owned),
+            settings: self.settings.entries.iter().cloned().collect(),
+            charset: self.charset.name().to_owned(),
+            no_backslash_escapes: self.route.lex.no_backslash_escapes,
+            ansi_quotes: self.route.lex.ansi_quotes,
+            autocommit: self.transaction.autocommit(),
+            next_transaction: next.map(str::to_owned),
+            savepoints: savepoints.to_vec(),
+            last_insert_id: self.route.last_insert_id,
+            row_count: self.route.row_count,
+            wait_timeout_ms: self
+                .wait_timeout
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            multi_statements: self.multi_statements,
+            prepared: self.prepared.carry()?,
+        })
+    }
+
+    /// Takes over `carried` (from [`SessionState::carry`] in another
+    /// process) into a fresh state of the same connection, its database
+    /// resolved in `topology`; `Err` says what could not be taken.
+    pub fn take_carried(
+        &mut self,
+        carried: CarriedState,
+        topology: &Topology,
+    ) -> Result<(), String> {
+        if let Some(name) = &carried.database {
+            let (fleet, shard) = topology
+                .parse_database(name)
+                .ok_or_else(|| format!("the database {name} is not in this config"))?;
+            self.select_database(topology, fleet, shard);
+        }
+        for (variables, sql) in carried.settings {
+            self.settings.record(variables, sql);
+        }
+        let sql_mode = match (carried.no_backslash_escapes, carried.ansi_quotes) {
+            (true, true) => "NO_BACKSLASH_ESCAPES,ANSI_QUOTES",
+            (true, false) => "NO_BACKSLASH_ESCAPES",
+            (false, true) => "ANSI_QUOTES",
+            (false, false) => "",
+        };
+        self.set_server_lex_state(sql_mode, &carried.charset);
+        self.transaction = Transaction::restored(
+            carried.autocommit,
+            carried.next_transaction,
+            carried.savepoints,
+        );
+        self.route.autocommit = carried.autocommit;
+        self.route.last_insert_id = carried.last_insert_id;
+        self.route.row_count = carried.row_count;
+        self.wait_timeout = carried
+            .wait_timeout_ms
+            .map(std::time::Duration::from_millis);
+        self.multi_statements = carried.multi_statements;
+        self.prepared = super::prepared::PreparedStatements::from_carried(carried.prepared)?;
+        Ok(())
     }
 
     /// Selects shard database `shard` of `fleet` (`USE`, COM_INIT_DB, the
@@ -419,6 +522,56 @@ mod tests {
         );
         state.reset();
         assert!(!state.transaction.is_open() && state.transaction.next_for_autocommit().is_none());
+    }
+
+    /// What a session carries to another process comes back whole: the
+    /// state taken from its serialized form carries the same again.
+    #[test]
+    fn a_carried_state_is_taken_back_whole() {
+        let topology = crate::topology::tests::load(crate::topology::tests::SPEC_YAML);
+        let key = ConnKey {
+            framing: mysql_common::constants::CapabilityFlags::empty(),
+            collation: 45,
+        };
+        let mut state = SessionState::new(7, key, true);
+        let (fleet, shard) = topology.parse_database("db00014").unwrap();
+        state.select_database(&topology, fleet, shard);
+        state
+            .settings
+            .record(vec!["@a".into()], "SET @a = 1".into());
+        state.settings.record(
+            vec!["sql_mode".into()],
+            "SET sql_mode = 'ANSI_QUOTES'".into(),
+        );
+        state.set_server_lex_state("ANSI_QUOTES", "latin1");
+        let _ = state.transaction.set_autocommit(false);
+        state
+            .transaction
+            .set_next("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE".into())
+            .unwrap();
+        state.route.last_insert_id = 99;
+        state.route.row_count = 3;
+        state.wait_timeout = Some(std::time::Duration::from_secs(5));
+        state.multi_statements = true;
+        let carried = state.carry().expect("at a boundary");
+        let text = serde_json::to_string(&carried).unwrap();
+        let mut taken = SessionState::new(7, key, true);
+        taken
+            .take_carried(serde_json::from_str(&text).unwrap(), &topology)
+            .unwrap();
+        assert_eq!(taken.carry(), Some(carried));
+        assert_eq!(taken.database_name(), Some("db00014"));
+        assert_eq!(taken.settings.fingerprint(), state.settings.fingerprint());
+        assert!(taken.route.lex.ansi_quotes && !taken.transaction.autocommit());
+        // Inside a transaction the session does not move.
+        taken.transaction.statement_on_shards();
+        assert_eq!(taken.carry(), None);
+        // A database the new config lacks refuses the session.
+        let mut lost = state.carry().unwrap();
+        lost.database = Some("nodb".into());
+        assert!(SessionState::new(7, key, true)
+            .take_carried(lost, &topology)
+            .is_err());
     }
 
     #[test]

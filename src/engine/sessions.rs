@@ -36,6 +36,26 @@ pub struct Sessions {
     /// Sessions closed by the stop: (idle when it came, after finishing
     /// a statement or transaction).
     shutdown_closed: [std::sync::atomic::AtomicU64; 2],
+    /// Set while a new process takes the sessions over (`serve
+    /// --takeover`): where a session at a boundary offers itself.
+    handoff: tokio::sync::watch::Sender<Option<HandoffLink>>,
+}
+
+/// Where sessions offer themselves to a takeover.
+pub type HandoffLink = tokio::sync::mpsc::UnboundedSender<HandoffOffer>;
+
+/// A session at a boundary offered to the process taking over.
+pub struct HandoffOffer {
+    /// Its id.
+    pub connection_id: u32,
+    /// Its whole state, as the frontend serialized it.
+    pub state: serde_json::Value,
+    /// Its client socket, open until `reply` is answered (the session
+    /// waits for the answer).
+    pub fd: std::os::fd::RawFd,
+    /// `true`: the new process took it (the session ends here without
+    /// touching the socket); `false`: it stays here.
+    pub reply: tokio::sync::oneshot::Sender<bool>,
 }
 
 impl Default for Sessions {
@@ -51,7 +71,40 @@ impl Sessions {
             next_id: Mutex::new(id),
             drain: tokio::sync::watch::Sender::new(false),
             shutdown_closed: Default::default(),
+            handoff: tokio::sync::watch::Sender::new(None),
         }
+    }
+
+    /// Starts a takeover: sessions at a boundary offer themselves on `link`.
+    pub fn request_handoff(&self, link: HandoffLink) {
+        self.handoff.send_replace(Some(link));
+    }
+
+    /// Ends the takeover's requests (done or failed).
+    pub fn end_handoff(&self) {
+        self.handoff.send_replace(None);
+    }
+
+    /// Where to offer the session now, during a takeover.
+    pub fn handoff_link(&self) -> Option<HandoffLink> {
+        self.handoff.borrow().clone()
+    }
+
+    /// Waits until a takeover asks for the sessions.
+    pub async fn handoff_requested(&self) {
+        let mut requested = self.handoff.subscribe();
+        let _ = requested.wait_for(Option::is_some).await;
+    }
+
+    /// The id the next connection would get (a takeover's new process
+    /// goes on from it).
+    pub fn peek_next_id(&self) -> u32 {
+        *lock(&self.next_id)
+    }
+
+    /// Goes on numbering connections from `id` (the old process's next).
+    pub fn continue_ids_from(&self, id: u32) {
+        *lock(&self.next_id) = id.max(1);
     }
 
     /// Starts the stop: the client listener stops accepting and every

@@ -148,6 +148,26 @@ impl<B> Default for Transaction<B> {
 }
 
 impl<B: Binding> Transaction<B> {
+    /// No transaction open, `autocommit` as given, and what waits for the
+    /// next transaction: its `SET TRANSACTION` and the savepoints given
+    /// before it (a session taken over from another process).
+    pub fn restored(autocommit: bool, next: Option<String>, savepoints: Vec<String>) -> Self {
+        Self {
+            autocommit,
+            phase: Phase::Idle(Pending { next, savepoints }),
+        }
+    }
+
+    /// While no transaction is open: the pending `SET TRANSACTION` and
+    /// savepoints ([`Transaction::restored`] takes them back); `None` while
+    /// one is open.
+    pub fn idle_pending(&self) -> Option<(Option<&str>, &[String])> {
+        match &self.phase {
+            Phase::Idle(pending) => Some((pending.next.as_deref(), &pending.savepoints)),
+            _ => None,
+        }
+    }
+
     /// `autocommit` as the client set it.
     pub fn autocommit(&self) -> bool {
         self.autocommit

@@ -11,11 +11,13 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, debug_span, Instrument};
 
+use super::handoff::{HandoffSocket, ReleasableWrite, SessionSnapshot};
 use super::handshake::{self, LoggedIn, LoginBounds, LoginFailure};
 use super::tls::{self, TlsSettings};
 use crate::backend::conn::FRAMING_CAPABILITIES;
 use crate::backend::ConnKey;
 use crate::engine::local_infile::{client_file_link, ClientFileLink, ClientFileRequests};
+use crate::engine::sessions::{HandoffLink, HandoffOffer};
 use crate::engine::{write_error, Engine, Registration, SessionEntry, SessionState};
 use crate::error::ClientError;
 use crate::protocol::frame::PacketTooLarge;
@@ -59,7 +61,7 @@ pub async fn run(
         .map_or_else(|_| "?".to_owned(), |addr| addr.to_string());
     let version = engine.server_info().greeting_version();
     let Some(tls) = tls else {
-        let (read_half, write_half) = stream.into_split();
+        let (read_half, write_half, handoff) = plain_halves(stream);
         let mut writer = FrameWriter::new(write_half);
         let greeting = bounds
             .within(handshake::greet(
@@ -69,13 +71,14 @@ pub async fn run(
                 &version,
             ))
             .await?;
-        return serve_stream(
+        return serve_stream_with(
             engine,
             FrameReader::new(read_half),
             writer,
             (connection_id, peer),
             greeting,
             bounds,
+            Some(handoff),
         )
         .await;
     };
@@ -110,16 +113,90 @@ pub async fn run(
         return stream.flush().await;
     }
     greeting.first_packet = Some((seq, first));
-    let (read_half, write_half) = stream.into_split();
-    serve_stream(
+    let (read_half, write_half, handoff) = plain_halves(stream);
+    serve_stream_with(
         engine,
         FrameReader::new(read_half),
         FrameWriter::new(write_half),
         (connection_id, peer),
         greeting,
         bounds,
+        Some(handoff),
     )
     .await
+}
+
+/// A plain client socket's halves, its write half one a takeover can
+/// release ([`ReleasableWrite`]).
+fn plain_halves(
+    stream: TcpStream,
+) -> (
+    tokio::net::tcp::OwnedReadHalf,
+    ReleasableWrite,
+    HandoffSocket,
+) {
+    use std::os::fd::AsRawFd;
+    let fd = stream.as_raw_fd();
+    let (read_half, write_half) = stream.into_split();
+    let (write_half, handoff) = ReleasableWrite::new(write_half, fd);
+    (read_half, write_half, handoff)
+}
+
+/// Serves a session taken over from another process (`serve --takeover`)
+/// on its client socket `stream`: registered under its old id, its state
+/// restored from `snapshot`, its command loop resumed at the boundary it
+/// left at once the returned future runs. `Err` when the state cannot be
+/// taken (the old process then keeps the session). The returned
+/// [`HandoffSocket`] must be released before the future is dropped unrun
+/// (the old process goes on with the session).
+pub fn resume(
+    engine: Arc<Engine>,
+    stream: TcpStream,
+    snapshot: SessionSnapshot,
+) -> Result<
+    (
+        impl std::future::Future<Output = io::Result<()>>,
+        HandoffSocket,
+    ),
+    String,
+> {
+    let topology = engine.topology.load();
+    let login = LoggedIn {
+        user: snapshot.user,
+        capabilities: CapabilityFlags::from_bits_truncate(snapshot.capabilities),
+        collation: snapshot.collation,
+        database: snapshot.login_database,
+        next_seq: 0,
+        nonce: snapshot.nonce,
+        secure: false,
+    };
+    let connection_id = snapshot.connection_id;
+    if engine.sessions.get(u64::from(connection_id)).is_some() {
+        return Err(format!("a session with id {connection_id} is already here"));
+    }
+    let registration = engine
+        .sessions
+        .register(connection_id, &login.user, &snapshot.peer);
+    let mut state = new_state(connection_id, &login, registration.entry());
+    state.take_carried(snapshot.state, &topology)?;
+    let (read_half, write_half, handoff) = plain_halves(stream);
+    let socket = handoff.clone();
+    let mut reader = FrameReader::new(read_half);
+    reader.set_max_packet(LoginBounds::new(&topology.config.limits).max_packet);
+    registration.entry().sleep(state.database_name());
+    let mut session = Session {
+        state,
+        registration,
+        engine: engine.clone(),
+        reader,
+        writer: FrameWriter::new(write_half),
+        placement: RandomPlacement::new(),
+        client_file: None,
+        login,
+        handoff: Some(handoff),
+    };
+    session.attach_client_file();
+    Ok((async move { session.command_loop().await }, socket))
 }
 
 /// Logs the client in (its greeting already sent) within `bounds` and
@@ -128,11 +205,38 @@ pub async fn run(
 /// `peer`) while it is logged in.
 pub async fn serve_stream<R, W>(
     engine: Arc<Engine>,
+    reader: FrameReader<R>,
+    writer: FrameWriter<W>,
+    (connection_id, peer): (u32, String),
+    greeting: handshake::Greeting,
+    bounds: LoginBounds,
+) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    serve_stream_with(
+        engine,
+        reader,
+        writer,
+        (connection_id, peer),
+        greeting,
+        bounds,
+        None,
+    )
+    .await
+}
+
+/// [`serve_stream`]; with `handoff`, a plain socket's session a takeover
+/// may move to a new process.
+async fn serve_stream_with<R, W>(
+    engine: Arc<Engine>,
     mut reader: FrameReader<R>,
     mut writer: FrameWriter<W>,
     (connection_id, peer): (u32, String),
     greeting: handshake::Greeting,
     bounds: LoginBounds,
+    handoff: Option<HandoffSocket>,
 ) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
@@ -164,6 +268,7 @@ where
         placement: RandomPlacement::new(),
         client_file: None,
         login,
+        handoff,
     };
     session.attach_client_file();
     if let Err(error) = session.select_login_database() {
@@ -216,6 +321,8 @@ struct Session<R, W> {
     /// Where a `LOAD DATA LOCAL INFILE` asks for the client's file (when
     /// the client announced `CLIENT_LOCAL_FILES`).
     client_file: Option<(ClientFileLink, ClientFileRequests)>,
+    /// The plain client socket a takeover may move (none over TLS).
+    handoff: Option<HandoffSocket>,
 }
 
 impl<R, W> Session<R, W>
@@ -256,6 +363,9 @@ where
 
     async fn command_loop(&mut self) -> io::Result<()> {
         let entry = Arc::clone(self.registration.entry());
+        // A takeover that did not take the session is not asked again
+        // before its next command.
+        let mut declined = false;
         loop {
             if entry.is_killed() {
                 return self.close_killed().await;
@@ -265,6 +375,28 @@ where
             if closable && self.engine.sessions.is_draining() {
                 return self.close_for_shutdown(true).await;
             }
+            // A takeover moves it at a boundary outside a transaction, with
+            // no bytes of the next command read.
+            let movable = !declined
+                && self.handoff.is_some()
+                && !self.state.transaction.is_open()
+                && !self.reader.has_buffered();
+            // A TLS session cannot move (its keys are here): a takeover
+            // closes it at a boundary as a stop does.
+            let tls_closable = self.handoff.is_none() && closable;
+            if tls_closable && self.engine.sessions.handoff_link().is_some() {
+                return self.close_for_shutdown(false).await;
+            }
+            if movable {
+                if let Some(link) = self.engine.sessions.handoff_link() {
+                    if self.hand_off(link).await {
+                        return Ok(());
+                    }
+                    declined = true;
+                    continue;
+                }
+            }
+            let mut handing = false;
             let mut stopping = false;
             let (limit, in_transaction) = self.idle_limit();
             self.reader.release_idle();
@@ -306,6 +438,10 @@ where
                             stopping = true;
                             break None;
                         }
+                        () = self.engine.sessions.handoff_requested(), if movable || tls_closable => {
+                            handing = true;
+                            break None;
+                        }
                         () = pressure => self.engine.give_up_held(&mut self.state).await,
                         error = paused, if self.state.transaction.is_bound() => {
                             debug!(connection_id = self.state.connection_id, %error, "idle on a shard being paused");
@@ -328,8 +464,11 @@ where
                     return self.writer.shutdown().await;
                 }
                 None if stopping => return self.close_for_shutdown(false).await,
+                // The read, cancel-safe, had nothing: offer the session.
+                None if handing => continue,
                 None => return self.close_killed().await,
             };
+            declined = false;
             let (last_seq, packet) = match read {
                 Ok(packet) => packet,
                 Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
@@ -483,6 +622,54 @@ where
         self.engine
             .execute(&topology, &mut self.state, plan, &mut self.writer)
             .await
+    }
+
+    /// Offers the session to the process taking over (`link`) and waits
+    /// for its answer: `true` when the new process took it (its socket is
+    /// then left open for it, and this session ends without a byte
+    /// written), `false` when it stays here.
+    async fn hand_off(&mut self, link: HandoffLink) -> bool {
+        let Some(socket) = self.handoff.clone() else {
+            return false;
+        };
+        let Some(carried) = self.state.carry() else {
+            return false;
+        };
+        let snapshot = SessionSnapshot {
+            connection_id: self.state.connection_id,
+            user: self.login.user.clone(),
+            peer: self.registration.entry().host.clone(),
+            capabilities: self.login.capabilities.bits(),
+            collation: self.login.collation,
+            nonce: self.login.nonce,
+            login_database: self.login.database.clone(),
+            state: carried,
+        };
+        let Ok(state) = serde_json::to_value(&snapshot) else {
+            return false;
+        };
+        if self.writer.flush().await.is_err() {
+            return false;
+        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let offer = HandoffOffer {
+            connection_id: self.state.connection_id,
+            state,
+            fd: socket.fd,
+            reply,
+        };
+        if link.send(offer).is_err() {
+            return false;
+        }
+        let taken = answer.await.unwrap_or(false);
+        if taken {
+            socket.release();
+            debug!(
+                connection_id = self.state.connection_id,
+                "handed over to the new process"
+            );
+        }
+        taken
     }
 
     /// Ends a session killed by `KILL CONNECTION`: the connection closes

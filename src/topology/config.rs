@@ -94,6 +94,9 @@ pub struct Config {
     /// How a SIGTERM stops the proxy.
     #[serde(default)]
     pub shutdown: ShutdownConfig,
+    /// Where `serve --takeover` finds the running proxy (section `takeover`).
+    #[serde(default)]
+    pub takeover: TakeoverConfig,
     /// The Prometheus `/metrics` endpoint; `None` when the file has no
     /// `metrics` section.
     #[serde(default)]
@@ -265,6 +268,17 @@ impl Default for ShutdownConfig {
 
 fn default_shutdown_drain_timeout_ms() -> u64 {
     DEFAULT_SHUTDOWN_DRAIN_TIMEOUT_MS
+}
+
+/// The `takeover` section: the local socket over which a new process
+/// (`serve --takeover`) takes the listeners and sessions of the running one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TakeoverConfig {
+    /// Path of the Unix socket; default derived from the client port
+    /// (`$XDG_RUNTIME_DIR` or `/tmp`, `shardgate-takeover-PORT.sock`).
+    #[serde(default)]
+    pub socket: Option<String>,
 }
 
 /// The `metrics` section: where Prometheus text is served over HTTP.

@@ -31,11 +31,19 @@ impl FileServe {
     /// after the shell command `before`, its log on a piped stderr; the
     /// caller owns the process.
     pub fn spawn(name: &str, before: &str, yaml: &str) -> std::process::Child {
+        Self::spawn_with(name, before, yaml, &[])
+    }
+
+    /// [`Self::spawn`] with more `serve` flags (`--takeover`).
+    pub fn spawn_with(name: &str, before: &str, yaml: &str, flags: &[&str]) -> std::process::Child {
         let config = write_config(name, yaml);
         std::process::Command::new("sh")
             .args([
                 "-c",
-                &format!("{before} && exec \"$0\" serve --config \"$1\""),
+                &format!(
+                    "{before} && exec \"$0\" serve --config \"$1\" {}",
+                    flags.join(" ")
+                ),
                 env!("CARGO_BIN_EXE_shardgate"),
                 &config.display().to_string(),
             ])
@@ -51,7 +59,12 @@ impl FileServe {
     /// shell command `before` (`true` for none); returns once it logged
     /// its client address and its client connection cap.
     pub fn start(name: &str, before: &str, yaml: &str) -> Self {
-        let mut child = Self::spawn(name, before, yaml);
+        Self::start_with(name, before, yaml, &[])
+    }
+
+    /// [`Self::start`] with more `serve` flags (`--takeover`).
+    pub fn start_with(name: &str, before: &str, yaml: &str, flags: &[&str]) -> Self {
+        let mut child = Self::spawn_with(name, before, yaml, flags);
         let stderr = child.stderr.take().expect("piped stderr");
         // Killed on drop from here on, also when it does not start.
         let (tx, rx) = std::sync::mpsc::channel();

@@ -18,6 +18,7 @@ mod limits_session;
 mod multi_shard_failure;
 mod operator_metrics;
 mod reload_failover;
+mod takeover;
 mod verify_fleet;
 mod zookeeper_cutover;
 mod zookeeper_move;

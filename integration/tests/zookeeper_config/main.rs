@@ -27,6 +27,7 @@ mod pause_process;
 mod push_race;
 mod registry;
 mod serve;
+mod takeover;
 
 use common::*;
 use mysql_async::prelude::Queryable;
