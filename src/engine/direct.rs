@@ -46,38 +46,18 @@ pub(super) async fn execute_direct<W: AsyncWrite + Unpin>(
     client: &mut FrameWriter<W>,
     options: RelayOptions<'_>,
 ) -> Result<RelayOutcome, RelayFailure> {
-    let sent = async {
-        backend
-            .writer
-            .write_command(Command::COM_STMT_PREPARE as u8, sql)
-            .await?;
-        backend
-            .writer
-            .write_command(Command::COM_STMT_EXECUTE as u8, &EXECUTE_LAST)
-            .await?;
-        backend
-            .writer
-            .write_command(Command::COM_STMT_CLOSE as u8, &LAST_PREPARED)
-            .await?;
-        backend.writer.flush().await
-    };
-    sent.await.map_err(RelayFailure::NotSent)?;
+    send_direct(backend, sql)
+        .await
+        .map_err(RelayFailure::NotSent)?;
     let lost = |error| RelayFailure::Backend {
         error,
         forwarded: false,
         next_seq: options.first_seq,
     };
-    if !read_prepare_answer(backend, options.deprecate_eof)
+    if !read_direct_prepare(backend, options.deprecate_eof)
         .await
         .map_err(lost)?
     {
-        let (_, answer) = backend.reader.next_packet().await.map_err(lost)?;
-        if answer.first() != Some(&ERR_HEADER) {
-            return Err(lost(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "the server executed a statement after its prepare failed",
-            )));
-        }
         backend
             .send_command(Command::COM_QUERY, sql)
             .await
@@ -93,6 +73,46 @@ pub(super) async fn execute_direct<W: AsyncWrite + Unpin>(
         ..options
     };
     relay_response(backend, client, relayed).await
+}
+
+/// Sends `sql` for direct execution: its COM_STMT_PREPARE, the
+/// COM_STMT_EXECUTE of [`LAST_PREPARED`] and its COM_STMT_CLOSE, in one
+/// write. [`read_direct_prepare`] reads what comes first.
+pub(super) async fn send_direct(backend: &mut BackendConn, sql: &[u8]) -> io::Result<()> {
+    backend
+        .writer
+        .write_command(Command::COM_STMT_PREPARE as u8, sql)
+        .await?;
+    backend
+        .writer
+        .write_command(Command::COM_STMT_EXECUTE as u8, &EXECUTE_LAST)
+        .await?;
+    backend
+        .writer
+        .write_command(Command::COM_STMT_CLOSE as u8, &LAST_PREPARED)
+        .await?;
+    backend.writer.flush().await
+}
+
+/// Reads the answer to [`send_direct`]'s prepare: true when the server
+/// prepared the statement (its execute's answer, binary rows, comes
+/// next); false when it refused, in which case the failed execute's error
+/// was read too and nothing ran (the caller sends the text as COM_QUERY).
+pub(super) async fn read_direct_prepare(
+    backend: &mut BackendConn,
+    deprecate_eof: bool,
+) -> io::Result<bool> {
+    if read_prepare_answer(backend, deprecate_eof).await? {
+        return Ok(true);
+    }
+    let (_, answer) = backend.reader.next_packet().await?;
+    if answer.first() != Some(&ERR_HEADER) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the server executed a statement after its prepare failed",
+        ));
+    }
+    Ok(false)
 }
 
 /// Reads a COM_STMT_PREPARE answer to its end; whether the server prepared
