@@ -4,6 +4,7 @@ pub mod columns;
 pub mod conn;
 pub mod health;
 pub mod pool;
+pub mod statements;
 
 use std::sync::atomic::Ordering;
 

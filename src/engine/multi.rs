@@ -26,7 +26,7 @@ use tracing::debug;
 
 use super::answer::write_result_set;
 use super::checkout::{apply_settings, checkout_error, checkout_open, DIRTY};
-use super::direct::{read_direct_prepare, send_direct};
+use super::direct::start_direct;
 use super::failure::{backend_error, Failure};
 use super::kill::kill_abandoned;
 use super::merge::{
@@ -146,6 +146,8 @@ struct PartJob {
     /// directly executed prepared statement and keeps the server's
     /// binary values.
     format: RowFormat,
+    /// `limits.backend_prepared_statements`.
+    keep: usize,
     budget: Arc<MergeBudget>,
     /// The session's share of the pools, and `limits.max_host_share_percent`.
     share: Arc<PoolShare>,
@@ -233,6 +235,7 @@ impl Engine {
                 settings: Arc::clone(&settings),
                 sql: part.sql,
                 format,
+                keep: topology.config.limits.backend_prepared_statements,
                 leaves_session_state: part.leaves_session_state,
                 budget: Arc::clone(&budget),
                 share: Arc::clone(&share),
@@ -400,7 +403,8 @@ impl Engine {
         let started = Instant::now();
         let in_use = entry.using(&pool, thread);
         let part_timeout_ms = topology.config.limits.multi_shard_part_timeout_ms;
-        let read = read_part(conn, &part.sql, budget, true, format);
+        let keep = topology.config.limits.backend_prepared_statements;
+        let read = read_part(conn, &part.sql, budget, true, (format, keep));
         let result = if part_timeout_ms == 0 {
             Some(read.await)
         } else {
@@ -592,7 +596,14 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
             AtomicOrdering::Relaxed,
         );
         let in_use = job.session.using(&job.pool, conn.conn().thread_id);
-        let result = read_part(conn.conn(), &job.sql, &job.budget, false, job.format).await;
+        let result = read_part(
+            conn.conn(),
+            &job.sql,
+            &job.budget,
+            false,
+            (job.format, job.keep),
+        )
+        .await;
         if in_use.finish() {
             conn.conn().kill_aimed = true;
         }
@@ -658,8 +669,9 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
 /// result left unread, or with `drain` read and dropped so the connection
 /// stays usable).
 ///
-/// For [`RowFormat::Binary`] the text runs as a directly executed prepared
-/// statement (`engine::direct`) and the rows are the server's binary rows,
+/// For [`RowFormat::Binary`] the text runs as a prepared statement
+/// (`engine::direct`, kept among `keep` per connection) and the rows are
+/// the server's binary rows,
 /// split into values; a text the server does not prepare runs as COM_QUERY
 /// and its text rows are converted, as a single-shard execute does.
 async fn read_part(
@@ -667,16 +679,14 @@ async fn read_part(
     sql: &[u8],
     budget: &MergeBudget,
     drain: bool,
-    format: RowFormat,
+    (format, keep): (RowFormat, usize),
 ) -> std::io::Result<Result<PartResult, ClientError>> {
     let deprecate_eof = conn
         .key
         .framing
         .contains(mysql_common::constants::CapabilityFlags::CLIENT_DEPRECATE_EOF);
-    let binary_wire = format == RowFormat::Binary && {
-        send_direct(conn, sql).await?;
-        read_direct_prepare(conn, deprecate_eof).await?
-    };
+    let binary_wire =
+        format == RowFormat::Binary && start_direct(conn, sql, deprecate_eof, keep).await?;
     if !binary_wire {
         conn.send_command(Command::COM_QUERY, sql).await?;
     }

@@ -1,6 +1,6 @@
 //! Binary-protocol codec for prepared statements.
 //!
-//! shardgate keeps nothing prepared on a shard. It reads the parameters of a
+//! shardgate sends no parameters to a shard. It reads the parameters of a
 //! COM_STMT_EXECUTE ([`parse_execute`], in `execute`) and renders each one as
 //! an SQL literal ([`render_literal`], in `literal`) into the statement text,
 //! which is routed and run (on one server as a prepared statement executed
