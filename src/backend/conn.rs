@@ -234,11 +234,12 @@ impl BackendConn {
 
     /// Sends a command packet (sequence id 0) and flushes it.
     pub async fn send_command(&mut self, command: Command, body: &[u8]) -> io::Result<()> {
-        if matches!(
-            command,
-            Command::COM_RESET_CONNECTION | Command::COM_CHANGE_USER
-        ) {
-            self.statements.forget_all();
+        match command {
+            Command::COM_RESET_CONNECTION | Command::COM_CHANGE_USER => {
+                self.statements.forget_all()
+            }
+            Command::COM_INIT_DB => self.statements.close_all(),
+            _ => {}
         }
         self.writer.write_command(command as u8, body).await?;
         self.writer.flush().await

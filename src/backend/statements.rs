@@ -8,7 +8,9 @@
 //! the connection's settings fingerprint changes, every statement is
 //! closed. A COM_RESET_CONNECTION or COM_CHANGE_USER drops them on the
 //! server; the cache then forgets them without closing (the server may
-//! hand their ids out again). A new connection starts empty.
+//! hand their ids out again). A COM_INIT_DB closes them all (the default
+//! database decided their unqualified names). A new connection starts
+//! empty.
 
 use std::collections::HashMap;
 
@@ -75,6 +77,14 @@ impl StatementCache {
         std::mem::take(&mut self.to_close)
     }
 
+    /// Queues every statement for closing: they were prepared under
+    /// another default database (COM_INIT_DB), which decides what their
+    /// unqualified names are.
+    pub fn close_all(&mut self) {
+        self.to_close
+            .extend(self.entries.drain().map(|(_, (id, _))| id));
+    }
+
     /// Forgets every statement without closing it: the server dropped
     /// them (COM_RESET_CONNECTION, COM_CHANGE_USER).
     pub fn forget_all(&mut self) {
@@ -124,6 +134,12 @@ mod tests {
         closed.sort_unstable();
         assert_eq!(closed, vec![1, 3]);
         assert!(cache.is_empty());
+        cache.insert(8, b"a", 6, 2);
+        cache.close_all();
+        assert_eq!(
+            (cache.lookup(8, b"a"), cache.take_closes()),
+            (None, vec![6])
+        );
         cache.insert(8, b"a", 4, 2);
         cache.forget_all();
         assert_eq!((cache.lookup(8, b"a"), cache.take_closes()), (None, vec![]));
