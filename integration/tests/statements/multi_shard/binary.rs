@@ -184,3 +184,62 @@ async fn multi_shard_prepared_order_limit_and_aggregates_over_binary_values() {
     assert_eq!((&got[0][2], &got[0][3]), (max_t, min_t), "{sql}");
     assert_eq!(got[0][4], Value::Bytes(b"21".to_vec()), "{sql}");
 }
+
+/// Groups that span shards, merged from binary values: COUNT and SUM
+/// added, MIN/MAX of FLOAT and TIME by value, ordered by the group key.
+#[tokio::test]
+async fn multi_shard_prepared_group_by_merges_binary_aggregates() {
+    let tag = unique_tag();
+    let mut conn = client().await;
+    let ids = seed(&mut conn, &tag).await;
+    let expected = direct_rows(&ids).await;
+    let n = "CAST(SUBSTRING_INDEX(data, ':', -1) AS UNSIGNED)";
+    let sql = format!(
+        "SELECT {n} % 2 AS parity, COUNT(*), SUM({n}), MAX(CAST(123456789 * {n} AS FLOAT)), \
+         MIN(CAST(SEC_TO_TIME(CAST(SUBSTRING_INDEX(data, ':', -1) AS SIGNED) * -3601.5 + 7200) AS TIME(1))) \
+         FROM pins WHERE id IN ({}) GROUP BY parity ORDER BY parity DESC",
+        in_list(&ids)
+    );
+    let got = proxy_rows(&mut conn, &sql, &ids).await;
+    assert_eq!(got.len(), 2, "{sql}");
+    for (row, parity) in got.iter().zip([1u64, 0]) {
+        let members: Vec<&Vec<Value>> = expected
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (*i as u64 + 1) % 2 == parity)
+            .map(|(_, row)| row)
+            .collect();
+        let sum: u64 = (1..=6u64).filter(|k| k % 2 == parity).sum();
+        let max_f = members
+            .iter()
+            .map(|r| match &r[F2] {
+                Value::Float(f) => *f,
+                other => panic!("{other:?}"),
+            })
+            .fold(f32::MIN, f32::max);
+        let min_t = members
+            .iter()
+            .map(|r| r[T].clone())
+            .min_by_key(|v| match v {
+                Value::Time(neg, d, h, m, s, us) => {
+                    let x = ((i64::from(*d) * 24 + i64::from(*h)) * 3600
+                        + i64::from(*m) * 60
+                        + i64::from(*s))
+                        * 1_000_000
+                        + i64::from(*us);
+                    if *neg {
+                        -x
+                    } else {
+                        x
+                    }
+                }
+                other => panic!("{other:?}"),
+            })
+            .unwrap();
+        assert_eq!(row[0], Value::Int(parity as i64), "{sql}");
+        assert_eq!(row[1], Value::Int(3), "{sql}");
+        assert_eq!(row[2], Value::Bytes(sum.to_string().into_bytes()), "{sql}");
+        assert_eq!(row[3], Value::Double(f64::from(max_f)), "{sql}");
+        assert_eq!(row[4], min_t, "{sql}");
+    }
+}
