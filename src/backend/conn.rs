@@ -112,6 +112,8 @@ pub struct BackendConn {
     /// A `KILL QUERY` was aimed at it: it may still arrive, so the
     /// connection never goes back to the pool.
     pub kill_aimed: bool,
+    /// The statements kept prepared on this connection.
+    pub statements: Box<super::statements::StatementCache>,
 }
 
 impl BackendConn {
@@ -240,11 +242,19 @@ impl BackendConn {
             statement_timeout_ms: 0,
             thread_id,
             kill_aimed: false,
+            statements: Default::default(),
         })
     }
 
     /// Sends a command packet (sequence id 0) and flushes it.
     pub async fn send_command(&mut self, command: Command, body: &[u8]) -> io::Result<()> {
+        match command {
+            Command::COM_RESET_CONNECTION | Command::COM_CHANGE_USER => {
+                self.statements.forget_all()
+            }
+            Command::COM_INIT_DB => self.statements.close_all(),
+            _ => {}
+        }
         self.writer.write_command(command as u8, body).await?;
         self.writer.flush().await
     }

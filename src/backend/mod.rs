@@ -6,6 +6,7 @@ pub mod health;
 pub mod link;
 pub mod pool;
 pub mod replication;
+pub mod statements;
 
 use std::sync::atomic::Ordering;
 

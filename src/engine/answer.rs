@@ -5,10 +5,12 @@
 use tokio::io::AsyncWrite;
 
 use super::failure::Failure;
-use super::merge::Value;
+use super::merge::{RowFormat, Value};
 use super::session_state::SessionState;
 use crate::error::ClientError;
-use crate::protocol::binary::{parse_column_definition, text_row_to_binary, ColumnInfo};
+use crate::protocol::binary::{
+    parse_column_definition, text_row_to_binary, write_binary_values, ColumnInfo,
+};
 use crate::protocol::frame::{write_lenenc_bytes, write_lenenc_int};
 use crate::protocol::packets::{
     column_definition, eof_packet, ok_packet, result_set_terminator, LocalColumnType, TEXT_NULL,
@@ -16,13 +18,17 @@ use crate::protocol::packets::{
 use crate::protocol::FrameWriter;
 
 /// Writes a complete result set: column definitions (payloads as a server
-/// sends them, with `columns` their parsed types) and rows of values.
+/// sends them, with `columns` their parsed types) and rows of values
+/// written as `format` says. Text values go to a prepared statement's
+/// execution as binary rows converted from them; binary values only ever
+/// come from an execution.
 pub(crate) async fn write_result_set<W: AsyncWrite + Unpin>(
     client: &mut FrameWriter<W>,
     state: &SessionState,
     definitions: &[Vec<u8>],
     columns: &[ColumnInfo],
     rows: impl IntoIterator<Item = Vec<Value>>,
+    format: RowFormat,
 ) -> Result<(), Failure> {
     let mut count = Vec::new();
     write_lenenc_int(&mut count, definitions.len() as u64);
@@ -37,7 +43,23 @@ pub(crate) async fn write_result_set<W: AsyncWrite + Unpin>(
     }
     let mut text = Vec::new();
     let mut binary = Vec::new();
+    let unencodable = |error| {
+        Failure::Client(ClientError::Internal(format!(
+            "cannot encode a row in the binary protocol: {error}"
+        )))
+    };
     for row in rows {
+        if format == RowFormat::Binary {
+            binary.clear();
+            write_binary_values(
+                &row[..row.len().min(definitions.len())],
+                columns,
+                &mut binary,
+            )
+            .map_err(unencodable)?;
+            seq = client.write_packet(seq, &binary).await?;
+            continue;
+        }
         text.clear();
         for value in row.iter().take(definitions.len()) {
             match value {
@@ -47,11 +69,7 @@ pub(crate) async fn write_result_set<W: AsyncWrite + Unpin>(
         }
         let payload = if state.binary_rows {
             binary.clear();
-            text_row_to_binary(&text, columns, &mut binary).map_err(|error| {
-                Failure::Client(ClientError::Internal(format!(
-                    "cannot encode a row in the binary protocol: {error}"
-                )))
-            })?;
+            text_row_to_binary(&text, columns, &mut binary).map_err(unencodable)?;
             &binary
         } else {
             &text
@@ -83,7 +101,7 @@ pub(crate) async fn write_local_result<W: AsyncWrite + Unpin>(
         .iter()
         .filter_map(|definition| parse_column_definition(definition))
         .collect();
-    write_result_set(client, state, &definitions, &types, rows).await
+    write_result_set(client, state, &definitions, &types, rows, RowFormat::Text).await
 }
 
 /// Writes a one-column, one-row result set.

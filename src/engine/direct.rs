@@ -2,11 +2,13 @@
 //! statement of its own, so the client gets the server's binary rows as
 //! they are (a FLOAT's four bytes cannot be rebuilt from its text).
 //!
-//! MariaDB's direct execution (10.2 and later): COM_STMT_PREPARE of the
-//! text, COM_STMT_EXECUTE of statement id `0xFFFFFFFF` ("the statement
-//! just prepared") and COM_STMT_CLOSE of the same id go out in one write.
-//! The prepare's answer is read and dropped, the execute's relayed; the
-//! close has none. The bound values are already in the text as literals
+//! COM_STMT_PREPARE of the text and COM_STMT_EXECUTE of statement id
+//! `0xFFFFFFFF` ("the statement just prepared", MariaDB 10.2 and later) go
+//! out in one write; the prepare's answer gives the statement id, which the
+//! connection keeps (`backend::statements`, `limits.backend_prepared_statements`)
+//! so a later execute of the same text there is a COM_STMT_EXECUTE alone.
+//! A text not kept (too long, the connection dirty, none kept) is closed in
+//! the same write. The bound values are already in the text as literals
 //! (`prepared::render_statement`), so the server gets no parameters and
 //! every routing and rewriting decision stays the planner's.
 //!
@@ -23,7 +25,9 @@ use std::io;
 use mysql_common::constants::Command;
 use tokio::io::AsyncWrite;
 
+use super::checkout::DIRTY;
 use super::relay::{relay_response, RelayFailure, RelayOptions, RelayOutcome};
+use crate::backend::statements::MAX_CACHED_TEXT;
 use crate::backend::BackendConn;
 use crate::protocol::packets::{ERR_HEADER, OK_HEADER};
 use crate::protocol::FrameWriter;
@@ -45,39 +49,19 @@ pub(super) async fn execute_direct<W: AsyncWrite + Unpin>(
     sql: &[u8],
     client: &mut FrameWriter<W>,
     options: RelayOptions<'_>,
+    keep: usize,
 ) -> Result<RelayOutcome, RelayFailure> {
-    let sent = async {
-        backend
-            .writer
-            .write_command(Command::COM_STMT_PREPARE as u8, sql)
-            .await?;
-        backend
-            .writer
-            .write_command(Command::COM_STMT_EXECUTE as u8, &EXECUTE_LAST)
-            .await?;
-        backend
-            .writer
-            .write_command(Command::COM_STMT_CLOSE as u8, &LAST_PREPARED)
-            .await?;
-        backend.writer.flush().await
-    };
-    sent.await.map_err(RelayFailure::NotSent)?;
     let lost = |error| RelayFailure::Backend {
         error,
         forwarded: false,
         next_seq: options.first_seq,
     };
-    if !read_prepare_answer(backend, options.deprecate_eof)
-        .await
-        .map_err(lost)?
-    {
-        let (_, answer) = backend.reader.next_packet().await.map_err(lost)?;
-        if answer.first() != Some(&ERR_HEADER) {
-            return Err(lost(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "the server executed a statement after its prepare failed",
-            )));
-        }
+    let prepared = match start_direct(backend, sql, options.deprecate_eof, keep).await {
+        Ok(prepared) => prepared,
+        Err(Unsent(error)) => return Err(RelayFailure::NotSent(error)),
+        Err(Lost(error)) => return Err(lost(error)),
+    };
+    if !prepared {
         backend
             .send_command(Command::COM_QUERY, sql)
             .await
@@ -95,12 +79,114 @@ pub(super) async fn execute_direct<W: AsyncWrite + Unpin>(
     relay_response(backend, client, relayed).await
 }
 
-/// Reads a COM_STMT_PREPARE answer to its end; whether the server prepared
-/// the statement (false: it answered with an error).
-async fn read_prepare_answer(backend: &mut BackendConn, deprecate_eof: bool) -> io::Result<bool> {
+/// How [`start_direct`] failed: before anything was sent, or after.
+pub(super) enum DirectFailure {
+    /// Nothing reached the server.
+    Unsent(io::Error),
+    /// The connection failed after the statement was sent.
+    Lost(io::Error),
+}
+use DirectFailure::{Lost, Unsent};
+
+impl From<DirectFailure> for io::Error {
+    fn from(failure: DirectFailure) -> Self {
+        match failure {
+            Unsent(error) | Lost(error) => error,
+        }
+    }
+}
+
+/// Starts `sql` as a prepared statement executed on `backend`: the
+/// statement the connection keeps for that text is executed (no parse on
+/// the server), else the text is prepared and executed at once as
+/// [`LAST_PREPARED`], and kept (up to `keep` statements per connection,
+/// `limits.backend_prepared_statements`; 0 closes it at once). Statements
+/// evicted or prepared under other settings are closed in the same write.
+///
+/// True: the execute's binary answer comes next. False: the server refused
+/// to prepare the text; the failed execute's error was read too and
+/// nothing ran (the caller sends the text as COM_QUERY).
+pub(super) async fn start_direct(
+    backend: &mut BackendConn,
+    sql: &[u8],
+    deprecate_eof: bool,
+    keep: usize,
+) -> Result<bool, DirectFailure> {
+    let fingerprint = backend.settings_fingerprint;
+    let cacheable = keep > 0 && fingerprint != DIRTY && sql.len() <= MAX_CACHED_TEXT;
+    let kept = match cacheable {
+        true => backend.statements.lookup(fingerprint, sql),
+        false => None,
+    };
+    let closes = backend.statements.take_closes();
+    let sent = async {
+        for id in closes {
+            backend
+                .writer
+                .write_command(Command::COM_STMT_CLOSE as u8, &id.to_le_bytes())
+                .await?;
+        }
+        if let Some(id) = kept {
+            let mut execute = EXECUTE_LAST;
+            execute[..4].copy_from_slice(&id.to_le_bytes());
+            backend
+                .writer
+                .write_command(Command::COM_STMT_EXECUTE as u8, &execute)
+                .await?;
+            return backend.writer.flush().await;
+        }
+        backend
+            .writer
+            .write_command(Command::COM_STMT_PREPARE as u8, sql)
+            .await?;
+        backend
+            .writer
+            .write_command(Command::COM_STMT_EXECUTE as u8, &EXECUTE_LAST)
+            .await?;
+        if !cacheable {
+            backend
+                .writer
+                .write_command(Command::COM_STMT_CLOSE as u8, &LAST_PREPARED)
+                .await?;
+        }
+        backend.writer.flush().await
+    };
+    sent.await.map_err(Unsent)?;
+    if kept.is_some() {
+        return Ok(true);
+    }
+    match read_prepare_answer(backend, deprecate_eof)
+        .await
+        .map_err(Lost)?
+    {
+        Some(id) => {
+            if cacheable {
+                backend.statements.insert(fingerprint, sql, id, keep);
+            }
+            Ok(true)
+        }
+        None => {
+            let (_, answer) = backend.reader.next_packet().await.map_err(Lost)?;
+            if answer.first() != Some(&ERR_HEADER) {
+                return Err(Lost(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "the server executed a statement after its prepare failed",
+                )));
+            }
+            Ok(false)
+        }
+    }
+}
+
+/// Reads a COM_STMT_PREPARE answer to its end; the statement id the
+/// server gave it (None: it answered with an error).
+async fn read_prepare_answer(
+    backend: &mut BackendConn,
+    deprecate_eof: bool,
+) -> io::Result<Option<u32>> {
     let (_, first) = backend.reader.next_packet().await?;
     match first.first() {
-        Some(&ERR_HEADER) => return Ok(false),
+        Some(&ERR_HEADER) => return Ok(None),
         Some(&OK_HEADER) if first.len() >= 9 => {}
         _ => {
             return Err(io::Error::new(
@@ -109,6 +195,7 @@ async fn read_prepare_answer(backend: &mut BackendConn, deprecate_eof: bool) -> 
             ))
         }
     }
+    let id = u32::from_le_bytes([first[1], first[2], first[3], first[4]]);
     let columns = u16::from_le_bytes([first[5], first[6]]);
     let params = u16::from_le_bytes([first[7], first[8]]);
     for count in [params, columns] {
@@ -122,7 +209,7 @@ async fn read_prepare_answer(backend: &mut BackendConn, deprecate_eof: bool) -> 
             backend.reader.next_packet().await?;
         }
     }
-    Ok(true)
+    Ok(Some(id))
 }
 
 #[cfg(test)]

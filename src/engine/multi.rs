@@ -26,11 +26,12 @@ use tracing::debug;
 
 use super::answer::write_result_set;
 use super::checkout::{apply_settings, checkout_error, checkout_open, DIRTY};
+use super::direct::start_direct;
 use super::failure::{backend_error, Failure};
 use super::kill::kill_abandoned;
 use super::merge::{
     compared_text_columns, decode_text_row, general_ci_exact, is_general_ci, merge_rows,
-    merges_exactly, Value,
+    merges_exactly, RowFormat, Value,
 };
 use super::session_state::SessionSettings;
 use super::sessions::SessionEntry;
@@ -38,7 +39,9 @@ use super::transaction::on_bound_shard;
 use super::{Engine, SessionState};
 use crate::backend::{ConnKey, HostPool, PoolShare};
 use crate::error::ClientError;
-use crate::protocol::binary::{parse_column_definition, ColumnInfo};
+use crate::protocol::binary::{
+    binary_row_values, parse_column_definition, text_row_to_binary, ColumnInfo,
+};
 use crate::protocol::frame::read_lenenc_int;
 use crate::protocol::packets::{ends_result_set, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER};
 use crate::protocol::FrameWriter;
@@ -127,7 +130,7 @@ struct PartResult {
     columns: Vec<ColumnInfo>,
     /// What `definitions` and `columns` were counted as.
     definition_bytes: u64,
-    /// The rows, decoded into values.
+    /// The rows, decoded into values of the read's [`RowFormat`].
     rows: Vec<Vec<Value>>,
 }
 
@@ -139,6 +142,12 @@ struct PartJob {
     key: ConnKey,
     settings: Arc<SessionSettings>,
     sql: crate::router::SqlText,
+    /// Binary for a prepared statement's execute: the part runs as a
+    /// directly executed prepared statement and keeps the server's
+    /// binary values.
+    format: RowFormat,
+    /// `limits.backend_prepared_statements`.
+    keep: usize,
     budget: Arc<MergeBudget>,
     /// The session's share of the pools, and `limits.max_host_share_percent`.
     share: Arc<PoolShare>,
@@ -181,6 +190,11 @@ impl Engine {
         budget.take(texts).map_err(Failure::Client)?;
         let settings = Arc::new(state.settings.clone());
         let backend = Arc::new(topology.config.backend.clone());
+        let format = if state.binary_rows {
+            RowFormat::Binary
+        } else {
+            RowFormat::Text
+        };
         let count = parts.len();
         // The bound transaction's shard answers on the bound connection, so
         // the read sees the transaction's own writes there; the others run
@@ -220,6 +234,8 @@ impl Engine {
                 key: conn_key,
                 settings: Arc::clone(&settings),
                 sql: part.sql,
+                format,
+                keep: topology.config.limits.backend_prepared_statements,
                 leaves_session_state: part.leaves_session_state,
                 budget: Arc::clone(&budget),
                 share: Arc::clone(&share),
@@ -239,7 +255,9 @@ impl Engine {
         results.resize_with(count, || None);
         let mut shape: Option<(Vec<Vec<u8>>, Vec<ColumnInfo>)> = None;
         for (index, part) in on_bound {
-            let outcome = self.run_bound_part(topology, state, part, &budget).await;
+            let outcome = self
+                .run_bound_part(topology, state, part, &budget, format)
+                .await;
             let mut result = match outcome {
                 Ok(result) => result,
                 Err(failure) => {
@@ -332,7 +350,7 @@ impl Engine {
             }
         }
         let parts = parts.into_iter().map(|part| part.rows).collect();
-        let rows = merge_rows(parts, &collated, &merge);
+        let rows = merge_rows(parts, &collated, &merge, format);
         let sent = rows.len() as u64;
         let visible = columns.len().saturating_sub(merge.hidden_columns);
         let written = write_result_set(
@@ -341,6 +359,7 @@ impl Engine {
             &definitions[..visible],
             &columns[..visible],
             rows,
+            format,
         )
         .await;
         state.statement_rows_sent += sent;
@@ -363,6 +382,7 @@ impl Engine {
         state: &mut SessionState,
         part: crate::router::ShardQuery,
         budget: &MergeBudget,
+        format: RowFormat,
     ) -> Result<PartResult, Failure> {
         debug!(shard = part.target.shard, sql = %part.sql, "multi-shard part on the bound connection");
         if state.entry.is_cancelled() {
@@ -383,7 +403,8 @@ impl Engine {
         let started = Instant::now();
         let in_use = entry.using(&pool, thread);
         let part_timeout_ms = topology.config.limits.multi_shard_part_timeout_ms;
-        let read = read_part(conn, &part.sql, budget, true);
+        let keep = topology.config.limits.backend_prepared_statements;
+        let read = read_part(conn, &part.sql, budget, true, (format, keep));
         let result = if part_timeout_ms == 0 {
             Some(read.await)
         } else {
@@ -571,7 +592,14 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
             AtomicOrdering::Relaxed,
         );
         let in_use = job.session.using(&job.pool, conn.conn().thread_id);
-        let result = read_part(conn.conn(), &job.sql, &job.budget, false).await;
+        let result = read_part(
+            conn.conn(),
+            &job.sql,
+            &job.budget,
+            false,
+            (job.format, job.keep),
+        )
+        .await;
         if in_use.finish() {
             conn.conn().kill_aimed = true;
         }
@@ -636,17 +664,28 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
 /// server's answer, or [`ClientError::MergeTooLarge`] (the rest of the
 /// result left unread, or with `drain` read and dropped so the connection
 /// stays usable).
+///
+/// For [`RowFormat::Binary`] the text runs as a prepared statement
+/// (`engine::direct`, kept among `keep` per connection) and the rows are
+/// the server's binary rows,
+/// split into values; a text the server does not prepare runs as COM_QUERY
+/// and its text rows are converted, as a single-shard execute does.
 async fn read_part(
     conn: &mut crate::backend::BackendConn,
     sql: &[u8],
     budget: &MergeBudget,
     drain: bool,
+    (format, keep): (RowFormat, usize),
 ) -> std::io::Result<Result<PartResult, ClientError>> {
-    conn.send_command(Command::COM_QUERY, sql).await?;
     let deprecate_eof = conn
         .key
         .framing
         .contains(mysql_common::constants::CapabilityFlags::CLIENT_DEPRECATE_EOF);
+    let binary_wire =
+        format == RowFormat::Binary && start_direct(conn, sql, deprecate_eof, keep).await?;
+    if !binary_wire {
+        conn.send_command(Command::COM_QUERY, sql).await?;
+    }
     let (_, first) = conn.reader.next_packet().await?;
     match first.first() {
         Some(&ERR_HEADER) => return Ok(Err(backend_error(&first))),
@@ -683,6 +722,7 @@ async fn read_part(
     }
     let row_overhead = ROW_OVERHEAD + VALUE_OVERHEAD * count as u64;
     let mut rows = Vec::new();
+    let mut converted = Vec::new();
     // The largest row is held twice for a moment: as read and decoded, and
     // as encoded for the client.
     let mut largest = 0u64;
@@ -699,7 +739,23 @@ async fn read_part(
                     drop(rows);
                     return drained(conn, drain, error, true, 0).await;
                 }
-                rows.push(decode_text_row(&packet, count));
+                let row = match (format, binary_wire) {
+                    (RowFormat::Text, _) => decode_text_row(&packet, count),
+                    (RowFormat::Binary, true) => match binary_row_values(&packet, &columns) {
+                        Ok(row) => row,
+                        Err(error) => return Err(unreadable_row(error)),
+                    },
+                    (RowFormat::Binary, false) => {
+                        converted.clear();
+                        let split = text_row_to_binary(&packet, &columns, &mut converted)
+                            .and_then(|()| binary_row_values(&converted, &columns));
+                        match split {
+                            Ok(row) => row,
+                            Err(error) => return Err(unreadable_row(error)),
+                        }
+                    }
+                };
+                rows.push(row);
             }
         }
     }
@@ -709,6 +765,15 @@ async fn read_part(
         definition_bytes,
         rows,
     }))
+}
+
+/// A part's row that could not be read as the binary protocol's: the
+/// rest of its result is unread, so the connection is closed.
+fn unreadable_row(error: crate::protocol::binary::BinaryError) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("a row of the server's could not be read in the binary protocol: {error}"),
+    )
 }
 
 /// Returns `error` once, with `drain`, the rest of the result was read and

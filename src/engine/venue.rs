@@ -107,7 +107,9 @@ impl Engine {
             server_prepared,
         } = statement;
         let wire = match state.binary_rows && server_prepared {
-            true => Wire::Prepared,
+            true => Wire::Prepared {
+                keep: topology.config.limits.backend_prepared_statements,
+            },
             false => Wire::Text,
         };
         let options = RelayOptions {
@@ -390,9 +392,13 @@ pub(super) enum Wire {
     /// COM_QUERY; text rows are converted for a client that executed a
     /// prepared statement.
     Text,
-    /// A prepared statement executed at once ([`execute_direct`]): the
-    /// server's binary rows are relayed as they are.
-    Prepared,
+    /// A prepared statement executed ([`execute_direct`]), kept on the
+    /// connection among `keep` at most: the server's binary rows are
+    /// relayed as they are.
+    Prepared {
+        /// `limits.backend_prepared_statements`.
+        keep: usize,
+    },
 }
 
 /// [`send_and_relay`], sent as `wire` says.
@@ -408,7 +414,7 @@ async fn send_on<W: AsyncWrite + Unpin>(
     let in_use = session.using(pooled.pool(), thread_id);
     let conn = pooled.conn();
     let result = match wire {
-        Wire::Prepared => execute_direct(conn, sql, client, options).await,
+        Wire::Prepared { keep } => execute_direct(conn, sql, client, options, keep).await,
         Wire::Text => match conn.send_command(Command::COM_QUERY, sql).await {
             Err(error) => Err(RelayFailure::NotSent(error)),
             Ok(()) => relay_response(conn, client, options).await,

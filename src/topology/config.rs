@@ -36,6 +36,10 @@ pub const DEFAULT_MAX_SESSION_SETTINGS: u32 = 64;
 pub const DEFAULT_MAX_SESSION_SETTINGS_BYTES: u64 = 64 * 1024;
 /// Default `limits.max_merge_bytes`.
 pub const DEFAULT_MAX_MERGE_BYTES: u64 = 256 * 1024 * 1024;
+/// Default `limits.backend_prepared_statements`: with
+/// `backend.pool_max_per_host` connections per host and a few proxies, well
+/// under MariaDB's default `max_prepared_stmt_count` (16382).
+pub const DEFAULT_BACKEND_PREPARED_STATEMENTS: usize = 16;
 /// Default `limits.max_merge_bytes_total`.
 pub const DEFAULT_MAX_MERGE_BYTES_TOTAL: u64 = 1024 * 1024 * 1024;
 /// Default `limits.multi_shard_part_timeout_ms`.
@@ -427,6 +431,11 @@ pub struct LimitsConfig {
     /// closed (its transaction rolled back); 0 is off. Default
     /// [`DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS`].
     pub idle_in_transaction_timeout_ms: u64,
+    /// Most prepared statements one backend connection keeps on its server
+    /// for later executes of the same planned text (least recently used
+    /// closed first); 0 prepares, executes and closes each execute at once.
+    /// Default [`DEFAULT_BACKEND_PREPARED_STATEMENTS`].
+    pub backend_prepared_statements: usize,
 }
 
 impl Default for LimitsConfig {
@@ -448,6 +457,7 @@ impl Default for LimitsConfig {
             max_host_share_percent: DEFAULT_MAX_HOST_SHARE_PERCENT,
             statement_timeout_ms: 0,
             idle_in_transaction_timeout_ms: DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+            backend_prepared_statements: DEFAULT_BACKEND_PREPARED_STATEMENTS,
         }
     }
 }

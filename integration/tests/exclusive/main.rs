@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod backend_statements;
 mod cutover;
 mod health_stats;
 mod host_failure;

@@ -146,8 +146,11 @@ async fn binary_rows_match_the_servers_own_for_every_common_type() {
     assert_eq!(proxy_values, direct_values);
 }
 
+/// 300 executes of distinct texts leave on each master at most
+/// `limits.backend_prepared_statements` (16 by default) statements per
+/// connection of the proxy's (others' tests prepare a few of their own).
 #[tokio::test]
-async fn many_executions_leave_no_statements_prepared_on_the_backends() {
+async fn many_executions_leave_at_most_the_kept_statements_prepared_on_the_backends() {
     let mut conn = client().await;
     let statement = conn
         .prep("SELECT data FROM pins WHERE id = ?")
@@ -171,7 +174,18 @@ async fn many_executions_leave_no_statements_prepared_on_the_backends() {
             .await
             .unwrap();
         let (_, count) = row.unwrap();
-        assert!(count < 50, "host {port} holds {count} prepared statements");
+        let connections: Option<u64> = operations(port)
+            .await
+            .query_first(format!(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '{BACKEND_USER}'"
+            ))
+            .await
+            .unwrap();
+        let bound = connections.unwrap_or(0) * 16 + 50;
+        assert!(
+            count < bound,
+            "host {port} holds {count} prepared statements (bound {bound})"
+        );
     }
 }
 

@@ -1,6 +1,8 @@
 //! The merge of a multi-shard read's parts, pure (no I/O): rows decoded
-//! from the text protocol, concatenated, k-way merged by the sort keys, or
-//! grouped with their aggregates merged, then OFFSET and LIMIT applied.
+//! from the text protocol (or, for a prepared statement's execute, split
+//! from the binary protocol: [`RowFormat`]), concatenated, k-way merged by
+//! the sort keys, or grouped with their aggregates merged, then OFFSET and
+//! LIMIT applied.
 //! How values order is in `order`, the exact decimal arithmetic in
 //! `decimal`.
 
@@ -14,7 +16,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use mysql_common::constants::{ColumnFlags, ColumnType};
 
-use crate::protocol::binary::ColumnInfo;
+use crate::protocol::binary::{binary_scalar, number_text_to_binary, BinaryScalar, ColumnInfo};
 use crate::protocol::frame::read_lenenc_int;
 use crate::protocol::packets::TEXT_NULL;
 use crate::router::{Merge, MergeColumn, SortKey};
@@ -24,6 +26,18 @@ pub(crate) use order::{general_ci_exact, is_general_ci, is_numeric, merges_exact
 
 /// One value of a row: `None` is SQL NULL.
 pub(crate) type Value = Option<Vec<u8>>;
+
+/// How a read's values are written: as text-protocol values, or as
+/// binary-protocol values
+/// ([`crate::protocol::binary::binary_row_values`]: a string's or a
+/// DECIMAL's value is its text, a number or a time its binary bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowFormat {
+    /// Text-protocol values.
+    Text,
+    /// Binary-protocol values.
+    Binary,
+}
 
 /// The rows one part (one shard) answered.
 pub(crate) type PartRows = Vec<Vec<Value>>;
@@ -70,17 +84,18 @@ pub(crate) fn merge_rows(
     parts: Vec<PartRows>,
     columns: &[ColumnInfo],
     merge: &Merge,
+    format: RowFormat,
 ) -> Vec<Vec<Value>> {
     let rows = match &merge.aggregation {
         Some(aggregation) => {
-            let mut groups = aggregate(parts, columns, &aggregation.columns);
+            let mut groups = aggregate(parts, columns, &aggregation.columns, format);
             if !merge.order_by.is_empty() {
-                groups.sort_by(|a, b| compare_rows(a, b, &merge.order_by, columns));
+                groups.sort_by(|a, b| compare_rows(a, b, &merge.order_by, columns, format));
             }
             groups
         }
         None if merge.order_by.is_empty() => parts.into_iter().flatten().collect(),
-        None => merge_sorted(parts, columns, &merge.order_by),
+        None => merge_sorted(parts, columns, &merge.order_by, format),
     };
     let offset = usize::try_from(merge.offset).unwrap_or(usize::MAX);
     let limit = merge
@@ -96,6 +111,7 @@ struct Pending<'a> {
     part: usize,
     keys: &'a [SortKey],
     columns: &'a [ColumnInfo],
+    format: RowFormat,
 }
 
 impl PartialEq for Pending<'_> {
@@ -114,13 +130,18 @@ impl PartialOrd for Pending<'_> {
 
 impl Ord for Pending<'_> {
     fn cmp(&self, other: &Self) -> Ordering {
-        compare_rows(&other.row, &self.row, self.keys, self.columns)
+        compare_rows(&other.row, &self.row, self.keys, self.columns, self.format)
             .then_with(|| other.part.cmp(&self.part))
     }
 }
 
 /// Merges parts that are each sorted by `keys` into one sorted list.
-fn merge_sorted(parts: Vec<PartRows>, columns: &[ColumnInfo], keys: &[SortKey]) -> Vec<Vec<Value>> {
+fn merge_sorted(
+    parts: Vec<PartRows>,
+    columns: &[ColumnInfo],
+    keys: &[SortKey],
+    format: RowFormat,
+) -> Vec<Vec<Value>> {
     let total = parts.iter().map(Vec::len).sum();
     let mut streams: Vec<_> = parts.into_iter().map(Vec::into_iter).collect();
     let mut heap = BinaryHeap::with_capacity(streams.len());
@@ -131,6 +152,7 @@ fn merge_sorted(parts: Vec<PartRows>, columns: &[ColumnInfo], keys: &[SortKey]) 
                 part,
                 keys,
                 columns,
+                format,
             });
         }
     }
@@ -143,6 +165,7 @@ fn merge_sorted(parts: Vec<PartRows>, columns: &[ColumnInfo], keys: &[SortKey]) 
                 part,
                 keys,
                 columns,
+                format,
             });
         }
     }
@@ -155,6 +178,7 @@ fn aggregate(
     parts: Vec<PartRows>,
     columns: &[ColumnInfo],
     rules: &[MergeColumn],
+    format: RowFormat,
 ) -> Vec<Vec<Value>> {
     let mut order: Vec<Vec<Value>> = Vec::new();
     let mut index: HashMap<Vec<Value>, usize> = HashMap::new();
@@ -174,7 +198,7 @@ fn aggregate(
                         continue;
                     };
                     let column = columns.get(position);
-                    let combined = combine(*rule, current, incoming, column);
+                    let combined = combine(*rule, current, incoming, column, format);
                     merged[position] = combined;
                 }
             }
@@ -188,12 +212,21 @@ fn aggregate(
 }
 
 /// Merges one aggregate column's value from two parts.
-fn combine(rule: MergeColumn, a: &Value, b: &Value, column: Option<&ColumnInfo>) -> Value {
+fn combine(
+    rule: MergeColumn,
+    a: &Value,
+    b: &Value,
+    column: Option<&ColumnInfo>,
+    format: RowFormat,
+) -> Value {
     match rule {
         MergeColumn::GroupKey => a.clone(),
-        MergeColumn::Count | MergeColumn::Sum => match (a, b) {
-            (None, other) | (other, None) => other.clone(),
-            (Some(x), Some(y)) => Some(add_numbers(x, y)),
+        MergeColumn::Count | MergeColumn::Sum => match (a, b, column) {
+            (None, other, _) | (other, None, _) => other.clone(),
+            (Some(x), Some(y), Some(column)) if format == RowFormat::Binary => {
+                Some(add_binary(x, y, column).unwrap_or_else(|| x.clone()))
+            }
+            (Some(x), Some(y), _) => Some(add_numbers(x, y)),
         },
         MergeColumn::Min | MergeColumn::Max => {
             let fallback = ColumnInfo::new(ColumnType::MYSQL_TYPE_VAR_STRING, ColumnFlags::empty());
@@ -201,7 +234,7 @@ fn combine(rule: MergeColumn, a: &Value, b: &Value, column: Option<&ColumnInfo>)
             match (a, b) {
                 (None, other) | (other, None) => other.clone(),
                 (Some(_), Some(_)) => {
-                    let ordering = compare_values(a, b, column);
+                    let ordering = compare_values(a, b, column, format);
                     let take_b = match rule {
                         MergeColumn::Min => ordering == Ordering::Greater,
                         _ => ordering == Ordering::Less,
@@ -215,4 +248,21 @@ fn combine(rule: MergeColumn, a: &Value, b: &Value, column: Option<&ColumnInfo>)
             }
         }
     }
+}
+
+/// Adds two binary-protocol values of a COUNT or SUM column: integers
+/// exactly, FLOAT/DOUBLE as doubles, DECIMAL (text) exactly; `None` when
+/// the sum has no value of the column's type.
+fn add_binary(a: &[u8], b: &[u8], column: &ColumnInfo) -> Option<Vec<u8>> {
+    let sum = match (binary_scalar(a, column), binary_scalar(b, column)) {
+        (Some(BinaryScalar::Int(x)), Some(BinaryScalar::Int(y))) => {
+            (x + y).to_string().into_bytes()
+        }
+        (Some(BinaryScalar::Real(x)), Some(BinaryScalar::Real(y))) => {
+            (x + y).to_string().into_bytes()
+        }
+        (None, None) => add_numbers(a, b),
+        _ => return None,
+    };
+    number_text_to_binary(&sum, column).ok()
 }

@@ -7,8 +7,8 @@ use std::cmp::Ordering;
 use mysql_common::constants::{ColumnFlags, ColumnType};
 
 use super::decimal::compare_decimal_text;
-use super::Value;
-use crate::protocol::binary::ColumnInfo;
+use super::{RowFormat, Value};
+use crate::protocol::binary::{binary_scalar, BinaryScalar, ColumnInfo};
 use crate::router::SortKey;
 
 /// Orders two rows by the sort keys.
@@ -17,12 +17,13 @@ pub(super) fn compare_rows(
     b: &[Value],
     keys: &[SortKey],
     columns: &[ColumnInfo],
+    format: RowFormat,
 ) -> Ordering {
     for key in keys {
         let column = columns.get(key.column);
         let (x, y) = (a.get(key.column), b.get(key.column));
         let ordering = match (x, y, column) {
-            (Some(x), Some(y), Some(column)) => compare_values(x, y, column),
+            (Some(x), Some(y), Some(column)) => compare_values(x, y, column, format),
             _ => Ordering::Equal,
         };
         let ordering = if key.descending {
@@ -40,14 +41,28 @@ pub(super) fn compare_rows(
 /// Compares two values of a column the way the server orders them: NULL
 /// first, numbers as numbers, text by the column's collation
 /// (`column.charset`, the collation id the parts were read with; see
-/// [`merges_exactly`]).
-pub(super) fn compare_values(a: &Value, b: &Value, column: &ColumnInfo) -> Ordering {
+/// [`merges_exactly`]). Binary-protocol numbers and times compare by
+/// their value.
+pub(super) fn compare_values(
+    a: &Value,
+    b: &Value,
+    column: &ColumnInfo,
+    format: RowFormat,
+) -> Ordering {
     let (a, b) = match (a, b) {
         (None, None) => return Ordering::Equal,
         (None, Some(_)) => return Ordering::Less,
         (Some(_), None) => return Ordering::Greater,
         (Some(a), Some(b)) => (a.as_slice(), b.as_slice()),
     };
+    if format == RowFormat::Binary {
+        match (binary_scalar(a, column), binary_scalar(b, column)) {
+            (Some(BinaryScalar::Int(x)), Some(BinaryScalar::Int(y)))
+            | (Some(BinaryScalar::Instant(x)), Some(BinaryScalar::Instant(y))) => return x.cmp(&y),
+            (Some(BinaryScalar::Real(x)), Some(BinaryScalar::Real(y))) => return x.total_cmp(&y),
+            _ => {}
+        }
+    }
     if is_numeric(column.column_type) {
         return compare_numbers(a, b, column.column_type);
     }

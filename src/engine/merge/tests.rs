@@ -32,22 +32,28 @@ fn part(rows: Vec<Vec<Value>>) -> PartRows {
 fn numbers_compare_as_numbers_not_bytes() {
     let column = int_column();
     assert_eq!(
-        compare_values(&v("10"), &v("9"), &column),
+        compare_values(&v("10"), &v("9"), &column, RowFormat::Text),
         Ordering::Greater
     );
-    assert_eq!(compare_values(&v("-10"), &v("-9"), &column), Ordering::Less);
-    assert_eq!(compare_values(&None, &v("-9"), &column), Ordering::Less);
+    assert_eq!(
+        compare_values(&v("-10"), &v("-9"), &column, RowFormat::Text),
+        Ordering::Less
+    );
+    assert_eq!(
+        compare_values(&None, &v("-9"), &column, RowFormat::Text),
+        Ordering::Less
+    );
     let decimal = ColumnInfo::new(ColumnType::MYSQL_TYPE_NEWDECIMAL, ColumnFlags::empty());
     assert_eq!(
-        compare_values(&v("2.50"), &v("2.5"), &decimal),
+        compare_values(&v("2.50"), &v("2.5"), &decimal, RowFormat::Text),
         Ordering::Equal
     );
     assert_eq!(
-        compare_values(&v("-0.00"), &v("0"), &decimal),
+        compare_values(&v("-0.00"), &v("0"), &decimal, RowFormat::Text),
         Ordering::Equal
     );
     assert_eq!(
-        compare_values(&v("100.1"), &v("99.99"), &decimal),
+        compare_values(&v("100.1"), &v("99.99"), &decimal, RowFormat::Text),
         Ordering::Greater
     );
 }
@@ -56,7 +62,7 @@ fn numbers_compare_as_numbers_not_bytes() {
 fn text_compares_case_insensitively() {
     let column = text_column();
     assert_eq!(
-        compare_values(&v("apple"), &v("Banana"), &column),
+        compare_values(&v("apple"), &v("Banana"), &column, RowFormat::Text),
         Ordering::Less
     );
 }
@@ -78,7 +84,7 @@ fn k_way_merge_with_offset_and_limit() {
         limit: Some(3),
         ..Merge::default()
     };
-    let rows = merge_rows(parts, &columns, &merge);
+    let rows = merge_rows(parts, &columns, &merge, RowFormat::Text);
     assert_eq!(rows, vec![vec![v("2")], vec![v("10")], vec![v("20")]]);
 }
 
@@ -96,7 +102,7 @@ fn descending_merge() {
         }],
         ..Merge::default()
     };
-    let rows = merge_rows(parts, &columns, &merge);
+    let rows = merge_rows(parts, &columns, &merge, RowFormat::Text);
     let flat: Vec<_> = rows.into_iter().map(|r| r[0].clone()).collect();
     assert_eq!(flat, vec![v("100"), v("20"), v("2"), v("1")]);
 }
@@ -132,7 +138,7 @@ fn aggregates_merge_by_group() {
         }],
         ..Merge::default()
     };
-    let rows = merge_rows(parts, &columns, &merge);
+    let rows = merge_rows(parts, &columns, &merge, RowFormat::Text);
     assert_eq!(
         rows,
         vec![
@@ -151,11 +157,14 @@ fn sums_are_exact_for_decimals_and_null_aware() {
         b"100000000000000000000".to_vec()
     );
     assert_eq!(
-        combine(MergeColumn::Sum, &None, &v("4"), None),
+        combine(MergeColumn::Sum, &None, &v("4"), None, RowFormat::Text),
         v("4"),
         "NULL parts are ignored"
     );
-    assert_eq!(combine(MergeColumn::Sum, &None, &None, None), None);
+    assert_eq!(
+        combine(MergeColumn::Sum, &None, &None, None, RowFormat::Text),
+        None
+    );
 }
 
 #[test]
@@ -218,12 +227,12 @@ fn binary_collations_compare_bytes() {
     let mut column = text_column();
     column.charset = 63;
     assert_eq!(
-        compare_values(&v("apple"), &v("Banana"), &column),
+        compare_values(&v("apple"), &v("Banana"), &column, RowFormat::Text),
         Ordering::Greater
     );
     let column = text_column();
     assert_eq!(
-        compare_values(&v("\u{e9}t\u{e9}"), &v("ETE"), &column),
+        compare_values(&v("\u{e9}t\u{e9}"), &v("ETE"), &column, RowFormat::Text),
         Ordering::Equal,
         "accents and case fold away under utf8mb4_general_ci"
     );
@@ -233,11 +242,11 @@ fn binary_collations_compare_bytes() {
 fn doubles_compare_as_numbers() {
     let column = ColumnInfo::new(ColumnType::MYSQL_TYPE_DOUBLE, ColumnFlags::empty());
     assert_eq!(
-        compare_values(&v("1e3"), &v("999.5"), &column),
+        compare_values(&v("1e3"), &v("999.5"), &column, RowFormat::Text),
         Ordering::Greater
     );
     assert_eq!(
-        compare_values(&v("-0.5"), &v("0.25"), &column),
+        compare_values(&v("-0.5"), &v("0.25"), &column, RowFormat::Text),
         Ordering::Less
     );
 }
@@ -266,7 +275,7 @@ fn rows_order_by_several_keys_with_nulls_first() {
         ],
         vec![vec![v("1"), v("c")], vec![v("1"), v("a")]],
     ];
-    let rows = merge_rows(parts, &columns, &merge);
+    let rows = merge_rows(parts, &columns, &merge, RowFormat::Text);
     assert_eq!(
         rows,
         vec![
@@ -283,33 +292,60 @@ fn rows_order_by_several_keys_with_nulls_first() {
 fn unsorted_parts_concatenate_in_part_order_and_offset_past_the_end_is_empty() {
     let columns = vec![int_column()];
     let parts = vec![vec![vec![v("3")], vec![v("1")]], vec![vec![v("2")]]];
-    let all = merge_rows(parts.clone(), &columns, &Merge::default());
+    let all = merge_rows(parts.clone(), &columns, &Merge::default(), RowFormat::Text);
     assert_eq!(all, vec![vec![v("3")], vec![v("1")], vec![v("2")]]);
     let merge = Merge {
         offset: 5,
         ..Merge::default()
     };
-    assert!(merge_rows(parts, &columns, &merge).is_empty());
+    assert!(merge_rows(parts, &columns, &merge, RowFormat::Text).is_empty());
 }
 
 #[test]
 fn min_and_max_skip_nulls_and_compare_by_type() {
     let column = int_column();
     assert_eq!(
-        combine(MergeColumn::Min, &v("10"), &v("9"), Some(&column)),
+        combine(
+            MergeColumn::Min,
+            &v("10"),
+            &v("9"),
+            Some(&column),
+            RowFormat::Text
+        ),
         v("9")
     );
     assert_eq!(
-        combine(MergeColumn::Max, &v("10"), &v("9"), Some(&column)),
+        combine(
+            MergeColumn::Max,
+            &v("10"),
+            &v("9"),
+            Some(&column),
+            RowFormat::Text
+        ),
         v("10")
     );
     assert_eq!(
-        combine(MergeColumn::Max, &None, &v("9"), Some(&column)),
+        combine(
+            MergeColumn::Max,
+            &None,
+            &v("9"),
+            Some(&column),
+            RowFormat::Text
+        ),
         v("9")
     );
-    assert_eq!(combine(MergeColumn::Min, &v("9"), &None, None), v("9"));
     assert_eq!(
-        combine(MergeColumn::GroupKey, &v("a"), &v("b"), None),
+        combine(MergeColumn::Min, &v("9"), &None, None, RowFormat::Text),
+        v("9")
+    );
+    assert_eq!(
+        combine(
+            MergeColumn::GroupKey,
+            &v("a"),
+            &v("b"),
+            None,
+            RowFormat::Text
+        ),
         v("a")
     );
 }
@@ -319,19 +355,43 @@ fn text_compares_in_the_collation_read_from_the_server() {
     let mut column = text_column();
     // utf8mb4_general_ci: ß weighs as S (before "ss"), accents dropped,
     // trailing spaces ignored.
-    assert_eq!(compare_values(&v("ß"), &v("ss"), &column), Ordering::Less);
-    assert_eq!(compare_values(&v("ß"), &v("s"), &column), Ordering::Equal);
-    assert_eq!(compare_values(&v("ä"), &v("b"), &column), Ordering::Less);
-    assert_eq!(compare_values(&v("a "), &v("A"), &column), Ordering::Equal);
+    assert_eq!(
+        compare_values(&v("ß"), &v("ss"), &column, RowFormat::Text),
+        Ordering::Less
+    );
+    assert_eq!(
+        compare_values(&v("ß"), &v("s"), &column, RowFormat::Text),
+        Ordering::Equal
+    );
+    assert_eq!(
+        compare_values(&v("ä"), &v("b"), &column, RowFormat::Text),
+        Ordering::Less
+    );
+    assert_eq!(
+        compare_values(&v("a "), &v("A"), &column, RowFormat::Text),
+        Ordering::Equal
+    );
     // utf8mb4_bin: code points, trailing spaces ignored; binary: bytes.
     column.charset = 46;
-    assert_eq!(compare_values(&v("z"), &v("ß"), &column), Ordering::Less);
-    assert_eq!(compare_values(&v("B"), &v("a"), &column), Ordering::Less);
-    assert_eq!(compare_values(&v("a "), &v("a"), &column), Ordering::Equal);
-    assert_eq!(compare_values(&v("a\t"), &v("a"), &column), Ordering::Less);
+    assert_eq!(
+        compare_values(&v("z"), &v("ß"), &column, RowFormat::Text),
+        Ordering::Less
+    );
+    assert_eq!(
+        compare_values(&v("B"), &v("a"), &column, RowFormat::Text),
+        Ordering::Less
+    );
+    assert_eq!(
+        compare_values(&v("a "), &v("a"), &column, RowFormat::Text),
+        Ordering::Equal
+    );
+    assert_eq!(
+        compare_values(&v("a\t"), &v("a"), &column, RowFormat::Text),
+        Ordering::Less
+    );
     column.charset = 63;
     assert_eq!(
-        compare_values(&v("a "), &v("a"), &column),
+        compare_values(&v("a "), &v("a"), &column, RowFormat::Text),
         Ordering::Greater
     );
     // What is merged exactly, and what is refused.
@@ -351,5 +411,59 @@ fn text_compares_in_the_collation_read_from_the_server() {
     assert!(
         !general_ci_exact("ƀ".as_bytes()),
         "Latin Extended-B: not checked"
+    );
+}
+
+#[test]
+fn binary_values_order_and_add_by_their_value() {
+    let float = ColumnInfo::new(ColumnType::MYSQL_TYPE_FLOAT, ColumnFlags::empty());
+    let time = ColumnInfo::new(ColumnType::MYSQL_TYPE_TIME, ColumnFlags::empty());
+    let count = int_column();
+    let f = |x: f32| Some(x.to_le_bytes().to_vec());
+    // TIME -01:00:00 and 00:30:00 as the binary protocol sends them.
+    let minus_hour = Some(vec![8, 1, 0, 0, 0, 0, 1, 0, 0]);
+    let half_hour = Some(vec![8, 0, 0, 0, 0, 0, 0, 30, 0]);
+    let columns = vec![float, time, count];
+    let parts = vec![
+        part(vec![vec![
+            f(16_777_215.0),
+            half_hour.clone(),
+            Some(2i64.to_le_bytes().to_vec()),
+        ]]),
+        part(vec![vec![
+            f(-1.5),
+            minus_hour.clone(),
+            Some(3i64.to_le_bytes().to_vec()),
+        ]]),
+        part(vec![vec![
+            f(16_777_214.0),
+            half_hour.clone(),
+            Some(4i64.to_le_bytes().to_vec()),
+        ]]),
+    ];
+    let by = |column, descending| Merge {
+        order_by: vec![SortKey { column, descending }],
+        ..Merge::default()
+    };
+    let rows = merge_rows(parts.clone(), &columns, &by(0, true), RowFormat::Binary);
+    let firsts: Vec<_> = rows.iter().map(|r| r[0].clone()).collect();
+    assert_eq!(firsts, vec![f(16_777_215.0), f(16_777_214.0), f(-1.5)]);
+    let rows = merge_rows(parts.clone(), &columns, &by(1, false), RowFormat::Binary);
+    assert_eq!(rows[0][1], minus_hour, "a negative TIME first");
+
+    let merge = Merge {
+        aggregation: Some(Aggregation {
+            columns: vec![MergeColumn::Max, MergeColumn::Min, MergeColumn::Count],
+        }),
+        ..Merge::default()
+    };
+    let rows = merge_rows(parts, &columns, &merge, RowFormat::Binary);
+    assert_eq!(
+        rows,
+        vec![vec![
+            f(16_777_215.0),
+            minus_hour,
+            Some(9i64.to_le_bytes().to_vec())
+        ]]
     );
 }

@@ -1,14 +1,17 @@
 //! Binary-protocol codec for prepared statements.
 //!
-//! shardgate keeps nothing prepared on a shard. It reads the parameters of a
+//! shardgate sends no parameters to a shard. It reads the parameters of a
 //! COM_STMT_EXECUTE ([`parse_execute`], in `execute`) and renders each one as
 //! an SQL literal ([`render_literal`], in `literal`) into the statement text,
 //! which is routed and run (on one server as a prepared statement executed
-//! at once, its binary rows relayed as they are). Where the answer comes as
-//! text rows (multi-shard merges, diagnostics, result sets the proxy writes),
-//! each is converted into the binary-protocol row the client expects
-//! ([`text_row_to_binary`], in `rows`, using the column types that
-//! [`parse_column_definition`] in `columns` reads).
+//! at once, its binary rows relayed as they are). A multi-shard read's
+//! binary rows are split into values ([`binary_row_values`]), compared and
+//! added ([`binary_scalar`], [`number_text_to_binary`]) and written back
+//! ([`write_binary_values`]). Where the answer comes as text rows
+//! (diagnostics, result sets the proxy writes), each is converted into the
+//! binary-protocol row the client expects ([`text_row_to_binary`], in
+//! `rows`, using the column types that [`parse_column_definition`] in
+//! `columns` reads).
 //!
 //! Everything here is pure: no sockets, no state beyond what the caller passes.
 //! No input makes it panic; bad input gives a [`BinaryError`].
@@ -26,7 +29,10 @@ mod tests;
 pub use columns::{parse_column_definition, ColumnInfo};
 pub use execute::{is_decimal_text, parse_execute, ExecuteRequest, ParamValue};
 pub use literal::{bind_separator, bytes_are_text, push_hex, render_literal};
-pub use rows::text_row_to_binary;
+pub use rows::{
+    binary_row_values, binary_scalar, number_text_to_binary, text_row_to_binary,
+    write_binary_values, BinaryScalar,
+};
 
 /// Longest piece of offending text quoted in an error message.
 const ERROR_TEXT_MAX: usize = 64;

@@ -340,3 +340,195 @@ fn write_time(out: &mut Vec<u8>, t: &Time) {
         out.extend_from_slice(&t.micros.to_le_bytes());
     }
 }
+
+/// Splits a binary-protocol row payload into its values, `None` for NULL:
+/// each the value's bytes as the row carries them, except that a
+/// length-encoded string loses its length (so the value of a string or
+/// DECIMAL column is its text, as in a text row). The inverse of
+/// [`write_binary_values`].
+pub fn binary_row_values(
+    row: &[u8],
+    columns: &[ColumnInfo],
+) -> Result<Vec<Option<Vec<u8>>>, BinaryError> {
+    let bitmap_len = (columns.len() + 7 + 2) / 8;
+    let short = |found| BinaryError::RowTooShort {
+        expected: columns.len(),
+        found,
+    };
+    if row.first() != Some(&0x00) || row.len() < 1 + bitmap_len {
+        return Err(short(0));
+    }
+    let bitmap = &row[1..1 + bitmap_len];
+    let mut rest = &row[1 + bitmap_len..];
+    let mut values = Vec::with_capacity(columns.len());
+    for (index, column) in columns.iter().enumerate() {
+        let bit = index + 2;
+        let wire = row_wire(column.column_type).ok_or(BinaryError::UnsupportedColumnType {
+            column: index,
+            column_type: column.column_type,
+        })?;
+        if bitmap[bit / 8] & (1 << (bit % 8)) != 0 || matches!(wire, RowWire::Null) {
+            values.push(None);
+            continue;
+        }
+        let truncated = BinaryError::RowTruncated { column: index };
+        let (start, len) = match wire {
+            RowWire::Int(width) => (0, width),
+            RowWire::Float => (0, 4),
+            RowWire::Double => (0, 8),
+            RowWire::DateTime | RowWire::Time => {
+                (0, 1 + usize::from(*rest.first().ok_or(truncated.clone())?))
+            }
+            RowWire::Bytes => {
+                let mut after = rest;
+                let len = read_lenenc_int(&mut after).ok_or(truncated.clone())?;
+                let len = usize::try_from(len).map_err(|_| truncated.clone())?;
+                (rest.len() - after.len(), len)
+            }
+            RowWire::Null => (0, 0),
+        };
+        let end = start
+            .checked_add(len)
+            .filter(|&end| end <= rest.len())
+            .ok_or(truncated)?;
+        values.push(Some(rest[start..end].to_vec()));
+        rest = &rest[end..];
+    }
+    if !rest.is_empty() {
+        return Err(BinaryError::RowTooLong {
+            columns: columns.len(),
+            extra: rest.len(),
+        });
+    }
+    Ok(values)
+}
+
+/// Writes a binary-protocol row payload of `values` as
+/// [`binary_row_values`] splits them (one per column, `None` for NULL)
+/// to `out`.
+pub fn write_binary_values(
+    values: &[Option<Vec<u8>>],
+    columns: &[ColumnInfo],
+    out: &mut Vec<u8>,
+) -> Result<(), BinaryError> {
+    out.push(0x00);
+    let bitmap_at = out.len();
+    out.resize(bitmap_at + (columns.len() + 7 + 2) / 8, 0);
+    for (index, column) in columns.iter().enumerate() {
+        let wire = row_wire(column.column_type).ok_or(BinaryError::UnsupportedColumnType {
+            column: index,
+            column_type: column.column_type,
+        })?;
+        match values.get(index) {
+            Some(Some(value)) if !matches!(wire, RowWire::Null) => match wire {
+                RowWire::Bytes => write_lenenc_bytes(out, value),
+                _ => out.extend_from_slice(value),
+            },
+            Some(_) => {
+                let bit = index + 2;
+                out[bitmap_at + bit / 8] |= 1 << (bit % 8);
+            }
+            None => {
+                return Err(BinaryError::RowTooShort {
+                    expected: columns.len(),
+                    found: values.len(),
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A binary-row value read as a number or a point in time, for ordering
+/// and adding values of a multi-shard merge.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BinaryScalar {
+    /// An integer column's value.
+    Int(i128),
+    /// A FLOAT or DOUBLE column's value.
+    Real(f64),
+    /// A DATE, DATETIME, TIMESTAMP or TIME value as microseconds in one
+    /// ordered scale (dates from year 0).
+    Instant(i128),
+}
+
+/// Reads a value as [`binary_row_values`] gives it as a number or a point
+/// in time; `None` for a column whose value is text (strings, DECIMAL) or
+/// a malformed value.
+pub fn binary_scalar(value: &[u8], column: &ColumnInfo) -> Option<BinaryScalar> {
+    match row_wire(column.column_type)? {
+        RowWire::Int(width) if value.len() == width => {
+            let mut bytes = [0u8; 8];
+            bytes[..width].copy_from_slice(value);
+            let unsigned = u64::from_le_bytes(bytes);
+            let number = if column.is_unsigned() {
+                i128::from(unsigned)
+            } else {
+                let shift = 64 - 8 * width as u32;
+                i128::from(((unsigned << shift) as i64) >> shift)
+            };
+            Some(BinaryScalar::Int(number))
+        }
+        RowWire::Float => Some(BinaryScalar::Real(f64::from(f32::from_le_bytes(
+            value.try_into().ok()?,
+        )))),
+        RowWire::Double => Some(BinaryScalar::Real(f64::from_le_bytes(
+            value.try_into().ok()?,
+        ))),
+        RowWire::DateTime => {
+            let field = |i: usize| value.get(i).copied().map(i128::from).unwrap_or(0);
+            let year = i128::from(u16::from_le_bytes([
+                value.get(1).copied().unwrap_or(0),
+                value.get(2).copied().unwrap_or(0),
+            ]));
+            let micros = value
+                .get(8..12)
+                .and_then(|b| b.try_into().ok())
+                .map(|b| i128::from(u32::from_le_bytes(b)))
+                .unwrap_or(0);
+            let days = (year * 13 + field(3)) * 32 + field(4);
+            Some(BinaryScalar::Instant(
+                ((days * 24 + field(5)) * 60 + field(6)) * 60_000_000
+                    + field(7) * 1_000_000
+                    + micros,
+            ))
+        }
+        RowWire::Time => {
+            let field = |i: usize| value.get(i).copied().map(i128::from).unwrap_or(0);
+            let days = value
+                .get(2..6)
+                .and_then(|b| b.try_into().ok())
+                .map(|b| i128::from(u32::from_le_bytes(b)))
+                .unwrap_or(0);
+            let micros = value
+                .get(9..13)
+                .and_then(|b| b.try_into().ok())
+                .map(|b| i128::from(u32::from_le_bytes(b)))
+                .unwrap_or(0);
+            let magnitude = ((days * 24 + field(6)) * 60 + field(7)) * 60_000_000
+                + field(8) * 1_000_000
+                + micros;
+            Some(BinaryScalar::Instant(if field(1) != 0 {
+                -magnitude
+            } else {
+                magnitude
+            }))
+        }
+        _ => None,
+    }
+}
+
+/// The binary-row value (as [`binary_row_values`] gives it) of a number
+/// written as text, for a column of `column`'s type.
+pub fn number_text_to_binary(text: &[u8], column: &ColumnInfo) -> Result<Vec<u8>, BinaryError> {
+    let wire = row_wire(column.column_type).ok_or(BinaryError::UnsupportedColumnType {
+        column: 0,
+        column_type: column.column_type,
+    })?;
+    if matches!(wire, RowWire::Bytes) {
+        return Ok(text.to_vec());
+    }
+    let mut out = Vec::new();
+    write_binary_value(text, wire, column, 0, &mut out)?;
+    Ok(out)
+}

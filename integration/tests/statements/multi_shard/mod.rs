@@ -30,6 +30,7 @@ const REFERENCE_DB: &str = "shardgate_reference";
 
 mod aggregates;
 mod bench;
+mod binary;
 mod in_list;
 mod merge;
 mod scatter;

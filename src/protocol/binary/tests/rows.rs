@@ -531,3 +531,90 @@ fn binary_rows_read_back_by_mysql_common() {
         assert_eq!(row.into_inner().unwrap(), expected);
     }
 }
+
+#[test]
+fn binary_rows_split_into_values_and_back_unchanged() {
+    let infos = [
+        col(T::MYSQL_TYPE_TINY),
+        ucol(T::MYSQL_TYPE_LONGLONG),
+        col(T::MYSQL_TYPE_FLOAT),
+        col(T::MYSQL_TYPE_DOUBLE),
+        col(T::MYSQL_TYPE_NEWDECIMAL),
+        col(T::MYSQL_TYPE_DATETIME),
+        col(T::MYSQL_TYPE_TIME),
+        col(T::MYSQL_TYPE_BLOB),
+        col(T::MYSQL_TYPE_VAR_STRING),
+    ];
+    let text: TextValues = vec![
+        Some(b"-5"),
+        Some(b"18446744073709551615"),
+        Some(b"16777215"),
+        None,
+        Some(b"-12.50"),
+        Some(b"2024-02-29 23:59:58.123456"),
+        Some(b"-26:03:04.5"),
+        Some(b"\x00\xff"),
+        Some(b""),
+    ];
+    let row = convert(&text, &infos).unwrap();
+    let values = binary_row_values(&row, &infos).unwrap();
+    assert_eq!(values[0], Some(vec![0xFB]));
+    assert_eq!(values[2], Some(16_777_215f32.to_le_bytes().to_vec()));
+    assert_eq!(values[3], None);
+    assert_eq!(
+        values[4].as_deref(),
+        Some(&b"-12.50"[..]),
+        "DECIMAL is its text"
+    );
+    assert_eq!(
+        values[5].as_ref().map(Vec::len),
+        Some(12),
+        "length byte kept"
+    );
+    assert_eq!(
+        values[7].as_deref(),
+        Some(&b"\x00\xff"[..]),
+        "no length prefix"
+    );
+    assert_eq!(values[8].as_deref(), Some(&b""[..]));
+    let mut again = Vec::new();
+    write_binary_values(&values, &infos, &mut again).unwrap();
+    assert_eq!(again, row);
+
+    let scalar = |i: usize| binary_scalar(values[i].as_deref().unwrap(), &infos[i]);
+    assert_eq!(scalar(0), Some(BinaryScalar::Int(-5)));
+    assert_eq!(scalar(1), Some(BinaryScalar::Int(i128::from(u64::MAX))));
+    assert_eq!(scalar(2), Some(BinaryScalar::Real(16_777_215.0)));
+    assert_eq!(scalar(4), None, "DECIMAL compares as text");
+    assert_eq!(
+        scalar(6),
+        Some(BinaryScalar::Instant(
+            -(26 * 3600 + 3 * 60 + 4) * 1_000_000 - 500_000
+        ))
+    );
+    let earlier = convert(&[Some(b"2024-02-29 23:59:58.123455")], &infos[5..6]).unwrap();
+    let earlier = binary_row_values(&earlier, &infos[5..6]).unwrap();
+    match (
+        scalar(5),
+        binary_scalar(earlier[0].as_deref().unwrap(), &infos[5]),
+    ) {
+        (Some(BinaryScalar::Instant(later)), Some(BinaryScalar::Instant(before))) => {
+            assert_eq!(later - before, 1)
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        number_text_to_binary(b"7", &infos[1]).unwrap(),
+        7u64.to_le_bytes().to_vec()
+    );
+
+    for bad in [&row[..row.len() - 1], &[0x00][..], &[][..]] {
+        assert!(binary_row_values(bad, &infos).is_err(), "{bad:?}");
+    }
+    let mut longer = row.clone();
+    longer.push(0);
+    assert!(matches!(
+        binary_row_values(&longer, &infos),
+        Err(BinaryError::RowTooLong { extra: 1, .. })
+    ));
+}
