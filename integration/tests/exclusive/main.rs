@@ -17,6 +17,7 @@ mod limits_prelogin;
 mod limits_session;
 mod multi_shard_failure;
 mod reload_failover;
+mod split;
 mod verify_fleet;
 mod zookeeper_cutover;
 mod zookeeper_move;

@@ -255,7 +255,14 @@ impl Phases<'_> {
 
     async fn run(self, mut state: SplitState) -> Result<(), CliError> {
         if state.phase == Phase::Done {
-            println!("split of {} {}-{} to {} already done ({})", state.fleet, state.first, state.last, state.target, self.path.display());
+            println!(
+                "split of {} {}-{} to {} already done ({})",
+                state.fleet,
+                state.first,
+                state.last,
+                state.target,
+                self.path.display()
+            );
             return Ok(());
         }
         if self.stop_after(Phase::Prepared) {
@@ -303,7 +310,11 @@ impl Phases<'_> {
             "split: copy {} -> {}{} ...",
             state.source,
             state.target,
-            if resuming { " (again: the last one was interrupted)" } else { "" }
+            if resuming {
+                " (again: the last one was interrupted)"
+            } else {
+                ""
+            }
         );
         let plan = crate::ops::split::SplitPlan {
             fleet: state.fleet.clone(),
@@ -314,7 +325,9 @@ impl Phases<'_> {
             moved: state.moved.clone(),
         };
         // The checks again: the servers may have changed since.
-        let report = prepare(&self.login, &plan, resuming).await.map_err(failed("copy"))?;
+        let report = prepare(&self.login, &plan, resuming)
+            .await
+            .map_err(failed("copy"))?;
         let failures = report.failures();
         if !failures.is_empty() {
             return Err(CliError::Split(format!(
@@ -348,7 +361,8 @@ impl Phases<'_> {
                     p.rows,
                     p.bytes as f64 / 1e6,
                     p.elapsed.as_secs_f64(),
-                    p.eta().map_or_else(|| "?".to_owned(), |d| format!("{:.0}s", d.as_secs_f64()))
+                    p.eta()
+                        .map_or_else(|| "?".to_owned(), |d| format!("{:.0}s", d.as_secs_f64()))
                 );
             }
         };
@@ -388,13 +402,16 @@ impl Phases<'_> {
 
     async fn verify(&self, state: &mut SplitState) -> Result<(), CliError> {
         let started = Instant::now();
-        eprintln!("split: verify shards {}-{} against {} ...", state.first, state.last, state.target);
+        eprintln!(
+            "split: verify shards {}-{} against {} ...",
+            state.first, state.last, state.target
+        );
         let mut request = RowVerifyRequest::new(state.first, state.last, state.target.clone());
         request.fleet = Some(state.fleet.clone());
         request.max_rows_per_second = self.args.max_rows_per_second;
-        let report = verify_rows(&self.topology, &request)
-            .await
-            .map_err(|e| CliError::Split(format!("verify failed: {e}; --resume continues from it")))?;
+        let report = verify_rows(&self.topology, &request).await.map_err(|e| {
+            CliError::Split(format!("verify failed: {e}; --resume continues from it"))
+        })?;
         if !report.is_ok() {
             for difference in &report.differences {
                 println!("{difference}");
@@ -419,7 +436,10 @@ impl Phases<'_> {
             .and_then(|f| current.master_of(f, state.first))
             .map(|h| current.hosts[h].addr.clone());
         if routed.as_deref() == Some(state.target.as_str()) {
-            eprintln!("split: cutover: shards {}-{} already routed to {}", state.first, state.last, state.target);
+            eprintln!(
+                "split: cutover: shards {}-{} already routed to {}",
+                state.first, state.last, state.target
+            );
         } else {
             match self.source {
                 Source::File(file) => {
@@ -460,7 +480,14 @@ impl Phases<'_> {
         state.phase = Phase::CutOver;
         state.cut_over_at = Some(now());
         self.save(state, "cutover")?;
-        ended("cutover", started, &format!("shards {}-{} of {} are on {}", state.first, state.last, state.fleet, state.target));
+        ended(
+            "cutover",
+            started,
+            &format!(
+                "shards {}-{} of {} are on {}",
+                state.first, state.last, state.fleet, state.target
+            ),
+        );
         Ok(())
     }
 
@@ -468,15 +495,15 @@ impl Phases<'_> {
         let due = state.cut_over_at.unwrap_or(0) + self.args.grace;
         let left = due.saturating_sub(now());
         if left > 0 {
-            eprintln!("split: cleanup in {left}s (--grace {}) ...", self.args.grace);
+            eprintln!(
+                "split: cleanup in {left}s (--grace {}) ...",
+                self.args.grace
+            );
             tokio::time::sleep(Duration::from_secs(left)).await;
         }
         let started = Instant::now();
         eprintln!("split: cleanup ...");
-        let log = |line: String| {
-            eprintln!("split: cleanup: {line}");
-            tracing::info!(target: "shardgate::split", "{line}");
-        };
+        let log = |line: String| tracing::info!(target: "shardgate::split", "cleanup: {line}");
         let removed = cleanup(&self.login, state, self.args.keep_moved, &log)
             .await
             .map_err(failed("cleanup"))?;
@@ -485,7 +512,11 @@ impl Phases<'_> {
         }
         state.phase = Phase::Done;
         self.save(state, "cleanup")?;
-        ended("cleanup", started, &format!("{} databases removed", removed.len()));
+        ended(
+            "cleanup",
+            started,
+            &format!("{} databases removed", removed.len()),
+        );
         Ok(())
     }
 }
@@ -507,8 +538,11 @@ async fn dry_run(
             (state, Vec::new())
         }
         None => {
-            let plan = plan(topology, Some(fleet), first, last, &args.to).map_err(failed("prepare"))?;
-            let report = prepare(login, &plan, false).await.map_err(failed("prepare"))?;
+            let plan =
+                plan(topology, Some(fleet), first, last, &args.to).map_err(failed("prepare"))?;
+            let report = prepare(login, &plan, false)
+                .await
+                .map_err(failed("prepare"))?;
             for check in &report.checks {
                 println!("{check}");
             }
@@ -546,7 +580,10 @@ async fn dry_run(
         "would move\tshards {}-{} of {} from {} to {} (pause, catch-up, push, acks, resume)",
         state.first, state.last, state.fleet, state.source, state.target
     );
-    println!("would stop\treplication on {} (STOP SLAVE; RESET SLAVE ALL) after {}s", state.target, args.grace);
+    println!(
+        "would stop\treplication on {} (STOP SLAVE; RESET SLAVE ALL) after {}s",
+        state.target, args.grace
+    );
     for removal in cleanup_plan(&state, args.keep_moved) {
         println!("would {removal}");
     }
@@ -554,6 +591,9 @@ async fn dry_run(
     if failures.is_empty() {
         Ok(())
     } else {
-        Err(CliError::Split(format!("prepare: {} check(s) failed (above)", failures.len())))
+        Err(CliError::Split(format!(
+            "prepare: {} check(s) failed (above)",
+            failures.len()
+        )))
     }
 }

@@ -78,7 +78,9 @@ pub async fn cleanup(
         if configured {
             run(&mut target, t, "STOP SLAVE").await?;
             run(&mut target, t, "RESET SLAVE ALL").await?;
-            log(format!("{t}: STOP SLAVE; RESET SLAVE ALL (no longer replicates {s})"));
+            log(format!(
+                "{t}: STOP SLAVE; RESET SLAVE ALL (no longer replicates {s})"
+            ));
         }
         let plan = cleanup_plan(state, keep_moved);
         let on_source = databases(&mut source, s).await?;
@@ -136,11 +138,20 @@ mod tests {
             target: "t:2".into(),
             phase: Phase::CutOver,
             moved: vec!["sp02".into(), "sp03".into()],
-            copied: vec!["other".into(), "sp00".into(), "sp01".into(), "sp02".into(), "sp03".into()],
+            copied: vec![
+                "other".into(),
+                "sp00".into(),
+                "sp01".into(),
+                "sp02".into(),
+                "sp03".into(),
+            ],
             gtid: None,
             cut_over_at: Some(0),
         };
-        let lines: Vec<String> = cleanup_plan(&state, false).iter().map(ToString::to_string).collect();
+        let lines: Vec<String> = cleanup_plan(&state, false)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(
             lines,
             vec![
@@ -151,7 +162,10 @@ mod tests {
                 "drop\ts:1\tsp03"
             ]
         );
-        let kept: Vec<String> = cleanup_plan(&state, true).iter().map(ToString::to_string).collect();
+        let kept: Vec<String> = cleanup_plan(&state, true)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(kept[3], "rename\ts:1\tsp02 -> _moved_sp02");
     }
 }

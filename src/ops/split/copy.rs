@@ -82,7 +82,10 @@ impl CopyReport {
     /// Rows and megabytes copied per second.
     pub fn rates(&self) -> (f64, f64) {
         let seconds = self.copy_elapsed.as_secs_f64().max(1e-9);
-        (self.rows as f64 / seconds, self.bytes as f64 / seconds / 1e6)
+        (
+            self.rows as f64 / seconds,
+            self.bytes as f64 / seconds / 1e6,
+        )
     }
 }
 
@@ -115,7 +118,12 @@ pub async fn copy(
         )
         .await?;
         for database in databases {
-            run(&mut target, t, &format!("DROP DATABASE IF EXISTS {}", quote_ident(database))).await?;
+            run(
+                &mut target,
+                t,
+                &format!("DROP DATABASE IF EXISTS {}", quote_ident(database)),
+            )
+            .await?;
         }
         run(&mut source, s, "SET SESSION time_zone = '+00:00'").await?;
         run(
@@ -134,7 +142,17 @@ pub async fn copy(
             ..CopyProgress::default()
         };
         for database in databases {
-            copy_database(&mut source, s, &mut target, t, database, options, started, &mut report).await?;
+            copy_database(
+                &mut source,
+                s,
+                &mut target,
+                t,
+                database,
+                options,
+                started,
+                &mut report,
+            )
+            .await?;
             report.databases += 1;
             state.databases_done = report.databases;
             state.rows = report.rows;
@@ -246,7 +264,10 @@ async fn copy_database(
             .map(|c| quote_ident(c))
             .collect::<Vec<_>>()
             .join(", ");
-        copy_rows(source, s, target, t, &qualified, &list, options, started, report).await?;
+        copy_rows(
+            source, s, target, t, &qualified, &list, options, started, report,
+        )
+        .await?;
         report.tables += 1;
     }
     Ok(())
@@ -331,7 +352,12 @@ async fn start_replication(
 ) -> Result<(), SplitError> {
     let (host, port) = split_addr(s)?;
     reset_replication(target, t).await?;
-    run(target, t, &format!("SET GLOBAL gtid_slave_pos = {}", literal(gtid))).await?;
+    run(
+        target,
+        t,
+        &format!("SET GLOBAL gtid_slave_pos = {}", literal(gtid)),
+    )
+    .await?;
     run(
         target,
         t,
@@ -350,13 +376,18 @@ async fn start_replication(
 
 /// What the target's replication says when it is broken: the IO or SQL
 /// thread stopped, with its error.
-pub(super) async fn replication_problem(target: &mut Conn, t: &str) -> Result<Option<String>, OpsError> {
+pub(super) async fn replication_problem(
+    target: &mut Conn,
+    t: &str,
+) -> Result<Option<String>, OpsError> {
     let status: Option<Row> = target
         .query_first("SHOW SLAVE STATUS")
         .await
         .map_err(failed(t, "SHOW SLAVE STATUS"))?;
     let Some(status) = status else {
-        return Ok(Some("replication is not configured (SHOW SLAVE STATUS is empty)".to_owned()));
+        return Ok(Some(
+            "replication is not configured (SHOW SLAVE STATUS is empty)".to_owned(),
+        ));
     };
     let column = |name: &str| {
         status
@@ -371,7 +402,10 @@ pub(super) async fn replication_problem(target: &mut Conn, t: &str) -> Result<Op
         )));
     }
     if column("Slave_IO_Running") == "No" {
-        return Ok(Some(format!("the IO thread stopped: {}", column("Last_IO_Error"))));
+        return Ok(Some(format!(
+            "the IO thread stopped: {}",
+            column("Last_IO_Error")
+        )));
     }
     Ok(None)
 }

@@ -107,7 +107,8 @@ pub fn variable_checks(
     target: &HashMap<String, String>,
 ) -> Vec<Check> {
     let (s, t) = (&plan.source, &plan.target);
-    let get = |vars: &HashMap<String, String>, name: &str| vars.get(name).cloned().unwrap_or_default();
+    let get =
+        |vars: &HashMap<String, String>, name: &str| vars.get(name).cloned().unwrap_or_default();
     let mut checks = Vec::new();
     let mut check = |name, ok: bool, detail: String, fix: String| {
         checks.push(Check {
@@ -143,7 +144,11 @@ pub fn variable_checks(
     check(
         "server id",
         get(source, "server_id") != get(target, "server_id"),
-        format!("source {}, target {}", get(source, "server_id"), get(target, "server_id")),
+        format!(
+            "source {}, target {}",
+            get(source, "server_id"),
+            get(target, "server_id")
+        ),
         format!("give {t} a server_id of its own (my.cnf, restart)"),
     );
     let same_domain = get(source, "gtid_domain_id") == get(target, "gtid_domain_id");
@@ -381,18 +386,35 @@ mod tests {
         assert_eq!(failed_names(&[], &[]), vec!["server id"]);
         assert_eq!(t(&[("version", "10.6.1-MariaDB")]), vec!["version"]);
         assert_eq!(t(&[("version", "8.0.36")]), vec!["version"]);
-        assert_eq!(failed_names(&[("binlog_format", "STATEMENT"), ("server_id", "2")], &[]), vec!["binlog"]);
+        assert_eq!(
+            failed_names(&[("binlog_format", "STATEMENT"), ("server_id", "2")], &[]),
+            vec!["binlog"]
+        );
         assert_eq!(t(&[("log_bin", "OFF")]), vec!["target binlog"]);
         assert_eq!(t(&[("gtid_strict_mode", "ON")]), vec!["gtid"]);
-        assert_eq!(t(&[("gtid_strict_mode", "ON"), ("gtid_domain_id", "7")]), Vec::<&str>::new());
+        assert_eq!(
+            t(&[("gtid_strict_mode", "ON"), ("gtid_domain_id", "7")]),
+            Vec::<&str>::new()
+        );
         assert_eq!(t(&[("read_only", "ON")]), vec!["read_only"]);
-        assert_eq!(t(&[("replicate_do_db", "db00001")]), vec!["replication filters"]);
+        assert_eq!(
+            t(&[("replicate_do_db", "db00001")]),
+            vec!["replication filters"]
+        );
     }
 
     #[test]
     fn a_failed_check_prints_its_fix() {
-        let checks = variable_checks(&plan(), &vars(&[]), &vars(&[("server_id", "2"), ("read_only", "ON")]));
-        let line = checks.iter().find(|c| c.name == "read_only").unwrap().to_string();
+        let checks = variable_checks(
+            &plan(),
+            &vars(&[]),
+            &vars(&[("server_id", "2"), ("read_only", "ON")]),
+        );
+        let line = checks
+            .iter()
+            .find(|c| c.name == "read_only")
+            .unwrap()
+            .to_string();
         assert_eq!(
             line,
             "FAILED\tread_only\ttarget read_only ON; fix: SET GLOBAL read_only = 0 on t:2: after the cutover every write to the shards goes there"

@@ -101,11 +101,19 @@ pub fn read_state(path: &Path) -> Result<Option<SplitState>, SplitError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(SplitError::State(format!("reading {}: {e}", path.display()))),
+        Err(e) => {
+            return Err(SplitError::State(format!(
+                "reading {}: {e}",
+                path.display()
+            )))
+        }
     };
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| SplitError::State(format!("{} is not a split state record: {e}", path.display())))
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        SplitError::State(format!(
+            "{} is not a split state record: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// Writes `state` to `path` atomically.

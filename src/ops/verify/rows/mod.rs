@@ -246,7 +246,10 @@ pub(crate) struct Scope {
 
 /// The fleet and the master of a request's range (all on one master, not
 /// the server compared with).
-pub(crate) fn scope(topology: &Topology, request: &RowVerifyRequest) -> Result<Scope, RowVerifyError> {
+pub(crate) fn scope(
+    topology: &Topology,
+    request: &RowVerifyRequest,
+) -> Result<Scope, RowVerifyError> {
     let arg = |m: String| RowVerifyError::Argument(m);
     if request.first > request.last {
         return Err(arg(format!(
