@@ -260,6 +260,11 @@ impl CliRun {
         }
     }
 
+    /// Its stderr so far.
+    fn seen(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
     fn kill(mut self) -> String {
         self.child.kill().expect("SIGKILL fleet split");
         let _ = self.child.wait();
@@ -402,14 +407,21 @@ async fn split_end_to_end_with_writes_during_the_copy() {
     let (status, stdout, stderr) = tokio::task::spawn_blocking(move || {
         assert!(
             run.wait_for("split: copy 127.0.0.1:3312"),
-            "the copy starts"
+            "{}:\n{}",
+            "the copy starts",
+            run.seen()
         );
         during.lock().unwrap().0 = true;
         let copied = run.wait_for("split: copy done");
         let written = during.lock().unwrap().1;
         during.lock().unwrap().0 = false;
         if copied {
-            assert!(run.wait_for("split: verify"), "the verify starts");
+            assert!(
+                run.wait_for("split: verify"),
+                "{}:\n{}",
+                "the verify starts",
+                run.seen()
+            );
         }
         stop.store(true, Ordering::SeqCst);
         let (status, stdout, stderr) = run.finish();
@@ -485,7 +497,9 @@ async fn split_killed_in_copy_and_in_verify_resumes_to_the_same_result() {
     let output = tokio::task::spawn_blocking(move || {
         assert!(
             run.wait_for("split: copy 127.0.0.1:3312"),
-            "the copy starts"
+            "{}:\n{}",
+            "the copy starts",
+            run.seen()
         );
         std::thread::sleep(Duration::from_millis(700));
         run.kill()
@@ -501,7 +515,12 @@ async fn split_killed_in_copy_and_in_verify_resumes_to_the_same_result() {
     args.push("--resume");
     let run = scratch.split(&args);
     let output = tokio::task::spawn_blocking(move || {
-        assert!(run.wait_for("split: verify shards"), "the verify starts");
+        assert!(
+            run.wait_for("split: verify shards"),
+            "{}:\n{}",
+            "the verify starts",
+            run.seen()
+        );
         std::thread::sleep(Duration::from_millis(300));
         run.kill()
     })
