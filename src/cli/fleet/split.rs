@@ -12,7 +12,8 @@ use crate::control::cutover::{fleet_move_until, MoveRequest, StepEvent};
 use crate::control::status::parse_config;
 use crate::ops::split::state::{default_state_path, read_state, write_state, Phase, SplitState};
 use crate::ops::split::{
-    cleanup, cleanup_plan, copy, plan, prepare, CopyOptions, CopyProgress, Login, SplitError,
+    cleanup, cleanup_plan, copy, ensure_replicating, plan, prepare, CopyOptions, CopyProgress,
+    Login, SplitError,
 };
 use crate::ops::{verify_rows, RowVerifyRequest, DEFAULT_MAX_ROWS_PER_SECOND};
 use crate::topology::source::ZkLocation;
@@ -406,6 +407,9 @@ impl Phases<'_> {
             "split: verify shards {}-{} against {} ...",
             state.first, state.last, state.target
         );
+        ensure_replicating(&self.login, &state.target)
+            .await
+            .map_err(failed("verify"))?;
         let mut request = RowVerifyRequest::new(state.first, state.last, state.target.clone());
         request.fleet = Some(state.fleet.clone());
         request.max_rows_per_second = self.args.max_rows_per_second;

@@ -445,3 +445,33 @@ async fn catch_up(
         }
     }
 }
+
+/// Makes sure the target replicates (a verify killed during a pinned read
+/// leaves it stopped at its `UNTIL` position): `START SLAVE`, then fails
+/// with the server's error when a thread still does not run.
+pub async fn ensure_replicating(login: &Login, target_addr: &str) -> Result<(), SplitError> {
+    let mut target = login.connect(target_addr).await?;
+    let result = async {
+        run(&mut target, target_addr, "START SLAVE").await?;
+        for _ in 0..50 {
+            match replication_problem(&mut target, target_addr).await? {
+                None => return Ok(()),
+                Some(problem) if problem.starts_with("replication is not configured") => {
+                    return Err(SplitError::Replication(format!(
+                        "{target_addr}: {problem}: the copy is gone? remove the state file and split again"
+                    )))
+                }
+                Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        match replication_problem(&mut target, target_addr).await? {
+            None => Ok(()),
+            Some(problem) => Err(SplitError::Replication(format!(
+                "{target_addr} does not replicate: {problem}"
+            ))),
+        }
+    }
+    .await;
+    let _ = target.disconnect().await;
+    result
+}

@@ -28,7 +28,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 
 pub use cleanup::{cleanup, cleanup_plan, Removal, MOVED_PREFIX};
-pub use copy::{copy, CopyOptions, CopyProgress, CopyReport};
+pub use copy::{copy, ensure_replicating, CopyOptions, CopyProgress, CopyReport};
 pub use prepare::{prepare, Check, PrepareReport};
 
 use crate::ops::{admin_connect_timeout, connect, OpsError};
