@@ -2,13 +2,12 @@
 //! own (16 shard databases `sp00`..`sp15`) on 127.0.0.1:3312, split 8-15
 //! to the spare 127.0.0.1:3311 through a ZooKeeper document. The shared
 //! fleet (3307-3310) is never touched; every test empties 3311 and 3312
-//! and removes its znodes and state file when it ends, also on failure
+//! and removes its znodes (the state record among them) when it ends, also on failure
 //! ([`Scratch`]). Run under the fleet lock: `cargo test --test exclusive
 //! split::`.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver};
@@ -101,12 +100,12 @@ async fn empty_scratch() {
 }
 
 /// The scratch fleet of one test: 3311 and 3312 up and empty, the shard
-/// databases with [`ROWS`] rows each on 3312, the document in ZooKeeper,
-/// a state file path. Dropped: all of it removed again.
+/// databases with [`ROWS`] rows each on 3312, the document in ZooKeeper
+/// (the split's state record goes beside it). Dropped: all of it removed
+/// again.
 struct Scratch {
     test: &'static str,
     location: ZkLocation,
-    dir: PathBuf,
 }
 
 impl Scratch {
@@ -137,24 +136,17 @@ impl Scratch {
         let _ = conn.disconnect().await;
         let location = zk_harness::location(test);
         zk_harness::push(&location, &yaml(), None).await;
-        let dir =
-            std::env::temp_dir().join(format!("shardgate-split-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("state directory");
-        Self {
-            test,
-            location,
-            dir,
-        }
+        Self { test, location }
     }
 
-    fn state(&self) -> PathBuf {
-        self.dir.join("split.state")
-    }
-
-    fn phase(&self) -> String {
-        let text = std::fs::read_to_string(self.state()).unwrap_or_default();
-        let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    /// The phase in the split's state record (a znode beside the
+    /// document), `none` without one.
+    async fn phase(&self) -> String {
+        let bytes = shardgate::control::zookeeper::read_split_record(&self.location, "split-8-15")
+            .await
+            .expect("read the state record")
+            .unwrap_or_default();
+        let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
         value["phase"].as_str().unwrap_or("none").to_owned()
     }
 
@@ -164,8 +156,7 @@ impl Scratch {
         command
             .args(["--zk-allow-open-acl", "fleet", "split", "--source"])
             .arg(self.location.to_string())
-            .args(["--shards", SPLIT, "--to", TARGET, "--grace", "0", "--state"])
-            .arg(self.state())
+            .args(["--shards", SPLIT, "--to", TARGET, "--grace", "0"])
             .args(extra);
         CliRun::start(command)
     }
@@ -185,7 +176,6 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let test = self.test;
-        let _ = std::fs::remove_dir_all(&self.dir);
         let cleaned = std::thread::spawn(move || {
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -355,7 +345,7 @@ async fn assert_split_done(scratch: &Scratch, expected: &[BTreeSet<(u64, String)
     assert_eq!(scratch.master_of(8).await, TARGET);
     assert_eq!(scratch.master_of(15).await, TARGET);
     assert_eq!(scratch.master_of(7).await, SOURCE);
-    assert_eq!(scratch.phase(), "done");
+    assert_eq!(scratch.phase().await, "done");
 }
 
 async fn rows_before() -> Vec<BTreeSet<(u64, String)>> {
@@ -484,7 +474,7 @@ async fn split_dry_run_changes_nothing_and_lists_every_drop() {
         .await
         .expect("document");
     assert_eq!(after.version, stat.version, "the document is unchanged");
-    assert!(!scratch.state().exists(), "no state recorded");
+    assert_eq!(scratch.phase().await, "none", "no state recorded");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -507,7 +497,7 @@ async fn split_killed_in_copy_and_in_verify_resumes_to_the_same_result() {
     .await
     .expect("the CLI thread");
     assert_eq!(
-        scratch.phase(),
+        scratch.phase().await,
         "copying",
         "killed during the copy\n{output}"
     );
@@ -527,7 +517,7 @@ async fn split_killed_in_copy_and_in_verify_resumes_to_the_same_result() {
     .await
     .expect("the CLI thread");
     assert_eq!(
-        scratch.phase(),
+        scratch.phase().await,
         "copied",
         "killed during the verify\n{output}"
     );
@@ -554,7 +544,7 @@ async fn split_verify_names_a_row_changed_on_the_target_and_stops_before_cutover
         status.success(),
         "exit {status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    assert_eq!(scratch.phase(), "copied");
+    assert_eq!(scratch.phase().await, "copied");
     let mut target = ops(TARGET_PORT).await.expect("3311 answers");
     target
         .query_drop("SET SESSION sql_log_bin = 0; UPDATE sp09.pins SET data = 'changed behind the split' WHERE local_id = 7")
@@ -575,7 +565,7 @@ async fn split_verify_names_a_row_changed_on_the_target_and_stops_before_cutover
     assert!(stderr.contains("nothing was cut over"), "{stderr}");
     assert_eq!(scratch.master_of(9).await, SOURCE, "no cutover");
     assert_eq!(
-        scratch.phase(),
+        scratch.phase().await,
         "copied",
         "the state stays before the verify"
     );

@@ -2,7 +2,7 @@
 //! --to HOST:PORT`: prepare, copy, verify, cutover, cleanup, each phase
 //! recorded in a state file so `--resume` continues after a crash.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::shard_range;
@@ -10,7 +10,9 @@ use crate::cli::runtime::{runtime, StopSignals};
 use crate::cli::{load, zookeeper_source, CliError};
 use crate::control::cutover::{fleet_move_until, MoveRequest, StepEvent};
 use crate::control::status::parse_config;
-use crate::ops::split::state::{default_state_path, read_state, write_state, Phase, SplitState};
+use crate::ops::split::state::{
+    decode, default_state_path, encode, read_state, write_state, Phase, SplitState,
+};
 use crate::ops::split::{
     cleanup, cleanup_plan, copy, ensure_replicating, plan, prepare, CopyOptions, CopyProgress,
     Login, SplitError,
@@ -59,8 +61,8 @@ pub(in crate::cli) struct SplitArgs {
     /// Seconds between the cutover and the cleanup.
     #[arg(long, default_value_t = DEFAULT_GRACE_SECONDS)]
     grace: u64,
-    /// The state file (default: next to --config, or
-    /// `shardgate-split-<fleet>-<A>-<B>.state` in the working directory).
+    /// A state file (default: `<config>.split-<fleet>-<A>-<B>.state` next
+    /// to --config, or with --source the znode `<document>/splits/<fleet>-<A>-<B>`).
     #[arg(long)]
     state: Option<PathBuf>,
     /// Stop after this phase (prepare, copy, verify or cutover); `--resume`
@@ -85,6 +87,50 @@ impl Source {
                     .map_err(CliError::Get)?;
                 parse_config(&document.bytes, &location.to_string()).map_err(CliError::Config)
             }
+        }
+    }
+}
+
+/// Where the state record lives: a file, or a znode beside a ZooKeeper
+/// document (`<document>/splits/<fleet>-<A>-<B>`).
+enum Store {
+    File(PathBuf),
+    Znode(ZkLocation, String),
+}
+
+impl Store {
+    fn describe(&self) -> String {
+        match self {
+            Store::File(path) => path.display().to_string(),
+            Store::Znode(location, name) => format!(
+                "znode {}",
+                crate::control::zookeeper::split_record_path(location, name)
+            ),
+        }
+    }
+
+    async fn read(&self) -> Result<Option<SplitState>, SplitError> {
+        match self {
+            Store::File(path) => read_state(path),
+            Store::Znode(location, name) => {
+                let bytes = crate::control::zookeeper::read_split_record(location, name)
+                    .await
+                    .map_err(|e| SplitError::State(e.to_string()))?;
+                bytes.map(|b| decode(&b, &self.describe())).transpose()
+            }
+        }
+    }
+
+    async fn write(&self, state: &SplitState) -> Result<(), SplitError> {
+        match self {
+            Store::File(path) => write_state(path, state),
+            Store::Znode(location, name) => crate::control::zookeeper::write_split_record(
+                location,
+                name,
+                encode(state)?.as_bytes(),
+            )
+            .await
+            .map_err(|e| SplitError::State(e.to_string())),
         }
     }
 }
@@ -143,16 +189,21 @@ pub(super) fn run(args: SplitArgs) -> Result<(), CliError> {
     runtime()?.block_on(async {
         let topology = source.topology().await?;
         let fleet = fleet_name(&topology, args.fleet.as_deref(), last)?;
-        let path = args
-            .state
-            .clone()
-            .unwrap_or_else(|| default_state_path(args.config.as_deref(), &fleet, first, last));
-        let recorded = read_state(&path).map_err(failed("reading the state"))?;
+        let store = match (&args.state, &source) {
+            (Some(path), _) => Store::File(path.clone()),
+            (None, Source::ZooKeeper(location)) => {
+                Store::Znode(location.clone(), format!("{fleet}-{first}-{last}"))
+            }
+            (None, Source::File(config)) => {
+                Store::File(default_state_path(config, &fleet, first, last))
+            }
+        };
+        let recorded = store.read().await.map_err(failed("reading the state"))?;
         if let Some(state) = &recorded {
             if !state.same_split(Some(&fleet), first, last, &args.to) {
                 return Err(CliError::Split(format!(
                     "{} records another split ({} {}-{} to {}): pass another --state",
-                    path.display(),
+                    store.describe(),
                     state.fleet,
                     state.first,
                     state.last,
@@ -169,14 +220,14 @@ pub(super) fn run(args: SplitArgs) -> Result<(), CliError> {
             (Some(state), false) => {
                 return Err(CliError::Split(format!(
                     "{} records this split at phase {}: --resume continues it (or remove the file to start over)",
-                    path.display(),
+                    store.describe(),
                     state.phase.name()
                 )))
             }
             (None, true) => {
                 return Err(CliError::Split(format!(
                     "no split recorded in {}: run it without --resume",
-                    path.display()
+                    store.describe()
                 )))
             }
             (None, false) => {
@@ -207,7 +258,7 @@ pub(super) fn run(args: SplitArgs) -> Result<(), CliError> {
                     gtid: None,
                     cut_over_at: None,
                 };
-                write_state(&path, &state).map_err(failed("prepare"))?;
+                store.write(&state).await.map_err(failed("prepare"))?;
                 ended(
                     "prepare",
                     started,
@@ -218,7 +269,7 @@ pub(super) fn run(args: SplitArgs) -> Result<(), CliError> {
                         report.rows,
                         state.source,
                         state.target,
-                        path.display()
+                        store.describe()
                     ),
                 );
                 state
@@ -228,7 +279,7 @@ pub(super) fn run(args: SplitArgs) -> Result<(), CliError> {
             args: &args,
             source: &source,
             login,
-            path: &path,
+            store: &store,
             topology,
         }
         .run(state)
@@ -241,7 +292,7 @@ struct Phases<'a> {
     args: &'a SplitArgs,
     source: &'a Source,
     login: Login,
-    path: &'a Path,
+    store: &'a Store,
     topology: Topology,
 }
 
@@ -250,8 +301,8 @@ impl Phases<'_> {
         self.args.stop_after.as_deref() == Some(phase.name())
     }
 
-    fn save(&self, state: &SplitState, phase: &str) -> Result<(), CliError> {
-        write_state(self.path, state).map_err(failed(phase))
+    async fn save(&self, state: &SplitState, phase: &str) -> Result<(), CliError> {
+        self.store.write(state).await.map_err(failed(phase))
     }
 
     async fn run(self, mut state: SplitState) -> Result<(), CliError> {
@@ -262,7 +313,7 @@ impl Phases<'_> {
                 state.first,
                 state.last,
                 state.target,
-                self.path.display()
+                self.store.describe()
             );
             return Ok(());
         }
@@ -299,7 +350,7 @@ impl Phases<'_> {
         eprintln!(
             "split: stopped after {} (--stop-after); --resume continues ({})",
             state.phase.name(),
-            self.path.display()
+            self.store.describe()
         );
         Ok(())
     }
@@ -345,7 +396,7 @@ impl Phases<'_> {
         copied.sort();
         state.copied = copied;
         state.phase = Phase::Copying;
-        self.save(state, "copy")?;
+        self.save(state, "copy").await?;
         let options = CopyOptions {
             max_rows_per_second: self.args.max_rows_per_second,
             ..CopyOptions::default()
@@ -379,7 +430,7 @@ impl Phases<'_> {
         .map_err(failed("copy"))?;
         state.gtid = Some(copied.gtid.clone());
         state.phase = Phase::Copied;
-        self.save(state, "copy")?;
+        self.save(state, "copy").await?;
         let (rows, megabytes) = copied.rates();
         ended(
             "copy",
@@ -426,7 +477,7 @@ impl Phases<'_> {
             )));
         }
         state.phase = Phase::Verified;
-        self.save(state, "verify")?;
+        self.save(state, "verify").await?;
         ended("verify", started, &report.to_string());
         Ok(())
     }
@@ -483,7 +534,7 @@ impl Phases<'_> {
         }
         state.phase = Phase::CutOver;
         state.cut_over_at = Some(now());
-        self.save(state, "cutover")?;
+        self.save(state, "cutover").await?;
         ended(
             "cutover",
             started,
@@ -515,7 +566,7 @@ impl Phases<'_> {
             println!("{removal}");
         }
         state.phase = Phase::Done;
-        self.save(state, "cleanup")?;
+        self.save(state, "cleanup").await?;
         ended(
             "cleanup",
             started,

@@ -292,6 +292,28 @@ async fn checks(
             )
         }),
     });
+    let absent: Vec<&String> = plan
+        .moved
+        .iter()
+        .filter(|d| !on_source.contains(d))
+        .collect();
+    checks.push(Check {
+        name: "range",
+        detail: format!(
+            "{} of the range's {} shard databases on the source",
+            plan.moved.len() - absent.len(),
+            plan.moved.len()
+        ),
+        fix: (!absent.is_empty()).then(|| {
+            let shown: Vec<&str> = absent.iter().take(5).map(|d| d.as_str()).collect();
+            format!(
+                "{s} lacks {} ({}{}): is {s} the range's master? create them (shardgate fleet init) or fix the config",
+                if absent.len() == 1 { "a shard database" } else { "shard databases" },
+                shown.join(", "),
+                if absent.len() > 5 { ", ..." } else { "" }
+            )
+        }),
+    });
     let names: Vec<String> = on_source.iter().map(|d| literal(d)).collect();
     let (bytes, rows) = if names.is_empty() {
         (0, 0)

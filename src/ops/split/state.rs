@@ -1,7 +1,8 @@
 //! The state record of a split: which phase it finished, what it copied
-//! and where, written after each phase (atomically: a temporary file
-//! renamed over the old one), so `--resume` continues where a crash or a
-//! Ctrl-C stopped it.
+//! and where, written after each phase (a file written atomically, a
+//! temporary renamed over the old one; or a znode beside a ZooKeeper
+//! document, which the command line keeps), so `--resume` continues where
+//! a crash or a Ctrl-C stopped it.
 
 use std::path::{Path, PathBuf};
 
@@ -80,20 +81,27 @@ impl SplitState {
     }
 }
 
-/// The default state file: next to the config file, or (a ZooKeeper
-/// source) in the working directory.
-pub fn default_state_path(config: Option<&Path>, fleet: &str, first: u32, last: u32) -> PathBuf {
-    let name = format!("split-{fleet}-{first}-{last}.state");
-    match config {
-        Some(config) => {
-            let file = config
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            config.with_file_name(format!("{file}.{name}"))
-        }
-        None => PathBuf::from(format!("shardgate-{name}")),
-    }
+/// The default state file of a file-sourced split: next to the config
+/// file, `<config>.split-<fleet>-<A>-<B>.state`.
+pub fn default_state_path(config: &Path, fleet: &str, first: u32, last: u32) -> PathBuf {
+    let file = config
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    config.with_file_name(format!("{file}.split-{fleet}-{first}-{last}.state"))
+}
+
+/// The record as stored (JSON).
+pub fn encode(state: &SplitState) -> Result<String, SplitError> {
+    serde_json::to_string_pretty(state)
+        .map(|text| text + "\n")
+        .map_err(|e| SplitError::State(format!("encoding the state: {e}")))
+}
+
+/// A stored record read back; `origin` names where it came from.
+pub fn decode(bytes: &[u8], origin: &str) -> Result<SplitState, SplitError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| SplitError::State(format!("{origin} is not a split state record: {e}")))
 }
 
 /// Reads the state at `path`; `None` when there is none.
@@ -108,23 +116,17 @@ pub fn read_state(path: &Path) -> Result<Option<SplitState>, SplitError> {
             )))
         }
     };
-    serde_json::from_str(&text).map(Some).map_err(|e| {
-        SplitError::State(format!(
-            "{} is not a split state record: {e}",
-            path.display()
-        ))
-    })
+    decode(text.as_bytes(), &path.display().to_string()).map(Some)
 }
 
 /// Writes `state` to `path` atomically.
 pub fn write_state(path: &Path, state: &SplitState) -> Result<(), SplitError> {
     let io = |e: std::io::Error| SplitError::State(format!("writing {}: {e}", path.display()));
-    let text = serde_json::to_string_pretty(state)
-        .map_err(|e| SplitError::State(format!("encoding the state: {e}")))?;
+    let text = encode(state)?;
     let mut temporary = path.as_os_str().to_owned();
     temporary.push(".tmp");
     let temporary = PathBuf::from(temporary);
-    std::fs::write(&temporary, text + "\n").map_err(io)?;
+    std::fs::write(&temporary, text).map_err(io)?;
     std::fs::rename(&temporary, path).map_err(io)
 }
 
@@ -181,12 +183,8 @@ mod tests {
     #[test]
     fn the_default_state_file_sits_next_to_the_config() {
         assert_eq!(
-            default_state_path(Some(Path::new("/etc/sg/shardgate.yaml")), "main", 1, 2),
+            default_state_path(Path::new("/etc/sg/shardgate.yaml"), "main", 1, 2),
             PathBuf::from("/etc/sg/shardgate.yaml.split-main-1-2.state")
-        );
-        assert_eq!(
-            default_state_path(None, "main", 1, 2),
-            PathBuf::from("shardgate-split-main-1-2.state")
         );
     }
 }
