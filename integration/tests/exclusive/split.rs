@@ -478,7 +478,7 @@ async fn split_dry_run_changes_nothing_and_lists_every_drop() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn split_killed_in_copy_and_in_verify_resumes_to_the_same_result() {
+async fn split_killed_in_copy_and_in_verify_resumes_to_the_same_result_keeping_the_moved() {
     let _fleet = serial().await;
     let scratch = Scratch::new("split-kill").await;
     let expected = rows_before().await;
@@ -521,6 +521,8 @@ async fn split_killed_in_copy_and_in_verify_resumes_to_the_same_result() {
         "copied",
         "killed during the verify\n{output}"
     );
+    // The last run keeps the moved databases on the source, renamed.
+    args.push("--keep-moved");
     let run = scratch.split(&args);
     let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
         .await
@@ -530,6 +532,23 @@ async fn split_killed_in_copy_and_in_verify_resumes_to_the_same_result() {
         "exit {status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     assert_split_done(&scratch, &expected).await;
+    let mut source = ops(SOURCE_PORT).await.expect("3312 answers");
+    for shard in moved() {
+        let kept: Vec<(u64, String)> = source
+            .query(format!(
+                "SELECT local_id, data FROM _moved_{}.pins",
+                database(shard)
+            ))
+            .await
+            .unwrap_or_else(|e| panic!("_moved_{} on the source: {e}\n{stdout}", database(shard)));
+        let kept: BTreeSet<(u64, String)> = kept.into_iter().collect();
+        assert_eq!(
+            kept,
+            expected[shard as usize],
+            "rows kept in _moved_{}",
+            database(shard)
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
