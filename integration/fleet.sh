@@ -9,6 +9,10 @@
 #   3311  spare      empty, not a replica, not in the config: the target of a
 #                    shard split. Only `start-host 3311` creates and starts it;
 #                    `stop`, `status` and `wipe` include it once it exists.
+#   3312  scratch    empty, not in the config: the source of the split tests
+#                    (each makes a small fleet of its own on it and empties it
+#                    after), so a split never touches 3307/3308. Like 3311,
+#                    only `start-host 3312` creates and starts it.
 #
 # Usage: integration/fleet.sh start|stop|status|wipe|install|stop-host PORT|start-host PORT|kill-host PORT
 #
@@ -84,9 +88,11 @@ declare -A REPLICA_OF=([3309]=3307)
 # Started only on request (`start-host 3311`), never by `start`; same
 # accounts and binlog/GTID settings as the others, so it can be made a
 # replica of 3307 (CHANGE MASTER ... MASTER_USE_GTID=slave_pos) by a split.
-SPARE_PORTS=(3311)
+SPARE_PORTS=(3311 3312)
 ROLE[3311]=spare
 SERVER_ID[3311]=5
+ROLE[3312]=scratch
+SERVER_ID[3312]=6
 # The fleet's ports plus every spare that has been created (or is running).
 known_ports() {
     local port

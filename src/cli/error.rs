@@ -155,6 +155,9 @@ pub enum CliError {
     /// The move failed or was interrupted.
     #[error(transparent)]
     Move(Box<FleetMoveError>),
+    /// `fleet split` stopped: the phase, what happened and how to go on.
+    #[error("fleet split: {0}")]
+    Split(String),
 
     /// `config push` was refused.
     #[error("config push refused: {0}")]

@@ -12,6 +12,7 @@
 
 mod migrate;
 pub mod schema;
+pub mod split;
 mod verify;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -19,6 +19,7 @@ mod limits_session;
 mod multi_shard_failure;
 mod operator_metrics;
 mod reload_failover;
+mod split;
 mod takeover;
 mod verify_fleet;
 mod zookeeper_cutover;

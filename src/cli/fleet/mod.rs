@@ -1,9 +1,10 @@
-//! `shardgate fleet init|migrate|move|verify`: the operator's tooling
+//! `shardgate fleet init|migrate|move|split|verify`: the operator's tooling
 //! over the fleet's hosts.
 
 mod init;
 mod migrate;
 mod move_shards;
+mod split;
 mod verify;
 
 use clap::Subcommand;
@@ -25,6 +26,12 @@ pub(super) enum FleetCommand {
     /// runs it, the resume. Prints each step, then what is left to clean
     /// up; exit status 1 on failure.
     Move(move_shards::MoveArgs),
+    /// Take shards A-B of one master to an empty server: prepare (checks),
+    /// copy (one consistent snapshot, then GTID replication), verify
+    /// (every row), cutover (the `move` sequence), cleanup (replication
+    /// removed, each side drops what it no longer owns). Each phase is
+    /// recorded in a state file; `--resume` continues after a crash.
+    Split(split::SplitArgs),
     /// Check every host: each shard database on its master and nowhere else,
     /// with the schema's tables and columns; a line per problem, exit status
     /// 1 when there is one.
@@ -37,6 +44,7 @@ pub(super) fn run(command: FleetCommand) -> Result<(), CliError> {
         FleetCommand::Init(args) => init::run(&args),
         FleetCommand::Migrate(args) => migrate::run(args),
         FleetCommand::Move(args) => move_shards::run(args),
+        FleetCommand::Split(args) => split::run(args),
         FleetCommand::Verify(args) => verify::run(&args),
     }
 }

@@ -19,6 +19,7 @@ mod document;
 mod fence;
 mod guarded;
 mod pauses;
+mod records;
 mod registry;
 mod watch;
 
@@ -38,6 +39,7 @@ pub use document::{get, push, push_with, refuse_open_document, refuse_rehoming, 
 pub use fence::{Clock, Liveness, Mark};
 pub use guarded::{outcome, GuardedPushError, Outcome};
 pub use pauses::{missing, PauseRecord, WatchedPauses};
+pub use records::{read_split_record, split_record_path, write_split_record};
 pub use registry::Registered;
 pub use watch::spawn_watch;
 

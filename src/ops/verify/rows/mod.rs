@@ -239,12 +239,17 @@ impl fmt::Display for RowVerifyReport {
 }
 
 /// The fleet, shard range and master a request is about.
-struct Scope {
-    fleet: FleetId,
-    source: String,
+pub(crate) struct Scope {
+    pub(crate) fleet: FleetId,
+    pub(crate) source: String,
 }
 
-fn scope(topology: &Topology, request: &RowVerifyRequest) -> Result<Scope, RowVerifyError> {
+/// The fleet and the master of a request's range (all on one master, not
+/// the server compared with).
+pub(crate) fn scope(
+    topology: &Topology,
+    request: &RowVerifyRequest,
+) -> Result<Scope, RowVerifyError> {
     let arg = |m: String| RowVerifyError::Argument(m);
     if request.first > request.last {
         return Err(arg(format!(

@@ -1,0 +1,592 @@
+//! `shardgate fleet split` end to end on scratch servers: a fleet of its
+//! own (16 shard databases `sp00`..`sp15`) on 127.0.0.1:3312, split 8-15
+//! to the spare 127.0.0.1:3311 through a ZooKeeper document. The shared
+//! fleet (3307-3310) is never touched; every test empties 3311 and 3312
+//! and removes its znodes (the state record among them) when it ends, also on failure
+//! ([`Scratch`]). Run under the fleet lock: `cargo test --test exclusive
+//! split::`.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, OptsBuilder};
+use shardgate::control::status::parse_config;
+use shardgate::topology::source::ZkLocation;
+
+use crate::common::{fleet_script, serial, zk_harness, OPS_PASSWORD, OPS_USER};
+
+const SOURCE_PORT: u16 = 3312;
+const TARGET_PORT: u16 = 3311;
+const SOURCE: &str = "127.0.0.1:3312";
+const TARGET: &str = "127.0.0.1:3311";
+const SHARDS: u32 = 16;
+const SPLIT: &str = "8-15";
+/// Rows per shard database before the split.
+const ROWS: u32 = 300;
+/// The longest a CLI run may take before the test gives up on it.
+const CLI_LIMIT: Duration = Duration::from_secs(60);
+
+fn yaml() -> String {
+    format!(
+        "listen: 127.0.0.1:0
+admin: {{ listen: 127.0.0.1:0, users: [{{ name: admin, password: admin }}] }}
+users: [{{ name: app, password: app }}]
+backend: {{ user: shard, password: shardpw }}
+operations: {{ user: {OPS_USER}, password: {OPS_PASSWORD} }}
+types: {{ pin: 1 }}
+fleets:
+  split:
+    shards: {SHARDS}
+    database: \"sp{{:02}}\"
+    hosts:
+      - {{ range: [0, {}], master: {SOURCE} }}
+tables:
+  pins: {{ fleet: split, object: pin }}
+",
+        SHARDS - 1
+    )
+}
+
+fn database(shard: u32) -> String {
+    format!("sp{shard:02}")
+}
+
+fn moved() -> std::ops::RangeInclusive<u32> {
+    8..=15
+}
+
+async fn ops(port: u16) -> Option<Conn> {
+    Conn::new(
+        OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(port)
+            .user(Some(OPS_USER))
+            .pass(Some(OPS_PASSWORD)),
+    )
+    .await
+    .ok()
+}
+
+/// Everything the split tests create on the scratch servers, removed.
+async fn empty_scratch() {
+    for port in [TARGET_PORT, SOURCE_PORT] {
+        let Some(mut conn) = ops(port).await else {
+            continue;
+        };
+        if port == TARGET_PORT {
+            let _ = conn.query_drop("STOP SLAVE").await;
+            let _ = conn.query_drop("RESET SLAVE ALL").await;
+        }
+        let names: Vec<String> = conn
+            .query(
+                "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA \
+                 WHERE SCHEMA_NAME LIKE 'sp__' OR SCHEMA_NAME LIKE '\\_moved\\_sp__'",
+            )
+            .await
+            .unwrap_or_default();
+        for name in names {
+            conn.query_drop(format!("DROP DATABASE IF EXISTS `{name}`"))
+                .await
+                .unwrap_or_else(|e| panic!("drop {name} on {port}: {e}"));
+        }
+        let _ = conn.disconnect().await;
+    }
+}
+
+/// The scratch fleet of one test: 3311 and 3312 up and empty, the shard
+/// databases with [`ROWS`] rows each on 3312, the document in ZooKeeper
+/// (the split's state record goes beside it). Dropped: all of it removed
+/// again.
+struct Scratch {
+    test: &'static str,
+    location: ZkLocation,
+}
+
+impl Scratch {
+    async fn new(test: &'static str) -> Self {
+        for port in [TARGET_PORT, SOURCE_PORT] {
+            if ops(port).await.is_none() {
+                let arg = port.to_string();
+                tokio::task::spawn_blocking(move || fleet_script(&["start-host", &arg]))
+                    .await
+                    .expect("start-host");
+            }
+        }
+        empty_scratch().await;
+        zk_harness::clean(test).await;
+        let mut conn = ops(SOURCE_PORT).await.expect("3312 answers");
+        for shard in 0..SHARDS {
+            let db = database(shard);
+            conn.query_drop(format!(
+                "CREATE DATABASE {db}; CREATE TABLE {db}.pins (local_id BIGINT UNSIGNED NOT NULL \
+                 AUTO_INCREMENT PRIMARY KEY, data TEXT, n INT, ts TIMESTAMP NOT NULL DEFAULT \
+                 CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP) ENGINE=InnoDB; \
+                 USE {db}; INSERT INTO pins (data, n) SELECT CONCAT('row ', seq, ' \\'q\\' \\\\ '), seq \
+                 FROM seq_1_to_{ROWS}"
+            ))
+            .await
+            .unwrap_or_else(|e| panic!("create {db} on 3312: {e}"));
+        }
+        let _ = conn.disconnect().await;
+        let location = zk_harness::location(test);
+        zk_harness::push(&location, &yaml(), None).await;
+        Self { test, location }
+    }
+
+    /// The phase in the split's state record (a znode beside the
+    /// document), `none` without one.
+    async fn phase(&self) -> String {
+        let bytes = shardgate::control::zookeeper::read_split_record(&self.location, "split-8-15")
+            .await
+            .expect("read the state record")
+            .unwrap_or_default();
+        let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        value["phase"].as_str().unwrap_or("none").to_owned()
+    }
+
+    /// Starts `shardgate fleet split` on this fleet with `extra` arguments.
+    fn split(&self, extra: &[&str]) -> CliRun {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_shardgate"));
+        command
+            .args(["--zk-allow-open-acl", "fleet", "split", "--source"])
+            .arg(self.location.to_string())
+            .args(["--shards", SPLIT, "--to", TARGET, "--grace", "0"])
+            .args(extra);
+        CliRun::start(command)
+    }
+
+    /// Who the document says is the master of `shard`.
+    async fn master_of(&self, shard: u32) -> String {
+        let document = shardgate::control::zookeeper::get(&self.location)
+            .await
+            .expect("read the document");
+        let topology = parse_config(&document.bytes, "split").expect("the document parses");
+        let fleet = topology.fleet_by_name("split").expect("fleet split");
+        let host = topology.master_of(fleet, shard).expect("a master");
+        topology.hosts[host].addr.clone()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let test = self.test;
+        let cleaned = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("cleanup runtime")
+                .block_on(async {
+                    empty_scratch().await;
+                    zk_harness::clean(test).await;
+                });
+        })
+        .join();
+        if cleaned.is_err() {
+            eprintln!(
+                "empty 3311/3312 (sp* databases, replication) and {} by hand",
+                zk_harness::root(test)
+            );
+        }
+    }
+}
+
+/// A running `shardgate fleet split`: its stderr lines as they come.
+struct CliRun {
+    child: Child,
+    started: Instant,
+    lines: Receiver<String>,
+    stderr: Arc<Mutex<Vec<String>>>,
+    stdout: Option<std::thread::JoinHandle<String>>,
+}
+
+impl CliRun {
+    fn start(mut command: Command) -> Self {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run shardgate fleet split");
+        let mut stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let (send, lines) = channel();
+        let all = Arc::new(Mutex::new(Vec::new()));
+        let kept = all.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                kept.lock().unwrap().push(line.clone());
+                let _ = send.send(line);
+            }
+        });
+        let stdout = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stdout.read_to_string(&mut text);
+            text
+        });
+        Self {
+            child,
+            started: Instant::now(),
+            lines,
+            stderr: all,
+            stdout: Some(stdout),
+        }
+    }
+
+    /// Waits for a stderr line containing `text`; false when the process
+    /// ended (or [`CLI_LIMIT`] passed) first.
+    fn wait_for(&self, text: &str) -> bool {
+        loop {
+            let left = CLI_LIMIT.saturating_sub(self.started.elapsed());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Its stderr so far.
+    fn seen(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    fn kill(mut self) -> String {
+        self.child.kill().expect("SIGKILL fleet split");
+        let _ = self.child.wait();
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    /// Waits for the end: exit status, stdout, stderr.
+    fn finish(mut self) -> (ExitStatus, String, String) {
+        let deadline = self.started + CLI_LIMIT;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                break self.child.wait().expect("wait");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stdout = self
+            .stdout
+            .take()
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default();
+        std::thread::sleep(Duration::from_millis(50));
+        let stderr = self.stderr.lock().unwrap().join("\n");
+        (status, stdout, stderr)
+    }
+}
+
+async fn databases_on(port: u16) -> BTreeSet<String> {
+    let mut conn = ops(port).await.expect("scratch server answers");
+    let names: Vec<String> = conn
+        .query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'sp__'")
+        .await
+        .expect("list databases");
+    names.into_iter().collect()
+}
+
+async fn rows_on(port: u16, shard: u32) -> BTreeSet<(u64, String)> {
+    let mut conn = ops(port).await.expect("scratch server answers");
+    let rows: Vec<(u64, String)> = conn
+        .query(format!(
+            "SELECT local_id, data FROM {}.pins",
+            database(shard)
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("rows of {} on {port}: {e}", database(shard)));
+    rows.into_iter().collect()
+}
+
+async fn replicates(port: u16) -> bool {
+    let mut conn = ops(port).await.expect("scratch server answers");
+    let status: Option<mysql_async::Row> =
+        conn.query_first("SHOW SLAVE STATUS").await.expect("status");
+    status.is_some()
+}
+
+/// What the split must have left: the range on the target only with
+/// `expected` rows, the rest on the source only, no replication, the
+/// document routing the range to the target.
+async fn assert_split_done(scratch: &Scratch, expected: &[BTreeSet<(u64, String)>]) {
+    let on_target = databases_on(TARGET_PORT).await;
+    let on_source = databases_on(SOURCE_PORT).await;
+    let range: BTreeSet<String> = moved().map(database).collect();
+    let rest: BTreeSet<String> = (0..8).map(database).collect();
+    assert_eq!(
+        on_target, range,
+        "the target holds exactly the moved databases"
+    );
+    assert_eq!(
+        on_source, rest,
+        "the source holds exactly the databases it keeps"
+    );
+    for shard in moved() {
+        let rows = rows_on(TARGET_PORT, shard).await;
+        assert_eq!(
+            rows,
+            expected[shard as usize],
+            "rows of {} on the target",
+            database(shard)
+        );
+    }
+    assert!(
+        !replicates(TARGET_PORT).await,
+        "the target no longer replicates"
+    );
+    assert_eq!(scratch.master_of(8).await, TARGET);
+    assert_eq!(scratch.master_of(15).await, TARGET);
+    assert_eq!(scratch.master_of(7).await, SOURCE);
+    assert_eq!(scratch.phase().await, "done");
+}
+
+async fn rows_before() -> Vec<BTreeSet<(u64, String)>> {
+    let mut all = Vec::new();
+    for shard in 0..SHARDS {
+        all.push(rows_on(SOURCE_PORT, shard).await);
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_end_to_end_with_writes_during_the_copy() {
+    let _fleet = serial().await;
+    let scratch = Scratch::new("split-e2e").await;
+    let expected = Arc::new(Mutex::new(rows_before().await));
+    // Writes to every shard on the source from before the split until its
+    // verify starts (the copy is slowed so that some land during it).
+    let stop = Arc::new(AtomicBool::new(false));
+    let during = Arc::new(Mutex::new((false, 0u32)));
+    let writer = {
+        let (stop, expected, during) = (stop.clone(), expected.clone(), during.clone());
+        tokio::spawn(async move {
+            let mut conn = ops(SOURCE_PORT).await.expect("3312 answers");
+            let mut n = 0u32;
+            while !stop.load(Ordering::SeqCst) {
+                let shard = n % SHARDS;
+                let data = format!("written {n}");
+                conn.query_drop(format!(
+                    "INSERT INTO {}.pins (data, n) VALUES ('{data}', {n})",
+                    database(shard)
+                ))
+                .await
+                .expect("write to the source");
+                let id = conn.last_insert_id().expect("an id");
+                expected.lock().unwrap()[shard as usize].insert((id, data));
+                {
+                    let mut during = during.lock().unwrap();
+                    if during.0 {
+                        during.1 += 1;
+                    }
+                }
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let run = scratch.split(&["--max-rows-per-second", "2000"]);
+    let (status, stdout, stderr) = tokio::task::spawn_blocking(move || {
+        assert!(
+            run.wait_for("split: copy 127.0.0.1:3312"),
+            "{}:\n{}",
+            "the copy starts",
+            run.seen()
+        );
+        during.lock().unwrap().0 = true;
+        let copied = run.wait_for("split: copy done");
+        let written = during.lock().unwrap().1;
+        during.lock().unwrap().0 = false;
+        if copied {
+            assert!(
+                run.wait_for("split: verify"),
+                "{}:\n{}",
+                "the verify starts",
+                run.seen()
+            );
+        }
+        stop.store(true, Ordering::SeqCst);
+        let (status, stdout, stderr) = run.finish();
+        assert!(written > 0, "no write landed during the copy\n{stderr}");
+        (status, stdout, stderr)
+    })
+    .await
+    .expect("the CLI thread");
+    writer.await.expect("the writer");
+    assert!(
+        status.success(),
+        "exit {status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    for shard in moved() {
+        assert!(
+            stdout.contains(&format!("drop\t{SOURCE}\t{}", database(shard))),
+            "{stdout}"
+        );
+    }
+    let expected = expected.lock().unwrap().clone();
+    assert_split_done(&scratch, &expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_dry_run_changes_nothing_and_lists_every_drop() {
+    let _fleet = serial().await;
+    let scratch = Scratch::new("split-dry").await;
+    let before = zk_harness::raw_client().await;
+    let (_, stat) = before
+        .get_data(&scratch.location.path)
+        .await
+        .expect("document");
+    let run = scratch.split(&["--dry-run"]);
+    let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
+        .await
+        .expect("the CLI thread");
+    assert!(
+        status.success(),
+        "exit {status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    for shard in 0..8 {
+        assert!(
+            stdout.contains(&format!("would drop\t{TARGET}\t{}", database(shard))),
+            "{stdout}"
+        );
+    }
+    for shard in moved() {
+        assert!(
+            stdout.contains(&format!("would drop\t{SOURCE}\t{}", database(shard))),
+            "{stdout}"
+        );
+    }
+    assert_eq!(stdout.matches("would drop").count(), 16, "{stdout}");
+    assert!(stdout.contains("dry run: nothing was changed"), "{stdout}");
+    assert!(databases_on(TARGET_PORT).await.is_empty(), "nothing copied");
+    assert_eq!(databases_on(SOURCE_PORT).await.len(), 16, "nothing dropped");
+    assert!(!replicates(TARGET_PORT).await, "no replication set up");
+    let (_, after) = before
+        .get_data(&scratch.location.path)
+        .await
+        .expect("document");
+    assert_eq!(after.version, stat.version, "the document is unchanged");
+    assert_eq!(scratch.phase().await, "none", "no state recorded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_killed_in_copy_and_in_verify_resumes_to_the_same_result_keeping_the_moved() {
+    let _fleet = serial().await;
+    let scratch = Scratch::new("split-kill").await;
+    let expected = rows_before().await;
+    let slow = ["--max-rows-per-second", "2500"];
+    let run = scratch.split(&slow);
+    let output = tokio::task::spawn_blocking(move || {
+        assert!(
+            run.wait_for("split: copy 127.0.0.1:3312"),
+            "{}:\n{}",
+            "the copy starts",
+            run.seen()
+        );
+        std::thread::sleep(Duration::from_millis(700));
+        run.kill()
+    })
+    .await
+    .expect("the CLI thread");
+    assert_eq!(
+        scratch.phase().await,
+        "copying",
+        "killed during the copy\n{output}"
+    );
+    let mut args = slow.to_vec();
+    args.push("--resume");
+    let run = scratch.split(&args);
+    let output = tokio::task::spawn_blocking(move || {
+        assert!(
+            run.wait_for("split: verify shards"),
+            "{}:\n{}",
+            "the verify starts",
+            run.seen()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        run.kill()
+    })
+    .await
+    .expect("the CLI thread");
+    assert_eq!(
+        scratch.phase().await,
+        "copied",
+        "killed during the verify\n{output}"
+    );
+    // The last run keeps the moved databases on the source, renamed.
+    args.push("--keep-moved");
+    let run = scratch.split(&args);
+    let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
+        .await
+        .expect("the CLI thread");
+    assert!(
+        status.success(),
+        "exit {status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert_split_done(&scratch, &expected).await;
+    let mut source = ops(SOURCE_PORT).await.expect("3312 answers");
+    for shard in moved() {
+        let kept: Vec<(u64, String)> = source
+            .query(format!(
+                "SELECT local_id, data FROM _moved_{}.pins",
+                database(shard)
+            ))
+            .await
+            .unwrap_or_else(|e| panic!("_moved_{} on the source: {e}\n{stdout}", database(shard)));
+        let kept: BTreeSet<(u64, String)> = kept.into_iter().collect();
+        assert_eq!(
+            kept,
+            expected[shard as usize],
+            "rows kept in _moved_{}",
+            database(shard)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_verify_names_a_row_changed_on_the_target_and_stops_before_cutover() {
+    let _fleet = serial().await;
+    let scratch = Scratch::new("split-diff").await;
+    let run = scratch.split(&["--stop-after", "copy", "--max-rows-per-second", "0"]);
+    let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
+        .await
+        .expect("the CLI thread");
+    assert!(
+        status.success(),
+        "exit {status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert_eq!(scratch.phase().await, "copied");
+    let mut target = ops(TARGET_PORT).await.expect("3311 answers");
+    target
+        .query_drop("SET SESSION sql_log_bin = 0; UPDATE sp09.pins SET data = 'changed behind the split' WHERE local_id = 7")
+        .await
+        .expect("change a row on the target");
+    let run = scratch.split(&["--resume", "--max-rows-per-second", "0"]);
+    let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
+        .await
+        .expect("the CLI thread");
+    assert!(
+        !status.success(),
+        "a difference fails the split\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains("shard 9 sp09.pins: rows differ") && stdout.contains("1 changed: 7"),
+        "the difference names its shard, table and key\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stderr.contains("nothing was cut over"), "{stderr}");
+    assert_eq!(scratch.master_of(9).await, SOURCE, "no cutover");
+    assert_eq!(
+        scratch.phase().await,
+        "copied",
+        "the state stays before the verify"
+    );
+    assert_eq!(databases_on(SOURCE_PORT).await.len(), 16, "nothing dropped");
+}
