@@ -145,8 +145,12 @@ pub(super) fn equivalent(
                 }
             }
         }
-        // A reload: the masters of the main fleet's ranges rotated.
+        // A reload: the masters of the main fleet's ranges rotated, and
+        // pins of another type (its IDs of type 1 refused from then on).
         let mut next = (*topo).clone();
+        if let Some(pins) = next.tables.get_mut("pins") {
+            pins.kind = crate::topology::TableKind::Object { type_id: 5 };
+        }
         let masters: Vec<_> = next.fleets[0].ranges.iter().map(|r| r.master).collect();
         for (range, master) in next.fleets[0]
             .ranges
