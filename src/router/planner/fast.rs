@@ -40,11 +40,11 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::ops::Range;
 
 use bytes::Bytes;
 
 use super::keys::decode_id;
+use super::notes::{note_untemplatable, KeyRule, Record, RECORD};
 use crate::id::{mod_shard, ObjectId};
 use crate::router::lex::{self, ValueKind, ValueLiteral};
 use crate::router::plan::{
@@ -65,7 +65,6 @@ const MAX_VALUES: usize = 64;
 thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
     static ENABLED: Cell<bool> = const { Cell::new(true) };
-    static RECORD: RefCell<Option<Record>> = const { RefCell::new(None) };
     static HITS: Cell<u64> = const { Cell::new(0) };
 }
 
@@ -99,63 +98,6 @@ pub fn fast_path_templates() -> usize {
 /// How many statements this thread routed from a template.
 pub fn fast_path_hits() -> u64 {
     HITS.with(Cell::get)
-}
-
-/// What the ordinary route of a statement being learned did, beyond its plan.
-#[derive(Default)]
-struct Record {
-    /// The text routed first (address, length): another one is a re-route.
-    text: Option<(usize, usize)>,
-    /// Something the template cannot repeat: a re-routed text, a
-    /// placement, an object table's columns.
-    untemplatable: bool,
-    /// Key literals read: their range, whether an introducer came first,
-    /// the table's rule and fleet.
-    keys: Vec<(Option<Range<usize>>, bool, KeyRule, FleetId)>,
-}
-
-/// How a key literal selects a shard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum KeyRule {
-    /// An object table of this type: an ID, rewritten to its local id.
-    Object(u16),
-    /// A mapping table: an ID's shard.
-    Mapping,
-    /// A mod-shard table: md5 of the key's text.
-    ModShard,
-}
-
-fn record(change: impl FnOnce(&mut Record)) {
-    RECORD.with(|r| {
-        if let Some(record) = r.borrow_mut().as_mut() {
-            change(record);
-        }
-    });
-}
-
-/// The planner starts reading `sql` (a second text means a re-route).
-pub(super) fn note_text(sql: &[u8]) {
-    let this = (sql.as_ptr() as usize, sql.len());
-    record(|r| match r.text {
-        None => r.text = Some(this),
-        Some(first) if first != this => r.untemplatable = true,
-        Some(_) => {}
-    });
-}
-
-/// The planner read the key literal at `range` of the text.
-pub(super) fn note_key(
-    range: Option<Range<usize>>,
-    introduced: bool,
-    rule: KeyRule,
-    fleet: FleetId,
-) {
-    record(|r| r.keys.push((range, introduced, rule, fleet)));
-}
-
-/// The plan depends on something a template cannot repeat.
-pub(super) fn note_untemplatable() {
-    record(|r| r.untemplatable = true);
 }
 
 /// A placement that marks the route untemplatable when asked.

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use sqlparser::ast::{Expr, Value, ValueWithSpan};
 use sqlparser::tokenizer::Span;
 
-use super::fast::{self, KeyRule};
+use super::notes::{self, KeyRule};
 use super::{unsupported, Env};
 use crate::id::{mod_shard, ObjectId};
 use crate::router::plan::{ClientCharset, RouteError};
@@ -281,7 +281,7 @@ impl Env<'_> {
             TableKind::Mapping { .. } => KeyRule::Mapping,
             TableKind::ModShard { .. } => KeyRule::ModShard,
         };
-        fast::note_key(
+        notes::note_key(
             self.src.range(value.value.span),
             value.introducer.is_some(),
             rule_kind,

@@ -43,6 +43,7 @@ mod load;
 mod local_ids;
 mod merge;
 mod multi;
+mod notes;
 mod parse_cache;
 mod proxy_info;
 mod select;
@@ -294,7 +295,7 @@ fn route_text(
     prepare: bool,
     (writes, assigns): (&mut bool, &mut bool),
 ) -> Result<Plan, RouteError> {
-    fast::note_text(sql);
+    notes::note_text(sql);
     let dialect = MySqlDialect {};
     // MariaDB's reading first; sqlparser reads the lexer's shadow, and the
     // two must agree on every literal and comment.

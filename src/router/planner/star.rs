@@ -181,7 +181,7 @@ impl<'a> Planner<'a> {
         };
         let env = self.env;
         // Read from the servers, they may change without a reload.
-        super::fast::note_untemplatable();
+        super::notes::note_untemplatable();
         let Some(columns) = env.topo.object_columns(rule) else {
             if let Some(why) = env.topo.object_columns_differ(rule) {
                 return Err(unsupported(format!(
