@@ -14,6 +14,14 @@
 //! never creates or splits one (it may edit inside one it expanded). The scanner is `shardgate_fuzz::scan`,
 //! written independently of the router.
 //!
+//! The fast path oracle: each input is routed with the router's
+//! statement-shape fast path off (the reference), then four times with it
+//! on, on a table held as the proxy holds it (cold, seen, learned, from the
+//! template), and once more with every ASCII digit of the input turned to
+//! the next one (a statement of the same shape with other literals, routed
+//! from the template when one was learned); every plan must equal the
+//! reference of its text exactly.
+//!
 //! `SHARDGATE_FUZZ_COMMENT_ORACLE=0` turns the comment oracle off (to look
 //! for other failures while a known oracle finding is open).
 //!
@@ -28,11 +36,13 @@
 use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
+use std::sync::Arc;
+
 use shardgate::router::{
-    placeholders, route, route_prepare, split_statements, ClientCharset, LexMode, Placement, Plan,
-    RouteContext, SessionAction, Target, TrailCharset,
+    clear_fast_path, placeholders, route, route_prepare, set_fast_path, split_statements,
+    ClientCharset, LexMode, Placement, Plan, RouteContext, SessionAction, Target, TrailCharset,
 };
-use shardgate::topology::Topology;
+use shardgate::topology::{SharedTopology, Topology};
 use shardgate_fuzz::input::Input;
 use shardgate_fuzz::scan::{self, executable_comments, LexFlags};
 
@@ -52,6 +62,11 @@ static TOPOLOGY: LazyLock<Topology> = LazyLock::new(|| {
     )
     .unwrap_or_else(|errors| panic!("harness: config/shardgate.yaml does not load: {errors}"))
 });
+
+/// The same table as held by a running proxy (an identity: the fast path
+/// keeps templates for it).
+static HELD: LazyLock<Arc<Topology>> =
+    LazyLock::new(|| SharedTopology::new(TOPOLOGY.clone()).load());
 
 const VERSIONS: [u32; 6] = [100_000, 100_500, 101_100, 101_119, 110_400, 50_744];
 
@@ -198,6 +213,48 @@ fn check_route(sql: &[u8], ctx: &RouteContext, lex: &LexFlags, placement: u32) {
     let plan = route(sql, topo, ctx, &mut Fixed(placement));
     let texts = check_plan(&plan, topo);
     check_comments(&plan, &texts, sql, lex);
+    check_fast_path(sql, ctx, placement);
+}
+
+/// The fast path oracle (see the module comment).
+fn check_fast_path(sql: &[u8], ctx: &RouteContext, placement: u32) {
+    let held = &**HELD;
+    let ordinary = |text: &[u8]| {
+        set_fast_path(false);
+        let plan = route(text, held, ctx, &mut Fixed(placement));
+        set_fast_path(true);
+        plan
+    };
+    clear_fast_path();
+    let reference = ordinary(sql);
+    for round in 0..4 {
+        let fast = route(sql, held, ctx, &mut Fixed(placement));
+        assert_eq!(
+            fast,
+            reference,
+            "fast path round {round} differs\ninput: {:?}",
+            String::from_utf8_lossy(sql)
+        );
+    }
+    let other: Vec<u8> = sql
+        .iter()
+        .map(|&b| match b {
+            b'9' => b'0',
+            b'0'..=b'8' => b + 1,
+            _ => b,
+        })
+        .collect();
+    if other != sql {
+        let fast = route(&other, held, ctx, &mut Fixed(placement));
+        let reference = ordinary(&other);
+        assert_eq!(
+            fast,
+            reference,
+            "fast path differs on a look-alike\nlearned: {:?}\ninput: {:?}",
+            String::from_utf8_lossy(sql),
+            String::from_utf8_lossy(&other)
+        );
+    }
 }
 
 fn run(sql: &[u8], flags: u8, ctx: RouteContext, lex: LexFlags, placement: u32) {

@@ -51,6 +51,57 @@ fn route_point_lookup(bencher: Bencher) {
     bencher.bench_local(|| route(black_box(&sql), &topology, &ctx, &mut placement));
 }
 
+/// The statement-shape fast path (issue 23): a point lookup planned from
+/// its template (`hit`, 64 IDs on 64 shards in turn) and the same lookups
+/// with the fast path off (`planned`), in one run, on a routing table held
+/// by a `SharedTopology` as the proxy holds it.
+#[divan::bench_group]
+mod point_lookup_fast_path {
+    use super::*;
+    use shardgate::router::{clear_fast_path, set_fast_path};
+    use shardgate::topology::SharedTopology;
+
+    fn lookups() -> Vec<String> {
+        (0..64u32)
+            .map(|i| {
+                format!(
+                    "SELECT data FROM pins WHERE id = {}",
+                    compose(i * 61, 1, 7_075_733 + u64::from(i))
+                )
+            })
+            .collect()
+    }
+
+    fn run(bencher: Bencher, fast: bool) {
+        let shared = SharedTopology::new(topology());
+        let topology = shared.load();
+        let ctx = RouteContext::default();
+        let sql = lookups();
+        let mut placement = RandomPlacement::default();
+        clear_fast_path();
+        set_fast_path(fast);
+        for text in sql.iter().chain(&sql) {
+            route(text, &topology, &ctx, &mut placement);
+        }
+        let mut next = 0;
+        bencher.bench_local(|| {
+            next = (next + 1) % sql.len();
+            route(black_box(&sql[next]), &topology, &ctx, &mut placement)
+        });
+        set_fast_path(true);
+    }
+
+    #[divan::bench]
+    fn hit(bencher: Bencher) {
+        run(bencher, true);
+    }
+
+    #[divan::bench]
+    fn planned(bencher: Bencher) {
+        run(bencher, false);
+    }
+}
+
 /// What the statistics add to a point lookup (issue 22), beside
 /// `route_point_lookup` in the same run: routing with the digest taken
 /// (`route_digested`), then that plus what the engine does once the

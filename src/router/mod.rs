@@ -23,6 +23,9 @@ mod tests;
 pub use lex::{skip_blanks_and_comments, Comment, LexError};
 pub use placement::RandomPlacement;
 pub use plan::*;
+pub use planner::fast::{
+    clear_fast_path, fast_path_hits, fast_path_templates, set_fast_path, MAX_SEEN, MAX_TEMPLATES,
+};
 pub use planner::{
     is_long_value_stub, migration_table, migration_table_in, route, route_digested, route_prepare,
     route_shared, statement_digest, MigrationTable, LONG_VALUE_STUB_PREFIX, MAX_DIGEST_TEXT_BYTES,

@@ -108,7 +108,7 @@ pub struct TableRule {
 }
 
 /// The complete, validated routing table. Built once per config version.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Topology {
     /// The config it was built from.
     pub config: Config,
@@ -122,6 +122,11 @@ pub struct Topology {
     /// the first, +1 per swap); 0 for one never stored. Sessions compare it
     /// to notice a reload.
     pub generation: u64,
+    /// A number no other table of this process has, given when a
+    /// [`SharedTopology`] takes the table in (which makes it immutable);
+    /// 0 before, and in a clone. The router's plan templates are kept per
+    /// identity; 0 has none.
+    pub identity: u64,
     /// The object tables' columns as read from the servers (for `SELECT
     /// *`), shared by every table a running proxy swaps in.
     pub columns: Arc<columns::SharedColumns>,
@@ -139,6 +144,7 @@ impl SharedTopology {
     /// Wraps a first topology.
     pub fn new(mut topology: Topology) -> Self {
         topology.generation = 1;
+        topology.identity = next_identity();
         Self {
             current: ArcSwap::from_pointee(topology),
             generations: std::sync::atomic::AtomicU64::new(1),
@@ -154,7 +160,29 @@ impl SharedTopology {
     pub fn store(&self, mut topology: Topology) {
         use std::sync::atomic::Ordering;
         topology.generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        topology.identity = next_identity();
         self.current.store(Arc::new(topology));
+    }
+}
+
+/// A fresh [`Topology::identity`].
+fn next_identity() -> u64 {
+    static IDENTITIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    IDENTITIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+}
+
+impl Clone for Topology {
+    /// A copy the caller may change: identity 0, until stored.
+    fn clone(&self) -> Self {
+        Self {
+            config: self.config.clone(),
+            fleets: self.fleets.clone(),
+            hosts: self.hosts.clone(),
+            tables: self.tables.clone(),
+            generation: self.generation,
+            identity: 0,
+            columns: self.columns.clone(),
+        }
     }
 }
 

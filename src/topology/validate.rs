@@ -261,6 +261,7 @@ pub(super) fn build(
             hosts,
             tables,
             generation: 0,
+            identity: 0,
             columns: Default::default(),
         })
     } else {

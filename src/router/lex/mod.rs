@@ -67,6 +67,29 @@ pub(crate) struct Lexed<'a> {
     pub statements: Vec<Range<usize>>,
     /// Tokens counted (literals, words, numbers, operator characters).
     pub tokens: u64,
+    /// The plain value literals, in order: `'...'` strings (no prefix) and
+    /// decimal integers (digits only), what a statement's shape masks
+    /// (the router's fast path).
+    pub values: Vec<ValueLiteral>,
+}
+
+/// A value literal of a statement ([`Lexed::values`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ValueLiteral {
+    /// From its first byte to after its last (quotes included).
+    pub range: Range<usize>,
+    /// Which kind.
+    pub kind: ValueKind,
+}
+
+/// The kinds of [`ValueLiteral`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ValueKind {
+    /// Digits only, read as a number.
+    Digits,
+    /// A single-quoted string without a prefix (`N`, `X`, `B`); a charset
+    /// introducer before it is a word of its own.
+    Quoted,
 }
 
 /// A comment of a text, as the lexer found it.
@@ -173,6 +196,7 @@ pub(crate) fn lex_located<'a>(
             comments: Vec::new(),
             statements: Vec::new(),
             tokens: 0,
+            values: Vec::new(),
         },
         executable: None,
         ident_end: None,
@@ -416,6 +440,12 @@ impl Scanner<'_> {
                     continue;
                 }
                 self.out.literals.push(quote_at..p + 1);
+                if quote == b'\'' && start == quote_at {
+                    self.out.values.push(ValueLiteral {
+                        range: quote_at..p + 1,
+                        kind: ValueKind::Quoted,
+                    });
+                }
                 self.ident_end = None;
                 self.token()?;
                 return Ok(p + 1);
@@ -561,6 +591,10 @@ impl Scanner<'_> {
             if self.at(p) == Some(b'.') && self.at(p + 1) != Some(b'.') {
                 return self.real(p);
             }
+            self.out.values.push(ValueLiteral {
+                range: start..p,
+                kind: ValueKind::Digits,
+            });
             Word::Number
         } else if is_number(run) {
             Word::Number

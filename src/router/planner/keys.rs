@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use sqlparser::ast::{Expr, Value, ValueWithSpan};
 use sqlparser::tokenizer::Span;
 
+use super::notes::{self, KeyRule};
 use super::{unsupported, Env};
 use crate::id::{mod_shard, FieldName, ObjectId};
 use crate::router::plan::{ClientCharset, RouteError};
@@ -288,6 +289,17 @@ impl Env<'_> {
                 }
             }
         };
+        let rule_kind = match &rule.kind {
+            TableKind::Object { type_id } => KeyRule::Object(*type_id),
+            TableKind::Mapping { .. } => KeyRule::Mapping,
+            TableKind::ModShard { .. } => KeyRule::ModShard,
+        };
+        notes::note_key(
+            self.src.range(value.value.span),
+            value.introducer.is_some(),
+            rule_kind,
+            rule.fleet,
+        );
         Ok(Some(key))
     }
 

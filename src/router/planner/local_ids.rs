@@ -116,6 +116,7 @@ impl<'a> Planner<'a> {
         };
         let index = if insert.columns.is_empty() {
             // No column list: the table's own order.
+            super::notes::note_untemplatable();
             let columns = self.env.topo.object_columns(rule).ok_or_else(|| {
                 unsupported(format!(
                     "INSERT into object table {table} without a column list while shardgate has not read its columns; name the columns"

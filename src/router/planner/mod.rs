@@ -34,6 +34,7 @@ mod decide;
 mod diagnostics;
 mod dml;
 mod expr;
+pub(crate) mod fast;
 mod function_names;
 mod function_writes;
 mod insert;
@@ -42,6 +43,7 @@ mod load;
 mod local_ids;
 mod merge;
 mod multi;
+mod notes;
 mod parse_cache;
 mod proxy_info;
 mod select;
@@ -106,7 +108,17 @@ pub fn route(
     ctx: &RouteContext,
     placement: &mut dyn Placement,
 ) -> Plan {
-    match route_inner(sql.as_ref(), topo, ctx, placement, false) {
+    fast::route(sql.as_ref(), topo, ctx, placement)
+}
+
+/// [`route`] without the fast path: lexed, parsed and planned.
+fn route_slow(
+    sql: &[u8],
+    topo: &Topology,
+    ctx: &RouteContext,
+    placement: &mut dyn Placement,
+) -> Plan {
+    match route_inner(sql, topo, ctx, placement, false) {
         Ok(plan) => plan,
         Err(error) => Plan::Reject(error),
     }
@@ -283,6 +295,7 @@ fn route_text(
     prepare: bool,
     (writes, assigns): (&mut bool, &mut bool),
 ) -> Result<Plan, RouteError> {
+    notes::note_text(sql);
     let dialect = MySqlDialect {};
     // MariaDB's reading first; sqlparser reads the lexer's shadow, and the
     // two must agree on every literal and comment.

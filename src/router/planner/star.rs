@@ -180,6 +180,8 @@ impl<'a> Planner<'a> {
             return Ok(None);
         };
         let env = self.env;
+        // Read from the servers, they may change without a reload.
+        super::notes::note_untemplatable();
         let Some(columns) = env.topo.object_columns(rule) else {
             if let Some(why) = env.topo.object_columns_differ(rule) {
                 return Err(unsupported(format!(

@@ -1,0 +1,757 @@
+//! The statement-shape fast path of [`route`](super::route): a plan
+//! template per statement shape, filled with a new statement's literals
+//! without running sqlparser or the planner.
+//!
+//! A statement's *shape* is what MariaDB's lexer ([`lex::lex`], run on every
+//! statement as before) reads, with the value literals masked: its bytes
+//! outside its plain `'...'` strings and digits-only numbers, compared byte
+//! for byte (comments, executable comments, hints, blanks, introducers,
+//! signs, `1e3`, `0x1F`, `X'..'` are all part of the shape), plus the kind
+//! of each masked literal, the session context that decides the reading
+//! and the plan (USE database, sql_mode flags, character set, server
+//! version, token limit) and the routing table's
+//! [`identity`](crate::topology::Topology::identity) (a reload is another
+//! table). Two statements of one shape differ only in the contents of
+//! their masked literals; a literal whose content is not plain printable
+//! ASCII (no `\`, no quote) keeps its statement off the fast path.
+//!
+//! A template is made from the ordinary route of a statement seen for the
+//! second time, and only when that route:
+//! - planned one shard (`Plan::Shard`; not a schema change or LOAD DATA),
+//!   read no session value (`LAST_INSERT_ID()`, ... re-route another text),
+//!   chose no placement, and read no object table's columns (they change
+//!   without a reload);
+//! - read at most one masked literal as a shard key ([`note_key`]), a plain
+//!   one (no introducer) of an object, mapping or mod-shard table.
+//!
+//! The template then says where each byte of the shard's text comes from:
+//! the shape's own bytes, a literal copied as written, the key's local id,
+//! its shard database name or its shard number. It is found by routing two
+//! probes (the statement with other values in every literal, the key on two
+//! other shards) and kept only if it gives exactly the ordinary plan of the
+//! statement and of both probes (text bytes, target, kind and flags).
+//! On a hit, the key's shard is computed by the planner's own functions;
+//! a key the planner would refuse (a bad ID, another type) takes the
+//! ordinary route, which gives the error.
+//!
+//! Per thread, like the parse cache: [`MAX_TEMPLATES`] templates and
+//! [`MAX_SEEN`] shapes seen once, each emptied when full.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+use bytes::Bytes;
+
+use super::keys::decode_id;
+use super::notes::{note_untemplatable, KeyRule, Record, RECORD};
+use crate::id::{mod_shard, ObjectId};
+use crate::router::lex::{self, ValueKind, ValueLiteral};
+use crate::router::plan::{
+    ClientCharset, Placement, Plan, RouteContext, ShardQuery, SqlText, StatementKind, Target,
+    TrailCharset,
+};
+use crate::topology::{Fleet, FleetId, Topology};
+
+/// Most templates kept per thread.
+pub const MAX_TEMPLATES: usize = 512;
+/// Most shapes remembered as seen once (or refused) per thread.
+pub const MAX_SEEN: usize = 4096;
+/// Longest statement, in bytes, the fast path takes.
+const MAX_STATEMENT_BYTES: usize = 2048;
+/// Most masked literals of a statement the fast path takes.
+const MAX_VALUES: usize = 64;
+
+thread_local! {
+    static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
+    static ENABLED: Cell<bool> = const { Cell::new(true) };
+    static HITS: Cell<u64> = const { Cell::new(0) };
+}
+
+#[derive(Default)]
+struct Cache {
+    templates: HashMap<u64, Template>,
+    /// Shapes seen once (`true`) or refused (`false`).
+    seen: HashMap<u64, bool>,
+}
+
+/// Turns the fast path of this thread on or off (on by default): off,
+/// [`route`](super::route) always plans. For tests that compare both paths.
+pub fn set_fast_path(enabled: bool) {
+    ENABLED.with(|e| e.set(enabled));
+}
+
+/// Forgets this thread's templates and seen shapes.
+pub fn clear_fast_path() {
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        c.templates.clear();
+        c.seen.clear();
+    });
+}
+
+/// How many templates this thread holds.
+pub fn fast_path_templates() -> usize {
+    CACHE.with(|c| c.borrow().templates.len())
+}
+
+/// How many statements this thread routed from a template.
+pub fn fast_path_hits() -> u64 {
+    HITS.with(Cell::get)
+}
+
+/// A placement that marks the route untemplatable when asked.
+struct Watched<'p>(&'p mut dyn Placement);
+
+impl Placement for Watched<'_> {
+    fn choose(&mut self, first: u32, last: u32) -> u32 {
+        note_untemplatable();
+        self.0.choose(first, last)
+    }
+}
+
+/// [`route`](super::route): from a template when one fits, else planned
+/// (and learned from, the second time a shape is seen).
+pub(super) fn route(
+    sql: &[u8],
+    topo: &Topology,
+    ctx: &RouteContext,
+    placement: &mut dyn Placement,
+) -> Plan {
+    let mut placement = Watched(placement);
+    if topo.identity == 0 || !ENABLED.with(Cell::get) || sql.len() > MAX_STATEMENT_BYTES {
+        return super::route_slow(sql, topo, ctx, &mut placement);
+    }
+    let Ok(lexed) = lex::lex(sql, &ctx.lex, ctx.max_tokens) else {
+        return super::route_slow(sql, topo, ctx, &mut placement);
+    };
+    let Some(shape) = Shape::of(sql, &lexed.values) else {
+        return super::route_slow(sql, topo, ctx, &mut placement);
+    };
+    let key = shape.hash(ctx, topo.identity);
+    let found = CACHE.with(|c| {
+        let c = c.borrow();
+        let template = c.templates.get(&key)?;
+        template.same_shape(&shape, ctx, topo.identity).then(|| {
+            template
+                .fill(&shape, topo)
+                .map(|plan| (plan, template.digest))
+        })
+    });
+    match found {
+        Some(Some((plan, digest))) => {
+            HITS.with(|h| h.set(h.get() + 1));
+            super::DIGEST.with(|d| {
+                if d.get().is_none() {
+                    d.set(Some(digest));
+                }
+            });
+            return plan;
+        }
+        // A value the planner refuses or routes otherwise: planned.
+        Some(None) => return super::route_slow(sql, topo, ctx, &mut placement),
+        None => {}
+    }
+    let seen = CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.seen.len() >= MAX_SEEN {
+            c.seen.clear();
+        }
+        c.seen.insert(key, true)
+    });
+    if seen != Some(true) {
+        // First sighting (or refused before): plan only.
+        if seen == Some(false) {
+            CACHE.with(|c| c.borrow_mut().seen.insert(key, false));
+        }
+        return super::route_slow(sql, topo, ctx, &mut placement);
+    }
+    let (plan, recorded) = recording(|| super::route_slow(sql, topo, ctx, &mut placement));
+    let learned = learn(&shape, &plan, &recorded, topo, ctx);
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        match learned {
+            Some(template) => {
+                c.seen.remove(&key);
+                if c.templates.len() >= MAX_TEMPLATES {
+                    c.templates.clear();
+                }
+                c.templates.insert(key, template);
+            }
+            None => {
+                c.seen.insert(key, false);
+            }
+        }
+    });
+    plan
+}
+
+/// Runs `route` with the planner's notes recorded.
+fn recording(route: impl FnOnce() -> Plan) -> (Plan, Record) {
+    RECORD.with(|r| *r.borrow_mut() = Some(Record::default()));
+    let plan = route();
+    let recorded = RECORD.with(|r| r.borrow_mut().take()).unwrap_or_default();
+    (plan, recorded)
+}
+
+/// A statement as the fast path sees it: its bytes and masked literals.
+struct Shape<'s> {
+    sql: &'s [u8],
+    values: &'s [ValueLiteral],
+}
+
+impl<'s> Shape<'s> {
+    /// `None` when a literal is not plain, or there are too many.
+    fn of(sql: &'s [u8], values: &'s [ValueLiteral]) -> Option<Self> {
+        if values.len() > MAX_VALUES {
+            return None;
+        }
+        let plain = values.iter().all(|v| match v.kind {
+            ValueKind::Digits => true,
+            ValueKind::Quoted => sql
+                .get(v.range.start + 1..v.range.end.saturating_sub(1))
+                .is_some_and(|content| {
+                    content
+                        .iter()
+                        .all(|&b| (0x20..=0x7E).contains(&b) && b != b'\\' && b != b'\'')
+                }),
+        });
+        plain.then_some(Shape { sql, values })
+    }
+
+    /// The bytes between the literals (one more piece than literals).
+    fn segments(&self) -> impl Iterator<Item = &'s [u8]> + '_ {
+        let sql = self.sql;
+        let mut start = 0;
+        self.values
+            .iter()
+            .map(|v| v.range.clone())
+            .chain(std::iter::once(sql.len()..sql.len()))
+            .map(move |range| {
+                let piece = sql.get(start..range.start).unwrap_or_default();
+                start = range.end;
+                piece
+            })
+    }
+
+    fn hash(&self, ctx: &RouteContext, identity: u64) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        identity.hash(&mut h);
+        context_key(ctx).hash(&mut h);
+        for (segment, value) in self
+            .segments()
+            .zip(self.values.iter().map(|v| Some(v.kind)).chain([None]))
+        {
+            segment.hash(&mut h);
+            value.hash(&mut h);
+        }
+        h.finish()
+    }
+
+    /// Literal `i` as written (quotes included).
+    fn value(&self, i: usize) -> &'s [u8] {
+        self.values
+            .get(i)
+            .and_then(|v| self.sql.get(v.range.clone()))
+            .unwrap_or_default()
+    }
+
+    /// Literal `i`'s content (inside the quotes).
+    fn content(&self, i: usize) -> &'s [u8] {
+        let whole = self.value(i);
+        match self.values.get(i).map(|v| v.kind) {
+            Some(ValueKind::Quoted) => whole
+                .get(1..whole.len().saturating_sub(1))
+                .unwrap_or_default(),
+            _ => whole,
+        }
+    }
+
+    fn stored(&self, ctx: &RouteContext, identity: u64) -> StoredShape {
+        let mut exact = Vec::new();
+        let mut cuts = Vec::new();
+        for (segment, value) in self.segments().zip(self.values.iter()) {
+            exact.extend_from_slice(segment);
+            cuts.push((exact.len(), value.kind));
+        }
+        if let Some(last) = self.segments().last() {
+            exact.extend_from_slice(last);
+        }
+        StoredShape {
+            context: context_key(ctx),
+            identity,
+            exact,
+            cuts,
+        }
+    }
+}
+
+/// What of the session context the shape's key holds: everything that
+/// decides the reading and the plan of a statement whose plan reads no
+/// session value.
+type ContextKey = (Option<(FleetId, u32)>, bool, bool, u8, u32, u64);
+
+fn context_key(ctx: &RouteContext) -> ContextKey {
+    let charset = match ctx.lex.charset {
+        ClientCharset::Utf8 => 0,
+        ClientCharset::AsciiSafe => 1,
+        ClientCharset::AsciiTrail(TrailCharset::Big5) => 2,
+        ClientCharset::AsciiTrail(TrailCharset::Gbk) => 3,
+        ClientCharset::AsciiTrail(TrailCharset::Sjis) => 4,
+    };
+    (
+        ctx.current_db,
+        ctx.lex.no_backslash_escapes,
+        ctx.lex.ansi_quotes,
+        charset,
+        ctx.lex.server_version,
+        ctx.max_tokens,
+    )
+}
+
+/// A shape as kept: the bytes outside the literals, where each literal
+/// was and its kind.
+#[derive(Debug, PartialEq, Eq)]
+struct StoredShape {
+    context: ContextKey,
+    identity: u64,
+    exact: Vec<u8>,
+    cuts: Vec<(usize, ValueKind)>,
+}
+
+/// Where the bytes of a template's text come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Piece {
+    /// The template's own bytes.
+    Text(usize, usize),
+    /// A literal as written.
+    Value(usize),
+    /// The key's local id.
+    LocalId,
+    /// The key's shard database name.
+    DbName,
+    /// The key's shard number.
+    Shard,
+}
+
+/// The key literal of a template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Key {
+    index: usize,
+    rule: KeyRule,
+}
+
+/// A plan template.
+#[derive(Debug)]
+struct Template {
+    shape: StoredShape,
+    key: Option<Key>,
+    fleet: FleetId,
+    /// The shard when there is no key.
+    shard: u32,
+    pieces: Vec<Piece>,
+    text: Vec<u8>,
+    kind: StatementKind,
+    compose_insert_id: Option<u16>,
+    writes_through_function: bool,
+    leaves_session_state: bool,
+    digest: u64,
+}
+
+impl Template {
+    fn same_shape(&self, shape: &Shape<'_>, ctx: &RouteContext, identity: u64) -> bool {
+        let stored = &self.shape;
+        if stored.identity != identity
+            || stored.context != context_key(ctx)
+            || stored.cuts.len() != shape.values.len()
+        {
+            return false;
+        }
+        let mut at = 0;
+        for (i, segment) in shape.segments().enumerate() {
+            let cut = stored.cuts.get(i);
+            let end = cut.map_or(stored.exact.len(), |(end, _)| *end);
+            if stored.exact.get(at..end) != Some(segment) {
+                return false;
+            }
+            if let (Some((_, kind)), Some(value)) = (cut, shape.values.get(i)) {
+                if *kind != value.kind {
+                    return false;
+                }
+            }
+            at = end;
+        }
+        true
+    }
+
+    /// The plan of `shape`'s statement; `None` when its key does not route
+    /// as the planner's functions say a key routes, or its shard has no
+    /// master.
+    fn fill(&self, shape: &Shape<'_>, topo: &Topology) -> Option<Plan> {
+        let fleet = topo.fleets.get(self.fleet)?;
+        let (shard, local_id) = match self.key {
+            None => (self.shard, None),
+            Some(key) => key_target(key.rule, shape.content(key.index), fleet)?,
+        };
+        let host = topo.master_of(self.fleet, shard)?;
+        let database = &fleet.database;
+        let database_len = database.prefix.len()
+            + database.width.max(decimal_len(u64::from(shard)))
+            + database.suffix.len();
+        // Sized exactly: the plan's `Bytes` takes the vector as it is.
+        let len = self
+            .pieces
+            .iter()
+            .map(|piece| match *piece {
+                Piece::Text(start, end) => end - start,
+                Piece::Value(i) => shape.value(i).len(),
+                Piece::LocalId => local_id.map_or(0, decimal_len),
+                Piece::DbName => database_len,
+                Piece::Shard => decimal_len(u64::from(shard)),
+            })
+            .sum();
+        let mut sql = Vec::with_capacity(len);
+        for piece in &self.pieces {
+            use std::io::Write;
+            match *piece {
+                Piece::Text(start, end) => sql.extend_from_slice(self.text.get(start..end)?),
+                Piece::Value(i) => sql.extend_from_slice(shape.value(i)),
+                Piece::LocalId => write!(sql, "{}", local_id?).ok()?,
+                // As `DatabaseFormat::format` writes it.
+                Piece::DbName => write!(
+                    sql,
+                    "{}{:0width$}{}",
+                    database.prefix,
+                    shard,
+                    database.suffix,
+                    width = database.width
+                )
+                .ok()?,
+                Piece::Shard => write!(sql, "{shard}").ok()?,
+            }
+        }
+        Some(Plan::Shard(ShardQuery {
+            target: Target {
+                fleet: self.fleet,
+                shard,
+                host,
+            },
+            sql: SqlText(Bytes::from(sql)),
+            kind: self.kind,
+            compose_insert_id: self.compose_insert_id,
+            writes_through_function: self.writes_through_function,
+            local_infile: None,
+            leaves_session_state: self.leaves_session_state,
+        }))
+    }
+}
+
+/// Digits of `n` in decimal.
+fn decimal_len(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
+/// The shard (and an object's local id) a key literal's content selects,
+/// as [`Env::key_shard`](super::Env::key_shard) computes it for a plain
+/// literal; `None` where it would refuse.
+fn key_target(rule: KeyRule, content: &[u8], fleet: &Fleet) -> Option<(u32, Option<u64>)> {
+    match rule {
+        KeyRule::Object(_) | KeyRule::Mapping => {
+            if content.is_empty() || !content.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            let raw: u64 = std::str::from_utf8(content).ok()?.parse().ok()?;
+            let id = decode_id(raw, fleet).ok()?;
+            match rule {
+                KeyRule::Object(type_id) if id.type_id != type_id => None,
+                KeyRule::Object(_) => Some((id.shard, Some(id.local_id))),
+                _ => Some((id.shard, None)),
+            }
+        }
+        KeyRule::ModShard => Some((mod_shard(content, fleet.shard_count), None)),
+    }
+}
+
+/// The template of a statement whose ordinary plan and notes are these, if
+/// one gives exactly that plan for it and for two probes.
+fn learn(
+    shape: &Shape<'_>,
+    plan: &Plan,
+    recorded: &Record,
+    topo: &Topology,
+    ctx: &RouteContext,
+) -> Option<Template> {
+    let Plan::Shard(query) = plan else {
+        return None;
+    };
+    if recorded.untemplatable
+        || query.local_infile.is_some()
+        || query.kind == StatementKind::SchemaChange
+    {
+        return None;
+    }
+    let key = key_of(shape, recorded, query.target.fleet)?;
+    let probes = probes(shape, key, query.target.fleet, query.target.shard, topo)?;
+    let mut routed = Vec::new();
+    // The probes' routes must not leave their digest for the caller.
+    let digest_before = super::DIGEST.with(Cell::get);
+    for probe in &probes {
+        let (plan, notes) =
+            recording(|| super::route_slow(&probe.sql, topo, ctx, &mut Watched(&mut FirstShard)));
+        routed.push((plan, notes));
+    }
+    super::DIGEST.with(|d| d.set(digest_before));
+    let mut template = None;
+    for (probe, (probe_plan, notes)) in probes.iter().zip(&routed) {
+        let lexed = lex::lex(&probe.sql, &ctx.lex, ctx.max_tokens).ok()?;
+        let probe_shape = Shape::of(&probe.sql, &lexed.values)?;
+        if probe_shape.stored(ctx, topo.identity) != shape.stored(ctx, topo.identity)
+            || notes.untemplatable
+            || key_of(&probe_shape, notes, query.target.fleet)? != key
+        {
+            return None;
+        }
+        let Plan::Shard(probe_query) = probe_plan else {
+            return None;
+        };
+        if template.is_none() {
+            let (pieces, text) = pieces(&probe_query.sql, &probe.sentinels);
+            template = Some(Template {
+                shape: shape.stored(ctx, topo.identity),
+                key,
+                fleet: query.target.fleet,
+                shard: query.target.shard,
+                pieces,
+                text,
+                kind: query.kind,
+                compose_insert_id: query.compose_insert_id,
+                writes_through_function: query.writes_through_function,
+                leaves_session_state: query.leaves_session_state,
+                digest: super::statement_digest(shape.sql, ctx).0,
+            });
+        }
+        let template = template.as_ref()?;
+        if template.fill(&probe_shape, topo).as_ref() != Some(probe_plan) {
+            return None;
+        }
+    }
+    let template = template?;
+    (template.fill(shape, topo).as_ref() == Some(plan)).then_some(template)
+}
+
+/// The key literal of a route's notes: `None` (outer) when it cannot be
+/// templated (two key literals, an introducer, another fleet), `Some(None)`
+/// when no masked literal was read as a key.
+fn key_of(shape: &Shape<'_>, recorded: &Record, fleet: FleetId) -> Option<Option<Key>> {
+    let mut key: Option<Key> = None;
+    for (range, introduced, rule, key_fleet) in &recorded.keys {
+        let Some(index) = range
+            .as_ref()
+            .and_then(|range| shape.values.iter().position(|v| v.range == *range))
+        else {
+            // A key outside the masked literals is part of the shape.
+            continue;
+        };
+        if *introduced || *key_fleet != fleet {
+            return None;
+        }
+        let this = Key { index, rule: *rule };
+        match key {
+            Some(other) if other != this => return None,
+            _ => key = Some(this),
+        }
+    }
+    Some(key)
+}
+
+/// Places an object INSERT on the range's first shard (a probe's
+/// placement; any placement makes the route untemplatable).
+struct FirstShard;
+
+impl Placement for FirstShard {
+    fn choose(&mut self, first: u32, _last: u32) -> u32 {
+        first
+    }
+}
+
+/// A probe: the statement with other literals, and what each becomes in a
+/// plan's text.
+struct Probe {
+    sql: Vec<u8>,
+    sentinels: Vec<(Vec<u8>, Piece, bool)>,
+}
+
+/// Two probes: every literal changed (other lengths in each), the key on
+/// two other shards with other local ids.
+fn probes(
+    shape: &Shape<'_>,
+    key: Option<Key>,
+    fleet_id: FleetId,
+    shard: u32,
+    topo: &Topology,
+) -> Option<Vec<Probe>> {
+    let fleet = topo.fleets.get(fleet_id)?;
+    let mut shards = Vec::new();
+    if let Some(key) = key {
+        match key.rule {
+            KeyRule::Object(_) | KeyRule::Mapping => {
+                let count = fleet.shard_count;
+                for candidate in [
+                    count / 2 + shard,
+                    count / 3 + shard + 7,
+                    count - 1,
+                    1,
+                    count / 2 + 3,
+                ] {
+                    let candidate = candidate % count.max(1);
+                    if candidate != shard
+                        && !shards.contains(&candidate)
+                        && topo.master_of(fleet_id, candidate).is_some()
+                    {
+                        shards.push(candidate);
+                    }
+                }
+            }
+            KeyRule::ModShard => {}
+        }
+    }
+    let mut probes = Vec::new();
+    for round in 0..2usize {
+        let mut sql = Vec::with_capacity(shape.sql.len() + 32);
+        let mut sentinels = Vec::new();
+        let mut taken = vec![shard];
+        for (i, segment) in shape.segments().enumerate() {
+            sql.extend_from_slice(segment);
+            let Some(value) = shape.values.get(i) else {
+                break;
+            };
+            let quoted = value.kind == ValueKind::Quoted;
+            let content = match key {
+                Some(key) if key.index == i => {
+                    let (content, extra) = key_probe(
+                        key.rule,
+                        shape.content(i),
+                        quoted,
+                        round,
+                        fleet,
+                        &shards,
+                        &mut taken,
+                    )?;
+                    sentinels.extend(extra);
+                    content
+                }
+                _ if quoted => format!(
+                    "{}{round}x{i}{}",
+                    ["~fa", "^gbz"][round],
+                    ["q~", "^"][round]
+                ),
+                _ => [
+                    90_000_000_017 + 1_000_003 * i as u64,
+                    7_300_001 + 97 * i as u64,
+                ][round]
+                    .to_string(),
+            };
+            let written = if quoted {
+                format!("'{content}'")
+            } else {
+                content
+            };
+            sentinels.push((written.clone().into_bytes(), Piece::Value(i), !quoted));
+            sql.extend_from_slice(written.as_bytes());
+        }
+        probes.push(Probe { sql, sentinels });
+    }
+    Some(probes)
+}
+
+/// A key literal's content in probe `round`, and the sentinels of what it
+/// selects (local id, shard database, shard number).
+#[allow(clippy::type_complexity)]
+fn key_probe(
+    rule: KeyRule,
+    original: &[u8],
+    quoted: bool,
+    round: usize,
+    fleet: &Fleet,
+    shards: &[u32],
+    taken: &mut Vec<u32>,
+) -> Option<(String, Vec<(Vec<u8>, Piece, bool)>)> {
+    let (content, shard, local_id) = match rule {
+        KeyRule::Object(_) | KeyRule::Mapping => {
+            let raw: u64 = std::str::from_utf8(original).ok()?.parse().ok()?;
+            let type_id = ObjectId::decode(raw).ok()?.type_id;
+            let shard = *shards.get(round)?;
+            let local_id = [56_789_012_345, 1_234_567][round];
+            let id = ObjectId {
+                shard,
+                type_id,
+                local_id,
+            }
+            .encode()
+            .ok()?;
+            (id.to_string(), shard, Some(local_id))
+        }
+        KeyRule::ModShard => {
+            let found = (0..256u32).find_map(|n| {
+                let content = if quoted {
+                    format!("~k{round}z{n}~")
+                } else {
+                    (900_001 + 1_000 * round as u32 + n).to_string()
+                };
+                let shard = mod_shard(content.as_bytes(), fleet.shard_count);
+                (!taken.contains(&shard)).then_some((content, shard))
+            })?;
+            (found.0, found.1, None)
+        }
+    };
+    taken.push(shard);
+    let mut sentinels = vec![
+        (fleet.database_name(shard).into_bytes(), Piece::DbName, true),
+        (shard.to_string().into_bytes(), Piece::Shard, true),
+    ];
+    if let Some(local_id) = local_id {
+        sentinels.push((local_id.to_string().into_bytes(), Piece::LocalId, true));
+    }
+    Some((content, sentinels))
+}
+
+/// A plan's text cut into pieces: each sentinel found (the longest at a
+/// place; one that `bounded` must not touch a word or number) is its
+/// piece, the rest the template's own bytes.
+fn pieces(text: &[u8], sentinels: &[(Vec<u8>, Piece, bool)]) -> (Vec<Piece>, Vec<u8>) {
+    let word =
+        |b: Option<&u8>| b.is_some_and(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$');
+    let mut pieces = Vec::new();
+    let mut own = Vec::new();
+    let mut plain_from = 0;
+    let mut at = 0;
+    let flush = |from: usize, to: usize, pieces: &mut Vec<Piece>, own: &mut Vec<u8>| {
+        if from < to {
+            let start = own.len();
+            own.extend_from_slice(&text[from..to]);
+            pieces.push(Piece::Text(start, own.len()));
+        }
+    };
+    while at < text.len() {
+        let found = sentinels
+            .iter()
+            .filter(|(s, _, bounded)| {
+                !s.is_empty()
+                    && text[at..].starts_with(s)
+                    && !(*bounded
+                        && (at > 0 && word(text.get(at - 1)) || word(text.get(at + s.len()))))
+            })
+            .max_by_key(|(s, _, _)| s.len());
+        match found {
+            Some((s, piece, _)) => {
+                flush(plain_from, at, &mut pieces, &mut own);
+                pieces.push(*piece);
+                at += s.len();
+                plain_from = at;
+            }
+            None => at += 1,
+        }
+    }
+    flush(plain_from, text.len(), &mut pieces, &mut own);
+    (pieces, own)
+}

@@ -1,0 +1,398 @@
+//! The fast path ([`crate::router::planner::fast`]) against the ordinary
+//! route: every case of the router's tables ([`check_plan`] calls
+//! [`equivalent`]) and the statements below are routed cold and warm, and
+//! with other values in their literals once a template is learned, under
+//! several session contexts and after a reload; every plan must equal the
+//! ordinary one exactly.
+
+use super::*;
+use crate::router::lex::{self, ValueKind};
+use crate::router::{clear_fast_path, fast_path_hits, fast_path_templates, set_fast_path};
+use crate::topology::SharedTopology;
+
+/// The contexts every statement is routed in (after the case's own).
+fn contexts(base: RouteContext, t: &Topology) -> Vec<RouteContext> {
+    let with_lex = |change: fn(&mut LexMode)| {
+        let mut ctx = base;
+        change(&mut ctx.lex);
+        ctx
+    };
+    let mut list = vec![
+        base,
+        with_lex(|l| l.no_backslash_escapes = true),
+        with_lex(|l| l.ansi_quotes = true),
+        with_lex(|l| l.charset = ClientCharset::AsciiTrail(TrailCharset::Gbk)),
+        with_lex(|l| l.server_version = 50744),
+    ];
+    let other_db = if base.current_db.is_some() {
+        None
+    } else {
+        t.parse_database("db03429")
+    };
+    list.push(RouteContext {
+        current_db: other_db,
+        ..base
+    });
+    list
+}
+
+/// The statement with one literal replaced by each of a few other values
+/// (other IDs of the same type and of others, edge values, strings), and
+/// with all replaced at once.
+fn variants(sql: &str, mode: &LexMode) -> Vec<String> {
+    let Ok(lexed) = lex::lex(sql.as_bytes(), mode, u64::MAX) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let replace = |range: &std::ops::Range<usize>, with: &str| {
+        format!("{}{with}{}", &sql[..range.start], &sql[range.end..])
+    };
+    for value in lexed.values.iter().take(4) {
+        let written = &sql[value.range.clone()];
+        let content = match value.kind {
+            ValueKind::Digits => written,
+            ValueKind::Quoted => &written[1..written.len() - 1],
+        };
+        let mut others: Vec<String> = vec![
+            "0".into(),
+            "1".into(),
+            "18446744073709551615".into(),
+            "99999999999999999999999".into(),
+            format!("00{content}"),
+        ];
+        if let Ok(raw) = content.parse::<u64>() {
+            if let Ok(decoded) = crate::id::ObjectId::decode(raw) {
+                for (shard, type_id, local) in [
+                    (0, decoded.type_id, 1),
+                    (4095, decoded.type_id, crate::id::MAX_LOCAL),
+                    (decoded.shard, decoded.type_id, decoded.local_id + 1),
+                    (decoded.shard ^ 1, decoded.type_id, decoded.local_id),
+                    (12, decoded.type_id, 9),
+                    (3429, decoded.type_id, 0),
+                    (decoded.shard, decoded.type_id % 3 + 1, decoded.local_id),
+                    (5000, decoded.type_id, 1),
+                ] {
+                    others.push(id(u64::from(shard), u64::from(type_id), local).to_string());
+                }
+            }
+        }
+        for other in others {
+            let with = match value.kind {
+                ValueKind::Digits if other.bytes().all(|b| b.is_ascii_digit()) => other,
+                ValueKind::Digits => continue,
+                ValueKind::Quoted => format!("'{other}'"),
+            };
+            out.push(replace(&value.range, &with));
+        }
+        if value.kind == ValueKind::Quoted {
+            out.push(replace(&value.range, "'x y'"));
+            out.push(replace(&value.range, "''"));
+        }
+    }
+    // Every literal at once: digits to another ID of the same shard.
+    let mut all = String::new();
+    let mut at = 0;
+    for value in &lexed.values {
+        all.push_str(&sql[at..value.range.start]);
+        all.push_str(match value.kind {
+            ValueKind::Digits => "241294492511762326",
+            ValueKind::Quoted => "'241294492511762326'",
+        });
+        at = value.range.end;
+    }
+    all.push_str(&sql[at..]);
+    out.push(all);
+    out
+}
+
+/// Routes `sql` with the fast path off, then on, and says how they differ.
+fn compare(sql: &str, topo: &Topology, ctx: &RouteContext) -> Option<String> {
+    set_fast_path(false);
+    let ordinary = route(sql, topo, ctx, &mut Fixed(3429));
+    set_fast_path(true);
+    let fast = route(sql, topo, ctx, &mut Fixed(3429));
+    (fast != ordinary)
+        .then(|| format!("{sql:?} in {ctx:?}\n  ordinary {ordinary:?}\n  fast     {fast:?}"))
+}
+
+/// Routes `sql` (a case of the tables, with its USE database) and its
+/// variants through both paths in every context, with the templates of
+/// the earlier contexts kept; then reloads the table and does it again.
+/// `thorough`: variants in every context (else in the case's own only).
+pub(super) fn equivalent(
+    t: &Topology,
+    sql: &str,
+    use_db: Option<&str>,
+    thorough: bool,
+) -> Option<String> {
+    let shared = SharedTopology::new(t.clone());
+    let base = RouteContext {
+        current_db: use_db.map(|db| t.parse_database(db).expect("test USE database")),
+        ..RouteContext::default()
+    };
+    clear_fast_path();
+    let mut failures = Vec::new();
+    for round in 0..2 {
+        let topo = shared.load();
+        for ctx in contexts(base, &topo) {
+            // Cold, seen, learned, warm.
+            for _ in 0..4 {
+                failures.extend(compare(sql, &topo, &ctx));
+            }
+            if (round == 0 && thorough) || ctx == base {
+                for variant in variants(sql, &ctx.lex) {
+                    failures.extend(compare(&variant, &topo, &ctx));
+                }
+            }
+        }
+        // A reload: the masters of the main fleet's ranges rotated, and
+        // pins of another type (its IDs of type 1 refused from then on).
+        let mut next = (*topo).clone();
+        if let Some(pins) = next.tables.get_mut("pins") {
+            pins.kind = crate::topology::TableKind::Object { type_id: 5 };
+        }
+        let masters: Vec<_> = next.fleets[0].ranges.iter().map(|r| r.master).collect();
+        for (range, master) in next.fleets[0]
+            .ranges
+            .iter_mut()
+            .zip(masters.iter().cycle().skip(1))
+        {
+            range.master = *master;
+        }
+        shared.store(next);
+    }
+    set_fast_path(true);
+    (!failures.is_empty()).then(|| failures.join("\n"))
+}
+
+/// Statements of one shape whose literals mean different things, each
+/// routed (with variants) after its look-alikes taught the cache.
+#[test]
+fn look_alike_statements_never_share_a_wrong_template() {
+    let t = topo();
+    let pin = PIN.to_string();
+    let far = PIN_FAR.to_string();
+    let board = BOARD.to_string();
+    let email = "a@b.c";
+    let statements = [
+        format!("SELECT data FROM pins WHERE id = {pin}"),
+        format!("SELECT data FROM pins WHERE id = '{pin}'"),
+        format!("SELECT data FROM pins WHERE id = \"{pin}\""),
+        format!("SELECT data FROM pins WHERE id = _utf8mb4'{pin}'"),
+        format!("SELECT data FROM pins WHERE id = _latin1'{pin}'"),
+        format!("SELECT data FROM pins WHERE id = N'{pin}'"),
+        format!("SELECT data FROM pins WHERE id = -{pin}"),
+        format!("SELECT data FROM pins WHERE id = +{pin}"),
+        format!("SELECT data FROM pins WHERE id = {pin}.0"),
+        format!("SELECT data FROM pins WHERE id = {pin}e0"),
+        "SELECT data FROM pins WHERE id = 1e3".to_owned(),
+        "SELECT data FROM pins WHERE id = 0x3593".to_owned(),
+        "SELECT data FROM pins WHERE id = X'3593'".to_owned(),
+        "SELECT data FROM pins WHERE id = b'1011'".to_owned(),
+        "SELECT data FROM pins WHERE id = 0b1011".to_owned(),
+        format!("SELECT data FROM pins WHERE id = {pin} /* {far} */"),
+        format!("SELECT data FROM pins WHERE id = /*!{far} */ {pin}"),
+        format!("SELECT data FROM pins WHERE id = /*!50744 {far} + */ {pin}"),
+        format!("SELECT data FROM pins WHERE id = /*M!100000 {far} + */ {pin}"),
+        format!("SELECT /*+ SHARD(12) */ data FROM pins WHERE id = {pin}"),
+        format!("SELECT data FROM pins WHERE id = {pin} -- {far}"),
+        format!("SELECT data FROM pins WHERE id = {pin} # {far}"),
+        format!("SELECT data FROM pins WHERE id IN ({pin})"),
+        format!("SELECT data FROM pins WHERE id IN ({pin}, {far})"),
+        format!("SELECT data FROM pins WHERE id IN ({pin}, {pin})"),
+        format!("SELECT data FROM pins WHERE id = {pin} OR id = {far}"),
+        format!("SELECT data FROM pins WHERE id = {pin} AND id = {far}"),
+        format!("SELECT data FROM pins WHERE id = {pin} LIMIT 5"),
+        format!("SELECT data FROM pins WHERE id = {pin} AND data = '{far}'"),
+        format!("SELECT data FROM pins WHERE id = {pin} AND data = 'it''s'"),
+        format!("SELECT data FROM pins WHERE id = {pin} AND data = 'back\\\\slash'"),
+        format!("SELECT data FROM pins WHERE id = {pin} AND data = 'caf\u{e9}'"),
+        format!("SELECT data FROM pins WHERE id = {pin} AND data = _binary'{far}'"),
+        format!("SELECT id, data FROM pins WHERE id = {pin}"),
+        format!("SELECT * FROM pins WHERE id = {pin}"),
+        format!("SELECT data FROM pins WHERE id = {pin} FOR UPDATE"),
+        format!("SELECT data FROM pins WHERE id = {board}"),
+        format!("SELECT data FROM boards WHERE id = {board}"),
+        format!("SELECT data FROM db03429.pins WHERE id = {pin}"),
+        "SELECT data FROM db03429.pins WHERE local_id = 5".to_owned(),
+        format!("SELECT pin_id FROM board_pins WHERE board_id = {board}"),
+        format!("SELECT user_id FROM user_by_email WHERE email = '{email}'"),
+        format!("SELECT user_id FROM user_by_email WHERE email = 'x{email}'"),
+        "SELECT user_id FROM user_by_email WHERE email = 1234".to_owned(),
+        format!("UPDATE pins SET data = 'x' WHERE id = {pin}"),
+        format!("UPDATE pins SET data = {far} WHERE id = {pin}"),
+        format!("DELETE FROM pins WHERE id = {pin}"),
+        format!("INSERT INTO pins (id, data) VALUES ({pin}, 'x')"),
+        "INSERT INTO pins (data) VALUES ('x')".to_owned(),
+        format!("SELECT data FROM pins WHERE id = {pin} AND @1 = 1"),
+        format!("SELECT data FROM pins WHERE id = LAST_INSERT_ID() + {pin}"),
+        format!("SELECT data, LAST_INSERT_ID() FROM pins WHERE id = {pin}"),
+        format!("SELECT data, CONNECTION_ID() FROM pins WHERE id = {pin}"),
+        format!("SELECT data FROM pins WHERE id = {pin};"),
+        format!("SELECT data FROM pins WHERE id = {pin}; SELECT 1"),
+        format!("select data from pins where id = {pin}"),
+        format!("SELECT data FROM pins WHERE id={pin}"),
+        format!("SELECT data FROM pins WHERE `id` = {pin}"),
+        format!("SELECT data FROM pins WHERE \"id\" = {pin}"),
+        format!("SELECT data FROM pins p WHERE p.id = {pin}"),
+        format!("SELECT data FROM pins WHERE id = {pin} AND ts > '2020-01-01'"),
+        format!("SELECT data FROM pins WHERE id = {pin} AND ts > DATE '2020-01-01'"),
+        format!("SELECT data FROM pins WHERE id = {pin} AND ts > INTERVAL '1' DAY + ts"),
+        format!("SELECT data AS '{far}' FROM pins WHERE id = {pin}"),
+        format!("SELECT '{far}' '{pin}' FROM pins WHERE id = {pin}"),
+        format!("SELECT data FROM pins WHERE id = {pin} AND data LIKE 'a%' ESCAPE '!'"),
+        format!("DO NEXTVAL(s) + {pin}"),
+        "SELECT 1".to_owned(),
+        format!("SELECT {pin}"),
+    ];
+    let mut failures = Vec::new();
+    for use_db in [None, Some("db03429"), Some("db00012")] {
+        for sql in &statements {
+            failures.extend(equivalent(&t, sql, use_db, true));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The fast path is used: a point lookup learned on its second sighting is
+/// planned from its template for other IDs, and its plan is the ordinary
+/// one; its digest is the statement's.
+#[test]
+fn point_lookups_are_filled_from_a_template() {
+    let shared = SharedTopology::new(topo());
+    let topo = shared.load();
+    let ctx = RouteContext::default();
+    clear_fast_path();
+    let sql = |id: u64| format!("SELECT data FROM pins WHERE id = {id}");
+    for _ in 0..2 {
+        let _ = route(&sql(PIN), &topo, &ctx, &mut Fixed(0));
+    }
+    assert_eq!(fast_path_templates(), 1);
+    let before = fast_path_hits();
+    for (shard, local) in [(0, 1), (12, 9), (4095, 123_456_789), (3429, 7_075_733)] {
+        let text = sql(id(shard, 1, local));
+        let fast = route(&text, &topo, &ctx, &mut Fixed(0));
+        set_fast_path(false);
+        let ordinary = route(&text, &topo, &ctx, &mut Fixed(0));
+        set_fast_path(true);
+        assert_eq!(fast, ordinary, "{text}");
+        let Plan::Shard(query) = fast else {
+            panic!("one shard: {fast:?}")
+        };
+        assert_eq!(u64::from(query.target.shard), shard);
+        assert_eq!(
+            query.sql,
+            format!("SELECT data FROM db{shard:05}.pins WHERE local_id = {local}")
+        );
+        let bytes = bytes::Bytes::from(text.clone());
+        let (_, digest) = crate::router::route_digested(&bytes, &topo, &ctx, &mut Fixed(0));
+        assert_eq!(digest, Some(statement_digest(text.as_bytes(), &ctx).0));
+    }
+    assert_eq!(
+        fast_path_hits() - before,
+        8,
+        "every lookup after learning hits"
+    );
+    // An ID of another type, or a bad one, takes the ordinary route.
+    for text in [sql(BOARD), sql(u64::MAX), sql(id(5000, 1, 1))] {
+        let plan = route(&text, &topo, &ctx, &mut Fixed(0));
+        assert!(
+            matches!(plan, Plan::Reject(RouteError::BadId { .. })),
+            "{plan:?}"
+        );
+    }
+}
+
+/// Without an identity (a table never stored in a [`SharedTopology`]) no
+/// template is made: such a table may still change.
+#[test]
+fn tables_without_identity_are_never_templated() {
+    let t = topo();
+    clear_fast_path();
+    for _ in 0..4 {
+        let _ = route(
+            &format!("SELECT data FROM pins WHERE id = {PIN}"),
+            &t,
+            &RouteContext::default(),
+            &mut Fixed(0),
+        );
+    }
+    assert_eq!(fast_path_templates(), 0);
+}
+
+/// Counts this thread's allocations (every test thread's own), for
+/// [`a_point_lookup_from_its_template_allocates_three_times`].
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// The system allocator, counting allocations and reallocations.
+    pub(super) struct Counting;
+
+    fn count() {
+        // `try_with`: a thread being torn down has no counter any more.
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+    }
+
+    // SAFETY: every call is forwarded to `System` unchanged.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            count();
+            System.alloc(layout)
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            count();
+            System.alloc_zeroed(layout)
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            System.dealloc(ptr, layout);
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            count();
+            System.realloc(ptr, layout, new_size)
+        }
+    }
+
+    /// Allocations made on this thread so far.
+    pub(super) fn allocations() -> u64 {
+        ALLOCATIONS.with(Cell::get)
+    }
+}
+
+#[global_allocator]
+static COUNTING: counting::Counting = counting::Counting;
+
+/// Most allocations of a point lookup routed from its template: the
+/// lexer's statement and literal lists, and the text sent.
+const POINT_LOOKUP_ALLOCATIONS: u64 = 3;
+
+#[test]
+fn a_point_lookup_from_its_template_allocates_three_times() {
+    let shared = SharedTopology::new(topo());
+    let topo = shared.load();
+    let ctx = RouteContext::default();
+    let sql: Vec<String> = (0..8)
+        .map(|i| format!("SELECT data FROM pins WHERE id = {}", id(i * 500, 1, i + 1)))
+        .collect();
+    clear_fast_path();
+    for text in sql.iter().chain(&sql) {
+        let _ = route(text, &topo, &ctx, &mut Fixed(0));
+    }
+    let hits = fast_path_hits();
+    let before = counting::allocations();
+    let plans: Vec<Plan> = sql
+        .iter()
+        .map(|text| route(text, &topo, &ctx, &mut Fixed(0)))
+        .collect();
+    let made = counting::allocations() - before - 1; // `plans` itself
+    assert_eq!(fast_path_hits() - hits, 8);
+    assert!(plans.iter().all(|p| matches!(p, Plan::Shard(_))));
+    assert!(
+        made <= POINT_LOOKUP_ALLOCATIONS * 8,
+        "{made} allocations for 8 point lookups, over {POINT_LOOKUP_ALLOCATIONS} each"
+    );
+}
