@@ -66,6 +66,14 @@ pub(super) fn compare_values(
     if is_numeric(column.column_type) {
         return compare_numbers(a, b, column.column_type);
     }
+    if matches!(
+        column.column_type,
+        ColumnType::MYSQL_TYPE_TIME | ColumnType::MYSQL_TYPE_TIME2
+    ) {
+        if let (Some(x), Some(y)) = (time_text_micros(a), time_text_micros(b)) {
+            return x.cmp(&y);
+        }
+    }
     match column.charset {
         BINARY | UTF8MB4_NOPAD_BIN | UTF8MB3_NOPAD_BIN => a.cmp(b),
         UTF8MB4_BIN | UTF8MB3_BIN | ASCII_BIN => pad_space_cmp(a.iter(), b.iter(), &b' '),
@@ -74,6 +82,37 @@ pub(super) fn compare_values(
         }
         _ => pad_space_cmp(fold_general_ci(a), fold_general_ci(b), ' '),
     }
+}
+
+/// A TIME value as the text protocol writes it (`[-]H+:MM:SS[.ffffff]`,
+/// the hours of any width) in microseconds, or `None` for other text.
+/// Its bytes do not order by value: `-003:00:00` < `-001:00:00` and
+/// `100:00:00` > `99:00:00`.
+fn time_text_micros(text: &[u8]) -> Option<i128> {
+    let (negative, text) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    let text = std::str::from_utf8(text).ok()?;
+    let (clock, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let mut fields = clock.split(':');
+    let mut field = || -> Option<i128> {
+        let digits = fields.next()?;
+        if digits.is_empty() || !digits.bytes().all(|d| d.is_ascii_digit()) || digits.len() > 12 {
+            return None;
+        }
+        digits.parse().ok()
+    };
+    let (hours, minutes, seconds) = (field()?, field()?, field()?);
+    if fields.next().is_some()
+        || fraction.len() > 6
+        || !fraction.bytes().all(|d| d.is_ascii_digit())
+    {
+        return None;
+    }
+    let micros = format!("{fraction:0<6}").parse::<i128>().ok()?;
+    let value = ((hours * 60 + minutes) * 60 + seconds) * 1_000_000 + micros;
+    Some(if negative { -value } else { value })
 }
 
 /// Compares two sequences as a PAD SPACE collation does: the shorter as if

@@ -467,3 +467,17 @@ fn binary_values_order_and_add_by_their_value() {
         ]]
     );
 }
+
+#[test]
+fn time_text_compares_by_its_value() {
+    let time = ColumnInfo::new(ColumnType::MYSQL_TYPE_TIME, ColumnFlags::empty());
+    let cmp = |a: &str, b: &str| compare_values(&v(a), &v(b), &time, RowFormat::Text);
+    assert_eq!(cmp("-003:00:07.5", "-001:00:04.5"), Ordering::Less);
+    assert_eq!(cmp("-00:00:01", "00:00:00"), Ordering::Less);
+    assert_eq!(cmp("100:00:00", "99:59:59"), Ordering::Greater);
+    assert_eq!(cmp("838:59:59", "-838:59:59"), Ordering::Greater);
+    assert_eq!(cmp("01:00:00.5", "01:00:00.25"), Ordering::Greater);
+    assert_eq!(cmp("01:00:00.50", "01:00:00.5"), Ordering::Equal);
+    assert_eq!(cmp("-00:00:00.1", "-00:00:00.2"), Ordering::Greater);
+    assert_eq!(cmp("10:00:00", "09:00:00"), Ordering::Greater);
+}

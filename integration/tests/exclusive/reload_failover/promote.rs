@@ -6,9 +6,22 @@ use super::*;
 #[tokio::test]
 async fn refused_promotions_change_nothing() {
     let _serial = serial().await;
-    let yaml = base_yaml().replace(
-        "      - { range: [0, 4095], master: 127.0.0.1:3310 }\n",
-        "      - { range: [0, 4095], master: 127.0.0.1:3310, replica: 127.0.0.1:1 }\n",
+    // Every fleet on 3310 (mod, photos) gets the dead replica, so the
+    // promotion of 3310 reaches it.
+    let yaml = base_yaml()
+        .replace(
+            "      - { range: [0, 4095], master: 127.0.0.1:3310 }\n",
+            "      - { range: [0, 4095], master: 127.0.0.1:3310, replica: 127.0.0.1:1 }\n",
+        )
+        .replace(
+            "      - { range: [0, 15], master: 127.0.0.1:3310 }\n",
+            "      - { range: [0, 15], master: 127.0.0.1:3310, replica: 127.0.0.1:1 }\n",
+        );
+    assert_eq!(
+        yaml.matches("master: 127.0.0.1:3310, replica: 127.0.0.1:1")
+            .count(),
+        yaml.matches("master: 127.0.0.1:3310").count(),
+        "a fleet on 3310 kept no replica:\n{yaml}"
     );
     let proxy = start_server("reload-d", &yaml);
     let engine = proxy.engine.clone();

@@ -243,3 +243,52 @@ async fn multi_shard_prepared_group_by_merges_binary_aggregates() {
         assert_eq!(row[4], min_t, "{sql}");
     }
 }
+
+/// The text protocol's multi-shard merge orders TIME by value too: the
+/// text of negative times (`-04:00:09.0` < `-00:00:03.0`) and of times past
+/// 99 hours does not order by its bytes.
+#[tokio::test]
+async fn multi_shard_text_reads_order_time_by_its_value() {
+    let tag = unique_tag();
+    let mut conn = client().await;
+    let ids = seed(&mut conn, &tag).await;
+    let literal_ids = ids
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let time = |k: &str| format!("CAST(SEC_TO_TIME({k} * -3601.5 + 7200) AS TIME(1))");
+    let k = "CAST(SUBSTRING_INDEX(data, ':', -1) AS SIGNED)";
+    // The server's own order and extremes of the same six values.
+    let mut direct = common::direct(3307).await;
+    let expected: Vec<String> = direct
+        .query(format!(
+            "SELECT {} AS t FROM db00012.seq_1_to_6 ORDER BY t",
+            time("seq")
+        ))
+        .await
+        .expect("direct ORDER BY");
+    let expected_extremes: Vec<(String, String)> = direct
+        .query(format!(
+            "SELECT MIN({0}), MAX({0}) FROM db00012.seq_1_to_6",
+            time("seq")
+        ))
+        .await
+        .expect("direct MIN/MAX");
+    assert!(expected[0].starts_with('-'), "{expected:?}");
+
+    let sql = format!(
+        "SELECT {} AS t FROM pins WHERE id IN ({}) ORDER BY t",
+        time(k),
+        literal_ids
+    );
+    let got: Vec<String> = conn.query(&sql).await.expect("ORDER BY through the proxy");
+    assert_eq!(got, expected, "{sql}");
+    let sql = format!(
+        "SELECT MIN({0}), MAX({0}) FROM pins WHERE id IN ({1})",
+        time(k),
+        literal_ids
+    );
+    let got: Vec<(String, String)> = conn.query(&sql).await.expect("MIN/MAX through the proxy");
+    assert_eq!(got, expected_extremes, "{sql}");
+}
