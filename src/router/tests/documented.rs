@@ -108,20 +108,10 @@ fn examples(page: &str) -> Vec<(String, Option<String>, String)> {
 /// with the columns of `pins`, `boards` and `users` known.
 fn example_topology() -> Topology {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/shardgate.yaml");
-    let mut topology = match Topology::load(&path) {
-        Ok(topology) => topology,
+    match Topology::load(&path) {
+        Ok(topology) => with_object_columns(topology),
         Err(e) => panic!("{}: {e}", path.display()),
-    };
-    let mut columns = TableColumns::default();
-    for table in ["pins", "boards", "users"] {
-        columns.insert(
-            "main",
-            table,
-            vec!["local_id".into(), "data".into(), "ts".into()],
-        );
     }
-    topology.columns = Arc::new(SharedColumns::with(columns));
-    topology
 }
 
 #[test]

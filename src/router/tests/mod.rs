@@ -50,7 +50,12 @@ fn topo() -> Topology {
         yaml.contains("note: 4") && yaml.contains(CLOSED_FLEET),
         "SPEC_YAML no longer has the shape this extends:\n{yaml}"
     );
-    let mut topology = load(&yaml);
+    with_object_columns(load(&yaml))
+}
+
+/// `topology` with the columns of `pins`, `boards` and `users` of fleet
+/// `main` known (`local_id, data, ts`), as the proxy reads them at start.
+fn with_object_columns(mut topology: Topology) -> Topology {
     let mut columns = TableColumns::default();
     for table in ["pins", "boards", "users"] {
         columns.insert(
