@@ -696,6 +696,56 @@ def check_session_settings(env, drv):
         s.close()
 
 
+# Fleet photos of config/shardgate.yaml: Instagram's layout (time_ms bits
+# 63-23 since this epoch, shard bits 22-10, a per-shard sequence bits 9-0),
+# 16 shards dbp0000..dbp0015 on the mod host.
+PHOTOS_EPOCH_MS = 1767225600000
+PHOTOS_SHARDS = 16
+
+
+def decode_photo_id(gid):
+    return {"time_ms": gid >> 23, "shard": (gid >> 10) & ((1 << 13) - 1), "sequence": gid & 1023}
+
+
+def check_time_layout_ids(env, drv):
+    """The server mints a time-sortable id at INSERT into fleet photos: the
+    driver's lastrowid is that id, it is stored in the row on its shard's
+    host, it routes back, and one session's ids increase."""
+    s = Session(env, drv)
+    try:
+        shard = env.rng.randrange(0, PHOTOS_SHARDS)
+        since = int(time.time() * 1000) - PHOTOS_EPOCH_MS - 1000
+        ids = []
+        for n in range(5):
+            data = marker(env, f"photo-{shard}-{n}")
+            gid = s.insert("photos", shard, data)
+            got = decode_photo_id(gid)
+            until = int(time.time() * 1000) - PHOTOS_EPOCH_MS + 1000
+            expect_eq(got["shard"], shard, f"shard field of minted id {gid}")
+            expect(since <= got["time_ms"] <= until,
+                   f"time field of minted id {gid}: {got['time_ms']} ms since the epoch, not within "
+                   f"[{since}, {until}]")
+            expect_eq(int(s.one("SELECT LAST_INSERT_ID()")[0]), gid, "SELECT LAST_INSERT_ID() after the insert")
+            s.commit()
+            row = s.one("SELECT id, data FROM photos WHERE id = %s", [gid])
+            expect_eq((int(row[0]), as_text(row[1])), (gid, data), f"SELECT id, data FROM photos WHERE id = {gid}")
+            stored = on_host(env, drv, env.mod_host, f"SELECT data FROM dbp{shard:04d}.photos WHERE id = %s", [gid])
+            expect_eq([as_text(r[0]) for r in stored], [data], f"row {gid} in dbp{shard:04d}.photos on {env.mod_host}")
+            ids.append(gid)
+        expect_eq(ids, sorted(set(ids)), "one session's minted ids on one shard, in insert order")
+        # A hint-less INSERT goes to a shard of the open range and comes back by its id.
+        data = marker(env, "photo-open")
+        cur = s.run("INSERT INTO photos (data) VALUES (%s)", [data])
+        gid = int(cur.lastrowid)
+        cur.close()
+        s.commit()
+        expect(decode_photo_id(gid)["shard"] < PHOTOS_SHARDS, f"shard of hint-less photo {gid}")
+        expect_eq(as_text(s.one("SELECT data FROM photos WHERE id = %s", [gid])[0]), data,
+                  f"the hint-less photo {gid} read back by its id")
+    finally:
+        s.close()
+
+
 COMMON_CHECKS = [
     ("connect_utf8mb4", check_connect_utf8mb4),
     ("insert_by_hint_and_read_back", check_insert_by_hint_and_read_back),
@@ -708,6 +758,7 @@ COMMON_CHECKS = [
     ("warnings", check_warnings),
     ("use_shard_database", check_use_shard_database),
     ("session_settings", check_session_settings),
+    ("time_layout_ids", check_time_layout_ids),
 ]
 
 

@@ -161,12 +161,12 @@ async fn minted_ids_are_time_sortable_and_route_back_to_their_rows() {
     cleanup(&tag).await;
 }
 
-/// 16 sessions inserting concurrently on one shard: no two IDs are equal
+/// 16 sessions x 10,000 inserts concurrently on one shard: no two IDs are equal
 /// and each session's IDs increase.
 #[tokio::test]
 async fn concurrent_inserts_on_one_shard_never_collide() {
     const SESSIONS: usize = 16;
-    const PER_SESSION: usize = 1_000;
+    const PER_SESSION: usize = 10_000;
     let tag = format!("time-ids-burst-{}", std::process::id());
     let started = Instant::now();
     let mut tasks = Vec::new();
