@@ -424,24 +424,17 @@ impl IdLayout {
 mod tests {
     use super::*;
 
+    /// A field of a test layout.
+    fn field(name: FieldName, shift: u32, bits: u32) -> Field {
+        Field { name, shift, bits }
+    }
+
     fn instagram() -> IdLayout {
         IdLayout::new(
             [
-                Field {
-                    name: FieldName::TimeMs,
-                    shift: 23,
-                    bits: 40,
-                },
-                Field {
-                    name: FieldName::Shard,
-                    shift: 10,
-                    bits: 13,
-                },
-                Field {
-                    name: FieldName::Sequence,
-                    shift: 0,
-                    bits: 10,
-                },
+                field(FieldName::TimeMs, 23, 40),
+                field(FieldName::Shard, 10, 13),
+                field(FieldName::Sequence, 0, 10),
             ],
             1_767_225_600_000,
         )
@@ -542,21 +535,9 @@ mod tests {
     fn layout_checks() {
         let wide = IdLayout::new(
             [
-                Field {
-                    name: FieldName::TimeMs,
-                    shift: 23,
-                    bits: 41,
-                },
-                Field {
-                    name: FieldName::Shard,
-                    shift: 10,
-                    bits: 13,
-                },
-                Field {
-                    name: FieldName::Sequence,
-                    shift: 0,
-                    bits: 10,
-                },
+                field(FieldName::TimeMs, 23, 41),
+                field(FieldName::Shard, 10, 13),
+                field(FieldName::Sequence, 0, 10),
             ],
             0,
         );
@@ -566,21 +547,9 @@ mod tests {
         );
         let overlap = IdLayout::new(
             [
-                Field {
-                    name: FieldName::TimeMs,
-                    shift: 20,
-                    bits: 40,
-                },
-                Field {
-                    name: FieldName::Shard,
-                    shift: 10,
-                    bits: 13,
-                },
-                Field {
-                    name: FieldName::Sequence,
-                    shift: 0,
-                    bits: 10,
-                },
+                field(FieldName::TimeMs, 20, 40),
+                field(FieldName::Shard, 10, 13),
+                field(FieldName::Sequence, 0, 10),
             ],
             0,
         );
@@ -594,21 +563,9 @@ mod tests {
         );
         let missing = IdLayout::new(
             [
-                Field {
-                    name: FieldName::TimeMs,
-                    shift: 23,
-                    bits: 40,
-                },
-                Field {
-                    name: FieldName::Shard,
-                    shift: 10,
-                    bits: 13,
-                },
-                Field {
-                    name: FieldName::Local,
-                    shift: 0,
-                    bits: 10,
-                },
+                field(FieldName::TimeMs, 23, 40),
+                field(FieldName::Shard, 10, 13),
+                field(FieldName::Local, 0, 10),
             ],
             0,
         );
@@ -629,21 +586,9 @@ mod tests {
         );
         let zero = IdLayout::new(
             [
-                Field {
-                    name: FieldName::Shard,
-                    shift: 40,
-                    bits: 0,
-                },
-                Field {
-                    name: FieldName::Type,
-                    shift: 36,
-                    bits: 4,
-                },
-                Field {
-                    name: FieldName::Local,
-                    shift: 0,
-                    bits: 36,
-                },
+                field(FieldName::Shard, 40, 0),
+                field(FieldName::Type, 36, 4),
+                field(FieldName::Local, 0, 36),
             ],
             0,
         );
