@@ -17,6 +17,7 @@ pub mod readiness;
 pub mod reload;
 pub mod replica;
 pub mod shutdown;
+pub mod split;
 pub mod status;
 pub mod zookeeper;
 
@@ -51,6 +52,8 @@ pub struct Control {
     pub zookeeper: Option<Arc<ZooKeeper>>,
     /// The fleet-wide pause records this proxy applied to its gate.
     pub followed: pause::Followed,
+    /// The splits `SPLIT SHARDS` started on this proxy (`SHOW SPLITS`).
+    pub splits: split::Splits,
 }
 
 impl Control {
@@ -161,6 +164,7 @@ impl Control {
             process: Process::default(),
             zookeeper: None,
             followed: pause::Followed::default(),
+            splits: split::Splits::default(),
         }
     }
 
