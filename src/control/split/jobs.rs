@@ -96,14 +96,6 @@ impl Splits {
             .collect()
     }
 
-    /// The running job, if any.
-    fn running(&self) -> Option<SplitJob> {
-        lock(&self.jobs)
-            .iter()
-            .find(|job| job.state == JobState::Running)
-            .cloned()
-    }
-
     fn update(&self, id: u64, change: impl FnOnce(&mut SplitJob)) {
         if let Some(job) = lock(&self.jobs).iter_mut().find(|job| job.id == id) {
             change(job);
@@ -220,7 +212,9 @@ pub async fn start(
         user: user.to_owned(),
     };
     let opened = match open(&place, &request).await {
-        Ok(opened) => check_resume(&opened, &options).map(|()| opened),
+        Ok(opened) => check_resume(&opened, &options)
+            .and_then(|()| check_plan(&opened, &request))
+            .map(|()| opened),
         Err(e) => Err(e),
     };
     let opened = match opened {
@@ -264,9 +258,19 @@ pub async fn start(
         .ok_or_else(|| DriverError::Failed(format!("split {id} vanished")))
 }
 
-impl Splits {
-    /// Whether a split runs on this proxy now.
-    pub fn is_running(&self) -> bool {
-        self.running().is_some()
+/// A new split's range, fleet and target checked against the config, so
+/// that a bad argument is refused now rather than by the job.
+fn check_plan(opened: &super::Opened, request: &SplitRequest) -> Result<(), DriverError> {
+    if opened.recorded.is_some() {
+        return Ok(());
     }
+    crate::ops::split::plan(
+        &opened.topology,
+        Some(&opened.fleet),
+        request.first,
+        request.last,
+        &request.target,
+    )
+    .map(|_| ())
+    .map_err(|e| DriverError::Refused(e.to_string()))
 }
