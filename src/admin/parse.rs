@@ -48,7 +48,8 @@ pub const VERIFY_FLEET: &str = "VERIFY FLEET";
 pub const VERIFY_SHARDS_ROWS: &str =
     "VERIFY SHARDS <a>-<b> [IN <fleet>] ROWS AGAINST <host:port> [MAX <n> ROWS PER SECOND]";
 /// `SPLIT SHARDS`.
-pub const SPLIT_SHARDS: &str = "SPLIT SHARDS <a>-<b> [IN <fleet>] TO <host:port> [DRY RUN] [RESUME] \
+pub const SPLIT_SHARDS: &str =
+    "SPLIT SHARDS <a>-<b> [IN <fleet>] TO <host:port> [DRY RUN] [RESUME] \
      [MAX <n> ROWS PER SECOND] [KEEP MOVED] [GRACE <n> SECONDS] [STOP AFTER <phase>]";
 /// `SHOW SPLITS`.
 pub const SHOW_SPLITS: &str = "SHOW SPLITS";
@@ -811,7 +812,10 @@ fn parse_move(rest: &[Token]) -> Result<Command, ParseError> {
 fn parse_split(rest: &[Token]) -> Result<SplitCommand, ParseError> {
     let form = SPLIT_SHARDS;
     let Some(to) = rest.iter().position(|t| t.is("TO")) else {
-        return Err(bad(form, "SPLIT SHARDS needs TO and the new master's host:port"));
+        return Err(bad(
+            form,
+            "SPLIT SHARDS needs TO and the new master's host:port",
+        ));
     };
     let range = parse_range(&rest[..to], form)?;
     let Some(target) = rest.get(to + 1) else {
@@ -824,7 +828,9 @@ fn parse_split(rest: &[Token]) -> Result<SplitCommand, ParseError> {
     if !port_ok {
         return Err(bad(
             form,
-            format!("TO needs the new master as host:port (an empty MariaDB server), not '{target}'"),
+            format!(
+                "TO needs the new master as host:port (an empty MariaDB server), not '{target}'"
+            ),
         ));
     }
     let mut split = SplitCommand {

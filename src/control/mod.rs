@@ -1,8 +1,10 @@
 //! The control plane: what changes the running proxy's routing rather than
 //! serving statements. Hot reload of the config file and its watchers
 //! ([`reload`]), `PROMOTE REPLICA` and automatic failover on the health
-//! checker's host events ([`failover`]), and the PAUSE/RESUME SHARDS
-//! operations on the statement path's pause gate ([`pause`]).
+//! checker's host events ([`failover`]), the PAUSE/RESUME SHARDS
+//! operations on the statement path's pause gate ([`pause`]), the
+//! cutover of `MOVE SHARDS` ([`cutover`]) and the phase driver of a shard
+//! split ([`split`]).
 //!
 //! [`Control`] holds what the control plane adds to the engine: the config
 //! source (a file, or a znode with its ZooKeeper session: [`zookeeper`]),

@@ -105,7 +105,7 @@ async fn empty_scratch() {
 /// again.
 pub(super) struct Scratch {
     test: &'static str,
-    location: ZkLocation,
+    pub(super) location: ZkLocation,
 }
 
 impl Scratch {
@@ -141,7 +141,7 @@ impl Scratch {
 
     /// The phase in the split's state record (a znode beside the
     /// document), `none` without one.
-    async fn phase(&self) -> String {
+    pub(super) async fn phase(&self) -> String {
         let bytes = shardgate::control::zookeeper::read_split_record(&self.location, "split-8-15")
             .await
             .expect("read the state record")
@@ -162,7 +162,7 @@ impl Scratch {
     }
 
     /// Who the document says is the master of `shard`.
-    async fn master_of(&self, shard: u32) -> String {
+    pub(super) async fn master_of(&self, shard: u32) -> String {
         let document = shardgate::control::zookeeper::get(&self.location)
             .await
             .expect("read the document");

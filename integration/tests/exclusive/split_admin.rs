@@ -4,7 +4,10 @@
 //! cutting over through that proxy's `MOVE SHARDS`. The scratch fleet of
 //! `split` (16 databases on 127.0.0.1:3312, split 8-15 to the spare
 //! 3311), emptied again when each test ends. Run under the fleet lock:
-//! `cargo test --test exclusive split_admin::`.
+//! `cargo test --test exclusive split_admin::`. One test runs
+//! `SPLIT SHARDS` on a ZooKeeper-sourced `shardgate serve`: the state
+//! record is the znode beside the document and the cutover the fleet-wide
+//! move.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -15,10 +18,11 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 
 use super::split::{
-    database, databases_on, moved, replicates, rows_before, rows_on, yaml, Scratch, SHARDS,
-    SOURCE, SOURCE_PORT, TARGET, TARGET_PORT,
+    database, databases_on, moved, replicates, rows_before, rows_on, yaml, Scratch, SHARDS, SOURCE,
+    SOURCE_PORT, TARGET, TARGET_PORT,
 };
 use crate::common::file_serve::FileServe;
+use crate::common::zk_serve::ServeProcess;
 use crate::common::{
     connect_to, decode, insert_pin, pin_id, serial, server_error, APP_PASSWORD, APP_USER,
 };
@@ -93,8 +97,16 @@ fn master_in(config: &Path, shard: u32) -> String {
 async fn assert_split_done(proxy: &Proxy, expected: &[BTreeSet<(u64, String)>]) {
     let range: BTreeSet<String> = moved().map(database).collect();
     let rest: BTreeSet<String> = (0..8).map(database).collect();
-    assert_eq!(databases_on(TARGET_PORT).await, range, "the target holds the moved databases");
-    assert_eq!(databases_on(SOURCE_PORT).await, rest, "the source keeps 0-7 only");
+    assert_eq!(
+        databases_on(TARGET_PORT).await,
+        range,
+        "the target holds the moved databases"
+    );
+    assert_eq!(
+        databases_on(SOURCE_PORT).await,
+        rest,
+        "the source keeps 0-7 only"
+    );
     for shard in moved() {
         assert_eq!(
             rows_on(TARGET_PORT, shard).await,
@@ -103,7 +115,10 @@ async fn assert_split_done(proxy: &Proxy, expected: &[BTreeSet<(u64, String)>]) 
             database(shard)
         );
     }
-    assert!(!replicates(TARGET_PORT).await, "the target no longer replicates");
+    assert!(
+        !replicates(TARGET_PORT).await,
+        "the target no longer replicates"
+    );
     assert_eq!(proxy.master_in_file(8), TARGET);
     assert_eq!(proxy.master_in_file(15), TARGET);
     assert_eq!(proxy.master_in_file(7), SOURCE);
@@ -114,7 +129,10 @@ async fn assert_split_done(proxy: &Proxy, expected: &[BTreeSet<(u64, String)>]) 
     let mut app = proxy.app().await;
     let (local, data) = expected[9].iter().next().expect("shard 9 has rows").clone();
     let read: Option<String> = app
-        .query_first(format!("SELECT data FROM pins WHERE id = {}", pin_id(9, local)))
+        .query_first(format!(
+            "SELECT data FROM pins WHERE id = {}",
+            pin_id(9, local)
+        ))
         .await
         .expect("read a moved row through the proxy");
     assert_eq!(read, Some(data), "shard 9's row through the proxy");
@@ -127,7 +145,10 @@ async fn assert_split_done(proxy: &Proxy, expected: &[BTreeSet<(u64, String)>]) 
     );
     let (local, data) = expected[3].iter().next().expect("shard 3 has rows").clone();
     let read: Option<String> = app
-        .query_first(format!("SELECT data FROM pins WHERE id = {}", pin_id(3, local)))
+        .query_first(format!(
+            "SELECT data FROM pins WHERE id = {}",
+            pin_id(3, local)
+        ))
         .await
         .expect("read a kept row through the proxy");
     assert_eq!(read, Some(data), "shard 3's row through the proxy");
@@ -161,6 +182,31 @@ fn cell<'r>(row: &'r [(String, String)], column: &str) -> &'r str {
         .map_or("", |(_, value)| value.as_str())
 }
 
+/// Polls `SHOW SPLITS` until its one split ends: the phases seen, the copy
+/// progress seen (a `copy` row whose progress counts databases), the last
+/// row.
+async fn follow(
+    admin: &mut Conn,
+    started: Instant,
+) -> (BTreeSet<String>, Option<String>, Vec<(String, String)>) {
+    let mut phases_seen = BTreeSet::new();
+    let mut copy_progress = None;
+    loop {
+        let rows = show_splits(admin).await;
+        assert_eq!(rows.len(), 1, "one split: {rows:?}");
+        let row = rows.into_iter().next().unwrap_or_default();
+        phases_seen.insert(cell(&row, "phase").to_owned());
+        if cell(&row, "phase") == "copy" && cell(&row, "progress").contains("databases") {
+            copy_progress = Some(cell(&row, "progress").to_owned());
+        }
+        if cell(&row, "state") != "running" {
+            return (phases_seen, copy_progress, row);
+        }
+        assert!(started.elapsed() < LIMIT, "the split still runs: {row:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_split_shards_runs_in_the_background_refuses_a_second_and_cuts_over_the_file() {
     let _fleet = serial().await;
@@ -177,7 +223,10 @@ async fn admin_split_shards_runs_in_the_background_refuses_a_second_and_cuts_ove
         .map_err(server_error);
     let (code, message) = error.expect_err("a target without a port is refused");
     assert_eq!(code, 1064, "{message}");
-    assert!(message.contains("host:port") && message.contains("'nowhere'"), "{message}");
+    assert!(
+        message.contains("host:port") && message.contains("'nowhere'"),
+        "{message}"
+    );
     let (code, message) = admin
         .query_drop(format!("SPLIT SHARDS 8-{} TO {TARGET}", SHARDS + 4))
         .await
@@ -220,22 +269,7 @@ async fn admin_split_shards_runs_in_the_background_refuses_a_second_and_cuts_ove
     );
 
     // Followed with SHOW SPLITS until it ends.
-    let mut phases_seen = BTreeSet::new();
-    let mut copy_progress = None;
-    let last = loop {
-        let rows = show_splits(&mut admin).await;
-        assert_eq!(rows.len(), 1, "one split: {rows:?}");
-        let row = rows.into_iter().next().unwrap_or_default();
-        phases_seen.insert(cell(&row, "phase").to_owned());
-        if cell(&row, "phase") == "copy" && cell(&row, "progress").contains("databases") {
-            copy_progress = Some(cell(&row, "progress").to_owned());
-        }
-        if cell(&row, "state") != "running" {
-            break row;
-        }
-        assert!(started.elapsed() < LIMIT, "the split still runs: {row:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let (phases_seen, copy_progress, last) = follow(&mut admin, started).await;
     assert_eq!(cell(&last, "state"), "done", "{last:?}");
     assert_eq!(cell(&last, "last_error"), "NULL", "{last:?}");
     assert_eq!(cell(&last, "source"), SOURCE, "{last:?}");
@@ -248,7 +282,8 @@ async fn admin_split_shards_runs_in_the_background_refuses_a_second_and_cuts_ove
         phases_seen.contains("copy") && phases_seen.contains("verify"),
         "phases seen: {phases_seen:?}"
     );
-    let progress = copy_progress.unwrap_or_else(|| panic!("no copy progress seen: {phases_seen:?}"));
+    let progress =
+        copy_progress.unwrap_or_else(|| panic!("no copy progress seen: {phases_seen:?}"));
     assert!(progress.contains("/16 databases"), "{progress}");
     assert_split_done(&proxy, &expected).await;
 
@@ -291,8 +326,68 @@ async fn fleet_split_with_a_config_file_cuts_over_through_the_proxy_admin_port()
         "exit {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
         output.status
     );
-    assert!(stdout.contains("cutover\twrite\t"), "the proxy's MOVE SHARDS steps:\n{stdout}");
+    assert!(
+        stdout.contains("cutover\twrite\t"),
+        "the proxy's MOVE SHARDS steps:\n{stdout}"
+    );
     assert!(stderr.contains("on the admin port"), "{stderr}");
     assert_split_done(&proxy, &expected).await;
+    drop(scratch);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_split_shards_on_a_zookeeper_sourced_proxy_keeps_the_znode_record_and_pushes_the_move(
+) {
+    let _fleet = serial().await;
+    let scratch = Scratch::new("split-admin-zk").await;
+    let expected = rows_before().await;
+    let proxy = ServeProcess::start(&scratch.location, "split-admin-zk").await;
+    let mut admin = connect_to(proxy.admin, "admin", "admin")
+        .await
+        .expect("admin login");
+    let started = Instant::now();
+    admin
+        .query_drop(format!(
+            "SPLIT SHARDS 8-15 TO {TARGET} MAX 0 ROWS PER SECOND GRACE 0 SECONDS"
+        ))
+        .await
+        .expect("SPLIT SHARDS starts");
+    let (_, _, last) = follow(&mut admin, started).await;
+    assert_eq!(cell(&last, "state"), "done", "{last:?}");
+    assert!(
+        cell(&last, "state_record").starts_with("znode ")
+            && cell(&last, "state_record").ends_with("/splits/split-8-15"),
+        "{last:?}"
+    );
+    assert_eq!(scratch.phase().await, "done", "the znode record");
+    assert_eq!(
+        scratch.master_of(8).await,
+        TARGET,
+        "the document was pushed"
+    );
+    assert_eq!(scratch.master_of(15).await, TARGET);
+    assert_eq!(scratch.master_of(7).await, SOURCE);
+    let range: BTreeSet<String> = moved().map(database).collect();
+    assert_eq!(databases_on(TARGET_PORT).await, range);
+    assert_eq!(databases_on(SOURCE_PORT).await.len(), 8);
+    let mut app = connect_to(proxy.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("client login");
+    let (local, data) = expected[10]
+        .iter()
+        .next()
+        .expect("shard 10 has rows")
+        .clone();
+    let read: Option<String> = app
+        .query_first(format!(
+            "SELECT data FROM pins WHERE id = {}",
+            pin_id(10, local)
+        ))
+        .await
+        .expect("read a moved row through the proxy");
+    assert_eq!(read, Some(data), "shard 10's row through the proxy");
+    drop(app);
+    drop(admin);
+    proxy.terminate().await;
     drop(scratch);
 }

@@ -439,19 +439,34 @@ fn split_shards_bad_arguments_say_what_is_expected() {
         other => panic!("{text}: {other:?}"),
     };
     let cases = [
-        ("SPLIT SHARDS 8-15", "needs TO and the new master's host:port"),
-        ("SPLIT SHARDS 8-15 TO", "TO needs the new master's host:port"),
+        (
+            "SPLIT SHARDS 8-15",
+            "needs TO and the new master's host:port",
+        ),
+        (
+            "SPLIT SHARDS 8-15 TO",
+            "TO needs the new master's host:port",
+        ),
         ("SPLIT SHARDS 8-15 TO db12", "not 'db12'"),
         ("SPLIT SHARDS 8-15 TO db12:0", "not 'db12:0'"),
         ("SPLIT SHARDS 8-15 TO :3306", "not ':3306'"),
         ("SPLIT SHARDS 15-8 TO h:1", "backwards"),
         ("SPLIT SHARDS x-8 TO h:1", "'x' is not a shard number"),
         ("SPLIT SHARDS 8-15 TO h:1 MAX 10", "MAX <n> ROWS PER SECOND"),
-        ("SPLIT SHARDS 8-15 TO h:1 MAX -1 ROWS PER SECOND", "non-negative integer"),
+        (
+            "SPLIT SHARDS 8-15 TO h:1 MAX -1 ROWS PER SECOND",
+            "non-negative integer",
+        ),
         ("SPLIT SHARDS 8-15 TO h:1 GRACE 5", "GRACE <n> SECONDS"),
-        ("SPLIT SHARDS 8-15 TO h:1 STOP AFTER cleanup", "prepare, copy, verify or cutover, not 'cleanup'"),
+        (
+            "SPLIT SHARDS 8-15 TO h:1 STOP AFTER cleanup",
+            "prepare, copy, verify or cutover, not 'cleanup'",
+        ),
         ("SPLIT SHARDS 8-15 TO h:1 STOP", "STOP AFTER needs a phase"),
-        ("SPLIT SHARDS 8-15 TO h:1 NOW", "unexpected 'NOW' after the new master; the options are DRY RUN"),
+        (
+            "SPLIT SHARDS 8-15 TO h:1 NOW",
+            "unexpected 'NOW' after the new master; the options are DRY RUN",
+        ),
         ("SHOW SPLITS 1", "unexpected '1'"),
     ];
     for (text, expected) in cases {

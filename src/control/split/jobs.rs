@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::place::ThisProxy;
-use super::{check_resume, open, run, DriverError, Outcome, SplitEvent, SplitOptions, SplitRequest};
+use super::{
+    check_resume, open, run, DriverError, Outcome, SplitEvent, SplitOptions, SplitRequest,
+};
 use crate::control::Control;
 use crate::sync::lock;
 

@@ -370,7 +370,11 @@ impl<P: Place> Phases<'_, P> {
         self.options.stop_after == Some(phase)
     }
 
-    async fn prepare(&self, fleet: &str, request: &SplitRequest) -> Result<SplitState, DriverError> {
+    async fn prepare(
+        &self,
+        fleet: &str,
+        request: &SplitRequest,
+    ) -> Result<SplitState, DriverError> {
         let started = self.started("prepare", "prepare ...");
         let plan = plan(
             &self.topology,
@@ -562,9 +566,9 @@ impl<P: Place> Phases<'_, P> {
         request.fleet = Some(state.fleet.clone());
         request.max_rows_per_second = self.options.max_rows_per_second;
         let hint = self.options.resume_hint;
-        let report = verify_rows(&self.topology, &request)
-            .await
-            .map_err(|e| DriverError::Failed(format!("verify failed: {e}; {hint} continues from it")))?;
+        let report = verify_rows(&self.topology, &request).await.map_err(|e| {
+            DriverError::Failed(format!("verify failed: {e}; {hint} continues from it"))
+        })?;
         if !report.is_ok() {
             for difference in &report.differences {
                 self.line(&difference.to_string());
@@ -613,12 +617,16 @@ impl<P: Place> Phases<'_, P> {
                     (self.events)(SplitEvent::Note(&format!("cutover: {step}")));
                 }
             };
-            let steps = self.place.cut_over(&request, &progress).await.map_err(|e| {
-                DriverError::Failed(format!(
-                    "cutover failed: {e}; {} tries it again",
-                    self.options.resume_hint
-                ))
-            })?;
+            let steps = self
+                .place
+                .cut_over(&request, &progress)
+                .await
+                .map_err(|e| {
+                    DriverError::Failed(format!(
+                        "cutover failed: {e}; {} tries it again",
+                        self.options.resume_hint
+                    ))
+                })?;
             for step in &steps {
                 self.line(&format!("cutover\t{step}"));
             }

@@ -33,9 +33,7 @@ impl Place for ThisProxy {
     fn store(&self, fleet: &str, first: u32, last: u32) -> Result<Store, String> {
         match (&self.control.zookeeper, &self.control.config_path) {
             (Some(zookeeper), _) => Ok(Store::znode(&zookeeper.location, fleet, first, last)),
-            (None, Some(config)) => Ok(Store::File(default_state_path(
-                config, fleet, first, last,
-            ))),
+            (None, Some(config)) => Ok(Store::File(default_state_path(config, fleet, first, last))),
             (None, None) => Err(
                 "this proxy has neither a config file nor a znode to keep the split's state beside"
                     .to_owned(),
