@@ -469,6 +469,16 @@ fn split_shards_bad_arguments_say_what_is_expected() {
         ),
         ("SHOW SPLITS 1", "unexpected '1'"),
     ];
+    let unknown = parse("SPLITÉÉÉÉÉÉÉÉÉÉ SHARDS").unwrap_err().to_string();
+    assert!(
+        unknown.contains("\n  SPLIT SHARDS\n  SHOW SPLITS\n"),
+        "{unknown}"
+    );
+    assert!(
+        unknown.len() <= 512,
+        "the C client keeps 512 bytes: {}",
+        unknown.len()
+    );
     for (text, expected) in cases {
         let message = refused(text);
         assert!(message.contains(expected), "{text}: {message}");
