@@ -21,18 +21,18 @@ use shardgate::topology::source::ZkLocation;
 
 use crate::common::{fleet_script, serial, zk_harness, OPS_PASSWORD, OPS_USER};
 
-const SOURCE_PORT: u16 = 3312;
-const TARGET_PORT: u16 = 3311;
-const SOURCE: &str = "127.0.0.1:3312";
-const TARGET: &str = "127.0.0.1:3311";
-const SHARDS: u32 = 16;
+pub(super) const SOURCE_PORT: u16 = 3312;
+pub(super) const TARGET_PORT: u16 = 3311;
+pub(super) const SOURCE: &str = "127.0.0.1:3312";
+pub(super) const TARGET: &str = "127.0.0.1:3311";
+pub(super) const SHARDS: u32 = 16;
 const SPLIT: &str = "8-15";
 /// Rows per shard database before the split.
 const ROWS: u32 = 300;
 /// The longest a CLI run may take before the test gives up on it.
 const CLI_LIMIT: Duration = Duration::from_secs(60);
 
-fn yaml() -> String {
+pub(super) fn yaml() -> String {
     format!(
         "listen: 127.0.0.1:0
 admin: {{ listen: 127.0.0.1:0, users: [{{ name: admin, password: admin }}] }}
@@ -53,15 +53,15 @@ tables:
     )
 }
 
-fn database(shard: u32) -> String {
+pub(super) fn database(shard: u32) -> String {
     format!("sp{shard:02}")
 }
 
-fn moved() -> std::ops::RangeInclusive<u32> {
+pub(super) fn moved() -> std::ops::RangeInclusive<u32> {
     8..=15
 }
 
-async fn ops(port: u16) -> Option<Conn> {
+pub(super) async fn ops(port: u16) -> Option<Conn> {
     Conn::new(
         OptsBuilder::default()
             .ip_or_hostname("127.0.0.1")
@@ -103,13 +103,13 @@ async fn empty_scratch() {
 /// databases with [`ROWS`] rows each on 3312, the document in ZooKeeper
 /// (the split's state record goes beside it). Dropped: all of it removed
 /// again.
-struct Scratch {
+pub(super) struct Scratch {
     test: &'static str,
-    location: ZkLocation,
+    pub(super) location: ZkLocation,
 }
 
 impl Scratch {
-    async fn new(test: &'static str) -> Self {
+    pub(super) async fn new(test: &'static str) -> Self {
         for port in [TARGET_PORT, SOURCE_PORT] {
             if ops(port).await.is_none() {
                 let arg = port.to_string();
@@ -141,7 +141,7 @@ impl Scratch {
 
     /// The phase in the split's state record (a znode beside the
     /// document), `none` without one.
-    async fn phase(&self) -> String {
+    pub(super) async fn phase(&self) -> String {
         let bytes = shardgate::control::zookeeper::read_split_record(&self.location, "split-8-15")
             .await
             .expect("read the state record")
@@ -162,7 +162,7 @@ impl Scratch {
     }
 
     /// Who the document says is the master of `shard`.
-    async fn master_of(&self, shard: u32) -> String {
+    pub(super) async fn master_of(&self, shard: u32) -> String {
         let document = shardgate::control::zookeeper::get(&self.location)
             .await
             .expect("read the document");
@@ -285,7 +285,7 @@ impl CliRun {
     }
 }
 
-async fn databases_on(port: u16) -> BTreeSet<String> {
+pub(super) async fn databases_on(port: u16) -> BTreeSet<String> {
     let mut conn = ops(port).await.expect("scratch server answers");
     let names: Vec<String> = conn
         .query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'sp__'")
@@ -294,7 +294,7 @@ async fn databases_on(port: u16) -> BTreeSet<String> {
     names.into_iter().collect()
 }
 
-async fn rows_on(port: u16, shard: u32) -> BTreeSet<(u64, String)> {
+pub(super) async fn rows_on(port: u16, shard: u32) -> BTreeSet<(u64, String)> {
     let mut conn = ops(port).await.expect("scratch server answers");
     let rows: Vec<(u64, String)> = conn
         .query(format!(
@@ -306,7 +306,7 @@ async fn rows_on(port: u16, shard: u32) -> BTreeSet<(u64, String)> {
     rows.into_iter().collect()
 }
 
-async fn replicates(port: u16) -> bool {
+pub(super) async fn replicates(port: u16) -> bool {
     let mut conn = ops(port).await.expect("scratch server answers");
     let status: Option<mysql_async::Row> =
         conn.query_first("SHOW SLAVE STATUS").await.expect("status");
@@ -348,7 +348,7 @@ async fn assert_split_done(scratch: &Scratch, expected: &[BTreeSet<(u64, String)
     assert_eq!(scratch.phase().await, "done");
 }
 
-async fn rows_before() -> Vec<BTreeSet<(u64, String)>> {
+pub(super) async fn rows_before() -> Vec<BTreeSet<(u64, String)>> {
     let mut all = Vec::new();
     for shard in 0..SHARDS {
         all.push(rows_on(SOURCE_PORT, shard).await);
