@@ -143,7 +143,9 @@ fi
 started=$(date +%s.%N)
 
 # ---------------------------------------------------------------- takeovers
-HANDOFFS="$WORK/handoffs.tsv"   # round, binary, exit, took_ms, first_to_last_ms, handed, closed, cut
+# round, binary, exit, took_ms, first_to_last_ms, handed, closed, cut,
+# new process started, old process gone (epoch seconds)
+HANDOFFS="$WORK/handoffs.tsv"
 : >"$HANDOFFS"
 for ((round = 1; round <= TAKEOVER_ROUNDS; round++)); do
   at=$(awk -v s="$started" -v w="$TAKEOVER_WARMUP" -v i="$TAKEOVER_INTERVAL" -v r="$round" \
@@ -155,6 +157,7 @@ for ((round = 1; round <= TAKEOVER_ROUNDS; round++)); do
   done
   bin=${BINS[round % 2]}
   old=$PROXY_PID
+  began=$(date +%s.%N)
   RUST_LOG=info "$bin" serve --config "$WORK/shardgate.yaml" --takeover >"$WORK/proxy-$round.log" 2>&1 &
   new=$!
   PROXY_PID=$new
@@ -164,13 +167,15 @@ for ((round = 1; round <= TAKEOVER_ROUNDS; round++)); do
     stop_pid "$old"
     die "takeover $round: the old process is still running after 30 s"
   fi
+  ended=$(date +%s.%N)
   rc=0
   wait "$old" || rc=$?
   kill -0 "$new" 2>/dev/null || { tail -20 "$WORK/proxy-$round.log" >&2; die "takeover $round: the new process exited"; }
   line=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/proxy-$((round - 1)).log" | grep -m1 'handed over in' || true)
   [[ -n "$line" ]] || { tail -20 "$WORK/proxy-$((round - 1)).log" >&2; die "takeover $round: no summary line from the old process (exit $rc)"; }
   read -r took ftl handed closed cut < <(sed -E 's/.*handed over in ([0-9]+) ms \(sessions first to last ([0-9]+) ms\): sessions handed ([0-9]+), closed ([0-9]+), cut ([0-9]+).*/\1 \2 \3 \4 \5/' <<<"$line")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "${bin#"$WORK"/}" "$rc" "$took" "$ftl" "$handed" "$closed" "$cut" >>"$HANDOFFS"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "${bin#"$WORK"/}" "$rc" "$took" "$ftl" "$handed" "$closed" "$cut" \
+    "$began" "$ended" >>"$HANDOFFS"
   log "takeover $round ($(basename "$(dirname "$bin")")): old exit $rc, handed $handed, closed $closed, cut $cut, sessions first to last $ftl ms, listeners to last $took ms"
 done
 

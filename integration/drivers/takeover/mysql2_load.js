@@ -23,6 +23,8 @@ const mysql = require(path.join(__dirname, '../node/node_modules/mysql2/promise'
 
 const SQL_MODE = 'STRICT_ALL_TABLES,NO_ZERO_DATE';
 const TIME_ZONE = '+03:00';
+// Statements at least this long are listed (start, ms) for the verdict.
+const SLOW_MS = 50;
 const STATE_SQL = 'SELECT @client AS c, @@session.time_zone AS tz, @@session.sql_mode AS m, DATABASE() AS d, CONNECTION_ID() AS i';
 
 function parseArgs(argv) {
@@ -51,6 +53,7 @@ class Session {
     this.samples = [];
     this.longest = 0;
     this.longestAt = 0;
+    this.slow = [];
     this.acked = [];
     this.expected = null;
   }
@@ -70,6 +73,7 @@ class Session {
         this.longest = took;
         this.longestAt = Date.now() / 1000;
       }
+      if (took >= SLOW_MS && this.slow.length < 1000) this.slow.push([(Date.now() - took) / 1000, Math.round(took * 10) / 10]);
     }
   }
 
@@ -195,6 +199,7 @@ async function main() {
     prepared_checked: true,
     longest_ms: Math.round(longest.longest * 10) / 10,
     longest_at: longest.longestAt,
+    slow: sessions.flatMap((s) => s.slow),
     samples: sessions.flatMap((s) => s.samples).slice(0, 20),
     acked: sessions.flatMap((s) => s.acked),
   };

@@ -17,7 +17,8 @@ no prepared statement; mysql2 and sysbench do.
 
 Every failed statement is counted (the first ones kept); a connection that
 fails is opened again and counted as a reconnect. The JSON report (--out)
-has the counts, the longest statement, and every acknowledged insert
+has the counts, the longest statement, the statements of 50 ms or more
+(start, ms), and every acknowledged insert
 (`[shard, id, data]`) for takeover_check.py.
 """
 
@@ -30,6 +31,9 @@ import pymysql
 
 SQL_MODE = "STRICT_ALL_TABLES,NO_ZERO_DATE"
 TIME_ZONE = "+03:00"
+# Statements at least this long are listed (start, ms) for the verdict to
+# tell stalls during a hand-off from the others.
+SLOW = 0.05
 
 
 class Session:
@@ -47,6 +51,7 @@ class Session:
         self.state_samples = []
         self.longest = 0.0
         self.longest_at = 0.0
+        self.slow = []
         self.acked = []
         self.conn = None
         self.expected = None
@@ -71,6 +76,8 @@ class Session:
             self.statements += 1
             if took > self.longest:
                 self.longest, self.longest_at = took, time.time()
+            if took >= SLOW and len(self.slow) < 1000:
+                self.slow.append([round(time.time() - took, 3), round(took * 1000, 1)])
 
     def open(self):
         self.conn = pymysql.connect(host=self.args.host, port=self.args.port, user=self.args.user,
@@ -184,6 +191,7 @@ def main():
         "prepared_checked": False,
         "longest_ms": round(longest.longest * 1000, 1),
         "longest_at": longest.longest_at,
+        "slow": sum((s.slow for s in sessions), []),
         "samples": sum((s.error_samples + s.state_samples for s in sessions), [])[:20],
         "acked": sum((s.acked for s in sessions), []),
     }

@@ -33,10 +33,14 @@ typedef struct { long tv_sec; long tv_nsec; } tkl_timespec;
 int clock_gettime(int clk_id, tkl_timespec *tp);
 ]])
 local ts = ffi.new("tkl_timespec")
-local function now()
-   ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
+local function clock(id)
+   ffi.C.clock_gettime(id, ts)
    return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) / 1e9
 end
+local function now() return clock(1) end -- CLOCK_MONOTONIC
+local function wall() return clock(0) end -- CLOCK_REALTIME
+-- Statements at least this long are listed (start, ms) for the verdict.
+local SLOW = 0.05
 
 local SQL_MODE = "STRICT_ALL_TABLES,NO_ZERO_DATE"
 local TIME_ZONE = "+03:00"
@@ -68,6 +72,9 @@ local function run(fn)
    if took > t.longest then
       t.longest = took
       t.longest_at = os.time()
+   end
+   if took >= SLOW and #t.slow < 1000 then
+      t.slow[#t.slow + 1] = string.format("[%.3f, %.1f]", wall() - took, took * 1000)
    end
    if not ok then
       error(result, 0)
@@ -124,7 +131,7 @@ function thread_init()
       tid = sysbench.tid, shard = shard, db = string.format("db%05d", shard),
       name = sysbench.opt.tag .. "-s" .. sysbench.tid,
       statements = 0, errors = 0, reconnects = 0, state_failures = 0,
-      longest = 0, longest_at = 0, samples = {}, acked = {}, n = 0,
+      longest = 0, longest_at = 0, slow = {}, samples = {}, acked = {}, n = 0,
    }
    t.con = sysbench.sql.driver():connect()
    local ok, err = pcall(setup)
@@ -220,9 +227,9 @@ function thread_done()
    f:write(string.format(
       '{"driver": "sysbench %s (libmariadb, prepared)", "sessions": 1, "statements": %d, "errors": %d, ' ..
       '"reconnects": %d, "state_failures": %d, "prepared_checked": true, "longest_ms": %.1f, ' ..
-      '"longest_at": %d, "samples": [%s], "acked": [%s]}\n',
+      '"longest_at": %d, "slow": [%s], "samples": [%s], "acked": [%s]}\n',
       sysbench.version, t.statements, t.errors, t.reconnects, t.state_failures, t.longest * 1000,
-      t.longest_at, table.concat(samples, ", "), table.concat(t.acked, ", ")))
+      t.longest_at, table.concat(t.slow, ", "), table.concat(samples, ", "), table.concat(t.acked, ", ")))
    f:close()
    t.con:disconnect()
 end

@@ -58,12 +58,13 @@ def main():
             continue
         d = drivers.setdefault(r["driver"], dict(sessions=0, statements=0, errors=0, reconnects=0,
                                                  state_failures=0, longest_ms=0.0, inserts=0,
-                                                 prepared=r["prepared_checked"], samples=[]))
+                                                 prepared=r["prepared_checked"], samples=[], slow=[]))
         for k in ("sessions", "statements", "errors", "reconnects", "state_failures"):
             d[k] += r[k]
         d["longest_ms"] = max(d["longest_ms"], r["longest_ms"])
         d["inserts"] += len(r["acked"])
         d["samples"] += r["samples"]
+        d["slow"] += r.get("slow", [])
         acked += [(int(s), int(i), str(data)) for s, i, data in r["acked"]]
 
     # The masters, directly.
@@ -110,9 +111,20 @@ def main():
     handoffs = []
     with open(args.handoffs) as f:
         for line in f:
-            rnd, binary, rc, took, ftl, handed, closed, cut = line.split("\t")
+            rnd, binary, rc, took, ftl, handed, closed, cut, began, ended = line.split("\t")
             handoffs.append(dict(round=int(rnd), binary=binary, rc=int(rc), took=int(took), ftl=int(ftl),
-                                 handed=int(handed), closed=int(closed), cut=int(cut)))
+                                 handed=int(handed), closed=int(closed), cut=int(cut),
+                                 began=float(began), ended=float(ended)))
+
+    # The longest statement overlapping a hand-off (new process started to
+    # old process gone) and the longest outside them, per driver (of those
+    # of 50 ms or more the clients listed).
+    def during(start, ms):
+        return any(start <= h["ended"] and start + ms / 1000 >= h["began"] for h in handoffs)
+
+    for d in drivers.values():
+        d["longest_during"] = max((ms for start, ms in d["slow"] if during(start, ms)), default=0)
+        d["longest_outside"] = max((ms for start, ms in d["slow"] if not during(start, ms)), default=0)
     for h in handoffs:
         if h["rc"] != 0 or h["closed"] or h["cut"] or h["handed"] < args.sessions:
             problems.append("takeover %d: old exit %d, handed %d of %d sessions, closed %d, cut %d"
@@ -136,22 +148,27 @@ def main():
     if args.command:
         out.append("Command: `%s`" % args.command)
     out.append("")
-    out.append("| driver | sessions | statements | failed | reconnects | state checks failed | prepared checked | inserts acknowledged | longest statement |")
-    out.append("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
+    out.append("| driver | sessions | statements | failed | reconnects | state checks failed | prepared checked "
+               "| inserts acknowledged | longest statement | longest during a hand-off | longest outside |")
+    out.append("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+    under = lambda ms: "%.0f ms" % ms if ms else "< 50 ms"  # noqa: E731
     for name, d in drivers.items():
-        out.append("| %s | %d | %d | %d | %d | %d | %s | %d | %.0f ms |" % (
+        out.append("| %s | %d | %d | %d | %d | %d | %s | %d | %.0f ms | %s | %s |" % (
             name, d["sessions"], d["statements"], d["errors"], d["reconnects"], d["state_failures"],
-            "yes" if d["prepared"] else "no (text protocol only)", d["inserts"], d["longest_ms"]))
+            "yes" if d["prepared"] else "no (text protocol only)", d["inserts"], d["longest_ms"],
+            under(d["longest_during"]), under(d["longest_outside"])))
     out.append("")
     out.append("Acknowledged inserts: %d; on their master exactly once: %d; missing %d; duplicated %d; "
                "wrong shard %d; unacknowledged rows of the run: %d" % (len(acked), once, missing, duplicated,
                                                                       wrong_shard, unacked))
     out.append("")
-    out.append("| takeover | new binary | old exit | sessions handed | closed | cut | sessions first to last | listeners to last session |")
-    out.append("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    out.append("| takeover | new binary | old exit | sessions handed | closed | cut | sessions first to last "
+               "| listeners to last session | new process started to old gone |")
+    out.append("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for h in handoffs:
-        out.append("| %d | %s | %d | %d | %d | %d | %d ms | %d ms |" % (
-            h["round"], h["binary"], h["rc"], h["handed"], h["closed"], h["cut"], h["ftl"], h["took"]))
+        out.append("| %d | %s | %d | %d | %d | %d | %d ms | %d ms | %.0f ms |" % (
+            h["round"], h["binary"], h["rc"], h["handed"], h["closed"], h["cut"], h["ftl"], h["took"],
+            (h["ended"] - h["began"]) * 1000))
     if handoffs:
         ftl = sorted(h["ftl"] for h in handoffs)
         took = sorted(h["took"] for h in handoffs)

@@ -21,6 +21,7 @@ mod operator_metrics;
 mod reload_failover;
 mod split;
 mod takeover;
+mod takeover_drain;
 mod verify_fleet;
 mod zookeeper_cutover;
 mod zookeeper_move;
