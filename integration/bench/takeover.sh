@@ -47,6 +47,7 @@
 #   TAKEOVER_SESSIONS ["22 21 21"]  PyMySQL, mysql2, sysbench sessions (64)
 #   TAKEOVER_ROUNDS [10]  TAKEOVER_INTERVAL [4] s between takeover starts
 #   TAKEOVER_WARMUP [3] s of load before the first  TAKEOVER_TAIL [5] s after the last
+#   (the sessions end then: the file WORK/stop)
 #   TAKEOVER_SHARDS ["14,3000,700,2100,1500,3900"]  session i uses shard i mod count
 #   BENCH_BUILD [1]  SHARDGATE_BIN [target/release/shardgate]  BENCH_REPORT=FILE  BENCH_KEEP=1
 #   MASTER_A_PORT [3307]  MASTER_B_PORT [3308]  APP_USER [app]  APP_PASSWORD [app]
@@ -117,9 +118,11 @@ proxy_answers || { tail -20 "$WORK/proxy-0.log" >&2; die "the proxy does not ans
 
 # ---------------------------------------------------------------- sessions
 RUN="tkl-$(date +%s)-$$"
-SECONDS_TOTAL=$((TAKEOVER_WARMUP + TAKEOVER_ROUNDS * TAKEOVER_INTERVAL + TAKEOVER_TAIL))
-log "run $RUN: $N_PY PyMySQL + $N_JS mysql2 + $N_SB sysbench sessions for ${SECONDS_TOTAL}s, shards $TAKEOVER_SHARDS"
-common=(--port "$PROXY_PORT" --seconds "$SECONDS_TOTAL" --shards "$TAKEOVER_SHARDS")
+# The sessions run until STOP exists (at most SECONDS_TOTAL, a safety net).
+STOP="$WORK/stop"
+SECONDS_TOTAL=$((TAKEOVER_WARMUP + TAKEOVER_ROUNDS * (TAKEOVER_INTERVAL + 60) + TAKEOVER_TAIL))
+log "run $RUN: $N_PY PyMySQL + $N_JS mysql2 + $N_SB sysbench sessions, shards $TAKEOVER_SHARDS"
+common=(--port "$PROXY_PORT" --seconds "$SECONDS_TOTAL" --stop "$STOP" --shards "$TAKEOVER_SHARDS")
 REPORTS=()
 if ((N_PY > 0)); then
   "$PY" "$CLIENTS/pymysql_load.py" "${common[@]}" --sessions "$N_PY" --tag "$RUN-py" --out "$WORK/py.json" \
@@ -135,7 +138,7 @@ if ((N_SB > 0)); then
   sysbench "$CLIENTS/sysbench_load.lua" --threads="$N_SB" --time="$SECONDS_TOTAL" --events=0 \
     --db-driver=mysql --db-ps-mode=auto --mysql-host=127.0.0.1 --mysql-port="$PROXY_PORT" \
     --mysql-user="$APP_USER" --mysql-password="$APP_PASSWORD" --mysql-db= \
-    --tag="$RUN-sb" --shards="$TAKEOVER_SHARDS" --out="$WORK/sb" --report-interval=0 run \
+    --tag="$RUN-sb" --shards="$TAKEOVER_SHARDS" --stop="$STOP" --out="$WORK/sb" --report-interval=0 run \
     >"$WORK/sb.log" 2>&1 &
   CLIENT_PIDS+=($!)
   for ((t = 0; t < N_SB; t++)); do REPORTS+=("$WORK/sb.$t.json"); done
@@ -180,6 +183,8 @@ for ((round = 1; round <= TAKEOVER_ROUNDS; round++)); do
 done
 
 # ---------------------------------------------------------------- results
+sleep "$TAKEOVER_TAIL"
+touch "$STOP"
 client_rc=0
 for p in "${CLIENT_PIDS[@]}"; do wait "$p" || client_rc=$?; done
 CLIENT_PIDS=()

@@ -2,13 +2,14 @@
 // mysql2 sessions under load through `serve --takeover` hand-offs.
 //
 //   NODE_PATH=integration/drivers/node/node_modules node integration/drivers/takeover/mysql2_load.js \
-//     --port 6033 --sessions 21 --seconds 40 --tag tkl-123-js --shards 14,3000 --out js.json
+//     --port 6033 --sessions 21 --seconds 300 --stop /tmp/stop --tag tkl-123-js --shards 14,3000 --out js.json
 //
 // Each session (its own connection) sets a user variable (@client), two
 // session variables (time_zone, sql_mode), a current database (USE dbNNNNN,
 // its shard) and prepares `SELECT data FROM pins WHERE id = ?` once
 // (conn.prepare: COM_STMT_PREPARE; the statement id is kept and executed
-// with COM_STMT_EXECUTE for the whole run). Then, until --seconds: INSERT a
+// with COM_STMT_EXECUTE for the whole run). Then, until the file --stop
+// exists (or --seconds passed): INSERT a
 // row (every third inside BEGIN ... COMMIT, read back in the transaction), the
 // prepared point read of the row by its 64-bit ID, and `SELECT @client,
 // @@session.time_zone, @@session.sql_mode, DATABASE(), CONNECTION_ID()`, which
@@ -30,7 +31,7 @@ const STATE_SQL = 'SELECT @client AS c, @@session.time_zone AS tz, @@session.sql
 function parseArgs(argv) {
   const a = { host: '127.0.0.1', user: 'app', password: 'app' };
   for (let i = 2; i < argv.length; i += 2) a[argv[i].replace(/^--/, '')] = argv[i + 1];
-  for (const k of ['port', 'sessions', 'seconds', 'tag', 'shards', 'out']) {
+  for (const k of ['port', 'sessions', 'seconds', 'stop', 'tag', 'shards', 'out']) {
     if (a[k] === undefined) throw new Error(`--${k} is required`);
   }
   a.port = Number(a.port);
@@ -151,7 +152,7 @@ class Session {
       return;
     }
     let n = 0;
-    while (Date.now() < deadline) {
+    while (Date.now() < deadline && !fs.existsSync(this.args.stop)) {
       n += 1;
       try {
         await this.step(n);

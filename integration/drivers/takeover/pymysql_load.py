@@ -2,7 +2,7 @@
 """PyMySQL sessions under load through `serve --takeover` hand-offs.
 
     integration/.venv/bin/python integration/drivers/takeover/pymysql_load.py \
-        --port 6033 --sessions 22 --seconds 40 --tag tkl-123-py --shards 14,3000 --out py.json
+        --port 6033 --sessions 22 --seconds 300 --stop /tmp/stop --tag tkl-123-py --shards 14,3000 --out py.json
 
 Each session (a thread with its own connection, autocommit on) sets a user
 variable (`@client`), two session variables (`time_zone`, `sql_mode`) and a
@@ -24,6 +24,7 @@ has the counts, the longest statement, the statements of 50 ms or more
 
 import argparse
 import json
+import os
 import threading
 import time
 
@@ -129,14 +130,14 @@ class Session:
             self.state_failure("id %d reads %r, not %r" % (gid, rows, data))
         self.check_state(c)
 
-    def main(self, deadline):
+    def main(self, deadline, stop):
         try:
             self.open()
         except Exception as exc:  # noqa: BLE001 - every failure is counted
             self.error("connect", exc)
             return
         n = 0
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not os.path.exists(stop):
             n += 1
             try:
                 self.step(n)
@@ -167,7 +168,8 @@ def main():
     ap.add_argument("--user", default="app")
     ap.add_argument("--password", default="app")
     ap.add_argument("--sessions", type=int, required=True)
-    ap.add_argument("--seconds", type=float, required=True)
+    ap.add_argument("--seconds", type=float, required=True, help="longest run")
+    ap.add_argument("--stop", required=True, help="the sessions end once this file exists")
     ap.add_argument("--tag", required=True)
     ap.add_argument("--shards", required=True, help="comma-separated shards; session i uses shard i mod count")
     ap.add_argument("--out", required=True)
@@ -175,7 +177,7 @@ def main():
     shards = [int(s) for s in args.shards.split(",")]
     sessions = [Session(args, i, shards[i % len(shards)]) for i in range(args.sessions)]
     deadline = time.monotonic() + args.seconds
-    threads = [threading.Thread(target=s.main, args=(deadline,)) for s in sessions]
+    threads = [threading.Thread(target=s.main, args=(deadline, args.stop)) for s in sessions]
     for t in threads:
         t.start()
     for t in threads:

@@ -2,7 +2,7 @@
 -- sysbench sessions (one per thread) under load through `serve --takeover`
 -- hand-offs, with server-side prepared statements.
 --
---   sysbench integration/drivers/takeover/sysbench_load.lua --threads=21 --time=40 --events=0 \
+--   sysbench integration/drivers/takeover/sysbench_load.lua --threads=21 --time=300 --events=0 --stop=/tmp/stop \
 --     --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=6033 --mysql-user=app --mysql-password=app \
 --     --mysql-db= --tag=tkl-123-sb --shards=14,3000 --out=/tmp/sb run
 --
@@ -10,7 +10,8 @@
 -- (time_zone, sql_mode), a current database (USE dbNNNNN, its shard) and
 -- prepares `SELECT data FROM pins WHERE id = ?` once (con:prepare,
 -- COM_STMT_PREPARE; a fallback to emulated prepares fails the run), the ID
--- bound as an exact BIGINT. Every event: INSERT a row (every third inside
+-- bound as an exact BIGINT. Every event, until the file --stop exists (or
+-- --time passed): INSERT a row (every third inside
 -- BEGIN ... COMMIT, read back in the transaction), `SELECT LAST_INSERT_ID()`,
 -- the prepared point read of the row (one row), and `SELECT @client,
 -- @@session.time_zone, @@session.sql_mode, DATABASE(), CONNECTION_ID()`,
@@ -26,6 +27,7 @@ sysbench.cmdline.options = {
    tag = {"prefix of the rows and of @client", ""},
    shards = {"comma-separated shards; thread i uses shard i mod count", "14"},
    out = {"report path prefix: OUT.<thread>.json", ""},
+   stop = {"the threads end once this file exists", ""},
 }
 
 pcall(ffi.cdef, [[
@@ -211,6 +213,20 @@ function event()
             sample("reconnect: " .. tostring(err2))
          end
       end
+   end
+end
+
+-- sysbench's own loop, ending also when the stop file exists.
+function thread_run(thread_id)
+   while ffi.C.sb_more_events(thread_id) do
+      local f = io.open(sysbench.opt.stop, "r")
+      if f ~= nil then
+         f:close()
+         break
+      end
+      ffi.C.sb_event_start(thread_id)
+      event()
+      ffi.C.sb_event_stop(thread_id)
    end
 end
 
