@@ -80,7 +80,7 @@ stop_clients() {
   local p
   for p in "${CLIENT_PIDS[@]}"; do stop_pid "$p"; done
 }
-trap 'rc=$?; stop_clients; (exit $rc); cleanup' EXIT
+trap 'rc=$?; set +e; stop_clients; (exit $rc); cleanup' EXIT
 
 build_proxy
 mkdir -p "$WORK/bin-a" "$WORK/bin-b"
