@@ -62,6 +62,7 @@ TAKEOVER_SHARDS=${TAKEOVER_SHARDS:-"14,3000,700,2100,1500,3900"}
 MASTER_A_PORT=${MASTER_A_PORT:-3307}
 MASTER_B_PORT=${MASTER_B_PORT:-3308}
 LOG_TAG=takeover
+export PYTHONDONTWRITEBYTECODE=1
 # shellcheck source=integration/bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
