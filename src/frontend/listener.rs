@@ -150,10 +150,15 @@ pub async fn serve_gated(
                 return Ok(());
             }
             Gate::Paused => {
-                tokio::select! {
-                    _ = states.changed() => continue,
-                    () = engine.sessions.draining() => break,
+                // A takeover in progress closes the gate when done or opens
+                // it again. The drain it starts past
+                // `shutdown.drain_timeout_ms` is its own to finish: ending
+                // here would read as a failed listener and stop the process
+                // with the sessions left in it cut.
+                if states.changed().await.is_err() {
+                    break;
                 }
+                continue;
             }
             Gate::Open => {}
         }

@@ -22,6 +22,7 @@ mod reload_failover;
 mod split;
 mod split_admin;
 mod takeover;
+mod takeover_drain;
 mod verify_fleet;
 mod zookeeper_cutover;
 mod zookeeper_move;
