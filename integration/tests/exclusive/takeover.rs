@@ -554,13 +554,56 @@ async fn wait_for_socket(path: &std::path::Path) -> std::fs::Metadata {
     panic!("no takeover socket at {}", path.display());
 }
 
-/// Runs `serve --takeover` on `yaml` as user and group `id` and waits up to
-/// 60 s for it to exit; its exit code and log.
-fn take_over_as(name: &str, yaml: &str, id: u32) -> (Option<i32>, String) {
+/// Whether user and group `id` can execute `path` (every directory above
+/// it searchable).
+fn executable_by(id: u32, path: &std::path::Path) -> bool {
     use std::os::unix::process::CommandExt;
-    let mut command = FileServe::command(name, "true", yaml, &["--takeover"]);
-    command.uid(id).gid(id);
-    let mut child = command
+    std::process::Command::new("sh")
+        .args(["-c", "test -x \"$0\""])
+        .arg(path)
+        .uid(id)
+        .gid(id)
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Runs `serve --takeover` on `yaml` as user and group `id` from `dir` (a
+/// directory of its own under the system's temp directory, with the config
+/// and, when the build's binary is out of that user's reach, a copy of it)
+/// and waits up to 60 s for it to exit; its exit code and log.
+fn take_over_as(dir: &std::path::Path, yaml: &str, id: u32) -> (Option<i32>, String) {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let readable = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    std::fs::create_dir_all(dir).unwrap();
+    readable(dir, 0o755);
+    let config = dir.join("shardgate.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    readable(&config, 0o644);
+    let schema = dir.join("schema.sql");
+    std::fs::copy(repo_root().join("config/schema.sql"), &schema).unwrap();
+    readable(&schema, 0o644);
+    let mut binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_shardgate"));
+    if !executable_by(id, &binary) {
+        let copy = dir.join("shardgate");
+        if !copy.exists() {
+            std::fs::copy(&binary, &copy).unwrap();
+        }
+        readable(&copy, 0o755);
+        binary = copy;
+    }
+    let mut child = std::process::Command::new(binary)
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .arg("--takeover")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .uid(id)
+        .gid(id)
         .spawn()
         .expect("start serve --takeover as another user");
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -618,7 +661,16 @@ const NOBODY: u32 = 65534;
 async fn a_takeover_by_another_user_is_refused_and_the_old_process_keeps_serving() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let _fleet = serial().await;
-    let yaml = takeover_config("takeover-uid", 5000);
+    // Everything the other user needs (the socket's directory, the config,
+    // the binary) within its reach, wherever the checkout is.
+    let dir = std::env::temp_dir().join(format!("shardgate-takeover-uid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let yaml = format!(
+        "{}\nshutdown: {{ drain_timeout_ms: 5000 }}\ntakeover: {{ socket: {} }}\n",
+        test_config_yaml(),
+        dir.join("takeover.sock").display()
+    );
     let mut old = FileServe::start("takeover-uid", "true", &yaml);
     let path = takeover_socket(&yaml);
     let metadata = wait_for_socket(&path).await;
@@ -648,7 +700,7 @@ async fn a_takeover_by_another_user_is_refused_and_the_old_process_keeps_serving
     let id = connection_id(&mut conn).await;
 
     // The socket's mode keeps another user out.
-    let (code, log) = take_over_as("takeover-uid", &yaml, NOBODY);
+    let (code, log) = take_over_as(&dir.join("other-user"), &yaml, NOBODY);
     assert_eq!(code, Some(1), "{log}");
     assert!(
         log.contains("cannot reach the running proxy") && log.contains("Permission denied"),
@@ -658,7 +710,7 @@ async fn a_takeover_by_another_user_is_refused_and_the_old_process_keeps_serving
 
     // Opened to everyone, the peer check still refuses on both ends.
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let (code, log) = take_over_as("takeover-uid", &yaml, NOBODY);
+    let (code, log) = take_over_as(&dir.join("other-user"), &yaml, NOBODY);
     assert_eq!(code, Some(1), "{log}");
     assert!(
         log.contains(&format!(
@@ -682,6 +734,7 @@ async fn a_takeover_by_another_user_is_refused_and_the_old_process_keeps_serving
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("closed 0, cut 0"), "{log}");
     assert_eq!(connection_id(&mut conn).await, id);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A TLS client session (the stock `mariadb` CLI, certificate verified)
@@ -849,13 +902,13 @@ async fn moved_sessions_count_against_the_client_cap() {
         sessions.push((conn, id));
     }
     let refused = connect_to(old.client, APP_USER, APP_PASSWORD).await;
-    assert_eq!(server_error(refused.err().expect("cap full")).0, 1040);
+    assert_eq!(server_error(refused.expect_err("cap full")).0, 1040);
 
     let (new, code, log) = take_over("takeover-cap", &yaml, &mut old);
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("sessions handed 3,"), "{log}");
     let refused = connect_to(new.client, APP_USER, APP_PASSWORD).await;
-    let error = refused.err().expect("the cap is full of moved sessions");
+    let error = refused.expect_err("the cap is full of moved sessions");
     assert_eq!(server_error(error).0, 1040);
     for (conn, id) in &mut sessions {
         assert_eq!(connection_id(conn).await, *id, "a moved session works");
