@@ -931,8 +931,9 @@ async fn moved_sessions_count_against_the_client_cap() {
 }
 
 /// `SHOW WARNINGS` right after a move lists the previous statement's
-/// warnings as the server gave them (and `SHOW COUNT(*) WARNINGS` counts
-/// them); the next statement clears them as a server does.
+/// warnings as the server gave them (`SHOW COUNT(*) WARNINGS` and
+/// `@@warning_count` count them); the next statement clears them as a
+/// server does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn show_warnings_right_after_a_move_lists_the_previous_statements_warnings() {
     let _fleet = serial().await;
@@ -960,6 +961,8 @@ async fn show_warnings_right_after_a_move_lists_the_previous_statements_warnings
     let after: Vec<(String, u32, String)> = conn.query("SHOW WARNINGS").await.unwrap();
     assert_eq!(after, before, "the warnings moved with the session");
     let count: Option<u64> = conn.query_first("SHOW COUNT(*) WARNINGS").await.unwrap();
+    assert_eq!(count, Some(2));
+    let count: Option<u64> = conn.query_first("SELECT @@warning_count").await.unwrap();
     assert_eq!(count, Some(2));
     assert_eq!(connection_id(&mut conn).await, id);
     let none: Vec<(String, u32, String)> = conn.query("SHOW WARNINGS").await.unwrap();
