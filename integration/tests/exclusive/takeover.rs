@@ -718,8 +718,15 @@ async fn a_takeover_by_another_user_is_refused_and_the_old_process_keeps_serving
         )),
         "{log}"
     );
-    let (running, old_log) = old.wait_exit(Duration::from_millis(500));
-    assert_eq!(running, None, "the old process still runs:\n{old_log}");
+    let mut old_log = String::new();
+    for _ in 0..40 {
+        let (running, more) = old.wait_exit(Duration::from_millis(250));
+        old_log.push_str(&more);
+        assert_eq!(running, None, "the old process still runs:\n{old_log}");
+        if old_log.contains("takeover refused") {
+            break;
+        }
+    }
     assert!(
         old_log.contains("takeover refused")
             && old_log.contains(&format!(
