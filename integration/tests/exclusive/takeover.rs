@@ -350,6 +350,8 @@ enum DiesAfter {
     Listeners,
     /// Receiving one session with its socket (before acknowledging it).
     Session,
+    /// Acknowledging one session (it is the stand-in's, which drops it).
+    Ack,
 }
 
 /// Plays a new process that dies at `step`: connects to the takeover
@@ -384,8 +386,16 @@ async fn new_process_dying(yaml: &str, step: DiesAfter) {
     }
     channel.send(&Message::Listening, &[]).await.unwrap();
     let (session, fds) = channel.recv::<Message>().await.expect("a session");
-    assert!(matches!(session, Message::Session(_)), "{session:?}");
+    let Message::Session(snapshot) = session else {
+        panic!("expected a session, got {session:?}");
+    };
     assert_eq!(fds.len(), 1);
+    if let DiesAfter::Ack = step {
+        let ack = Message::Ack {
+            connection_id: snapshot.connection_id,
+        };
+        channel.send(&ack, &[]).await.unwrap();
+    }
 }
 
 /// A new process that dies at any step of the hand-off (after the hello,
@@ -429,6 +439,52 @@ async fn a_new_process_dying_at_any_step_leaves_every_session_served() {
     for (conn, id) in &mut sessions {
         assert_eq!(connection_id(conn).await, *id);
     }
+}
+
+/// A session the new process acknowledged leaves the old process's count
+/// of client connections: with `limits.max_client_connections` full (one
+/// session in a transaction, one idle), a stand-in new process takes the
+/// idle one and dies; the old process accepts again and admits a new
+/// client in the place freed, and the session in its transaction goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_handed_over_frees_its_place_in_the_old_process() {
+    let _fleet = serial().await;
+    let yaml = format!(
+        "{}limits: {{ max_client_connections: 2 }}\n",
+        takeover_config("takeover-old-cap", 10000)
+    );
+    let tag = format!("takeover-old-cap-{}", std::process::id());
+    let old = FileServe::start("takeover-old-cap", "true", &yaml);
+    let mut in_transaction = connect_to(old.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("log in");
+    let id = connection_id(&mut in_transaction).await;
+    in_transaction.query_drop("BEGIN").await.unwrap();
+    insert_pin(&mut in_transaction, 14, &tag).await;
+    let idle = connect_to(old.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("log in");
+    let refused = connect_to(old.client, APP_USER, APP_PASSWORD).await;
+    assert_eq!(server_error(refused.expect_err("cap full")).0, 1040);
+
+    new_process_dying(&yaml, DiesAfter::Ack).await;
+    drop(idle);
+    let mut admitted = None;
+    for _ in 0..50 {
+        if let Ok(conn) = connect_to(old.client, APP_USER, APP_PASSWORD).await {
+            admitted = Some(conn);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut fresh = admitted.expect("the place of the session handed over");
+    assert_eq!(
+        fresh.query_first::<i64, _>("SELECT 1").await.unwrap(),
+        Some(1)
+    );
+    in_transaction.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(connection_id(&mut in_transaction).await, id);
+    assert_eq!(pins_tagged(14, &tag).await, 0, "rolled back");
 }
 
 /// A real new process killed with SIGKILL after it took the listening
