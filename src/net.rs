@@ -201,6 +201,13 @@ impl ConnectionCount {
             .map(|_| ConnectionSlot(self.0.clone()))
     }
 
+    /// A place for a connection accepted elsewhere (a session a takeover
+    /// moved here), counted whatever the limit: it is open already.
+    pub fn count_in(&self) -> ConnectionSlot {
+        self.0.fetch_add(1, Ordering::AcqRel);
+        ConnectionSlot(self.0.clone())
+    }
+
     /// Connections open now.
     pub fn open(&self) -> usize {
         self.0.load(Ordering::Acquire)

@@ -17,6 +17,7 @@ use crate::control::Control;
 use crate::frontend::listener::{self, ClientGate};
 use crate::frontend::takeover::donor::Donor;
 use crate::frontend::takeover::receiver::Inherited;
+use crate::frontend::tls::TlsSettings;
 use crate::net::{map_large_allocations, open_file_limit, ClientCap};
 use crate::stats::http::Endpoints;
 
@@ -100,19 +101,22 @@ impl Running {
     }
 }
 
-/// Maps large allocations on their own ([`map_large_allocations`]), raises
-/// the open-file limit ([`open_file_limit`]) and refuses to start
-/// when it leaves room for no client ([`ClientCap::check`]), binds every listener
-/// the config in force names and loads the TLS certificate and key (any
-/// failure is returned before a task starts), then spawns the listeners and the background tasks on the current
-/// runtime. Listen addresses are read once: changing them takes a restart.
-pub async fn run(control: Arc<Control>) -> io::Result<Running> {
-    run_with(control, None).await
+/// What a proxy does before it listens, done once: the allocator and the
+/// open-file limit set, the client cap checked, the TLS certificate and
+/// key loaded, the backends' version read and the object tables' columns.
+pub struct Prepared {
+    tls: Option<Arc<TlsSettings>>,
 }
 
-/// [`run`]; with `inherited`, on the listening sockets a takeover handed
-/// over instead of binding the config's addresses.
-pub async fn run_with(control: Arc<Control>, inherited: Option<Inherited>) -> io::Result<Running> {
+/// Maps large allocations on their own ([`map_large_allocations`]), raises
+/// the open-file limit ([`open_file_limit`]) and refuses to start when it
+/// leaves room for no client ([`ClientCap::check`]), loads the TLS
+/// certificate and key, then reads the backends' version
+/// ([`crate::engine::Engine::probe_server`]) and the object tables'
+/// columns (before the first client's `SELECT *`). A takeover does this
+/// before it asks for the running proxy's listening sockets, so new
+/// connections do not wait in their backlog meanwhile.
+pub async fn prepare(control: &Control) -> io::Result<Prepared> {
     map_large_allocations();
     let files = open_file_limit();
     let engine = &control.engine;
@@ -128,6 +132,34 @@ pub async fn run_with(control: Arc<Control>, inherited: Option<Inherited>) -> io
         );
     }
     let tls = listener::load_tls(engine)?;
+    engine.probe_server().await;
+    for problem in crate::backend::columns::refresh(&**engine).await {
+        warn!(
+            "object table columns not read (SELECT * on them is refused until they are): {problem}"
+        );
+    }
+    Ok(Prepared { tls })
+}
+
+/// [`prepare`]s the proxy, binds every listener the config in force names
+/// (any failure is returned before a task starts), then spawns the
+/// listeners and the background tasks on the current runtime. Listen
+/// addresses are read once: changing them takes a restart.
+pub async fn run(control: Arc<Control>) -> io::Result<Running> {
+    let prepared = prepare(&control).await?;
+    run_prepared(control, prepared, None).await
+}
+
+/// [`run`] after [`prepare`]; with `inherited`, on the listening sockets a
+/// takeover handed over instead of binding the config's addresses.
+pub async fn run_prepared(
+    control: Arc<Control>,
+    prepared: Prepared,
+    inherited: Option<Inherited>,
+) -> io::Result<Running> {
+    let engine = &control.engine;
+    let config = engine.topology.load().config.clone();
+    let Prepared { tls } = prepared;
     let (client, admin, metrics) = match inherited {
         Some(inherited) => {
             let take = |listener: Option<std::net::TcpListener>| {
@@ -166,12 +198,6 @@ pub async fn run_with(control: Arc<Control>, inherited: Option<Inherited>) -> io
         metrics: text(listening.metrics),
     });
     control.publish_entry_now().await;
-    // The object tables' columns, before the first client's `SELECT *`.
-    for problem in crate::backend::columns::refresh(&**engine).await {
-        warn!(
-            "object table columns not read (SELECT * on them is refused until they are): {problem}"
-        );
-    }
     crate::backend::columns::spawn(engine);
     let listening_now = Arc::new(ListenerUp::default());
     listening_now.set(true);

@@ -162,6 +162,15 @@ async fn start_and_serve(
 async fn serve(control: Control, mut stop: StopSignals, takeover: bool) -> Result<(), CliError> {
     let control = Arc::new(control);
     let path = socket_path(&control.engine.topology.load().config);
+    // The start-up (backends probed, columns read) before a takeover asks
+    // for the listening sockets: meanwhile the old process still accepts.
+    let prepared = match crate::server::prepare(&control).await {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            control.shutdown().await;
+            return Err(CliError::Listen(e));
+        }
+    };
     let (taking, inherited) = if takeover {
         let connected = match &path {
             Some(path) => receiver::connect(path).await,
@@ -177,7 +186,7 @@ async fn serve(control: Control, mut stop: StopSignals, takeover: bool) -> Resul
     } else {
         (None, None)
     };
-    let running = match crate::server::run_with(control.clone(), inherited).await {
+    let running = match crate::server::run_prepared(control.clone(), prepared, inherited).await {
         Ok(running) => running,
         Err(e) => {
             // Registered before binding: leave the registry at once, so a

@@ -12,7 +12,7 @@ use crate::router::DiagnosticsArea;
 /// The diagnostics area of a statement: its conditions (Level, Code,
 /// Message, as `SHOW WARNINGS` listed them, at most `max_error_count`) and
 /// its counts. The default is a statement that left nothing.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DiagnosticsCopy {
     rows: Vec<Vec<Value>>,
     warning_count: u64,

@@ -56,6 +56,10 @@ pub struct Engine {
     pub stats: Stats,
     /// The client sessions, by id (`SHOW PROCESSLIST`, `KILL`).
     pub sessions: Arc<Sessions>,
+    /// Client connections open now, counted against the client cap
+    /// (`limits.max_client_connections`) from their accept, or their
+    /// arrival from a takeover, to their close.
+    pub clients: crate::net::ConnectionCount,
     /// The version and idle timeouts presented to clients, once read.
     server: OnceLock<ServerInfo>,
     /// When the proxy started (the `Uptime` of COM_STATISTICS).
@@ -85,6 +89,7 @@ impl Engine {
             fence: Fence::default(),
             stats: Stats::new(),
             sessions: Arc::default(),
+            clients: crate::net::ConnectionCount::default(),
             server: OnceLock::new(),
             started: Instant::now(),
             merge_bytes: Arc::default(),

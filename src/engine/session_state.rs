@@ -138,6 +138,11 @@ pub struct CarriedState {
     pub multi_statements: bool,
     /// The prepared statements.
     pub prepared: super::prepared::CarriedStatements,
+    /// The previous statement's diagnostics (`SHOW WARNINGS` right after
+    /// the move), copied off its held connection; absent from a process
+    /// that did not carry them (then the move shows none).
+    #[serde(default)]
+    pub diagnostics: Option<DiagnosticsCopy>,
 }
 
 /// Per-client state.
@@ -259,8 +264,9 @@ impl SessionState {
 
     /// The state to carry to another process, when the session is at a
     /// boundary it may move at: no transaction open, no answer owed to a
-    /// silent client, no long data pending. A held connection's
-    /// diagnostics are not carried.
+    /// silent client, no long data pending. The previous statement's
+    /// diagnostics go along only as copied off its held connection
+    /// ([`Engine::give_up_held`](super::Engine::give_up_held) first).
     pub fn carry(&self) -> Option<CarriedState> {
         if self.ended_while_idle.is_some() || self.more_results {
             return None;
@@ -282,6 +288,7 @@ impl SessionState {
                 .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
             multi_statements: self.multi_statements,
             prepared: self.prepared.carry()?,
+            diagnostics: self.diagnostics_copy.clone(),
         })
     }
 
@@ -322,6 +329,7 @@ impl SessionState {
             .map(std::time::Duration::from_millis);
         self.multi_statements = carried.multi_statements;
         self.prepared = super::prepared::PreparedStatements::from_carried(carried.prepared)?;
+        self.diagnostics_copy = carried.diagnostics;
         Ok(())
     }
 
@@ -553,6 +561,7 @@ mod tests {
         state.route.row_count = 3;
         state.wait_timeout = Some(std::time::Duration::from_secs(5));
         state.multi_statements = true;
+        state.diagnostics_copy = Some(DiagnosticsCopy::default());
         let carried = state.carry().expect("at a boundary");
         let text = serde_json::to_string(&carried).unwrap();
         let mut taken = SessionState::new(7, key, true);

@@ -108,7 +108,8 @@ impl ClientGate {
 /// offering (or requiring) `tls`, once the backends' version and idle
 /// timeouts were read ([`Engine::probe_server`]). Every connection counts against the
 /// client cap ([`ClientCap`], from `limits.max_client_connections` and the
-/// open-file limit, read at each accept) from its accept to its close; one
+/// open-file limit, read at each accept) from its accept to its close
+/// ([`Engine::clients`], where sessions a takeover brings count too); one
 /// past it is answered 1040 in place of the greeting and closed. A
 /// connection's login is held to the `limits` in force at its accept
 /// ([`LoginBounds`]).
@@ -136,7 +137,7 @@ pub async fn serve_gated(
     engine.probe_server().await;
     let files = open_file_limit();
     ClientCap::new(&engine.topology.load(), files).log(files);
-    let open = ConnectionCount::default();
+    let open = engine.clients.clone();
     // Each round accepts on a duplicate of the socket, dropped when the
     // gate pauses; the socket itself stays open (and keeps its backlog).
     let listener = listener.into_std()?;

@@ -632,6 +632,9 @@ where
         let Some(socket) = self.handoff.clone() else {
             return false;
         };
+        // The previous statement's diagnostics go along (`SHOW WARNINGS`
+        // right after the move); its held connection stays here.
+        self.engine.give_up_held(&mut self.state).await;
         let Some(carried) = self.state.carry() else {
             return false;
         };

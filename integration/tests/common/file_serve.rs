@@ -36,8 +36,17 @@ impl FileServe {
 
     /// [`Self::spawn`] with more `serve` flags (`--takeover`).
     pub fn spawn_with(name: &str, before: &str, yaml: &str, flags: &[&str]) -> std::process::Child {
+        Self::command(name, before, yaml, flags)
+            .spawn()
+            .expect("start shardgate serve")
+    }
+
+    /// The command [`Self::spawn_with`] runs (to change it first: another
+    /// user, say).
+    pub fn command(name: &str, before: &str, yaml: &str, flags: &[&str]) -> std::process::Command {
         let config = write_config(name, yaml);
-        std::process::Command::new("sh")
+        let mut command = std::process::Command::new("sh");
+        command
             .args([
                 "-c",
                 &format!(
@@ -49,9 +58,8 @@ impl FileServe {
             ])
             .env("RUST_LOG", "info")
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start shardgate serve")
+            .stderr(std::process::Stdio::piped());
+        command
     }
 
     /// Runs the `shardgate` binary on `yaml` (written to a directory of its

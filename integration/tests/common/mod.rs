@@ -20,6 +20,7 @@ use shardgate::topology::Topology;
 
 pub mod file_serve;
 pub mod move_load;
+pub mod tls_certificates;
 #[path = "zookeeper.rs"]
 pub mod zk_harness;
 pub mod zk_serve;

@@ -584,8 +584,11 @@ async fn sigterm_lets_statements_and_transactions_finish_and_closes_idle_session
         "a new client was accepted while stopping"
     );
     // The running statement completes.
-    let (slept, _sleeper) = sleeping.await.unwrap();
+    let (slept, mut sleeper) = sleeping.await.unwrap();
     assert_eq!(slept.expect("SELECT SLEEP(1) after SIGTERM"), Some(0));
+    // Then its session was closed at that boundary, with a whole 1053.
+    let error = sleeper.query_drop("SELECT 1").await.unwrap_err();
+    assert_eq!(server_error(error).0, 1053);
     // The open transaction goes on and commits.
     in_transaction
         .query_drop(format!("UPDATE pins SET data = '{tag}-2' WHERE id = {id}"))

@@ -24,6 +24,15 @@ fn takeover_config(name: &str, drain_ms: u64) -> String {
     )
 }
 
+/// The takeover socket of a [`takeover_config`].
+fn takeover_socket(yaml: &str) -> std::path::PathBuf {
+    yaml.lines()
+        .find_map(|line| line.strip_prefix("takeover: { socket: "))
+        .and_then(|rest| rest.strip_suffix(" }"))
+        .expect("the takeover socket in the test config")
+        .into()
+}
+
 /// Starts `serve --takeover` on `yaml` and waits for the old process to
 /// exit; its exit code and log.
 fn take_over(name: &str, yaml: &str, old: &mut FileServe) -> (FileServe, Option<i32>, String) {
@@ -67,6 +76,18 @@ async fn a_session_keeps_its_state_and_connection_across_a_takeover() {
     let (new, code, log) = take_over("takeover-state", &yaml, &mut old);
     assert_eq!(code, Some(0), "the old process exits 0:\n{log}");
     assert!(log.contains("sessions handed 1,"), "{log}");
+    // The new process read the backends before it asked for the
+    // listening sockets (new connections do not wait for its start-up).
+    let at = |what: &str| {
+        new.log
+            .find(what)
+            .unwrap_or_else(|| panic!("no {what:?} in the new process's log:\n{}", new.log))
+    };
+    assert!(
+        at("server version") < at("took over the listening sockets"),
+        "start-up before the listeners:\n{}",
+        new.log
+    );
 
     assert_eq!(connection_id(&mut conn).await, id, "the same session");
     let (who, database): (Option<String>, Option<String>) = conn
@@ -329,6 +350,8 @@ enum DiesAfter {
     Listeners,
     /// Receiving one session with its socket (before acknowledging it).
     Session,
+    /// Acknowledging one session (it is the stand-in's, which drops it).
+    Ack,
 }
 
 /// Plays a new process that dies at `step`: connects to the takeover
@@ -338,12 +361,7 @@ enum DiesAfter {
 async fn new_process_dying(yaml: &str, step: DiesAfter) {
     use shardgate::frontend::takeover::wire::Channel;
     use shardgate::frontend::takeover::{Message, FORMAT};
-    let path = yaml
-        .lines()
-        .find_map(|line| line.strip_prefix("takeover: { socket: "))
-        .and_then(|rest| rest.strip_suffix(" }"))
-        .expect("the takeover socket in the test config")
-        .to_owned();
+    let path = takeover_socket(yaml);
     let stream = tokio::net::UnixStream::connect(&path)
         .await
         .expect("connect");
@@ -368,8 +386,16 @@ async fn new_process_dying(yaml: &str, step: DiesAfter) {
     }
     channel.send(&Message::Listening, &[]).await.unwrap();
     let (session, fds) = channel.recv::<Message>().await.expect("a session");
-    assert!(matches!(session, Message::Session(_)), "{session:?}");
+    let Message::Session(snapshot) = session else {
+        panic!("expected a session, got {session:?}");
+    };
     assert_eq!(fds.len(), 1);
+    if let DiesAfter::Ack = step {
+        let ack = Message::Ack {
+            connection_id: snapshot.connection_id,
+        };
+        channel.send(&ack, &[]).await.unwrap();
+    }
 }
 
 /// A new process that dies at any step of the hand-off (after the hello,
@@ -413,6 +439,52 @@ async fn a_new_process_dying_at_any_step_leaves_every_session_served() {
     for (conn, id) in &mut sessions {
         assert_eq!(connection_id(conn).await, *id);
     }
+}
+
+/// A session the new process acknowledged leaves the old process's count
+/// of client connections: with `limits.max_client_connections` full (one
+/// session in a transaction, one idle), a stand-in new process takes the
+/// idle one and dies; the old process accepts again and admits a new
+/// client in the place freed, and the session in its transaction goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_handed_over_frees_its_place_in_the_old_process() {
+    let _fleet = serial().await;
+    let yaml = format!(
+        "{}limits: {{ max_client_connections: 2 }}\n",
+        takeover_config("takeover-old-cap", 10000)
+    );
+    let tag = format!("takeover-old-cap-{}", std::process::id());
+    let old = FileServe::start("takeover-old-cap", "true", &yaml);
+    let mut in_transaction = connect_to(old.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("log in");
+    let id = connection_id(&mut in_transaction).await;
+    in_transaction.query_drop("BEGIN").await.unwrap();
+    insert_pin(&mut in_transaction, 14, &tag).await;
+    let idle = connect_to(old.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("log in");
+    let refused = connect_to(old.client, APP_USER, APP_PASSWORD).await;
+    assert_eq!(server_error(refused.expect_err("cap full")).0, 1040);
+
+    new_process_dying(&yaml, DiesAfter::Ack).await;
+    drop(idle);
+    let mut admitted = None;
+    for _ in 0..50 {
+        if let Ok(conn) = connect_to(old.client, APP_USER, APP_PASSWORD).await {
+            admitted = Some(conn);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut fresh = admitted.expect("the place of the session handed over");
+    assert_eq!(
+        fresh.query_first::<i64, _>("SELECT 1").await.unwrap(),
+        Some(1)
+    );
+    in_transaction.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(connection_id(&mut in_transaction).await, id);
+    assert_eq!(pins_tagged(14, &tag).await, 0, "rolled back");
 }
 
 /// A real new process killed with SIGKILL after it took the listening
@@ -525,4 +597,437 @@ async fn a_wrong_format_is_refused_and_the_old_process_keeps_serving() {
         fresh.query_first::<i64, _>("SELECT 1").await.unwrap(),
         Some(1)
     );
+}
+
+/// Waits up to 10 s for the running proxy to bind its takeover socket.
+async fn wait_for_socket(path: &std::path::Path) -> std::fs::Metadata {
+    for _ in 0..500 {
+        if let Ok(metadata) = std::fs::symlink_metadata(path) {
+            return metadata;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no takeover socket at {}", path.display());
+}
+
+/// Whether user and group `id` can execute `path` (every directory above
+/// it searchable).
+fn executable_by(id: u32, path: &std::path::Path) -> bool {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new("sh")
+        .args(["-c", "test -x \"$0\""])
+        .arg(path)
+        .uid(id)
+        .gid(id)
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Runs `serve --takeover` on `yaml` as user and group `id` from `dir` (a
+/// directory of its own under the system's temp directory, with the config
+/// and, when the build's binary is out of that user's reach, a copy of it)
+/// and waits up to 60 s for it to exit; its exit code and log.
+fn take_over_as(dir: &std::path::Path, yaml: &str, id: u32) -> (Option<i32>, String) {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let readable = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    std::fs::create_dir_all(dir).unwrap();
+    readable(dir, 0o755);
+    let config = dir.join("shardgate.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    readable(&config, 0o644);
+    let schema = dir.join("schema.sql");
+    std::fs::copy(repo_root().join("config/schema.sql"), &schema).unwrap();
+    readable(&schema, 0o644);
+    let mut binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_shardgate"));
+    if !executable_by(id, &binary) {
+        let copy = dir.join("shardgate");
+        if !copy.exists() {
+            std::fs::copy(&binary, &copy).unwrap();
+        }
+        readable(&copy, 0o755);
+        binary = copy;
+    }
+    let mut child = std::process::Command::new(binary)
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .arg("--takeover")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .uid(id)
+        .gid(id)
+        .spawn()
+        .expect("start serve --takeover as another user");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut log = String::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut log);
+    }
+    (status.and_then(|status| status.code()), log)
+}
+
+/// `conn` (session `id`, `@kept` set) is still served, and the proxy at
+/// `addr` accepts a new client.
+async fn still_served(
+    conn: &mut mysql_async::Conn,
+    id: u64,
+    addr: std::net::SocketAddr,
+    step: &str,
+) {
+    let (kept, now): (Option<String>, u64) = conn
+        .query_first("SELECT @kept, CONNECTION_ID()")
+        .await
+        .unwrap_or_else(|e| panic!("{step}: session lost: {e}"))
+        .unwrap();
+    assert_eq!((kept.as_deref(), now), (Some("yes"), id), "{step}");
+    let mut fresh = connect_to(addr, APP_USER, APP_PASSWORD)
+        .await
+        .unwrap_or_else(|e| panic!("{step}: a new client refused: {e}"));
+    assert_eq!(
+        fresh.query_first::<i64, _>("SELECT 1").await.unwrap(),
+        Some(1)
+    );
+}
+
+/// The user `nobody` runs as.
+const NOBODY: u32 = 65534;
+
+/// The takeover socket is the running user's, mode 0600. Run as root (as
+/// CI runs), `serve --takeover` as `nobody` cannot even connect to it; with
+/// the socket opened to everyone (chmod 0666, as a mistake would) it
+/// connects, and both processes refuse the other's user (SO_PEERCRED):
+/// the new one exits 1, the old one logs the refusal and keeps its
+/// session and its listener; a takeover by its own user then completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_by_another_user_is_refused_and_the_old_process_keeps_serving() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let _fleet = serial().await;
+    // Everything the other user needs (the socket's directory, the config,
+    // the binary) within its reach, wherever the checkout is.
+    let dir = std::env::temp_dir().join(format!("shardgate-takeover-uid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let yaml = format!(
+        "{}\nshutdown: {{ drain_timeout_ms: 5000 }}\ntakeover: {{ socket: {} }}\n",
+        test_config_yaml(),
+        dir.join("takeover.sock").display()
+    );
+    let mut old = FileServe::start("takeover-uid", "true", &yaml);
+    let path = takeover_socket(&yaml);
+    let metadata = wait_for_socket(&path).await;
+    // SAFETY: getuid cannot fail and touches no memory.
+    let own = unsafe { libc::getuid() };
+    assert_eq!(
+        metadata.mode() & 0o777,
+        0o600,
+        "the takeover socket is owner-only"
+    );
+    assert_eq!(
+        metadata.uid(),
+        own,
+        "the takeover socket is the proxy's user's"
+    );
+    if own != 0 {
+        eprintln!(
+            "SKIPPED the other-user part: the test runs as uid {own}, not root, so it cannot \
+             start a process as another user (the socket's mode and owner were checked)"
+        );
+        return;
+    }
+    let mut conn = connect_to(old.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("log in");
+    conn.query_drop("SET @kept = 'yes'").await.unwrap();
+    let id = connection_id(&mut conn).await;
+
+    // The socket's mode keeps another user out.
+    let (code, log) = take_over_as(&dir.join("other-user"), &yaml, NOBODY);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("cannot reach the running proxy") && log.contains("Permission denied"),
+        "{log}"
+    );
+    still_served(&mut conn, id, old.client, "mode 0600").await;
+
+    // Opened to everyone, the peer check still refuses on both ends.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (code, log) = take_over_as(&dir.join("other-user"), &yaml, NOBODY);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains(&format!(
+            "the takeover peer runs as uid {own}, not {NOBODY}: refused"
+        )),
+        "{log}"
+    );
+    let mut old_log = String::new();
+    for _ in 0..40 {
+        let (running, more) = old.wait_exit(Duration::from_millis(250));
+        old_log.push_str(&more);
+        assert_eq!(running, None, "the old process still runs:\n{old_log}");
+        if old_log.contains("takeover refused") {
+            break;
+        }
+    }
+    assert!(
+        old_log.contains("takeover refused")
+            && old_log.contains(&format!(
+                "the takeover peer runs as uid {NOBODY}, not {own}"
+            )),
+        "{old_log}"
+    );
+    assert!(!old_log.contains("handing over"), "{old_log}");
+    still_served(&mut conn, id, old.client, "mode 0666").await;
+
+    let (_new, code, log) = take_over("takeover-uid", &yaml, &mut old);
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("closed 0, cut 0"), "{log}");
+    assert_eq!(connection_id(&mut conn).await, id);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A TLS client session (the stock `mariadb` CLI, certificate verified)
+/// open in a transaction during a takeover finishes its transaction (its
+/// row commits, once), then is closed with 1053 at the boundary: its next
+/// statement reads a whole error packet, not a cut connection. A plain
+/// session of the same run moves with its state; the old process exits
+/// once the TLS session closed, long before `shutdown.drain_timeout_ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_session_is_drained_at_a_boundary_while_a_plain_one_moves() {
+    use std::io::{BufRead, Write};
+    let _fleet = serial().await;
+    let certificates = repo_root()
+        .join("target/test-configs")
+        .join(format!("takeover-tls-certificates-{}", std::process::id()));
+    std::fs::create_dir_all(&certificates).unwrap();
+    crate::common::tls_certificates::write_certificates(&certificates);
+    let yaml = format!(
+        "{}tls:\n  cert: {}\n  key: {}\n  require: false\n",
+        takeover_config("takeover-tls", 60000),
+        certificates.join("server.pem").display(),
+        certificates.join("server.key").display(),
+    );
+    let tag = format!("takeover-tls-{}", std::process::id());
+    delete_tagged(14, &tag).await;
+    let mut old = FileServe::start("takeover-tls", "true", &yaml);
+    let mut plain = connect_to(old.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("log in");
+    plain.query_drop("SET @plain = 'kept'").await.unwrap();
+    let plain_id = connection_id(&mut plain).await;
+
+    let mut cli = std::process::Command::new("mariadb")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-P",
+            &old.client.port().to_string(),
+            "-u",
+            APP_USER,
+            &format!("-p{APP_PASSWORD}"),
+            "--comments",
+            "--batch",
+            "--skip-column-names",
+            "--unbuffered",
+            "--skip-reconnect",
+            "--ssl",
+            &format!("--ssl-ca={}", certificates.join("ca.pem").display()),
+            "--ssl-verify-server-cert",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the mariadb CLI");
+    let mut input = cli.stdin.take().unwrap();
+    let (lines, output) = std::sync::mpsc::channel();
+    let stdout = cli.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next_line = || {
+        output
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a line from the mariadb CLI")
+    };
+    writeln!(
+        input,
+        "status;\nBEGIN;\nINSERT /*+ SHARD(14) */ INTO pins (data) VALUES ('{tag}');\n\
+         SELECT CONCAT('inserted ', LAST_INSERT_ID());"
+    )
+    .unwrap();
+    let mut status = String::new();
+    let id: u64 = loop {
+        let line = next_line();
+        if let Some(id) = line.strip_prefix("inserted ") {
+            break id.parse().expect("the inserted id");
+        }
+        status.push_str(&line);
+        status.push('\n');
+    };
+    assert!(status.contains("Cipher in use is"), "over TLS: {status}");
+
+    let new = FileServe::start_with("takeover-tls", "true", &yaml, &["--takeover"]);
+    // The plain session moves at once; the TLS one waits in its transaction.
+    let (plain_var, now): (Option<String>, u64) = plain
+        .query_first("SELECT @plain, CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((plain_var.as_deref(), now), (Some("kept"), plain_id));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (running, _) = old.wait_exit(Duration::ZERO);
+    assert_eq!(running, None, "the old process waits for the TLS session");
+    writeln!(
+        input,
+        "UPDATE pins SET data = '{tag}-2' WHERE id = {id};\nCOMMIT;\nSELECT 'after the commit';"
+    )
+    .unwrap();
+    drop(input);
+    let started = std::time::Instant::now();
+    let cli = cli.wait_with_output().expect("the CLI ends");
+    let stderr = String::from_utf8_lossy(&cli.stderr);
+    assert!(!cli.status.success(), "the CLI saw an error");
+    assert!(
+        stderr.contains("ERROR 1053") && stderr.contains("Server shutdown in progress"),
+        "the statement after COMMIT reads 1053 whole: {stderr}"
+    );
+    assert!(
+        output
+            .try_iter()
+            .all(|line| !line.contains("after the commit")),
+        "the statement after COMMIT did not run"
+    );
+    assert_eq!(pin_on_host(id).await, Some(format!("{tag}-2")), "committed");
+    assert_eq!(
+        pins_tagged(14, &tag).await,
+        1,
+        "the row is on its master once"
+    );
+    let (code, log) = old.wait_exit(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{log}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "drained at the boundary, not at drain_timeout_ms"
+    );
+    assert!(log.contains("sessions handed 1, closed 1, cut 0"), "{log}");
+    // The plain session is the new process's now.
+    let (plain_var, now): (Option<String>, u64) = plain
+        .query_first("SELECT @plain, CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((plain_var.as_deref(), now), (Some("kept"), plain_id));
+    drop(new);
+    assert!(plain.query_drop("SELECT 1").await.is_err());
+    delete_tagged(14, &tag).await;
+}
+
+/// Sessions a takeover moved count against the new process's
+/// `limits.max_client_connections`: with the cap full of moved sessions a
+/// new client is answered 1040 while the moved ones keep working, and
+/// once one of them quits a new client gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moved_sessions_count_against_the_client_cap() {
+    let _fleet = serial().await;
+    let yaml = format!(
+        "{}limits: {{ max_client_connections: 3 }}\n",
+        takeover_config("takeover-cap", 5000)
+    );
+    let mut old = FileServe::start("takeover-cap", "true", &yaml);
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        let mut conn = connect_to(old.client, APP_USER, APP_PASSWORD)
+            .await
+            .expect("log in");
+        let id = connection_id(&mut conn).await;
+        sessions.push((conn, id));
+    }
+    let refused = connect_to(old.client, APP_USER, APP_PASSWORD).await;
+    assert_eq!(server_error(refused.expect_err("cap full")).0, 1040);
+
+    let (new, code, log) = take_over("takeover-cap", &yaml, &mut old);
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("sessions handed 3,"), "{log}");
+    let refused = connect_to(new.client, APP_USER, APP_PASSWORD).await;
+    let error = refused.expect_err("the cap is full of moved sessions");
+    assert_eq!(server_error(error).0, 1040);
+    for (conn, id) in &mut sessions {
+        assert_eq!(connection_id(conn).await, *id, "a moved session works");
+    }
+    let (conn, _) = sessions.pop().unwrap();
+    conn.disconnect().await.unwrap();
+    let mut admitted = None;
+    for _ in 0..50 {
+        if let Ok(conn) = connect_to(new.client, APP_USER, APP_PASSWORD).await {
+            admitted = Some(conn);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut fresh = admitted.expect("a place freed by a moved session that quit");
+    assert_eq!(
+        fresh.query_first::<i64, _>("SELECT 1").await.unwrap(),
+        Some(1)
+    );
+}
+
+/// `SHOW WARNINGS` right after a move lists the previous statement's
+/// warnings as the server gave them (`SHOW COUNT(*) WARNINGS` and
+/// `@@warning_count` count them); the next statement clears them as a
+/// server does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_warnings_right_after_a_move_lists_the_previous_statements_warnings() {
+    let _fleet = serial().await;
+    let yaml = takeover_config("takeover-warnings", 5000);
+    let mut old = FileServe::start("takeover-warnings", "true", &yaml);
+    let mut conn = connect_to(old.client, APP_USER, APP_PASSWORD)
+        .await
+        .expect("log in");
+    let id = connection_id(&mut conn).await;
+    let cast: Option<i64> = conn
+        .query_first("SELECT CAST('x1' AS SIGNED) + CAST('2y' AS SIGNED)")
+        .await
+        .unwrap();
+    assert_eq!(cast, Some(2));
+    let before: Vec<(String, u32, String)> = conn.query("SHOW WARNINGS").await.unwrap();
+    assert_eq!(before.len(), 2, "{before:?}");
+    assert!(
+        before.iter().all(|(_, code, _)| *code == 1292),
+        "{before:?}"
+    );
+
+    let (_new, code, log) = take_over("takeover-warnings", &yaml, &mut old);
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("sessions handed 1,"), "{log}");
+    let after: Vec<(String, u32, String)> = conn.query("SHOW WARNINGS").await.unwrap();
+    assert_eq!(after, before, "the warnings moved with the session");
+    let count: Option<u64> = conn.query_first("SHOW COUNT(*) WARNINGS").await.unwrap();
+    assert_eq!(count, Some(2));
+    let count: Option<u64> = conn.query_first("SELECT @@warning_count").await.unwrap();
+    assert_eq!(count, Some(2));
+    assert_eq!(connection_id(&mut conn).await, id);
+    let none: Vec<(String, u32, String)> = conn.query("SHOW WARNINGS").await.unwrap();
+    assert!(none.is_empty(), "{none:?}");
 }

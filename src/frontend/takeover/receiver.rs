@@ -6,6 +6,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use thiserror::Error;
 use tokio::net::UnixStream;
@@ -58,6 +59,9 @@ pub struct Taking {
     /// The old process's id.
     pub from: String,
     next_connection_id: u32,
+    /// When the listening sockets came (new connections wait in their
+    /// backlog until this process accepts).
+    received: Instant,
 }
 
 /// What the new process received.
@@ -97,6 +101,7 @@ pub async fn connect(path: &Path) -> Result<(Taking, Inherited), TakeoverError> 
         .send(&Message::Accept { format: FORMAT }, &[])
         .await?;
     let (message, fds) = channel.recv::<Message>().await?;
+    let received = Instant::now();
     let Message::Listeners {
         admin,
         metrics,
@@ -124,6 +129,7 @@ pub async fn connect(path: &Path) -> Result<(Taking, Inherited), TakeoverError> 
             channel,
             from,
             next_connection_id,
+            received,
         },
         Inherited {
             client,
@@ -153,6 +159,10 @@ impl Taking {
             warn!(%error, "takeover: the old process is gone");
             return received;
         }
+        info!(
+            window_ms = self.received.elapsed().as_millis() as u64,
+            "serving the listeners taken over (window_ms: from receiving them to accepting)"
+        );
         loop {
             let (message, fds) = match self.channel.recv::<Message>().await {
                 Ok(next) => next,
@@ -236,7 +246,12 @@ fn take_session(
     let user = snapshot.user.clone();
     let (run, socket) = session::resume(engine.clone(), stream, snapshot)?;
     let span = info_span!("session", connection_id, user = %user);
+    // Counted against the client cap here from now on (over it, if the
+    // cap is lower here: it is open already); the old process's count
+    // drops when its session ends.
+    let slot = engine.clients.count_in();
     let run = async move {
+        let _slot = slot;
         if let Err(error) = run.await {
             debug!(%error, "session ended with an error");
         }

@@ -26,15 +26,9 @@ impl Channel {
     /// Wraps a connected socket after checking that the process at the
     /// other end runs as this process's user.
     pub fn new(stream: UnixStream) -> io::Result<Self> {
-        let peer = peer_uid(&stream)?;
         // SAFETY: getuid cannot fail and touches no memory.
         let own = unsafe { libc::getuid() };
-        if peer != own {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!("the takeover peer runs as uid {peer}, not {own}: refused"),
-            ));
-        }
+        same_user(peer_uid(&stream)?, own)?;
         Ok(Self { stream })
     }
 
@@ -120,6 +114,17 @@ impl Channel {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         Ok((value, fds))
     }
+}
+
+/// Refuses a takeover peer running as another user than `own`.
+fn same_user(peer: u32, own: u32) -> io::Result<()> {
+    if peer == own {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!("the takeover peer runs as uid {peer}, not {own}: refused"),
+    ))
 }
 
 /// The user id of the process at the other end of `stream`.
@@ -243,6 +248,20 @@ fn recv_with_fds(socket: RawFd, into: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+
+    #[tokio::test]
+    async fn the_peer_of_another_user_is_refused() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        // SAFETY: getuid cannot fail and touches no memory.
+        let own = unsafe { libc::getuid() };
+        assert_eq!(peer_uid(&a).unwrap(), own, "the kernel's credentials");
+        assert!(same_user(own, own).is_ok());
+        let refused = same_user(own + 1, own).unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied);
+        assert!(refused
+            .to_string()
+            .contains(&format!("runs as uid {}, not {own}", own + 1)));
+    }
 
     #[tokio::test]
     async fn messages_carry_descriptors_to_the_peer() {
