@@ -707,3 +707,77 @@ async fn split_copies_views_triggers_routines_and_events() {
     assert_eq!(logged, Some(1), "one log row for one insert");
     let _ = target.disconnect().await;
 }
+
+/// Whether a `DROP DATABASE` of `database` waits for a metadata lock on
+/// `port`.
+async fn drop_waits(port: u16, database: &str) -> bool {
+    let mut conn = ops(port).await.expect("scratch server answers");
+    let waiting: Vec<String> = conn
+        .query(format!(
+            "SELECT INFO FROM information_schema.PROCESSLIST WHERE INFO LIKE 'DROP DATABASE%{database}%' \
+             AND STATE LIKE 'Waiting for%metadata lock'"
+        ))
+        .await
+        .expect("the process list");
+    let _ = conn.disconnect().await;
+    !waiting.is_empty()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_killed_in_prepare_and_in_cleanup_resumes_to_the_same_result() {
+    let _fleet = serial().await;
+    let scratch = Scratch::new("split-kill-ends").await;
+    let expected = rows_before().await;
+    let run = scratch.split(&["--max-rows-per-second", "0"]);
+    let output = tokio::task::spawn_blocking(move || {
+        let preparing = run.wait_for("split: prepare ...");
+        let output = run.kill();
+        assert!(preparing, "the prepare starts:\n{output}");
+        output
+    })
+    .await
+    .expect("the CLI thread");
+    assert_eq!(scratch.phase().await, "none", "killed in the prepare\n{output}");
+
+    // The resumed run is held in its cleanup: a transaction on the source
+    // reads sp12, so its DROP DATABASE waits for the metadata lock.
+    let mut holder = ops(SOURCE_PORT).await.expect("3312 answers");
+    holder
+        .query_drop("START TRANSACTION; SELECT COUNT(*) FROM sp12.pins")
+        .await
+        .expect("hold sp12");
+    let run = scratch.split(&["--resume", "--max-rows-per-second", "0"]);
+    let (run, cleaning) = tokio::task::spawn_blocking(move || {
+        let cleaning = run.wait_for("split: cleanup ...");
+        (run, cleaning)
+    })
+    .await
+    .expect("the CLI thread");
+    assert!(cleaning, "--resume after a kill in the prepare:\n{}", run.seen());
+    let mut waited = 0;
+    while !drop_waits(SOURCE_PORT, "sp12").await {
+        waited += 1;
+        assert!(waited < 200, "the drop of sp12 never waited:\n{}", run.seen());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let output = run.kill();
+    holder.query_drop("ROLLBACK").await.expect("release sp12");
+    let _ = holder.disconnect().await;
+    assert_eq!(scratch.phase().await, "cutover", "killed in the cleanup\n{output}");
+    let left: BTreeSet<String> = (0..8).chain(12..16).map(database).collect();
+    assert_eq!(
+        databases_on(SOURCE_PORT).await,
+        left,
+        "the cleanup was half done\n{output}"
+    );
+
+    let run = scratch.split(&["--resume", "--max-rows-per-second", "0"]);
+    let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
+        .await
+        .expect("the CLI thread");
+    assert!(
+        status.success(),
+        "--resume after a kill in the cleanup\nexit {status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert_split_done(&scratch, &expected).await;
+}

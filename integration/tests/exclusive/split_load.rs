@@ -475,3 +475,87 @@ async fn split_killed_in_the_cutover_leaves_the_proxies_on_one_map_and_resumes()
     assert_eq!(scratch.phase().await, "done");
     drop(proxies);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_killed_after_the_cutover_pushed_keeps_the_range_paused_and_resumes_on_the_new_map() {
+    let _fleet = serial().await;
+    let scratch = Scratch::new("split-kill-pushed").await;
+    let proxies = start_proxies(&scratch).await;
+    let before = shardgate::control::zookeeper::get(&scratch.location)
+        .await
+        .expect("the document");
+    // One proxy stopped (SIGSTOP) once the range is paused: the cutover
+    // then waits in its `proxies` step for it to run the new map.
+    let run = scratch.split(&["--max-rows-per-second", "0"]);
+    let (run, seen) = tokio::task::spawn_blocking(move || {
+        let seen = run.wait_for("split: cutover: gtid ...");
+        (run, seen)
+    })
+    .await
+    .expect("the CLI thread");
+    assert!(seen, "the cutover pauses:\n{}", run.seen());
+    proxies[2].signal("STOP");
+    let output = tokio::task::spawn_blocking(move || {
+        let waiting = run.wait_for("split: cutover: proxies ...");
+        let output = run.kill();
+        assert!(waiting, "the push is done, the proxies awaited:\n{output}");
+        output
+    })
+    .await
+    .expect("the CLI thread");
+    let records =
+        zk_harness::pause_records(&zk_harness::raw_client().await, &scratch.location).await;
+    proxies[2].signal("CONT");
+    let now = shardgate::control::zookeeper::get(&scratch.location)
+        .await
+        .expect("the document");
+    assert_ne!(now.version, before.version, "the new map was pushed\n{output}");
+    assert_eq!(scratch.master_of(9).await, TARGET);
+    assert!(
+        !records.is_empty(),
+        "the range stays paused on every proxy while one may run the old map\n{output}"
+    );
+    assert_eq!(scratch.phase().await, "verified", "{output}");
+
+    let run = scratch.split(&["--resume", "--max-rows-per-second", "0"]);
+    let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
+        .await
+        .expect("the CLI thread");
+    assert!(
+        status.success(),
+        "--resume after a kill once the map was pushed\nexit {status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("its map was written") && stderr.contains("already routed"),
+        "{stderr}"
+    );
+    let records =
+        zk_harness::pause_records(&zk_harness::raw_client().await, &scratch.location).await;
+    assert!(records.is_empty(), "pause records left: {records:?}");
+    for (proxy, version) in versions_run(&proxies).await {
+        assert_eq!(version, now.version, "{proxy} runs the new map");
+    }
+    for proxy in &proxies {
+        let mut app = common::connect_to(proxy.client, "app", "app")
+            .await
+            .expect("app login");
+        let data = format!("after-resume-{}", proxy.id);
+        let id = common::try_insert_pin(&mut app, 12, &data)
+            .await
+            .unwrap_or_else(|e| panic!("write through {} after the resume: {e}", proxy.id));
+        let mut target = ops(TARGET_PORT).await.expect("3311 answers");
+        let found: Option<String> = target
+            .query_first(format!(
+                "SELECT data FROM sp12.pins WHERE local_id = {}",
+                common::decode(id).local_id
+            ))
+            .await
+            .expect("read on the target");
+        assert_eq!(found.as_deref(), Some(data.as_str()), "{}", proxy.id);
+        let _ = app.disconnect().await;
+    }
+    assert_eq!(databases_on(SOURCE_PORT).await.len(), 8);
+    assert_eq!(databases_on(TARGET_PORT).await.len(), 8);
+    assert_eq!(scratch.phase().await, "done");
+    drop(proxies);
+}

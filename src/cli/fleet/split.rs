@@ -8,7 +8,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use super::shard_range;
 use crate::cli::runtime::{runtime, StopSignals};
 use crate::cli::{load, zookeeper_source, CliError};
-use crate::control::cutover::{fleet_move_until, MoveRequest, StepEvent};
+use crate::control::cutover::{
+    fleet_move_until, release_killed_cutover, MoveRequest, StepEvent,
+};
 use crate::control::status::parse_config;
 use crate::ops::split::state::{
     decode, default_state_path, encode, read_state, write_state, Phase, SplitState,
@@ -224,14 +226,16 @@ pub(super) fn run(args: SplitArgs) -> Result<(), CliError> {
                     state.phase.name()
                 )))
             }
-            (None, true) => {
-                return Err(CliError::Split(format!(
-                    "no split recorded in {}: run it without --resume",
-                    store.describe()
-                )))
-            }
-            (None, false) => {
+            (None, resume) => {
                 let started = Instant::now();
+                if resume {
+                    // Killed before its prepare recorded anything: nothing
+                    // was changed, so it starts over.
+                    eprintln!(
+                        "split: no split recorded in {}: starting from the prepare",
+                        store.describe()
+                    );
+                }
                 eprintln!("split: prepare ...");
                 let plan = plan(&topology, Some(&fleet), first, last, &args.to)
                     .map_err(failed("prepare"))?;
@@ -485,6 +489,21 @@ impl Phases<'_> {
     async fn cutover(&self, state: &mut SplitState) -> Result<(), CliError> {
         let started = Instant::now();
         eprintln!("split: cutover ...");
+        if let Source::ZooKeeper(location) = self.source {
+            let request = MoveRequest {
+                first: state.first,
+                last: state.last,
+                fleet: Some(state.fleet.clone()),
+                target: state.target.clone(),
+                dry_run: false,
+            };
+            let released = release_killed_cutover(location, &request)
+                .await
+                .map_err(|e| CliError::Split(format!("cutover: {e}; --resume tries it again")))?;
+            if let Some(released) = released {
+                eprintln!("split: cutover: {released}");
+            }
+        }
         let current = self.source.topology().await?;
         let routed = current
             .fleet_by_name(&state.fleet)
