@@ -552,7 +552,8 @@ async fn split_killed_in_copy_and_in_verify_resumes_to_the_same_result_keeping_t
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn split_verify_names_rows_changed_deleted_and_added_on_the_target_and_stops_before_cutover() {
+async fn split_verify_names_rows_changed_deleted_and_added_on_the_target_and_stops_before_cutover()
+{
     let _fleet = serial().await;
     let scratch = Scratch::new("split-diff").await;
     let run = scratch.split(&["--stop-after", "copy", "--max-rows-per-second", "0"]);
@@ -643,7 +644,9 @@ async fn split_copies_views_triggers_routines_and_events() {
     let mut target = ops(TARGET_PORT).await.expect("3311 answers");
     for db in ["sp09", "sp02"] {
         let viewed: Vec<u64> = target
-            .query(format!("SELECT local_id FROM {db}.a_pins ORDER BY local_id"))
+            .query(format!(
+                "SELECT local_id FROM {db}.a_pins ORDER BY local_id"
+            ))
             .await
             .unwrap_or_else(|e| panic!("the view {db}.a_pins on the target: {e}\n{stderr}"));
         assert_eq!(viewed, (6..=10).collect::<Vec<u64>>(), "{db}.a_pins");
@@ -656,10 +659,7 @@ async fn split_copies_views_triggers_routines_and_events() {
             .query_drop(format!("CALL {db}.count_pins(@total)"))
             .await
             .unwrap_or_else(|e| panic!("the procedure {db}.count_pins on the target: {e}"));
-        let total: Option<i64> = target
-            .query_first("SELECT @total")
-            .await
-            .expect("@total");
+        let total: Option<i64> = target.query_first("SELECT @total").await.expect("@total");
         assert_eq!(total, Some(i64::from(ROWS)), "{db}.count_pins");
         let triggers: Vec<(String, String)> = target
             .exec(
@@ -696,7 +696,10 @@ async fn split_copies_views_triggers_routines_and_events() {
         .expect("gtid_binlog_pos");
     let _ = source.disconnect().await;
     let waited: Option<i64> = target
-        .exec_first("SELECT MASTER_GTID_WAIT(?, 10)", (position.unwrap_or_default(),))
+        .exec_first(
+            "SELECT MASTER_GTID_WAIT(?, 10)",
+            (position.unwrap_or_default(),),
+        )
         .await
         .expect("MASTER_GTID_WAIT");
     assert_eq!(waited, Some(0), "the target caught up");
@@ -737,7 +740,11 @@ async fn split_killed_in_prepare_and_in_cleanup_resumes_to_the_same_result() {
     })
     .await
     .expect("the CLI thread");
-    assert_eq!(scratch.phase().await, "none", "killed in the prepare\n{output}");
+    assert_eq!(
+        scratch.phase().await,
+        "none",
+        "killed in the prepare\n{output}"
+    );
 
     // The resumed run is held in its cleanup: a transaction on the source
     // reads sp12, so its DROP DATABASE waits for the metadata lock.
@@ -753,22 +760,36 @@ async fn split_killed_in_prepare_and_in_cleanup_resumes_to_the_same_result() {
     })
     .await
     .expect("the CLI thread");
-    assert!(cleaning, "--resume after a kill in the prepare:\n{}", run.seen());
+    assert!(
+        cleaning,
+        "--resume after a kill in the prepare:\n{}",
+        run.seen()
+    );
     let mut waited = 0;
     while !drop_waits(SOURCE_PORT, "sp12").await {
         waited += 1;
-        assert!(waited < 200, "the drop of sp12 never waited:\n{}", run.seen());
+        assert!(
+            waited < 200,
+            "the drop of sp12 never waited:\n{}",
+            run.seen()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let output = run.kill();
-    holder.query_drop("ROLLBACK").await.expect("release sp12");
-    let _ = holder.disconnect().await;
-    assert_eq!(scratch.phase().await, "cutover", "killed in the cleanup\n{output}");
+    // Read while sp12 is still held: once released, the server may still
+    // run the killed CLI's waiting DROP.
     let left: BTreeSet<String> = (0..8).chain(12..16).map(database).collect();
     assert_eq!(
         databases_on(SOURCE_PORT).await,
         left,
         "the cleanup was half done\n{output}"
+    );
+    holder.query_drop("ROLLBACK").await.expect("release sp12");
+    let _ = holder.disconnect().await;
+    assert_eq!(
+        scratch.phase().await,
+        "cutover",
+        "killed in the cleanup\n{output}"
     );
 
     let run = scratch.split(&["--resume", "--max-rows-per-second", "0"]);

@@ -324,7 +324,11 @@ async fn split_under_write_load_through_three_zookeeper_proxies_loses_no_write()
     let mut written_after = 0;
     for write in &acked {
         let id = common::decode(write.id);
-        assert_eq!(id.shard, write.shard, "write {} routed by its hint", write.id);
+        assert_eq!(
+            id.shard, write.shard,
+            "write {} routed by its hint",
+            write.id
+        );
         let found = on_owner[&write.shard].get(&write.data);
         assert_eq!(
             found,
@@ -354,7 +358,10 @@ async fn split_under_write_load_through_three_zookeeper_proxies_loses_no_write()
     let range: BTreeSet<String> = moved().map(database).collect();
     assert_eq!(databases_on(SOURCE_PORT).await, kept);
     assert_eq!(databases_on(TARGET_PORT).await, range);
-    assert!(!replicates(TARGET_PORT).await, "the target still replicates");
+    assert!(
+        !replicates(TARGET_PORT).await,
+        "the target still replicates"
+    );
     assert_eq!(scratch.master_of(8).await, TARGET);
     assert_eq!(scratch.master_of(7).await, SOURCE);
     let document = shardgate::control::zookeeper::get(&scratch.location)
@@ -362,8 +369,7 @@ async fn split_under_write_load_through_three_zookeeper_proxies_loses_no_write()
         .expect("the document");
     for (proxy, version) in &versions {
         assert_eq!(
-            version,
-            &document.version,
+            version, &document.version,
             "{proxy} runs the split's document"
         );
     }
@@ -426,8 +432,7 @@ async fn split_killed_in_the_cutover_leaves_the_proxies_on_one_map_and_resumes()
     assert_eq!(now.znode_version, before.znode_version, "no push\n{output}");
     for (proxy, version) in versions_run(&proxies).await {
         assert_eq!(
-            version,
-            before.version,
+            version, before.version,
             "{proxy} runs the old map\n{output}"
         );
     }
@@ -443,7 +448,8 @@ async fn split_killed_in_the_cutover_leaves_the_proxies_on_one_map_and_resumes()
         "--resume after a kill in the cutover\nexit {status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     assert_eq!(scratch.master_of(9).await, TARGET);
-    let records = zk_harness::pause_records(&zk_harness::raw_client().await, &scratch.location).await;
+    let records =
+        zk_harness::pause_records(&zk_harness::raw_client().await, &scratch.location).await;
     assert!(records.is_empty(), "pause records left: {records:?}");
     // The proxies serve the range from the target: a write through each
     // lands there.
@@ -461,7 +467,9 @@ async fn split_killed_in_the_cutover_leaves_the_proxies_on_one_map_and_resumes()
         let local = common::decode(id).local_id;
         let mut target = ops(TARGET_PORT).await.expect("3311 answers");
         let found: Option<String> = target
-            .query_first(format!("SELECT data FROM sp09.pins WHERE local_id = {local}"))
+            .query_first(format!(
+                "SELECT data FROM sp09.pins WHERE local_id = {local}"
+            ))
             .await
             .expect("read on the target");
         assert_eq!(found.as_deref(), Some(data.as_str()), "{}", proxy.id);
@@ -509,7 +517,10 @@ async fn split_killed_after_the_cutover_pushed_keeps_the_range_paused_and_resume
     let now = shardgate::control::zookeeper::get(&scratch.location)
         .await
         .expect("the document");
-    assert_ne!(now.version, before.version, "the new map was pushed\n{output}");
+    assert_ne!(
+        now.version, before.version,
+        "the new map was pushed\n{output}"
+    );
     assert_eq!(scratch.master_of(9).await, TARGET);
     assert!(
         !records.is_empty(),
@@ -525,13 +536,16 @@ async fn split_killed_after_the_cutover_pushed_keeps_the_range_paused_and_resume
         status.success(),
         "--resume after a kill once the map was pushed\nexit {status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
+    let records =
+        zk_harness::pause_records(&zk_harness::raw_client().await, &scratch.location).await;
+    assert!(
+        records.is_empty(),
+        "pause records left: the range stays paused on every proxy: {records:?}\n{stderr}"
+    );
     assert!(
         stderr.contains("its map was written") && stderr.contains("already routed"),
         "{stderr}"
     );
-    let records =
-        zk_harness::pause_records(&zk_harness::raw_client().await, &scratch.location).await;
-    assert!(records.is_empty(), "pause records left: {records:?}");
     for (proxy, version) in versions_run(&proxies).await {
         assert_eq!(version, now.version, "{proxy} runs the new map");
     }

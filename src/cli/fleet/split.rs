@@ -8,9 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use super::shard_range;
 use crate::cli::runtime::{runtime, StopSignals};
 use crate::cli::{load, zookeeper_source, CliError};
-use crate::control::cutover::{
-    fleet_move_until, release_killed_cutover, MoveRequest, StepEvent,
-};
+use crate::control::cutover::{fleet_move_until, release_killed_cutover, MoveRequest, StepEvent};
 use crate::control::status::parse_config;
 use crate::ops::split::state::{
     decode, default_state_path, encode, read_state, write_state, Phase, SplitState,

@@ -72,10 +72,7 @@ async fn release(
     request: &MoveRequest,
 ) -> Result<Option<String>, String> {
     let what = request.describe();
-    let records = zookeeper
-        .pause_records()
-        .await
-        .map_err(|e| e.to_string())?;
+    let records = zookeeper.pause_records().await.map_err(|e| e.to_string())?;
     let ids = left_by_killed(&records, &what, &default_proxy_id());
     if ids.is_empty() {
         return Ok(None);
@@ -83,7 +80,8 @@ async fn release(
     let document = crate::control::zookeeper::get(location)
         .await
         .map_err(|e| e.to_string())?;
-    let topology = parse_config(&document.bytes, &location.to_string()).map_err(|e| e.to_string())?;
+    let topology =
+        parse_config(&document.bytes, &location.to_string()).map_err(|e| e.to_string())?;
     let routed = request
         .fleet
         .as_deref()
@@ -126,10 +124,12 @@ async fn release(
     } else {
         "its map was not written: every proxy runs the old one".to_owned()
     };
-    zookeeper
-        .delete_pauses(&ids)
-        .await
-        .map_err(|e| format!("deleting the killed cutover's pause records {}: {e}", ids.join(", ")))?;
+    zookeeper.delete_pauses(&ids).await.map_err(|e| {
+        format!(
+            "deleting the killed cutover's pause records {}: {e}",
+            ids.join(", ")
+        )
+    })?;
     Ok(Some(format!(
         "took over the pause records {} of a killed `{what}`: {outcome}; resumed",
         ids.join(", ")
@@ -159,13 +159,31 @@ mod tests {
         let gone = u32::MAX - 1;
         let me = std::process::id();
         let records = vec![
-            ("a".to_owned(), record(&format!("cli:here:{gone}"), Some(what))),
-            ("b".to_owned(), record(&format!("cli:here:{me}"), Some(what))),
-            ("c".to_owned(), record(&format!("cli:elsewhere:{gone}"), Some(what))),
-            ("d".to_owned(), record(&format!("cli:here:{gone}"), Some("MOVE SHARDS 0-7 IN main TO t:1"))),
+            (
+                "a".to_owned(),
+                record(&format!("cli:here:{gone}"), Some(what)),
+            ),
+            (
+                "b".to_owned(),
+                record(&format!("cli:here:{me}"), Some(what)),
+            ),
+            (
+                "c".to_owned(),
+                record(&format!("cli:elsewhere:{gone}"), Some(what)),
+            ),
+            (
+                "d".to_owned(),
+                record(
+                    &format!("cli:here:{gone}"),
+                    Some("MOVE SHARDS 0-7 IN main TO t:1"),
+                ),
+            ),
             ("e".to_owned(), record(&format!("cli:here:{gone}"), None)),
             ("f".to_owned(), record("proxy-1", Some(what))),
         ];
-        assert_eq!(left_by_killed(&records, what, "here:1"), vec!["a".to_owned()]);
+        assert_eq!(
+            left_by_killed(&records, what, "here:1"),
+            vec!["a".to_owned()]
+        );
     }
 }

@@ -311,7 +311,11 @@ impl Object {
 /// The views, triggers, routines and events of `databases` on the source
 /// (triggers in their firing order, so that creating them one after the
 /// other keeps it).
-async fn objects_of(source: &mut Conn, s: &str, databases: &[String]) -> Result<Vec<Object>, OpsError> {
+async fn objects_of(
+    source: &mut Conn,
+    s: &str,
+    databases: &[String],
+) -> Result<Vec<Object>, OpsError> {
     let queries: [(&'static str, &str); 5] = [
         (
             "TRIGGER",
@@ -417,7 +421,10 @@ async fn copy_objects(
         let mut left = Vec::new();
         let mut first_error = None;
         for object in pending {
-            let what = format!("creating {} {}.{}", object.kind, object.database, object.name);
+            let what = format!(
+                "creating {} {}.{}",
+                object.kind, object.database, object.name
+            );
             match create_object(source, s, target, &object).await? {
                 Ok(()) => {
                     if object.kind == "EVENT" {
@@ -426,7 +433,12 @@ async fn copy_objects(
                             quote_ident(&object.database),
                             quote_ident(&object.name)
                         );
-                        run(target, t, &format!("ALTER EVENT {qualified} DISABLE ON SLAVE")).await?;
+                        run(
+                            target,
+                            t,
+                            &format!("ALTER EVENT {qualified} DISABLE ON SLAVE"),
+                        )
+                        .await?;
                     }
                     created += 1;
                 }
