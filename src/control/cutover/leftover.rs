@@ -97,10 +97,10 @@ async fn release(
                 .entries
                 .iter()
                 .filter(|(_, entry)| {
-                    !entry
+                    entry
                         .as_ref()
                         .and_then(|e| e.znode_version)
-                        .is_some_and(|v| v >= version)
+                        .is_none_or(|v| v < version)
                 })
                 .map(|(id, _)| id.clone())
                 .collect();
