@@ -202,6 +202,8 @@ pub(crate) struct CliRun {
     started: Instant,
     lines: Receiver<String>,
     stderr: Arc<Mutex<Vec<String>>>,
+    /// Each stderr line with when it arrived.
+    timed: Arc<Mutex<Vec<(Instant, String)>>>,
     stdout: Option<std::thread::JoinHandle<String>>,
 }
 
@@ -217,9 +219,12 @@ impl CliRun {
         let (send, lines) = channel();
         let all = Arc::new(Mutex::new(Vec::new()));
         let kept = all.clone();
+        let timed = Arc::new(Mutex::new(Vec::new()));
+        let stamped = timed.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 kept.lock().unwrap().push(line.clone());
+                stamped.lock().unwrap().push((Instant::now(), line.clone()));
                 let _ = send.send(line);
             }
         });
@@ -233,6 +238,7 @@ impl CliRun {
             started: Instant::now(),
             lines,
             stderr: all,
+            timed,
             stdout: Some(stdout),
         }
     }
@@ -248,6 +254,11 @@ impl CliRun {
                 Err(_) => return false,
             }
         }
+    }
+
+    /// Its stderr lines with when each arrived, as they come.
+    pub(crate) fn timeline(&self) -> Arc<Mutex<Vec<(Instant, String)>>> {
+        self.timed.clone()
     }
 
     /// Its stderr so far.

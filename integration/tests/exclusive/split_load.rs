@@ -250,6 +250,7 @@ async fn split_under_write_load_through_three_zookeeper_proxies_loses_no_write()
 
     let rate = format!("{RATE}");
     let run = scratch.split(&["--max-rows-per-second", &rate]);
+    let timeline = run.timeline();
     let started = Instant::now();
     let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
         .await
@@ -309,6 +310,24 @@ async fn split_under_write_load_through_three_zookeeper_proxies_loses_no_write()
     assert!(
         copy_rate <= RATE && verify_rate <= RATE,
         "the source was read faster than --max-rows-per-second {RATE}: copy {copy_rate}, verify {verify_rate}"
+    );
+    // Measured here too: the verify's source rows over the time between
+    // its start and end lines as they arrived.
+    let at = |prefix: &str| {
+        timeline
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(_, line)| line.starts_with(prefix))
+            .map(|(at, _)| *at)
+            .unwrap_or_else(|| panic!("no line {prefix}"))
+    };
+    let verify_wall = at("split: verify done") - at("split: verify shards");
+    let measured = verified_rows as f64 / verify_wall.as_secs_f64();
+    println!("verify: {verified_rows} source rows in {verify_wall:?} as seen from the test: {measured:.0} rows/s");
+    assert!(
+        measured <= RATE,
+        "the verify read {measured:.0} rows/s from the source, over --max-rows-per-second {RATE}"
     );
 
     // Every acknowledged write exactly once, on its owner.
