@@ -164,7 +164,7 @@ running_pid() {
     cnf="$(cnf_file "$port")"
     if [ -s "$pf" ]; then
         pid="$(tr -dc '0-9' <"$pf")"
-        if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "--defaults-file=$cnf "; then
+        if [ -n "$pid" ] && { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -qF -- "--defaults-file=$cnf "; then
             echo "$pid"
             return 0
         fi

@@ -22,6 +22,7 @@ use crate::control::cutover::CutoverError;
 use crate::control::failover::FailoverError;
 use crate::control::pause::{FleetPauseError, PauseError};
 use crate::control::reload::ReloadError;
+use crate::control::split::DriverError;
 use crate::control::zookeeper::ZkError;
 use crate::control::Control;
 use crate::frontend::handshake::{refuse_too_many_connections, LoginBounds};
@@ -153,6 +154,10 @@ pub enum AdminError {
     /// ZooKeeper did not answer (`SHOW PROXIES`) (1105).
     #[error("{0}")]
     ZooKeeper(#[from] ZkError),
+    /// `SPLIT SHARDS` refused (1210: the arguments or the state record do
+    /// not fit) or failed to start (1105, also while another split runs).
+    #[error("SPLIT SHARDS: {0}")]
+    Split(#[from] DriverError),
 }
 
 impl From<CutoverError> for AdminError {
@@ -170,6 +175,7 @@ impl AdminError {
             AdminError::Route(error) => ErrorKind::from(error.code()),
             AdminError::Cutover(error) if error.is_argument() => ErrorKind::ER_WRONG_ARGUMENTS,
             AdminError::VerifyRows(RowVerifyError::Argument(_)) => ErrorKind::ER_WRONG_ARGUMENTS,
+            AdminError::Split(DriverError::Refused(_)) => ErrorKind::ER_WRONG_ARGUMENTS,
             AdminError::Ops(_)
             | AdminError::Reload(_)
             | AdminError::Failover(_)
@@ -177,7 +183,8 @@ impl AdminError {
             | AdminError::FleetPause(_)
             | AdminError::Cutover(_)
             | AdminError::VerifyRows(_)
-            | AdminError::ZooKeeper(_) => ErrorKind::ER_UNKNOWN_ERROR,
+            | AdminError::ZooKeeper(_)
+            | AdminError::Split(_) => ErrorKind::ER_UNKNOWN_ERROR,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use crate::ops::split::state::Phase;
 use crate::stats::digest::DigestOrder;
 use crate::stats::shards::ShardOrder;
 
@@ -46,6 +47,12 @@ pub const VERIFY_FLEET: &str = "VERIFY FLEET";
 /// `VERIFY SHARDS ... ROWS AGAINST`.
 pub const VERIFY_SHARDS_ROWS: &str =
     "VERIFY SHARDS <a>-<b> [IN <fleet>] ROWS AGAINST <host:port> [MAX <n> ROWS PER SECOND]";
+/// `SPLIT SHARDS`.
+pub const SPLIT_SHARDS: &str =
+    "SPLIT SHARDS <a>-<b> [IN <fleet>] TO <host:port> [DRY RUN] [RESUME] \
+     [MAX <n> ROWS PER SECOND] [KEEP MOVED] [GRACE <n> SECONDS] [STOP AFTER <phase>]";
+/// `SHOW SPLITS`.
+pub const SHOW_SPLITS: &str = "SHOW SPLITS";
 /// `SHOW DIGESTS`.
 pub const SHOW_DIGESTS: &str = "SHOW DIGESTS [ORDER BY <c>] [LIMIT <n>]";
 /// `RESET DIGESTS`.
@@ -125,6 +132,14 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (
         VERIFY_SHARDS_ROWS,
         "compare every row of the shards between their master and another server (a replica, a split target): a row per differing chunk with its keys",
+    ),
+    (
+        SPLIT_SHARDS,
+        "take shards of one master to an empty server in the background (prepare, copy, verify, cutover, cleanup; resumable from its state record): answers at once with the split's id; DRY RUN lists what it would do",
+    ),
+    (
+        SHOW_SPLITS,
+        "the splits started on this proxy: phase, progress, ETA, elapsed, last error, state record",
     ),
     (SHOW_COMMANDS, "this list"),
 ];
@@ -279,11 +294,36 @@ pub enum Command {
         /// Source rows read per second at most (0: no limit); `None`: the default.
         max_rows_per_second: Option<u64>,
     },
+    /// `SPLIT SHARDS a-b [IN fleet] TO host:port [options]`.
+    SplitShards(SplitCommand),
+    /// `SHOW SPLITS`.
+    ShowSplits,
     /// A client's own `SELECT @@var, DATABASE(), ...` (the `mariadb` CLI
     /// and drivers send these when they connect).
     Select(Vec<SelectItem>),
     /// A client's `SET ...` (accepted and ignored).
     Set,
+}
+
+/// `SPLIT SHARDS`: the range, the new master and the options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitCommand {
+    /// The shards (and the fleet, if named).
+    pub range: ShardRange,
+    /// The new master, `host:port`.
+    pub target: String,
+    /// `DRY RUN`: the checks and what each phase would do; nothing changes.
+    pub dry_run: bool,
+    /// `RESUME`: continue the split its state record holds.
+    pub resume: bool,
+    /// `MAX n ROWS PER SECOND` (0: no limit); `None`: the default.
+    pub max_rows_per_second: Option<u64>,
+    /// `KEEP MOVED`: the source keeps the range's databases as `_moved_<name>`.
+    pub keep_moved: bool,
+    /// `GRACE n SECONDS` between the cutover and the cleanup; `None`: the default.
+    pub grace_seconds: Option<u64>,
+    /// `STOP AFTER prepare|copy|verify|cutover`.
+    pub stop_after: Option<Phase>,
 }
 
 /// Why a command was not understood. The message lists what is accepted.
@@ -439,6 +479,9 @@ pub fn parse(text: &str) -> Result<Command, ParseError> {
         if is(second, "PROXIES") {
             return no_arguments(rest, SHOW_PROXIES, Command::ShowProxies);
         }
+        if is(second, "SPLITS") {
+            return no_arguments(rest, SHOW_SPLITS, Command::ShowSplits);
+        }
         if is(second, "COMMANDS") {
             return no_arguments(rest, SHOW_COMMANDS, Command::Help);
         }
@@ -474,6 +517,9 @@ pub fn parse(text: &str) -> Result<Command, ParseError> {
     }
     if first.is("MOVE") && is(second, "SHARDS") {
         return parse_move(rest);
+    }
+    if first.is("SPLIT") && is(second, "SHARDS") {
+        return parse_split(rest).map(Command::SplitShards);
     }
     if first.is("VERIFY") && is(second, "FLEET") {
         return no_arguments(rest, VERIFY_FLEET, Command::VerifyFleet);
@@ -761,6 +807,104 @@ fn parse_move(rest: &[Token]) -> Result<Command, ParseError> {
         target: target.text().to_owned(),
         dry_run,
     })
+}
+
+fn parse_split(rest: &[Token]) -> Result<SplitCommand, ParseError> {
+    let form = SPLIT_SHARDS;
+    let Some(to) = rest.iter().position(|t| t.is("TO")) else {
+        return Err(bad(
+            form,
+            "SPLIT SHARDS needs TO and the new master's host:port",
+        ));
+    };
+    let range = parse_range(&rest[..to], form)?;
+    let Some(target) = rest.get(to + 1) else {
+        return Err(bad(form, "TO needs the new master's host:port"));
+    };
+    let target = target.text();
+    let port_ok = target
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+    if !port_ok {
+        return Err(bad(
+            form,
+            format!(
+                "TO needs the new master as host:port (an empty MariaDB server), not '{target}'"
+            ),
+        ));
+    }
+    let mut split = SplitCommand {
+        range,
+        target: target.to_owned(),
+        dry_run: false,
+        resume: false,
+        max_rows_per_second: None,
+        keep_moved: false,
+        grace_seconds: None,
+        stop_after: None,
+    };
+    let mut words = &rest[to + 2..];
+    while let Some(word) = words.first() {
+        words = match words {
+            [dry, run, tail @ ..] if dry.is("DRY") && run.is("RUN") => {
+                split.dry_run = true;
+                tail
+            }
+            [resume, tail @ ..] if resume.is("RESUME") => {
+                split.resume = true;
+                tail
+            }
+            [keep, moved, tail @ ..] if keep.is("KEEP") && moved.is("MOVED") => {
+                split.keep_moved = true;
+                tail
+            }
+            [max, n, rows, per, second, tail @ ..]
+                if max.is("MAX") && rows.is("ROWS") && per.is("PER") && second.is("SECOND") =>
+            {
+                split.max_rows_per_second = Some(number(n.text(), "MAX", form)?);
+                tail
+            }
+            [max, ..] if max.is("MAX") => {
+                return Err(bad(form, "the rate limit is MAX <n> ROWS PER SECOND (0: no limit)"))
+            }
+            [grace, n, seconds, tail @ ..] if grace.is("GRACE") && seconds.is("SECONDS") => {
+                split.grace_seconds = Some(number(n.text(), "GRACE", form)?);
+                tail
+            }
+            [grace, ..] if grace.is("GRACE") => {
+                return Err(bad(form, "the grace period is GRACE <n> SECONDS"))
+            }
+            [stop, after, phase, tail @ ..] if stop.is("STOP") && after.is("AFTER") => {
+                split.stop_after = Some(match phase.text().to_ascii_lowercase().as_str() {
+                    "prepare" => Phase::Prepared,
+                    "copy" => Phase::Copied,
+                    "verify" => Phase::Verified,
+                    "cutover" => Phase::CutOver,
+                    other => {
+                        return Err(bad(
+                            form,
+                            format!("STOP AFTER takes prepare, copy, verify or cutover, not '{other}'"),
+                        ))
+                    }
+                });
+                tail
+            }
+            [stop, ..] if stop.is("STOP") => {
+                return Err(bad(form, "STOP AFTER needs a phase: prepare, copy, verify or cutover"))
+            }
+            _ => {
+                return Err(bad(
+                    form,
+                    format!(
+                        "unexpected '{}' after the new master; the options are DRY RUN, RESUME, \
+                         MAX <n> ROWS PER SECOND, KEEP MOVED, GRACE <n> SECONDS, STOP AFTER <phase>",
+                        word.text()
+                    ),
+                ))
+            }
+        };
+    }
+    Ok(split)
 }
 
 fn parse_verify_rows(rest: &[Token]) -> Result<Command, ParseError> {

@@ -1,8 +1,10 @@
 //! The control plane: what changes the running proxy's routing rather than
 //! serving statements. Hot reload of the config file and its watchers
 //! ([`reload`]), `PROMOTE REPLICA` and automatic failover on the health
-//! checker's host events ([`failover`]), and the PAUSE/RESUME SHARDS
-//! operations on the statement path's pause gate ([`pause`]).
+//! checker's host events ([`failover`]), the PAUSE/RESUME SHARDS
+//! operations on the statement path's pause gate ([`pause`]), the
+//! cutover of `MOVE SHARDS` ([`cutover`]) and the phase driver of a shard
+//! split ([`split`]).
 //!
 //! [`Control`] holds what the control plane adds to the engine: the config
 //! source (a file, or a znode with its ZooKeeper session: [`zookeeper`]),
@@ -17,6 +19,7 @@ pub mod readiness;
 pub mod reload;
 pub mod replica;
 pub mod shutdown;
+pub mod split;
 pub mod status;
 pub mod zookeeper;
 
@@ -51,6 +54,8 @@ pub struct Control {
     pub zookeeper: Option<Arc<ZooKeeper>>,
     /// The fleet-wide pause records this proxy applied to its gate.
     pub followed: pause::Followed,
+    /// The splits `SPLIT SHARDS` started on this proxy (`SHOW SPLITS`).
+    pub splits: split::Splits,
 }
 
 impl Control {
@@ -161,6 +166,7 @@ impl Control {
             process: Process::default(),
             zookeeper: None,
             followed: pause::Followed::default(),
+            splits: split::Splits::default(),
         }
     }
 

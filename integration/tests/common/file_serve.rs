@@ -168,18 +168,24 @@ impl FileServe {
 /// Writes `yaml` as `shardgate.yaml` in a fresh directory named after
 /// `name` under `target/test-configs`, `schema.sql` beside it; its path.
 pub fn write_config(name: &str, yaml: &str) -> std::path::PathBuf {
-    let dir = crate::common::repo_root()
-        .join("target/test-configs")
-        .join(format!("{name}-{}", std::process::id()));
+    let config = config_path(name);
+    let dir = config.parent().expect("a directory").to_owned();
     std::fs::create_dir_all(&dir).expect("create the test config directory");
     std::fs::copy(
         crate::common::repo_root().join("config/schema.sql"),
         dir.join("schema.sql"),
     )
     .expect("copy schema.sql");
-    let config = dir.join("shardgate.yaml");
     std::fs::write(&config, yaml).expect("write the test config");
     config
+}
+
+/// Where [`write_config`] writes the config of `name`.
+pub fn config_path(name: &str) -> std::path::PathBuf {
+    crate::common::repo_root()
+        .join("target/test-configs")
+        .join(format!("{name}-{}", std::process::id()))
+        .join("shardgate.yaml")
 }
 
 /// `line` without its ANSI escape sequences.

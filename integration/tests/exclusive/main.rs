@@ -20,6 +20,7 @@ mod multi_shard_failure;
 mod operator_metrics;
 mod reload_failover;
 mod split;
+mod split_admin;
 mod split_load;
 mod takeover;
 mod verify_fleet;

@@ -17,9 +17,13 @@ mod show_hosts;
 mod show_proxies;
 mod show_shard_stats;
 mod show_shards;
+mod show_splits;
 mod show_stats;
+mod split_shards;
 mod verify_fleet;
 mod verify_rows;
+
+use std::sync::Arc;
 
 use tracing::{info, warn};
 
@@ -30,8 +34,9 @@ use crate::engine::Engine;
 
 /// Who runs a command, for the answers that depend on it.
 pub struct Context<'a> {
-    /// The proxy's control plane (config file, reload, promotion).
-    pub control: &'a Control,
+    /// The proxy's control plane (config file, reload, promotion; shared
+    /// with the background jobs a command starts).
+    pub control: &'a Arc<Control>,
     /// The proxy's engine (`control.engine`).
     pub engine: &'a Engine,
     /// The admin account logged in.
@@ -148,6 +153,19 @@ pub async fn run(context: &Context<'_>, command: Command) -> Result<Answer, Admi
                 verify_rows::answer(context.control, &range, &against, max_rows_per_second).await;
             logged(context, &what, result)
         }
+        Command::SplitShards(split) => {
+            let what = format!(
+                "SPLIT SHARDS {} TO {}{}{}",
+                describe(&split.range),
+                split.target,
+                if split.resume { " RESUME" } else { "" },
+                if split.dry_run { " DRY RUN" } else { "" }
+            );
+            info!(user = context.user, "{what}: starting");
+            let result = split_shards::answer(context.control, context.user, split).await;
+            logged(context, &what, result)
+        }
+        Command::ShowSplits => Ok(show_splits::answer(context.control)),
         Command::Select(items) => client::select(context, &items),
         Command::Set => Ok(Answer::default()),
     }

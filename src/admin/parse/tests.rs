@@ -394,3 +394,94 @@ fn digest_and_shard_stats_commands() {
         );
     }
 }
+
+#[test]
+fn split_shards_with_every_option() {
+    assert_eq!(
+        parse("split shards 8-15 in main to 127.0.0.1:3311 dry run resume max 500 rows per second keep moved grace 0 seconds stop after copy;").unwrap(),
+        Command::SplitShards(SplitCommand {
+            range: range(8, 15, Some("main")),
+            target: "127.0.0.1:3311".to_owned(),
+            dry_run: true,
+            resume: true,
+            max_rows_per_second: Some(500),
+            keep_moved: true,
+            grace_seconds: Some(0),
+            stop_after: Some(Phase::Copied),
+        })
+    );
+    assert_eq!(
+        parse("SPLIT SHARDS 1024-2047 TO db12:3306").unwrap(),
+        Command::SplitShards(SplitCommand {
+            range: range(1024, 2047, None),
+            target: "db12:3306".to_owned(),
+            dry_run: false,
+            resume: false,
+            max_rows_per_second: None,
+            keep_moved: false,
+            grace_seconds: None,
+            stop_after: None,
+        })
+    );
+    assert_eq!(parse("SHOW SPLITS").unwrap(), Command::ShowSplits);
+}
+
+#[test]
+fn split_shards_bad_arguments_say_what_is_expected() {
+    let refused = |text: &str| match parse(text) {
+        Err(e @ ParseError::BadArguments { form, .. }) => {
+            assert!(
+                form == SPLIT_SHARDS || form == SHOW_SPLITS,
+                "{text}: {form}"
+            );
+            e.to_string()
+        }
+        other => panic!("{text}: {other:?}"),
+    };
+    let cases = [
+        (
+            "SPLIT SHARDS 8-15",
+            "needs TO and the new master's host:port",
+        ),
+        (
+            "SPLIT SHARDS 8-15 TO",
+            "TO needs the new master's host:port",
+        ),
+        ("SPLIT SHARDS 8-15 TO db12", "not 'db12'"),
+        ("SPLIT SHARDS 8-15 TO db12:0", "not 'db12:0'"),
+        ("SPLIT SHARDS 8-15 TO :3306", "not ':3306'"),
+        ("SPLIT SHARDS 15-8 TO h:1", "backwards"),
+        ("SPLIT SHARDS x-8 TO h:1", "'x' is not a shard number"),
+        ("SPLIT SHARDS 8-15 TO h:1 MAX 10", "MAX <n> ROWS PER SECOND"),
+        (
+            "SPLIT SHARDS 8-15 TO h:1 MAX -1 ROWS PER SECOND",
+            "non-negative integer",
+        ),
+        ("SPLIT SHARDS 8-15 TO h:1 GRACE 5", "GRACE <n> SECONDS"),
+        (
+            "SPLIT SHARDS 8-15 TO h:1 STOP AFTER cleanup",
+            "prepare, copy, verify or cutover, not 'cleanup'",
+        ),
+        ("SPLIT SHARDS 8-15 TO h:1 STOP", "STOP AFTER needs a phase"),
+        (
+            "SPLIT SHARDS 8-15 TO h:1 NOW",
+            "unexpected 'NOW' after the new master; the options are DRY RUN",
+        ),
+        ("SHOW SPLITS 1", "unexpected '1'"),
+    ];
+    let unknown = parse("SPLITÉÉÉÉÉÉÉÉÉÉ SHARDS").unwrap_err().to_string();
+    assert!(
+        unknown.contains("\n  SPLIT SHARDS\n  SHOW SPLITS\n"),
+        "{unknown}"
+    );
+    assert!(
+        unknown.len() <= 512,
+        "the C client keeps 512 bytes: {}",
+        unknown.len()
+    );
+    for (text, expected) in cases {
+        let message = refused(text);
+        assert!(message.contains(expected), "{text}: {message}");
+        assert!(message.contains("expected: "), "{text}: {message}");
+    }
+}

@@ -8,8 +8,8 @@
 //!   snapshot's GTID position (all databases, so no replication filter is
 //!   needed) and catches up;
 //! - the row verify ([`crate::ops::verify_rows`]) and the cutover (`fleet
-//!   move`'s sequence) are run by the command line, which also keeps the
-//!   state record ([`state`]);
+//!   move`'s sequence) are run by the phase driver, `control::split`, which
+//!   also keeps the state record ([`state`]);
 //! - [`cleanup`]: replication removed from the target, the databases it does
 //!   not own dropped there, the range's databases dropped (or kept under
 //!   `_moved_` names) on the source.
