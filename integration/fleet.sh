@@ -34,7 +34,8 @@
 #   shard/shardpw        the proxy's data path (`backend` in the config):
 #                        SELECT, INSERT, UPDATE, DELETE and CREATE, DROP,
 #                        INDEX, ALTER on the shard databases (`db_____`.*,
-#                        `msdb_____`.*) and nothing else;
+#                        `msdb_____`.*), SELECT, INSERT, UPDATE, DELETE on the
+#                        split tests' scratch fleet (`sp__`.*) and nothing else;
 #   shardops/shardopspw  the control plane (`operations`: fleet init, VERIFY
 #                        FLEET, PROMOTE REPLICA, failover): ALL PRIVILEGES;
 #   repl/replpw          replication; root without password over the socket.
@@ -70,7 +71,8 @@ OPS_PASSWORD=shardopspw
 # servers' own schemas, accounts or files.
 BACKEND_GRANTS="GRANT USAGE ON *.* TO \`$BACKEND_USER\`@\`%HOST%\`
 GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON \`db_____\`.* TO \`$BACKEND_USER\`@\`%HOST%\`
-GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON \`msdb_____\`.* TO \`$BACKEND_USER\`@\`%HOST%\`"
+GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON \`msdb_____\`.* TO \`$BACKEND_USER\`@\`%HOST%\`
+GRANT SELECT, INSERT, UPDATE, DELETE ON \`sp__\`.* TO \`$BACKEND_USER\`@\`%HOST%\`"
 # The operations account: everything (in MariaDB 10.11 ALL PRIVILEGES includes
 # REPLICATION SLAVE ADMIN, READ_ONLY ADMIN, BINLOG ADMIN and SLAVE MONITOR,
 # which PROMOTE REPLICA needs), but not GRANT OPTION.

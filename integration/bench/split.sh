@@ -8,6 +8,11 @@
 #
 # Needs the local fleet's scratch hosts: integration/fleet.sh start-host 3311
 # and start-host 3312; uses target/debug/shardgate (cargo build first).
+# With SHARDGATE_ZK set (integration/zookeeper.sh), it then runs the split
+# under write load through three ZooKeeper-sourced proxies (the test
+# split_load::split_under_write_load_..., 16 x 300 rows, --max-rows-per-second
+# 3000) RUNS times (default 3) and prints its FIGURES lines: copy and verify
+# rates, the cutover's pause and the writers' longest stall.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 ROWS="${1:-20000}"
@@ -37,3 +42,11 @@ DBS=$(seq -f "sp%02g" 0 15 | tr '\n' ' ')
 # shellcheck disable=SC2086
 time (mariadb-dump -h127.0.0.1 -P3312 -ushardops -pshardopspw --single-transaction --gtid \
     --master-data=2 --databases $DBS | $M -P3311)
+if [ -n "${SHARDGATE_ZK:-}" ]; then
+    echo "== fleet split under write load through three ZooKeeper-sourced proxies"
+    for _ in $(seq "${RUNS:-3}"); do
+        (cd "$ROOT" && cargo test --test exclusive \
+            split_load::split_under_write_load_through_three_zookeeper_proxies_loses_no_write \
+            -- --nocapture 2>&1 | grep -E "^FIGURES|^test result")
+    done
+fi

@@ -21,18 +21,18 @@ use shardgate::topology::source::ZkLocation;
 
 use crate::common::{fleet_script, serial, zk_harness, OPS_PASSWORD, OPS_USER};
 
-pub(super) const SOURCE_PORT: u16 = 3312;
-pub(super) const TARGET_PORT: u16 = 3311;
-pub(super) const SOURCE: &str = "127.0.0.1:3312";
-pub(super) const TARGET: &str = "127.0.0.1:3311";
-pub(super) const SHARDS: u32 = 16;
-const SPLIT: &str = "8-15";
+pub(crate) const SOURCE_PORT: u16 = 3312;
+pub(crate) const TARGET_PORT: u16 = 3311;
+pub(crate) const SOURCE: &str = "127.0.0.1:3312";
+pub(crate) const TARGET: &str = "127.0.0.1:3311";
+pub(crate) const SHARDS: u32 = 16;
+pub(crate) const SPLIT: &str = "8-15";
 /// Rows per shard database before the split.
-const ROWS: u32 = 300;
+pub(crate) const ROWS: u32 = 300;
 /// The longest a CLI run may take before the test gives up on it.
-const CLI_LIMIT: Duration = Duration::from_secs(60);
+pub(crate) const CLI_LIMIT: Duration = Duration::from_secs(60);
 
-pub(super) fn yaml() -> String {
+pub(crate) fn yaml() -> String {
     format!(
         "listen: 127.0.0.1:0
 admin: {{ listen: 127.0.0.1:0, users: [{{ name: admin, password: admin }}] }}
@@ -53,15 +53,15 @@ tables:
     )
 }
 
-pub(super) fn database(shard: u32) -> String {
+pub(crate) fn database(shard: u32) -> String {
     format!("sp{shard:02}")
 }
 
-pub(super) fn moved() -> std::ops::RangeInclusive<u32> {
+pub(crate) fn moved() -> std::ops::RangeInclusive<u32> {
     8..=15
 }
 
-pub(super) async fn ops(port: u16) -> Option<Conn> {
+pub(crate) async fn ops(port: u16) -> Option<Conn> {
     Conn::new(
         OptsBuilder::default()
             .ip_or_hostname("127.0.0.1")
@@ -103,13 +103,13 @@ async fn empty_scratch() {
 /// databases with [`ROWS`] rows each on 3312, the document in ZooKeeper
 /// (the split's state record goes beside it). Dropped: all of it removed
 /// again.
-pub(super) struct Scratch {
+pub(crate) struct Scratch {
     test: &'static str,
-    pub(super) location: ZkLocation,
+    pub(crate) location: ZkLocation,
 }
 
 impl Scratch {
-    pub(super) async fn new(test: &'static str) -> Self {
+    pub(crate) async fn new(test: &'static str) -> Self {
         for port in [TARGET_PORT, SOURCE_PORT] {
             if ops(port).await.is_none() {
                 let arg = port.to_string();
@@ -141,7 +141,7 @@ impl Scratch {
 
     /// The phase in the split's state record (a znode beside the
     /// document), `none` without one.
-    pub(super) async fn phase(&self) -> String {
+    pub(crate) async fn phase(&self) -> String {
         let bytes = shardgate::control::zookeeper::read_split_record(&self.location, "split-8-15")
             .await
             .expect("read the state record")
@@ -151,7 +151,7 @@ impl Scratch {
     }
 
     /// Starts `shardgate fleet split` on this fleet with `extra` arguments.
-    fn split(&self, extra: &[&str]) -> CliRun {
+    pub(crate) fn split(&self, extra: &[&str]) -> CliRun {
         let mut command = Command::new(env!("CARGO_BIN_EXE_shardgate"));
         command
             .args(["--zk-allow-open-acl", "fleet", "split", "--source"])
@@ -162,7 +162,7 @@ impl Scratch {
     }
 
     /// Who the document says is the master of `shard`.
-    pub(super) async fn master_of(&self, shard: u32) -> String {
+    pub(crate) async fn master_of(&self, shard: u32) -> String {
         let document = shardgate::control::zookeeper::get(&self.location)
             .await
             .expect("read the document");
@@ -197,16 +197,18 @@ impl Drop for Scratch {
 }
 
 /// A running `shardgate fleet split`: its stderr lines as they come.
-struct CliRun {
+pub(crate) struct CliRun {
     child: Child,
     started: Instant,
     lines: Receiver<String>,
     stderr: Arc<Mutex<Vec<String>>>,
+    /// Each stderr line with when it arrived.
+    timed: Arc<Mutex<Vec<(Instant, String)>>>,
     stdout: Option<std::thread::JoinHandle<String>>,
 }
 
 impl CliRun {
-    fn start(mut command: Command) -> Self {
+    pub(crate) fn start(mut command: Command) -> Self {
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -217,9 +219,12 @@ impl CliRun {
         let (send, lines) = channel();
         let all = Arc::new(Mutex::new(Vec::new()));
         let kept = all.clone();
+        let timed = Arc::new(Mutex::new(Vec::new()));
+        let stamped = timed.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 kept.lock().unwrap().push(line.clone());
+                stamped.lock().unwrap().push((Instant::now(), line.clone()));
                 let _ = send.send(line);
             }
         });
@@ -233,13 +238,14 @@ impl CliRun {
             started: Instant::now(),
             lines,
             stderr: all,
+            timed,
             stdout: Some(stdout),
         }
     }
 
     /// Waits for a stderr line containing `text`; false when the process
     /// ended (or [`CLI_LIMIT`] passed) first.
-    fn wait_for(&self, text: &str) -> bool {
+    pub(crate) fn wait_for(&self, text: &str) -> bool {
         loop {
             let left = CLI_LIMIT.saturating_sub(self.started.elapsed());
             match self.lines.recv_timeout(left) {
@@ -250,19 +256,24 @@ impl CliRun {
         }
     }
 
+    /// Its stderr lines with when each arrived, as they come.
+    pub(crate) fn timeline(&self) -> Arc<Mutex<Vec<(Instant, String)>>> {
+        self.timed.clone()
+    }
+
     /// Its stderr so far.
-    fn seen(&self) -> String {
+    pub(crate) fn seen(&self) -> String {
         self.stderr.lock().unwrap().join("\n")
     }
 
-    fn kill(mut self) -> String {
+    pub(crate) fn kill(mut self) -> String {
         self.child.kill().expect("SIGKILL fleet split");
         let _ = self.child.wait();
         self.stderr.lock().unwrap().join("\n")
     }
 
     /// Waits for the end: exit status, stdout, stderr.
-    fn finish(mut self) -> (ExitStatus, String, String) {
+    pub(crate) fn finish(mut self) -> (ExitStatus, String, String) {
         let deadline = self.started + CLI_LIMIT;
         let status = loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
@@ -285,7 +296,7 @@ impl CliRun {
     }
 }
 
-pub(super) async fn databases_on(port: u16) -> BTreeSet<String> {
+pub(crate) async fn databases_on(port: u16) -> BTreeSet<String> {
     let mut conn = ops(port).await.expect("scratch server answers");
     let names: Vec<String> = conn
         .query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'sp__'")
@@ -294,7 +305,7 @@ pub(super) async fn databases_on(port: u16) -> BTreeSet<String> {
     names.into_iter().collect()
 }
 
-pub(super) async fn rows_on(port: u16, shard: u32) -> BTreeSet<(u64, String)> {
+pub(crate) async fn rows_on(port: u16, shard: u32) -> BTreeSet<(u64, String)> {
     let mut conn = ops(port).await.expect("scratch server answers");
     let rows: Vec<(u64, String)> = conn
         .query(format!(
@@ -306,7 +317,7 @@ pub(super) async fn rows_on(port: u16, shard: u32) -> BTreeSet<(u64, String)> {
     rows.into_iter().collect()
 }
 
-pub(super) async fn replicates(port: u16) -> bool {
+pub(crate) async fn replicates(port: u16) -> bool {
     let mut conn = ops(port).await.expect("scratch server answers");
     let status: Option<mysql_async::Row> =
         conn.query_first("SHOW SLAVE STATUS").await.expect("status");
@@ -316,7 +327,7 @@ pub(super) async fn replicates(port: u16) -> bool {
 /// What the split must have left: the range on the target only with
 /// `expected` rows, the rest on the source only, no replication, the
 /// document routing the range to the target.
-async fn assert_split_done(scratch: &Scratch, expected: &[BTreeSet<(u64, String)>]) {
+pub(crate) async fn assert_split_done(scratch: &Scratch, expected: &[BTreeSet<(u64, String)>]) {
     let on_target = databases_on(TARGET_PORT).await;
     let on_source = databases_on(SOURCE_PORT).await;
     let range: BTreeSet<String> = moved().map(database).collect();
@@ -348,7 +359,7 @@ async fn assert_split_done(scratch: &Scratch, expected: &[BTreeSet<(u64, String)
     assert_eq!(scratch.phase().await, "done");
 }
 
-pub(super) async fn rows_before() -> Vec<BTreeSet<(u64, String)>> {
+pub(crate) async fn rows_before() -> Vec<BTreeSet<(u64, String)>> {
     let mut all = Vec::new();
     for shard in 0..SHARDS {
         all.push(rows_on(SOURCE_PORT, shard).await);
@@ -552,7 +563,8 @@ async fn split_killed_in_copy_and_in_verify_resumes_to_the_same_result_keeping_t
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn split_verify_names_a_row_changed_on_the_target_and_stops_before_cutover() {
+async fn split_verify_names_rows_changed_deleted_and_added_on_the_target_and_stops_before_cutover()
+{
     let _fleet = serial().await;
     let scratch = Scratch::new("split-diff").await;
     let run = scratch.split(&["--stop-after", "copy", "--max-rows-per-second", "0"]);
@@ -566,9 +578,14 @@ async fn split_verify_names_a_row_changed_on_the_target_and_stops_before_cutover
     assert_eq!(scratch.phase().await, "copied");
     let mut target = ops(TARGET_PORT).await.expect("3311 answers");
     target
-        .query_drop("SET SESSION sql_log_bin = 0; UPDATE sp09.pins SET data = 'changed behind the split' WHERE local_id = 7")
+        .query_drop(
+            "SET SESSION sql_log_bin = 0; \
+             UPDATE sp09.pins SET data = 'changed behind the split' WHERE local_id = 7; \
+             DELETE FROM sp12.pins WHERE local_id = 100; \
+             INSERT INTO sp15.pins (local_id, data, n) VALUES (99999, 'only on the target', 0)",
+        )
         .await
-        .expect("change a row on the target");
+        .expect("change, delete and add rows on the target");
     let run = scratch.split(&["--resume", "--max-rows-per-second", "0"]);
     let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
         .await
@@ -577,9 +594,20 @@ async fn split_verify_names_a_row_changed_on_the_target_and_stops_before_cutover
         !status.success(),
         "a difference fails the split\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    assert!(
-        stdout.contains("shard 9 sp09.pins: rows differ") && stdout.contains("1 changed: 7"),
-        "the difference names its shard, table and key\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    for line in [
+        "shard 9 sp09.pins: rows differ in keys (-inf, +inf): 1 changed: 7",
+        "shard 12 sp12.pins: rows differ in keys (-inf, +inf): 1 missing on target: 100",
+        "shard 15 sp15.pins: rows differ in keys (-inf, +inf): 1 extra on target: 99999",
+    ] {
+        assert!(
+            stdout.contains(line),
+            "each difference names its shard, table and key: {line}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+    }
+    assert_eq!(
+        stdout.matches("rows differ").count(),
+        3,
+        "only the planted rows\nstdout:\n{stdout}"
     );
     assert!(stderr.contains("nothing was cut over"), "{stderr}");
     assert_eq!(scratch.master_of(9).await, SOURCE, "no cutover");
@@ -589,4 +617,199 @@ async fn split_verify_names_a_row_changed_on_the_target_and_stops_before_cutover
         "the state stays before the verify"
     );
     assert_eq!(databases_on(SOURCE_PORT).await.len(), 16, "nothing dropped");
+}
+
+/// Views (one reading another, named so that the alphabetical order is
+/// the wrong one), a trigger, a procedure, a function and an event in a
+/// moved database and in a kept one.
+const OBJECTS: &str = "CREATE TABLE pin_log (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, \
+     local_id BIGINT UNSIGNED, what VARCHAR(32)); \
+     CREATE VIEW b_pins AS SELECT local_id, data FROM pins WHERE n <= 10; \
+     CREATE VIEW a_pins AS SELECT local_id FROM b_pins WHERE local_id > 5; \
+     CREATE TRIGGER pins_logged AFTER INSERT ON pins FOR EACH ROW \
+     INSERT INTO pin_log (local_id, what) VALUES (NEW.local_id, 'inserted'); \
+     CREATE PROCEDURE count_pins(OUT total BIGINT) BEGIN SELECT COUNT(*) INTO total FROM pins; END; \
+     CREATE FUNCTION doubled(x INT) RETURNS INT DETERMINISTIC RETURN x * 2; \
+     CREATE EVENT pins_tick ON SCHEDULE EVERY 1 DAY DISABLE DO DELETE FROM pin_log WHERE id < 0";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_copies_views_triggers_routines_and_events() {
+    let _fleet = serial().await;
+    let scratch = Scratch::new("split-objects").await;
+    let mut source = ops(SOURCE_PORT).await.expect("3312 answers");
+    for db in ["sp09", "sp02"] {
+        source
+            .query_drop(format!("USE {db}; {OBJECTS}"))
+            .await
+            .unwrap_or_else(|e| panic!("objects in {db} on 3312: {e}"));
+    }
+    let _ = source.disconnect().await;
+    let run = scratch.split(&["--stop-after", "copy", "--max-rows-per-second", "0"]);
+    let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
+        .await
+        .expect("the CLI thread");
+    assert!(
+        status.success(),
+        "exit {status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let mut target = ops(TARGET_PORT).await.expect("3311 answers");
+    for db in ["sp09", "sp02"] {
+        let viewed: Vec<u64> = target
+            .query(format!(
+                "SELECT local_id FROM {db}.a_pins ORDER BY local_id"
+            ))
+            .await
+            .unwrap_or_else(|e| panic!("the view {db}.a_pins on the target: {e}\n{stderr}"));
+        assert_eq!(viewed, (6..=10).collect::<Vec<u64>>(), "{db}.a_pins");
+        let doubled: Option<i64> = target
+            .query_first(format!("SELECT {db}.doubled(21)"))
+            .await
+            .unwrap_or_else(|e| panic!("the function {db}.doubled on the target: {e}"));
+        assert_eq!(doubled, Some(42));
+        target
+            .query_drop(format!("CALL {db}.count_pins(@total)"))
+            .await
+            .unwrap_or_else(|e| panic!("the procedure {db}.count_pins on the target: {e}"));
+        let total: Option<i64> = target.query_first("SELECT @total").await.expect("@total");
+        assert_eq!(total, Some(i64::from(ROWS)), "{db}.count_pins");
+        let triggers: Vec<(String, String)> = target
+            .exec(
+                "SELECT TRIGGER_NAME, ACTION_STATEMENT FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?",
+                (db,),
+            )
+            .await
+            .expect("triggers on the target");
+        assert_eq!(triggers.len(), 1, "{db}: {triggers:?}");
+        assert_eq!(triggers[0].0, "pins_logged");
+        let events: Vec<(String, String)> = target
+            .exec(
+                "SELECT EVENT_NAME, STATUS FROM information_schema.EVENTS WHERE EVENT_SCHEMA = ?",
+                (db,),
+            )
+            .await
+            .expect("events on the target");
+        assert_eq!(
+            events,
+            vec![("pins_tick".to_owned(), "SLAVESIDE_DISABLED".to_owned())],
+            "{db}: the event is copied, not run by the target while the source runs it"
+        );
+    }
+    // The trigger fires on the source and its row replicates (row events
+    // do not fire the target's copy of it: one log row, not two).
+    let mut source = ops(SOURCE_PORT).await.expect("3312 answers");
+    source
+        .query_drop("INSERT INTO sp09.pins (data, n) VALUES ('after the copy', 0)")
+        .await
+        .expect("insert on the source");
+    let position: Option<String> = source
+        .query_first("SELECT @@gtid_binlog_pos")
+        .await
+        .expect("gtid_binlog_pos");
+    let _ = source.disconnect().await;
+    let waited: Option<i64> = target
+        .exec_first(
+            "SELECT MASTER_GTID_WAIT(?, 10)",
+            (position.unwrap_or_default(),),
+        )
+        .await
+        .expect("MASTER_GTID_WAIT");
+    assert_eq!(waited, Some(0), "the target caught up");
+    let logged: Option<i64> = target
+        .query_first("SELECT COUNT(*) FROM sp09.pin_log WHERE what = 'inserted'")
+        .await
+        .expect("pin_log on the target");
+    assert_eq!(logged, Some(1), "one log row for one insert");
+    let _ = target.disconnect().await;
+}
+
+/// Whether a `DROP DATABASE` of `database` waits for a metadata lock on
+/// `port`.
+async fn drop_waits(port: u16, database: &str) -> bool {
+    let mut conn = ops(port).await.expect("scratch server answers");
+    let waiting: Vec<String> = conn
+        .query(format!(
+            "SELECT INFO FROM information_schema.PROCESSLIST WHERE INFO LIKE 'DROP DATABASE%{database}%' \
+             AND STATE LIKE 'Waiting for%metadata lock'"
+        ))
+        .await
+        .expect("the process list");
+    let _ = conn.disconnect().await;
+    !waiting.is_empty()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_killed_in_prepare_and_in_cleanup_resumes_to_the_same_result() {
+    let _fleet = serial().await;
+    let scratch = Scratch::new("split-kill-ends").await;
+    let expected = rows_before().await;
+    let run = scratch.split(&["--max-rows-per-second", "0"]);
+    let output = tokio::task::spawn_blocking(move || {
+        let preparing = run.wait_for("split: prepare ...");
+        let output = run.kill();
+        assert!(preparing, "the prepare starts:\n{output}");
+        output
+    })
+    .await
+    .expect("the CLI thread");
+    assert_eq!(
+        scratch.phase().await,
+        "none",
+        "killed in the prepare\n{output}"
+    );
+
+    // The resumed run is held in its cleanup: a transaction on the source
+    // reads sp12, so its DROP DATABASE waits for the metadata lock.
+    let mut holder = ops(SOURCE_PORT).await.expect("3312 answers");
+    holder
+        .query_drop("START TRANSACTION; SELECT COUNT(*) FROM sp12.pins")
+        .await
+        .expect("hold sp12");
+    let run = scratch.split(&["--resume", "--max-rows-per-second", "0"]);
+    let (run, cleaning) = tokio::task::spawn_blocking(move || {
+        let cleaning = run.wait_for("split: cleanup ...");
+        (run, cleaning)
+    })
+    .await
+    .expect("the CLI thread");
+    assert!(
+        cleaning,
+        "--resume after a kill in the prepare:\n{}",
+        run.seen()
+    );
+    let mut waited = 0;
+    while !drop_waits(SOURCE_PORT, "sp12").await {
+        waited += 1;
+        assert!(
+            waited < 200,
+            "the drop of sp12 never waited:\n{}",
+            run.seen()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let output = run.kill();
+    // Read while sp12 is still held: once released, the server may still
+    // run the killed CLI's waiting DROP.
+    let left: BTreeSet<String> = (0..8).chain(12..16).map(database).collect();
+    assert_eq!(
+        databases_on(SOURCE_PORT).await,
+        left,
+        "the cleanup was half done\n{output}"
+    );
+    holder.query_drop("ROLLBACK").await.expect("release sp12");
+    let _ = holder.disconnect().await;
+    assert_eq!(
+        scratch.phase().await,
+        "cutover",
+        "killed in the cleanup\n{output}"
+    );
+
+    let run = scratch.split(&["--resume", "--max-rows-per-second", "0"]);
+    let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
+        .await
+        .expect("the CLI thread");
+    assert!(
+        status.success(),
+        "--resume after a kill in the cleanup\nexit {status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert_split_done(&scratch, &expected).await;
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::shard_range;
 use crate::cli::runtime::{runtime, StopSignals};
 use crate::cli::{load, zookeeper_source, CliError};
-use crate::control::cutover::{fleet_move_until, MoveRequest, StepEvent};
+use crate::control::cutover::{fleet_move_until, release_killed_cutover, MoveRequest, StepEvent};
 use crate::control::split::place::move_on_admin_port;
 use crate::control::split::{
     dry_run, open, run as run_split, Outcome, Place, SplitEvent, SplitOptions, SplitRequest, Store,
@@ -121,6 +121,13 @@ impl Place for Cli {
                 Store::File(default_state_path(path, fleet, first, last))
             }
         })
+    }
+
+    async fn release_killed(&self, request: &MoveRequest) -> Result<Option<String>, String> {
+        match &self.source {
+            Source::ZooKeeper(location) => release_killed_cutover(location, request).await,
+            Source::File { .. } => Ok(None),
+        }
     }
 
     async fn cut_over(
@@ -247,7 +254,7 @@ pub(super) fn run(args: SplitArgs) -> Result<(), CliError> {
         Some("cutover") => Some(Phase::CutOver),
         _ => None,
     };
-    let options = SplitOptions {
+    let mut options = SplitOptions {
         resume: args.resume,
         max_rows_per_second: args.max_rows_per_second,
         keep_moved: args.keep_moved,
@@ -287,6 +294,15 @@ pub(super) fn run(args: SplitArgs) -> Result<(), CliError> {
         let opened = open(&place, &request)
             .await
             .map_err(|e| CliError::Split(e.to_string()))?;
+        if options.resume && opened.recorded.is_none() && !args.dry_run {
+            // Killed before its prepare recorded anything: nothing was
+            // changed, so it starts over.
+            eprintln!(
+                "split: no split recorded in {}: starting from the prepare",
+                opened.store.describe()
+            );
+            options.resume = false;
+        }
         if args.dry_run {
             let found = dry_run(opened, &request, &options)
                 .await

@@ -22,11 +22,13 @@
 //!
 //! Here: the errors and the shard ranges; `report` the timed steps,
 //! `coordinate` the two ways to pause and write (ZooKeeper or the file),
-//! `interrupt` `shardgate fleet move` stopped by a signal,
+//! `interrupt` `shardgate fleet move` stopped by a signal, `leftover` the
+//! pause a killed one left,
 //! `sequence` the steps in order, `moves` `MOVE SHARDS` itself.
 
 mod coordinate;
 mod interrupt;
+mod leftover;
 mod moves;
 mod report;
 mod sequence;
@@ -39,6 +41,7 @@ use crate::topology::rewrite::RewriteError;
 
 pub use coordinate::{Base, Coordinator, FleetSide};
 pub use interrupt::{cli_requester, fleet_move_until, FleetMoveError};
+pub use leftover::release_killed_cutover;
 pub use moves::{fleet_move, MoveRequest};
 pub use report::{CutoverReport, Progress, Step, StepEvent};
 pub use sequence::{run, Plan};

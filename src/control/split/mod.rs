@@ -101,6 +101,16 @@ pub trait Place {
     /// The state record of the split of `first..=last` of `fleet`.
     fn store(&self, fleet: &str, first: u32, last: u32) -> Result<Store, String>;
 
+    /// Takes over the pause a killed run of the same cutover left (see
+    /// [`crate::control::cutover::release_killed_cutover`]); what it did,
+    /// `None` when there was none (or this place cannot tell).
+    fn release_killed(
+        &self,
+        _request: &MoveRequest,
+    ) -> impl Future<Output = Result<Option<String>, String>> + Send {
+        async { Ok(None) }
+    }
+
     /// Moves the shards with the cutover sequence; its steps
     /// (`name\tms\tdetail`), or why it failed (saying what it left).
     /// `progress` hears of each step.
@@ -586,6 +596,22 @@ impl<P: Place> Phases<'_, P> {
 
     async fn cutover(&self, state: &mut SplitState) -> Result<(), DriverError> {
         let started = self.started("cutover", "cutover ...");
+        let request = MoveRequest {
+            first: state.first,
+            last: state.last,
+            fleet: Some(state.fleet.clone()),
+            target: state.target.clone(),
+            dry_run: false,
+        };
+        let released = self.place.release_killed(&request).await.map_err(|e| {
+            DriverError::Failed(format!(
+                "cutover: {e}; {} tries it again",
+                self.options.resume_hint
+            ))
+        })?;
+        if let Some(released) = released {
+            (self.events)(SplitEvent::Note(&format!("cutover: {released}")));
+        }
         let current = self.place.topology().await.map_err(|e| {
             DriverError::Failed(format!(
                 "cutover: reading the config failed: {e}; {} tries it again",
@@ -602,13 +628,6 @@ impl<P: Place> Phases<'_, P> {
                 state.first, state.last, state.target
             )));
         } else {
-            let request = MoveRequest {
-                first: state.first,
-                last: state.last,
-                fleet: Some(state.fleet.clone()),
-                target: state.target.clone(),
-                dry_run: false,
-            };
             let progress = |event: StepEvent<'_>| match event {
                 StepEvent::Started(name) => {
                     (self.events)(SplitEvent::Note(&format!("cutover: {name} ...")));

@@ -2,7 +2,10 @@
 //! over two SQL connections, the source read inside one consistent
 //! snapshot whose GTID position (`binlog_snapshot_file/position` through
 //! `BINLOG_GTID_POS`) the target then replicates from; then the target's
-//! catch-up.
+//! catch-up. After every database's tables and rows, each database's views,
+//! triggers, stored procedures and functions, and events are created on the
+//! target as the source shows them (views last, in as many passes as views
+//! built on views need; events `DISABLE ON SLAVE`: the source runs them).
 
 use std::time::{Duration, Instant};
 
@@ -66,6 +69,8 @@ pub struct CopyReport {
     pub databases: usize,
     /// Tables copied.
     pub tables: usize,
+    /// Views, triggers, routines and events created on the target.
+    pub objects: usize,
     /// Rows copied.
     pub rows: u64,
     /// Bytes of row data (as SQL text) sent to the target.
@@ -113,8 +118,11 @@ pub async fn copy(
         run(
             &mut target,
             t,
-            "SET SESSION sql_log_bin = 0, foreign_key_checks = 0, unique_checks = 0, \
-             time_zone = '+00:00', sql_mode = 'NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'",
+            &format!(
+                "SET SESSION sql_log_bin = 0, foreign_key_checks = 0, unique_checks = 0, \
+                 time_zone = '+00:00', sql_mode = {}",
+                literal(COPY_SQL_MODE)
+            ),
         )
         .await?;
         for database in databases {
@@ -160,6 +168,7 @@ pub async fn copy(
             state.elapsed = started.elapsed();
             progress(&state);
         }
+        report.objects = copy_objects(&mut source, s, &mut target, t, databases).await?;
         run(&mut source, s, "COMMIT").await?;
         report.copy_elapsed = started.elapsed();
         start_replication(login, &mut target, s, t, &report.gtid).await?;
@@ -271,6 +280,189 @@ async fn copy_database(
         report.tables += 1;
     }
     Ok(())
+}
+
+/// The `sql_mode` the target's copy session runs in (restored after each
+/// object created in the source's own mode).
+const COPY_SQL_MODE: &str = "NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION";
+
+/// One view, trigger, routine or event to create on the target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Object {
+    database: String,
+    /// `VIEW`, `TRIGGER`, `PROCEDURE`, `FUNCTION` or `EVENT`.
+    kind: &'static str,
+    name: String,
+}
+
+impl Object {
+    /// The column of `SHOW CREATE <kind>` holding the statement.
+    fn statement_column(&self) -> &'static str {
+        match self.kind {
+            "VIEW" => "Create View",
+            "TRIGGER" => "SQL Original Statement",
+            "PROCEDURE" => "Create Procedure",
+            "FUNCTION" => "Create Function",
+            _ => "Create Event",
+        }
+    }
+}
+
+/// The views, triggers, routines and events of `databases` on the source
+/// (triggers in their firing order, so that creating them one after the
+/// other keeps it).
+async fn objects_of(
+    source: &mut Conn,
+    s: &str,
+    databases: &[String],
+) -> Result<Vec<Object>, OpsError> {
+    let queries: [(&'static str, &str); 5] = [
+        (
+            "TRIGGER",
+            "SELECT TRIGGER_SCHEMA, TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? \
+             ORDER BY EVENT_OBJECT_TABLE, ACTION_TIMING, EVENT_MANIPULATION, ACTION_ORDER",
+        ),
+        (
+            "PROCEDURE",
+            "SELECT ROUTINE_SCHEMA, ROUTINE_NAME FROM information_schema.ROUTINES \
+             WHERE ROUTINE_SCHEMA = ? AND ROUTINE_TYPE = 'PROCEDURE' ORDER BY ROUTINE_NAME",
+        ),
+        (
+            "FUNCTION",
+            "SELECT ROUTINE_SCHEMA, ROUTINE_NAME FROM information_schema.ROUTINES \
+             WHERE ROUTINE_SCHEMA = ? AND ROUTINE_TYPE = 'FUNCTION' ORDER BY ROUTINE_NAME",
+        ),
+        (
+            "EVENT",
+            "SELECT EVENT_SCHEMA, EVENT_NAME FROM information_schema.EVENTS WHERE EVENT_SCHEMA = ? \
+             ORDER BY EVENT_NAME",
+        ),
+        (
+            "VIEW",
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'VIEW' ORDER BY TABLE_NAME",
+        ),
+    ];
+    let mut objects = Vec::new();
+    for (kind, sql) in queries {
+        for database in databases {
+            let found: Vec<(String, String)> = source
+                .exec(sql, (database,))
+                .await
+                .map_err(failed(s, format!("listing the {kind}s of {database}")))?;
+            objects.extend(found.into_iter().map(|(database, name)| Object {
+                database,
+                kind,
+                name,
+            }));
+        }
+    }
+    Ok(objects)
+}
+
+/// Creates one object on the target as `SHOW CREATE` gives it on the
+/// source, in the source's `sql_mode` when it has one; the target's
+/// answer.
+async fn create_object(
+    source: &mut Conn,
+    s: &str,
+    target: &mut Conn,
+    object: &Object,
+) -> Result<Result<(), mysql_async::Error>, SplitError> {
+    let qualified = format!(
+        "{}.{}",
+        quote_ident(&object.database),
+        quote_ident(&object.name)
+    );
+    let show = format!("SHOW CREATE {} {qualified}", object.kind);
+    let row: Option<Row> = source
+        .query_first(&show)
+        .await
+        .map_err(failed(s, show.clone()))?;
+    let text = |column: &str| {
+        row.as_ref().and_then(|row| {
+            row.get_opt::<Option<String>, _>(column)
+                .and_then(Result::ok)
+                .flatten()
+        })
+    };
+    let Some(statement) = text(object.statement_column()) else {
+        return Err(SplitError::Copy(format!(
+            "{s}: {show} shows no statement: the operations account needs SHOW CREATE ROUTINE (or SELECT on \
+             mysql.proc), TRIGGER and EVENT on the source's databases"
+        )));
+    };
+    let mut sql = format!("USE {}; ", quote_ident(&object.database));
+    if let Some(mode) = text("sql_mode") {
+        sql.push_str(&format!("SET SESSION sql_mode = {}; ", literal(&mode)));
+    }
+    Ok(target.query_drop(format!("{sql}{statement}")).await)
+}
+
+/// Creates every view, trigger, routine and event of `databases` on the
+/// target; how many. Views go last, in passes while a pass creates some
+/// (a view may read another one); a view that still fails fails the copy
+/// with the target's error. Events are then made `DISABLE ON SLAVE` on the
+/// target: the source runs them until the split is done.
+async fn copy_objects(
+    source: &mut Conn,
+    s: &str,
+    target: &mut Conn,
+    t: &str,
+    databases: &[String],
+) -> Result<usize, SplitError> {
+    let mut pending = objects_of(source, s, databases).await?;
+    if pending.is_empty() {
+        return Ok(0);
+    }
+    let mut created = 0;
+    loop {
+        let before = created;
+        let mut left = Vec::new();
+        let mut first_error = None;
+        for object in pending {
+            let what = format!(
+                "creating {} {}.{}",
+                object.kind, object.database, object.name
+            );
+            match create_object(source, s, target, &object).await? {
+                Ok(()) => {
+                    if object.kind == "EVENT" {
+                        let qualified = format!(
+                            "{}.{}",
+                            quote_ident(&object.database),
+                            quote_ident(&object.name)
+                        );
+                        run(
+                            target,
+                            t,
+                            &format!("ALTER EVENT {qualified} DISABLE ON SLAVE"),
+                        )
+                        .await?;
+                    }
+                    created += 1;
+                }
+                Err(error) if object.kind == "VIEW" => {
+                    first_error.get_or_insert((what, error));
+                    left.push(object);
+                }
+                Err(error) => return Err(failed(t, what)(error).into()),
+            }
+        }
+        pending = left;
+        match first_error {
+            None => break,
+            Some((what, error)) if created == before => return Err(failed(t, what)(error).into()),
+            Some(_) => {}
+        }
+    }
+    run(
+        target,
+        t,
+        &format!("SET SESSION sql_mode = {}", literal(COPY_SQL_MODE)),
+    )
+    .await?;
+    Ok(created)
 }
 
 /// `INSERT INTO table (columns) VALUES` then rows, in batches.

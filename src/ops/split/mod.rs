@@ -52,6 +52,9 @@ pub enum SplitError {
     /// The target's replication of the source broke or did not catch up.
     #[error("{0}")]
     Replication(String),
+    /// The copy cannot recreate something of the source on the target.
+    #[error("copy: {0}")]
+    Copy(String),
     /// The state record cannot be read or written.
     #[error("state record: {0}")]
     State(String),
