@@ -66,6 +66,7 @@ fn sources(root: &Path) -> Vec<Source> {
                 || path == ["lib"]
                 || path == ["layering"]
                 || path == ["docs_check"]
+                || path == ["test_alloc"]
             {
                 return None;
             }

@@ -29,3 +29,5 @@ pub mod topology;
 mod docs_check;
 #[cfg(test)]
 mod layering;
+#[cfg(test)]
+mod test_alloc;

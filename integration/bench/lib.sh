@@ -323,7 +323,8 @@ relay_pid() {
 
 # sysbench_once MODE THREADS SECONDS OUTFILE: one attempt, non-zero on failure.
 # MODE proxy: shardgate (global IDs); direct: master A; haproxy: master A
-# through HAProxy (the same shard-qualified statements as direct).
+# through HAProxy (the same shard-qualified statements as direct). With
+# BENCH_EVENTS=N (and SECONDS 0) the run stops after N lookups instead.
 sysbench_once() {
   local mode=$1 threads=$2 secs=$3 out=$4 conn lua_mode=direct ps=(--ps=off)
   [[ "$BENCH_PS" != 1 ]] || ps=(--ps=on --db-ps-mode=auto)
@@ -338,8 +339,8 @@ sysbench_once() {
   esac
   # `times` in the subshell reports the CPU time of its children: sysbench.
   (
-    timeout $((secs + 60)) sysbench "$LUA" --mode="$lua_mode" --ids="$IDS" "${ps[@]}" \
-      --threads="$threads" --time="$secs" --events=0 --rand-seed="$BENCH_SEED" \
+    timeout $((secs + ${BENCH_EVENTS_TIMEOUT:-60})) sysbench "$LUA" --mode="$lua_mode" --ids="$IDS" "${ps[@]}" \
+      --threads="$threads" --time="$secs" --events="${BENCH_EVENTS:-0}" --rand-seed="$BENCH_SEED" \
       --histogram=on --percentile=95 --report-interval=0 --db-driver=mysql \
       --mysql-host=127.0.0.1 "${conn[@]}" run
     rc=$?

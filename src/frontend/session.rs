@@ -5,7 +5,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use mysql_common::constants::{CapabilityFlags, Command};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -408,7 +408,7 @@ where
             // 3/4 of `pause.drain_timeout_ms`, so the pause can complete.
             let idle_during_pause = self.idle_during_pause();
             let read = {
-                let read = tokio::time::timeout(limit, self.reader.next_packet());
+                let read = tokio::time::timeout(limit, self.reader.next_packet_bytes());
                 tokio::pin!(read);
                 loop {
                     let held_pool = self.state.held.as_ref().map(|conn| conn.pool().clone());
@@ -484,20 +484,19 @@ where
             self.state.response_seq = last_seq.wrapping_add(1);
             // Shared, not copied, with the blocking pool that analyses a
             // long statement.
-            let packet = Bytes::from(packet);
-            let Some(&command) = packet.first() else {
+            let mut body: Bytes = packet;
+            let Some(&command) = body.first() else {
                 self.refuse(ClientError::UnsupportedCommand(
                     "empty command packet".to_owned(),
                 ))
                 .await?;
                 continue;
             };
-            let body = packet.slice(1..);
+            body.advance(1);
             // A long statement, or an execute that binds long data.
-            let long = packet.len() >= RELEASE_AFTER_BYTES
+            let long = body.len() + 1 >= RELEASE_AFTER_BYTES
                 || (command == COM_STMT_EXECUTE
                     && self.state.prepared.long_data_bytes() >= RELEASE_AFTER_BYTES);
-            drop(packet);
             let (kind, received) = (CommandClass::of(command, &body), Instant::now());
             entry.start(
                 activity_name(command),

@@ -1,9 +1,10 @@
 //! Packet framing: a 3-byte length, a 1-byte sequence id, the payload.
 //! Payloads of 16 MiB - 1 bytes or more continue in the following frames.
 
+use std::cell::RefCell;
 use std::io;
 
-use bytes::{Buf, BufMut, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Largest payload a single frame carries; a frame this long is continued.
@@ -21,6 +22,13 @@ const READ_CHUNK: usize = 16 * 1024;
 /// holds no more than this while it waits.
 const IDLE_READ: usize = 512;
 const WRITE_FLUSH_AT: usize = 64 * 1024;
+/// Write buffers an idle [`FrameWriter`] gave back, kept per thread for the
+/// next writer that needs one (at most this many: 1 MiB a thread).
+const SPARE_WRITE_BUFFERS: usize = 16;
+
+thread_local! {
+    static SPARE_WRITE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
 
 /// A peer declared a packet longer than the reader's limit. The reader
 /// refused it on the frame header: nothing of the payload was read or
@@ -101,6 +109,9 @@ pub struct FrameReader<R> {
     max_packet: usize,
     /// The next read makes room for [`IDLE_READ`] bytes only.
     lean: bool,
+    /// The buffer was made larger than [`IDLE_READ`] since the last
+    /// [`FrameReader::release_idle`].
+    grown: bool,
     /// The packet [`FrameReader::next_packet`] has read in part.
     assembly: Option<Assembly>,
 }
@@ -118,16 +129,20 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             buf: BytesMut::new(),
             max_packet,
             lean: true,
+            grown: false,
             assembly: None,
         }
     }
 
-    /// Gives the read buffer back when nothing is buffered, so a peer that
-    /// stays silent costs a small buffer only (see [`IDLE_READ`]); the
-    /// next packet is read into a new one.
+    /// Gives the read buffer back when nothing is buffered and it grew
+    /// past [`IDLE_READ`], so a peer that stays silent costs a small buffer
+    /// only; a small one is kept and reused by the next packet.
     pub fn release_idle(&mut self) {
         if self.buf.is_empty() {
-            self.buf = BytesMut::new();
+            if self.grown {
+                self.buf = BytesMut::new();
+                self.grown = false;
+            }
             self.lean = true;
         }
     }
@@ -184,11 +199,10 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                     let mut grown = BytesMut::with_capacity(total);
                     grown.extend_from_slice(&self.buf);
                     self.buf = grown;
+                    self.grown = true;
                 }
-            } else if self.lean {
-                self.buf.reserve(IDLE_READ);
             } else {
-                self.buf.reserve(READ_CHUNK);
+                self.reserve();
             }
             let read = self.inner.read_buf(&mut self.buf).await?;
             self.lean = false;
@@ -287,11 +301,47 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// Makes room for the next read: [`IDLE_READ`] bytes after
+    /// [`FrameReader::release_idle`] (in place when the buffer is not
+    /// shared any more), else [`READ_CHUNK`].
+    fn reserve(&mut self) {
+        if self.lean {
+            self.buf.reserve(IDLE_READ);
+        } else {
+            self.buf.reserve(READ_CHUNK);
+            self.grown = true;
+        }
+    }
+
+    /// [`FrameReader::next_packet`] as [`Bytes`]: a packet of one frame
+    /// that the last read brought whole is split off the read buffer,
+    /// neither copied nor allocated (the buffer's storage is reused once
+    /// the packet is dropped); any other is read as `next_packet` does.
+    pub async fn next_packet_bytes(&mut self) -> io::Result<(u8, Bytes)> {
+        if self.assembly.is_none() && self.buf.len() < HEADER_LEN {
+            self.fill_buf().await?;
+        }
+        if self.assembly.is_none() && self.buf.len() >= HEADER_LEN {
+            let len = usize::from(self.buf[0])
+                | usize::from(self.buf[1]) << 8
+                | usize::from(self.buf[2]) << 16;
+            if len < MAX_FRAME_PAYLOAD
+                && len <= self.max_packet
+                && self.buf.len() >= HEADER_LEN + len
+            {
+                let seq = self.buf[3];
+                self.buf.advance(HEADER_LEN);
+                return Ok((seq, self.buf.split_to(len).freeze()));
+            }
+        }
+        let (seq, payload) = self.next_packet().await?;
+        Ok((seq, Bytes::from(payload)))
+    }
+
     /// Reads more of the stream into the buffer (a small first read after
     /// [`FrameReader::release_idle`]).
     async fn fill_buf(&mut self) -> io::Result<()> {
-        self.buf
-            .reserve(if self.lean { IDLE_READ } else { READ_CHUNK });
+        self.reserve();
         let read = self.inner.read_buf(&mut self.buf).await?;
         self.lean = false;
         if read == 0 {
@@ -351,10 +401,20 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     }
 
     /// Gives the write buffer back when everything was written, so a
-    /// connection waiting for its peer holds none.
+    /// connection waiting for its peer holds none: to this thread's spare
+    /// buffers, which the next writer to queue a frame takes (no
+    /// allocation per answer).
     pub fn release_idle(&mut self) {
-        if self.buf.is_empty() {
-            self.buf = Vec::new();
+        if self.buf.is_empty() && self.buf.capacity() > 0 {
+            let buf = std::mem::take(&mut self.buf);
+            if buf.capacity() == WRITE_FLUSH_AT {
+                let _ = SPARE_WRITE.try_with(|spare| {
+                    let mut spare = spare.borrow_mut();
+                    if spare.len() < SPARE_WRITE_BUFFERS {
+                        spare.push(buf);
+                    }
+                });
+            }
         }
     }
 
@@ -376,7 +436,10 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
             return self.inner.write_all(bytes).await;
         }
         if self.buf.capacity() == 0 {
-            self.buf.reserve_exact(WRITE_FLUSH_AT);
+            match SPARE_WRITE.try_with(|spare| spare.borrow_mut().pop()) {
+                Ok(Some(spare)) => self.buf = spare,
+                _ => self.buf.reserve_exact(WRITE_FLUSH_AT),
+            }
         }
         self.buf.extend_from_slice(bytes);
         if self.buf.len() >= WRITE_FLUSH_AT {
@@ -718,5 +781,85 @@ mod tests {
             left > 0 && left <= 80_000,
             "stopped near the limit: {left} left"
         );
+    }
+
+    /// A stream that returns one prepared chunk per read, as a client's
+    /// socket returns one statement per read.
+    struct Chunks(std::collections::VecDeque<Vec<u8>>);
+
+    impl AsyncRead for Chunks {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            if let Some(chunk) = self.0.pop_front() {
+                buf.put_slice(&chunk);
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    fn command_frame(n: usize) -> Vec<u8> {
+        let body = format!("\x03SELECT data FROM pins WHERE id = {n}");
+        let mut frame = vec![body.len() as u8, 0, 0, 0];
+        frame.extend_from_slice(body.as_bytes());
+        frame
+    }
+
+    #[tokio::test]
+    async fn statements_read_one_by_one_reuse_the_read_buffer_without_copy_or_allocation() {
+        let frames: Vec<Vec<u8>> = (0..12).map(command_frame).collect();
+        let mut reader = FrameReader::new(Chunks(frames.iter().cloned().collect()));
+        let mut made = Vec::new();
+        for frame in &frames {
+            reader.release_idle();
+            let before = crate::test_alloc::allocations();
+            let (seq, packet) = reader.next_packet_bytes().await.unwrap();
+            made.push(crate::test_alloc::allocations() - before);
+            assert_eq!((seq, &packet[..]), (0, &frame[HEADER_LEN..]));
+            assert!(!reader.has_buffered());
+        }
+        // The first packet allocates the buffer and its shared header.
+        assert_eq!(made[2..], [0; 10], "allocations per packet: {made:?}");
+    }
+
+    #[tokio::test]
+    async fn long_or_split_packets_are_still_joined_exactly() {
+        let frame = command_frame(7);
+        let (head, tail) = frame.split_at(10);
+        let mut reader = FrameReader::new(Chunks([head.to_vec(), tail.to_vec()].into()));
+        let (_, packet) = reader.next_packet_bytes().await.unwrap();
+        assert_eq!(&packet[..], &frame[HEADER_LEN..]);
+
+        let long = vec![9u8; IDLE_READ * 3];
+        let mut writer = FrameWriter::new(Vec::new());
+        writer.write_packet(0, &long).await.unwrap();
+        writer.write_packet(1, b"next").await.unwrap();
+        writer.flush().await.unwrap();
+        let mut reader = FrameReader::new(writer.inner.as_slice());
+        let (seq, packet) = reader.next_packet_bytes().await.unwrap();
+        assert_eq!((seq, packet.len()), (0, long.len()));
+        let (seq, packet) = reader.next_packet_bytes().await.unwrap();
+        assert_eq!((seq, &packet[..]), (1, &b"next"[..]));
+        reader.set_max_packet(3);
+        let mut reader = FrameReader::with_max_packet(Chunks([frame].into()), 3);
+        let refused = reader.next_packet_bytes().await.unwrap_err();
+        assert!(PacketTooLarge::of(&refused).is_some(), "{refused}");
+    }
+
+    #[tokio::test]
+    async fn answers_reuse_a_write_buffer_given_back_between_them() {
+        let mut writer = FrameWriter::new(tokio::io::sink());
+        let mut made = Vec::new();
+        for n in 0..6u8 {
+            let before = crate::test_alloc::allocations();
+            writer.write_packet(1, &[n; 300]).await.unwrap();
+            writer.flush().await.unwrap();
+            writer.release_idle();
+            made.push(crate::test_alloc::allocations() - before);
+        }
+        assert_eq!(made[1..], [0; 5], "allocations per answer: {made:?}");
+        assert_eq!(writer.buf.capacity(), 0, "an idle writer holds no buffer");
     }
 }

@@ -15,6 +15,7 @@
 //! `routing`, `transactions`, `multi_shard`, `gates` (pause, fence),
 //! `kill`.
 
+mod allocations;
 pub mod fake;
 mod gates;
 mod kill;

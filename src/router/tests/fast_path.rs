@@ -320,51 +320,7 @@ fn tables_without_identity_are_never_templated() {
     assert_eq!(fast_path_templates(), 0);
 }
 
-/// Counts this thread's allocations (every test thread's own), for
-/// [`a_point_lookup_from_its_template_allocates_three_times`].
-mod counting {
-    use std::alloc::{GlobalAlloc, Layout, System};
-    use std::cell::Cell;
-
-    thread_local! {
-        static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-    }
-
-    /// The system allocator, counting allocations and reallocations.
-    pub(super) struct Counting;
-
-    fn count() {
-        // `try_with`: a thread being torn down has no counter any more.
-        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-    }
-
-    // SAFETY: every call is forwarded to `System` unchanged.
-    unsafe impl GlobalAlloc for Counting {
-        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            count();
-            System.alloc(layout)
-        }
-        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-            count();
-            System.alloc_zeroed(layout)
-        }
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            System.dealloc(ptr, layout);
-        }
-        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            count();
-            System.realloc(ptr, layout, new_size)
-        }
-    }
-
-    /// Allocations made on this thread so far.
-    pub(super) fn allocations() -> u64 {
-        ALLOCATIONS.with(Cell::get)
-    }
-}
-
-#[global_allocator]
-static COUNTING: counting::Counting = counting::Counting;
+use crate::test_alloc as counting;
 
 /// Most allocations of a point lookup routed from its template: the
 /// lexer's statement and literal lists, and the text sent.
