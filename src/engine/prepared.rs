@@ -1,15 +1,18 @@
 //! Prepared statements (COM_STMT_PREPARE / EXECUTE / SEND_LONG_DATA /
 //! RESET / CLOSE).
 //!
-//! The shard is known only when the parameters arrive, so nothing stays
-//! prepared on the backends: PREPARE prepares a representative text on one
-//! backend just long enough to relay its parameter and column metadata, then
-//! closes it. EXECUTE puts the bound values into the statement text as SQL
-//! literals and routes that text like any query; on one server it runs as a
-//! prepared statement prepared, executed and closed in one write (`direct`),
-//! its binary rows relayed; elsewhere with COM_QUERY, text rows converted to
-//! binary-protocol rows. The servers' `max_prepared_stmt_count` is held by
-//! the proxy only while a statement runs.
+//! The shard is known only when the parameters arrive: PREPARE prepares a
+//! representative text on one backend just long enough to relay its
+//! parameter and column metadata, then closes it. EXECUTE asks the router
+//! for a one-shard plan that leaves the values it does not read as `?`
+//! (`router::route_marked`); with one, the server gets that text (kept
+//! prepared on the backend connection) and the client's own binary
+//! parameters ([`BinaryExecute`], `direct`). Otherwise the bound values go
+//! into the statement text as SQL literals and that text is routed like any
+//! query; on one server it runs as a prepared statement (`direct`), its
+//! binary rows relayed; elsewhere with COM_QUERY, text rows converted to
+//! binary-protocol rows. A backend connection keeps at most
+//! `limits.backend_prepared_statements` statements prepared.
 
 use std::collections::HashMap;
 use std::io;
@@ -872,6 +875,69 @@ fn read_u32(payload: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The parameters sent for a plan's `?`s: the client's types and value
+    /// bytes as sent, a NULL as its bit, long data as a length-encoded
+    /// string, the key's local id as LONGLONG UNSIGNED; the text fallback
+    /// writes the same values in.
+    #[test]
+    fn parameters_go_to_the_server_as_the_client_bound_them() {
+        use ColumnType as T;
+        let mut payload = vec![7, 0, 0, 0, 0, 1, 0, 0, 0, 0b0000_0100, 1];
+        for (kind, flag) in [
+            (T::MYSQL_TYPE_LONGLONG, 0),
+            (T::MYSQL_TYPE_VAR_STRING, 0),
+            (T::MYSQL_TYPE_LONG, 0x80),
+            (T::MYSQL_TYPE_BLOB, 0),
+        ] {
+            payload.extend_from_slice(&[kind as u8, flag]);
+        }
+        payload.extend_from_slice(&42i64.to_le_bytes());
+        payload.extend_from_slice(b"\x03abc");
+        let mut types = Vec::new();
+        let mut long_data = HashMap::from([(3u16, b"long".to_vec())]);
+        let request = parse_execute(&payload, 4, &mut types, &mut long_data).unwrap();
+        let spans = param_spans(&payload, &types, |i| i == 3).unwrap();
+        let sql = "SELECT ?, ?, ?, ?, ?";
+        let binary = BinaryExecute {
+            sql: sql.to_owned(),
+            markers: Vec::new(),
+            values: Vec::new(),
+            params: request.params,
+            types,
+            spans,
+            payload: payload.clone(),
+            charset: Charset::UTF8MB4,
+            first: None,
+            marked: vec![
+                MarkedParam::LocalId(9),
+                MarkedParam::Client(1),
+                MarkedParam::Client(2),
+                MarkedParam::Client(3),
+                MarkedParam::Client(0),
+            ],
+            marked_at: vec![7..8, 10..11, 13..14, 16..17, 19..20],
+        };
+        let mut expected = vec![0b0000_0100, 1];
+        for (kind, flag) in [
+            (T::MYSQL_TYPE_LONGLONG, 0x80),
+            (T::MYSQL_TYPE_VAR_STRING, 0),
+            (T::MYSQL_TYPE_LONG, 0x80),
+            (T::MYSQL_TYPE_BLOB, 0),
+            (T::MYSQL_TYPE_LONGLONG, 0),
+        ] {
+            expected.extend_from_slice(&[kind as u8, flag]);
+        }
+        expected.extend_from_slice(&9u64.to_le_bytes());
+        expected.extend_from_slice(b"\x03abc\x04long");
+        expected.extend_from_slice(&42i64.to_le_bytes());
+        assert_eq!(binary.param_block(), expected);
+        let text = String::from_utf8(binary.text(sql.as_bytes()).unwrap()).unwrap();
+        assert!(
+            text.starts_with("SELECT 9, _utf8mb4 X'616263', NULL, _") && text.ends_with(", 42"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn prepared_statements_move_with_their_ids_markers_and_types() {

@@ -111,7 +111,7 @@ async fn executes_reuse_the_statement_kept_on_the_backend_connection() {
     // The last text again: kept, so no prepare; the statement evicted by
     // the last insert is closed with it (closes go out with the next
     // command).
-    let last = pin_id(21, 1 << 35);
+    let last = pin_id(21, (1 << 35) + 9);
     let _: Option<(String, String)> = conn.exec_first(&statement, (last,)).await.unwrap();
     let [prepares, executes, closes, kept] = delta(counters(&mut ops).await, before);
     assert_eq!((prepares, executes), (10, 11));
