@@ -31,8 +31,8 @@ use crate::protocol::binary::{
     bind_separator, param_spans, parse_execute, render_literal, BinaryError, ExecuteRequest,
     ParamBytes, ParamValue,
 };
-use crate::protocol::frame::write_lenenc_bytes;
 use crate::protocol::charset::Charset;
+use crate::protocol::frame::write_lenenc_bytes;
 use crate::protocol::packets::{rewrite_status, status_offset, ERR_HEADER, OK_HEADER};
 use crate::protocol::FrameWriter;
 use crate::router::{
@@ -593,7 +593,11 @@ impl Engine {
         });
         let (text, set_aside, binary) = match decoded {
             Ok(Ok((text, set_aside))) => (Bytes::from(text.into_bytes()), set_aside, None),
-            Ok(Err(binary)) => (Bytes::from(binary.sql.clone().into_bytes()), None, Some(binary)),
+            Ok(Err(binary)) => (
+                Bytes::from(binary.sql.clone().into_bytes()),
+                None,
+                Some(binary),
+            ),
             Err(error) => {
                 write_error(client, state.response_seq, &error).await?;
                 return client.flush().await;
@@ -649,7 +653,9 @@ impl Engine {
             .iter()
             .map(|value| match *value {
                 ParamValue::UInt(n) => MarkerValue::Digits(n),
-                ParamValue::Int(n) => u64::try_from(n).map_or(MarkerValue::Other, MarkerValue::Digits),
+                ParamValue::Int(n) => {
+                    u64::try_from(n).map_or(MarkerValue::Other, MarkerValue::Digits)
+                }
                 _ => MarkerValue::Other,
             })
             .collect::<Vec<_>>();

@@ -12,11 +12,11 @@ use tracing::debug;
 use super::checkout::{host_addr, stamp_connection, DIRTY};
 use super::diagnostics_copy::{copy_diagnostics, DiagnosticsCopy};
 use super::direct::execute_direct;
-use super::prepared::BinaryExecute;
 use super::failure::{
     backend_error, close_after_failure, lost_connection, no_masters, relay_failure_to_client,
     Failure, Scope,
 };
+use super::prepared::BinaryExecute;
 use super::relay::{
     relay_response, InsertIdComposer, LocalInfile, RelayFailure, RelayOptions, RelayOutcome,
 };

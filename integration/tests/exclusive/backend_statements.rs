@@ -247,8 +247,14 @@ async fn point_lookups_with_new_ids_reuse_one_statement() {
 
     // An ID of another type or past the fleet's shards is refused as the
     // same statement with the ID in its text is.
-    for bad in [(13u64 << 46) | (2 << 36) | 5, (5000u64 << 46) | (1 << 36) | 5] {
-        let prepared = conn.exec_drop(&statement, (bad,)).await.expect_err("bad ID");
+    for bad in [
+        (13u64 << 46) | (2 << 36) | 5,
+        (5000u64 << 46) | (1 << 36) | 5,
+    ] {
+        let prepared = conn
+            .exec_drop(&statement, (bad,))
+            .await
+            .expect_err("bad ID");
         let text = conn
             .query_drop(format!("SELECT id, data FROM pins WHERE id = {bad}"))
             .await
@@ -290,7 +296,11 @@ async fn bound_values_of_every_type_reach_the_server_as_parameters() {
     let rows = |k: u64| -> Vec<Value> {
         vec![
             Value::UInt(k),
-            if k % 3 == 0 { Value::NULL } else { Value::Int(-(k as i64) * 1000) },
+            if k % 3 == 0 {
+                Value::NULL
+            } else {
+                Value::Int(-(k as i64) * 1000)
+            },
             Value::UInt(u64::MAX - k),
             Value::Float(16777215.0 + k as f32),
             Value::Double(0.1 + k as f64),
@@ -299,16 +309,17 @@ async fn bound_values_of_every_type_reach_the_server_as_parameters() {
             Value::Bytes(vec![0, 0xFF, b'\'', b'\\', k as u8]),
             Value::Date(2024, 2, 29, 23, 59, 58, 123_456 + k as u32),
             Value::Time(true, 1, 2, 3, 4, 5 + k as u32),
-            if k % 2 == 0 { Value::NULL } else { Value::Date(1999, 12, 31, 0, 0, 0, 0) },
+            if k % 2 == 0 {
+                Value::NULL
+            } else {
+                Value::Date(1999, 12, 31, 0, 0, 0, 0)
+            },
         ]
     };
     let proxy_insert = conn.prep(insert).await.unwrap();
     let proxy_select = conn.prep(select).await.unwrap();
     let mut host = direct(MASTER_A).await;
-    let host_select = host
-        .prep(select)
-        .await
-        .unwrap();
+    let host_select = host.prep(select).await.unwrap();
     let host_insert = host.prep(insert).await.unwrap();
     let before = counters(&mut ops).await;
     for k in 1..=20u64 {
@@ -318,7 +329,10 @@ async fn bound_values_of_every_type_reach_the_server_as_parameters() {
         host.exec_drop(&host_insert, direct_values).await.unwrap();
     }
     let [prepares, executes, _, _] = delta(counters(&mut ops).await, before);
-    assert!(prepares <= 1 + 2, "{prepares} prepares for 20 proxy inserts");
+    assert!(
+        prepares <= 1 + 2,
+        "{prepares} prepares for 20 proxy inserts"
+    );
     assert!(executes >= 40, "{executes}");
     for k in 1..=20u64 {
         let echo = Value::Bytes(format!("echo {k}").into_bytes());
@@ -387,16 +401,22 @@ async fn a_server_at_max_prepared_stmt_count_runs_the_statement_as_text() {
         .unwrap();
     let _restore = RestoreMaxPrepared(old.expect("max_prepared_stmt_count"));
     let before = counters(&mut ops).await;
-    ops.query_drop(format!("SET GLOBAL max_prepared_stmt_count = {}", before[3]))
-        .await
-        .unwrap();
+    ops.query_drop(format!(
+        "SET GLOBAL max_prepared_stmt_count = {}",
+        before[3]
+    ))
+    .await
+    .unwrap();
     for k in 0..3i64 {
         let row: Option<(String, i64)> = conn.exec_first(&statement, (k, id)).await.unwrap();
         assert_eq!(row, Some(("at the limit".to_owned(), k)));
     }
     let [prepares, executes, _, kept] = delta(counters(&mut ops).await, before);
     assert_eq!(kept, 0, "nothing more prepared on master A");
-    assert_eq!(executes, 0, "no prepared statement ran: {prepares} prepares");
+    assert_eq!(
+        executes, 0,
+        "no prepared statement ran: {prepares} prepares"
+    );
     drop(conn);
     drop(proxy);
 }

@@ -288,7 +288,12 @@ async fn long_data_and_null_parameters_of_a_one_shard_lookup() {
         b"\x16SELECT ? AS v, data, ? IS NULL AS n FROM pins WHERE id = ?",
     )
     .await;
-    assert_eq!(prepare_ok[0], 0x00, "{}", String::from_utf8_lossy(&prepare_ok));
+    assert_eq!(
+        prepare_ok[0],
+        0x00,
+        "{}",
+        String::from_utf8_lossy(&prepare_ok)
+    );
     let id = [prepare_ok[1], prepare_ok[2], prepare_ok[3], prepare_ok[4]];
     let columns = u16::from_le_bytes([prepare_ok[5], prepare_ok[6]]);
     let params = u16::from_le_bytes([prepare_ok[7], prepare_ok[8]]);

@@ -420,8 +420,8 @@ fn prepared_statements_keep_unread_values_as_markers() {
     for (shard, local) in [(12u32, 9u64), (4095, 123_456_789), (0, 1)] {
         let pin = id(u64::from(shard), 1, local);
         let values = [MarkerValue::Digits(pin), MarkerValue::Other];
-        let marked = route_marked(sql.as_bytes(), &markers, &values, &topo, &ctx)
-            .expect("a marked plan");
+        let marked =
+            route_marked(sql.as_bytes(), &markers, &values, &topo, &ctx).expect("a marked plan");
         assert_eq!(marked.query.target.shard, shard);
         assert_eq!(
             marked.params,
