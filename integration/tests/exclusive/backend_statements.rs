@@ -296,7 +296,7 @@ async fn bound_values_of_every_type_reach_the_server_as_parameters() {
     let rows = |k: u64| -> Vec<Value> {
         vec![
             Value::UInt(k),
-            if k % 3 == 0 {
+            if k.is_multiple_of(3) {
                 Value::NULL
             } else {
                 Value::Int(-(k as i64) * 1000)
@@ -309,7 +309,7 @@ async fn bound_values_of_every_type_reach_the_server_as_parameters() {
             Value::Bytes(vec![0, 0xFF, b'\'', b'\\', k as u8]),
             Value::Date(2024, 2, 29, 23, 59, 58, 123_456 + k as u32),
             Value::Time(true, 1, 2, 3, 4, 5 + k as u32),
-            if k % 2 == 0 {
+            if k.is_multiple_of(2) {
                 Value::NULL
             } else {
                 Value::Date(1999, 12, 31, 0, 0, 0, 0)
