@@ -61,7 +61,10 @@ pub(super) async fn execute_direct<W: AsyncWrite + Unpin>(
         next_seq: options.first_seq,
     };
     let started = match binary {
-        Some(binary) => execute_bound(backend, sql, binary, options.deprecate_eof, keep).await,
+        Some(binary) => {
+            let params = (binary.param_count(), binary.param_block());
+            execute_bound(backend, sql, params, options.deprecate_eof, keep).await
+        }
         None => start_direct(backend, sql, options.deprecate_eof, keep).await,
     };
     let prepared = match started {
@@ -96,9 +99,10 @@ pub(super) async fn execute_direct<W: AsyncWrite + Unpin>(
     relay_response(backend, client, relayed).await
 }
 
-/// Starts `sql` (one `?` per parameter of `binary`) as the statement the
-/// connection keeps for that text, executed with the client's parameters
-/// ([`BinaryExecute::param_block`]). A text not kept yet is prepared first
+/// Starts `sql` (`count` `?`s) as the statement the connection keeps for
+/// that text, executed with parameters `block` (what COM_STMT_EXECUTE
+/// carries after its header: [`BinaryExecute::param_block`]; empty for
+/// none). A text not kept yet is prepared first
 /// and its answer read (its id is known before the execute is sent: an
 /// execute of [`LAST_PREPARED`] after a refused prepare could run the
 /// statement prepared before it), then kept (`keep` per connection; 0 or
@@ -110,7 +114,7 @@ pub(super) async fn execute_direct<W: AsyncWrite + Unpin>(
 async fn execute_bound(
     backend: &mut BackendConn,
     sql: &[u8],
-    binary: &BinaryExecute,
+    (count, block): (usize, Vec<u8>),
     deprecate_eof: bool,
     keep: usize,
 ) -> Result<bool, DirectFailure> {
@@ -140,7 +144,7 @@ async fn execute_bound(
             let Some((id, params)) = answer else {
                 return Ok(false);
             };
-            if usize::from(params) != binary.param_count() {
+            if usize::from(params) != count {
                 send_close(backend, id).await.map_err(Lost)?;
                 return Ok(false);
             }
@@ -154,7 +158,7 @@ async fn execute_bound(
     let mut execute = Vec::with_capacity(EXECUTE_LAST.len() + 64);
     execute.extend_from_slice(&id.to_le_bytes());
     execute.extend_from_slice(&EXECUTE_LAST[4..]);
-    execute.extend_from_slice(&binary.param_block());
+    execute.extend_from_slice(&block);
     let sent = async {
         if kept.is_some() {
             write_closes(backend, &closes).await?;
@@ -220,9 +224,15 @@ impl From<DirectFailure> for io::Error {
 /// `limits.backend_prepared_statements`; 0 closes it at once). Statements
 /// evicted or prepared under other settings are closed in the same write.
 ///
+/// A connection that keeps statements open prepares the text alone first
+/// ([`execute_bound`]): MariaDB answers an execute of [`LAST_PREPARED`]
+/// after a prepare it refused at `max_prepared_stmt_count` by running the
+/// statement prepared before it (checked on 10.11), so pipelining is only
+/// for a connection with none open.
+///
 /// True: the execute's binary answer comes next. False: the server refused
-/// to prepare the text; the failed execute's error was read too and
-/// nothing ran (the caller sends the text as COM_QUERY).
+/// to prepare the text; nothing ran (the failed execute's error, if one was
+/// sent, was read too; the caller sends the text as COM_QUERY).
 pub(super) async fn start_direct(
     backend: &mut BackendConn,
     sql: &[u8],
@@ -235,6 +245,11 @@ pub(super) async fn start_direct(
         true => backend.statements.lookup(fingerprint, sql),
         false => None,
     };
+    if kept.is_none() && !backend.statements.is_empty() {
+        // A statement stays open on the connection: an execute of
+        // LAST_PREPARED after a refused prepare (1461) would run it again.
+        return execute_bound(backend, sql, (0, Vec::new()), deprecate_eof, keep).await;
+    }
     let closes = backend.statements.take_closes();
     let sent = async {
         write_closes(backend, &closes).await?;

@@ -395,6 +395,19 @@ async fn a_server_at_max_prepared_stmt_count_runs_the_statement_as_text() {
         .prep("SELECT data, ? AS v FROM pins WHERE id = ?")
         .await
         .unwrap();
+    let by_text = conn
+        .prep("SELECT data, 'by text' FROM pins WHERE id = ?")
+        .await
+        .unwrap();
+    // A write whose ID is bound as a string (its values written into the
+    // text) stays prepared on the connection, the last statement prepared
+    // there.
+    conn.exec_drop(
+        "UPDATE pins SET data = CONCAT(data, '+') WHERE id = ?",
+        (id.to_string(),),
+    )
+    .await
+    .unwrap();
     let old: Option<u64> = ops
         .query_first("SELECT @@GLOBAL.max_prepared_stmt_count")
         .await
@@ -407,9 +420,16 @@ async fn a_server_at_max_prepared_stmt_count_runs_the_statement_as_text() {
     ))
     .await
     .unwrap();
+    // Another text whose prepare is refused: the kept write does not run
+    // again in its place.
+    let row: Option<(String, String)> = conn.exec_first(&by_text, (id.to_string(),)).await.unwrap();
+    assert_eq!(
+        row,
+        Some(("at the limit+".to_owned(), "by text".to_owned()))
+    );
     for k in 0..3i64 {
         let row: Option<(String, i64)> = conn.exec_first(&statement, (k, id)).await.unwrap();
-        assert_eq!(row, Some(("at the limit".to_owned(), k)));
+        assert_eq!(row, Some(("at the limit+".to_owned(), k)));
     }
     let [prepares, executes, _, kept] = delta(counters(&mut ops).await, before);
     assert_eq!(kept, 0, "nothing more prepared on master A");
