@@ -26,6 +26,7 @@ use mysql_common::constants::Command;
 use tokio::io::AsyncWrite;
 
 use super::checkout::DIRTY;
+use super::prepared::BinaryExecute;
 use super::relay::{relay_response, RelayFailure, RelayOptions, RelayOutcome};
 use crate::backend::statements::MAX_CACHED_TEXT;
 use crate::backend::BackendConn;
@@ -42,28 +43,47 @@ const EXECUTE_LAST: [u8; 9] = [0xFF, 0xFF, 0xFF, 0xFF, 0x00, 0x01, 0x00, 0x00, 0
 
 /// Runs `sql` on `backend` as a directly executed prepared statement and
 /// relays the server's binary answer to `client` (rows untouched, OK/EOF
-/// treated as [`relay_response`] treats them). Falls back to COM_QUERY with
-/// rows converted when the server does not prepare `sql`.
+/// treated as [`relay_response`] treats them). With `binary`, `sql` has a
+/// `?` per parameter and the execute carries the client's parameters
+/// ([`execute_bound`]). Falls back to COM_QUERY with rows converted when
+/// the server does not prepare `sql`.
 pub(super) async fn execute_direct<W: AsyncWrite + Unpin>(
     backend: &mut BackendConn,
     sql: &[u8],
     client: &mut FrameWriter<W>,
     options: RelayOptions<'_>,
     keep: usize,
+    binary: Option<&BinaryExecute>,
 ) -> Result<RelayOutcome, RelayFailure> {
     let lost = |error| RelayFailure::Backend {
         error,
         forwarded: false,
         next_seq: options.first_seq,
     };
-    let prepared = match start_direct(backend, sql, options.deprecate_eof, keep).await {
+    let started = match binary {
+        Some(binary) => {
+            let params = (binary.param_count(), binary.param_block());
+            execute_bound(backend, sql, params, options.deprecate_eof, keep).await
+        }
+        None => start_direct(backend, sql, options.deprecate_eof, keep).await,
+    };
+    let prepared = match started {
         Ok(prepared) => prepared,
         Err(Unsent(error)) => return Err(RelayFailure::NotSent(error)),
         Err(Lost(error)) => return Err(lost(error)),
     };
     if !prepared {
+        let text = match binary {
+            Some(binary) => binary.text(sql).ok_or_else(|| {
+                RelayFailure::NotSent(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "a bound value cannot be written as a literal",
+                ))
+            })?,
+            None => sql.to_vec(),
+        };
         backend
-            .send_command(Command::COM_QUERY, sql)
+            .send_command(Command::COM_QUERY, &text)
             .await
             .map_err(RelayFailure::NotSent)?;
         let converted = RelayOptions {
@@ -77,6 +97,107 @@ pub(super) async fn execute_direct<W: AsyncWrite + Unpin>(
         ..options
     };
     relay_response(backend, client, relayed).await
+}
+
+/// Starts `sql` (`count` `?`s) as the statement the connection keeps for
+/// that text, executed with parameters `block` (what COM_STMT_EXECUTE
+/// carries after its header: [`BinaryExecute::param_block`]; empty for
+/// none). A text not kept yet is prepared first
+/// and its answer read (its id is known before the execute is sent: an
+/// execute of [`LAST_PREPARED`] after a refused prepare could run the
+/// statement prepared before it), then kept (`keep` per connection; 0 or
+/// a dirty connection: closed after the execute).
+///
+/// True: the execute's binary answer comes next. False: the server refused
+/// the prepare (`max_prepared_stmt_count`, a statement the prepared
+/// protocol does not take, ...) or counted other parameters; nothing ran.
+async fn execute_bound(
+    backend: &mut BackendConn,
+    sql: &[u8],
+    (count, block): (usize, Vec<u8>),
+    deprecate_eof: bool,
+    keep: usize,
+) -> Result<bool, DirectFailure> {
+    let fingerprint = backend.settings_fingerprint;
+    let cacheable = keep > 0 && fingerprint != DIRTY && sql.len() <= MAX_CACHED_TEXT;
+    let kept = match cacheable {
+        true => backend.statements.lookup(fingerprint, sql),
+        false => None,
+    };
+    let closes = backend.statements.take_closes();
+    let mut close_after = false;
+    let id = match kept {
+        Some(id) => id,
+        None => {
+            let sent = async {
+                write_closes(backend, &closes).await?;
+                backend
+                    .writer
+                    .write_command(Command::COM_STMT_PREPARE as u8, sql)
+                    .await?;
+                backend.writer.flush().await
+            };
+            sent.await.map_err(Unsent)?;
+            let answer = read_prepare_answer(backend, deprecate_eof)
+                .await
+                .map_err(Lost)?;
+            let Some((id, params)) = answer else {
+                return Ok(false);
+            };
+            if usize::from(params) != count {
+                send_close(backend, id).await.map_err(Lost)?;
+                return Ok(false);
+            }
+            match cacheable {
+                true => backend.statements.insert(fingerprint, sql, id, keep),
+                false => close_after = true,
+            }
+            id
+        }
+    };
+    let mut execute = Vec::with_capacity(EXECUTE_LAST.len() + 64);
+    execute.extend_from_slice(&id.to_le_bytes());
+    execute.extend_from_slice(&EXECUTE_LAST[4..]);
+    execute.extend_from_slice(&block);
+    let sent = async {
+        if kept.is_some() {
+            write_closes(backend, &closes).await?;
+        }
+        backend
+            .writer
+            .write_command(Command::COM_STMT_EXECUTE as u8, &execute)
+            .await?;
+        if close_after {
+            backend
+                .writer
+                .write_command(Command::COM_STMT_CLOSE as u8, &id.to_le_bytes())
+                .await?;
+        }
+        backend.writer.flush().await
+    };
+    match (sent.await, kept) {
+        (Ok(()), _) => Ok(true),
+        (Err(error), Some(_)) => Err(Unsent(error)),
+        // The prepare's answer was read: the connection is in use.
+        (Err(error), None) => Err(Lost(error)),
+    }
+}
+
+/// Queues COM_STMT_CLOSE of `ids` (no answer comes).
+async fn write_closes(backend: &mut BackendConn, ids: &[u32]) -> io::Result<()> {
+    for id in ids {
+        backend
+            .writer
+            .write_command(Command::COM_STMT_CLOSE as u8, &id.to_le_bytes())
+            .await?;
+    }
+    Ok(())
+}
+
+/// Closes statement `id` now.
+async fn send_close(backend: &mut BackendConn, id: u32) -> io::Result<()> {
+    write_closes(backend, &[id]).await?;
+    backend.writer.flush().await
 }
 
 /// How [`start_direct`] failed: before anything was sent, or after.
@@ -103,9 +224,15 @@ impl From<DirectFailure> for io::Error {
 /// `limits.backend_prepared_statements`; 0 closes it at once). Statements
 /// evicted or prepared under other settings are closed in the same write.
 ///
+/// A connection that keeps statements open prepares the text alone first
+/// ([`execute_bound`]): MariaDB answers an execute of [`LAST_PREPARED`]
+/// after a prepare it refused at `max_prepared_stmt_count` by running the
+/// statement prepared before it (checked on 10.11), so pipelining is only
+/// for a connection with none open.
+///
 /// True: the execute's binary answer comes next. False: the server refused
-/// to prepare the text; the failed execute's error was read too and
-/// nothing ran (the caller sends the text as COM_QUERY).
+/// to prepare the text; nothing ran (the failed execute's error, if one was
+/// sent, was read too; the caller sends the text as COM_QUERY).
 pub(super) async fn start_direct(
     backend: &mut BackendConn,
     sql: &[u8],
@@ -118,14 +245,14 @@ pub(super) async fn start_direct(
         true => backend.statements.lookup(fingerprint, sql),
         false => None,
     };
+    if kept.is_none() && !backend.statements.is_empty() {
+        // A statement stays open on the connection: an execute of
+        // LAST_PREPARED after a refused prepare (1461) would run it again.
+        return execute_bound(backend, sql, (0, Vec::new()), deprecate_eof, keep).await;
+    }
     let closes = backend.statements.take_closes();
     let sent = async {
-        for id in closes {
-            backend
-                .writer
-                .write_command(Command::COM_STMT_CLOSE as u8, &id.to_le_bytes())
-                .await?;
-        }
+        write_closes(backend, &closes).await?;
         if let Some(id) = kept {
             let mut execute = EXECUTE_LAST;
             execute[..4].copy_from_slice(&id.to_le_bytes());
@@ -159,7 +286,7 @@ pub(super) async fn start_direct(
         .await
         .map_err(Lost)?
     {
-        Some(id) => {
+        Some((id, _)) => {
             if cacheable {
                 backend.statements.insert(fingerprint, sql, id, keep);
             }
@@ -179,11 +306,12 @@ pub(super) async fn start_direct(
 }
 
 /// Reads a COM_STMT_PREPARE answer to its end; the statement id the
-/// server gave it (None: it answered with an error).
+/// server gave it and its parameter count (None: it answered with an
+/// error).
 async fn read_prepare_answer(
     backend: &mut BackendConn,
     deprecate_eof: bool,
-) -> io::Result<Option<u32>> {
+) -> io::Result<Option<(u32, u16)>> {
     let (_, first) = backend.reader.next_packet().await?;
     match first.first() {
         Some(&ERR_HEADER) => return Ok(None),
@@ -209,7 +337,7 @@ async fn read_prepare_answer(
             backend.reader.next_packet().await?;
         }
     }
-    Ok(Some(id))
+    Ok(Some((id, params)))
 }
 
 #[cfg(test)]

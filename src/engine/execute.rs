@@ -142,10 +142,21 @@ impl Engine {
             state.route.max_tokens = limits.max_statement_tokens;
             state.route.autocommit = state.transaction.autocommit();
             state.route.in_transaction = state.transaction.is_open();
-            let (plan, digest) = if size >= limits.blocking_analysis_bytes {
-                route_off_runtime(sql, &topology, state.route, placement).await
-            } else {
-                route_digested(sql, &topology, &state.route, placement)
+            let bound;
+            let mut text = sql;
+            let (plan, digest) = match state.prepared.route_binary(&topology, &state.route) {
+                Some(Ok((plan, digest))) => (plan, Some(digest)),
+                routed => {
+                    if let Some(Err(whole)) = routed {
+                        bound = whole;
+                        text = &bound;
+                    }
+                    if size >= limits.blocking_analysis_bytes {
+                        route_off_runtime(text, &topology, state.route, placement).await
+                    } else {
+                        route_digested(text, &topology, &state.route, placement)
+                    }
+                }
             };
             let Some(plan) = state.prepared.splice_set_aside(plan) else {
                 return Ok(false);
@@ -431,6 +442,7 @@ impl Engine {
         // It stays pending until it is sent (`Engine::send_prelude`).
         let prelude = state.transaction.next_for_autocommit();
         let (venue, _guard) = self.venue_for(topology, state, &query, guard).await?;
+        let binary = state.prepared.take_binary();
         let outcome = self
             .run_on(
                 topology,
@@ -444,6 +456,7 @@ impl Engine {
                     prelude,
                     local_infile,
                     server_prepared: true,
+                    binary: binary.as_ref(),
                 },
                 client,
             )

@@ -1,15 +1,18 @@
 //! Prepared statements (COM_STMT_PREPARE / EXECUTE / SEND_LONG_DATA /
 //! RESET / CLOSE).
 //!
-//! The shard is known only when the parameters arrive, so nothing stays
-//! prepared on the backends: PREPARE prepares a representative text on one
-//! backend just long enough to relay its parameter and column metadata, then
-//! closes it. EXECUTE puts the bound values into the statement text as SQL
-//! literals and routes that text like any query; on one server it runs as a
-//! prepared statement prepared, executed and closed in one write (`direct`),
-//! its binary rows relayed; elsewhere with COM_QUERY, text rows converted to
-//! binary-protocol rows. The servers' `max_prepared_stmt_count` is held by
-//! the proxy only while a statement runs.
+//! The shard is known only when the parameters arrive: PREPARE prepares a
+//! representative text on one backend just long enough to relay its
+//! parameter and column metadata, then closes it. EXECUTE asks the router
+//! for a one-shard plan that leaves the values it does not read as `?`
+//! (`router::route_marked`); with one, the server gets that text (kept
+//! prepared on the backend connection) and the client's own binary
+//! parameters ([`BinaryExecute`], `direct`). Otherwise the bound values go
+//! into the statement text as SQL literals and that text is routed like any
+//! query; on one server it runs as a prepared statement (`direct`), its
+//! binary rows relayed; elsewhere with COM_QUERY, text rows converted to
+//! binary-protocol rows. A backend connection keeps at most
+//! `limits.backend_prepared_statements` statements prepared.
 
 use std::collections::HashMap;
 use std::io;
@@ -25,12 +28,17 @@ use super::{Engine, SessionState};
 use crate::backend::PooledConn;
 use crate::error::ClientError;
 use crate::protocol::binary::{
-    bind_separator, parse_execute, render_literal, BinaryError, ParamValue,
+    bind_separator, param_spans, parse_execute, render_literal, BinaryError, ExecuteRequest,
+    ParamBytes, ParamValue,
 };
 use crate::protocol::charset::Charset;
+use crate::protocol::frame::write_lenenc_bytes;
 use crate::protocol::packets::{rewrite_status, status_offset, ERR_HEADER, OK_HEADER};
 use crate::protocol::FrameWriter;
-use crate::router::{placeholders, route_prepare, Placement, Plan};
+use crate::router::{
+    placeholders, route_marked, route_prepare, MarkedParam, MarkerValue, Placement, Plan,
+    RouteContext,
+};
 use crate::topology::config::LimitsConfig;
 use crate::topology::Topology;
 
@@ -69,6 +77,123 @@ pub struct PreparedStatements {
     long_data_bytes: usize,
     /// The long values of the execute being routed, set aside.
     set_aside: Option<SetAside>,
+    /// The execute being routed, when its values go to the server as the
+    /// client bound them.
+    binary: Option<BinaryExecute>,
+}
+
+/// An execute whose plan leaves the values the planner does not read as
+/// `?` ([`route_marked`]): the server gets the client's binary parameters
+/// (types and bytes as sent, long data included), never their text.
+#[derive(Debug)]
+pub struct BinaryExecute {
+    /// The client's statement text and its markers.
+    sql: String,
+    markers: Vec<Range<usize>>,
+    /// How each value reads for routing.
+    values: Vec<MarkerValue>,
+    /// The values decoded (the text fallback writes them as literals).
+    params: Vec<ParamValue>,
+    /// The client's parameter types.
+    types: Vec<(ColumnType, bool)>,
+    /// Where each value is in `payload`.
+    spans: Vec<ParamBytes>,
+    /// The client's COM_STMT_EXECUTE (without the command byte).
+    payload: Vec<u8>,
+    charset: Charset,
+    /// The plan routed first, and the topology it was routed on.
+    first: Option<(Plan, u64, u64)>,
+    /// What each `?` of the routed plan's text takes, and where it is.
+    marked: Vec<MarkedParam>,
+    marked_at: Vec<Range<usize>>,
+}
+
+impl BinaryExecute {
+    /// The single-shard plan with `?` for the values (and its digest), on
+    /// `topo`; `None`: the values must be written into the text.
+    fn route(&mut self, topo: &Topology, ctx: &RouteContext) -> Option<(Plan, u64)> {
+        if let Some((plan, digest, identity)) = self.first.take() {
+            if identity == topo.identity {
+                return Some((plan, digest));
+            }
+        }
+        let marked = route_marked(self.sql.as_bytes(), &self.markers, &self.values, topo, ctx)?;
+        self.marked = marked.params;
+        self.marked_at = marked.markers;
+        Some((Plan::Shard(marked.query), marked.digest))
+    }
+
+    /// `?`s of the routed text.
+    pub(super) fn param_count(&self) -> usize {
+        self.marked.len()
+    }
+
+    /// Bytes of the bound values.
+    fn value_bytes(&self) -> u64 {
+        self.params
+            .iter()
+            .map(|value| match value {
+                ParamValue::Bytes { data, .. } => data.len() as u64,
+                _ => 8,
+            })
+            .sum()
+    }
+
+    /// What COM_STMT_EXECUTE carries after its statement id, flags and
+    /// iteration count for the routed text's `?`s: NULL bitmap, new-params
+    /// flag, types, values (the client's bytes; long data as a
+    /// length-encoded string of the client's type; a local id as
+    /// LONGLONG UNSIGNED).
+    pub(super) fn param_block(&self) -> Vec<u8> {
+        let count = self.marked.len();
+        if count == 0 {
+            return Vec::new();
+        }
+        let mut block = vec![0u8; count.div_ceil(8)];
+        block.push(1);
+        for param in &self.marked {
+            let (kind, unsigned) = match *param {
+                MarkedParam::Client(i) => self
+                    .types
+                    .get(i)
+                    .map_or((ColumnType::MYSQL_TYPE_NULL, false), |&t| t),
+                MarkedParam::LocalId(_) => (ColumnType::MYSQL_TYPE_LONGLONG, true),
+            };
+            block.extend_from_slice(&[kind as u8, if unsigned { 0x80 } else { 0 }]);
+        }
+        for (index, param) in self.marked.iter().enumerate() {
+            match *param {
+                MarkedParam::LocalId(local_id) => block.extend_from_slice(&local_id.to_le_bytes()),
+                MarkedParam::Client(i) => match (self.spans.get(i), self.params.get(i)) {
+                    (Some(ParamBytes::Value(range)), _) => {
+                        block.extend_from_slice(self.payload.get(range.clone()).unwrap_or_default())
+                    }
+                    (Some(ParamBytes::Long), Some(ParamValue::Bytes { data, .. })) => {
+                        write_lenenc_bytes(&mut block, data)
+                    }
+                    _ => block[index / 8] |= 1 << (index % 8),
+                },
+            }
+        }
+        block
+    }
+
+    /// The routed text `sql` with the values written in as literals, for
+    /// a server that does not prepare it.
+    pub(super) fn text(&self, sql: &[u8]) -> Option<Vec<u8>> {
+        let sql = std::str::from_utf8(sql).ok()?;
+        let values: Vec<ParamValue> = self
+            .marked
+            .iter()
+            .map(|param| match *param {
+                MarkedParam::Client(i) => self.params.get(i).cloned(),
+                MarkedParam::LocalId(local_id) => Some(ParamValue::UInt(local_id)),
+            })
+            .collect::<Option<_>>()?;
+        render_statement(sql, &self.marked_at, &values, self.charset)
+            .ok()
+            .map(String::into_bytes)
+    }
 }
 
 /// A session's prepared statements as another process takes them over:
@@ -187,6 +312,31 @@ impl PreparedStatements {
     /// its text ([`SetAside::extra_bytes`]).
     pub fn set_aside_bytes(&self) -> u64 {
         self.set_aside.as_ref().map_or(0, SetAside::extra_bytes)
+            + self.binary.as_ref().map_or(0, BinaryExecute::value_bytes)
+    }
+
+    /// The plan of the execute being routed with its values as `?`, when
+    /// it has one on `topo` ([`route_marked`]). `Err`: it has none (any
+    /// more): the text with the values written in, to route instead.
+    pub fn route_binary(
+        &mut self,
+        topo: &Topology,
+        ctx: &RouteContext,
+    ) -> Option<Result<(Plan, u64), Bytes>> {
+        let binary = self.binary.as_mut()?;
+        if let Some(routed) = binary.route(topo, ctx) {
+            return Some(Ok(routed));
+        }
+        let binary = self.binary.take()?;
+        let text = render_statement(&binary.sql, &binary.markers, &binary.params, binary.charset)
+            .unwrap_or_default();
+        Some(Err(Bytes::from(text.into_bytes())))
+    }
+
+    /// The execute whose plan [`PreparedStatements::route_binary`] gave,
+    /// taken to be sent.
+    pub(super) fn take_binary(&mut self) -> Option<BinaryExecute> {
+        self.binary.take()
     }
 
     /// `plan` of an execute's text with its long values spliced in (see
@@ -435,18 +585,31 @@ impl Engine {
         placement: &mut P,
         client: &mut FrameWriter<W>,
     ) -> io::Result<()> {
-        let (text, set_aside) = match bind(state, payload) {
-            Ok((text, set_aside)) => (Bytes::from(text.into_bytes()), set_aside),
+        let decoded = decode(state, payload).and_then(|(id, request, long)| {
+            match self.binary_execute(state, payload, id, &request, &long) {
+                Some(binary) => Ok(Err(binary)),
+                None => bind(state, id, request).map(Ok),
+            }
+        });
+        let (text, set_aside, binary) = match decoded {
+            Ok(Ok((text, set_aside))) => (Bytes::from(text.into_bytes()), set_aside, None),
+            Ok(Err(binary)) => (
+                Bytes::from(binary.sql.clone().into_bytes()),
+                None,
+                Some(binary),
+            ),
             Err(error) => {
                 write_error(client, state.response_seq, &error).await?;
                 return client.flush().await;
             }
         };
         state.prepared.set_aside = set_aside;
+        state.prepared.binary = binary;
         state.binary_rows = true;
         let mut result = self
             .run_statement(state, &text, placement, false, client)
             .await;
+        state.prepared.binary = None;
         if let Some(aside) = state.prepared.set_aside.take() {
             if aside.fallback() && result.is_ok() {
                 let whole = aside.into_text(&text);
@@ -464,19 +627,71 @@ impl Engine {
         result?;
         client.flush().await
     }
+
+    /// The execute as one whose values go to the server as bound, when
+    /// its plan is one shard's with the values the planner does not read
+    /// left as `?` ([`route_marked`]); `None`: bound into the text.
+    fn binary_execute(
+        &self,
+        state: &mut SessionState,
+        payload: &[u8],
+        id: u32,
+        request: &ExecuteRequest,
+        long: &[u16],
+    ) -> Option<BinaryExecute> {
+        let topology = self.topology_for(state);
+        let limits = &topology.config.limits;
+        if limits.backend_prepared_statements == 0 || request.cursor_flags != 0 {
+            return None;
+        }
+        let statement = state.prepared.statements.get(&id)?;
+        let spans = param_spans(payload, &statement.types, |i| {
+            u16::try_from(i).is_ok_and(|i| long.contains(&i))
+        })?;
+        let values = request
+            .params
+            .iter()
+            .map(|value| match *value {
+                ParamValue::UInt(n) => MarkerValue::Digits(n),
+                ParamValue::Int(n) => {
+                    u64::try_from(n).map_or(MarkerValue::Other, MarkerValue::Digits)
+                }
+                _ => MarkerValue::Other,
+            })
+            .collect::<Vec<_>>();
+        state.route.max_tokens = limits.max_statement_tokens;
+        state.route.autocommit = state.transaction.autocommit();
+        state.route.in_transaction = state.transaction.is_open();
+        let marked = route_marked(
+            statement.sql.as_bytes(),
+            &statement.placeholders,
+            &values,
+            &topology,
+            &state.route,
+        )?;
+        Some(BinaryExecute {
+            sql: statement.sql.clone(),
+            markers: statement.placeholders.clone(),
+            values,
+            params: request.params.clone(),
+            types: statement.types.clone(),
+            spans,
+            payload: payload.to_vec(),
+            charset: state.charset,
+            first: Some((Plan::Shard(marked.query), marked.digest, topology.identity)),
+            marked: marked.params,
+            marked_at: marked.markers,
+        })
+    }
 }
 
-/// The statement text with the bound values in place of its `?` markers,
-/// written as literals in the session's character set
-/// ([`render_literal`]). Long data is dropped whatever the outcome; long
-/// data that went past the limit fails the execute with 1153. Long string
-/// values are bound as stubs and returned set aside
-/// ([`SetAside::take_long_values`]).
-fn bind(
+/// A COM_STMT_EXECUTE decoded: the statement id, its values, and which
+/// parameters had long data. Long data is dropped whatever the outcome;
+/// long data that went past the limit fails the execute with 1153.
+fn decode(
     state: &mut SessionState,
     payload: &[u8],
-) -> Result<(String, Option<SetAside>), ClientError> {
-    let charset = state.charset;
+) -> Result<(u32, ExecuteRequest, Vec<u16>), ClientError> {
     let id = read_u32(payload).ok_or_else(|| {
         ClientError::BadExecute("COM_STMT_EXECUTE shorter than a statement id".to_owned())
     })?;
@@ -493,19 +708,37 @@ fn bind(
             "the long data (COM_STMT_SEND_LONG_DATA) of this statement's parameters went past limits.max_allowed_packet and was dropped".to_owned(),
         ));
     }
+    let long: Vec<u16> = long_data.keys().copied().collect();
     let statement = state
         .prepared
         .statements
         .get_mut(&id)
         .ok_or(ClientError::UnknownStatement(id))?;
-    let mut request = parse_execute(
+    let request = parse_execute(
         payload,
         statement.placeholders.len(),
         &mut statement.types,
         &mut long_data,
     )
     .map_err(|error| ClientError::BadExecute(error.to_string()))?;
-    drop(long_data);
+    Ok((id, request, long))
+}
+
+/// The statement text with the bound values in place of its `?` markers,
+/// written as literals in the session's character set
+/// ([`render_literal`]). Long string values are bound as stubs and
+/// returned set aside ([`SetAside::take_long_values`]).
+fn bind(
+    state: &mut SessionState,
+    id: u32,
+    mut request: ExecuteRequest,
+) -> Result<(String, Option<SetAside>), ClientError> {
+    let charset = state.charset;
+    let statement = state
+        .prepared
+        .statements
+        .get(&id)
+        .ok_or(ClientError::UnknownStatement(id))?;
     let set_aside = SetAside::take_long_values(&statement.sql, &mut request.params, charset);
     let text = render_statement(
         &statement.sql,
@@ -648,6 +881,69 @@ fn read_u32(payload: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The parameters sent for a plan's `?`s: the client's types and value
+    /// bytes as sent, a NULL as its bit, long data as a length-encoded
+    /// string, the key's local id as LONGLONG UNSIGNED; the text fallback
+    /// writes the same values in.
+    #[test]
+    fn parameters_go_to_the_server_as_the_client_bound_them() {
+        use ColumnType as T;
+        let mut payload = vec![7, 0, 0, 0, 0, 1, 0, 0, 0, 0b0000_0100, 1];
+        for (kind, flag) in [
+            (T::MYSQL_TYPE_LONGLONG, 0),
+            (T::MYSQL_TYPE_VAR_STRING, 0),
+            (T::MYSQL_TYPE_LONG, 0x80),
+            (T::MYSQL_TYPE_BLOB, 0),
+        ] {
+            payload.extend_from_slice(&[kind as u8, flag]);
+        }
+        payload.extend_from_slice(&42i64.to_le_bytes());
+        payload.extend_from_slice(b"\x03abc");
+        let mut types = Vec::new();
+        let mut long_data = HashMap::from([(3u16, b"long".to_vec())]);
+        let request = parse_execute(&payload, 4, &mut types, &mut long_data).unwrap();
+        let spans = param_spans(&payload, &types, |i| i == 3).unwrap();
+        let sql = "SELECT ?, ?, ?, ?, ?";
+        let binary = BinaryExecute {
+            sql: sql.to_owned(),
+            markers: Vec::new(),
+            values: Vec::new(),
+            params: request.params,
+            types,
+            spans,
+            payload: payload.clone(),
+            charset: Charset::UTF8MB4,
+            first: None,
+            marked: vec![
+                MarkedParam::LocalId(9),
+                MarkedParam::Client(1),
+                MarkedParam::Client(2),
+                MarkedParam::Client(3),
+                MarkedParam::Client(0),
+            ],
+            marked_at: vec![7..8, 10..11, 13..14, 16..17, 19..20],
+        };
+        let mut expected = vec![0b0000_0100, 1];
+        for (kind, flag) in [
+            (T::MYSQL_TYPE_LONGLONG, 0x80),
+            (T::MYSQL_TYPE_VAR_STRING, 0),
+            (T::MYSQL_TYPE_LONG, 0x80),
+            (T::MYSQL_TYPE_BLOB, 0),
+            (T::MYSQL_TYPE_LONGLONG, 0),
+        ] {
+            expected.extend_from_slice(&[kind as u8, flag]);
+        }
+        expected.extend_from_slice(&9u64.to_le_bytes());
+        expected.extend_from_slice(b"\x03abc\x04long");
+        expected.extend_from_slice(&42i64.to_le_bytes());
+        assert_eq!(binary.param_block(), expected);
+        let text = String::from_utf8(binary.text(sql.as_bytes()).unwrap()).unwrap();
+        assert!(
+            text.starts_with("SELECT 9, _utf8mb4 X'616263', NULL, _") && text.ends_with(", 42"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn prepared_statements_move_with_their_ids_markers_and_types() {

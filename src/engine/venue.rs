@@ -16,6 +16,7 @@ use super::failure::{
     backend_error, close_after_failure, lost_connection, no_masters, relay_failure_to_client,
     Failure, Scope,
 };
+use super::prepared::BinaryExecute;
 use super::relay::{
     relay_response, InsertIdComposer, LocalInfile, RelayFailure, RelayOptions, RelayOutcome,
 };
@@ -67,6 +68,9 @@ pub(super) struct Statement<'a> {
     /// prepared statement on the server and relay its binary rows
     /// ([`execute_direct`]), not as text with its rows converted.
     pub(super) server_prepared: bool,
+    /// The client's parameters for the `?`s of `sql` (a prepared statement
+    /// whose values go to the server as bound).
+    pub(super) binary: Option<&'a BinaryExecute>,
 }
 
 impl<'a> Statement<'a> {
@@ -81,6 +85,7 @@ impl<'a> Statement<'a> {
             prelude: None,
             local_infile: None,
             server_prepared: false,
+            binary: None,
         }
     }
 }
@@ -105,10 +110,12 @@ impl Engine {
             prelude,
             local_infile,
             server_prepared,
+            binary,
         } = statement;
         let wire = match state.binary_rows && server_prepared {
             true => Wire::Prepared {
                 keep: topology.config.limits.backend_prepared_statements,
+                binary,
             },
             false => Wire::Text,
         };
@@ -228,7 +235,7 @@ impl Engine {
         topology: &Topology,
         state: &mut SessionState,
         mut conn: PooledConn,
-        (target, sql, wire, stamp): (Option<Target>, &[u8], Wire, Option<u64>),
+        (target, sql, wire, stamp): (Option<Target>, &[u8], Wire<'_>, Option<u64>),
         options: RelayOptions<'_>,
         client: &mut FrameWriter<W>,
     ) -> Result<RelayOutcome, Failure> {
@@ -387,8 +394,8 @@ pub(super) async fn send_and_relay<W: AsyncWrite + Unpin>(
 }
 
 /// How a statement is sent to the server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Wire {
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Wire<'a> {
     /// COM_QUERY; text rows are converted for a client that executed a
     /// prepared statement.
     Text,
@@ -398,13 +405,15 @@ pub(super) enum Wire {
     Prepared {
         /// `limits.backend_prepared_statements`.
         keep: usize,
+        /// The client's parameters for the text's `?`s.
+        binary: Option<&'a BinaryExecute>,
     },
 }
 
 /// [`send_and_relay`], sent as `wire` says.
 async fn send_on<W: AsyncWrite + Unpin>(
     pooled: &mut PooledConn,
-    (sql, wire): (&[u8], Wire),
+    (sql, wire): (&[u8], Wire<'_>),
     client: &mut FrameWriter<W>,
     options: RelayOptions<'_>,
     session: &Arc<SessionEntry>,
@@ -414,7 +423,9 @@ async fn send_on<W: AsyncWrite + Unpin>(
     let in_use = session.using(pooled.pool(), thread_id);
     let conn = pooled.conn();
     let result = match wire {
-        Wire::Prepared { keep } => execute_direct(conn, sql, client, options, keep).await,
+        Wire::Prepared { keep, binary } => {
+            execute_direct(conn, sql, client, options, keep, binary).await
+        }
         Wire::Text => match conn.send_command(Command::COM_QUERY, sql).await {
             Err(error) => Err(RelayFailure::NotSent(error)),
             Ok(()) => relay_response(conn, client, options).await,

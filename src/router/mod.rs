@@ -24,7 +24,8 @@ pub use lex::{skip_blanks_and_comments, Comment, LexError};
 pub use placement::RandomPlacement;
 pub use plan::*;
 pub use planner::fast::{
-    clear_fast_path, fast_path_hits, fast_path_templates, set_fast_path, MAX_SEEN, MAX_TEMPLATES,
+    clear_fast_path, fast_path_hits, fast_path_templates, route_marked, set_fast_path, MarkedParam,
+    MarkedPlan, MarkerValue, MAX_SEEN, MAX_TEMPLATES,
 };
 pub use planner::{
     is_long_value_stub, migration_table, migration_table_in, route, route_digested, route_prepare,

@@ -101,16 +101,17 @@ async fn executes_reuse_the_statement_kept_on_the_backend_connection() {
         .await
         .unwrap();
 
-    // Ten distinct texts (other IDs on shard 12): at most 4 stay prepared.
+    // Ten distinct texts (IDs on ten shards: each shard's database is in
+    // the text): at most 4 stay prepared.
     let before = counters(&mut ops).await;
-    for k in 0..10u64 {
-        let other = pin_id(12, (1 << 35) + k);
+    for k in 0..10u32 {
+        let other = pin_id(12 + k, (1 << 35) + u64::from(k));
         let _: Option<(String, String)> = conn.exec_first(&statement, (other,)).await.unwrap();
     }
     // The last text again: kept, so no prepare; the statement evicted by
     // the last insert is closed with it (closes go out with the next
     // command).
-    let last = pin_id(12, (1 << 35) + 9);
+    let last = pin_id(21, (1 << 35) + 9);
     let _: Option<(String, String)> = conn.exec_first(&statement, (last,)).await.unwrap();
     let [prepares, executes, closes, kept] = delta(counters(&mut ops).await, before);
     assert_eq!((prepares, executes), (10, 11));
@@ -187,6 +188,255 @@ async fn a_kept_statement_reads_its_table_as_it_is_after_ddl() {
     ops.query_drop("DROP TABLE db00012.prep_kept")
         .await
         .unwrap();
+    drop(conn);
+    drop(proxy);
+}
+
+/// 1,000 executes of a point lookup with 1,000 different IDs on one
+/// connection make one prepare on the server: the ID's local part goes to
+/// the server as a parameter of the one statement kept for the shard
+/// (`WHERE local_id = ?`), not into the text. Each row is the one a direct
+/// read of the shard gives.
+#[tokio::test]
+async fn point_lookups_with_new_ids_reuse_one_statement() {
+    let _serial = serial().await;
+    let proxy = proxy("backend-statements-ids", 4);
+    let mut conn = app(&proxy).await;
+    let mut ops = operations(MASTER_A).await;
+    let base: u64 = 1 << 34;
+    ops.query_drop(format!(
+        "DELETE FROM db00013.pins WHERE local_id BETWEEN {base} AND {}",
+        base + 999
+    ))
+    .await
+    .unwrap();
+    let values: Vec<String> = (0..1000u64)
+        .map(|k| format!("({}, 'row {k}')", base + k))
+        .collect();
+    ops.query_drop(format!(
+        "INSERT INTO db00013.pins (local_id, data) VALUES {}",
+        values.join(", ")
+    ))
+    .await
+    .unwrap();
+    let direct: Vec<(u64, String)> = ops
+        .query(format!(
+            "SELECT local_id, data FROM db00013.pins WHERE local_id BETWEEN {base} AND {} ORDER BY local_id",
+            base + 999
+        ))
+        .await
+        .unwrap();
+    assert_eq!(direct.len(), 1000);
+    let statement = conn
+        .prep("SELECT id, data FROM pins WHERE id = ?")
+        .await
+        .unwrap();
+
+    let before = counters(&mut ops).await;
+    for (local_id, data) in &direct {
+        let id = pin_id(13, *local_id);
+        let row: Option<(u64, String)> = conn.exec_first(&statement, (id,)).await.unwrap();
+        assert_eq!(row, Some((id, data.clone())), "id {id}");
+    }
+    let [prepares, executes, _, _] = delta(counters(&mut ops).await, before);
+    assert_eq!(executes, 1000);
+    assert!(
+        prepares <= 2,
+        "{prepares} prepares on master A for 1,000 executes with new IDs"
+    );
+
+    // An ID of another type or past the fleet's shards is refused as the
+    // same statement with the ID in its text is.
+    for bad in [
+        (13u64 << 46) | (2 << 36) | 5,
+        (5000u64 << 46) | (1 << 36) | 5,
+    ] {
+        let prepared = conn
+            .exec_drop(&statement, (bad,))
+            .await
+            .expect_err("bad ID");
+        let text = conn
+            .query_drop(format!("SELECT id, data FROM pins WHERE id = {bad}"))
+            .await
+            .expect_err("bad ID");
+        assert_eq!(server_error(prepared), server_error(text), "ID {bad}");
+    }
+    ops.query_drop(format!(
+        "DELETE FROM db00013.pins WHERE local_id BETWEEN {base} AND {}",
+        base + 999
+    ))
+    .await
+    .unwrap();
+    drop(conn);
+    drop(proxy);
+}
+
+/// Values of every binary-protocol type (and NULL) reach the server as the
+/// parameters the client bound: a FLOAT keeps its four bytes, a DECIMAL its
+/// digits, dates and times their fields. Rows written and read through the
+/// proxy equal the same statements run on the server directly, and
+/// executes with new values make no new prepare.
+#[tokio::test]
+async fn bound_values_of_every_type_reach_the_server_as_parameters() {
+    let _serial = serial().await;
+    let proxy = proxy("backend-statements-types", 4);
+    let mut conn = app(&proxy).await;
+    let mut ops = operations(MASTER_A).await;
+    ops.query_drop("DROP TABLE IF EXISTS db00014.prep_types")
+        .await
+        .unwrap();
+    ops.query_drop(
+        "CREATE TABLE db00014.prep_types (local_id BIGINT UNSIGNED PRIMARY KEY, i INT, u BIGINT UNSIGNED, \
+         f FLOAT, d DOUBLE, n DECIMAL(30,10), s VARCHAR(64), b BLOB, dt DATETIME(6), t TIME(6), y DATE)",
+    )
+    .await
+    .unwrap();
+    let insert = "INSERT INTO db00014.prep_types VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    let select = "SELECT i, u, f, d, n, s, b, dt, t, y, ? AS echo FROM db00014.prep_types WHERE local_id = ?";
+    let rows = |k: u64| -> Vec<Value> {
+        vec![
+            Value::UInt(k),
+            if k.is_multiple_of(3) {
+                Value::NULL
+            } else {
+                Value::Int(-(k as i64) * 1000)
+            },
+            Value::UInt(u64::MAX - k),
+            Value::Float(16777215.0 + k as f32),
+            Value::Double(0.1 + k as f64),
+            Value::Bytes(format!("{k}.0123456789").into_bytes()),
+            Value::Bytes(format!("ünï'\\\"{k}").into_bytes()),
+            Value::Bytes(vec![0, 0xFF, b'\'', b'\\', k as u8]),
+            Value::Date(2024, 2, 29, 23, 59, 58, 123_456 + k as u32),
+            Value::Time(true, 1, 2, 3, 4, 5 + k as u32),
+            if k.is_multiple_of(2) {
+                Value::NULL
+            } else {
+                Value::Date(1999, 12, 31, 0, 0, 0, 0)
+            },
+        ]
+    };
+    let proxy_insert = conn.prep(insert).await.unwrap();
+    let proxy_select = conn.prep(select).await.unwrap();
+    let mut host = direct(MASTER_A).await;
+    let host_select = host.prep(select).await.unwrap();
+    let host_insert = host.prep(insert).await.unwrap();
+    let before = counters(&mut ops).await;
+    for k in 1..=20u64 {
+        conn.exec_drop(&proxy_insert, rows(k)).await.unwrap();
+        let mut direct_values = rows(k);
+        direct_values[0] = Value::UInt(k + 1000);
+        host.exec_drop(&host_insert, direct_values).await.unwrap();
+    }
+    let [prepares, executes, _, _] = delta(counters(&mut ops).await, before);
+    assert!(
+        prepares <= 1 + 2,
+        "{prepares} prepares for 20 proxy inserts"
+    );
+    assert!(executes >= 40, "{executes}");
+    for k in 1..=20u64 {
+        let echo = Value::Bytes(format!("echo {k}").into_bytes());
+        let through: Vec<Value> = conn
+            .exec_first::<mysql_async::Row, _, _>(&proxy_select, (echo.clone(), k))
+            .await
+            .unwrap()
+            .expect("row")
+            .unwrap();
+        let on_host: Vec<Value> = host
+            .exec_first::<mysql_async::Row, _, _>(&host_select, (echo.clone(), k + 1000))
+            .await
+            .unwrap()
+            .expect("row")
+            .unwrap();
+        assert_eq!(through, on_host, "row {k}");
+    }
+    ops.query_drop("DROP TABLE db00014.prep_types")
+        .await
+        .unwrap();
+    drop(conn);
+    drop(proxy);
+}
+
+/// Puts master A's `max_prepared_stmt_count` back when the test ends,
+/// however it ends.
+struct RestoreMaxPrepared(u64);
+
+impl Drop for RestoreMaxPrepared {
+    fn drop(&mut self) {
+        let old = self.0;
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Runtime::new().expect("runtime");
+            runtime.block_on(async {
+                let mut ops = operations(MASTER_A).await;
+                ops.query_drop(format!("SET GLOBAL max_prepared_stmt_count = {old}"))
+                    .await
+                    .expect("restore max_prepared_stmt_count");
+            });
+        })
+        .join()
+        .expect("restored");
+    }
+}
+
+/// A server at `max_prepared_stmt_count` refuses the prepare (1461): the
+/// statement runs as text with its values written in, and the client gets
+/// its rows as binary rows, not an error.
+#[tokio::test]
+async fn a_server_at_max_prepared_stmt_count_runs_the_statement_as_text() {
+    let _serial = serial().await;
+    let proxy = proxy("backend-statements-max", 4);
+    let mut conn = app(&proxy).await;
+    let mut ops = operations(MASTER_A).await;
+    conn.query_drop("INSERT /*+ SHARD(15) */ INTO pins (data) VALUES ('at the limit')")
+        .await
+        .unwrap();
+    let id = conn.last_insert_id().unwrap();
+    let statement = conn
+        .prep("SELECT data, ? AS v FROM pins WHERE id = ?")
+        .await
+        .unwrap();
+    let by_text = conn
+        .prep("SELECT data, 'by text' FROM pins WHERE id = ?")
+        .await
+        .unwrap();
+    // A write whose ID is bound as a string (its values written into the
+    // text) stays prepared on the connection, the last statement prepared
+    // there.
+    conn.exec_drop(
+        "UPDATE pins SET data = CONCAT(data, '+') WHERE id = ?",
+        (id.to_string(),),
+    )
+    .await
+    .unwrap();
+    let old: Option<u64> = ops
+        .query_first("SELECT @@GLOBAL.max_prepared_stmt_count")
+        .await
+        .unwrap();
+    let _restore = RestoreMaxPrepared(old.expect("max_prepared_stmt_count"));
+    let before = counters(&mut ops).await;
+    ops.query_drop(format!(
+        "SET GLOBAL max_prepared_stmt_count = {}",
+        before[3]
+    ))
+    .await
+    .unwrap();
+    // Another text whose prepare is refused: the kept write does not run
+    // again in its place.
+    let row: Option<(String, String)> = conn.exec_first(&by_text, (id.to_string(),)).await.unwrap();
+    assert_eq!(
+        row,
+        Some(("at the limit+".to_owned(), "by text".to_owned()))
+    );
+    for k in 0..3i64 {
+        let row: Option<(String, i64)> = conn.exec_first(&statement, (k, id)).await.unwrap();
+        assert_eq!(row, Some(("at the limit+".to_owned(), k)));
+    }
+    let [prepares, executes, _, kept] = delta(counters(&mut ops).await, before);
+    assert_eq!(kept, 0, "nothing more prepared on master A");
+    assert_eq!(
+        executes, 0,
+        "no prepared statement ran: {prepares} prepares"
+    );
     drop(conn);
     drop(proxy);
 }

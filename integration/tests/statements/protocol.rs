@@ -271,6 +271,76 @@ async fn long_data_parameters_are_joined_and_bound() {
     assert_eq!(&row[2..], b"\x09long data");
 }
 
+/// Long data, a NULL and an ID bound to a statement on one shard (its
+/// values go to the server as parameters): the row is the stored one, the
+/// long value and the NULL come back as bound, three times over.
+#[tokio::test]
+async fn long_data_and_null_parameters_of_a_one_shard_lookup() {
+    let mut conn = client().await;
+    conn.query_drop("INSERT /*+ SHARD(1234) */ INTO pins (data) VALUES ('long-data row')")
+        .await
+        .unwrap();
+    let pin = conn.last_insert_id().unwrap();
+    let (mut reader, mut writer) = raw_session(CapabilityFlags::CLIENT_DEPRECATE_EOF).await;
+    let prepare_ok = command(
+        &mut reader,
+        &mut writer,
+        b"\x16SELECT ? AS v, data, ? IS NULL AS n FROM pins WHERE id = ?",
+    )
+    .await;
+    assert_eq!(
+        prepare_ok[0],
+        0x00,
+        "{}",
+        String::from_utf8_lossy(&prepare_ok)
+    );
+    let id = [prepare_ok[1], prepare_ok[2], prepare_ok[3], prepare_ok[4]];
+    let columns = u16::from_le_bytes([prepare_ok[5], prepare_ok[6]]);
+    let params = u16::from_le_bytes([prepare_ok[7], prepare_ok[8]]);
+    assert_eq!((columns, params), (3, 3));
+    for _ in 0..(columns + params) {
+        reader.next_packet().await.unwrap();
+    }
+    for round in 0..3u8 {
+        let long = format!("long \u{1F680} data {round} ").repeat(500);
+        for chunk in long.as_bytes().chunks(1000) {
+            let mut packet = vec![0x18];
+            packet.extend_from_slice(&id);
+            packet.extend_from_slice(&0u16.to_le_bytes());
+            packet.extend_from_slice(chunk);
+            writer.write_packet(0, &packet).await.unwrap();
+        }
+        let mut execute = vec![0x17];
+        execute.extend_from_slice(&id);
+        // No cursor, one iteration; parameter 1 NULL; types: BLOB (long
+        // data), LONGLONG (NULL), LONGLONG UNSIGNED (the ID).
+        execute.extend_from_slice(&[0, 1, 0, 0, 0, 0b0000_0010, 1, 0xFC, 0, 0x08, 0, 0x08, 0x80]);
+        execute.extend_from_slice(&pin.to_le_bytes());
+        let count = command(&mut reader, &mut writer, &execute).await;
+        assert_eq!(count, vec![3], "{}", String::from_utf8_lossy(&count));
+        for _ in 0..3 {
+            reader.next_packet().await.unwrap();
+        }
+        let (_, row) = reader.next_packet().await.unwrap();
+        assert_eq!(row[0], 0x00, "a binary row");
+        let mut rest = &row[2..];
+        let mut strings = Vec::new();
+        for _ in 0..2 {
+            let (len, skip) = match rest[0] {
+                0xFC => (usize::from(u16::from_le_bytes([rest[1], rest[2]])), 3),
+                n => (usize::from(n), 1),
+            };
+            strings.push(rest[skip..skip + len].to_vec());
+            rest = &rest[skip + len..];
+        }
+        assert_eq!(strings[0], long.as_bytes(), "round {round}");
+        assert_eq!(strings[1], b"long-data row");
+        assert_eq!(rest, &1i64.to_le_bytes()[..rest.len()], "NULL IS NULL");
+        let (_, end) = reader.next_packet().await.unwrap();
+        assert!(end[0] == 0xFE, "end of rows: {end:?}");
+    }
+}
+
 #[tokio::test]
 async fn large_utf8_values_round_trip_byte_exact() {
     let mut conn = client().await;

@@ -214,6 +214,76 @@ pub fn parse_execute(
     })
 }
 
+/// Where one parameter's value is in a COM_STMT_EXECUTE payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParamBytes {
+    /// NULL: its bit is set in the NULL bitmap (or its type is NULL).
+    Null,
+    /// Sent before with COM_STMT_SEND_LONG_DATA: no bytes in the payload.
+    Long,
+    /// The bytes of its value, as the binary protocol writes them.
+    Value(std::ops::Range<usize>),
+}
+
+/// Where each parameter's value is in a COM_STMT_EXECUTE `payload` that
+/// [`parse_execute`] accepted with these `types` (as it left them);
+/// `long(i)`: parameter `i` had long data. `None` when the payload does not
+/// read so, or long data went to a parameter whose type does not carry
+/// bytes.
+pub fn param_spans(
+    payload: &[u8],
+    types: &[(ColumnType, bool)],
+    long: impl Fn(usize) -> bool,
+) -> Option<Vec<ParamBytes>> {
+    let count = types.len();
+    if count == 0 {
+        return Some(Vec::new());
+    }
+    let bitmap_at = 9;
+    let bitmap = payload.get(bitmap_at..bitmap_at + count.div_ceil(8))?;
+    let bound_at = bitmap_at + bitmap.len();
+    let mut at = bound_at + 1;
+    if *payload.get(bound_at)? != 0 {
+        at += count * 2;
+    }
+    let mut spans = Vec::with_capacity(count);
+    for (index, &(column_type, _)) in types.iter().enumerate() {
+        let wire = param_wire(column_type)?;
+        if long(index) {
+            if !matches!(wire, ParamWire::Bytes { .. }) {
+                return None;
+            }
+            spans.push(ParamBytes::Long);
+            continue;
+        }
+        if bitmap[index / 8] & (1 << (index % 8)) != 0 {
+            spans.push(ParamBytes::Null);
+            continue;
+        }
+        let len = match wire {
+            ParamWire::Null => {
+                spans.push(ParamBytes::Null);
+                continue;
+            }
+            ParamWire::Int(width) => width,
+            ParamWire::Float => 4,
+            ParamWire::Double => 8,
+            ParamWire::Decimal | ParamWire::Bytes { .. } => {
+                let mut rest = payload.get(at..)?;
+                let before = rest.len();
+                let len = usize::try_from(read_lenenc_int(&mut rest)?).ok()?;
+                (before - rest.len()).checked_add(len)?
+            }
+            ParamWire::DateTime | ParamWire::Time => 1 + usize::from(*payload.get(at)?),
+        };
+        let end = at.checked_add(len)?;
+        payload.get(at..end)?;
+        spans.push(ParamBytes::Value(at..end));
+        at = end;
+    }
+    (at == payload.len()).then_some(spans)
+}
+
 fn read_param(
     reader: &mut Reader<'_>,
     wire: ParamWire,

@@ -27,7 +27,9 @@ mod rows;
 mod tests;
 
 pub use columns::{parse_column_definition, ColumnInfo};
-pub use execute::{is_decimal_text, parse_execute, ExecuteRequest, ParamValue};
+pub use execute::{
+    is_decimal_text, param_spans, parse_execute, ExecuteRequest, ParamBytes, ParamValue,
+};
 pub use literal::{bind_separator, bytes_are_text, push_hex, render_literal};
 pub use rows::{
     binary_row_values, binary_scalar, number_text_to_binary, text_row_to_binary,

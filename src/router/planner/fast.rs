@@ -755,3 +755,210 @@ fn pieces(text: &[u8], sentinels: &[(Vec<u8>, Piece, bool)]) -> (Vec<Piece>, Vec
     flush(plain_from, text.len(), &mut pieces, &mut own);
     (pieces, own)
 }
+
+/// A prepared statement's bound value as [`route_marked`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerValue {
+    /// A non-negative integer: written as its digits, so it may be read as
+    /// a shard key.
+    Digits(u64),
+    /// Any other value (a string, NULL, a negative number, a time): written
+    /// as a placeholder string; a statement whose route reads it takes the
+    /// ordinary path.
+    Other,
+}
+
+/// Where a `?` of a [`MarkedPlan`]'s text takes its value from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkedParam {
+    /// The client's parameter of this index, as the client bound it.
+    Client(usize),
+    /// The key's local id, an unsigned 64-bit integer.
+    LocalId(u64),
+}
+
+/// A prepared statement's single-shard plan with the bound values the
+/// planner did not read left as `?` markers in its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkedPlan {
+    /// The plan; its text has one `?` per entry of `params`.
+    pub query: ShardQuery,
+    /// The value of each `?` of the text, in order.
+    pub params: Vec<MarkedParam>,
+    /// Where each `?` is in the text.
+    pub markers: Vec<std::ops::Range<usize>>,
+    /// The statement's digest (as [`route_digested`](super::route_digested) gives it).
+    pub digest: u64,
+}
+
+/// The single-shard plan of a prepared statement `sql` (its markers at
+/// `markers`, bound to `values`) with every value the planner does not
+/// read left as a `?`, from the fast path's template of the statement's
+/// shape; `None` when there is none (not yet learned, not one shard, a
+/// value read as a key that is not a plain non-negative integer, a shape
+/// the fast path does not take): the caller binds the values into the
+/// text and routes it as any statement.
+///
+/// The values are written into a probe text (digits, or `'x'` for
+/// [`MarkerValue::Other`]) that is routed like any statement, so the fast
+/// path learns its shape; the template then says which literal is the
+/// shard key (its digits select the shard as the planner's functions say,
+/// a bad ID or another type finds no plan) and where each literal went in
+/// the shard's text: those places become `?`, and a key rewritten to its
+/// local id becomes a `?` bound to that local id.
+pub fn route_marked(
+    sql: &[u8],
+    markers: &[std::ops::Range<usize>],
+    values: &[MarkerValue],
+    topo: &Topology,
+    ctx: &RouteContext,
+) -> Option<MarkedPlan> {
+    if markers.len() != values.len()
+        || topo.identity == 0
+        || !ENABLED.with(Cell::get)
+        || markers.iter().any(|m| m.start > m.end || m.end > sql.len())
+    {
+        return None;
+    }
+    let mut probe = Vec::with_capacity(sql.len() + 24 * markers.len());
+    let mut ranges = Vec::with_capacity(markers.len());
+    let mut copied = 0;
+    for (marker, value) in markers.iter().zip(values) {
+        probe.extend_from_slice(sql.get(copied..marker.start)?);
+        probe.push(b' ');
+        let start = probe.len();
+        match value {
+            MarkerValue::Digits(n) => {
+                use std::io::Write;
+                write!(probe, "{n}").ok()?;
+            }
+            MarkerValue::Other => probe.extend_from_slice(b"'x'"),
+        }
+        ranges.push(start..probe.len());
+        probe.push(b' ');
+        copied = marker.end;
+    }
+    probe.extend_from_slice(sql.get(copied..)?);
+    if probe.len() > MAX_STATEMENT_BYTES {
+        return None;
+    }
+    let lexed = lex::lex(&probe, &ctx.lex, ctx.max_tokens).ok()?;
+    let shape = Shape::of(&probe, &lexed.values)?;
+    // Literal index → the client's parameter it holds.
+    let mut marker_of = vec![None; shape.values.len()];
+    for (m, range) in ranges.iter().enumerate() {
+        let index = shape.values.iter().position(|v| v.range == *range)?;
+        marker_of[index] = Some(m);
+    }
+    let key = shape.hash(ctx, topo.identity);
+    let lookup = |shape: &Shape<'_>| {
+        CACHE.with(|c| {
+            let c = c.borrow();
+            match c.templates.get(&key) {
+                Some(t) if t.same_shape(shape, ctx, topo.identity) => {
+                    Some(t.fill_marked(shape, &marker_of, values, topo))
+                }
+                _ if c.seen.get(&key) == Some(&false) => Some(None),
+                _ => None,
+            }
+        })
+    };
+    let marked = match lookup(&shape) {
+        Some(marked) => marked,
+        None => {
+            // Not learned yet: routed as any statement, which learns it
+            // the second time it sees it (so twice; a prepared statement
+            // is meant to be executed again).
+            let digest_before = super::DIGEST.with(Cell::get);
+            let mut marked = None;
+            for _ in 0..2 {
+                route(&probe, topo, ctx, &mut FirstShard);
+                marked = lookup(&shape);
+                if marked.is_some() {
+                    break;
+                }
+            }
+            super::DIGEST.with(|d| d.set(digest_before));
+            marked.flatten()
+        }
+    }?;
+    // Every `?` of the text is one of ours (none came from elsewhere).
+    let mut marked = marked;
+    marked.markers = crate::router::placeholders(marked.query.sql.as_bytes(), &ctx.lex).ok()?;
+    (marked.markers.len() == marked.params.len()).then_some(marked)
+}
+
+impl Template {
+    /// [`Template::fill`] with the literals of client parameters
+    /// (`marker_of`) left as `?`; `None` when the key is a parameter whose
+    /// value was not written as itself.
+    fn fill_marked(
+        &self,
+        shape: &Shape<'_>,
+        marker_of: &[Option<usize>],
+        values: &[MarkerValue],
+        topo: &Topology,
+    ) -> Option<MarkedPlan> {
+        let fleet = topo.fleets.get(self.fleet)?;
+        let (shard, local_id) = match self.key {
+            None => (self.shard, None),
+            Some(key) => {
+                if let Some(m) = marker_of.get(key.index).copied().flatten() {
+                    if !matches!(values.get(m), Some(MarkerValue::Digits(_))) {
+                        return None;
+                    }
+                }
+                key_target(key.rule, shape.content(key.index), fleet)?
+            }
+        };
+        let host = topo.master_of(self.fleet, shard)?;
+        let database = &fleet.database;
+        let mut sql = Vec::with_capacity(self.text.len() + 32);
+        let mut params = Vec::new();
+        for piece in &self.pieces {
+            use std::io::Write;
+            match *piece {
+                Piece::Text(start, end) => sql.extend_from_slice(self.text.get(start..end)?),
+                Piece::Value(i) => match marker_of.get(i).copied().flatten() {
+                    Some(m) => {
+                        sql.push(b'?');
+                        params.push(MarkedParam::Client(m));
+                    }
+                    None => sql.extend_from_slice(shape.value(i)),
+                },
+                Piece::LocalId => {
+                    sql.push(b'?');
+                    params.push(MarkedParam::LocalId(local_id?));
+                }
+                Piece::DbName => write!(
+                    sql,
+                    "{}{:0width$}{}",
+                    database.prefix,
+                    shard,
+                    database.suffix,
+                    width = database.width
+                )
+                .ok()?,
+                Piece::Shard => write!(sql, "{shard}").ok()?,
+            }
+        }
+        Some(MarkedPlan {
+            query: ShardQuery {
+                target: Target {
+                    fleet: self.fleet,
+                    shard,
+                    host,
+                },
+                sql: SqlText(Bytes::from(sql)),
+                kind: self.kind,
+                compose_insert_id: self.compose_insert_id,
+                writes_through_function: self.writes_through_function,
+                local_infile: None,
+                leaves_session_state: self.leaves_session_state,
+            },
+            params,
+            markers: Vec::new(),
+            digest: self.digest,
+        })
+    }
+}

@@ -352,3 +352,87 @@ fn a_point_lookup_from_its_template_allocates_three_times() {
         "{made} allocations for 8 point lookups, over {POINT_LOOKUP_ALLOCATIONS} each"
     );
 }
+
+/// A prepared statement's plan with its values as markers: the ID the
+/// planner reads picks the shard and becomes `local_id = ?` bound to its
+/// local part; a value it does not read stays the client's `?`; filled in,
+/// the text is the ordinary plan's. A key that is not plain digits, an ID
+/// the planner refuses, or a plan over several shards has no marked plan.
+#[test]
+fn prepared_statements_keep_unread_values_as_markers() {
+    use crate::router::{placeholders, route_marked, MarkedParam, MarkerValue};
+    let shared = SharedTopology::new(topo());
+    let topo = shared.load();
+    let ctx = RouteContext::default();
+    clear_fast_path();
+    let sql = "SELECT data FROM pins WHERE id = ? AND data <> ?";
+    let markers = placeholders(sql, &ctx.lex).unwrap();
+    let squeeze = |text: &[u8]| {
+        String::from_utf8_lossy(text)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for (shard, local) in [(12u32, 9u64), (4095, 123_456_789), (0, 1)] {
+        let pin = id(u64::from(shard), 1, local);
+        let values = [MarkerValue::Digits(pin), MarkerValue::Other];
+        let marked =
+            route_marked(sql.as_bytes(), &markers, &values, &topo, &ctx).expect("a marked plan");
+        assert_eq!(marked.query.target.shard, shard);
+        assert_eq!(
+            marked.params,
+            vec![MarkedParam::LocalId(local), MarkedParam::Client(1)]
+        );
+        assert_eq!(
+            squeeze(marked.query.sql.as_bytes()),
+            format!("SELECT data FROM db{shard:05}.pins WHERE local_id = ? AND data <> ?")
+        );
+        let mut filled = marked.query.sql.as_bytes().to_vec();
+        for (range, param) in marked.markers.iter().zip(&marked.params).rev() {
+            let written = match param {
+                MarkedParam::LocalId(l) => l.to_string(),
+                MarkedParam::Client(_) => "'x'".to_owned(),
+            };
+            filled.splice(range.clone(), written.into_bytes());
+        }
+        let Plan::Shard(ordinary) = route(
+            &format!("SELECT data FROM pins WHERE id = {pin} AND data <> 'x'"),
+            &topo,
+            &ctx,
+            &mut Fixed(0),
+        ) else {
+            panic!("one shard")
+        };
+        assert_eq!(squeeze(&filled), squeeze(ordinary.sql.as_bytes()));
+        assert_eq!(
+            (marked.query.target, marked.query.kind),
+            (ordinary.target, ordinary.kind)
+        );
+    }
+    // The key bound as a string (or NULL): the values go into the text.
+    let key_as_text = [MarkerValue::Other, MarkerValue::Digits(5)];
+    assert_eq!(
+        route_marked(sql.as_bytes(), &markers, &key_as_text, &topo, &ctx),
+        None
+    );
+    // IDs the planner refuses: another type, a shard past the fleet's.
+    for bad in [BOARD, u64::MAX, id(5000, 1, 1)] {
+        let values = [MarkerValue::Digits(bad), MarkerValue::Other];
+        assert_eq!(
+            route_marked(sql.as_bytes(), &markers, &values, &topo, &ctx),
+            None,
+            "{bad}"
+        );
+    }
+    // Two IDs on two shards: several shards, no marked plan.
+    let two = "SELECT data FROM pins WHERE id IN (?, ?)";
+    let two_markers = placeholders(two, &ctx.lex).unwrap();
+    let values = [
+        MarkerValue::Digits(id(12, 1, 1)),
+        MarkerValue::Digits(id(3000, 1, 1)),
+    ];
+    assert_eq!(
+        route_marked(two.as_bytes(), &two_markers, &values, &topo, &ctx),
+        None
+    );
+}
