@@ -389,7 +389,9 @@ where
             }
             if movable {
                 if let Some(link) = self.engine.sessions.handoff_link() {
-                    if self.hand_off(link).await {
+                    // Boxed: a hand-off's future would otherwise enlarge
+                    // every idle session's task.
+                    if Box::pin(self.hand_off(link)).await {
                         return Ok(());
                     }
                     declined = true;
