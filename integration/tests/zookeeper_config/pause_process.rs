@@ -39,7 +39,7 @@ async fn until_listed(
 
 /// An insert of a pin on `shard` through `proxy`, on a task: its result
 /// and when it returned.
-fn insert_later(
+pub(super) fn insert_later(
     proxy: &ServeProcess,
     shard: u32,
     data: String,
