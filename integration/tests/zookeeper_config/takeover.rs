@@ -131,6 +131,9 @@ async fn acks_now(
     (live, acks)
 }
 
+/// One look at a pause record: the registered proxies, its acks.
+type Look = (Vec<String>, Vec<String>);
+
 /// Polls the acks of `pause` every 3 ms until `stop` or the record is
 /// gone: how many looks, and those in which neither process of the proxy
 /// (`ids`) had acked it.
@@ -139,7 +142,7 @@ fn watch_acks(
     pause: String,
     ids: [&'static str; 2],
     stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<(usize, Vec<(Vec<String>, Vec<String>)>)> {
+) -> tokio::task::JoinHandle<(usize, Vec<Look>)> {
     let location = location.clone();
     tokio::spawn(async move {
         let client = zookeeper::connect(&location).await.expect("connect");
