@@ -77,7 +77,8 @@ pub(super) fn run(
         None => flags,
     };
     install_zk_auth(settings.zookeeper_auth_file.as_deref())?;
-    let (source, process) = serve_settings(settings)?;
+    let (source, mut process) = serve_settings(settings)?;
+    process.takeover = args.takeover;
     let threads = args.threads.unwrap_or_else(default_serve_threads);
     let takeover = args.takeover;
     tracing::info!(threads, "starting the runtime");

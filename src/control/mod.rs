@@ -146,7 +146,10 @@ impl Control {
                 errors,
             })?;
         zookeeper
-            .register(process.entry(version.clone(), Some(znode_version)))
+            .register(
+                process.entry(version.clone(), Some(znode_version)),
+                process.takeover,
+            )
             .await?;
         let mut control = Self::with_version(topology, None, version.clone());
         control.config_status = ConfigStatus::new(source, version);

@@ -22,6 +22,9 @@ pub struct Process {
     /// Whether a config znode anyone can write is accepted
     /// (`--zk-allow-open-acl`); refused otherwise.
     pub allow_open_acl: bool,
+    /// Started to take over from a running process (`serve --takeover`):
+    /// an id held in the registry is that process's, refused at once.
+    pub takeover: bool,
     /// When it started.
     pub started_at: SystemTime,
     addresses: Mutex<Addresses>,
@@ -53,6 +56,7 @@ impl Process {
             id,
             overrides,
             allow_open_acl: false,
+            takeover: false,
             started_at: SystemTime::now(),
             addresses: Mutex::new(Addresses::default()),
             draining: AtomicBool::new(false),

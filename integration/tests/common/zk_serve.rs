@@ -131,6 +131,11 @@ impl ServeProcess {
         assert!(sent.success(), "kill -{signal} {}", self.id);
     }
 
+    /// Whether the process has not exited yet.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Waits (10 s at most) for the process to exit; its status.
     pub async fn exited(&mut self) -> ExitStatus {
         let started = Instant::now();

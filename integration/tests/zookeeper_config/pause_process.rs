@@ -39,7 +39,7 @@ async fn until_listed(
 
 /// An insert of a pin on `shard` through `proxy`, on a task: its result
 /// and when it returned.
-fn insert_later(
+pub(super) fn insert_later(
     proxy: &ServeProcess,
     shard: u32,
     data: String,
@@ -202,5 +202,53 @@ async fn a_proxy_process_started_during_a_pause_holds_the_range_until_resume() {
         proxy.terminate().await;
     }
     delete_pins(MASTER_A, &[1770, 1772], &mark).await;
+    clean(test).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_restarted_under_its_id_during_a_pause_stays_acked_past_its_predecessors_session() {
+    let test = "pause-restart-same-id";
+    clean(test).await;
+    let location = location(test);
+    push(&location, &document_with_pause(15_000, 3000), None).await;
+    let proxies = serve_all(&location, &["again-1", "again-2"]).await;
+    let answer = admin_on(proxies[0].admin, "PAUSE SHARDS 1776-1777 IN main")
+        .await
+        .expect("PAUSE SHARDS");
+    let pause = text(&answer[0], "pause").expect("a pause id");
+    let mut proxies = proxies.into_iter();
+    let (first, second) = (
+        proxies.next().expect("again-1"),
+        proxies.next().expect("again-2"),
+    );
+    // A clean stop and an immediate start under the same id: the stopped
+    // process's ack may outlive it until its session expires.
+    first.terminate().await;
+    let again = ServeProcess::start(&location, "again-1").await;
+    let listed = acked_on(&second).await;
+    assert_eq!(listed.get("again-1"), Some(&pause), "{listed:?}");
+    tokio::time::sleep(SESSION_TIMEOUT * 2).await;
+    let listed = acked_on(&second).await;
+    assert_eq!(
+        listed.get("again-1"),
+        Some(&pause),
+        "the restarted proxy lost its ack with its predecessor's session: {listed:?}"
+    );
+    let mark = marker("again");
+    let held = insert_later(&again, 1776, format!("{mark}-held"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !held.is_finished(),
+        "the restarted proxy wrote to a paused shard"
+    );
+    admin_on(second.admin, "RESUME SHARDS 1776-1777 IN main")
+        .await
+        .expect("RESUME SHARDS");
+    let (id, _) = held.await.expect("the held insert");
+    id.expect("the held insert runs after RESUME");
+    assert_eq!(count_on(MASTER_A, 1776, &mark).await, 1);
+    again.terminate().await;
+    second.terminate().await;
+    delete_pins(MASTER_A, &[1776], &mark).await;
     clean(test).await;
 }

@@ -107,6 +107,20 @@ pub enum ZkError {
         /// This client's session timeout.
         timeout_ms: u128,
     },
+    /// `serve --takeover` with the id of the running proxy: both processes
+    /// serve during the hand-off, each registered and acking fleet-wide
+    /// pauses under its own id.
+    #[error(
+        "proxy id `{id}` is registered at {path} by a live proxy, presumably the one this --takeover replaces: \
+         both processes serve during the hand-off, each registered (and acking fleet-wide pauses) under its own id, \
+         so the new process needs another --proxy-id (the default, host:pid, is one); the running proxy goes on serving"
+    )]
+    TakeoverSameId {
+        /// The id.
+        id: String,
+        /// Its registry znode.
+        path: String,
+    },
     /// `config push` of a document that would send existing data to other
     /// shards, without `--allow-rehome`.
     #[error(

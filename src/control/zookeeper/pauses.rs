@@ -5,6 +5,7 @@
 //! are pure; the rest are the reads and writes on them.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
@@ -198,14 +199,38 @@ impl ZooKeeper {
 
     /// Acks record `id` as this proxy (ephemeral: it goes with the
     /// session). False when the record is gone.
+    ///
+    /// An ack under this id held by another session is a previous process
+    /// of this id that left, whose session has not expired yet: when this
+    /// session holds the id in the registry, it is replaced, or it would
+    /// vanish at that expiry and leave this proxy unacked.
     pub async fn ack(&self, id: &str, proxy: &str) -> Result<bool, ZkError> {
+        const ATTEMPTS: usize = 3;
         let client = self.client()?;
         let path = format!("{}/{proxy}", self.acks_path(id));
-        match client.create(&path, b"", &ephemeral()).await {
-            Ok(_) | Err(zk::Error::NodeExists) => Ok(true),
-            Err(zk::Error::NoNode) => Ok(false),
-            Err(e) => Err(request("create", &path)(e)),
+        let session = client.session_id().0;
+        for _ in 0..ATTEMPTS {
+            match client.create(&path, b"", &ephemeral()).await {
+                Ok(_) => return Ok(true),
+                Err(zk::Error::NoNode) => return Ok(false),
+                Err(zk::Error::NodeExists) => {}
+                Err(e) => return Err(request("create", &path)(e)),
+            }
+            let stat = match client.check_stat(&path).await {
+                Ok(Some(stat)) => stat,
+                Ok(None) => continue,
+                Err(e) => return Err(request("read", &path)(e)),
+            };
+            let registered = self.registered_session.load(Ordering::SeqCst) == session;
+            if stat.ephemeral_owner == session || !registered {
+                return Ok(true);
+            }
+            match client.delete(&path, Some(stat.version)).await {
+                Ok(()) | Err(zk::Error::NoNode | zk::Error::BadVersion) => {}
+                Err(e) => return Err(request("delete", &path)(e)),
+            }
         }
+        Err(request("create", &path)(zk::Error::NodeExists))
     }
 
     /// Deletes records `ids` with their acks, all in one multi. A proxy

@@ -40,13 +40,18 @@ impl ZooKeeper {
     ///
     /// A proxy restarted at once after a crash finds its previous entry
     /// still there until that session expires: the id is retried for up to
-    /// twice the session timeout before it is refused.
-    pub async fn register(&self, entry: ProxyEntry) -> Result<(), ZkError> {
+    /// twice the session timeout before it is refused. A `takeover` is
+    /// refused at once ([`ZkError::TakeoverSameId`]): the running process it
+    /// would replace holds the id until the hand-off ends.
+    pub async fn register(&self, entry: ProxyEntry, takeover: bool) -> Result<(), ZkError> {
         let client = self.client()?;
         let give_up = tokio::time::Instant::now() + client.session_timeout() * 2;
         loop {
             match self.create_entry(&client, &entry).await {
                 Ok(()) => break,
+                Err(ZkError::DuplicateId { id, path, .. }) if takeover => {
+                    return Err(ZkError::TakeoverSameId { id, path });
+                }
                 Err(ZkError::DuplicateId { .. }) if tokio::time::Instant::now() < give_up => {
                     tokio::time::sleep(REGISTER_RETRY_FIRST).await;
                 }
