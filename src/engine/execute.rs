@@ -456,7 +456,7 @@ impl Engine {
                     prelude,
                     local_infile,
                     server_prepared: true,
-                    binary: binary.as_ref(),
+                    binary: binary.as_deref(),
                 },
                 client,
             )

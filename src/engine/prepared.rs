@@ -79,7 +79,7 @@ pub struct PreparedStatements {
     set_aside: Option<SetAside>,
     /// The execute being routed, when its values go to the server as the
     /// client bound them.
-    binary: Option<BinaryExecute>,
+    binary: Option<Box<BinaryExecute>>,
 }
 
 /// An execute whose plan leaves the values the planner does not read as
@@ -312,7 +312,7 @@ impl PreparedStatements {
     /// its text ([`SetAside::extra_bytes`]).
     pub fn set_aside_bytes(&self) -> u64 {
         self.set_aside.as_ref().map_or(0, SetAside::extra_bytes)
-            + self.binary.as_ref().map_or(0, BinaryExecute::value_bytes)
+            + self.binary.as_deref().map_or(0, BinaryExecute::value_bytes)
     }
 
     /// The plan of the execute being routed with its values as `?`, when
@@ -335,7 +335,7 @@ impl PreparedStatements {
 
     /// The execute whose plan [`PreparedStatements::route_binary`] gave,
     /// taken to be sent.
-    pub(super) fn take_binary(&mut self) -> Option<BinaryExecute> {
+    pub(super) fn take_binary(&mut self) -> Option<Box<BinaryExecute>> {
         self.binary.take()
     }
 
@@ -604,7 +604,8 @@ impl Engine {
             }
         };
         state.prepared.set_aside = set_aside;
-        state.prepared.binary = binary;
+        // Boxed: every session holds this field, most never use it.
+        state.prepared.binary = binary.map(Box::new);
         state.binary_rows = true;
         let mut result = self
             .run_statement(state, &text, placement, false, client)
