@@ -33,6 +33,17 @@ fn contexts(base: RouteContext, t: &Topology) -> Vec<RouteContext> {
         current_db: other_db,
         ..base
     });
+    // The session's values some functions read (`LAST_INSERT_ID()`,
+    // `ROW_COUNT()`, `@@autocommit`, `CONNECTION_ID()`, a time-sortable
+    // ID's previous one): a template must not keep another session's.
+    list.push(RouteContext {
+        last_insert_id: (17u64 << 46) | (1 << 36) | 9,
+        row_count: 3,
+        autocommit: false,
+        in_transaction: true,
+        connection_id: 77,
+        ..base
+    });
     list
 }
 
@@ -176,6 +187,11 @@ fn look_alike_statements_never_share_a_wrong_template() {
     let email = "a@b.c";
     let statements = [
         format!("SELECT data FROM pins WHERE id = {pin}"),
+        "SELECT data FROM pins WHERE id = LAST_INSERT_ID()".to_owned(),
+        format!(
+            "SELECT ROW_COUNT(), @@autocommit, CONNECTION_ID(), data FROM pins WHERE id = {pin}"
+        ),
+        format!("SELECT LAST_INSERT_ID(), data FROM pins WHERE id = {pin}"),
         format!("SELECT data FROM pins WHERE id = '{pin}'"),
         format!("SELECT data FROM pins WHERE id = \"{pin}\""),
         format!("SELECT data FROM pins WHERE id = _utf8mb4'{pin}'"),

@@ -157,3 +157,44 @@ fn a_sessions_previous_id_on_the_shard_bounds_the_minted_time() {
     let elsewhere = fleet.layout.mint_sql(8, "ph08", Some(previous)).unwrap();
     assert!(!elsewhere.contains("GREATEST("), "{elsewhere}");
 }
+
+/// A minted INSERT's text holds the session's previous ID on its shard:
+/// once the fast path has seen the statement in one session, another
+/// session's plan is still its own.
+#[test]
+fn minted_inserts_are_planned_for_the_sessions_own_previous_id() {
+    use crate::router::{clear_fast_path, set_fast_path};
+    let t = photos_topology();
+    let ctx = |previous: u64| RouteContext {
+        last_insert_id: previous,
+        ..RouteContext::default()
+    };
+    for sql in [
+        "INSERT /*+ SHARD(5) */ INTO photos (data) VALUES ('x')",
+        "INSERT /*+ SHARD(5) */ INTO photos (data) VALUES ('y')",
+    ] {
+        clear_fast_path();
+        for previous in [
+            photo(1_000, 5, 1),
+            photo(1_000, 5, 1),
+            photo(9_000, 5, 2),
+            0,
+        ] {
+            for _ in 0..3 {
+                let fast = route(sql, &t, &ctx(previous), &mut Fixed(0));
+                set_fast_path(false);
+                let ordinary = route(sql, &t, &ctx(previous), &mut Fixed(0));
+                set_fast_path(true);
+                assert_eq!(fast, ordinary, "{sql} after {previous}");
+            }
+        }
+        let Plan::Shard(query) = route(sql, &t, &ctx(photo(9_000, 5, 2)), &mut Fixed(0)) else {
+            panic!("one shard");
+        };
+        assert!(
+            String::from_utf8_lossy(&query.sql.0).contains("LEAST(9001,"),
+            "the previous ID's time bounds the minted one: {:?}",
+            query.sql
+        );
+    }
+}
