@@ -335,6 +335,13 @@ fn route_text(
     if let Some(error) = tokens::private_schema(&tokens, first_word) {
         return Err(error);
     }
+    if ["PREPARE", "EXECUTE", "DEALLOCATE"]
+        .iter()
+        .any(|w| first_word.eq_ignore_ascii_case(w))
+        || (first_word.eq_ignore_ascii_case("DROP") && second_word_is(&tokens, &src, "PREPARE"))
+    {
+        return Err(unsupported(SQL_PREPARED_STATEMENTS));
+    }
     if first_word.eq_ignore_ascii_case("LOAD") {
         let env = Env {
             topo,
@@ -786,6 +793,21 @@ const SYSTEM_SCHEMAS: [&str; 4] = ["information_schema", "mysql", "performance_s
 
 fn is_system_schema(name: &str) -> bool {
     SYSTEM_SCHEMAS.iter().any(|s| s.eq_ignore_ascii_case(name))
+}
+
+/// Why SQL-level prepared statements are refused.
+const SQL_PREPARED_STATEMENTS: &str = "PREPARE ... FROM, EXECUTE and DEALLOCATE PREPARE \
+     (prepared statements in SQL): the server would keep the statement by name on a pooled \
+     connection and run it where the proxy cannot see its key; use your driver's prepared \
+     statements (the binary protocol), which shardgate routes on every execute";
+
+/// Whether the statement's second significant token is `word`.
+fn second_word_is(tokens: &[TokenWithSpan], src: &Source<'_>, word: &str) -> bool {
+    tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .nth(1)
+        .is_some_and(|t| src.text(t.span).eq_ignore_ascii_case(word))
 }
 
 fn unsupported(what: impl Into<String>) -> RouteError {
