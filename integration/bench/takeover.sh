@@ -17,7 +17,9 @@
 #      SHARDGATE_BIN as is) and copies it to two paths, WORK/bin-a/shardgate
 #      and WORK/bin-b/shardgate: every takeover execs the other file than
 #      the running process's (the copies are byte-identical: a new binary
-#      file, not a new build);
+#      file, not a new build; TAKEOVER_OTHER_BIN=FILE makes bin-b that
+#      other build, e.g. the previous release, so the hand-offs alternate
+#      between two builds: upgrades and downgrades);
 #   2. starts `shardgate serve --config WORK/shardgate.yaml` (config/shardgate.yaml
 #      on port 0, the client port read from its log, `shutdown.drain_timeout_ms: 10000`, `takeover.socket` in WORK);
 #   3. starts the sessions (integration/drivers/takeover/): PyMySQL threads
@@ -50,6 +52,7 @@
 #   (the sessions end then: the file WORK/stop)
 #   TAKEOVER_SHARDS ["14,3000,700,2100,1500,3900"]  session i uses shard i mod count
 #   BENCH_BUILD [1]  SHARDGATE_BIN [target/release/shardgate]  BENCH_REPORT=FILE  BENCH_KEEP=1
+#   TAKEOVER_OTHER_BIN [SHARDGATE_BIN]  the build bin-b runs (another build: upgrade/downgrade)
 #   MASTER_A_PORT [3307]  MASTER_B_PORT [3308]  APP_USER [app]  APP_PASSWORD [app]
 set -euo pipefail
 
@@ -86,7 +89,7 @@ trap 'rc=$?; set +e; stop_clients; (exit $rc); cleanup' EXIT
 build_proxy
 mkdir -p "$WORK/bin-a" "$WORK/bin-b"
 cp "$SHARDGATE_BIN" "$WORK/bin-a/shardgate"
-cp "$SHARDGATE_BIN" "$WORK/bin-b/shardgate"
+cp "${TAKEOVER_OTHER_BIN:-$SHARDGATE_BIN}" "$WORK/bin-b/shardgate"
 BINS=("$WORK/bin-a/shardgate" "$WORK/bin-b/shardgate")
 
 # Every listener on port 0 (the kernel picks; the client port is read from
