@@ -110,13 +110,15 @@ pub(crate) struct Scratch {
 
 impl Scratch {
     pub(crate) async fn new(test: &'static str) -> Self {
+        // Always, before any data: on a running server of this fleet it
+        // only sets the accounts' grants (the proxies' account needs the
+        // `sp__` databases); a server of another fleet directory on the
+        // port is replaced now (CI), not after the data was created.
         for port in [TARGET_PORT, SOURCE_PORT] {
-            if ops(port).await.is_none() {
-                let arg = port.to_string();
-                tokio::task::spawn_blocking(move || fleet_script(&["start-host", &arg]))
-                    .await
-                    .expect("start-host");
-            }
+            let arg = port.to_string();
+            tokio::task::spawn_blocking(move || fleet_script(&["start-host", &arg]))
+                .await
+                .expect("start-host");
         }
         empty_scratch().await;
         zk_harness::clean(test).await;

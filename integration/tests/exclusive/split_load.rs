@@ -153,17 +153,11 @@ impl Load {
     }
 }
 
-/// Starts the three proxies on the scratch document, after
+/// Starts the three proxies on the scratch document ([`Scratch::new`] ran
 /// `integration/fleet.sh start-host` on both scratch servers, which gives
 /// the proxies' backend account (`shard`) the scratch fleet's `sp__`
-/// databases (on a running server it only sets the accounts' grants).
+/// databases).
 async fn start_proxies(scratch: &Scratch) -> Vec<ServeProcess> {
-    for port in [SOURCE_PORT, TARGET_PORT] {
-        let port = port.to_string();
-        tokio::task::spawn_blocking(move || common::fleet_script(&["start-host", &port]))
-            .await
-            .expect("start-host");
-    }
     let mut proxies = Vec::new();
     for id in PROXIES {
         proxies.push(ServeProcess::start(&scratch.location, id).await);
