@@ -34,8 +34,9 @@
 #   shard/shardpw        the proxy's data path (`backend` in the config):
 #                        SELECT, INSERT, UPDATE, DELETE and CREATE, DROP,
 #                        INDEX, ALTER on the shard databases (`db_____`.*,
-#                        `msdb_____`.*), SELECT, INSERT, UPDATE, DELETE on the
-#                        split tests' scratch fleet (`sp__`.*) and nothing else;
+#                        `msdb_____`.*) and nothing else (on the spare and
+#                        scratch servers 3311/3312 also SELECT, INSERT,
+#                        UPDATE, DELETE on the split tests' `sp__`.*);
 #   shardops/shardopspw  the control plane (`operations`: fleet init, VERIFY
 #                        FLEET, PROMOTE REPLICA, failover): ALL PRIVILEGES;
 #   repl/replpw          replication; root without password over the socket.
@@ -71,7 +72,10 @@ OPS_PASSWORD=shardopspw
 # servers' own schemas, accounts or files.
 BACKEND_GRANTS="GRANT USAGE ON *.* TO \`$BACKEND_USER\`@\`%HOST%\`
 GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON \`db_____\`.* TO \`$BACKEND_USER\`@\`%HOST%\`
-GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON \`msdb_____\`.* TO \`$BACKEND_USER\`@\`%HOST%\`
+GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER ON \`msdb_____\`.* TO \`$BACKEND_USER\`@\`%HOST%\`"
+# On the spare and scratch servers only (3311, 3312): the split tests'
+# scratch fleet, served by proxies in those tests.
+SCRATCH_BACKEND_GRANTS="$BACKEND_GRANTS
 GRANT SELECT, INSERT, UPDATE, DELETE ON \`sp__\`.* TO \`$BACKEND_USER\`@\`%HOST%\`"
 # The operations account: everything (in MariaDB 10.11 ALL PRIVILEGES includes
 # REPLICATION SLAVE ADMIN, READ_ONLY ADMIN, BINLOG ADMIN and SLAVE MONITOR,
@@ -357,9 +361,10 @@ ALTER USER '$user'@'$host' IDENTIFIED BY '$password';"
 # Creates the accounts (not written to the binlog, so each instance, replica
 # included, owns its own accounts) and, on a replica, starts replication.
 setup_instance() {
-    local port=$1 host
+    local port=$1 host grants=$BACKEND_GRANTS
+    case "${ROLE[$port]}" in spare | scratch) grants=$SCRATCH_BACKEND_GRANTS ;; esac
     for host in 127.0.0.1 localhost; do
-        converge_account "$port" "$BACKEND_USER" "$host" "$BACKEND_PASSWORD" "$BACKEND_GRANTS"
+        converge_account "$port" "$BACKEND_USER" "$host" "$BACKEND_PASSWORD" "$grants"
         converge_account "$port" "$OPS_USER" "$host" "$OPS_PASSWORD" "$OPS_GRANTS"
     done
     sql "$port" <<EOF
