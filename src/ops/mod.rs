@@ -362,7 +362,7 @@ pub async fn init_with(
 
 /// A progress bar on stderr over `total` shard databases with `template`,
 /// when `enabled` and stderr is a terminal; else a hidden one.
-fn progress_bar(enabled: bool, total: usize, template: &str) -> ProgressBar {
+pub fn progress_bar(enabled: bool, total: usize, template: &str) -> ProgressBar {
     if !enabled || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }

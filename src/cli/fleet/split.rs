@@ -209,8 +209,25 @@ fn admin_login(
     ))
 }
 
-/// A progress line on stderr for `event`; results on stdout.
-fn show(event: SplitEvent<'_>, last_copy_line: &std::sync::Mutex<Instant>) {
+/// How the copy's progress is shown: a bar with its ETA on a terminal,
+/// else a line a second (logs and tests read the lines).
+struct CopyDisplay {
+    last_line: Instant,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl CopyDisplay {
+    fn new() -> Self {
+        Self {
+            last_line: Instant::now(),
+            bar: None,
+        }
+    }
+}
+
+/// A progress line on stderr for `event` (the copy's as a bar on a
+/// terminal); results on stdout.
+fn show(event: SplitEvent<'_>, copy: &std::sync::Mutex<CopyDisplay>) {
     match event {
         SplitEvent::Started(_, what) => eprintln!("split: {what}"),
         SplitEvent::Note(text) => eprintln!("split: {text}"),
@@ -220,9 +237,25 @@ fn show(event: SplitEvent<'_>, last_copy_line: &std::sync::Mutex<Instant>) {
             took.as_secs_f64()
         ),
         SplitEvent::Copy(p) => {
-            let mut last = crate::sync::lock(last_copy_line);
-            if last.elapsed() >= Duration::from_secs(1) || p.databases_done == p.databases {
-                *last = Instant::now();
+            let mut copy = crate::sync::lock(copy);
+            let bar = copy.bar.get_or_insert_with(|| {
+                crate::ops::progress_bar(
+                    true,
+                    p.databases,
+                    "split: copy [{elapsed_precise}] {wide_bar} {pos}/{len} databases, {msg} (eta {eta})",
+                )
+            });
+            if !bar.is_hidden() {
+                bar.set_position(p.databases_done as u64);
+                bar.set_message(format!("{} rows, {:.1} MB", p.rows, p.bytes as f64 / 1e6));
+                if p.databases_done == p.databases {
+                    bar.finish_and_clear();
+                }
+                return;
+            }
+            if copy.last_line.elapsed() >= Duration::from_secs(1) || p.databases_done == p.databases
+            {
+                copy.last_line = Instant::now();
                 eprintln!(
                     "split: copy {}/{} databases, {} rows, {:.1} MB, {:.1}s, eta {}",
                     p.databases_done,
@@ -321,8 +354,8 @@ pub(super) fn run(args: SplitArgs) -> Result<(), CliError> {
             };
         }
         let record = opened.store.describe();
-        let last_copy_line = std::sync::Mutex::new(Instant::now());
-        let events = |event: SplitEvent<'_>| show(event, &last_copy_line);
+        let copy_display = std::sync::Mutex::new(CopyDisplay::new());
+        let events = |event: SplitEvent<'_>| show(event, &copy_display);
         match run_split(&place, opened, &request, &options, &events)
             .await
             .map_err(|e| CliError::Split(e.to_string()))?

@@ -212,8 +212,12 @@ struct Timeline {
     id: String,
     /// The config version in force at the first poll.
     first_version: String,
-    /// The first poll that saw another version.
+    /// The first poll that saw another version (when its answer came).
     switched: Option<Instant>,
+    /// When the last poll that still saw the first version was sent: the
+    /// proxy had not switched yet at that moment (a slow poll's answer
+    /// time says nothing about when the switch happened).
+    last_old_sent: Option<Instant>,
     /// The first and the last poll that saw a paused range.
     paused: Option<(Instant, Instant)>,
     polls: usize,
@@ -244,16 +248,20 @@ impl Watch {
                     id,
                     first_version: version_in(&rows),
                     switched: None,
+                    last_old_sent: None,
                     paused: None,
                     polls: 0,
                 });
             }
             while !stopped.load(Ordering::SeqCst) {
                 for (conn, timeline) in conns.iter_mut().zip(timelines.iter_mut()) {
+                    let sent = Instant::now();
                     let rows = config_rows(conn).await;
                     let now = Instant::now();
                     timeline.polls += 1;
-                    if timeline.switched.is_none() && version_in(&rows) != timeline.first_version {
+                    if version_in(&rows) == timeline.first_version {
+                        timeline.last_old_sent = Some(sent);
+                    } else if timeline.switched.is_none() {
                         timeline.switched = Some(now);
                     }
                     if rows.iter().any(|(name, _)| name == "paused") {
