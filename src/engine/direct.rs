@@ -99,6 +99,19 @@ pub(super) async fn execute_direct<W: AsyncWrite + Unpin>(
     relay_response(backend, client, relayed).await
 }
 
+/// Whether `sql` may be kept prepared on `backend` (`keep` statements at
+/// most, its settings known, the text not too long), and the id of the
+/// statement it keeps for it, if any.
+fn kept_statement(backend: &mut BackendConn, sql: &[u8], keep: usize) -> (bool, Option<u32>) {
+    let fingerprint = backend.settings_fingerprint;
+    let cacheable = keep > 0 && fingerprint != DIRTY && sql.len() <= MAX_CACHED_TEXT;
+    let kept = match cacheable {
+        true => backend.statements.lookup(fingerprint, sql),
+        false => None,
+    };
+    (cacheable, kept)
+}
+
 /// Starts `sql` (`count` `?`s) as the statement the connection keeps for
 /// that text, executed with parameters `block` (what COM_STMT_EXECUTE
 /// carries after its header: [`BinaryExecute::param_block`]; empty for
@@ -119,11 +132,7 @@ async fn execute_bound(
     keep: usize,
 ) -> Result<bool, DirectFailure> {
     let fingerprint = backend.settings_fingerprint;
-    let cacheable = keep > 0 && fingerprint != DIRTY && sql.len() <= MAX_CACHED_TEXT;
-    let kept = match cacheable {
-        true => backend.statements.lookup(fingerprint, sql),
-        false => None,
-    };
+    let (cacheable, kept) = kept_statement(backend, sql, keep);
     let closes = backend.statements.take_closes();
     let mut close_after = false;
     let id = match kept {
@@ -240,11 +249,7 @@ pub(super) async fn start_direct(
     keep: usize,
 ) -> Result<bool, DirectFailure> {
     let fingerprint = backend.settings_fingerprint;
-    let cacheable = keep > 0 && fingerprint != DIRTY && sql.len() <= MAX_CACHED_TEXT;
-    let kept = match cacheable {
-        true => backend.statements.lookup(fingerprint, sql),
-        false => None,
-    };
+    let (cacheable, kept) = kept_statement(backend, sql, keep);
     if kept.is_none() && !backend.statements.is_empty() {
         // A statement stays open on the connection: an execute of
         // LAST_PREPARED after a refused prepare (1461) would run it again.

@@ -430,7 +430,12 @@ impl Template {
                 Piece::Shard => write!(sql, "{shard}").ok()?,
             }
         }
-        Some(Plan::Shard(ShardQuery {
+        Some(Plan::Shard(self.shard_query(shard, host, sql)))
+    }
+
+    /// The plan's query on `shard` of `host` with the filled-in `sql`.
+    fn shard_query(&self, shard: u32, host: crate::topology::HostId, sql: Vec<u8>) -> ShardQuery {
+        ShardQuery {
             target: Target {
                 fleet: self.fleet,
                 shard,
@@ -442,7 +447,7 @@ impl Template {
             writes_through_function: self.writes_through_function,
             local_infile: None,
             leaves_session_state: self.leaves_session_state,
-        }))
+        }
     }
 }
 
@@ -943,19 +948,7 @@ impl Template {
             }
         }
         Some(MarkedPlan {
-            query: ShardQuery {
-                target: Target {
-                    fleet: self.fleet,
-                    shard,
-                    host,
-                },
-                sql: SqlText(Bytes::from(sql)),
-                kind: self.kind,
-                compose_insert_id: self.compose_insert_id,
-                writes_through_function: self.writes_through_function,
-                local_infile: None,
-                leaves_session_state: self.leaves_session_state,
-            },
+            query: self.shard_query(shard, host, sql),
             params,
             markers: Vec::new(),
             digest: self.digest,
