@@ -327,8 +327,11 @@ impl HostPool {
             Some((share, percent)) if percent < 100 => {
                 let size = (max * percent as usize / 100).clamp(1, max);
                 let semaphore = share.semaphore(&self.addr, size);
-                let permit = tokio::time::timeout_at(deadline, semaphore.acquire_owned())
-                    .await
+                let acquired = match semaphore.clone().try_acquire_owned() {
+                    Ok(permit) => Ok(Ok(permit)),
+                    Err(_) => tokio::time::timeout_at(deadline, semaphore.acquire_owned()).await,
+                };
+                let permit = acquired
                     .map_err(|_| self.timed_out(started))
                     .map_err(|()| PoolError::ShareExhausted {
                         size,
@@ -402,6 +405,12 @@ impl HostPool {
         &self,
         deadline: tokio::time::Instant,
     ) -> Option<Result<OwnedSemaphorePermit, AcquireError>> {
+        // A free place is taken without arming a timer (the common case;
+        // waiters queued before keep their turn: a place freed while they
+        // wait goes to them, not to this call).
+        if let Ok(permit) = self.permits.clone().try_acquire_owned() {
+            return Some(Ok(permit));
+        }
         let acquire = self.permits.clone().acquire_owned();
         tokio::pin!(acquire);
         let expired = tokio::time::sleep_until(deadline);

@@ -2,6 +2,7 @@
 //! here (router) and executed by the engine.
 
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -194,6 +195,7 @@ pub fn resume(
         client_file: None,
         login,
         handoff: Some(handoff),
+        idle_timer: None,
     };
     session.attach_client_file();
     Ok((async move { session.command_loop().await }, socket))
@@ -269,6 +271,7 @@ where
         client_file: None,
         login,
         handoff,
+        idle_timer: None,
     };
     session.attach_client_file();
     if let Err(error) = session.select_login_database() {
@@ -303,6 +306,9 @@ fn new_state(connection_id: u32, login: &LoggedIn, entry: &Arc<SessionEntry>) ->
     state
 }
 
+/// The client stayed silent past the session's idle limit.
+struct IdleTimeout;
+
 /// Whether the session goes on after a command.
 enum Next {
     Continue,
@@ -323,6 +329,12 @@ struct Session<R, W> {
     client_file: Option<(ClientFileLink, ClientFileRequests)>,
     /// The plain client socket a takeover may move (none over TLS).
     handoff: Option<HandoffSocket>,
+    /// The idle limit of the read of the next command: one timer for the
+    /// session's life, moved later before each read. Moving a registered
+    /// timer later only updates it in place, where a new timer per
+    /// statement took the timer wheel's lock twice and often woke the
+    /// runtime's driver (an eventfd write per statement).
+    idle_timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<R, W> Session<R, W>
@@ -409,8 +421,21 @@ where
             // transaction idle on a shard being paused is rolled back after
             // 3/4 of `pause.drain_timeout_ms`, so the pause can complete.
             let idle_during_pause = self.idle_during_pause();
+            let deadline = tokio::time::Instant::now() + limit;
+            let idle_timer = self
+                .idle_timer
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+            idle_timer.as_mut().reset(deadline);
             let read = {
-                let read = tokio::time::timeout(limit, self.reader.next_packet_bytes());
+                let next = self.reader.next_packet_bytes();
+                let idle_timer = idle_timer.as_mut();
+                let read = async move {
+                    tokio::select! {
+                        biased;
+                        read = next => Ok(read),
+                        () = idle_timer => Err(IdleTimeout),
+                    }
+                };
                 tokio::pin!(read);
                 loop {
                     let held_pool = self.state.held.as_ref().map(|conn| conn.pool().clone());
@@ -456,9 +481,13 @@ where
                 Some(Ok(read)) => read,
                 // The transaction was ended meanwhile (a pause): wait again,
                 // for the session's own idle limit.
-                Some(Err(_)) if in_transaction && !self.state.transaction.is_bound() => continue,
-                Some(Err(_)) if in_transaction => return self.end_idle_transaction(limit).await,
-                Some(Err(_)) => {
+                Some(Err(IdleTimeout)) if in_transaction && !self.state.transaction.is_bound() => {
+                    continue
+                }
+                Some(Err(IdleTimeout)) if in_transaction => {
+                    return self.end_idle_transaction(limit).await
+                }
+                Some(Err(IdleTimeout)) => {
                     debug!(
                         connection_id = self.state.connection_id,
                         "idle past wait_timeout: closing"
