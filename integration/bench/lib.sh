@@ -293,6 +293,8 @@ EOF
 # ---------------------------------------------------------------- CPU
 CLK_TCK=$(getconf CLK_TCK)
 cpu_ticks() { [[ -n "$1" && -r /proc/$1/stat ]] && awk '{print $14 + $15}' "/proc/$1/stat" || echo 0; }
+# The user-space part of cpu_ticks (the rest is the kernel's, for the process).
+user_ticks() { [[ -n "$1" && -r /proc/$1/stat ]] && awk '{print $14}' "/proc/$1/stat" || echo 0; }
 # Jiffies of the whole machine (all CPUs): busy (user+nice+system+irq+softirq+steal),
 # total, process time (user+nice+system), irq+softirq (loopback TCP delivery
 # is softirq work that this kernel accounts to no process).
@@ -408,7 +410,7 @@ master_counters() {
 #   9 mariadbd  10 sysbench  11 machine irq+softirq (µs/query)
 #   12 busy % before  13 others' CPU % during  14-16 master Com_stmt_execute,
 #   Com_stmt_prepare, Com_select per query  17 statements the client prepared
-#   18 protocol (text or ps)
+#   18 protocol (text or ps)  19 the relay's user-space part of 8 (µs/query)
 RUNS="$WORK/runs.tsv"
 : >"$RUNS"
 measure() {
@@ -421,9 +423,9 @@ measure() {
   # The fleet may have been restarted by someone else's test: look the master up each time.
   MASTER_PID=$(port_holder "$MASTER_PORT")
   read -r ce0 cp0 cs0 < <(master_counters)
-  p0=$(cpu_ticks "$relay"); m0=$(cpu_ticks "$MASTER_PID"); read -r b0 t0 u0 i0 < <(machine_ticks)
+  pu0=$(user_ticks "$relay"); p0=$(cpu_ticks "$relay"); m0=$(cpu_ticks "$MASTER_PID"); read -r b0 t0 u0 i0 < <(machine_ticks)
   run_sysbench "$mode" "$threads" "$BENCH_TIME" "$out"
-  p1=$(cpu_ticks "$relay"); m1=$(cpu_ticks "$MASTER_PID"); read -r b1 t1 u1 i1 < <(machine_ticks)
+  pu1=$(user_ticks "$relay"); p1=$(cpu_ticks "$relay"); m1=$(cpu_ticks "$MASTER_PID"); read -r b1 t1 u1 i1 < <(machine_ticks)
   read -r ce1 cp1 cs1 < <(master_counters)
   [[ "$(port_holder "$MASTER_PORT")" == "$MASTER_PID" ]] || die "the master on $MASTER_PORT restarted during the run"
   read -r qps p50 p95 errs sbcpu queries reports < <(parse_run "$out")
@@ -441,13 +443,13 @@ measure() {
   # Per query, in µs of CPU: relay, mariadbd (master), sysbench, irq+softirq
   # (whole machine), and the process time of everything else during the run
   # in % of all CPUs (other engineers' builds and tests, the replica): the noise.
-  read -r pcq mcq scq icq other < <(awk -v q="$queries" -v hz="$CLK_TCK" -v p="$((p1 - p0))" -v m="$((m1 - m0))" \
-    -v sb="$sbcpu" -v u="$((u1 - u0))" -v i="$((i1 - i0))" -v t="$((t1 - t0))" 'BEGIN {
+  read -r pcq mcq scq icq other pucq < <(awk -v q="$queries" -v hz="$CLK_TCK" -v p="$((p1 - p0))" -v m="$((m1 - m0))" \
+    -v sb="$sbcpu" -v u="$((u1 - u0))" -v i="$((i1 - i0))" -v t="$((t1 - t0))" -v pu="$((pu1 - pu0))" 'BEGIN {
       us = 1e6 / hz / q; o = (u - p - m - sb * hz) * 100 / (t > 0 ? t : 1)
-      printf "%.1f %.1f %.1f %.1f %d\n", p * us, m * us, sb * 1e6 / q, i * us, o < 0 ? 0 : o }')
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$threads" "$round" "$mode" "$qps" "$p50" "$p95" \
-    "$queries" "$pcq" "$mcq" "$scq" "$icq" "$before" "$other" "$exq" "$prq" "$seq" "$nprep" "$proto" >>"$RUNS"
-  log "$proto threads=$threads round=$round $mode: $qps qps, p50 ${p50} us, p95 ${p95} us (CPU/query: relay $pcq, mariadbd $mcq, sysbench $scq, softirq $icq us; busy before ${before}%, others during ${other}%; master per query: $exq stmt_execute, $prq stmt_prepare, $seq select; client prepared $nprep)"
+      printf "%.1f %.1f %.1f %.1f %d %.1f\n", p * us, m * us, sb * 1e6 / q, i * us, o < 0 ? 0 : o, pu * us }')
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$threads" "$round" "$mode" "$qps" "$p50" "$p95" \
+    "$queries" "$pcq" "$mcq" "$scq" "$icq" "$before" "$other" "$exq" "$prq" "$seq" "$nprep" "$proto" "$pucq" >>"$RUNS"
+  log "$proto threads=$threads round=$round $mode: $qps qps, p50 ${p50} us, p95 ${p95} us (CPU/query: relay $pcq (user $pucq), mariadbd $mcq, sysbench $scq, softirq $icq us; busy before ${before}%, others during ${other}%; master per query: $exq stmt_execute, $prq stmt_prepare, $seq select; client prepared $nprep)"
 }
 
 # What the proxy binary was built from (after build_proxy).

@@ -142,7 +142,7 @@ summary_row() {
       return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
     }
     $18 == P && $1 == T {
-      k = $2 SUBSEP $3; qps[k] = $4; p50[k] = $5; rc[k] = $8; mc[k] = $9
+      k = $2 SUBSEP $3; qps[k] = $4; p50[k] = $5; rc[k] = $8; mc[k] = $9; ru[k] = $19
       if ($2 > nr) nr = $2
       if ($13 > oth) oth = $13
     }
@@ -153,14 +153,14 @@ summary_row() {
         rsh[r] = qps[s] / qps[h]; rsd[r] = qps[s] / qps[d]; rhd[r] = qps[h] / qps[d]
         ld[r] = p50[d]; lh[r] = p50[h]; ls[r] = p50[s]
         ah[r] = p50[h] - p50[d]; as[r] = p50[s] - p50[d]
-        ch[r] = rc[h]; cs[r] = rc[s]; md[r] = mc[d]; mh[r] = mc[h]; ms[r] = mc[s]
+        ch[r] = rc[h]; cs[r] = rc[s]; uh[r] = ru[h]; ush[r] = ru[s]; md[r] = mc[d]; mh[r] = mc[h]; ms[r] = mc[s]
       }
       if (OUT == "row") {
-        printf "| %s | %d | %.0f / %.0f / %.0f | **%.3f** | **%.3f** | %.3f | %.0f / %.0f / %.0f | %+.0f / %+.0f | %.1f / %.1f | %.1f / %.1f / %.1f | %d%% |\n",
+        printf "| %s | %d | %.0f / %.0f / %.0f | **%.3f** | **%.3f** | %.3f | %.0f / %.0f / %.0f | %+.0f / %+.0f | %.1f (%.1f) / %.1f (%.1f) | %.1f / %.1f / %.1f | %d%% |\n",
           P == "ps" ? "prepared" : "text", T, median(qd, nr), median(qh, nr), median(qs, nr),
           median(rsh, nr), median(rsd, nr), median(rhd, nr),
           median(ld, nr), median(lh, nr), median(ls, nr), median(ah, nr), median(as, nr),
-          median(ch, nr), median(cs, nr), median(md, nr), median(mh, nr), median(ms, nr), oth
+          median(ch, nr), median(uh, nr), median(cs, nr), median(ush, nr), median(md, nr), median(mh, nr), median(ms, nr), oth
       } else {
         # median() sorts its array: afterwards [1] and [nr] are the range.
         msh = median(rsh, nr); msd = median(rsd, nr); mhd = median(rhd, nr); mas = median(as, nr); mah = median(ah, nr)
@@ -178,7 +178,7 @@ report() {
   echo
   echo "Started $started; $(describe_machine); $(haproxy -v | awk 'NR == 1 {print "HAProxy " $3}') (mode tcp, nbthread 1); rows: ${#shards[@]} shards x $BENCH_ROWS on $MASTER_PORT; rand-seed $BENCH_SEED; shardgate built from $revision."
   echo
-  echo "| protocol | threads | QPS direct / HAProxy / shardgate | shardgate / HAProxy | shardgate / direct | HAProxy / direct | p50 µs direct / HAProxy / shardgate | added p50 µs HAProxy / shardgate | relay CPU µs / stmt HAProxy / shardgate | mariadbd CPU µs / stmt direct / HAProxy / shardgate | others' CPU (max) |"
+  echo "| protocol | threads | QPS direct / HAProxy / shardgate | shardgate / HAProxy | shardgate / direct | HAProxy / direct | p50 µs direct / HAProxy / shardgate | added p50 µs HAProxy / shardgate | relay CPU µs / stmt (its user-space part) HAProxy / shardgate | mariadbd CPU µs / stmt direct / HAProxy / shardgate | others' CPU (max) |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
   for proto in $BENCH_PROTOCOLS; do
     for threads in $BENCH_THREADS; do summary_row "$proto" "$threads" row; done
