@@ -13,7 +13,9 @@
 //! operations account, like `PROMOTE REPLICA`). Pings log in as the data
 //! path's `backend` account (a ping needs no privilege), and a checker
 //! reconnects when a reload changes that account, so it checks what the data
-//! path would meet.
+//! path would meet. A good check also reads the server's prepared statement
+//! count against its `max_prepared_stmt_count`
+//! (`HostState::has_statement_room`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -27,6 +29,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
+use super::pool::HostState;
 use super::replication::{read_lag, LagTracker, ReplicaLag};
 use super::Backends;
 use crate::sync::lock;
@@ -308,6 +311,9 @@ async fn check_host<T: Checked>(
         let elapsed = started.elapsed();
         let transition = match outcome {
             Ok(()) => {
+                if let Some(checked) = conn.as_mut() {
+                    read_prepared_statements(&mut checked.conn, &host, timeout).await;
+                }
                 let reading = lag.read(&topology, &addr, timeout).await;
                 let failing = |l: &Option<ReplicaLag>| l.as_ref().and_then(|l| l.error.clone());
                 if let Some(error) =
@@ -387,6 +393,22 @@ async fn ping(
         .ping()
         .await
         .map_err(|e| format!("ping failed: {e}"))
+}
+
+/// The server's `max_prepared_stmt_count` and `Prepared_stmt_count` (all
+/// clients' statements open), in one read.
+const PREPARED_STATEMENTS_SQL: &str = "SELECT @@global.max_prepared_stmt_count, VARIABLE_VALUE \
+     FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'PREPARED_STMT_COUNT'";
+
+/// Records how many prepared statements the host's server holds against
+/// its maximum (`HostState::has_statement_room`: backend connections stop
+/// keeping new statements above three quarters of it). A failed read keeps
+/// the last reading.
+async fn read_prepared_statements(conn: &mut Conn, host: &HostState, timeout: Duration) {
+    let read = conn.query_first::<(u64, u64), _>(PREPARED_STATEMENTS_SQL);
+    if let Ok(Ok(Some((max, count)))) = tokio::time::timeout(timeout, read).await {
+        host.record_prepared_statements(count, max);
+    }
 }
 
 /// A replica checker's connections for reading its lag (as the operations
