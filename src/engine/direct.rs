@@ -151,9 +151,9 @@ enum Kept {
     /// Not kept, and worth keeping ([`StatementCache::admit`]): prepared
     /// and kept.
     Admit,
-    /// Not kept, and not worth keeping (or not cacheable): prepared,
-    /// executed and closed in one round trip when that is safe
-    /// ([`once_is_pipelined`]).
+    /// Not kept, and not worth keeping (or not cacheable): run once, in
+    /// one round trip as text or as a prepare, execute and close in one
+    /// write when that is safe ([`once_is_pipelined`]).
     Once,
 }
 

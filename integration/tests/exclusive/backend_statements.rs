@@ -668,3 +668,59 @@ async fn a_server_near_max_prepared_stmt_count_gets_no_new_kept_statements() {
     drop(proxy);
     unseed_shards(&mut ops, 64, base, 2).await;
 }
+
+/// A miss whose columns need binary rows (a FLOAT) goes as a prepare, an
+/// execute of the last prepared statement and its close in one write. When
+/// the server refuses that prepare (at `max_prepared_stmt_count`) right
+/// after a kept write with a parameter was prepared, the execute does not
+/// run the write again (MariaDB refuses it without its parameters), the
+/// statement runs as text, and the write, closed by that close, is
+/// prepared again (here: refused, so it runs as text) and runs once.
+#[tokio::test]
+async fn a_refused_one_write_miss_does_not_run_the_kept_write_again() {
+    let _serial = serial().await;
+    let proxy = proxy("backend-statements-refused-once", 4);
+    let mut conn = app(&proxy).await;
+    let mut ops = operations(MASTER_A).await;
+    conn.query_drop("INSERT /*+ SHARD(16) */ INTO pins (data) VALUES ('once')")
+        .await
+        .unwrap();
+    let id = conn.last_insert_id().unwrap();
+    let float = conn
+        .prep("SELECT data, CAST(16777215 AS FLOAT) AS f FROM pins WHERE id = ?")
+        .await
+        .unwrap();
+    let append = conn
+        .prep("UPDATE pins SET data = CONCAT(data, '+') WHERE id = ?")
+        .await
+        .unwrap();
+    // Kept, with the ID's local part as its parameter: the last statement
+    // prepared on the connection.
+    conn.exec_drop(&append, (id,)).await.unwrap();
+    let old: Option<u64> = ops
+        .query_first("SELECT @@GLOBAL.max_prepared_stmt_count")
+        .await
+        .unwrap();
+    let _restore = RestoreMaxPrepared(old.expect("max_prepared_stmt_count"));
+    let open = counters(&mut ops).await[3];
+    ops.query_drop(format!("SET GLOBAL max_prepared_stmt_count = {open}"))
+        .await
+        .unwrap();
+    // The health checker sees no room: the FLOAT statement is not kept.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let row: Option<(String, f32)> = conn.exec_first(&float, (id,)).await.unwrap();
+    assert_eq!(row.map(|(data, _)| data), Some("once+".to_owned()));
+    assert_eq!(
+        pin_on_host(id).await.as_deref(),
+        Some("once+"),
+        "the write ran once"
+    );
+    conn.exec_drop(&append, (id,)).await.unwrap();
+    assert_eq!(
+        pin_on_host(id).await.as_deref(),
+        Some("once++"),
+        "and once more when asked"
+    );
+    drop(conn);
+    drop(proxy);
+}
