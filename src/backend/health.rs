@@ -29,7 +29,6 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use super::pool::HostState;
 use super::replication::{read_lag, LagTracker, ReplicaLag};
 use super::Backends;
 use crate::sync::lock;
@@ -312,7 +311,11 @@ async fn check_host<T: Checked>(
         let transition = match outcome {
             Ok(()) => {
                 if let Some(checked) = conn.as_mut() {
-                    read_prepared_statements(&mut checked.conn, &host, timeout).await;
+                    if let Some((count, max)) =
+                        read_prepared_statements(&mut checked.conn, timeout).await
+                    {
+                        host.record_prepared_statements(count, max);
+                    }
                 }
                 let reading = lag.read(&topology, &addr, timeout).await;
                 let failing = |l: &Option<ReplicaLag>| l.as_ref().and_then(|l| l.error.clone());
@@ -400,14 +403,15 @@ async fn ping(
 const PREPARED_STATEMENTS_SQL: &str = "SELECT @@global.max_prepared_stmt_count, VARIABLE_VALUE \
      FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'PREPARED_STMT_COUNT'";
 
-/// Records how many prepared statements the host's server holds against
-/// its maximum (`HostState::has_statement_room`: backend connections stop
-/// keeping new statements above three quarters of it). A failed read keeps
-/// the last reading.
-async fn read_prepared_statements(conn: &mut Conn, host: &HostState, timeout: Duration) {
+/// How many prepared statements the server holds, and its maximum
+/// (`HostState::has_statement_room`: backend connections keep no new
+/// statement above three quarters of it); None when the read failed (the
+/// last reading stays).
+async fn read_prepared_statements(conn: &mut Conn, timeout: Duration) -> Option<(u64, u64)> {
     let read = conn.query_first::<(u64, u64), _>(PREPARED_STATEMENTS_SQL);
-    if let Ok(Ok(Some((max, count)))) = tokio::time::timeout(timeout, read).await {
-        host.record_prepared_statements(count, max);
+    match tokio::time::timeout(timeout, read).await {
+        Ok(Ok(Some((max, count)))) => Some((count, max)),
+        _ => None,
     }
 }
 
