@@ -253,6 +253,12 @@ impl BackendConn {
                 self.statements.forget_all()
             }
             Command::COM_INIT_DB => self.statements.close_all(),
+            Command::COM_STMT_PREPARE => self.statements.preparing(),
+            Command::COM_STMT_CLOSE => {
+                if let Some(id) = body.first_chunk::<4>() {
+                    self.statements.closed(u32::from_le_bytes(*id));
+                }
+            }
             _ => {}
         }
         self.writer.write_command(command as u8, body).await?;

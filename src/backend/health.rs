@@ -13,7 +13,9 @@
 //! operations account, like `PROMOTE REPLICA`). Pings log in as the data
 //! path's `backend` account (a ping needs no privilege), and a checker
 //! reconnects when a reload changes that account, so it checks what the data
-//! path would meet.
+//! path would meet. A good check also reads the server's prepared statement
+//! count against its `max_prepared_stmt_count`
+//! (`HostState::has_statement_room`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -308,6 +310,13 @@ async fn check_host<T: Checked>(
         let elapsed = started.elapsed();
         let transition = match outcome {
             Ok(()) => {
+                if let Some(checked) = conn.as_mut() {
+                    if let Some((count, max)) =
+                        read_prepared_statements(&mut checked.conn, timeout).await
+                    {
+                        host.record_prepared_statements(count, max);
+                    }
+                }
                 let reading = lag.read(&topology, &addr, timeout).await;
                 let failing = |l: &Option<ReplicaLag>| l.as_ref().and_then(|l| l.error.clone());
                 if let Some(error) =
@@ -387,6 +396,23 @@ async fn ping(
         .ping()
         .await
         .map_err(|e| format!("ping failed: {e}"))
+}
+
+/// The server's `max_prepared_stmt_count` and `Prepared_stmt_count` (all
+/// clients' statements open), in one read.
+const PREPARED_STATEMENTS_SQL: &str = "SELECT @@global.max_prepared_stmt_count, VARIABLE_VALUE \
+     FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'PREPARED_STMT_COUNT'";
+
+/// How many prepared statements the server holds, and its maximum
+/// (`HostState::has_statement_room`: backend connections keep no new
+/// statement above three quarters of it); None when the read failed (the
+/// last reading stays).
+async fn read_prepared_statements(conn: &mut Conn, timeout: Duration) -> Option<(u64, u64)> {
+    let read = conn.query_first::<(u64, u64), _>(PREPARED_STATEMENTS_SQL);
+    match tokio::time::timeout(timeout, read).await {
+        Ok(Ok(Some((max, count)))) => Some((count, max)),
+        _ => None,
+    }
 }
 
 /// A replica checker's connections for reading its lag (as the operations

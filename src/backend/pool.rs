@@ -133,6 +133,9 @@ pub struct HostState {
     pub errors: AtomicU64,
     /// The last failed connect, while it is recent.
     connect_failure: Mutex<Option<(Instant, String)>>,
+    /// The server has room for more kept prepared statements
+    /// (`statements::server_has_room`, read by the health checker).
+    statement_room: AtomicBool,
 }
 
 impl HostState {
@@ -147,7 +150,22 @@ impl HostState {
             checkout_timeouts: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             connect_failure: Mutex::new(None),
+            statement_room: AtomicBool::new(true),
         }
+    }
+
+    /// Whether backend connections to this host may keep more prepared
+    /// statements: its server was under three quarters of its
+    /// `max_prepared_stmt_count` when last read (true until read).
+    pub fn has_statement_room(&self) -> bool {
+        self.statement_room.load(Ordering::Relaxed)
+    }
+
+    /// Records the server's `Prepared_stmt_count` and
+    /// `max_prepared_stmt_count`.
+    pub fn record_prepared_statements(&self, count: u64, max: u64) {
+        let room = super::statements::server_has_room(count, max);
+        self.statement_room.store(room, Ordering::Relaxed);
     }
 
     /// What the health checker found.

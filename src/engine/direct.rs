@@ -2,15 +2,26 @@
 //! statement of its own, so the client gets the server's binary rows as
 //! they are (a FLOAT's four bytes cannot be rebuilt from its text).
 //!
-//! COM_STMT_PREPARE of the text and COM_STMT_EXECUTE of statement id
-//! `0xFFFFFFFF` ("the statement just prepared", MariaDB 10.2 and later) go
-//! out in one write; the prepare's answer gives the statement id, which the
-//! connection keeps (`backend::statements`, `limits.backend_prepared_statements`)
-//! so a later execute of the same text there is a COM_STMT_EXECUTE alone.
-//! A text not kept (too long, the connection dirty, none kept) is closed in
-//! the same write. The bound values are already in the text as literals
-//! (`prepared::render_statement`), so the server gets no parameters and
-//! every routing and rewriting decision stays the planner's.
+//! A text the connection keeps prepared (`backend::statements`,
+//! `limits.backend_prepared_statements`) is a COM_STMT_EXECUTE of its id
+//! alone. A text worth keeping is prepared and kept. Any other text (not
+//! worth keeping yet, too long, the connection dirty, none kept) runs in
+//! one round trip with the values written in as literals
+//! (`prepared::render_statement`): as COM_QUERY, text rows converted, when
+//! the client's PREPARE answer named no FLOAT or DOUBLE column (the server
+//! parses a query for less than it prepares, executes and closes one);
+//! else COM_STMT_PREPARE, COM_STMT_EXECUTE of statement id `0xFFFFFFFF`
+//! ("the statement just prepared", MariaDB 10.2 and later) and
+//! COM_STMT_CLOSE of it in one write, so the rows stay the server's binary
+//! rows.
+//!
+//! MariaDB answers an execute of `0xFFFFFFFF` after a prepare it refused
+//! at `max_prepared_stmt_count` by running the statement prepared before
+//! it (checked on 10.11; a prepare refused for any other reason leaves
+//! none), so that write is only sent when the statement prepared last on
+//! the connection is closed or cannot run without parameters
+//! (`StatementCache::last`): a kept write never runs twice. Otherwise the
+//! text is prepared alone and executed by its id once the answer is read.
 //!
 //! When the server refuses to prepare the text (a statement the prepared
 //! protocol does not take, `max_prepared_stmt_count` reached, or any error
@@ -28,7 +39,8 @@ use tokio::io::AsyncWrite;
 use super::checkout::DIRTY;
 use super::prepared::BinaryExecute;
 use super::relay::{relay_response, RelayFailure, RelayOptions, RelayOutcome};
-use crate::backend::statements::MAX_CACHED_TEXT;
+use crate::backend::pool::HostState;
+use crate::backend::statements::{LastPrepared, MAX_CACHED_TEXT};
 use crate::backend::BackendConn;
 use crate::protocol::packets::{ERR_HEADER, OK_HEADER};
 use crate::protocol::FrameWriter;
@@ -41,6 +53,28 @@ const LAST_PREPARED: [u8; 4] = u32::MAX.to_le_bytes();
 /// no parameters.
 const EXECUTE_LAST: [u8; 9] = [0xFF, 0xFF, 0xFF, 0xFF, 0x00, 0x01, 0x00, 0x00, 0x00];
 
+/// How many statements a connection may keep prepared
+/// (`limits.backend_prepared_statements`), and whether its server has room
+/// for more (under three quarters of its `max_prepared_stmt_count`, as
+/// the health checker last read it).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Keep {
+    /// Statements kept per connection at most.
+    pub(super) capacity: usize,
+    /// The server takes more.
+    pub(super) room: bool,
+}
+
+impl Keep {
+    /// `capacity` statements per connection to `host`.
+    pub(super) fn on(host: &HostState, capacity: usize) -> Self {
+        Self {
+            capacity,
+            room: host.has_statement_room(),
+        }
+    }
+}
+
 /// Runs `sql` on `backend` as a directly executed prepared statement and
 /// relays the server's binary answer to `client` (rows untouched, OK/EOF
 /// treated as [`relay_response`] treats them). With `binary`, `sql` has a
@@ -52,7 +86,7 @@ pub(super) async fn execute_direct<W: AsyncWrite + Unpin>(
     sql: &[u8],
     client: &mut FrameWriter<W>,
     options: RelayOptions<'_>,
-    keep: usize,
+    keep: Keep,
     binary: Option<&BinaryExecute>,
 ) -> Result<RelayOutcome, RelayFailure> {
     let lost = |error| RelayFailure::Backend {
@@ -61,19 +95,21 @@ pub(super) async fn execute_direct<W: AsyncWrite + Unpin>(
         next_seq: options.first_seq,
     };
     let started = match binary {
-        Some(binary) => {
-            let params = (binary.param_count(), binary.param_block());
-            execute_bound(backend, sql, params, options.deprecate_eof, keep).await
+        Some(binary) => execute_bound(backend, sql, binary, options.deprecate_eof, keep).await,
+        None => start_direct(backend, sql, options.deprecate_eof, keep)
+            .await
+            .map(Started::from),
+    };
+    let text = match started {
+        Ok(Started::Binary) => {
+            let relayed = RelayOptions {
+                binary_rows: false,
+                ..options
+            };
+            return relay_response(backend, client, relayed).await;
         }
-        None => start_direct(backend, sql, options.deprecate_eof, keep).await,
-    };
-    let prepared = match started {
-        Ok(prepared) => prepared,
-        Err(Unsent(error)) => return Err(RelayFailure::NotSent(error)),
-        Err(Lost(error)) => return Err(lost(error)),
-    };
-    if !prepared {
-        let text = match binary {
+        Ok(Started::Text(text)) => text,
+        Ok(Started::Refused) => match binary {
             Some(binary) => binary.text(sql).ok_or_else(|| {
                 RelayFailure::NotSent(io::Error::new(
                     io::ErrorKind::InvalidData,
@@ -81,63 +117,143 @@ pub(super) async fn execute_direct<W: AsyncWrite + Unpin>(
                 ))
             })?,
             None => sql.to_vec(),
-        };
-        backend
-            .send_command(Command::COM_QUERY, &text)
-            .await
-            .map_err(RelayFailure::NotSent)?;
-        let converted = RelayOptions {
-            binary_rows: true,
-            ..options
-        };
-        return relay_response(backend, client, converted).await;
-    }
-    let relayed = RelayOptions {
-        binary_rows: false,
+        },
+        Err(Unsent(error)) => return Err(RelayFailure::NotSent(error)),
+        Err(Lost(error)) => return Err(lost(error)),
+    };
+    backend
+        .send_command(Command::COM_QUERY, &text)
+        .await
+        .map_err(RelayFailure::NotSent)?;
+    let converted = RelayOptions {
+        binary_rows: true,
         ..options
     };
-    relay_response(backend, client, relayed).await
+    relay_response(backend, client, converted).await
 }
 
-/// Whether `sql` may be kept prepared on `backend` (`keep` statements at
-/// most, its settings known, the text not too long), and the id of the
-/// statement it keeps for it, if any.
-fn kept_statement(backend: &mut BackendConn, sql: &[u8], keep: usize) -> (bool, Option<u32>) {
-    let fingerprint = backend.settings_fingerprint;
-    let cacheable = keep > 0 && fingerprint != DIRTY && sql.len() <= MAX_CACHED_TEXT;
-    let kept = match cacheable {
-        true => backend.statements.lookup(fingerprint, sql),
-        false => None,
-    };
-    (cacheable, kept)
+/// How an execute started on the server.
+enum Started {
+    /// As a prepared statement: its binary answer comes next.
+    Binary,
+    /// The server refused to prepare it; nothing ran.
+    Refused,
+    /// Not sent: it runs as this text (COM_QUERY, text rows converted).
+    Text(Vec<u8>),
 }
 
-/// Starts `sql` (`count` `?`s) as the statement the connection keeps for
-/// that text, executed with parameters `block` (what COM_STMT_EXECUTE
-/// carries after its header: [`BinaryExecute::param_block`]; empty for
-/// none). A text not kept yet is prepared first
-/// and its answer read (its id is known before the execute is sent: an
-/// execute of [`LAST_PREPARED`] after a refused prepare could run the
-/// statement prepared before it), then kept (`keep` per connection; 0 or
-/// a dirty connection: closed after the execute).
+/// What an execute of a text does with the statements its connection
+/// keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    /// The text is kept as this statement: executed alone.
+    Hit(u32),
+    /// Not kept, and worth keeping ([`StatementCache::admit`]): prepared
+    /// and kept.
+    Admit,
+    /// Not kept, and not worth keeping (or not cacheable): run once, in
+    /// one round trip as text or as a prepare, execute and close in one
+    /// write when that is safe ([`once_is_pipelined`]).
+    Once,
+}
+
+/// What `sql` does with the statements `backend` keeps: cacheable when
+/// statements are kept at all, the connection's settings are known and
+/// the text is not too long.
 ///
-/// True: the execute's binary answer comes next. False: the server refused
-/// the prepare (`max_prepared_stmt_count`, a statement the prepared
-/// protocol does not take, ...) or counted other parameters; nothing ran.
+/// [`StatementCache::admit`]: crate::backend::statements::StatementCache::admit
+fn kept_statement(backend: &mut BackendConn, sql: &[u8], keep: Keep) -> Kept {
+    let fingerprint = backend.settings_fingerprint;
+    let cacheable = keep.capacity > 0 && fingerprint != DIRTY && sql.len() <= MAX_CACHED_TEXT;
+    if !cacheable {
+        return Kept::Once;
+    }
+    if let Some(id) = backend.statements.lookup(fingerprint, sql) {
+        return Kept::Hit(id);
+    }
+    match backend.statements.admit(sql, keep.capacity, keep.room) {
+        true => Kept::Admit,
+        false => Kept::Once,
+    }
+}
+
+/// Whether a prepare, an execute of [`LAST_PREPARED`] without parameters
+/// and a close of it may go in one write: if the server refuses the
+/// prepare at `max_prepared_stmt_count`, the execute and close reach the
+/// statement prepared before it, which must then be none, or one that
+/// cannot run without parameters (MariaDB refuses a direct execute of a
+/// statement with parameters whose types are not sent: malformed packet).
+fn once_is_pipelined(backend: &BackendConn) -> bool {
+    match backend.statements.last() {
+        LastPrepared::None => true,
+        LastPrepared::Open { params, .. } => params > 0,
+        LastPrepared::Unknown => false,
+    }
+}
+
+/// Starts `sql` (a `?` per bound value of `binary`) as the statement the
+/// connection keeps for that text, executed with the client's parameters
+/// ([`BinaryExecute::param_block`]). A text not kept yet and worth keeping
+/// is prepared alone first and its answer read (its id is known before the
+/// execute is sent: an execute of [`LAST_PREPARED`] after a refused prepare
+/// could run the statement prepared before it with these values), then
+/// kept. A text not worth keeping runs in one round trip with the values
+/// written in: as text when its text rows convert exactly
+/// ([`BinaryExecute::text_rows_exact`]: the server parses a query for
+/// less than it prepares, executes and closes one), else as [`run_once`].
 async fn execute_bound(
+    backend: &mut BackendConn,
+    sql: &[u8],
+    binary: &BinaryExecute,
+    deprecate_eof: bool,
+    keep: Keep,
+) -> Result<Started, DirectFailure> {
+    let kept = kept_statement(backend, sql, keep);
+    if kept == Kept::Once {
+        if let Some(text) = binary.text(sql) {
+            if binary.text_rows_exact() {
+                return Ok(Started::Text(text));
+            }
+            if once_is_pipelined(backend) {
+                return run_once(backend, &text, deprecate_eof)
+                    .await
+                    .map(Started::from);
+            }
+        }
+    }
+    let params = (binary.param_count(), binary.param_block());
+    prepare_alone(backend, sql, params, deprecate_eof, (kept, keep))
+        .await
+        .map(Started::from)
+}
+
+impl From<bool> for Started {
+    fn from(prepared: bool) -> Self {
+        match prepared {
+            true => Started::Binary,
+            false => Started::Refused,
+        }
+    }
+}
+
+/// Executes `sql` (`count` `?`s) with parameters `block` (what
+/// COM_STMT_EXECUTE carries after its header; empty for none) as the
+/// statement kept for it (`kept` is [`Kept::Hit`]), or prepares it alone
+/// first, reads the answer, and then executes it by its id: kept
+/// ([`Kept::Admit`]) or closed in the same write ([`Kept::Once`]).
+async fn prepare_alone(
     backend: &mut BackendConn,
     sql: &[u8],
     (count, block): (usize, Vec<u8>),
     deprecate_eof: bool,
-    keep: usize,
+    (kept, keep): (Kept, Keep),
 ) -> Result<bool, DirectFailure> {
     let fingerprint = backend.settings_fingerprint;
-    let (cacheable, kept) = kept_statement(backend, sql, keep);
     let closes = backend.statements.take_closes();
     let mut close_after = false;
     let id = match kept {
-        Some(id) => id,
-        None => {
+        Kept::Hit(id) => id,
+        Kept::Admit | Kept::Once => {
             let sent = async {
                 write_closes(backend, &closes).await?;
                 backend
@@ -153,23 +269,27 @@ async fn execute_bound(
             let Some((id, params)) = answer else {
                 return Ok(false);
             };
+            backend.statements.prepared(id, params);
             if usize::from(params) != count {
                 send_close(backend, id).await.map_err(Lost)?;
                 return Ok(false);
             }
-            match cacheable {
-                true => backend.statements.insert(fingerprint, sql, id, keep),
-                false => close_after = true,
+            match kept {
+                Kept::Admit => backend
+                    .statements
+                    .insert(fingerprint, sql, id, keep.capacity),
+                _ => close_after = true,
             }
             id
         }
     };
-    let mut execute = Vec::with_capacity(EXECUTE_LAST.len() + 64);
+    let mut execute = Vec::with_capacity(EXECUTE_LAST.len() + block.len());
     execute.extend_from_slice(&id.to_le_bytes());
     execute.extend_from_slice(&EXECUTE_LAST[4..]);
     execute.extend_from_slice(&block);
+    let hit = matches!(kept, Kept::Hit(_));
     let sent = async {
-        if kept.is_some() {
+        if hit {
             write_closes(backend, &closes).await?;
         }
         backend
@@ -184,11 +304,15 @@ async fn execute_bound(
         }
         backend.writer.flush().await
     };
-    match (sent.await, kept) {
+    let sent = sent.await;
+    if close_after {
+        backend.statements.closed(id);
+    }
+    match (sent, hit) {
         (Ok(()), _) => Ok(true),
-        (Err(error), Some(_)) => Err(Unsent(error)),
+        (Err(error), true) => Err(Unsent(error)),
         // The prepare's answer was read: the connection is in use.
-        (Err(error), None) => Err(Lost(error)),
+        (Err(error), false) => Err(Lost(error)),
     }
 }
 
@@ -206,6 +330,7 @@ async fn write_closes(backend: &mut BackendConn, ids: &[u32]) -> io::Result<()> 
 /// Closes statement `id` now.
 async fn send_close(backend: &mut BackendConn, id: u32) -> io::Result<()> {
     write_closes(backend, &[id]).await?;
+    backend.statements.closed(id);
     backend.writer.flush().await
 }
 
@@ -226,47 +351,52 @@ impl From<DirectFailure> for io::Error {
     }
 }
 
-/// Starts `sql` as a prepared statement executed on `backend`: the
-/// statement the connection keeps for that text is executed (no parse on
-/// the server), else the text is prepared and executed at once as
-/// [`LAST_PREPARED`], and kept (up to `keep` statements per connection,
-/// `limits.backend_prepared_statements`; 0 closes it at once). Statements
-/// evicted or prepared under other settings are closed in the same write.
-///
-/// A connection that keeps statements open prepares the text alone first
-/// ([`execute_bound`]): MariaDB answers an execute of [`LAST_PREPARED`]
-/// after a prepare it refused at `max_prepared_stmt_count` by running the
-/// statement prepared before it (checked on 10.11), so pipelining is only
-/// for a connection with none open.
+/// Starts `sql` (no parameters) as a prepared statement executed on
+/// `backend`: the statement the connection keeps for that text is
+/// executed (no parse on the server); a text worth keeping
+/// ([`StatementCache::admit`]) is prepared, executed as [`LAST_PREPARED`]
+/// in the same write when no statement is the last prepared one (else
+/// prepared alone first, [`prepare_alone`]), and kept; any other text runs
+/// once ([`run_once`]). Statements evicted or prepared under other settings
+/// are closed in the same write.
 ///
 /// True: the execute's binary answer comes next. False: the server refused
 /// to prepare the text; nothing ran (the failed execute's error, if one was
 /// sent, was read too; the caller sends the text as COM_QUERY).
+///
+/// [`StatementCache::admit`]: crate::backend::statements::StatementCache::admit
 pub(super) async fn start_direct(
     backend: &mut BackendConn,
     sql: &[u8],
     deprecate_eof: bool,
-    keep: usize,
+    keep: Keep,
+) -> Result<bool, DirectFailure> {
+    let kept = kept_statement(backend, sql, keep);
+    let pipelined = match kept {
+        Kept::Hit(_) => false,
+        Kept::Admit => backend.statements.last() == LastPrepared::None,
+        Kept::Once => once_is_pipelined(backend),
+    };
+    match (kept, pipelined) {
+        (Kept::Once, true) => run_once(backend, sql, deprecate_eof).await,
+        (Kept::Admit, true) => prepare_and_keep(backend, sql, deprecate_eof, keep).await,
+        _ => prepare_alone(backend, sql, (0, Vec::new()), deprecate_eof, (kept, keep)).await,
+    }
+}
+
+/// Prepares `sql` (no parameters) and executes it as [`LAST_PREPARED`] in
+/// one write, and keeps it. Only when no statement is the last prepared
+/// one: a refused prepare leaves none for the execute.
+async fn prepare_and_keep(
+    backend: &mut BackendConn,
+    sql: &[u8],
+    deprecate_eof: bool,
+    keep: Keep,
 ) -> Result<bool, DirectFailure> {
     let fingerprint = backend.settings_fingerprint;
-    let (cacheable, kept) = kept_statement(backend, sql, keep);
-    if kept.is_none() && !backend.statements.is_empty() {
-        // A statement stays open on the connection: an execute of
-        // LAST_PREPARED after a refused prepare (1461) would run it again.
-        return execute_bound(backend, sql, (0, Vec::new()), deprecate_eof, keep).await;
-    }
     let closes = backend.statements.take_closes();
     let sent = async {
         write_closes(backend, &closes).await?;
-        if let Some(id) = kept {
-            let mut execute = EXECUTE_LAST;
-            execute[..4].copy_from_slice(&id.to_le_bytes());
-            backend
-                .writer
-                .write_command(Command::COM_STMT_EXECUTE as u8, &execute)
-                .await?;
-            return backend.writer.flush().await;
-        }
         backend
             .writer
             .write_command(Command::COM_STMT_PREPARE as u8, sql)
@@ -275,39 +405,77 @@ pub(super) async fn start_direct(
             .writer
             .write_command(Command::COM_STMT_EXECUTE as u8, &EXECUTE_LAST)
             .await?;
-        if !cacheable {
-            backend
-                .writer
-                .write_command(Command::COM_STMT_CLOSE as u8, &LAST_PREPARED)
-                .await?;
-        }
         backend.writer.flush().await
     };
     sent.await.map_err(Unsent)?;
-    if kept.is_some() {
-        return Ok(true);
-    }
     match read_prepare_answer(backend, deprecate_eof)
         .await
         .map_err(Lost)?
     {
-        Some((id, _)) => {
-            if cacheable {
-                backend.statements.insert(fingerprint, sql, id, keep);
-            }
+        Some((id, params)) => {
+            backend.statements.prepared(id, params);
+            backend
+                .statements
+                .insert(fingerprint, sql, id, keep.capacity);
             Ok(true)
         }
+        None => read_refused_execute(backend).await.map(|()| false),
+    }
+}
+
+/// Runs `sql` (no parameters) once in one round trip: COM_STMT_PREPARE,
+/// COM_STMT_EXECUTE of [`LAST_PREPARED`] and COM_STMT_CLOSE of it in one
+/// write (MariaDB's direct execution). Only when [`once_is_pipelined`]:
+/// when the server refuses the prepare, the execute fails and runs
+/// nothing, and the close may have closed the statement prepared before
+/// (`StatementCache::refused_after`).
+async fn run_once(
+    backend: &mut BackendConn,
+    sql: &[u8],
+    deprecate_eof: bool,
+) -> Result<bool, DirectFailure> {
+    let closes = backend.statements.take_closes();
+    let sent = async {
+        write_closes(backend, &closes).await?;
+        backend
+            .writer
+            .write_command(Command::COM_STMT_PREPARE as u8, sql)
+            .await?;
+        backend
+            .writer
+            .write_command(Command::COM_STMT_EXECUTE as u8, &EXECUTE_LAST)
+            .await?;
+        backend
+            .writer
+            .write_command(Command::COM_STMT_CLOSE as u8, &LAST_PREPARED)
+            .await?;
+        backend.writer.flush().await
+    };
+    sent.await.map_err(Unsent)?;
+    match read_prepare_answer(backend, deprecate_eof)
+        .await
+        .map_err(Lost)?
+    {
+        // Prepared, then closed by the close of the last prepared one.
+        Some(_) => Ok(true),
         None => {
-            let (_, answer) = backend.reader.next_packet().await.map_err(Lost)?;
-            if answer.first() != Some(&ERR_HEADER) {
-                return Err(Lost(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "the server executed a statement after its prepare failed",
-                )));
-            }
-            Ok(false)
+            backend.statements.refused_after();
+            read_refused_execute(backend).await.map(|()| false)
         }
     }
+}
+
+/// Reads the error an execute of [`LAST_PREPARED`] answers after its
+/// prepare was refused.
+async fn read_refused_execute(backend: &mut BackendConn) -> Result<(), DirectFailure> {
+    let (_, answer) = backend.reader.next_packet().await.map_err(Lost)?;
+    if answer.first() != Some(&ERR_HEADER) {
+        return Err(Lost(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the server executed a statement after its prepare failed",
+        )));
+    }
+    Ok(())
 }
 
 /// Reads a COM_STMT_PREPARE answer to its end; the statement id the

@@ -26,7 +26,7 @@ use tracing::debug;
 
 use super::answer::write_result_set;
 use super::checkout::{apply_settings, checkout_error, checkout_open, DIRTY};
-use super::direct::start_direct;
+use super::direct::{start_direct, Keep};
 use super::failure::{backend_error, Failure};
 use super::kill::kill_abandoned;
 use super::merge::{
@@ -403,7 +403,7 @@ impl Engine {
         let started = Instant::now();
         let in_use = entry.using(&pool, thread);
         let part_timeout_ms = topology.config.limits.multi_shard_part_timeout_ms;
-        let keep = topology.config.limits.backend_prepared_statements;
+        let keep = Keep::on(&pool, topology.config.limits.backend_prepared_statements);
         let read = read_part(conn, &part.sql, budget, true, (format, keep));
         let result = if part_timeout_ms == 0 {
             Some(read.await)
@@ -597,7 +597,7 @@ async fn run_part(job: PartJob) -> Result<PartResult, ClientError> {
             &job.sql,
             &job.budget,
             false,
-            (job.format, job.keep),
+            (job.format, Keep::on(&job.pool, job.keep)),
         )
         .await;
         if in_use.finish() {
@@ -675,7 +675,7 @@ async fn read_part(
     sql: &[u8],
     budget: &MergeBudget,
     drain: bool,
-    (format, keep): (RowFormat, usize),
+    (format, keep): (RowFormat, Keep),
 ) -> std::io::Result<Result<PartResult, ClientError>> {
     let deprecate_eof = conn
         .key

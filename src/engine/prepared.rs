@@ -28,8 +28,8 @@ use super::{Engine, SessionState};
 use crate::backend::PooledConn;
 use crate::error::ClientError;
 use crate::protocol::binary::{
-    bind_separator, param_spans, parse_execute, render_literal, BinaryError, ExecuteRequest,
-    ParamBytes, ParamValue,
+    bind_separator, param_spans, parse_column_definition, parse_execute, render_literal,
+    BinaryError, ExecuteRequest, ParamBytes, ParamValue,
 };
 use crate::protocol::charset::Charset;
 use crate::protocol::frame::write_lenenc_bytes;
@@ -58,6 +58,9 @@ pub struct PreparedStatement {
     /// Long data went past `limits.max_allowed_packet` since the last
     /// execute: it was dropped, and the next execute fails (1153).
     long_data_overflow: bool,
+    /// The server's PREPARE answer named no FLOAT or DOUBLE column: its
+    /// text rows convert to the binary rows the server would send.
+    text_rows_exact: bool,
 }
 
 impl PreparedStatement {
@@ -106,6 +109,9 @@ pub struct BinaryExecute {
     /// What each `?` of the routed plan's text takes, and where it is.
     marked: Vec<MarkedParam>,
     marked_at: Vec<Range<usize>>,
+    /// The statement's text rows convert exactly to binary rows
+    /// ([`PreparedStatement`]).
+    text_rows_exact: bool,
 }
 
 impl BinaryExecute {
@@ -121,6 +127,12 @@ impl BinaryExecute {
         self.marked = marked.params;
         self.marked_at = marked.markers;
         Some((Plan::Shard(marked.query), marked.digest))
+    }
+
+    /// Whether the statement's text rows convert exactly to the binary
+    /// rows the server would send (no FLOAT or DOUBLE column).
+    pub(super) fn text_rows_exact(&self) -> bool {
+        self.text_rows_exact
     }
 
     /// `?`s of the routed text.
@@ -292,6 +304,7 @@ impl PreparedStatements {
                     types,
                     long_data: HashMap::new(),
                     long_data_overflow: false,
+                    text_rows_exact: false,
                 },
             );
         }
@@ -533,6 +546,7 @@ impl Engine {
             types: Vec::new(),
             long_data: HashMap::new(),
             long_data_overflow: false,
+            text_rows_exact: false,
         });
         let shape = PrepareShape {
             id,
@@ -544,7 +558,10 @@ impl Engine {
             state.prepared.remove(id);
         }
         match result {
-            Ok(backend_id) => {
+            Ok((backend_id, exact)) => {
+                if let Some(statement) = state.prepared.statements.get_mut(&id) {
+                    statement.text_rows_exact = exact;
+                }
                 let closed = conn
                     .conn()
                     .send_command(Command::COM_STMT_CLOSE, &backend_id.to_le_bytes())
@@ -682,6 +699,7 @@ impl Engine {
             first: Some((Plan::Shard(marked.query), marked.digest, topology.identity)),
             marked: marked.params,
             marked_at: marked.markers,
+            text_rows_exact: statement.text_rows_exact,
         })
     }
 }
@@ -811,14 +829,16 @@ struct PrepareShape {
 }
 
 /// Prepares `text` on the backend and relays the answer in the client's
-/// shape. Returns the backend's statement id.
+/// shape. Returns the backend's statement id, and whether no column is a
+/// FLOAT or DOUBLE (whose text does not give back the server's binary
+/// value).
 async fn relay_prepare<W: AsyncWrite + Unpin>(
     conn: &mut PooledConn,
     shape: PrepareShape,
     text: &[u8],
     state: &SessionState,
     client: &mut FrameWriter<W>,
-) -> Result<u32, Failure> {
+) -> Result<(u32, bool), Failure> {
     let host = conn.pool().addr.clone();
     let lost = lost_connection(&host);
     let backend = conn.conn();
@@ -839,7 +859,9 @@ async fn relay_prepare<W: AsyncWrite + Unpin>(
     }
     let backend_id = u32::from_le_bytes([first[1], first[2], first[3], first[4]]);
     let columns = usize::from(u16::from_le_bytes([first[5], first[6]]));
-    let params = usize::from(u16::from_le_bytes([first[7], first[8]]));
+    let server_params = u16::from_le_bytes([first[7], first[8]]);
+    backend.statements.prepared(backend_id, server_params);
+    let params = usize::from(server_params);
     if params != shape.markers {
         return Err(Failure::Client(ClientError::BadExecute(format!(
             "the statement has {} parameter markers but the server counted {params}",
@@ -851,12 +873,21 @@ async fn relay_prepare<W: AsyncWrite + Unpin>(
     answer[1..5].copy_from_slice(&shape.id.to_le_bytes());
     answer[5..7].copy_from_slice(&(visible as u16).to_le_bytes());
     let mut seq = client.write_packet(state.response_seq, &answer).await?;
-    for (count, shown) in [(params, params), (columns, visible)] {
+    let mut exact = true;
+    for (count, shown, are_columns) in [(params, params, false), (columns, visible, true)] {
         if count == 0 {
             continue;
         }
         for index in 0..count {
             let (_, packet) = backend.reader.next_packet().await.map_err(&lost)?;
+            if are_columns {
+                exact &= parse_column_definition(&packet).is_some_and(|column| {
+                    !matches!(
+                        column.column_type,
+                        ColumnType::MYSQL_TYPE_FLOAT | ColumnType::MYSQL_TYPE_DOUBLE
+                    )
+                });
+            }
             if index < shown {
                 seq = client.write_packet(seq, &packet).await?;
             }
@@ -871,7 +902,7 @@ async fn relay_prepare<W: AsyncWrite + Unpin>(
             }
         }
     }
-    Ok(backend_id)
+    Ok((backend_id, exact))
 }
 
 fn read_u32(payload: &[u8]) -> Option<u32> {
@@ -924,6 +955,7 @@ mod tests {
                 MarkedParam::Client(0),
             ],
             marked_at: vec![7..8, 10..11, 13..14, 16..17, 19..20],
+            text_rows_exact: false,
         };
         let mut expected = vec![0b0000_0100, 1];
         for (kind, flag) in [
@@ -955,6 +987,7 @@ mod tests {
             types: vec![(ColumnType::MYSQL_TYPE_LONGLONG, true)],
             long_data: HashMap::new(),
             long_data_overflow: false,
+            text_rows_exact: false,
         });
         let second = statements.add(PreparedStatement {
             sql: "SELECT 1".into(),
@@ -962,6 +995,7 @@ mod tests {
             types: Vec::new(),
             long_data: HashMap::new(),
             long_data_overflow: false,
+            text_rows_exact: false,
         });
         statements.remove(second);
         let carried = statements.carry().expect("nothing pending");
@@ -978,6 +1012,7 @@ mod tests {
             types: Vec::new(),
             long_data: HashMap::new(),
             long_data_overflow: false,
+            text_rows_exact: false,
         });
         assert!(third > second, "{third} after {second}");
         // A marker outside the text is refused.

@@ -11,7 +11,7 @@ use tracing::debug;
 
 use super::checkout::{host_addr, stamp_connection, DIRTY};
 use super::diagnostics_copy::{copy_diagnostics, DiagnosticsCopy};
-use super::direct::execute_direct;
+use super::direct::{execute_direct, Keep};
 use super::failure::{
     backend_error, close_after_failure, lost_connection, no_masters, relay_failure_to_client,
     Failure, Scope,
@@ -421,9 +421,14 @@ async fn send_on<W: AsyncWrite + Unpin>(
     let started = Instant::now();
     let thread_id = pooled.conn().thread_id;
     let in_use = session.using(pooled.pool(), thread_id);
+    let room = pooled.pool().has_statement_room();
     let conn = pooled.conn();
     let result = match wire {
         Wire::Prepared { keep, binary } => {
+            let keep = Keep {
+                capacity: keep,
+                room,
+            };
             execute_direct(conn, sql, client, options, keep, binary).await
         }
         Wire::Text => match conn.send_command(Command::COM_QUERY, sql).await {

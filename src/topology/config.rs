@@ -36,10 +36,12 @@ pub const DEFAULT_MAX_SESSION_SETTINGS: u32 = 64;
 pub const DEFAULT_MAX_SESSION_SETTINGS_BYTES: u64 = 64 * 1024;
 /// Default `limits.max_merge_bytes`.
 pub const DEFAULT_MAX_MERGE_BYTES: u64 = 256 * 1024 * 1024;
-/// Default `limits.backend_prepared_statements`: with
-/// `backend.pool_max_per_host` connections per host and a few proxies, well
-/// under MariaDB's default `max_prepared_stmt_count` (16382).
-pub const DEFAULT_BACKEND_PREPARED_STATEMENTS: usize = 16;
+/// Default `limits.backend_prepared_statements`: a statement per shard
+/// shape for 64 shards on each connection; 64 connections per host
+/// (`backend.pool_max_per_host`) keep at most 4096, a quarter of MariaDB's
+/// default `max_prepared_stmt_count` (16382), and a server past three
+/// quarters of its maximum gets no new ones (decision 0039).
+pub const DEFAULT_BACKEND_PREPARED_STATEMENTS: usize = 64;
 /// Default `limits.max_merge_bytes_total`.
 pub const DEFAULT_MAX_MERGE_BYTES_TOTAL: u64 = 1024 * 1024 * 1024;
 /// Default `limits.multi_shard_part_timeout_ms`.
