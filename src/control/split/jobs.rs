@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::place::ThisProxy;
 use super::{
-    check_resume, open, run, DriverError, Outcome, SplitEvent, SplitOptions, SplitRequest,
+    check_resume, open_claimed, run, DriverError, Outcome, SplitEvent, SplitOptions, SplitRequest,
 };
 use crate::control::Control;
 use crate::sync::lock;
@@ -237,13 +237,13 @@ pub async fn start(
         control: Arc::clone(control),
         user: user.to_owned(),
     };
-    let opened = match open(&place, &request).await {
-        Ok(opened) => check_resume(&opened, &options)
+    let opened = match open_claimed(&place, &request).await {
+        Ok((opened, claim)) => check_resume(&opened, &options)
             .and_then(|()| check_plan(&opened, &request))
-            .map(|()| opened),
+            .map(|()| (opened, claim)),
         Err(e) => Err(e),
     };
-    let opened = match opened {
+    let (opened, claim) = match opened {
         Ok(opened) => opened,
         Err(e) => {
             lock(&splits.jobs).retain(|job| job.id != id);
@@ -274,7 +274,8 @@ pub async fn start(
     let control = Arc::clone(control);
     tokio::spawn(async move {
         let events = |event: SplitEvent<'_>| control.splits.heard(id, &event);
-        let result = run(&place, opened, &request, &options, &events).await;
+        let result = run(&place, opened, &claim, &request, &options, &events).await;
+        drop(claim);
         control.splits.finished(id, result);
     });
     splits
