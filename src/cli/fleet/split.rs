@@ -364,10 +364,9 @@ pub(super) fn run(args: SplitArgs) -> Result<(), CliError> {
         let record = opened.store.describe();
         let copy_display = std::sync::Mutex::new(CopyDisplay::new());
         let events = |event: SplitEvent<'_>| show(event, &copy_display);
-        match run_split(&place, opened, &claim, &request, &options, &events)
-            .await
-            .map_err(|e| CliError::Split(e.to_string()))?
-        {
+        let result = run_split(&place, opened, &claim, &request, &options, &events).await;
+        claim.release().await;
+        match result.map_err(|e| CliError::Split(e.to_string()))? {
             Outcome::Done(_) => Ok(()),
             Outcome::Stopped(state) => {
                 eprintln!(

@@ -275,7 +275,7 @@ pub async fn start(
     tokio::spawn(async move {
         let events = |event: SplitEvent<'_>| control.splits.heard(id, &event);
         let result = run(&place, opened, &claim, &request, &options, &events).await;
-        drop(claim);
+        claim.release().await;
         control.splits.finished(id, result);
     });
     splits

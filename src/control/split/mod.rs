@@ -118,6 +118,14 @@ impl Claim {
             Claim::Znode(claim) => claim.held().await,
         }
     }
+
+    /// Gives the claim up (the next driver may start at once).
+    pub async fn release(self) {
+        match self {
+            Claim::File(claim) => drop(claim),
+            Claim::Znode(claim) => claim.release().await,
+        }
+    }
 }
 
 impl Store {

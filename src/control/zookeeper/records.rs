@@ -128,6 +128,17 @@ impl SplitClaim {
         &self.path
     }
 
+    /// Removes the claim and closes its session, so that the next driver
+    /// need not wait for the session to expire (a process that ends right
+    /// after dropping a client may not get to close its session).
+    pub async fn release(self) {
+        if self.held().await.is_ok() {
+            if let Err(e) = self.client.delete(&self.path, None).await {
+                tracing::warn!("removing the split claim {}: {e}", self.path);
+            }
+        }
+    }
+
     /// Whether this session still holds the claim (an expired session
     /// lost it: another driver may have claimed the split since).
     pub async fn held(&self) -> Result<(), String> {
