@@ -88,7 +88,11 @@ async fn split_claim_a_second_cli_on_a_file_record_is_refused_and_a_killed_holde
     let pid = holder.pid();
     let since = Instant::now();
     while file_phase(&config) != "copying" {
-        assert!(since.elapsed() < Duration::from_secs(10), "{}", holder.seen());
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "{}",
+            holder.seen()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
@@ -128,10 +132,20 @@ async fn split_claim_a_second_cli_on_a_file_record_is_refused_and_a_killed_holde
 
     // SIGKILLed: the kernel released the lock; a resume at once continues.
     let output = holder.kill();
-    assert_eq!(file_phase(&config), "copying", "killed in the copy\n{output}");
+    assert_eq!(
+        file_phase(&config),
+        "copying",
+        "killed in the copy\n{output}"
+    );
     let resumed = file_split(
         &config,
-        &["--resume", "--max-rows-per-second", "0", "--stop-after", "verify"],
+        &[
+            "--resume",
+            "--max-rows-per-second",
+            "0",
+            "--stop-after",
+            "verify",
+        ],
     );
     let (status, stdout, stderr) = tokio::task::spawn_blocking(move || resumed.finish())
         .await
@@ -155,9 +169,8 @@ async fn split_claim_cli_and_admin_resume_on_a_znode_record_exclude_each_other()
     let mut admin = connect_to(proxy.admin, "admin", "admin")
         .await
         .expect("admin login");
-    let resume = format!(
-        "SPLIT SHARDS 8-15 TO {TARGET} RESUME MAX 1000 ROWS PER SECOND GRACE 0 SECONDS"
-    );
+    let resume =
+        format!("SPLIT SHARDS 8-15 TO {TARGET} RESUME MAX 1000 ROWS PER SECOND GRACE 0 SECONDS");
 
     // A CLI runs the split; the proxy's RESUME of it is refused, naming
     // the CLI and the session timeout a dead holder's claim lasts.
@@ -224,7 +237,11 @@ async fn split_claim_cli_and_admin_resume_on_a_znode_record_exclude_each_other()
     );
     let rows = show_splits(&mut admin).await;
     assert_eq!(rows.len(), 1, "{rows:?}");
-    assert_eq!(cell(&rows[0], "state"), "running", "the job ran meanwhile: {rows:?}");
+    assert_eq!(
+        cell(&rows[0], "state"),
+        "running",
+        "the job ran meanwhile: {rows:?}"
+    );
 
     let (_, _, last) = follow(&mut admin, started).await;
     assert_eq!(cell(&last, "state"), "done", "{last:?}");

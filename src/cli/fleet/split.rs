@@ -12,8 +12,8 @@ use crate::cli::{load, zookeeper_source, CliError};
 use crate::control::cutover::{fleet_move_until, release_killed_cutover, MoveRequest, StepEvent};
 use crate::control::split::place::move_on_admin_port;
 use crate::control::split::{
-    dry_run, open, open_claimed, run as run_split, Outcome, Place, SplitEvent, SplitOptions, SplitRequest, Store,
-    DEFAULT_GRACE_SECONDS,
+    dry_run, open, open_claimed, run as run_split, Outcome, Place, SplitEvent, SplitOptions,
+    SplitRequest, Store, DEFAULT_GRACE_SECONDS,
 };
 use crate::control::status::parse_config;
 use crate::ops::split::state::{default_state_path, Phase};

@@ -20,8 +20,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::control::cutover::{MoveRequest, StepEvent};
 use crate::clock::format_time;
+use crate::control::cutover::{MoveRequest, StepEvent};
 use crate::control::zookeeper::{claim_split, SplitClaim, SplitClaimed};
 use crate::ops::split::state::{
     claim_file, decode, encode, lock_path, read_state, write_state, FileClaim, Phase, SplitState,
@@ -101,7 +101,7 @@ impl Store {
 /// znode `<record>.lock` beside a znode record. A second driver is refused
 /// ([`DriverError::Busy`]); a dead driver's claim goes with its process
 /// (a file) or its ZooKeeper session (a znode).
-/// docs/decisions/0039-one-driver-per-split.md says why.
+/// docs/decisions/0040-one-driver-per-split.md says why.
 #[derive(Debug)]
 pub enum Claim {
     /// The lock on the file beside a file record.
@@ -136,11 +136,12 @@ impl Store {
         let holder = format!("{holder}, since {}", format_time(SystemTime::now()));
         let failed = |e: String| DriverError::Failed(format!("claiming the split failed: {e}"));
         match self {
-            Store::File(path) => match claim_file(path, &holder).map_err(|e| failed(e.to_string()))? {
-                Ok(claim) => Ok(Claim::File(claim)),
-                Err(holding) => {
-                    let lock = lock_path(path);
-                    Err(DriverError::Busy(format!(
+            Store::File(path) => {
+                match claim_file(path, &holder).map_err(|e| failed(e.to_string()))? {
+                    Ok(claim) => Ok(Claim::File(claim)),
+                    Err(holding) => {
+                        let lock = lock_path(path);
+                        Err(DriverError::Busy(format!(
                         "the split recorded in {} is being run by another driver: {} holds the lock on {} \
                          (one driver per split). Wait for it to end, or find that process (`fuser {}`); a \
                          driver that died released the lock with its process: then run this again",
@@ -149,8 +150,9 @@ impl Store {
                         lock.display(),
                         lock.display()
                     )))
+                    }
                 }
-            },
+            }
             Store::Znode(location, name) => {
                 match claim_split(location, name, &holder)
                     .await
@@ -923,4 +925,35 @@ pub async fn dry_run(
         lines.push(format!("would {removal}"));
     }
     Ok(DryRun { lines, failures })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_file_record_is_claimed_by_one_driver_and_the_second_is_told_who_holds_it() {
+        let dir = std::env::temp_dir().join(format!("split-store-claim-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::File(dir.join("x.state"));
+        let held = store.claim("cli@h:1").await.unwrap();
+        let refused = store
+            .claim("proxy p (SPLIT SHARDS by admin)")
+            .await
+            .unwrap_err();
+        assert!(matches!(refused, DriverError::Busy(_)), "{refused:?}");
+        let text = refused.to_string();
+        assert!(
+            text.contains("is being run by another driver: cli@h:1, since ")
+                && text.contains("x.state.lock")
+                && text.contains("fuser"),
+            "{text}"
+        );
+        held.release().await;
+        store
+            .claim("proxy p (SPLIT SHARDS by admin)")
+            .await
+            .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

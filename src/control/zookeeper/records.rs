@@ -53,7 +53,7 @@ pub async fn write_split_record(
 }
 
 /// `<document>/splits/<name>.lock`: the ephemeral znode of the driver
-/// running the split `name` (docs/decisions/0039-one-driver-per-split.md).
+/// running the split `name` (docs/decisions/0040-one-driver-per-split.md).
 pub fn split_claim_path(location: &ZkLocation, name: &str) -> String {
     format!("{}.lock", split_record_path(location, name))
 }

@@ -251,7 +251,10 @@ mod tests {
         let path = dir.join("s.state");
         let first = claim_file(&path, "cli@a:1").unwrap().unwrap();
         assert_eq!(first.path(), lock_path(&path));
-        assert_eq!(claim_file(&path, "cli@b:2").unwrap().unwrap_err(), "cli@a:1");
+        assert_eq!(
+            claim_file(&path, "cli@b:2").unwrap().unwrap_err(),
+            "cli@a:1"
+        );
         drop(first);
         let second = claim_file(&path, "cli@b:2").unwrap().unwrap();
         assert_eq!(std::fs::read_to_string(second.path()).unwrap(), "cli@b:2\n");
