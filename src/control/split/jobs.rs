@@ -237,14 +237,20 @@ pub async fn start(
         control: Arc::clone(control),
         user: user.to_owned(),
     };
-    let opened = match open_claimed(&place, &request).await {
-        Ok((opened, claim)) => check_resume(&opened, &options)
-            .and_then(|()| check_plan(&opened, &request))
-            .map(|()| (opened, claim)),
+    let checked = match open_claimed(&place, &request).await {
+        Ok((opened, claim)) => {
+            match check_resume(&opened, &options).and_then(|()| check_plan(&opened, &request)) {
+                Ok(()) => Ok((opened, claim)),
+                Err(e) => {
+                    claim.release().await;
+                    Err(e)
+                }
+            }
+        }
         Err(e) => Err(e),
     };
-    let (opened, claim) = match opened {
-        Ok(opened) => opened,
+    let (opened, claim) = match checked {
+        Ok(checked) => checked,
         Err(e) => {
             lock(&splits.jobs).retain(|job| job.id != id);
             return Err(e);
