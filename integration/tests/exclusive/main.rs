@@ -21,6 +21,7 @@ mod operator_metrics;
 mod reload_failover;
 mod split;
 mod split_admin;
+mod split_claim;
 mod split_load;
 mod takeover;
 mod takeover_drain;

@@ -163,6 +163,29 @@ impl Scratch {
         CliRun::start(command)
     }
 
+    /// Waits until no driver claims the split: a SIGKILLed CLI's claim
+    /// (an ephemeral znode) goes when ZooKeeper expires its session.
+    pub(crate) async fn wait_unclaimed(&self) {
+        // The claim's znode, as docs/operations/move-and-split.md names it.
+        let path = format!("{}/splits/split-8-15.lock", self.location.path);
+        let client = shardgate::control::zookeeper::connect(&self.location)
+            .await
+            .expect("a ZooKeeper session");
+        let started = Instant::now();
+        while client
+            .check_stat(&path)
+            .await
+            .unwrap_or_else(|e| panic!("stat {path}: {e}"))
+            .is_some()
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{path} stays after its holder was killed"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Who the document says is the master of `shard`.
     pub(crate) async fn master_of(&self, shard: u32) -> String {
         let document = shardgate::control::zookeeper::get(&self.location)
@@ -266,6 +289,11 @@ impl CliRun {
     /// Its stderr so far.
     pub(crate) fn seen(&self) -> String {
         self.stderr.lock().unwrap().join("\n")
+    }
+
+    /// The process id (its claim names it: `cli@<host>:<pid>`).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub(crate) fn kill(mut self) -> String {
@@ -514,6 +542,7 @@ async fn split_killed_in_copy_and_in_verify_resumes_to_the_same_result_keeping_t
         "copying",
         "killed during the copy\n{output}"
     );
+    scratch.wait_unclaimed().await;
     let mut args = slow.to_vec();
     args.push("--resume");
     let run = scratch.split(&args);
@@ -535,6 +564,7 @@ async fn split_killed_in_copy_and_in_verify_resumes_to_the_same_result_keeping_t
         "killed during the verify\n{output}"
     );
     // The last run keeps the moved databases on the source, renamed.
+    scratch.wait_unclaimed().await;
     args.push("--keep-moved");
     let run = scratch.split(&args);
     let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
@@ -766,6 +796,7 @@ async fn split_killed_in_prepare_and_in_cleanup_resumes_to_the_same_result() {
         .query_drop("START TRANSACTION; SELECT COUNT(*) FROM sp12.pins")
         .await
         .expect("hold sp12");
+    scratch.wait_unclaimed().await;
     let run = scratch.split(&["--resume", "--max-rows-per-second", "0"]);
     let (run, cleaning) = tokio::task::spawn_blocking(move || {
         let cleaning = run.wait_for("split: cleanup ...");
@@ -805,6 +836,7 @@ async fn split_killed_in_prepare_and_in_cleanup_resumes_to_the_same_result() {
         "killed in the cleanup\n{output}"
     );
 
+    scratch.wait_unclaimed().await;
     let run = scratch.split(&["--resume", "--max-rows-per-second", "0"]);
     let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
         .await

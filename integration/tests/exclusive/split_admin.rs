@@ -155,7 +155,7 @@ async fn assert_split_done(proxy: &Proxy, expected: &[BTreeSet<(u64, String)>]) 
 }
 
 /// `SHOW SPLITS` as (column, value) maps, a row each.
-async fn show_splits(admin: &mut Conn) -> Vec<Vec<(String, String)>> {
+pub(crate) async fn show_splits(admin: &mut Conn) -> Vec<Vec<(String, String)>> {
     let rows: Vec<Row> = admin.query("SHOW SPLITS").await.expect("SHOW SPLITS");
     rows.into_iter()
         .map(|row| {
@@ -176,7 +176,7 @@ async fn show_splits(admin: &mut Conn) -> Vec<Vec<(String, String)>> {
         .collect()
 }
 
-fn cell<'r>(row: &'r [(String, String)], column: &str) -> &'r str {
+pub(crate) fn cell<'r>(row: &'r [(String, String)], column: &str) -> &'r str {
     row.iter()
         .find(|(name, _)| name == column)
         .map_or("", |(_, value)| value.as_str())
@@ -185,7 +185,7 @@ fn cell<'r>(row: &'r [(String, String)], column: &str) -> &'r str {
 /// Polls `SHOW SPLITS` until its one split ends: the phases seen, the copy
 /// progress seen (a `copy` row whose progress counts databases), the last
 /// row.
-async fn follow(
+pub(crate) async fn follow(
     admin: &mut Conn,
     started: Instant,
 ) -> (BTreeSet<String>, Option<String>, Vec<(String, String)>) {

@@ -452,6 +452,7 @@ async fn split_killed_in_the_cutover_leaves_the_proxies_on_one_map_and_resumes()
     assert_eq!(scratch.master_of(9).await, SOURCE);
     assert_eq!(scratch.phase().await, "verified", "{output}");
 
+    scratch.wait_unclaimed().await;
     let run = scratch.split(&["--resume", "--max-rows-per-second", "0"]);
     let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
         .await
@@ -541,6 +542,7 @@ async fn split_killed_after_the_cutover_pushed_keeps_the_range_paused_and_resume
     );
     assert_eq!(scratch.phase().await, "verified", "{output}");
 
+    scratch.wait_unclaimed().await;
     let run = scratch.split(&["--resume", "--max-rows-per-second", "0"]);
     let (status, stdout, stderr) = tokio::task::spawn_blocking(move || run.finish())
         .await

@@ -12,13 +12,14 @@ use crate::cli::{load, zookeeper_source, CliError};
 use crate::control::cutover::{fleet_move_until, release_killed_cutover, MoveRequest, StepEvent};
 use crate::control::split::place::move_on_admin_port;
 use crate::control::split::{
-    dry_run, open, run as run_split, Outcome, Place, SplitEvent, SplitOptions, SplitRequest, Store,
-    DEFAULT_GRACE_SECONDS,
+    dry_run, open, open_claimed, run as run_split, Outcome, Place, SplitEvent, SplitOptions,
+    SplitRequest, Store, DEFAULT_GRACE_SECONDS,
 };
 use crate::control::status::parse_config;
 use crate::ops::split::state::{default_state_path, Phase};
 use crate::ops::split::Login;
 use crate::ops::DEFAULT_MAX_ROWS_PER_SECOND;
+use crate::topology::bootstrap::default_proxy_id;
 use crate::topology::source::ZkLocation;
 use crate::topology::Topology;
 
@@ -99,6 +100,10 @@ struct Cli {
 }
 
 impl Place for Cli {
+    fn holder(&self) -> String {
+        format!("cli@{}", default_proxy_id())
+    }
+
     async fn topology(&self) -> Result<Arc<Topology>, String> {
         match &self.source {
             Source::File { path, .. } => load(path).map(Arc::new).map_err(|e| e.to_string()),
@@ -324,19 +329,10 @@ pub(super) fn run(args: SplitArgs) -> Result<(), CliError> {
             source,
             state: args.state.clone(),
         };
-        let opened = open(&place, &request)
-            .await
-            .map_err(|e| CliError::Split(e.to_string()))?;
-        if options.resume && opened.recorded.is_none() && !args.dry_run {
-            // Killed before its prepare recorded anything: nothing was
-            // changed, so it starts over.
-            eprintln!(
-                "split: no split recorded in {}: starting from the prepare",
-                opened.store.describe()
-            );
-            options.resume = false;
-        }
         if args.dry_run {
+            let opened = open(&place, &request)
+                .await
+                .map_err(|e| CliError::Split(e.to_string()))?;
             let found = dry_run(opened, &request, &options)
                 .await
                 .map_err(|e| CliError::Split(e.to_string()))?;
@@ -353,13 +349,24 @@ pub(super) fn run(args: SplitArgs) -> Result<(), CliError> {
                 )))
             };
         }
+        let (opened, claim) = open_claimed(&place, &request)
+            .await
+            .map_err(|e| CliError::Split(e.to_string()))?;
+        if options.resume && opened.recorded.is_none() {
+            // Killed before its prepare recorded anything: nothing was
+            // changed, so it starts over.
+            eprintln!(
+                "split: no split recorded in {}: starting from the prepare",
+                opened.store.describe()
+            );
+            options.resume = false;
+        }
         let record = opened.store.describe();
         let copy_display = std::sync::Mutex::new(CopyDisplay::new());
         let events = |event: SplitEvent<'_>| show(event, &copy_display);
-        match run_split(&place, opened, &request, &options, &events)
-            .await
-            .map_err(|e| CliError::Split(e.to_string()))?
-        {
+        let result = run_split(&place, opened, &claim, &request, &options, &events).await;
+        claim.release().await;
+        match result.map_err(|e| CliError::Split(e.to_string()))? {
             Outcome::Done(_) => Ok(()),
             Outcome::Stopped(state) => {
                 eprintln!(

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::place::ThisProxy;
 use super::{
-    check_resume, open, run, DriverError, Outcome, SplitEvent, SplitOptions, SplitRequest,
+    check_resume, open_claimed, run, DriverError, Outcome, SplitEvent, SplitOptions, SplitRequest,
 };
 use crate::control::Control;
 use crate::sync::lock;
@@ -237,14 +237,20 @@ pub async fn start(
         control: Arc::clone(control),
         user: user.to_owned(),
     };
-    let opened = match open(&place, &request).await {
-        Ok(opened) => check_resume(&opened, &options)
-            .and_then(|()| check_plan(&opened, &request))
-            .map(|()| opened),
+    let checked = match open_claimed(&place, &request).await {
+        Ok((opened, claim)) => {
+            match check_resume(&opened, &options).and_then(|()| check_plan(&opened, &request)) {
+                Ok(()) => Ok((opened, claim)),
+                Err(e) => {
+                    claim.release().await;
+                    Err(e)
+                }
+            }
+        }
         Err(e) => Err(e),
     };
-    let opened = match opened {
-        Ok(opened) => opened,
+    let (opened, claim) = match checked {
+        Ok(checked) => checked,
         Err(e) => {
             lock(&splits.jobs).retain(|job| job.id != id);
             return Err(e);
@@ -274,7 +280,8 @@ pub async fn start(
     let control = Arc::clone(control);
     tokio::spawn(async move {
         let events = |event: SplitEvent<'_>| control.splits.heard(id, &event);
-        let result = run(&place, opened, &request, &options, &events).await;
+        let result = run(&place, opened, &claim, &request, &options, &events).await;
+        claim.release().await;
         control.splits.finished(id, result);
     });
     splits

@@ -20,8 +20,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::clock::format_time;
 use crate::control::cutover::{MoveRequest, StepEvent};
-use crate::ops::split::state::{decode, encode, read_state, write_state, Phase, SplitState};
+use crate::control::zookeeper::{claim_split, SplitClaim, SplitClaimed};
+use crate::ops::split::state::{
+    claim_file, decode, encode, lock_path, read_state, write_state, FileClaim, Phase, SplitState,
+};
 use crate::ops::split::{
     cleanup, cleanup_plan, copy, ensure_replicating, plan, prepare, CopyOptions, CopyProgress,
     Login, SplitError, SplitPlan,
@@ -92,8 +96,104 @@ impl Store {
     }
 }
 
+/// The exclusive claim of one driver on a split, held while it runs it:
+/// an `flock` on `<record>.lock` beside a file record, or the ephemeral
+/// znode `<record>.lock` beside a znode record. A second driver is refused
+/// ([`DriverError::Busy`]); a dead driver's claim goes with its process
+/// (a file) or its ZooKeeper session (a znode).
+/// docs/decisions/0040-one-driver-per-split.md says why.
+#[derive(Debug)]
+pub enum Claim {
+    /// The lock on the file beside a file record.
+    File(FileClaim),
+    /// The ephemeral znode beside a znode record.
+    Znode(SplitClaim),
+}
+
+impl Claim {
+    /// Whether it is still held (a ZooKeeper session that expired lost it).
+    async fn held(&self) -> Result<(), String> {
+        match self {
+            Claim::File(_) => Ok(()),
+            Claim::Znode(claim) => claim.held().await,
+        }
+    }
+
+    /// Gives the claim up (the next driver may start at once).
+    pub async fn release(self) {
+        match self {
+            Claim::File(claim) => drop(claim),
+            Claim::Znode(claim) => claim.release().await,
+        }
+    }
+}
+
+impl Store {
+    /// Claims the split for `holder` (who runs it: `proxy <id>`,
+    /// `cli@<host>:<pid>`); refused at once ([`DriverError::Busy`], naming
+    /// the holder) while another driver holds it.
+    pub async fn claim(&self, holder: &str) -> Result<Claim, DriverError> {
+        let holder = format!("{holder}, since {}", format_time(SystemTime::now()));
+        let failed = |e: String| DriverError::Failed(format!("claiming the split failed: {e}"));
+        match self {
+            Store::File(path) => {
+                match claim_file(path, &holder).map_err(|e| failed(e.to_string()))? {
+                    Ok(claim) => Ok(Claim::File(claim)),
+                    Err(holding) => {
+                        let lock = lock_path(path);
+                        Err(DriverError::Busy(format!(
+                        "the split recorded in {} is being run by another driver: {} holds the lock on {} \
+                         (one driver per split). Wait for it to end, or find that process (`fuser {}`); a \
+                         driver that died released the lock with its process: then run this again",
+                        path.display(),
+                        holder_text(&holding),
+                        lock.display(),
+                        lock.display()
+                    )))
+                    }
+                }
+            }
+            Store::Znode(location, name) => {
+                match claim_split(location, name, &holder)
+                    .await
+                    .map_err(|e| failed(e.to_string()))?
+                {
+                    SplitClaimed::Held(claim) => Ok(Claim::Znode(claim)),
+                    SplitClaimed::Taken {
+                        path,
+                        holder,
+                        session,
+                        timeout,
+                    } => Err(DriverError::Busy(format!(
+                        "the split recorded in {} is being run by another driver: {} holds the ephemeral \
+                         znode {path} (ZooKeeper session {session:#x}; one driver per split). Wait for it to \
+                         end (SHOW SPLITS on that proxy, or that fleet split process), or find that process; \
+                         a driver that died keeps its claim until its ZooKeeper session expires (the session \
+                         timeout, about {:.0} s): then run this again",
+                        self.describe(),
+                        holder_text(&holder),
+                        timeout.as_secs_f64()
+                    ))),
+                }
+            }
+        }
+    }
+}
+
+/// What a claim says of its holder, for messages.
+fn holder_text(written: &str) -> &str {
+    match written.trim() {
+        "" => "a driver that has not written its name yet",
+        text => text,
+    }
+}
+
 /// Where a split runs: the config it reads, its state record, its cutover.
 pub trait Place {
+    /// Who drives the split from here, for its claim: `proxy <id>` or
+    /// `cli@<host>:<pid>`.
+    fn holder(&self) -> String;
+
     /// The config in force (read again before the cutover: the shards may
     /// already be on the target).
     fn topology(&self) -> impl Future<Output = Result<Arc<Topology>, String>> + Send;
@@ -253,12 +353,41 @@ pub struct Opened {
 /// Reads the config and the state record of `request` at `place`; refused
 /// when the record is of another split.
 pub async fn open<P: Place>(place: &P, request: &SplitRequest) -> Result<Opened, DriverError> {
+    let (topology, fleet, store) = locate(place, request).await?;
+    read_opened(topology, fleet, store, request).await
+}
+
+/// [`open`] for a driver: the split claimed for this place's
+/// [`Place::holder`] before its record is read, so that no other driver
+/// moves it on from what was read. The claim is held until dropped.
+pub async fn open_claimed<P: Place>(
+    place: &P,
+    request: &SplitRequest,
+) -> Result<(Opened, Claim), DriverError> {
+    let (topology, fleet, store) = locate(place, request).await?;
+    let claim = store.claim(&place.holder()).await?;
+    Ok((read_opened(topology, fleet, store, request).await?, claim))
+}
+
+async fn locate<P: Place>(
+    place: &P,
+    request: &SplitRequest,
+) -> Result<(Arc<Topology>, String, Store), DriverError> {
     let topology = place.topology().await.map_err(DriverError::Refused)?;
     let fleet = fleet_name(&topology, request.fleet.as_deref(), request.last)
         .map_err(DriverError::Refused)?;
     let store = place
         .store(&fleet, request.first, request.last)
         .map_err(DriverError::Refused)?;
+    Ok((topology, fleet, store))
+}
+
+async fn read_opened(
+    topology: Arc<Topology>,
+    fleet: String,
+    store: Store,
+    request: &SplitRequest,
+) -> Result<Opened, DriverError> {
     let recorded = store
         .read()
         .await
@@ -310,11 +439,12 @@ fn refuse_unrecorded(store: &Store, options: &SplitOptions) -> DriverError {
     ))
 }
 
-/// Runs (or continues) the split `opened` at `place`: every phase not done
-/// yet, each recorded as it ends.
+/// Runs (or continues) the split `opened` at `place` under `claim` (from
+/// [`open_claimed`]): every phase not done yet, each recorded as it ends.
 pub async fn run<P: Place>(
     place: &P,
     opened: Opened,
+    claim: &Claim,
     request: &SplitRequest,
     options: &SplitOptions,
     events: Events<'_>,
@@ -332,6 +462,7 @@ pub async fn run<P: Place>(
         events,
         login,
         store: &store,
+        claim,
         topology,
     };
     let state = match recorded {
@@ -350,6 +481,7 @@ struct Phases<'a, P> {
     events: Events<'a>,
     login: Login,
     store: &'a Store,
+    claim: &'a Claim,
     topology: Arc<Topology>,
 }
 
@@ -372,7 +504,20 @@ impl<P: Place> Phases<'_, P> {
         (self.events)(SplitEvent::Line(text));
     }
 
+    /// Refuses to go on once the claim is lost: another driver may run
+    /// the split now.
+    async fn still_claimed(&self, phase: &'static str) -> Result<(), DriverError> {
+        self.claim.held().await.map_err(|e| {
+            DriverError::Failed(format!(
+                "{phase}: this driver lost its claim on the split ({e}); it stopped. If no other \
+                 driver runs it (SHOW SPLITS, fleet split processes), {} continues it",
+                self.options.resume_hint
+            ))
+        })
+    }
+
     async fn save(&self, state: &SplitState, phase: &'static str) -> Result<(), DriverError> {
+        self.still_claimed(phase).await?;
         self.store.write(state).await.map_err(self.failed(phase))
     }
 
@@ -595,6 +740,7 @@ impl<P: Place> Phases<'_, P> {
     }
 
     async fn cutover(&self, state: &mut SplitState) -> Result<(), DriverError> {
+        self.still_claimed("cutover").await?;
         let started = self.started("cutover", "cutover ...");
         let request = MoveRequest {
             first: state.first,
@@ -674,6 +820,7 @@ impl<P: Place> Phases<'_, P> {
             )));
             tokio::time::sleep(Duration::from_secs(left)).await;
         }
+        self.still_claimed("cleanup").await?;
         let started = self.started("cleanup", "cleanup ...");
         let log = |line: String| tracing::info!(target: "shardgate::split", "cleanup: {line}");
         let removed = cleanup(&self.login, state, self.options.keep_moved, &log)
@@ -778,4 +925,35 @@ pub async fn dry_run(
         lines.push(format!("would {removal}"));
     }
     Ok(DryRun { lines, failures })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_file_record_is_claimed_by_one_driver_and_the_second_is_told_who_holds_it() {
+        let dir = std::env::temp_dir().join(format!("split-store-claim-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::File(dir.join("x.state"));
+        let held = store.claim("cli@h:1").await.unwrap();
+        let refused = store
+            .claim("proxy p (SPLIT SHARDS by admin)")
+            .await
+            .unwrap_err();
+        assert!(matches!(refused, DriverError::Busy(_)), "{refused:?}");
+        let text = refused.to_string();
+        assert!(
+            text.contains("is being run by another driver: cli@h:1, since ")
+                && text.contains("x.state.lock")
+                && text.contains("fuser"),
+            "{text}"
+        );
+        held.release().await;
+        store
+            .claim("proxy p (SPLIT SHARDS by admin)")
+            .await
+            .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -26,6 +26,13 @@ pub struct ThisProxy {
 }
 
 impl Place for ThisProxy {
+    fn holder(&self) -> String {
+        format!(
+            "proxy {} (SPLIT SHARDS by {})",
+            self.control.process.id, self.user
+        )
+    }
+
     async fn topology(&self) -> Result<Arc<Topology>, String> {
         Ok(self.control.engine.topology.load())
     }

@@ -39,7 +39,10 @@ pub use document::{get, push, push_with, refuse_open_document, refuse_rehoming, 
 pub use fence::{Clock, Liveness, Mark};
 pub use guarded::{outcome, GuardedPushError, Outcome};
 pub use pauses::{missing, PauseRecord, WatchedPauses};
-pub use records::{read_split_record, split_record_path, write_split_record};
+pub use records::{
+    claim_split, read_split_record, split_claim_path, split_record_path, write_split_record,
+    SplitClaim, SplitClaimed,
+};
 pub use registry::Registered;
 pub use watch::spawn_watch;
 

@@ -130,6 +130,62 @@ pub fn write_state(path: &Path, state: &SplitState) -> Result<(), SplitError> {
     std::fs::rename(&temporary, path).map_err(io)
 }
 
+/// The lock file beside a state file, `<state>.lock`: the driver running
+/// the split holds an exclusive `flock` on it and writes who it is there.
+pub fn lock_path(state: &Path) -> PathBuf {
+    let mut path = state.as_os_str().to_owned();
+    path.push(".lock");
+    PathBuf::from(path)
+}
+
+/// The exclusive lock of one driver on a file-recorded split: held by an
+/// open file, so the kernel releases it when the process ends, even by
+/// SIGKILL. The lock file stays (removing it would let two drivers lock
+/// two different files).
+#[derive(Debug)]
+pub struct FileClaim {
+    _file: std::fs::File,
+    path: PathBuf,
+}
+
+impl FileClaim {
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Locks the lock file of the state file `state` for `holder` (written
+/// into it); `Err(holder)` with what the driver holding it wrote when
+/// another holds it.
+pub fn claim_file(state: &Path, holder: &str) -> Result<Result<FileClaim, String>, SplitError> {
+    use std::io::{Read, Seek, Write};
+    let path = lock_path(state);
+    let io = |e: std::io::Error| SplitError::State(format!("locking {}: {e}", path.display()));
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut written = String::new();
+            let _ = file.read_to_string(&mut written);
+            return Ok(Err(written.trim().to_owned()));
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+    }
+    file.set_len(0).map_err(io)?;
+    file.rewind().map_err(io)?;
+    file.write_all(format!("{holder}\n").as_bytes())
+        .and_then(|()| file.flush())
+        .map_err(io)?;
+    Ok(Ok(FileClaim { _file: file, path }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +242,23 @@ mod tests {
             default_state_path(Path::new("/etc/sg/shardgate.yaml"), "main", 1, 2),
             PathBuf::from("/etc/sg/shardgate.yaml.split-main-1-2.state")
         );
+    }
+
+    #[test]
+    fn a_state_file_is_claimed_by_one_holder_at_a_time() {
+        let dir = std::env::temp_dir().join(format!("split-claim-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.state");
+        let first = claim_file(&path, "cli@a:1").unwrap().unwrap();
+        assert_eq!(first.path(), lock_path(&path));
+        assert_eq!(
+            claim_file(&path, "cli@b:2").unwrap().unwrap_err(),
+            "cli@a:1"
+        );
+        drop(first);
+        let second = claim_file(&path, "cli@b:2").unwrap().unwrap();
+        assert_eq!(std::fs::read_to_string(second.path()).unwrap(), "cli@b:2\n");
+        drop(second);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
