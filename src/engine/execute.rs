@@ -152,7 +152,7 @@ impl Engine {
                         text = &bound;
                     }
                     if size >= limits.blocking_analysis_bytes {
-                        route_off_runtime(text, &topology, state.route, placement).await
+                        Box::pin(route_off_runtime(text, &topology, state.route, placement)).await
                     } else {
                         route_digested(text, &topology, &state.route, placement)
                     }
@@ -172,7 +172,7 @@ impl Engine {
                 // Before the pause gate: once committed, the schema change
                 // waits there like any statement (the bound transaction's
                 // exemption no longer covers it).
-                let committed = self.commit_implicitly(&topology, state, client).await;
+                let committed = Box::pin(self.commit_implicitly(&topology, state, client)).await;
                 if committed.is_err() {
                     answer_failure(client, state.response_seq, committed).await?;
                     state.response_seq = client.next_seq();
@@ -191,9 +191,13 @@ impl Engine {
                 }
                 Err(Blocked::Stale) => {}
                 Err(Blocked::Paused(paused)) => {
-                    let resumed = self
-                        .wait_for_resume(&topology, &paused, &mut waiting_since, &state.entry)
-                        .await;
+                    let resumed = Box::pin(self.wait_for_resume(
+                        &topology,
+                        &paused,
+                        &mut waiting_since,
+                        &state.entry,
+                    ))
+                    .await;
                     if let Err(error) = resumed {
                         write_error(client, state.response_seq, &error).await?;
                         state.response_seq = client.next_seq();
@@ -320,8 +324,7 @@ impl Engine {
         };
         let result = match plan {
             Plan::Diagnostics { sql, asked } => {
-                self.run_diagnostics(topology, state, held, (&sql, &asked), client)
-                    .await
+                Box::pin(self.run_diagnostics(topology, state, held, (&sql, &asked), client)).await
             }
             plan => {
                 if let Some(conn) = held {
@@ -366,12 +369,18 @@ impl Engine {
         }
         match plan {
             Plan::Shard(query) => self.run_shard(topology, state, query, guard, client).await,
-            Plan::MultiShard(query) => self.run_multi_shard(topology, state, query, client).await,
-            Plan::AnyHost { sql, .. } => self.run_anywhere(topology, state, &sql, client).await,
-            Plan::Session(action) => self.run_session(topology, state, action, client).await,
+            // Boxed: the common path's future does not carry the others'.
+            Plan::MultiShard(query) => {
+                Box::pin(self.run_multi_shard(topology, state, query, client)).await
+            }
+            Plan::AnyHost { sql, .. } => {
+                Box::pin(self.run_anywhere(topology, state, &sql, client)).await
+            }
+            Plan::Session(action) => {
+                Box::pin(self.run_session(topology, state, action, client)).await
+            }
             Plan::Diagnostics { sql, asked } => {
-                self.run_diagnostics(topology, state, None, (&sql, &asked), client)
-                    .await
+                Box::pin(self.run_diagnostics(topology, state, None, (&sql, &asked), client)).await
             }
             Plan::Reject(error) => Err(Failure::Client(ClientError::Route(error))),
         }

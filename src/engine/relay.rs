@@ -365,7 +365,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                     {
                         Ok(composed) => composed,
                         Err(overflow) if last => {
-                            write_refusal(client, frame.seq(), &overflow).await?;
+                            Box::pin(write_refusal(client, frame.seq(), &overflow)).await?;
                             return Ok(RelayOutcome {
                                 rows,
                                 status: info.status,
@@ -428,9 +428,9 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                     if let Some((code, _, message)) = parse_err(payload) {
                         error_code = Some(code);
                         if let Some(overflow) =
-                            local_id_overflow(backend, code, &message, shard).await
+                            Box::pin(local_id_overflow(backend, code, &message, shard)).await
                         {
-                            write_refusal(client, frame.seq(), &overflow).await?;
+                            Box::pin(write_refusal(client, frame.seq(), &overflow)).await?;
                             return Ok(RelayOutcome {
                                 rows,
                                 status: StatusFlags::empty(),
@@ -471,7 +471,7 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                         .map_err(RelayFailure::Client)?;
                     client.flush().await.map_err(RelayFailure::Client)?;
                     forwarded = true;
-                    seq = relay_client_file(backend, infile.link, backend_seq).await?;
+                    seq = Box::pin(relay_client_file(backend, infile.link, backend_seq)).await?;
                     continue;
                 }
                 (Stage::FirstPacket, _) => {

@@ -2,6 +2,8 @@
 //! backend connection a transaction binds to on its first write or locking
 //! read.
 
+use std::sync::Arc;
+
 use tokio::io::AsyncWrite;
 
 use super::answer::write_ok;
@@ -13,6 +15,7 @@ use super::session_state::SessionState;
 use super::transaction_state::{AutocommitUndo, BoundTransaction, ShardVenue, TransitionError};
 use super::venue::{send_and_relay, send_unrelayed, Venue};
 use super::Engine;
+use crate::backend::HostPool;
 use crate::error::ClientError;
 use crate::protocol::packets::ERR_HEADER;
 use crate::protocol::FrameWriter;
@@ -115,7 +118,7 @@ impl Engine {
         {
             ShardVenue::Pool => return Ok((Venue::Pool(pool), guard)),
             ShardVenue::Bound => {
-                self.check_not_moved(topology, state).await?;
+                Box::pin(self.check_not_moved(topology, state)).await?;
                 return Ok((Venue::Bound, guard));
             }
             ShardVenue::OtherShard => {
@@ -132,10 +135,25 @@ impl Engine {
             }
             ShardVenue::Bind => {}
         }
+        // Boxed: the statement path's future does not carry a binding's.
+        Box::pin(self.bind_transaction(topology, state, &pool, target, fleet, guard)).await
+    }
+
+    /// Checks out the connection a transaction binds, sends what opens the
+    /// transaction on it, and binds it with `guard`.
+    async fn bind_transaction(
+        &self,
+        topology: &Topology,
+        state: &mut SessionState,
+        pool: &Arc<HostPool>,
+        target: Target,
+        fleet: &str,
+        guard: ShardGuard,
+    ) -> Result<(Venue, ShardGuard), Failure> {
         // The transaction's own connection: outside the session's share, so
         // its reads of other shards on the same host never wait for it.
         let mut conn = self
-            .checkout_with(topology, &pool, Some(target), state, false)
+            .checkout_with(topology, pool, Some(target), state, false)
             .await?;
         let opening = state
             .transaction

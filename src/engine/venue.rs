@@ -170,7 +170,8 @@ impl Engine {
             }
             Venue::Held(mut conn) => {
                 state.transaction.ran_elsewhere();
-                match send_on(&mut conn, (sql, wire), client, options, &session).await {
+                // Boxed here and for any master: rarer than a shard's pool.
+                match Box::pin(send_on(&mut conn, (sql, wire), client, options, &session)).await {
                     Ok(outcome) => {
                         // Diagnostics leave the diagnostics area as it was.
                         state.held = Some(conn);
@@ -186,9 +187,8 @@ impl Engine {
                 state.transaction.ran_elsewhere();
                 let mut conn = self.checkout(topology, &pool, target, state).await?;
                 if let Some(prelude) = &prelude {
-                    conn = self
-                        .send_prelude(topology, state, conn, target, prelude)
-                        .await?;
+                    conn =
+                        Box::pin(self.send_prelude(topology, state, conn, target, prelude)).await?;
                 }
                 self.run_pooled(
                     topology,
@@ -204,18 +204,17 @@ impl Engine {
                 state.transaction.ran_elsewhere();
                 let mut refused = None;
                 for pool in &pools {
-                    match self.checkout(topology, pool, target, state).await {
+                    match Box::pin(self.checkout(topology, pool, target, state)).await {
                         Ok(conn) => {
-                            return self
-                                .run_pooled(
-                                    topology,
-                                    state,
-                                    conn,
-                                    (target, sql, wire, stamp),
-                                    options,
-                                    client,
-                                )
-                                .await
+                            return Box::pin(self.run_pooled(
+                                topology,
+                                state,
+                                conn,
+                                (target, sql, wire, stamp),
+                                options,
+                                client,
+                            ))
+                            .await
                         }
                         Err(failure) => refused = Some(failure),
                     }
@@ -249,8 +248,9 @@ impl Engine {
             Err(RelayFailure::NotSent(_)) if conn.reused => {
                 let pool = conn.pool().clone();
                 conn.discard_broken();
-                conn = self.checkout(topology, &pool, target, state).await?;
-                send_on(&mut conn, (sql, wire), client, options, &session).await
+                // Boxed, as rare: the statement path's future stays small.
+                conn = Box::pin(self.checkout(topology, &pool, target, state)).await?;
+                Box::pin(send_on(&mut conn, (sql, wire), client, options, &session)).await
             }
             result => result,
         };
