@@ -208,7 +208,10 @@ async fn accept_round(
             // Every line a session logs carries its id and, once logged in,
             // its user.
             let span = info_span!("session", connection_id, user = tracing::field::Empty);
-            let run = session::logged(span, session::run(engine, stream, connection_id, tls, bounds));
+            let run = session::logged(
+                span,
+                session::run(engine, stream, connection_id, tls, bounds),
+            );
             if let Err(error) = run.await {
                 debug!(connection_id, %peer, %error, "session ended with an error");
             }

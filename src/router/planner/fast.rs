@@ -975,11 +975,27 @@ mod tests {
 
     #[test]
     fn decimals_are_written_as_format_writes_them() {
-        for n in [0, 1, 9, 10, 99, 100, 2047, 4095, 123_456, u64::from(u32::MAX), u64::MAX] {
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            2047,
+            4095,
+            123_456,
+            u64::from(u32::MAX),
+            u64::MAX,
+        ] {
             for width in [0, 1, 3, 5, 25] {
                 let mut out = b"x".to_vec();
                 push_decimal(&mut out, n, width);
-                assert_eq!(out, format!("x{n:0width$}").into_bytes(), "{n} width {width}");
+                assert_eq!(
+                    out,
+                    format!("x{n:0width$}").into_bytes(),
+                    "{n} width {width}"
+                );
                 if width == 0 {
                     assert_eq!(out.len() - 1, decimal_len(n));
                 }
