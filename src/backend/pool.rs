@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
+use rustc_hash::FxHashMap;
 use tokio::sync::futures::Notified;
 use tokio::sync::{AcquireError, Notify, OwnedSemaphorePermit, Semaphore};
 
@@ -472,7 +473,8 @@ impl HostPool {
 /// its multi-shard parts'), so one session cannot take a whole pool.
 #[derive(Debug, Default)]
 pub struct PoolShare {
-    hosts: Mutex<HashMap<String, (usize, Arc<Semaphore>)>>,
+    /// By host address (from the config: a cheap hasher is safe).
+    hosts: Mutex<FxHashMap<String, (usize, Arc<Semaphore>)>>,
 }
 
 impl PoolShare {

@@ -238,8 +238,10 @@ struct Activity {
     db: Option<String>,
     command: &'static str,
     state: &'static str,
-    /// The statement running; its storage is kept between statements.
-    info: String,
+    /// The statement running, as the client sent it (turned into text
+    /// only when `SHOW PROCESSLIST` reads it); its storage is kept between
+    /// statements.
+    info: Vec<u8>,
     /// Whether `info` holds a statement (none while idle).
     has_info: bool,
     since: Instant,
@@ -288,7 +290,7 @@ impl SessionEntry {
                 db: None,
                 command: "Sleep",
                 state: "",
-                info: String::new(),
+                info: Vec::new(),
                 has_info: false,
                 since: Instant::now(),
             }),
@@ -334,7 +336,7 @@ impl SessionEntry {
         activity.info.clear();
         activity.has_info = info.is_some();
         if let Some(text) = info {
-            activity.info.push_str(&String::from_utf8_lossy(text));
+            activity.info.extend_from_slice(text);
         }
         activity.since = Instant::now();
     }
@@ -347,7 +349,7 @@ impl SessionEntry {
         activity.has_info = false;
         // A long statement's text is not held while idle.
         if activity.info.capacity() > KEPT_INFO_CAPACITY {
-            activity.info = String::new();
+            activity.info = Vec::new();
         }
         activity.since = Instant::now();
         if activity.db.as_deref() != db {
@@ -449,7 +451,9 @@ impl SessionEntry {
             },
             elapsed: activity.since.elapsed(),
             state: activity.state,
-            info: activity.has_info.then(|| activity.info.clone()),
+            info: activity
+                .has_info
+                .then(|| String::from_utf8_lossy(&activity.info).into_owned()),
         }
     }
 }
@@ -574,6 +578,16 @@ mod tests {
         assert_eq!(
             entry.row().info.map(|info| info.len()),
             Some(MAX_INFO_BYTES)
+        );
+    }
+
+    #[test]
+    fn a_statement_that_is_not_utf8_is_shown_with_replacement_characters() {
+        let entry = SessionEntry::detached(1);
+        entry.start("Query", Some(b"SELECT '\xff\xfe' -- \xc3\xa9"));
+        assert_eq!(
+            entry.row().info.as_deref(),
+            Some("SELECT '\u{fffd}\u{fffd}' -- \u{e9}")
         );
     }
 

@@ -4,7 +4,7 @@ use std::io;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tracing::{debug, info, info_span, Instrument};
+use tracing::{debug, info, info_span};
 
 use super::handshake::{self, LoginBounds};
 use super::session;
@@ -208,7 +208,10 @@ async fn accept_round(
             // Every line a session logs carries its id and, once logged in,
             // its user.
             let span = info_span!("session", connection_id, user = tracing::field::Empty);
-            let run = session::run(engine, stream, connection_id, tls, bounds).instrument(span);
+            let run = session::logged(
+                span,
+                session::run(engine, stream, connection_id, tls, bounds),
+            );
             if let Err(error) = run.await {
                 debug!(connection_id, %peer, %error, "session ended with an error");
             }

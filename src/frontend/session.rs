@@ -44,6 +44,25 @@ const COM_RESET_CONNECTION: u8 = Command::COM_RESET_CONNECTION as u8;
 const COM_PROCESS_KILL: u8 = Command::COM_PROCESS_KILL as u8;
 const COM_PROCESS_INFO: u8 = Command::COM_PROCESS_INFO as u8;
 
+/// Runs `session` (a session's whole future) inside `span` (its
+/// `connection_id` and `user`) only while debug events may be logged: the
+/// span is entered and left at every poll, a cost paid per statement for
+/// nothing when no event of the session can be logged. The few events a
+/// session logs above debug (the slow log, a hand-off refused) carry the
+/// connection id as a field of their own.
+pub async fn logged<F: std::future::Future>(span: tracing::Span, session: F) -> F::Output {
+    let mut session = std::pin::pin!(session);
+    std::future::poll_fn(|cx| {
+        if tracing::level_enabled!(tracing::Level::DEBUG) {
+            let _entered = span.enter();
+            session.as_mut().poll(cx)
+        } else {
+            session.as_mut().poll(cx)
+        }
+    })
+    .await
+}
+
 /// Serves one client connection until it quits or fails. With `tls`
 /// (the config's `tls` section) the greeting offers TLS and a client that
 /// asks for it is served over TLS; plain clients are served over the
@@ -458,9 +477,12 @@ where
                             None => std::future::pending().await,
                         }
                     };
+                    // Biased (a kill first, then the read): no random
+                    // start drawn per statement.
                     tokio::select! {
-                        read = &mut read => break Some(read),
+                        biased;
                         () = entry.killed() => break None,
+                        read = &mut read => break Some(read),
                         () = self.engine.sessions.draining(), if closable => {
                             stopping = true;
                             break None;
@@ -851,7 +873,9 @@ where
             // A LOAD DATA LOCAL INFILE reads the client's file meanwhile.
             let go_on = match &mut self.client_file {
                 Some((_, requests)) => {
+                    // Biased: no random start drawn per statement.
                     tokio::select! {
+                        biased;
                         go_on = run => go_on?,
                         () = requests.serve(&mut self.reader) => false,
                     }
@@ -1076,6 +1100,32 @@ mod tests {
     /// What a session's task holds between commands is its state, not the
     /// statement path's futures (boxed while a command runs): 10,000 idle
     /// sessions must fit in a small budget.
+    #[test]
+    fn a_logged_session_runs_in_its_span_while_debug_lines_are_logged() {
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(std::io::sink)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("session", connection_id = 7u32);
+            let id = span.id();
+            let inside = logged(span, async { tracing::Span::current().id() });
+            let inside = run_ready(inside);
+            assert!(id.is_some());
+            assert_eq!(inside, id);
+        });
+    }
+
+    /// Polls `future`, which must not wait, to its end.
+    fn run_ready<F: std::future::Future>(future: F) -> F::Output {
+        let mut future = std::pin::pin!(future);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match future.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(out) => out,
+            std::task::Poll::Pending => panic!("the future waited"),
+        }
+    }
+
     #[test]
     fn an_idle_session_task_stays_small() {
         let engine = Arc::new(Engine::new(load(SPEC_YAML)));

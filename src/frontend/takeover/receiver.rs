@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use thiserror::Error;
 use tokio::net::UnixStream;
-use tracing::{debug, info, info_span, warn, Instrument};
+use tracing::{debug, info, info_span, warn};
 
 use super::wire::Channel;
 use super::{format_of, Message, FORMAT};
@@ -250,13 +250,12 @@ fn take_session(
     // cap is lower here: it is open already); the old process's count
     // drops when its session ends.
     let slot = engine.clients.count_in();
-    let run = async move {
+    let run = session::logged(span, async move {
         let _slot = slot;
         if let Err(error) = run.await {
             debug!(%error, "session ended with an error");
         }
-    }
-    .instrument(span);
+    });
     Ok(Pending {
         run: Box::pin(run),
         socket,

@@ -38,10 +38,11 @@
 //! [`MAX_SEEN`] shapes seen once, each emptied when full.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hash, Hasher};
 
 use bytes::Bytes;
+use rustc_hash::FxHashMap;
 
 use super::keys::decode_id;
 use super::notes::{note_untemplatable, KeyRule, Record, RECORD};
@@ -66,13 +67,18 @@ thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
     static ENABLED: Cell<bool> = const { Cell::new(true) };
     static HITS: Cell<u64> = const { Cell::new(0) };
+    /// The keys of this thread's shape hashes: random, so a client cannot
+    /// choose statements whose hashes crowd one place of the caches.
+    static SHAPE_KEYS: RandomState = RandomState::new();
 }
 
+/// Keyed by a shape's hash (keyed at random per thread, so a cheap hasher
+/// of the maps is safe).
 #[derive(Default)]
 struct Cache {
-    templates: HashMap<u64, Template>,
+    templates: FxHashMap<u64, Template>,
     /// Shapes seen once (`true`) or refused (`false`).
-    seen: HashMap<u64, bool>,
+    seen: FxHashMap<u64, bool>,
 }
 
 /// Turns the fast path of this thread on or off (on by default): off,
@@ -235,7 +241,7 @@ impl<'s> Shape<'s> {
     }
 
     fn hash(&self, ctx: &RouteContext, identity: u64) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut h = SHAPE_KEYS.with(RandomState::build_hasher);
         identity.hash(&mut h);
         context_key(ctx).hash(&mut h);
         for (segment, value) in self
@@ -412,22 +418,12 @@ impl Template {
             .sum();
         let mut sql = Vec::with_capacity(len);
         for piece in &self.pieces {
-            use std::io::Write;
             match *piece {
                 Piece::Text(start, end) => sql.extend_from_slice(self.text.get(start..end)?),
                 Piece::Value(i) => sql.extend_from_slice(shape.value(i)),
-                Piece::LocalId => write!(sql, "{}", local_id?).ok()?,
-                // As `DatabaseFormat::format` writes it.
-                Piece::DbName => write!(
-                    sql,
-                    "{}{:0width$}{}",
-                    database.prefix,
-                    shard,
-                    database.suffix,
-                    width = database.width
-                )
-                .ok()?,
-                Piece::Shard => write!(sql, "{shard}").ok()?,
+                Piece::LocalId => push_decimal(&mut sql, local_id?, 0),
+                Piece::DbName => push_db_name(&mut sql, database, shard),
+                Piece::Shard => push_decimal(&mut sql, u64::from(shard), 0),
             }
         }
         Some(Plan::Shard(self.shard_query(shard, host, sql)))
@@ -454,6 +450,32 @@ impl Template {
 /// Digits of `n` in decimal.
 fn decimal_len(n: u64) -> usize {
     n.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
+/// Appends `n` in decimal, zero-padded to `width` digits (as `{n:0width$}`
+/// writes it, without the formatting machinery).
+fn push_decimal(out: &mut Vec<u8>, mut n: u64, width: usize) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    for digit in digits.iter_mut().rev() {
+        *digit = b'0' + (n % 10) as u8;
+        start -= 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let written = digits.len() - start;
+    out.resize(out.len() + width.saturating_sub(written), b'0');
+    out.extend_from_slice(digits.get(start..).unwrap_or_default());
+}
+
+/// Appends shard `shard`'s database name, as `DatabaseFormat::format`
+/// writes it.
+fn push_db_name(out: &mut Vec<u8>, database: &crate::topology::DatabaseFormat, shard: u32) {
+    out.extend_from_slice(database.prefix.as_bytes());
+    push_decimal(out, u64::from(shard), database.width);
+    out.extend_from_slice(database.suffix.as_bytes());
 }
 
 /// The shard (and an object's local id) a key literal's content selects,
@@ -921,7 +943,6 @@ impl Template {
         let mut sql = Vec::with_capacity(self.text.len() + 32);
         let mut params = Vec::new();
         for piece in &self.pieces {
-            use std::io::Write;
             match *piece {
                 Piece::Text(start, end) => sql.extend_from_slice(self.text.get(start..end)?),
                 Piece::Value(i) => match marker_of.get(i).copied().flatten() {
@@ -935,16 +956,8 @@ impl Template {
                     sql.push(b'?');
                     params.push(MarkedParam::LocalId(local_id?));
                 }
-                Piece::DbName => write!(
-                    sql,
-                    "{}{:0width$}{}",
-                    database.prefix,
-                    shard,
-                    database.suffix,
-                    width = database.width
-                )
-                .ok()?,
-                Piece::Shard => write!(sql, "{shard}").ok()?,
+                Piece::DbName => push_db_name(&mut sql, database, shard),
+                Piece::Shard => push_decimal(&mut sql, u64::from(shard), 0),
             }
         }
         Some(MarkedPlan {
@@ -953,5 +966,54 @@ impl Template {
             markers: Vec::new(),
             digest: self.digest,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_are_written_as_format_writes_them() {
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            2047,
+            4095,
+            123_456,
+            u64::from(u32::MAX),
+            u64::MAX,
+        ] {
+            for width in [0, 1, 3, 5, 25] {
+                let mut out = b"x".to_vec();
+                push_decimal(&mut out, n, width);
+                assert_eq!(
+                    out,
+                    format!("x{n:0width$}").into_bytes(),
+                    "{n} width {width}"
+                );
+                if width == 0 {
+                    assert_eq!(out.len() - 1, decimal_len(n));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn database_names_are_written_as_the_topology_formats_them() {
+        let format = crate::topology::DatabaseFormat {
+            prefix: "db".to_owned(),
+            width: 5,
+            suffix: "_x".to_owned(),
+        };
+        for shard in [0, 7, 2048, 99_999, 123_456] {
+            let mut out = Vec::new();
+            push_db_name(&mut out, &format, shard);
+            assert_eq!(String::from_utf8(out).unwrap(), format.format(shard));
+        }
     }
 }
