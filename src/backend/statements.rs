@@ -150,6 +150,21 @@ impl StatementCache {
         true
     }
 
+    /// Queues the least recently used kept statement for closing: its
+    /// server is past three quarters of `max_prepared_stmt_count`
+    /// ([`server_has_room`]), and statements the proxy keeps there must
+    /// give way until it has room again (else every proxy's kept
+    /// statements could hold the server at its maximum, and clients'
+    /// own prepares would be refused with 1461).
+    pub fn shed(&mut self) {
+        let Some(oldest) = self.least_recent().map(|(text, _)| text.clone()) else {
+            return;
+        };
+        if let Some(evicted) = self.entries.remove(&oldest) {
+            self.to_close.push(evicted.id);
+        }
+    }
+
     /// Keeps `text` as statement `id`, prepared under `fingerprint`, within
     /// `capacity` statements (the least recently used queued for closing).
     pub fn insert(&mut self, fingerprint: u64, text: &[u8], id: u32, capacity: usize) {
@@ -510,6 +525,27 @@ mod tests {
         cache.prepared(7, 0);
         cache.forget_all();
         assert_eq!(cache.last(), LastPrepared::Unknown);
+    }
+
+    #[test]
+    fn a_server_without_room_gets_kept_statements_closed_one_per_use() {
+        let mut cache = StatementCache::default();
+        for (id, text) in [b"a", b"b", b"c"].iter().enumerate() {
+            cache.insert(1, *text, id as u32 + 1, 8);
+        }
+        assert_eq!(cache.lookup(1, b"a"), Some(1));
+        cache.shed();
+        assert_eq!(cache.len(), 2);
+        assert_eq!(
+            cache.take_closes(),
+            vec![2],
+            "the least recently used goes first"
+        );
+        cache.shed();
+        cache.shed();
+        cache.shed();
+        assert!(cache.is_empty());
+        assert_eq!(cache.take_closes(), vec![3, 1]);
     }
 
     #[test]

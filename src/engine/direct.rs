@@ -121,6 +121,13 @@ pub(super) async fn execute_direct<W: AsyncWrite + Unpin>(
         Err(Unsent(error)) => return Err(RelayFailure::NotSent(error)),
         Err(Lost(error)) => return Err(lost(error)),
     };
+    // Statements queued for closing (evicted, shed while the server has
+    // no room, or of other settings) go out before the text, else a
+    // connection that runs only text would keep them open on the server.
+    let closes = backend.statements.take_closes();
+    write_closes(backend, &closes)
+        .await
+        .map_err(RelayFailure::NotSent)?;
     backend
         .send_command(Command::COM_QUERY, &text)
         .await
@@ -167,6 +174,9 @@ fn kept_statement(backend: &mut BackendConn, sql: &[u8], keep: Keep) -> Kept {
     let cacheable = keep.capacity > 0 && fingerprint != DIRTY && sql.len() <= MAX_CACHED_TEXT;
     if !cacheable {
         return Kept::Once;
+    }
+    if !keep.room {
+        backend.statements.shed();
     }
     if let Some(id) = backend.statements.lookup(fingerprint, sql) {
         return Kept::Hit(id);

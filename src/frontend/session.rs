@@ -328,6 +328,10 @@ fn new_state(connection_id: u32, login: &LoggedIn, entry: &Arc<SessionEntry>) ->
 /// The client stayed silent past the session's idle limit.
 struct IdleTimeout;
 
+/// The idle deadline used when the limit (a server's `wait_timeout`) is
+/// too large to add to the clock: about 30 years.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
 /// Whether the session goes on after a command.
 enum Next {
     Continue,
@@ -440,7 +444,8 @@ where
             // transaction idle on a shard being paused is rolled back after
             // 3/4 of `pause.drain_timeout_ms`, so the pause can complete.
             let idle_during_pause = self.idle_during_pause();
-            let deadline = tokio::time::Instant::now() + limit;
+            let now = tokio::time::Instant::now();
+            let deadline = now.checked_add(limit).unwrap_or(now + FAR_FUTURE);
             let idle_timer = self
                 .idle_timer
                 .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));

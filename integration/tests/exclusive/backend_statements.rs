@@ -669,6 +669,52 @@ async fn a_server_near_max_prepared_stmt_count_gets_no_new_kept_statements() {
     unseed_shards(&mut ops, 64, base, 2).await;
 }
 
+/// A server past three quarters of its `max_prepared_stmt_count` gets the
+/// statements the proxy keeps there closed, one per prepared execute, so
+/// that proxies cannot hold it at its maximum, where clients' own prepares
+/// are refused (decision 0039); the lookups go on, answered right.
+#[tokio::test]
+async fn a_server_past_three_quarters_gets_the_kept_statements_closed() {
+    let _serial = serial().await;
+    let mut ops = operations(MASTER_A).await;
+    let base: u64 = 6 << 33;
+    let rows = seed_shards(&mut ops, 16, base, 2).await;
+    let proxy = proxy_keeping("backend-statements-shed", None);
+    let mut conn = app(&proxy).await;
+    let statement = conn
+        .prep("SELECT data FROM pins WHERE id = ?")
+        .await
+        .unwrap();
+    let open_before = counters(&mut ops).await[3];
+    lookups(&mut conn, &statement, &rows, 0..rows.len()).await;
+    let kept = counters(&mut ops).await[3].saturating_sub(open_before);
+    assert!(
+        kept >= 8,
+        "the proxy keeps the shards' statements: {kept} open"
+    );
+    let old: Option<u64> = ops
+        .query_first("SELECT @@GLOBAL.max_prepared_stmt_count")
+        .await
+        .unwrap();
+    let _restore = RestoreMaxPrepared(old.expect("max_prepared_stmt_count"));
+    // No room even once the proxy's statements are closed.
+    ops.query_drop("SET GLOBAL max_prepared_stmt_count = 0")
+        .await
+        .unwrap();
+    // The health checker reads the server's counts once a second.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let picks = (0..rows.len()).chain(uniform_picks(rows.len(), 64));
+    lookups(&mut conn, &statement, &rows, picks).await;
+    let open_after = counters(&mut ops).await[3];
+    assert!(
+        open_after <= open_before,
+        "the proxy's {kept} kept statements are closed: {open_after} open after, {open_before} before they were kept"
+    );
+    drop(conn);
+    drop(proxy);
+    unseed_shards(&mut ops, 16, base, 2).await;
+}
+
 /// A miss whose columns need binary rows (a FLOAT) goes as a prepare, an
 /// execute of the last prepared statement and its close in one write. When
 /// the server refuses that prepare (at `max_prepared_stmt_count`) right
