@@ -326,6 +326,36 @@ async fn prepare_alone(
     }
 }
 
+/// Sends, in one write after the queued closes, COM_STMT_PREPARE of `sql`
+/// and COM_STMT_EXECUTE of [`LAST_PREPARED`] (no parameters), and with
+/// `close` COM_STMT_CLOSE of it.
+async fn send_prepare_execute_last(
+    backend: &mut BackendConn,
+    sql: &[u8],
+    close: bool,
+) -> Result<(), DirectFailure> {
+    let closes = backend.statements.take_closes();
+    let sent = async {
+        write_closes(backend, &closes).await?;
+        backend
+            .writer
+            .write_command(Command::COM_STMT_PREPARE as u8, sql)
+            .await?;
+        backend
+            .writer
+            .write_command(Command::COM_STMT_EXECUTE as u8, &EXECUTE_LAST)
+            .await?;
+        if close {
+            backend
+                .writer
+                .write_command(Command::COM_STMT_CLOSE as u8, &LAST_PREPARED)
+                .await?;
+        }
+        backend.writer.flush().await
+    };
+    sent.await.map_err(Unsent)
+}
+
 /// Queues COM_STMT_CLOSE of `ids` (no answer comes).
 async fn write_closes(backend: &mut BackendConn, ids: &[u32]) -> io::Result<()> {
     for id in ids {
@@ -404,20 +434,7 @@ async fn prepare_and_keep(
     keep: Keep,
 ) -> Result<bool, DirectFailure> {
     let fingerprint = backend.settings_fingerprint;
-    let closes = backend.statements.take_closes();
-    let sent = async {
-        write_closes(backend, &closes).await?;
-        backend
-            .writer
-            .write_command(Command::COM_STMT_PREPARE as u8, sql)
-            .await?;
-        backend
-            .writer
-            .write_command(Command::COM_STMT_EXECUTE as u8, &EXECUTE_LAST)
-            .await?;
-        backend.writer.flush().await
-    };
-    sent.await.map_err(Unsent)?;
+    send_prepare_execute_last(backend, sql, false).await?;
     match read_prepare_answer(backend, deprecate_eof)
         .await
         .map_err(Lost)?
@@ -444,24 +461,7 @@ async fn run_once(
     sql: &[u8],
     deprecate_eof: bool,
 ) -> Result<bool, DirectFailure> {
-    let closes = backend.statements.take_closes();
-    let sent = async {
-        write_closes(backend, &closes).await?;
-        backend
-            .writer
-            .write_command(Command::COM_STMT_PREPARE as u8, sql)
-            .await?;
-        backend
-            .writer
-            .write_command(Command::COM_STMT_EXECUTE as u8, &EXECUTE_LAST)
-            .await?;
-        backend
-            .writer
-            .write_command(Command::COM_STMT_CLOSE as u8, &LAST_PREPARED)
-            .await?;
-        backend.writer.flush().await
-    };
-    sent.await.map_err(Unsent)?;
+    send_prepare_execute_last(backend, sql, true).await?;
     match read_prepare_answer(backend, deprecate_eof)
         .await
         .map_err(Lost)?

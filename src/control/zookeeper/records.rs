@@ -27,6 +27,18 @@ pub async fn read_split_record(
     }
 }
 
+/// A session to the document at `location`, its `splits` child created
+/// when missing.
+async fn connect_with_splits(location: &ZkLocation) -> Result<zk::Client, ZkError> {
+    let client = connect(location).await?;
+    let dir = format!("{}/splits", location.path);
+    client
+        .mkdir(&dir, &persistent())
+        .await
+        .map_err(request("create", &dir))?;
+    Ok(client)
+}
+
 /// Writes the record `name` of the document at `location` (created with
 /// its parent when missing).
 pub async fn write_split_record(
@@ -34,12 +46,7 @@ pub async fn write_split_record(
     name: &str,
     bytes: &[u8],
 ) -> Result<(), ZkError> {
-    let client = connect(location).await?;
-    let dir = format!("{}/splits", location.path);
-    client
-        .mkdir(&dir, &persistent())
-        .await
-        .map_err(request("create", &dir))?;
+    let client = connect_with_splits(location).await?;
     let path = split_record_path(location, name);
     match client.create(&path, bytes, &persistent()).await {
         Ok(_) => Ok(()),
@@ -93,12 +100,7 @@ pub async fn claim_split(
     name: &str,
     holder: &str,
 ) -> Result<SplitClaimed, ZkError> {
-    let client = connect(location).await?;
-    let dir = format!("{}/splits", location.path);
-    client
-        .mkdir(&dir, &persistent())
-        .await
-        .map_err(request("create", &dir))?;
+    let client = connect_with_splits(location).await?;
     let path = split_claim_path(location, name);
     // A claim released between the create and the read is claimed again.
     for _ in 0..3 {
