@@ -196,9 +196,10 @@ start_proxy() {
     die "could not rewrite both listen addresses in the config copy"
   [[ -z "${1:-}" ]] || printf '%s\n' "$1" >>"$WORK/shardgate.yaml"
   log "starting proxy on 127.0.0.1:$PROXY_PORT (admin $ADMIN_PORT)"
-  "$WORK/shardgate" serve --config "$WORK/shardgate.yaml" >"$WORK/proxy.log" 2>&1 &
+  # shellcheck disable=SC2086 # PROXY_WRAPPER is a command line (valgrind ...)
+  ${PROXY_WRAPPER:-} "$WORK/shardgate" serve --config "$WORK/shardgate.yaml" >"$WORK/proxy.log" 2>&1 &
   PROXY_PID=$!
-  for _ in $(seq 100); do
+  for _ in $(seq "${PROXY_START_TRIES:-100}"); do
     kill -0 "$PROXY_PID" 2>/dev/null || { cat "$WORK/proxy.log" >&2; PROXY_PID=; die "the proxy exited"; }
     if mariadb -h127.0.0.1 -P"$PROXY_PORT" -u"$APP_USER" -p"$APP_PASSWORD" -N -e 'SELECT 1' >/dev/null 2>&1; then
       ready=1; break
@@ -278,9 +279,10 @@ EOF
   haproxy -c -f "$WORK/haproxy.cfg" >"$WORK/haproxy-check.log" 2>&1 ||
     { cat "$WORK/haproxy-check.log" >&2; die "haproxy rejects its generated config ($WORK/haproxy.cfg)"; }
   log "starting haproxy $(haproxy -v | awk 'NR == 1 {print $3}') on 127.0.0.1:$HAPROXY_PORT (mode tcp, nbthread 1) in front of $MASTER_HOST:$MASTER_PORT"
-  haproxy -f "$WORK/haproxy.cfg" -db >"$WORK/haproxy.log" 2>&1 &
+  # shellcheck disable=SC2086 # HAPROXY_WRAPPER is a command line (valgrind ...)
+  ${HAPROXY_WRAPPER:-} haproxy -f "$WORK/haproxy.cfg" -db >"$WORK/haproxy.log" 2>&1 &
   HAPROXY_PID=$!
-  for _ in $(seq 50); do
+  for _ in $(seq "${HAPROXY_START_TRIES:-50}"); do
     kill -0 "$HAPROXY_PID" 2>/dev/null || { cat "$WORK/haproxy.log" >&2; HAPROXY_PID=; die "haproxy exited"; }
     if mariadb -h127.0.0.1 -P"$HAPROXY_PORT" -u"$BACKEND_USER" -p"$BACKEND_PASSWORD" -N -e 'SELECT 1' >/dev/null 2>&1; then
       ready=1; break
