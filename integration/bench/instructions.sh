@@ -120,7 +120,7 @@ top_functions() {
         line = $0; sub(/^ *[0-9,]+ +\( *[0-9.]+%\) +/, "", line)
         if (line ~ /^\*/ || line ~ /clone.S|start_thread|thread_start|call_once\{\{vtable.shim\}\}|block_on|enter_runtime|begin_short_backtrace/) next
         sub(/ \[[^]]*\]$/, "", line); sub(/^.*\.(rs|c|S):/, "", line)
-        if (++k > top) exit
+        if (++k > top) next
         printf "| %.0f | `%s` |\n", count / n, substr(line, 1, 140)
       }'
 }
