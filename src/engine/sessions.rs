@@ -664,23 +664,23 @@ mod tests {
         let sessions = Arc::new(Sessions::default());
         let registration = sessions.register(3, "app", "h");
         let entry = registration.entry();
-        entry.start("Query", Some(b"SELECT SLEEP(30)"));
+        entry.start("Query", Some(b"SELECT SLEEP(30)"), Instant::now());
         let row = entry.row();
         assert_eq!(
             (row.command, row.state, row.info.as_deref()),
             ("Query", "executing", Some("SELECT SLEEP(30)"))
         );
-        entry.sleep(Some("db00001"));
+        entry.sleep(Some("db00001"), Instant::now());
         let row = entry.row();
         assert_eq!(
             (row.command, row.info, row.db.as_deref()),
             ("Sleep", None, Some("db00001"))
         );
-        entry.start("Query", Some(b"SELECT 1"));
+        entry.start("Query", Some(b"SELECT 1"), Instant::now());
         assert!(!entry.is_cancelled());
         entry.cancel();
         assert!(entry.is_cancelled());
-        entry.start("Query", Some(b"SELECT 2"));
+        entry.start("Query", Some(b"SELECT 2"), Instant::now());
         assert!(!entry.is_cancelled(), "the next command is not cancelled");
         entry.kill();
         assert!(entry.is_killed());
@@ -688,9 +688,26 @@ mod tests {
     }
 
     #[test]
+    fn the_time_in_a_state_counts_from_the_moment_given() {
+        let entry = SessionEntry::detached(1);
+        let minute = std::time::Duration::from_secs(60);
+        let received = Instant::now()
+            .checked_sub(minute)
+            .expect("a minute of uptime");
+        entry.start("Query", Some(b"SELECT 1"), received);
+        assert!(entry.row().elapsed >= minute);
+        entry.sleep(None, Instant::now());
+        assert!(entry.row().elapsed < minute);
+    }
+
+    #[test]
     fn a_long_statement_is_kept_in_part() {
         let entry = SessionEntry::detached(1);
-        entry.start("Query", Some(&vec![b'x'; MAX_INFO_BYTES * 2]));
+        entry.start(
+            "Query",
+            Some(&vec![b'x'; MAX_INFO_BYTES * 2]),
+            Instant::now(),
+        );
         assert_eq!(
             entry.row().info.map(|info| info.len()),
             Some(MAX_INFO_BYTES)
@@ -700,7 +717,11 @@ mod tests {
     #[test]
     fn a_statement_that_is_not_utf8_is_shown_with_replacement_characters() {
         let entry = SessionEntry::detached(1);
-        entry.start("Query", Some(b"SELECT '\xff\xfe' -- \xc3\xa9"));
+        entry.start(
+            "Query",
+            Some(b"SELECT '\xff\xfe' -- \xc3\xa9"),
+            Instant::now(),
+        );
         assert_eq!(
             entry.row().info.as_deref(),
             Some("SELECT '\u{fffd}\u{fffd}' -- \u{e9}")
