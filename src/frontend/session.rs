@@ -595,7 +595,7 @@ where
                 let span = debug_span!("statement", command = name);
                 Box::pin(self.command(command, body).instrument(span)).await?
             } else {
-                boxed_in_place(|| self.command(command, body)).await?
+                Box::pin(self.command(command, body)).await?
             };
             if let Next::Close = next {
                 return Ok(());
@@ -1044,13 +1044,6 @@ where
 /// A command packet at least this long, or an execute binding at least
 /// this much long data, is followed by [`release_freed_memory`].
 const RELEASE_AFTER_BYTES: usize = 1 << 20;
-
-/// `make`'s value in a new heap allocation, written there in place where
-/// the compiler can: a command's future is kilobytes, and building it on
-/// the stack to copy it into the box costs every command that copy.
-fn boxed_in_place<F>(make: impl FnOnce() -> F) -> Pin<Box<F>> {
-    Box::into_pin(Box::write(Box::new_uninit(), make()))
-}
 
 /// Gives the memory freed after a long statement back to the system. The
 /// allocator keeps freed memory between allocations still in use, so a
