@@ -3,12 +3,16 @@
 //! right now. `SHOW PROCESSLIST` lists them, `KILL` finds them here.
 //!
 //! The registry's map is locked only to add, remove, find and list
-//! sessions; a session's statement path touches its own entry only (a
-//! mutex nobody holds across an await).
+//! sessions (and, once, to wake them all for a stop or a takeover); a
+//! session's statement path touches its own entry only (a mutex nobody
+//! holds across an await).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use tokio::sync::Notify;
@@ -33,12 +37,16 @@ pub struct Sessions {
     next_id: Mutex<u32>,
     /// Set once the proxy stops: sessions close at their next boundary.
     drain: tokio::sync::watch::Sender<bool>,
+    /// `drain`'s value, read by every session at every statement.
+    draining: AtomicBool,
     /// Sessions closed by the stop: (idle when it came, after finishing
     /// a statement or transaction).
     shutdown_closed: [std::sync::atomic::AtomicU64; 2],
     /// Set while a new process takes the sessions over (`serve
     /// --takeover`): where a session at a boundary offers itself.
-    handoff: tokio::sync::watch::Sender<Option<HandoffLink>>,
+    handoff: Mutex<Option<HandoffLink>>,
+    /// Whether `handoff` is set, read by every session at every statement.
+    handing_off: AtomicBool,
 }
 
 /// Where sessions offer themselves to a takeover.
@@ -70,30 +78,46 @@ impl Sessions {
             map: Mutex::default(),
             next_id: Mutex::new(id),
             drain: tokio::sync::watch::Sender::new(false),
+            draining: AtomicBool::new(false),
             shutdown_closed: Default::default(),
-            handoff: tokio::sync::watch::Sender::new(None),
+            handoff: Mutex::new(None),
+            handing_off: AtomicBool::new(false),
         }
     }
 
     /// Starts a takeover: sessions at a boundary offer themselves on `link`.
     pub fn request_handoff(&self, link: HandoffLink) {
-        self.handoff.send_replace(Some(link));
+        *lock(&self.handoff) = Some(link);
+        self.handing_off.store(true, Ordering::SeqCst);
+        self.wake_all();
     }
 
     /// Ends the takeover's requests (done or failed).
     pub fn end_handoff(&self) {
-        self.handoff.send_replace(None);
+        self.handing_off.store(false, Ordering::SeqCst);
+        *lock(&self.handoff) = None;
     }
 
     /// Where to offer the session now, during a takeover.
     pub fn handoff_link(&self) -> Option<HandoffLink> {
-        self.handoff.borrow().clone()
+        if !self.is_handing_off() {
+            return None;
+        }
+        lock(&self.handoff).clone()
     }
 
-    /// Waits until a takeover asks for the sessions.
-    pub async fn handoff_requested(&self) {
-        let mut requested = self.handoff.subscribe();
-        let _ = requested.wait_for(Option::is_some).await;
+    /// Whether a takeover asks for the sessions now.
+    pub fn is_handing_off(&self) -> bool {
+        self.handing_off.load(Ordering::SeqCst)
+    }
+
+    /// Wakes every session's wait for its next command
+    /// ([`SessionEntry::boundary`]): a stop or a takeover started.
+    fn wake_all(&self) {
+        let entries: Vec<Arc<SessionEntry>> = lock(&self.map).values().cloned().collect();
+        for entry in entries {
+            entry.wake();
+        }
     }
 
     /// The id the next connection would get (a takeover's new process
@@ -111,12 +135,14 @@ impl Sessions {
     /// session closes at its next statement boundary outside a
     /// transaction.
     pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
         self.drain.send_replace(true);
+        self.wake_all();
     }
 
     /// Whether the stop started.
     pub fn is_draining(&self) -> bool {
-        *self.drain.borrow()
+        self.draining.load(Ordering::SeqCst)
     }
 
     /// Waits until the stop starts.
@@ -202,6 +228,9 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
+        // The session's task is over: the entry, which others may still
+        // hold, does not keep it alive.
+        lock(&self.entry.waiter).take();
         let mut map = lock(&self.sessions.map);
         if map
             .get(&self.entry.id)
@@ -228,7 +257,9 @@ pub struct SessionEntry {
     cancels: AtomicU64,
     cancels_at_start: AtomicU64,
     killed: AtomicBool,
-    kill_signal: Notify,
+    /// The session's task while it waits for its next command, woken by a
+    /// kill, a stop and a takeover; registered once, kept between waits.
+    waiter: Mutex<Option<Waker>>,
     /// Woken by every `KILL QUERY` of the session.
     cancel_signal: Notify,
 }
@@ -299,7 +330,7 @@ impl SessionEntry {
             cancels: AtomicU64::new(0),
             cancels_at_start: AtomicU64::new(0),
             killed: AtomicBool::new(false),
-            kill_signal: Notify::new(),
+            waiter: Mutex::new(None),
             cancel_signal: Notify::new(),
         }
     }
@@ -325,8 +356,9 @@ impl SessionEntry {
     }
 
     /// The session starts running `command` (a server's command name) with
-    /// statement text `info` (its first [`MAX_INFO_BYTES`] kept).
-    pub fn start(&self, command: &'static str, info: Option<&[u8]>) {
+    /// statement text `info` (its first [`MAX_INFO_BYTES`] kept), received
+    /// at `since`.
+    pub fn start(&self, command: &'static str, info: Option<&[u8]>, since: Instant) {
         let info = info.map(|text| &text[..text.len().min(MAX_INFO_BYTES)]);
         self.cancels_at_start
             .store(self.cancels.load(Ordering::SeqCst), Ordering::SeqCst);
@@ -338,11 +370,11 @@ impl SessionEntry {
         if let Some(text) = info {
             activity.info.extend_from_slice(text);
         }
-        activity.since = Instant::now();
+        activity.since = since;
     }
 
-    /// The session is idle again, with `db` selected.
-    pub fn sleep(&self, db: Option<&str>) {
+    /// The session is idle again since `since`, with `db` selected.
+    pub fn sleep(&self, db: Option<&str>, since: Instant) {
         let mut activity = lock(&self.activity);
         activity.command = "Sleep";
         activity.state = "";
@@ -351,7 +383,7 @@ impl SessionEntry {
         if activity.info.capacity() > KEPT_INFO_CAPACITY {
             activity.info = Vec::new();
         }
-        activity.since = Instant::now();
+        activity.since = since;
         if activity.db.as_deref() != db {
             activity.db = db.map(str::to_owned);
         }
@@ -421,7 +453,7 @@ impl SessionEntry {
     /// current command is over, or at once when idle.
     pub fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
-        self.kill_signal.notify_one();
+        self.wake();
     }
 
     /// Whether the session was killed.
@@ -430,9 +462,40 @@ impl SessionEntry {
     }
 
     /// Resolves when the session is killed.
-    pub async fn killed(&self) {
-        while !self.is_killed() {
-            self.kill_signal.notified().await;
+    pub fn killed(&self) -> Killed<'_> {
+        Killed { entry: self }
+    }
+
+    /// Resolves when the session, waiting for its next command in the
+    /// registry `sessions`, should stop waiting: the proxy stops and the
+    /// session is `closable`, or a takeover asks for the sessions and the
+    /// session is `movable`. One session waits on it at a time.
+    pub fn boundary<'a>(
+        &'a self,
+        sessions: &'a Sessions,
+        closable: bool,
+        movable: bool,
+    ) -> Boundary<'a> {
+        Boundary {
+            entry: self,
+            sessions,
+            closable,
+            movable,
+        }
+    }
+
+    /// Registers the task to wake for a kill, a stop or a takeover (kept
+    /// from the last wait when it is the same task).
+    fn register(&self, waker: &Waker) {
+        let mut waiter = lock(&self.waiter);
+        if !waiter.as_ref().is_some_and(|kept| kept.will_wake(waker)) {
+            *waiter = Some(waker.clone());
+        }
+    }
+
+    fn wake(&self) {
+        if let Some(waiter) = lock(&self.waiter).as_ref() {
+            waiter.wake_by_ref();
         }
     }
 
@@ -454,6 +517,59 @@ impl SessionEntry {
             info: activity
                 .has_info
                 .then(|| String::from_utf8_lossy(&activity.info).into_owned()),
+        }
+    }
+}
+
+/// The future of [`SessionEntry::killed`]. The flag is read after the
+/// task is registered, so a kill between the two is not lost.
+pub struct Killed<'a> {
+    entry: &'a SessionEntry,
+}
+
+impl Future for Killed<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.entry.register(cx.waker());
+        if self.entry.is_killed() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Why a session stops waiting for its next command
+/// ([`SessionEntry::boundary`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundarySignal {
+    /// The proxy stops.
+    Draining,
+    /// A takeover asks for the sessions.
+    HandoffRequested,
+}
+
+/// The future of [`SessionEntry::boundary`]. The flags are read after the
+/// task is registered, so a stop or takeover between the two is not lost.
+pub struct Boundary<'a> {
+    entry: &'a SessionEntry,
+    sessions: &'a Sessions,
+    closable: bool,
+    movable: bool,
+}
+
+impl Future for Boundary<'_> {
+    type Output = BoundarySignal;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<BoundarySignal> {
+        self.entry.register(cx.waker());
+        if self.closable && self.sessions.is_draining() {
+            Poll::Ready(BoundarySignal::Draining)
+        } else if self.movable && self.sessions.is_handing_off() {
+            Poll::Ready(BoundarySignal::HandoffRequested)
+        } else {
+            Poll::Pending
         }
     }
 }
@@ -548,23 +664,23 @@ mod tests {
         let sessions = Arc::new(Sessions::default());
         let registration = sessions.register(3, "app", "h");
         let entry = registration.entry();
-        entry.start("Query", Some(b"SELECT SLEEP(30)"));
+        entry.start("Query", Some(b"SELECT SLEEP(30)"), Instant::now());
         let row = entry.row();
         assert_eq!(
             (row.command, row.state, row.info.as_deref()),
             ("Query", "executing", Some("SELECT SLEEP(30)"))
         );
-        entry.sleep(Some("db00001"));
+        entry.sleep(Some("db00001"), Instant::now());
         let row = entry.row();
         assert_eq!(
             (row.command, row.info, row.db.as_deref()),
             ("Sleep", None, Some("db00001"))
         );
-        entry.start("Query", Some(b"SELECT 1"));
+        entry.start("Query", Some(b"SELECT 1"), Instant::now());
         assert!(!entry.is_cancelled());
         entry.cancel();
         assert!(entry.is_cancelled());
-        entry.start("Query", Some(b"SELECT 2"));
+        entry.start("Query", Some(b"SELECT 2"), Instant::now());
         assert!(!entry.is_cancelled(), "the next command is not cancelled");
         entry.kill();
         assert!(entry.is_killed());
@@ -572,9 +688,26 @@ mod tests {
     }
 
     #[test]
+    fn the_time_in_a_state_counts_from_the_moment_given() {
+        let entry = SessionEntry::detached(1);
+        let minute = std::time::Duration::from_secs(60);
+        let received = Instant::now()
+            .checked_sub(minute)
+            .expect("a minute of uptime");
+        entry.start("Query", Some(b"SELECT 1"), received);
+        assert!(entry.row().elapsed >= minute);
+        entry.sleep(None, Instant::now());
+        assert!(entry.row().elapsed < minute);
+    }
+
+    #[test]
     fn a_long_statement_is_kept_in_part() {
         let entry = SessionEntry::detached(1);
-        entry.start("Query", Some(&vec![b'x'; MAX_INFO_BYTES * 2]));
+        entry.start(
+            "Query",
+            Some(&vec![b'x'; MAX_INFO_BYTES * 2]),
+            Instant::now(),
+        );
         assert_eq!(
             entry.row().info.map(|info| info.len()),
             Some(MAX_INFO_BYTES)
@@ -584,7 +717,11 @@ mod tests {
     #[test]
     fn a_statement_that_is_not_utf8_is_shown_with_replacement_characters() {
         let entry = SessionEntry::detached(1);
-        entry.start("Query", Some(b"SELECT '\xff\xfe' -- \xc3\xa9"));
+        entry.start(
+            "Query",
+            Some(b"SELECT '\xff\xfe' -- \xc3\xa9"),
+            Instant::now(),
+        );
         assert_eq!(
             entry.row().info.as_deref(),
             Some("SELECT '\u{fffd}\u{fffd}' -- \u{e9}")
@@ -596,6 +733,101 @@ mod tests {
         let long = "é".repeat(150);
         assert_eq!(truncated_info(&long).chars().count(), INFO_WIDTH);
         assert_eq!(truncated_info("SELECT 1"), "SELECT 1");
+    }
+
+    #[tokio::test]
+    async fn a_kill_wakes_the_waiting_session() {
+        let sessions = Arc::new(Sessions::default());
+        let registration = sessions.register(4, "app", "h");
+        let entry = Arc::clone(registration.entry());
+        let waiting = tokio::spawn(async move { entry.killed().await });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        sessions.get(4).expect("registered").kill();
+        tokio::time::timeout(std::time::Duration::from_secs(1), waiting)
+            .await
+            .expect("killed resolves")
+            .expect("no panic");
+    }
+
+    /// Waits at the boundary of a session of `sessions` registered as `id`
+    /// while `start` runs, for at most `patience`.
+    async fn boundary_after(
+        sessions: &Arc<Sessions>,
+        id: u32,
+        (closable, movable): (bool, bool),
+        start: impl FnOnce(&Sessions),
+        patience: std::time::Duration,
+    ) -> Option<BoundarySignal> {
+        let registration = sessions.register(id, "app", "h");
+        let entry = Arc::clone(registration.entry());
+        let waiting = {
+            let sessions = Arc::clone(sessions);
+            tokio::spawn(async move {
+                let signal = entry.boundary(&sessions, closable, movable);
+                tokio::time::timeout(patience, signal).await.ok()
+            })
+        };
+        tokio::task::yield_now().await;
+        start(sessions);
+        waiting.await.expect("no panic")
+    }
+
+    #[tokio::test]
+    async fn a_stop_wakes_a_closable_session_waiting_for_its_next_command() {
+        let sessions = Arc::new(Sessions::default());
+        let second = std::time::Duration::from_secs(1);
+        let signal = boundary_after(
+            &sessions,
+            5,
+            (true, false),
+            Sessions::start_draining,
+            second,
+        )
+        .await;
+        assert_eq!(signal, Some(BoundarySignal::Draining));
+    }
+
+    #[tokio::test]
+    async fn a_stop_leaves_a_session_in_a_transaction_waiting() {
+        let sessions = Arc::new(Sessions::default());
+        let moment = std::time::Duration::from_millis(50);
+        let signal = boundary_after(
+            &sessions,
+            5,
+            (false, true),
+            Sessions::start_draining,
+            moment,
+        )
+        .await;
+        assert_eq!(signal, None);
+        assert!(sessions.is_draining());
+    }
+
+    #[tokio::test]
+    async fn a_takeover_wakes_a_movable_session_and_ends_with_its_link() {
+        let sessions = Arc::new(Sessions::default());
+        let (link, _offers) = tokio::sync::mpsc::unbounded_channel();
+        let second = std::time::Duration::from_secs(1);
+        let request = |sessions: &Sessions| sessions.request_handoff(link);
+        let signal = boundary_after(&sessions, 6, (false, true), request, second).await;
+        assert_eq!(signal, Some(BoundarySignal::HandoffRequested));
+        assert!(sessions.handoff_link().is_some());
+        sessions.end_handoff();
+        assert!(sessions.handoff_link().is_none());
+        let moment = std::time::Duration::from_millis(50);
+        let signal = boundary_after(&sessions, 7, (true, true), |_| {}, moment).await;
+        assert_eq!(signal, None, "no takeover asks any more");
+    }
+
+    #[tokio::test]
+    async fn a_takeover_leaves_a_session_that_cannot_move_waiting() {
+        let sessions = Arc::new(Sessions::default());
+        let (link, _offers) = tokio::sync::mpsc::unbounded_channel();
+        let moment = std::time::Duration::from_millis(50);
+        let request = |sessions: &Sessions| sessions.request_handoff(link);
+        let signal = boundary_after(&sessions, 8, (true, false), request, moment).await;
+        assert_eq!(signal, None);
     }
 
     #[tokio::test]

@@ -18,7 +18,7 @@ use super::tls::{self, TlsSettings};
 use crate::backend::conn::FRAMING_CAPABILITIES;
 use crate::backend::ConnKey;
 use crate::engine::local_infile::{client_file_link, ClientFileLink, ClientFileRequests};
-use crate::engine::sessions::{HandoffLink, HandoffOffer};
+use crate::engine::sessions::{BoundarySignal, HandoffLink, HandoffOffer};
 use crate::engine::{write_error, Engine, Registration, SessionEntry, SessionState};
 use crate::error::ClientError;
 use crate::protocol::frame::PacketTooLarge;
@@ -203,7 +203,9 @@ pub fn resume(
     let socket = handoff.clone();
     let mut reader = FrameReader::new(read_half);
     reader.set_max_packet(LoginBounds::new(&topology.config.limits).max_packet);
-    registration.entry().sleep(state.database_name());
+    registration
+        .entry()
+        .sleep(state.database_name(), Instant::now());
     let mut session = Session {
         state,
         registration,
@@ -401,6 +403,10 @@ where
         // A takeover that did not take the session is not asked again
         // before its next command.
         let mut declined = false;
+        // When the last command ended: the idle limit counts from it (one
+        // clock read per command, shared with its latency and the
+        // processlist's Sleep).
+        let mut finished: Option<tokio::time::Instant> = None;
         loop {
             if entry.is_killed() {
                 return self.close_killed().await;
@@ -444,20 +450,33 @@ where
             // transaction idle on a shard being paused is rolled back after
             // 3/4 of `pause.drain_timeout_ms`, so the pause can complete.
             let idle_during_pause = self.idle_during_pause();
-            let now = tokio::time::Instant::now();
-            let deadline = now.checked_add(limit).unwrap_or(now + FAR_FUTURE);
+            let idle_since = finished.take().unwrap_or_else(tokio::time::Instant::now);
+            let deadline = idle_since
+                .checked_add(limit)
+                .unwrap_or(idle_since + FAR_FUTURE);
             let idle_timer = self
                 .idle_timer
                 .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-            idle_timer.as_mut().reset(deadline);
+            // Moved only when the limit comes sooner: a timer that fires
+            // before the deadline is set again then (once per idle limit,
+            // not once per command).
+            if deadline < idle_timer.deadline() {
+                idle_timer.as_mut().reset(deadline);
+            }
             let read = {
-                let next = self.reader.next_packet_bytes();
-                let idle_timer = idle_timer.as_mut();
+                let mut next = std::pin::pin!(self.reader.next_packet_bytes());
+                let mut idle_timer = idle_timer.as_mut();
                 let read = async move {
-                    tokio::select! {
-                        biased;
-                        read = next => Ok(read),
-                        () = idle_timer => Err(IdleTimeout),
+                    loop {
+                        tokio::select! {
+                            biased;
+                            read = &mut next => return Ok(read),
+                            () = idle_timer.as_mut() => {}
+                        }
+                        if tokio::time::Instant::now() >= deadline {
+                            return Err(IdleTimeout);
+                        }
+                        idle_timer.as_mut().reset(deadline);
                     }
                 };
                 tokio::pin!(read);
@@ -484,16 +503,19 @@ where
                     };
                     // Biased (a kill first, then the read): no random
                     // start drawn per statement.
+                    // A kill, a stop and a takeover wake the one task
+                    // registered on the session's entry.
+                    let boundary =
+                        entry.boundary(&self.engine.sessions, closable, movable || tls_closable);
                     tokio::select! {
                         biased;
                         () = entry.killed() => break None,
                         read = &mut read => break Some(read),
-                        () = self.engine.sessions.draining(), if closable => {
-                            stopping = true;
-                            break None;
-                        }
-                        () = self.engine.sessions.handoff_requested(), if movable || tls_closable => {
-                            handing = true;
+                        signal = boundary => {
+                            match signal {
+                                BoundarySignal::Draining => stopping = true,
+                                BoundarySignal::HandoffRequested => handing = true,
+                            }
                             break None;
                         }
                         () = pressure => self.engine.give_up_held(&mut self.state).await,
@@ -555,25 +577,38 @@ where
             let long = body.len() + 1 >= RELEASE_AFTER_BYTES
                 || (command == COM_STMT_EXECUTE
                     && self.state.prepared.long_data_bytes() >= RELEASE_AFTER_BYTES);
-            let (kind, received) = (CommandClass::of(command, &body), Instant::now());
+            let (kind, received) = (
+                CommandClass::of(command, &body),
+                tokio::time::Instant::now(),
+            );
+            let name = activity_name(command);
             entry.start(
-                activity_name(command),
+                name,
                 (command == COM_QUERY).then_some(&body[..]),
+                received.into_std(),
             );
             // Boxed: the command's future (the whole statement path) lives
             // on the heap only while it runs, so an idle session's task is
-            // small.
-            let span = debug_span!("statement", command = activity_name(command));
-            if let Next::Close = Box::pin(self.command(command, body).instrument(span)).await? {
+            // small. In its span only while debug lines may be logged (the
+            // wrapper would move the future once more).
+            let next = if tracing::level_enabled!(tracing::Level::DEBUG) {
+                let span = debug_span!("statement", command = name);
+                Box::pin(self.command(command, body).instrument(span)).await?
+            } else {
+                Box::pin(self.command(command, body)).await?
+            };
+            if let Next::Close = next {
                 return Ok(());
             }
             if long {
                 release_freed_memory();
             }
-            entry.sleep(self.state.database_name());
+            let now = tokio::time::Instant::now();
+            finished = Some(now);
+            entry.sleep(self.state.database_name(), now.into_std());
             if let Some(kind) = kind {
                 let error = self.writer.last_was_error();
-                self.engine.stats.record(kind, received.elapsed(), error);
+                self.engine.stats.record(kind, now - received, error);
             }
         }
     }

@@ -189,12 +189,16 @@ impl Session {
         self.state.response_seq = 1;
         let sql = Bytes::copy_from_slice(sql.as_bytes());
         // As `frontend::session` brackets every command.
-        self.state.entry.start("Query", Some(&sql));
+        self.state
+            .entry
+            .start("Query", Some(&sql), std::time::Instant::now());
         let result = self
             .engine
             .run_statement(&mut self.state, &sql, &mut First, false, &mut client)
             .await;
-        self.state.entry.sleep(self.state.database_name());
+        self.state
+            .entry
+            .sleep(self.state.database_name(), std::time::Instant::now());
         if let Err(error) = result {
             return Answer::Gone(error.to_string());
         }
