@@ -210,7 +210,9 @@ pub struct HostPool {
     settings: BackendSettings,
     /// How its connections reach the host.
     dialer: Arc<dyn Dialer>,
-    idle: Mutex<Vec<BackendConn>>,
+    /// Boxed, as in [`PooledConn`]: a checkout and a release move a
+    /// pointer, not the connection's buffers.
+    idle: Mutex<Vec<Box<BackendConn>>>,
     permits: Arc<Semaphore>,
     /// Woken when a checkout finds every connection in use: idle sessions
     /// that keep one only for `SHOW WARNINGS` give it up.
@@ -232,7 +234,7 @@ impl Deref for HostPool {
 /// only [`PooledConn::release`] puts it back, so a connection abandoned
 /// half-way through a response is never reused.
 pub struct PooledConn {
-    conn: Option<BackendConn>,
+    conn: Option<Box<BackendConn>>,
     pool: Arc<HostPool>,
     _permit: OwnedSemaphorePermit,
     /// The session's share of the pool this connection counts against.
@@ -385,7 +387,7 @@ impl HostPool {
         {
             Ok(conn) => {
                 self.host.connected();
-                Ok(self.checked_out(conn, permit, share_permit, false))
+                Ok(self.checked_out(Box::new(conn), permit, share_permit, false))
             }
             Err(error) => {
                 let reason = describe_connect_error(&error);
@@ -437,7 +439,7 @@ impl HostPool {
     /// `conn`, checked out with its places in the pool and the share.
     fn checked_out(
         self: &Arc<Self>,
-        conn: BackendConn,
+        conn: Box<BackendConn>,
         permit: OwnedSemaphorePermit,
         share: Option<OwnedSemaphorePermit>,
         reused: bool,
@@ -488,7 +490,7 @@ impl HostPool {
         }
     }
 
-    fn take_idle(&self, key: ConnKey) -> Option<BackendConn> {
+    fn take_idle(&self, key: ConnKey) -> Option<Box<BackendConn>> {
         let mut idle = lock(&self.idle);
         let index = idle.iter().rposition(|conn| conn.key == key)?;
         Some(idle.swap_remove(index))
