@@ -720,6 +720,56 @@ impl Backends {
 mod tests {
     use super::*;
 
+    fn pool(max_per_host: usize) -> Arc<HostPool> {
+        let settings = BackendSettings {
+            user: "shard".to_owned(),
+            password: "pw".to_owned(),
+            max_per_host,
+            connect_timeout: Duration::from_millis(100),
+            checkout_timeout: Duration::from_millis(100),
+        };
+        let host = Arc::new(HostState::new("127.0.0.1:1".to_owned()));
+        Arc::new(HostPool::new(host, settings, Arc::new(TcpDialer)))
+    }
+
+    const KEY: ConnKey = ConnKey {
+        framing: mysql_common::constants::CapabilityFlags::empty(),
+        collation: 45,
+    };
+
+    #[test]
+    fn a_checkout_that_would_wait_or_connect_is_left_to_the_async_one_with_nothing_taken() {
+        let pool = pool(4);
+        let share = PoolShare::default();
+        assert!(pool.try_checkout(KEY, Some((&share, 50))).is_none());
+        assert!(pool.try_checkout(KEY, None).is_none());
+        assert_eq!(pool.in_use(), 0, "no place of the pool kept");
+        let size = pool.share_size(50);
+        assert_eq!(size, 2);
+        let semaphore = share.semaphore(&pool.addr, size);
+        assert_eq!(semaphore.available_permits(), 2, "no place of the share kept");
+        assert_eq!(pool.checkouts.load(Ordering::Relaxed), 0);
+        assert_eq!(pool.pool_wait.count(), 0);
+        // A share that is used up: none, before the pool is looked at.
+        let _held = semaphore.clone().try_acquire_many_owned(2);
+        assert!(pool.try_checkout(KEY, Some((&share, 50))).is_none());
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn a_checkout_of_a_host_known_to_be_down_fails_at_once() {
+        let pool = pool(4);
+        pool.host.connect_failed("cannot connect: refused");
+        match pool.try_checkout(KEY, None) {
+            Some(Err(PoolError::HostDown(reason))) => {
+                assert!(reason.starts_with("cannot connect: refused"), "{reason}")
+            }
+            Some(Ok(_)) => panic!("a connection from a host known to be down"),
+            other => panic!("not refused at once: {:?}", other.map(|r| r.err())),
+        }
+        assert_eq!(pool.in_use(), 0);
+    }
+
     #[test]
     fn pool_errors_say_whether_the_host_or_its_pool_failed() {
         let waited = Duration::from_millis(250);
