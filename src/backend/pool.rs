@@ -212,6 +212,7 @@ pub struct HostPool {
     dialer: Arc<dyn Dialer>,
     /// Boxed, as in [`PooledConn`]: a checkout and a release move a
     /// pointer, not the connection's buffers.
+    #[allow(clippy::vec_box)]
     idle: Mutex<Vec<Box<BackendConn>>>,
     permits: Arc<Semaphore>,
     /// Woken when a checkout finds every connection in use: idle sessions
