@@ -748,7 +748,11 @@ mod tests {
         let size = pool.share_size(50);
         assert_eq!(size, 2);
         let semaphore = share.semaphore(&pool.addr, size);
-        assert_eq!(semaphore.available_permits(), 2, "no place of the share kept");
+        assert_eq!(
+            semaphore.available_permits(),
+            2,
+            "no place of the share kept"
+        );
         assert_eq!(pool.checkouts.load(Ordering::Relaxed), 0);
         assert_eq!(pool.pool_wait.count(), 0);
         // A share that is used up: none, before the pool is looked at.
