@@ -9,7 +9,6 @@
 //! hosts. A host's state is dropped when the host leaves the topology.
 
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -211,7 +210,10 @@ pub struct HostPool {
     settings: BackendSettings,
     /// How its connections reach the host.
     dialer: Arc<dyn Dialer>,
-    idle: Mutex<Vec<BackendConn>>,
+    /// Boxed, as in [`PooledConn`]: a checkout and a release move a
+    /// pointer, not the connection's buffers.
+    #[allow(clippy::vec_box)]
+    idle: Mutex<Vec<Box<BackendConn>>>,
     permits: Arc<Semaphore>,
     /// Woken when a checkout finds every connection in use: idle sessions
     /// that keep one only for `SHOW WARNINGS` give it up.
@@ -233,7 +235,7 @@ impl Deref for HostPool {
 /// only [`PooledConn::release`] puts it back, so a connection abandoned
 /// half-way through a response is never reused.
 pub struct PooledConn {
-    conn: Option<BackendConn>,
+    conn: Option<Box<BackendConn>>,
     pool: Arc<HostPool>,
     _permit: OwnedSemaphorePermit,
     /// The session's share of the pool this connection counts against.
@@ -344,7 +346,7 @@ impl HostPool {
         let max = self.settings.max_per_host.max(1);
         let share_permit = match share {
             Some((share, percent)) if percent < 100 => {
-                let size = (max * percent as usize / 100).clamp(1, max);
+                let size = self.share_size(percent);
                 let semaphore = share.semaphore(&self.addr, size);
                 let acquired = match semaphore.clone().try_acquire_owned() {
                     Ok(permit) => Ok(Ok(permit)),
@@ -372,13 +374,7 @@ impl HostPool {
         self.pool_wait.record(started.elapsed(), false);
         self.checkouts.fetch_add(1, Ordering::Relaxed);
         if let Some(conn) = self.take_idle(key) {
-            return Ok(PooledConn {
-                conn: Some(conn),
-                pool: self.clone(),
-                _permit: permit,
-                _share: share_permit,
-                reused: true,
-            });
+            return Ok(self.checked_out(conn, permit, share_permit, true));
         }
         match BackendConn::connect_via(
             self.dialer.as_ref(),
@@ -392,13 +388,7 @@ impl HostPool {
         {
             Ok(conn) => {
                 self.host.connected();
-                Ok(PooledConn {
-                    conn: Some(conn),
-                    pool: self.clone(),
-                    _permit: permit,
-                    _share: share_permit,
-                    reused: false,
-                })
+                Ok(self.checked_out(Box::new(conn), permit, share_permit, false))
             }
             Err(error) => {
                 let reason = describe_connect_error(&error);
@@ -406,6 +396,61 @@ impl HostPool {
                 self.host.connect_failed(&reason);
                 Err(PoolError::Connect(reason))
             }
+        }
+    }
+
+    /// [`HostPool::checkout`] when it needs neither a wait nor a connect: a
+    /// place in the pool (and in the session's share) free now and an idle
+    /// connection with the given key. `None` when it would wait or connect
+    /// (nothing is taken then: [`HostPool::checkout`] does the rest); the
+    /// error at once while the host is known to be down.
+    pub fn try_checkout(
+        self: &Arc<Self>,
+        key: ConnKey,
+        share: Option<(&PoolShare, u32)>,
+    ) -> Option<Result<PooledConn, PoolError>> {
+        if let Some(reason) = self.host.unavailable() {
+            return Some(Err(PoolError::HostDown(reason)));
+        }
+        let share_permit = match share {
+            Some((share, percent)) if percent < 100 => Some(
+                share
+                    .semaphore(&self.addr, self.share_size(percent))
+                    .try_acquire_owned()
+                    .ok()?,
+            ),
+            _ => None,
+        };
+        let permit = self.permits.clone().try_acquire_owned().ok()?;
+        let conn = self.take_idle(key)?;
+        // It did not wait: what a checkout that found a place at once
+        // records (under a microsecond).
+        self.pool_wait.record_us(0, false);
+        self.checkouts.fetch_add(1, Ordering::Relaxed);
+        Some(Ok(self.checked_out(conn, permit, share_permit, true)))
+    }
+
+    /// The connections of the pool a session's share holds at most, for
+    /// `limits.max_host_share_percent` = `percent`.
+    fn share_size(&self, percent: u32) -> usize {
+        let max = self.settings.max_per_host.max(1);
+        (max * percent as usize / 100).clamp(1, max)
+    }
+
+    /// `conn`, checked out with its places in the pool and the share.
+    fn checked_out(
+        self: &Arc<Self>,
+        conn: Box<BackendConn>,
+        permit: OwnedSemaphorePermit,
+        share: Option<OwnedSemaphorePermit>,
+        reused: bool,
+    ) -> PooledConn {
+        PooledConn {
+            conn: Some(conn),
+            pool: self.clone(),
+            _permit: permit,
+            _share: share,
+            reused,
         }
     }
 
@@ -446,7 +491,7 @@ impl HostPool {
         }
     }
 
-    fn take_idle(&self, key: ConnKey) -> Option<BackendConn> {
+    fn take_idle(&self, key: ConnKey) -> Option<Box<BackendConn>> {
         let mut idle = lock(&self.idle);
         let index = idle.iter().rposition(|conn| conn.key == key)?;
         Some(idle.swap_remove(index))
@@ -520,8 +565,8 @@ pub struct Backends {
     /// How every pool's connections reach their hosts.
     dialer: Arc<dyn Dialer>,
     /// The pools of the hosts of the topology in force (and of the one
-    /// being installed).
-    pools: RwLock<HashMap<String, Arc<HostPool>>>,
+    /// being installed), by address (from the config: a cheap hasher is safe).
+    pools: RwLock<FxHashMap<String, Arc<HostPool>>>,
     /// Pools retired, oldest first, while something still uses them.
     retired: Mutex<Vec<Weak<HostPool>>>,
 }
@@ -539,7 +584,7 @@ impl Backends {
         Self {
             settings: RwLock::new(settings),
             dialer,
-            pools: RwLock::new(HashMap::new()),
+            pools: RwLock::new(FxHashMap::default()),
             retired: Mutex::new(Vec::new()),
         }
     }
@@ -675,6 +720,60 @@ impl Backends {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pool(max_per_host: usize) -> Arc<HostPool> {
+        let settings = BackendSettings {
+            user: "shard".to_owned(),
+            password: "pw".to_owned(),
+            max_per_host,
+            connect_timeout: Duration::from_millis(100),
+            checkout_timeout: Duration::from_millis(100),
+        };
+        let host = Arc::new(HostState::new("127.0.0.1:1".to_owned()));
+        Arc::new(HostPool::new(host, settings, Arc::new(TcpDialer)))
+    }
+
+    const KEY: ConnKey = ConnKey {
+        framing: mysql_common::constants::CapabilityFlags::empty(),
+        collation: 45,
+    };
+
+    #[test]
+    fn a_checkout_that_would_wait_or_connect_is_left_to_the_async_one_with_nothing_taken() {
+        let pool = pool(4);
+        let share = PoolShare::default();
+        assert!(pool.try_checkout(KEY, Some((&share, 50))).is_none());
+        assert!(pool.try_checkout(KEY, None).is_none());
+        assert_eq!(pool.in_use(), 0, "no place of the pool kept");
+        let size = pool.share_size(50);
+        assert_eq!(size, 2);
+        let semaphore = share.semaphore(&pool.addr, size);
+        assert_eq!(
+            semaphore.available_permits(),
+            2,
+            "no place of the share kept"
+        );
+        assert_eq!(pool.checkouts.load(Ordering::Relaxed), 0);
+        assert_eq!(pool.pool_wait.count(), 0);
+        // A share that is used up: none, before the pool is looked at.
+        let _held = semaphore.clone().try_acquire_many_owned(2);
+        assert!(pool.try_checkout(KEY, Some((&share, 50))).is_none());
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn a_checkout_of_a_host_known_to_be_down_fails_at_once() {
+        let pool = pool(4);
+        pool.host.connect_failed("cannot connect: refused");
+        match pool.try_checkout(KEY, None) {
+            Some(Err(PoolError::HostDown(reason))) => {
+                assert!(reason.starts_with("cannot connect: refused"), "{reason}")
+            }
+            Some(Ok(_)) => panic!("a connection from a host known to be down"),
+            other => panic!("not refused at once: {:?}", other.map(|r| r.err())),
+        }
+        assert_eq!(pool.in_use(), 0);
+    }
 
     #[test]
     fn pool_errors_say_whether_the_host_or_its_pool_failed() {

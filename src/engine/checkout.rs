@@ -32,7 +32,18 @@ pub(crate) async fn checkout_open(
     key: ConnKey,
     share: Option<(&PoolShare, u32)>,
 ) -> Result<PooledConn, PoolError> {
-    let mut conn = pool.checkout(key, share).await?;
+    let conn = pool.checkout(key, share).await?;
+    replace_while_stale(pool, key, share, conn).await
+}
+
+/// `conn`, or (when it is a reused connection the server closed while it
+/// sat idle) another one from `pool`, at most [`STALE_REPLACED`] times.
+async fn replace_while_stale(
+    pool: &Arc<HostPool>,
+    key: ConnKey,
+    share: Option<(&PoolShare, u32)>,
+    mut conn: PooledConn,
+) -> Result<PooledConn, PoolError> {
     for _ in 0..STALE_REPLACED {
         if !(conn.reused && closed_while_idle(&mut conn)) {
             break;
@@ -79,6 +90,18 @@ pub(crate) async fn apply_settings(
     setup_command(backend, Command::COM_QUERY, sql.as_bytes(), &lost).await?;
     backend.statement_timeout_ms = statement_timeout_ms;
     Ok(())
+}
+
+/// Whether a backend connection already has the session's settings and
+/// statement timeout ([`apply_settings`] has nothing to send).
+fn has_settings(
+    conn: &mut PooledConn,
+    settings: &SessionSettings,
+    statement_timeout_ms: u64,
+) -> bool {
+    let backend = conn.conn();
+    backend.settings_fingerprint == settings.fingerprint()
+        && backend.statement_timeout_ms == statement_timeout_ms
 }
 
 /// Sends a command that prepares a connection for a session (a reset, a
@@ -197,7 +220,10 @@ impl Engine {
     }
 
     /// [`Engine::checkout`]; `shared` says whether the connection counts
-    /// against the session's share of the pool.
+    /// against the session's share of the pool. The common case (an idle
+    /// connection free now, still open, with the session's settings) builds
+    /// no future: a wait, a connect, a stale connection's replacement and a
+    /// settings replay are boxed.
     pub(super) async fn checkout_with(
         &self,
         topology: &Topology,
@@ -208,13 +234,27 @@ impl Engine {
     ) -> Result<PooledConn, Failure> {
         let limits = &topology.config.limits;
         let share = shared.then(|| (state.share.as_ref(), limits.max_host_share_percent));
-        let mut conn = checkout_open(pool, state.conn_key, share)
-            .await
-            .map_err(|error| {
-                let fleet = target.map(|target| (fleet_name(topology, target), target.shard));
-                Failure::Client(checkout_error(error, &pool.addr, fleet))
-            })?;
-        apply_settings(&mut conn, &state.settings, limits.statement_timeout_ms).await?;
+        let key = state.conn_key;
+        let opened = match pool.try_checkout(key, share) {
+            Some(Ok(mut conn)) => match conn.reused && closed_while_idle(&mut conn) {
+                true => Box::pin(replace_while_stale(pool, key, share, conn)).await,
+                false => Ok(conn),
+            },
+            Some(Err(error)) => Err(error),
+            None => Box::pin(checkout_open(pool, key, share)).await,
+        };
+        let mut conn = opened.map_err(|error| {
+            let fleet = target.map(|target| (fleet_name(topology, target), target.shard));
+            Failure::Client(checkout_error(error, &pool.addr, fleet))
+        })?;
+        if !has_settings(&mut conn, &state.settings, limits.statement_timeout_ms) {
+            Box::pin(apply_settings(
+                &mut conn,
+                &state.settings,
+                limits.statement_timeout_ms,
+            ))
+            .await?;
+        }
         Ok(conn)
     }
 }

@@ -14,7 +14,7 @@ use tokio::io::AsyncWrite;
 use super::answer::{write_local_result, write_ok, write_single_value};
 use super::checkout::DIRTY;
 use super::diagnostics_copy::{show_limit, DiagnosticsCopy};
-use super::failure::{answer_failure, no_masters, write_error, Failure};
+use super::failure::{answer_failure, write_error, Failure};
 use super::lex_state;
 use super::observe::Routed;
 use super::pause::{Blocked, PausedShard, ShardGuard};
@@ -288,7 +288,11 @@ impl Engine {
         })
     }
 
-    /// Executes an admitted plan, answer queued; whether it succeeded.
+    /// Executes an admitted plan, answer queued, and moves the sequence id
+    /// past it; whether it succeeded. The held connection goes back to the
+    /// pool unless diagnostics use it, and a failure is answered with its
+    /// error. A statement on one shard runs from here (the common path
+    /// nests no further future); the other plans are boxed.
     async fn execute_admitted<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
@@ -297,23 +301,6 @@ impl Engine {
         guard: ShardGuard,
         client: &mut FrameWriter<W>,
     ) -> io::Result<bool> {
-        self.execute_unflushed(topology, state, plan, guard, client)
-            .await?;
-        state.response_seq = client.next_seq();
-        Ok(!client.last_was_error())
-    }
-
-    /// [`Engine::execute_admitted`] without moving the sequence id: the
-    /// held connection goes back to the pool unless diagnostics use it, and
-    /// a failure is answered with its error.
-    async fn execute_unflushed<W: AsyncWrite + Unpin>(
-        &self,
-        topology: &Topology,
-        state: &mut SessionState,
-        plan: Plan,
-        guard: ShardGuard,
-        client: &mut FrameWriter<W>,
-    ) -> io::Result<()> {
         let held = state.held.take();
         // ROW_COUNT() after it: 0 after an OK the proxy writes, the OK's
         // affected rows after one a server sent (`run_shard`,
@@ -331,19 +318,28 @@ impl Engine {
                     conn.release();
                 }
                 state.diagnostics_copy = None;
-                self.run_plan(topology, state, plan, guard, client).await
+                match plan {
+                    Plan::Shard(query) => {
+                        self.run_shard(topology, state, query, guard, client).await
+                    }
+                    plan => Box::pin(self.run_plan(topology, state, plan, guard, client)).await,
+                }
             }
         };
-        answer_failure(client, state.response_seq, result).await?;
+        if result.is_err() {
+            answer_failure(client, state.response_seq, result).await?;
+        }
         if client.last_was_error() {
             state.route.row_count = -1;
         }
-        Ok(())
+        state.response_seq = client.next_seq();
+        Ok(!client.last_was_error())
     }
 
     /// Runs a plan; `guard` (its shards' registration at the pause gate)
     /// lives until the statement is done, or moves into the transaction
-    /// the statement binds.
+    /// the statement binds. A statement on one shard runs from
+    /// [`Engine::execute_admitted`], without this future.
     async fn run_plan<W: AsyncWrite + Unpin>(
         &self,
         topology: &Topology,
@@ -352,35 +348,21 @@ impl Engine {
         guard: ShardGuard,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
-        match &plan {
-            // The server commits implicitly before and after a schema change
-            // (`Engine::commit_implicitly` ran before it was admitted): no
-            // transaction is open once it ran.
-            Plan::Shard(query) if query.kind == StatementKind::SchemaChange => {
-                state.transaction.end_unbound();
-            }
-            Plan::Shard(_) | Plan::MultiShard(_) => state.transaction.statement_on_shards(),
-            _ => {}
-        }
-        if matches!(plan, Plan::MultiShard(_)) {
-            // A read over shards outside a transaction is the transaction a
-            // pending `SET TRANSACTION` was for; its parts run without it.
-            state.transaction.multi_shard_read();
-        }
         match plan {
             Plan::Shard(query) => self.run_shard(topology, state, query, guard, client).await,
-            // Boxed: the common path's future does not carry the others'.
             Plan::MultiShard(query) => {
-                Box::pin(self.run_multi_shard(topology, state, query, client)).await
+                state.transaction.statement_on_shards();
+                // A read over shards outside a transaction is the
+                // transaction a pending `SET TRANSACTION` was for; its
+                // parts run without it.
+                state.transaction.multi_shard_read();
+                self.run_multi_shard(topology, state, query, client).await
             }
-            Plan::AnyHost { sql, .. } => {
-                Box::pin(self.run_anywhere(topology, state, &sql, client)).await
-            }
-            Plan::Session(action) => {
-                Box::pin(self.run_session(topology, state, action, client)).await
-            }
+            Plan::AnyHost { sql, .. } => self.run_anywhere(topology, state, &sql, client).await,
+            Plan::Session(action) => self.run_session(topology, state, action, client).await,
             Plan::Diagnostics { sql, asked } => {
-                Box::pin(self.run_diagnostics(topology, state, None, (&sql, &asked), client)).await
+                self.run_diagnostics(topology, state, None, (&sql, &asked), client)
+                    .await
             }
             Plan::Reject(error) => Err(Failure::Client(ClientError::Route(error))),
         }
@@ -428,6 +410,7 @@ impl Engine {
         guard: ShardGuard,
         client: &mut FrameWriter<W>,
     ) -> Result<(), Failure> {
+        start_on_shards(state, &query);
         let composer = query.compose_insert_id.map(|type_id| InsertIdComposer {
             shard: query.target.shard,
             type_id,
@@ -758,14 +741,8 @@ impl Engine {
         topology: &Topology,
         state: &SessionState,
     ) -> Result<PooledConn, Failure> {
-        let mut refused = None;
-        for pool in self.any_pools(topology, state)? {
-            match self.checkout(topology, &pool, None, state).await {
-                Ok(conn) => return Ok(conn),
-                Err(failure) => refused = Some(failure),
-            }
-        }
-        Err(refused.unwrap_or_else(no_masters))
+        let pools = self.any_pools(topology, state)?;
+        self.checkout_first(topology, state, &pools, None).await
     }
 }
 
@@ -792,6 +769,18 @@ fn set_refused(reason: &str) -> Failure {
 /// Without the session's `sql_mode` and character set as the server has
 /// them after a SET, the proxy cannot know how the server reads the
 /// session's text: the session ends.
+/// What a statement on one shard does to the session's transaction before
+/// it runs: the server commits implicitly before and after a schema change
+/// (`Engine::commit_implicitly` ran before it was admitted), so no
+/// transaction is open once it ran.
+fn start_on_shards(state: &mut SessionState, query: &ShardQuery) {
+    if query.kind == StatementKind::SchemaChange {
+        state.transaction.end_unbound();
+    } else {
+        state.transaction.statement_on_shards();
+    }
+}
+
 /// What `ROW_COUNT()` reads after a statement a server answered with an OK.
 fn remember_row_count(state: &mut SessionState, outcome: &RelayOutcome) {
     if let Some(rows) = outcome.affected_rows {

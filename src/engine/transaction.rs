@@ -110,13 +110,13 @@ impl Engine {
         guard: ShardGuard,
     ) -> Result<(Venue, ShardGuard), Failure> {
         let target = query.target;
-        let pool = self.backends.pool(host_addr(topology, target.host));
         let fleet = fleet_name(topology, target);
+        let pool = || self.backends.pool(host_addr(topology, target.host));
         match state
             .transaction
             .route_shard(target.shard, fleet, query.kind)
         {
-            ShardVenue::Pool => return Ok((Venue::Pool(pool), guard)),
+            ShardVenue::Pool => return Ok((Venue::Pool(pool()), guard)),
             ShardVenue::Bound => {
                 Box::pin(self.check_not_moved(topology, state)).await?;
                 return Ok((Venue::Bound, guard));
@@ -136,7 +136,7 @@ impl Engine {
             ShardVenue::Bind => {}
         }
         // Boxed: the statement path's future does not carry a binding's.
-        Box::pin(self.bind_transaction(topology, state, &pool, target, fleet, guard)).await
+        Box::pin(self.bind_transaction(topology, state, &pool(), target, fleet, guard)).await
     }
 
     /// Checks out the connection a transaction binds, sends what opens the

@@ -91,8 +91,9 @@ impl<'a> Statement<'a> {
 }
 
 impl Engine {
-    /// Sends `sql` at the venue and relays the answer. A pooled connection
-    /// that fails while the statement is sent is replaced once.
+    /// Sends `sql` at the venue and relays the answer; a pooled connection
+    /// is settled afterwards ([`finish_pooled`]). A reused pooled
+    /// connection that fails while the statement is sent is replaced once.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn run_on<W: AsyncWrite + Unpin>(
         &self,
@@ -136,14 +137,15 @@ impl Engine {
             }
             return Err(Failure::Client(ClientError::QueryInterrupted));
         }
-        match venue {
+        let mut conn = match venue {
             Venue::Bound => {
                 let Some(bound) = state.transaction.run_on_bound() else {
                     return Err(Failure::Client(ClientError::Transaction(
                         "no transaction is bound".to_owned(),
                     )));
                 };
-                match send_on(&mut bound.conn, (sql, wire), client, options, &session).await {
+                return match send_on(&mut bound.conn, (sql, wire), client, options, &session).await
+                {
                     Ok(outcome) => {
                         stamp_connection(&mut bound.conn, stamp, &outcome);
                         if outcome.failed {
@@ -166,12 +168,14 @@ impl Engine {
                             Scope::Transaction,
                         ))
                     }
-                }
+                };
             }
             Venue::Held(mut conn) => {
                 state.transaction.ran_elsewhere();
-                // Boxed here and for any master: rarer than a shard's pool.
-                match Box::pin(send_on(&mut conn, (sql, wire), client, options, &session)).await {
+                // Boxed: rarer than a shard's pool.
+                return match Box::pin(send_on(&mut conn, (sql, wire), client, options, &session))
+                    .await
+                {
                     Ok(outcome) => {
                         // Diagnostics leave the diagnostics area as it was.
                         state.held = Some(conn);
@@ -181,7 +185,7 @@ impl Engine {
                         Ok(outcome)
                     }
                     result => finish_pooled(state, conn, result, stamp),
-                }
+                };
             }
             Venue::Pool(pool) => {
                 state.transaction.ran_elsewhere();
@@ -190,55 +194,19 @@ impl Engine {
                     conn =
                         Box::pin(self.send_prelude(topology, state, conn, target, prelude)).await?;
                 }
-                self.run_pooled(
-                    topology,
-                    state,
-                    conn,
-                    (target, sql, wire, stamp),
-                    options,
-                    client,
-                )
-                .await
+                conn
             }
             Venue::AnyOf(pools) => {
                 state.transaction.ran_elsewhere();
-                let mut refused = None;
-                for pool in &pools {
-                    match Box::pin(self.checkout(topology, pool, target, state)).await {
-                        Ok(conn) => {
-                            return Box::pin(self.run_pooled(
-                                topology,
-                                state,
-                                conn,
-                                (target, sql, wire, stamp),
-                                options,
-                                client,
-                            ))
-                            .await
-                        }
-                        Err(failure) => refused = Some(failure),
-                    }
-                }
-                Err(refused.unwrap_or_else(no_masters))
+                // Boxed: rarer than a shard's pool.
+                Box::pin(self.checkout_first(topology, state, &pools, target)).await?
             }
-        }
-    }
-
-    /// Sends `sql` on a checked-out connection, relays the answer and puts
-    /// the connection back. When sending fails on a reused connection (it
-    /// went stale in the pool), the statement did not run and is sent once
-    /// more on another connection; once it was sent, a lost connection is
-    /// the client's error (the statement may have run).
-    async fn run_pooled<W: AsyncWrite + Unpin>(
-        &self,
-        topology: &Topology,
-        state: &mut SessionState,
-        mut conn: PooledConn,
-        (target, sql, wire, stamp): (Option<Target>, &[u8], Wire<'_>, Option<u64>),
-        options: RelayOptions<'_>,
-        client: &mut FrameWriter<W>,
-    ) -> Result<RelayOutcome, Failure> {
-        let session = Arc::clone(&state.entry);
+        };
+        // Sent on a checked-out connection, and the connection put back.
+        // When sending fails on a reused connection (it went stale in the
+        // pool), the statement did not run and is sent once more on
+        // another connection; once it was sent, a lost connection is the
+        // client's error (the statement may have run).
         if session.is_cancelled() {
             // Cancelled while it waited for the connection.
             conn.release();
@@ -255,6 +223,25 @@ impl Engine {
             result => result,
         };
         finish_pooled(state, conn, result, stamp)
+    }
+
+    /// A connection from the first of `pools` that gives one (a statement
+    /// any master can answer); the last refusal when none does.
+    pub(super) async fn checkout_first(
+        &self,
+        topology: &Topology,
+        state: &SessionState,
+        pools: &[Arc<HostPool>],
+        target: Option<Target>,
+    ) -> Result<PooledConn, Failure> {
+        let mut refused = None;
+        for pool in pools {
+            match self.checkout(topology, pool, target, state).await {
+                Ok(conn) => return Ok(conn),
+                Err(failure) => refused = Some(failure),
+            }
+        }
+        Err(refused.unwrap_or_else(no_masters))
     }
 
     /// Sends the pending `SET TRANSACTION` on a checked-out connection
