@@ -131,8 +131,21 @@ pub(super) fn is_space(b: u8) -> bool {
 
 /// ASCII bytes of an unquoted identifier or number.
 fn is_word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+    WORD_BYTES[usize::from(b)]
 }
+
+/// [`is_word_byte`] of every byte: letters, digits, `_`, `$` and the
+/// non-ASCII bytes.
+const WORD_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < table.len() {
+        let b = i as u8;
+        table[i] = b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80;
+        i += 1;
+    }
+    table
+};
 
 /// What the last word was, for `ident.` (MariaDB's `MY_LEX_IDENT_SEP`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -371,7 +384,12 @@ impl Scanner<'_> {
 
     fn run(&mut self) -> Result<(), RouteError> {
         let mut i = 0;
-        while i < self.sql.len() {
+        while let Some(&b) = self.sql.get(i) {
+            // A blank is a token of nothing (as `step` reads it).
+            if is_space(b) {
+                i += 1;
+                continue;
+            }
             self.reading = i;
             i = self.step(i)?;
         }

@@ -416,8 +416,21 @@ fn a_recycled_reading_leaves_nothing_in_the_next() {
         previous = reused.ok();
     }
     let long = "SELECT ".to_owned() + &vec!["1"; 200].join(",");
-    lex(long.as_bytes(), &mode(), 1_000).expect("lexed").recycle();
+    lex(long.as_bytes(), &mode(), 1_000)
+        .expect("lexed")
+        .recycle();
     let after = lex(b"SELECT 1", &mode(), 1_000).expect("lexed");
     assert_eq!(after.values.len(), 1);
     assert!(after.values.capacity() <= MAX_SPARE_ENTRIES);
+}
+
+#[test]
+fn word_bytes_are_letters_digits_underscore_dollar_and_non_ascii() {
+    for b in 0..=255u8 {
+        assert_eq!(
+            is_word_byte(b),
+            b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80,
+            "{b:#04x}"
+        );
+    }
 }

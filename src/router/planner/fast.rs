@@ -512,11 +512,7 @@ fn push_decimal(out: &mut impl BufMut, mut n: u64, width: usize) {
 
 /// Appends shard `shard`'s database name, as `DatabaseFormat::format`
 /// writes it.
-fn push_db_name(
-    out: &mut impl BufMut,
-    database: &crate::topology::DatabaseFormat,
-    shard: u32,
-) {
+fn push_db_name(out: &mut impl BufMut, database: &crate::topology::DatabaseFormat, shard: u32) {
     out.put_slice(database.prefix.as_bytes());
     push_decimal(out, u64::from(shard), database.width);
     out.put_slice(database.suffix.as_bytes());
