@@ -310,6 +310,16 @@ impl Scanner<'_> {
         self.sql.get(i).copied()
     }
 
+    /// How many bytes from `i` on are `in_run`.
+    fn run_of(&self, i: usize, in_run: impl Fn(u8) -> bool) -> usize {
+        self.sql
+            .get(i..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|&&c| in_run(c))
+            .count()
+    }
+
     fn starts_with(&self, i: usize, pattern: &[u8]) -> bool {
         self.sql
             .get(i..)
@@ -500,13 +510,7 @@ impl Scanner<'_> {
         loop {
             if self.trail.is_none() {
                 // Single-byte characters: only a quote or `\` matters.
-                p += self
-                    .sql
-                    .get(p..)
-                    .unwrap_or_default()
-                    .iter()
-                    .position(|&c| c == quote || c == b'\\')
-                    .unwrap_or(self.sql.len().saturating_sub(p));
+                p += self.run_of(p, |c| c != quote && c != b'\\');
             } else if self.multibyte(p).is_some() {
                 p += 2;
                 continue;
@@ -668,13 +672,7 @@ impl Scanner<'_> {
         self.token()?;
         let mut p = start;
         if self.trail.is_none() {
-            p += self
-                .sql
-                .get(start..)
-                .unwrap_or_default()
-                .iter()
-                .take_while(|&&c| is_word_byte(c))
-                .count();
+            p += self.run_of(start, is_word_byte);
         }
         loop {
             if self.multibyte(p).is_some() {

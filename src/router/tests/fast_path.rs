@@ -364,9 +364,10 @@ fn a_point_lookup_from_its_template_does_not_allocate() {
     let made = counting::allocations() - before - 1; // `plans` itself
     assert_eq!(fast_path_hits() - hits, 8);
     assert!(plans.iter().all(|p| matches!(p, Plan::Shard(_))));
-    assert!(
-        made <= POINT_LOOKUP_ALLOCATIONS * 8,
-        "{made} allocations for 8 point lookups, over {POINT_LOOKUP_ALLOCATIONS} each"
+    assert_eq!(
+        made,
+        POINT_LOOKUP_ALLOCATIONS * 8,
+        "allocations for 8 point lookups, {POINT_LOOKUP_ALLOCATIONS} each"
     );
 }
 
