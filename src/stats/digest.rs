@@ -104,7 +104,9 @@ struct Entry {
 /// One part of the table.
 #[derive(Debug, Default)]
 struct Part {
-    entries: HashMap<u64, Entry>,
+    /// Keyed by a digest, a hash of client text: hashed again with a
+    /// random key, so no client can choose digests that crowd one place.
+    entries: HashMap<u64, Entry, foldhash::fast::RandomState>,
     tick: u64,
 }
 
@@ -186,15 +188,17 @@ impl Digests {
         let mut part = lock(&self.parts[part_of(seen.digest)]);
         part.tick += 1;
         let tick = part.tick;
-        if !part.entries.contains_key(&seen.digest) {
-            let capacity = (max / LOCK_SHARDS).max(1);
-            if part.entries.len() >= capacity {
-                let over = part.entries.len() + 1 - capacity;
-                let evicted = part.evict_oldest(capacity.div_ceil(8).max(over));
-                self.evictions.fetch_add(evicted, Ordering::Relaxed);
-            }
+        if let Some(entry) = part.entries.get_mut(&seen.digest) {
+            entry.count(seen, micros, now, tick);
+            return;
         }
-        let entry = part.entries.entry(seen.digest).or_insert_with(|| Entry {
+        let capacity = (max / LOCK_SHARDS).max(1);
+        if part.entries.len() >= capacity {
+            let over = part.entries.len() + 1 - capacity;
+            let evicted = part.evict_oldest(capacity.div_ceil(8).max(over));
+            self.evictions.fetch_add(evicted, Ordering::Relaxed);
+        }
+        let mut entry = Entry {
             text: text().into_boxed_str(),
             count: 0,
             errors: 0,
@@ -208,18 +212,9 @@ impl Digests {
             first_seen: now,
             last_seen: now,
             last_tick: tick,
-        });
-        entry.count += 1;
-        entry.errors += u64::from(seen.error);
-        entry.total_us = entry.total_us.saturating_add(micros);
-        entry.max_us = entry.max_us.max(micros);
-        entry.latency.record_us(micros);
-        entry.rows_sent = entry.rows_sent.saturating_add(seen.rows_sent);
-        entry.rows_affected = entry.rows_affected.saturating_add(seen.rows_affected);
-        entry.shards += u64::from(seen.shards);
-        entry.routes[seen.route as usize] += 1;
-        entry.last_seen = now;
-        entry.last_tick = tick;
+        };
+        entry.count(seen, micros, now, tick);
+        part.entries.insert(seen.digest, entry);
     }
 
     /// Digests in the table.
@@ -241,7 +236,7 @@ impl Digests {
     pub fn reset(&self) {
         for part in &self.parts {
             let mut part = lock(part);
-            part.entries = HashMap::new();
+            part.entries = HashMap::default();
         }
     }
 
@@ -289,6 +284,24 @@ impl Digests {
                 last_seen: entry.last_seen,
             })
             .collect()
+    }
+}
+
+impl Entry {
+    /// Counts `seen` (which took `micros`), seen at `now`, the part's
+    /// `tick`.
+    fn count(&mut self, seen: &Observation, micros: u64, now: SystemTime, tick: u64) {
+        self.count += 1;
+        self.errors += u64::from(seen.error);
+        self.total_us = self.total_us.saturating_add(micros);
+        self.max_us = self.max_us.max(micros);
+        self.latency.record_us(micros);
+        self.rows_sent = self.rows_sent.saturating_add(seen.rows_sent);
+        self.rows_affected = self.rows_affected.saturating_add(seen.rows_affected);
+        self.shards += u64::from(seen.shards);
+        self.routes[seen.route as usize] += 1;
+        self.last_seen = now;
+        self.last_tick = tick;
     }
 }
 

@@ -121,15 +121,24 @@ impl CommandClass {
             .iter()
             .position(|b| !b.is_ascii_alphabetic())
             .unwrap_or(rest.len());
-        let word = &rest[..end];
+        // Lowered once (no keyword is longer than the buffer), then
+        // compared byte for byte.
+        let mut lowered = [0u8; 9];
+        let Some(word) = lowered.get_mut(..end) else {
+            return CommandClass::Other;
+        };
+        for (low, &b) in word.iter_mut().zip(rest) {
+            *low = b.to_ascii_lowercase();
+        }
+        let word = &*word;
         KEYWORDS
             .iter()
-            .find(|(keyword, _)| word.eq_ignore_ascii_case(keyword.as_bytes()))
+            .find(|(keyword, _)| keyword.as_bytes() == word)
             .map_or(CommandClass::Other, |&(_, kind)| kind)
     }
 }
 
-/// First keywords and the kind they start.
+/// First keywords and the kind they start (lower case, at most 9 letters).
 const KEYWORDS: [(&str, CommandClass); 20] = [
     ("select", CommandClass::Select),
     ("insert", CommandClass::Insert),
@@ -363,11 +372,26 @@ mod tests {
             ("WITH a AS (SELECT 1) SELECT * FROM a", CommandClass::Select),
             ("DO 1", CommandClass::Other),
             ("selected", CommandClass::Other),
+            ("SeLeCt 1", CommandClass::Select),
+            ("SAVEPOINTS a", CommandClass::Other),
+            ("savepointsx", CommandClass::Other),
+            ("DESC pins", CommandClass::Show),
+            ("sel", CommandClass::Other),
             ("", CommandClass::Other),
             ("/* unterminated", CommandClass::Other),
         ];
         for (sql, kind) in cases {
             assert_eq!(CommandClass::of(0x03, sql.as_bytes()), Some(*kind), "{sql}");
+        }
+    }
+
+    #[test]
+    fn every_keyword_fits_the_lowered_word() {
+        for (keyword, _) in KEYWORDS {
+            assert!(keyword.len() <= 9, "{keyword}");
+            assert_eq!(keyword, keyword.to_ascii_lowercase());
+            let upper = keyword.to_ascii_uppercase();
+            assert_ne!(CommandClass::of_text(upper.as_bytes()), CommandClass::Other);
         }
     }
 

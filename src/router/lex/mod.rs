@@ -21,6 +21,7 @@
 //! Anything whose reading is uncertain is refused rather than guessed.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::ops::Range;
 
 use super::plan::{ClientCharset, LexMode, RouteError, TrailCharset};
@@ -130,8 +131,21 @@ pub(super) fn is_space(b: u8) -> bool {
 
 /// ASCII bytes of an unquoted identifier or number.
 fn is_word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+    WORD_BYTES[usize::from(b)]
 }
+
+/// [`is_word_byte`] of every byte: letters, digits, `_`, `$` and the
+/// non-ASCII bytes.
+const WORD_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < table.len() {
+        let b = i as u8;
+        table[i] = b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80;
+        i += 1;
+    }
+    table
+};
 
 /// What the last word was, for `ident.` (MariaDB's `MY_LEX_IDENT_SEP`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -143,6 +157,9 @@ enum Word {
 struct Scanner<'a> {
     sql: &'a [u8],
     mode: LexMode,
+    /// The charset's multibyte rules when it has any (big5, gbk, sjis):
+    /// without, every byte is a character of its own.
+    trail: Option<TrailCharset>,
     max_tokens: u64,
     /// The shadow, once a byte of it differs from the statement's
     /// (copied then, so a statement that needs no change is not copied).
@@ -183,20 +200,25 @@ pub(crate) fn lex_located<'a>(
             .map(|&b| if b >= 0x80 { PLACEHOLDER } else { b })
             .collect()
     });
+    let lists = SPARE.with(Cell::take).unwrap_or_default();
     let mut scanner = Scanner {
         sql,
         mode: *mode,
+        trail: match mode.charset {
+            ClientCharset::AsciiTrail(charset) => Some(charset),
+            ClientCharset::Utf8 | ClientCharset::AsciiSafe => None,
+        },
         max_tokens,
         shadow,
         out: Lexed {
             shadow: Cow::Borrowed(""),
-            literals: Vec::new(),
-            hints: Vec::new(),
-            markers: Vec::new(),
-            comments: Vec::new(),
-            statements: Vec::new(),
+            literals: lists.literals,
+            hints: lists.hints,
+            markers: lists.markers,
+            comments: lists.comments,
+            statements: lists.statements,
             tokens: 0,
-            values: Vec::new(),
+            values: lists.values,
         },
         executable: None,
         ident_end: None,
@@ -224,9 +246,78 @@ pub(crate) fn lex_located<'a>(
     Ok(out)
 }
 
+/// Most entries a recycled list of [`Lists`] keeps room for: the lists of
+/// a longer statement are freed, not kept for the next one.
+const MAX_SPARE_ENTRIES: usize = 64;
+
+thread_local! {
+    /// The lists of the last [`Lexed`] handed back with
+    /// [`Lexed::recycle`], emptied, for the next statement lexed on this
+    /// thread (so a statement on the fast path allocates none).
+    static SPARE: Cell<Option<Lists>> = const { Cell::new(None) };
+}
+
+/// The lists a [`Lexed`] fills.
+#[derive(Default)]
+struct Lists {
+    literals: Vec<Range<usize>>,
+    hints: Vec<Range<usize>>,
+    markers: Vec<Range<usize>>,
+    comments: Vec<Comment>,
+    statements: Vec<Range<usize>>,
+    values: Vec<ValueLiteral>,
+}
+
+impl Lexed<'_> {
+    /// Hands this reading's lists back for the next statement lexed on
+    /// this thread (when none are waiting already and none is long).
+    pub fn recycle(self) {
+        let mut lists = Lists {
+            literals: self.literals,
+            hints: self.hints,
+            markers: self.markers,
+            comments: self.comments,
+            statements: self.statements,
+            values: self.values,
+        };
+        let small = lists.literals.capacity() <= MAX_SPARE_ENTRIES
+            && lists.hints.capacity() <= MAX_SPARE_ENTRIES
+            && lists.markers.capacity() <= MAX_SPARE_ENTRIES
+            && lists.comments.capacity() <= MAX_SPARE_ENTRIES
+            && lists.statements.capacity() <= MAX_SPARE_ENTRIES
+            && lists.values.capacity() <= MAX_SPARE_ENTRIES;
+        if !small {
+            return;
+        }
+        lists.literals.clear();
+        lists.hints.clear();
+        lists.markers.clear();
+        lists.comments.clear();
+        lists.statements.clear();
+        lists.values.clear();
+        SPARE.with(|spare| {
+            if let Some(waiting) = spare.take() {
+                spare.set(Some(waiting));
+            } else {
+                spare.set(Some(lists));
+            }
+        });
+    }
+}
+
 impl Scanner<'_> {
     fn at(&self, i: usize) -> Option<u8> {
         self.sql.get(i).copied()
+    }
+
+    /// How many bytes from `i` on are `in_run`.
+    fn run_of(&self, i: usize, in_run: impl Fn(u8) -> bool) -> usize {
+        self.sql
+            .get(i..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|&&c| in_run(c))
+            .count()
     }
 
     fn starts_with(&self, i: usize, pattern: &[u8]) -> bool {
@@ -269,10 +360,14 @@ impl Scanner<'_> {
     /// The length of the multibyte character of a big5 / gbk / sjis text
     /// starting at `i` (2), or `None` for a single-byte one. Its bytes
     /// become placeholders in the shadow.
+    #[inline]
     fn multibyte(&mut self, i: usize) -> Option<usize> {
-        let ClientCharset::AsciiTrail(charset) = self.mode.charset else {
-            return None;
-        };
+        let charset = self.trail?;
+        self.multibyte_of(charset, i)
+    }
+
+    /// [`Scanner::multibyte`] in a charset with multibyte characters.
+    fn multibyte_of(&mut self, charset: TrailCharset, i: usize) -> Option<usize> {
         let lead = self.at(i)?;
         let trail = self.at(i + 1)?;
         let (lead_ok, trail_ok) = match charset {
@@ -299,7 +394,12 @@ impl Scanner<'_> {
 
     fn run(&mut self) -> Result<(), RouteError> {
         let mut i = 0;
-        while i < self.sql.len() {
+        while let Some(&b) = self.sql.get(i) {
+            // A blank is a token of nothing (as `step` reads it).
+            if is_space(b) {
+                i += 1;
+                continue;
+            }
             self.reading = i;
             i = self.step(i)?;
         }
@@ -398,10 +498,7 @@ impl Scanner<'_> {
     /// Whether a big5 / gbk / sjis multibyte character starts at `i`
     /// (without marking it).
     fn multibyte_at(&self, i: usize) -> bool {
-        let ClientCharset::AsciiTrail(_) = self.mode.charset else {
-            return false;
-        };
-        self.at(i).is_some_and(|b| b >= 0x80)
+        self.trail.is_some() && self.at(i).is_some_and(|b| b >= 0x80)
     }
 
     /// A string literal whose opening quote is at `quote` (`start` is
@@ -411,7 +508,10 @@ impl Scanner<'_> {
     fn string(&mut self, start: usize, quote_at: usize, quote: u8) -> Result<usize, RouteError> {
         let mut p = quote_at + 1;
         loop {
-            if self.multibyte(p).is_some() {
+            if self.trail.is_none() {
+                // Single-byte characters: only a quote or `\` matters.
+                p += self.run_of(p, |c| c != quote && c != b'\\');
+            } else if self.multibyte(p).is_some() {
                 p += 2;
                 continue;
             }
@@ -571,6 +671,9 @@ impl Scanner<'_> {
     fn word(&mut self, start: usize) -> Result<usize, RouteError> {
         self.token()?;
         let mut p = start;
+        if self.trail.is_none() {
+            p += self.run_of(start, is_word_byte);
+        }
         loop {
             if self.multibyte(p).is_some() {
                 self.set(p, IDENT_MULTIBYTE[0]);

@@ -322,3 +322,115 @@ fn the_shadow_borrows_the_statement_unless_it_differs() {
         }
     }
 }
+
+/// What a reading found, comparable between two readings.
+fn found(lexed: &Lexed<'_>) -> impl PartialEq + std::fmt::Debug {
+    (
+        lexed.shadow.to_string(),
+        lexed.literals.clone(),
+        lexed.hints.clone(),
+        lexed.markers.clone(),
+        lexed.comments.clone(),
+        lexed.statements.clone(),
+        lexed.tokens,
+        lexed.values.clone(),
+    )
+}
+
+/// ASCII texts built from the bytes the lexer treats specially, many of
+/// each length: a deterministic sample of what a client could send.
+fn ascii_texts() -> Vec<Vec<u8>> {
+    const ALPHABET: &[u8] = b"'\"`\\ \n;?.-#/*!+eExXnN01a_$;(),=M";
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    (0..20_000)
+        .map(|i| {
+            let len = 1 + i % 24;
+            (0..len)
+                .map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize])
+                .collect()
+        })
+        .collect()
+}
+
+/// In a single-byte charset the lexer scans words and strings without the
+/// multibyte machinery; on ASCII text a multibyte charset reads the same
+/// (no ASCII byte starts a big5 / gbk / sjis character), so both scans
+/// must find exactly the same, or refuse the same.
+#[test]
+fn ascii_text_reads_alike_with_and_without_the_multibyte_scan() {
+    let mut fixed: Vec<Vec<u8>> = [
+        &b"SELECT c FROM sbtest1 WHERE id=12345"[..],
+        b"SELECT 'a''b', 'c\\'d', \"e\"\"f\", 'g\\\\' FROM t",
+        b"SELECT 'unterminated\\",
+        b"SELECT x'1F', b'01', n'abc', 1e+5, 1.5e-3, a.1b, 0x1F",
+        b"SELECT `a``b` /* c */ # d\n -- e\n; SELECT ? /*!50000 f */",
+    ]
+    .iter()
+    .map(|s| s.to_vec())
+    .collect();
+    fixed.extend(ascii_texts());
+    for sql in &fixed {
+        for (no_backslash_escapes, ansi_quotes) in
+            [(false, false), (true, false), (false, true), (true, true)]
+        {
+            let single = LexMode {
+                no_backslash_escapes,
+                ansi_quotes,
+                ..mode()
+            };
+            let multibyte = LexMode {
+                charset: ClientCharset::AsciiTrail(TrailCharset::Sjis),
+                ..single
+            };
+            let fast = lex(sql, &single, 1_000).map(|l| found(&l));
+            let slow = lex(sql, &multibyte, 1_000).map(|l| found(&l));
+            assert_eq!(fast, slow, "{}", String::from_utf8_lossy(sql));
+        }
+    }
+}
+
+/// A reading handed back with `recycle` lends its lists to the next one,
+/// which finds exactly what a reading with new lists finds.
+#[test]
+fn a_recycled_reading_leaves_nothing_in_the_next() {
+    let texts = ascii_texts();
+    let mut previous: Option<Lexed<'_>> = None;
+    for sql in texts.iter().take(2_000) {
+        let fresh = lex(sql, &mode(), 1_000).map(|l| found(&l));
+        if let Some(previous) = previous.take() {
+            previous.recycle();
+        }
+        let reused = lex(sql, &mode(), 1_000);
+        assert_eq!(
+            reused.as_ref().map(found).map_err(Clone::clone),
+            fresh,
+            "{}",
+            String::from_utf8_lossy(sql)
+        );
+        previous = reused.ok();
+    }
+    let long = "SELECT ".to_owned() + &vec!["1"; 200].join(",");
+    lex(long.as_bytes(), &mode(), 1_000)
+        .expect("lexed")
+        .recycle();
+    let after = lex(b"SELECT 1", &mode(), 1_000).expect("lexed");
+    assert_eq!(after.values.len(), 1);
+    assert!(after.values.capacity() <= MAX_SPARE_ENTRIES);
+}
+
+#[test]
+fn word_bytes_are_letters_digits_underscore_dollar_and_non_ascii() {
+    for b in 0..=255u8 {
+        assert_eq!(
+            is_word_byte(b),
+            b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80,
+            "{b:#04x}"
+        );
+    }
+}

@@ -38,10 +38,9 @@
 //! [`MAX_SEEN`] shapes seen once, each emptied when full.
 
 use std::cell::{Cell, RefCell};
-use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hash, Hasher};
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use rustc_hash::FxHashMap;
 
 use super::keys::decode_id;
@@ -69,8 +68,17 @@ thread_local! {
     static HITS: Cell<u64> = const { Cell::new(0) };
     /// The keys of this thread's shape hashes: random, so a client cannot
     /// choose statements whose hashes crowd one place of the caches.
-    static SHAPE_KEYS: RandomState = RandomState::new();
+    static SHAPE_KEYS: foldhash::fast::RandomState = foldhash::fast::RandomState::default();
+    /// The buffer this thread writes the texts of filled templates into:
+    /// each plan's text is a share of it, and it is reused once they are
+    /// all dropped.
+    static OUTPUT: RefCell<BytesMut> = RefCell::new(BytesMut::new());
 }
+
+/// The least room [`OUTPUT`] is given when it has too little left for a
+/// text: room for many statements' texts, so that it is reused (not
+/// reallocated) while they come and go.
+const OUTPUT_BYTES: usize = 8 * 1024;
 
 /// Keyed by a shape's hash (keyed at random per thread, so a cheap hasher
 /// of the maps is safe).
@@ -131,8 +139,21 @@ pub(super) fn route(
     let Ok(lexed) = lex::lex(sql, &ctx.lex, ctx.max_tokens) else {
         return super::route_slow(sql, topo, ctx, &mut placement);
     };
-    let Some(shape) = Shape::of(sql, &lexed.values) else {
-        return super::route_slow(sql, topo, ctx, &mut placement);
+    let plan = route_lexed(sql, &lexed.values, topo, ctx, &mut placement);
+    lexed.recycle();
+    plan
+}
+
+/// [`route`] of a statement whose masked literals are `values`.
+fn route_lexed(
+    sql: &[u8],
+    values: &[ValueLiteral],
+    topo: &Topology,
+    ctx: &RouteContext,
+    placement: &mut Watched<'_>,
+) -> Plan {
+    let Some(shape) = Shape::of(sql, values) else {
+        return super::route_slow(sql, topo, ctx, placement);
     };
     let key = shape.hash(ctx, topo.identity);
     let found = CACHE.with(|c| {
@@ -155,7 +176,7 @@ pub(super) fn route(
             return plan;
         }
         // A value the planner refuses or routes otherwise: planned.
-        Some(None) => return super::route_slow(sql, topo, ctx, &mut placement),
+        Some(None) => return super::route_slow(sql, topo, ctx, placement),
         None => {}
     }
     let seen = CACHE.with(|c| {
@@ -170,9 +191,9 @@ pub(super) fn route(
         if seen == Some(false) {
             CACHE.with(|c| c.borrow_mut().seen.insert(key, false));
         }
-        return super::route_slow(sql, topo, ctx, &mut placement);
+        return super::route_slow(sql, topo, ctx, placement);
     }
-    let (plan, recorded) = recording(|| super::route_slow(sql, topo, ctx, &mut placement));
+    let (plan, recorded) = recording(|| super::route_slow(sql, topo, ctx, placement));
     let learned = learn(&shape, &plan, &recorded, topo, ctx);
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
@@ -240,16 +261,20 @@ impl<'s> Shape<'s> {
             })
     }
 
+    /// The key of the shape in this thread's caches: a keyed hash of what
+    /// [`Template::same_shape`] compares.
     fn hash(&self, ctx: &RouteContext, identity: u64) -> u64 {
-        let mut h = SHAPE_KEYS.with(RandomState::build_hasher);
-        identity.hash(&mut h);
+        let mut h = SHAPE_KEYS.with(BuildHasher::build_hasher);
+        h.write_u64(identity);
         context_key(ctx).hash(&mut h);
-        for (segment, value) in self
-            .segments()
-            .zip(self.values.iter().map(|v| Some(v.kind)).chain([None]))
-        {
-            segment.hash(&mut h);
-            value.hash(&mut h);
+        let mut values = self.values.iter();
+        for segment in self.segments() {
+            h.write(segment);
+            match values.next().map(|v| v.kind) {
+                Some(ValueKind::Digits) => h.write_u8(1),
+                Some(ValueKind::Quoted) => h.write_u8(2),
+                None => {}
+            }
         }
         h.finish()
     }
@@ -404,7 +429,6 @@ impl Template {
         let database_len = database.prefix.len()
             + database.width.max(decimal_len(u64::from(shard)))
             + database.suffix.len();
-        // Sized exactly: the plan's `Bytes` takes the vector as it is.
         let len = self
             .pieces
             .iter()
@@ -416,28 +440,44 @@ impl Template {
                 Piece::Shard => decimal_len(u64::from(shard)),
             })
             .sum();
-        let mut sql = Vec::with_capacity(len);
-        for piece in &self.pieces {
-            match *piece {
-                Piece::Text(start, end) => sql.extend_from_slice(self.text.get(start..end)?),
-                Piece::Value(i) => sql.extend_from_slice(shape.value(i)),
-                Piece::LocalId => push_decimal(&mut sql, local_id?, 0),
-                Piece::DbName => push_db_name(&mut sql, database, shard),
-                Piece::Shard => push_decimal(&mut sql, u64::from(shard), 0),
+        let sql = OUTPUT.with(|output| {
+            let mut sql = output.borrow_mut();
+            if sql.capacity() < len {
+                sql.reserve(len.max(OUTPUT_BYTES));
             }
-        }
+            for piece in &self.pieces {
+                match *piece {
+                    Piece::Text(start, end) => sql.put_slice(self.text.get(start..end)?),
+                    Piece::Value(i) => sql.put_slice(shape.value(i)),
+                    Piece::LocalId => push_decimal(&mut *sql, local_id?, 0),
+                    Piece::DbName => push_db_name(&mut *sql, database, shard),
+                    Piece::Shard => push_decimal(&mut *sql, u64::from(shard), 0),
+                }
+            }
+            Some(sql.split().freeze())
+        });
+        // A piece that failed left its bytes in the buffer: dropped with it.
+        let Some(sql) = sql else {
+            OUTPUT.with(|output| output.borrow_mut().clear());
+            return None;
+        };
         Some(Plan::Shard(self.shard_query(shard, host, sql)))
     }
 
     /// The plan's query on `shard` of `host` with the filled-in `sql`.
-    fn shard_query(&self, shard: u32, host: crate::topology::HostId, sql: Vec<u8>) -> ShardQuery {
+    fn shard_query(
+        &self,
+        shard: u32,
+        host: crate::topology::HostId,
+        sql: impl Into<Bytes>,
+    ) -> ShardQuery {
         ShardQuery {
             target: Target {
                 fleet: self.fleet,
                 shard,
                 host,
             },
-            sql: SqlText(Bytes::from(sql)),
+            sql: SqlText(sql.into()),
             kind: self.kind,
             compose_insert_id: self.compose_insert_id,
             writes_through_function: self.writes_through_function,
@@ -454,7 +494,7 @@ fn decimal_len(n: u64) -> usize {
 
 /// Appends `n` in decimal, zero-padded to `width` digits (as `{n:0width$}`
 /// writes it, without the formatting machinery).
-fn push_decimal(out: &mut Vec<u8>, mut n: u64, width: usize) {
+fn push_decimal(out: &mut impl BufMut, mut n: u64, width: usize) {
     let mut digits = [0u8; 20];
     let mut start = digits.len();
     for digit in digits.iter_mut().rev() {
@@ -466,16 +506,16 @@ fn push_decimal(out: &mut Vec<u8>, mut n: u64, width: usize) {
         }
     }
     let written = digits.len() - start;
-    out.resize(out.len() + width.saturating_sub(written), b'0');
-    out.extend_from_slice(digits.get(start..).unwrap_or_default());
+    out.put_bytes(b'0', width.saturating_sub(written));
+    out.put_slice(digits.get(start..).unwrap_or_default());
 }
 
 /// Appends shard `shard`'s database name, as `DatabaseFormat::format`
 /// writes it.
-fn push_db_name(out: &mut Vec<u8>, database: &crate::topology::DatabaseFormat, shard: u32) {
-    out.extend_from_slice(database.prefix.as_bytes());
+fn push_db_name(out: &mut impl BufMut, database: &crate::topology::DatabaseFormat, shard: u32) {
+    out.put_slice(database.prefix.as_bytes());
     push_decimal(out, u64::from(shard), database.width);
-    out.extend_from_slice(database.suffix.as_bytes());
+    out.put_slice(database.suffix.as_bytes());
 }
 
 /// The shard (and an object's local id) a key literal's content selects,
@@ -484,11 +524,7 @@ fn push_db_name(out: &mut Vec<u8>, database: &crate::topology::DatabaseFormat, s
 fn key_target(rule: KeyRule, content: &[u8], fleet: &Fleet) -> Option<(u32, Option<u64>)> {
     match rule {
         KeyRule::Object(_) | KeyRule::Mapping => {
-            if content.is_empty() || !content.iter().all(u8::is_ascii_digit) {
-                return None;
-            }
-            let raw: u64 = std::str::from_utf8(content).ok()?.parse().ok()?;
-            let id = decode_id(raw, fleet).ok()?;
+            let id = decode_id(parse_digits(content)?, fleet).ok()?;
             match rule {
                 KeyRule::Object(type_id) if id.type_id != type_id => None,
                 KeyRule::Object(_) => Some((id.shard, Some(id.local_id))),
@@ -497,6 +533,21 @@ fn key_target(rule: KeyRule, content: &[u8], fleet: &Fleet) -> Option<(u32, Opti
         }
         KeyRule::ModShard => Some((mod_shard(content, fleet.shard_count), None)),
     }
+}
+
+/// The number `content` writes: `None` unless it is digits only (at least
+/// one) and fits in 64 bits, as `str::parse::<u64>` reads such digits.
+fn parse_digits(content: &[u8]) -> Option<u64> {
+    if content.is_empty() {
+        return None;
+    }
+    content.iter().try_fold(0u64, |n, &b| {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
 }
 
 /// The template of a statement whose ordinary plan and notes are these, if
@@ -1000,6 +1051,33 @@ mod tests {
                     assert_eq!(out.len() - 1, decimal_len(n));
                 }
             }
+        }
+    }
+
+    #[test]
+    fn digits_are_read_as_str_parse_reads_them() {
+        for text in [
+            "0",
+            "7",
+            "0000000000000000000000042",
+            "18446744073709551615",
+            "18446744073709551616",
+            "99999999999999999999",
+            "184467440737095516150",
+            "",
+            "+1",
+            "-1",
+            "1 ",
+            "1a",
+            "١",
+        ] {
+            assert_eq!(
+                parse_digits(text.as_bytes()),
+                text.parse::<u64>()
+                    .ok()
+                    .filter(|_| text.bytes().all(|b| b.is_ascii_digit())),
+                "{text:?}"
+            );
         }
     }
 
