@@ -59,37 +59,39 @@ impl From<PacketTooLarge> for io::Error {
 }
 
 /// One frame as read off the wire, header included, so it can be relayed
-/// verbatim.
+/// verbatim: split off the reader's buffer ([`FrameReader::next_frame`]),
+/// or lent inside it until the reader is used again
+/// ([`FrameReader::next_frame_in_place`], `Frame<&mut [u8]>`).
 #[derive(Debug)]
-pub struct Frame {
-    raw: BytesMut,
+pub struct Frame<B = BytesMut> {
+    raw: B,
 }
 
-impl Frame {
+impl<B: AsRef<[u8]> + AsMut<[u8]>> Frame<B> {
     /// The frame's sequence id.
     pub fn seq(&self) -> u8 {
-        self.raw[3]
+        self.raw.as_ref()[3]
     }
 
     /// The payload, without the header.
     pub fn payload(&self) -> &[u8] {
-        &self.raw[HEADER_LEN..]
+        &self.raw.as_ref()[HEADER_LEN..]
     }
 
     /// The payload, for in-place edits of fixed-size fields.
     pub fn payload_mut(&mut self) -> &mut [u8] {
-        &mut self.raw[HEADER_LEN..]
+        &mut self.raw.as_mut()[HEADER_LEN..]
     }
 
     /// Header and payload, as they came.
     pub fn raw(&self) -> &[u8] {
-        &self.raw
+        self.raw.as_ref()
     }
 
     /// Gives the frame another sequence id (the client's numbering may differ
     /// from the backend's when a request was split differently).
     pub fn set_seq(&mut self, seq: u8) {
-        self.raw[3] = seq;
+        self.raw.as_mut()[3] = seq;
     }
 
     /// Whether the logical packet continues in the next frame.
@@ -114,6 +116,9 @@ pub struct FrameReader<R> {
     grown: bool,
     /// The packet [`FrameReader::next_packet`] has read in part.
     assembly: Option<Assembly>,
+    /// Length of the frame [`FrameReader::next_frame_in_place`] lent at
+    /// the front of the buffer: consumed when the reader is next used.
+    lent: usize,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -131,6 +136,16 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             lean: true,
             grown: false,
             assembly: None,
+            lent: 0,
+        }
+    }
+
+    /// Drops the frame lent by [`FrameReader::next_frame_in_place`] from
+    /// the buffer.
+    fn settle(&mut self) {
+        if self.lent > 0 {
+            self.buf.advance(self.lent);
+            self.lent = 0;
         }
     }
 
@@ -138,6 +153,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// past [`IDLE_READ`], so a peer that stays silent costs a small buffer
     /// only; a small one is kept and reused by the next packet.
     pub fn release_idle(&mut self) {
+        self.settle();
         if self.buf.is_empty() {
             if self.grown {
                 self.buf = BytesMut::new();
@@ -160,37 +176,51 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// Whether bytes are already buffered (a pipelining peer).
     pub fn has_buffered(&self) -> bool {
-        !self.buf.is_empty() || self.assembly.is_some()
+        self.buf.len() > self.lent || self.assembly.is_some()
     }
 
     /// The next frame. A clean end of stream before a header is
     /// `UnexpectedEof`; a frame longer than the limit is [`PacketTooLarge`].
     pub async fn next_frame(&mut self) -> io::Result<Frame> {
-        self.next_frame_within(0).await
+        self.settle();
+        let total = self.buffer_frame().await?;
+        Ok(Frame {
+            raw: self.buf.split_to(total),
+        })
     }
 
-    /// The next frame of a packet of which `before` bytes were read already:
-    /// refused on its header when the packet would go over the limit.
-    async fn next_frame_within(&mut self, before: usize) -> io::Result<Frame> {
+    /// [`FrameReader::next_frame`] without taking the frame out of the read
+    /// buffer: the frame is lent where it lies (no split, no reference
+    /// count) and dropped from the buffer when the reader is next used.
+    pub async fn next_frame_in_place(&mut self) -> io::Result<Frame<&mut [u8]>> {
+        self.settle();
+        let total = self.buffer_frame().await?;
+        self.lent = total;
+        Ok(Frame {
+            raw: &mut self.buf[..total],
+        })
+    }
+
+    /// Reads until the buffer starts with a whole frame and returns the
+    /// frame's length, header included; refused on its header when it
+    /// would go over the limit.
+    async fn buffer_frame(&mut self) -> io::Result<usize> {
         loop {
             if self.buf.len() >= HEADER_LEN {
                 let len = usize::from(self.buf[0])
                     | usize::from(self.buf[1]) << 8
                     | usize::from(self.buf[2]) << 16;
-                let declared = before.saturating_add(len);
-                if declared > self.max_packet {
+                if len > self.max_packet {
                     return Err(PacketTooLarge {
                         seq: self.buf[3],
-                        declared,
+                        declared: len,
                         limit: self.max_packet,
                     }
                     .into());
                 }
                 let total = HEADER_LEN + len;
                 if self.buf.len() >= total {
-                    return Ok(Frame {
-                        raw: self.buf.split_to(total),
-                    });
+                    return Ok(total);
                 }
                 if self.buf.capacity() < total {
                     // Exact growth: `reserve` doubles the storage it shares
@@ -221,6 +251,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// still writing the rest of its packet, then loses the error sent to
     /// it (a server skips the rest of the packet the same way).
     pub async fn discard_until_eof(&mut self, limit: usize) -> io::Result<()> {
+        self.settle();
         let mut seen = self.buf.len();
         self.buf = BytesMut::new();
         self.assembly = None;
@@ -246,6 +277,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// read buffer. Cancel-safe: a packet read in part is kept and
     /// completed by the next call.
     pub async fn next_packet(&mut self) -> io::Result<(u8, Vec<u8>)> {
+        self.settle();
         loop {
             if let Some(packet) = &mut self.assembly {
                 let missing = packet.frame_end - packet.payload.len();
@@ -318,6 +350,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// neither copied nor allocated (the buffer's storage is reused once
     /// the packet is dropped); any other is read as `next_packet` does.
     pub async fn next_packet_bytes(&mut self) -> io::Result<(u8, Bytes)> {
+        self.settle();
         if self.assembly.is_none() && self.buf.len() < HEADER_LEN {
             self.fill_buf().await?;
         }
@@ -485,17 +518,17 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     pub async fn write_command(&mut self, command: u8, body: &[u8]) -> io::Result<()> {
         self.last_was_error = command == 0xFF;
         let mut seq = 0u8;
-        // The first frame carries the command byte before its share of body.
-        let mut head: &[u8] = &[command];
+        // The first frame carries the command byte before its share of body,
+        // queued with the frame's header.
+        let mut head_len = 1;
         let mut rest = body;
         loop {
-            let chunk = rest.len().min(MAX_FRAME_PAYLOAD - head.len());
-            let len = (head.len() + chunk) as u32;
-            self.queue(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, seq])
-                .await?;
-            self.queue(head).await?;
+            let chunk = rest.len().min(MAX_FRAME_PAYLOAD - head_len);
+            let len = (head_len + chunk) as u32;
+            let header = [len as u8, (len >> 8) as u8, (len >> 16) as u8, seq, command];
+            self.queue(&header[..HEADER_LEN + head_len]).await?;
             self.queue(&rest[..chunk]).await?;
-            head = &[];
+            head_len = 0;
             seq = seq.wrapping_add(1);
             self.next_seq = seq;
             rest = &rest[chunk..];
@@ -783,8 +816,8 @@ mod tests {
         );
     }
 
-    /// A stream that returns one prepared chunk per read, as a client's
-    /// socket returns one statement per read.
+    /// A stream that returns one prepared chunk per read (what fits of
+    /// it), as a client's socket returns one statement per read.
     struct Chunks(std::collections::VecDeque<Vec<u8>>);
 
     impl AsyncRead for Chunks {
@@ -793,8 +826,12 @@ mod tests {
             _: &mut std::task::Context<'_>,
             buf: &mut tokio::io::ReadBuf<'_>,
         ) -> std::task::Poll<io::Result<()>> {
-            if let Some(chunk) = self.0.pop_front() {
+            if let Some(mut chunk) = self.0.pop_front() {
+                let rest = chunk.split_off(chunk.len().min(buf.remaining()));
                 buf.put_slice(&chunk);
+                if !rest.is_empty() {
+                    self.0.push_front(rest);
+                }
             }
             std::task::Poll::Ready(Ok(()))
         }
@@ -846,6 +883,111 @@ mod tests {
         let mut reader = FrameReader::with_max_packet(Chunks([frame].into()), 3);
         let refused = reader.next_packet_bytes().await.unwrap_err();
         assert!(PacketTooLarge::of(&refused).is_some(), "{refused}");
+    }
+
+    /// An answer's frames: short ones, one continued over a full frame,
+    /// its empty trailer, and one read split over several reads.
+    async fn answer_stream() -> Vec<u8> {
+        let mut writer = FrameWriter::new(Vec::new());
+        let long = vec![4u8; MAX_FRAME_PAYLOAD];
+        for (seq, payload) in [(1u8, &b"\x01"[..]), (2, b"def"), (3, &long), (5, b"")] {
+            writer.write_packet(seq, payload).await.unwrap();
+        }
+        writer.flush().await.unwrap();
+        writer.inner
+    }
+
+    #[tokio::test]
+    async fn frames_lent_in_place_are_the_frames_split_off() {
+        let wire = answer_stream().await;
+        let mut split = FrameReader::new(wire.as_slice());
+        let mut expected = Vec::new();
+        while let Ok(frame) = split.next_frame().await {
+            expected.push(frame.raw().to_vec());
+        }
+        assert_eq!(expected.len(), 5);
+        // Reads no longer than the reader's first, small one: the header
+        // read byte by byte, frames split anywhere.
+        for (first, chunk) in [(IDLE_READ, IDLE_READ), (1, 509), (3, 4093)] {
+            let (head, tail) = wire.split_at(30);
+            let reads = (head.chunks(first).chain(tail.chunks(chunk)))
+                .map(<[u8]>::to_vec)
+                .collect();
+            let mut reader = FrameReader::new(Chunks(reads));
+            let mut lent = Vec::new();
+            for _ in &expected {
+                let mut frame = reader.next_frame_in_place().await.unwrap();
+                let seq = frame.seq();
+                frame.set_seq(seq);
+                lent.push(frame.raw().to_vec());
+            }
+            assert!(lent == expected, "reads of {first} then {chunk} bytes");
+            assert!(!reader.has_buffered(), "the last frame lent counts as read");
+            let end = reader.next_frame_in_place().await.unwrap_err();
+            assert_eq!(end.kind(), io::ErrorKind::UnexpectedEof);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lent_frame_is_gone_for_every_later_read() {
+        let mut writer = FrameWriter::new(Vec::new());
+        for (seq, payload) in [(0u8, &b"one"[..]), (1, b"two"), (2, b"three"), (3, b"four")] {
+            writer.write_packet(seq, payload).await.unwrap();
+        }
+        writer.flush().await.unwrap();
+        let mut reader = FrameReader::new(writer.inner.as_slice());
+        let mut frame = reader.next_frame_in_place().await.unwrap();
+        frame.set_seq(9);
+        assert_eq!((frame.seq(), frame.payload()), (9, &b"one"[..]));
+        assert!(reader.has_buffered());
+        assert_eq!(reader.next_frame().await.unwrap().payload(), b"two");
+        assert_eq!(
+            reader.next_frame_in_place().await.unwrap().payload(),
+            b"three"
+        );
+        assert_eq!(reader.next_packet().await.unwrap(), (3, b"four".to_vec()));
+        assert!(!reader.has_buffered());
+
+        let mut reader = FrameReader::new(writer.inner.as_slice());
+        reader.next_frame_in_place().await.unwrap();
+        reader.release_idle();
+        let (seq, packet) = reader.next_packet_bytes().await.unwrap();
+        assert_eq!((seq, &packet[..]), (1, &b"two"[..]));
+    }
+
+    #[tokio::test]
+    async fn frames_lent_in_place_keep_the_limit() {
+        let wire = answer_stream().await;
+        let mut reader = FrameReader::with_max_packet(wire.as_slice(), 100);
+        reader.next_frame_in_place().await.unwrap();
+        reader.next_frame_in_place().await.unwrap();
+        let refused = reader.next_frame_in_place().await.unwrap_err();
+        assert_eq!(
+            PacketTooLarge::of(&refused),
+            Some(&PacketTooLarge {
+                seq: 3,
+                declared: MAX_FRAME_PAYLOAD,
+                limit: 100
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn answers_relayed_in_place_allocate_nothing() {
+        let answer = answer_stream().await[..12].to_vec();
+        let mut reader = FrameReader::new(Chunks(std::iter::repeat_n(answer, 8).collect()));
+        let mut made = Vec::new();
+        for _ in 0..8 {
+            let before = crate::test_alloc::allocations();
+            let first = reader.next_frame_in_place().await.unwrap();
+            assert_eq!(first.payload(), b"\x01");
+            let second = reader.next_frame_in_place().await.unwrap();
+            assert_eq!(second.payload(), b"def");
+            made.push(crate::test_alloc::allocations() - before);
+        }
+        // The first answer allocates a small read buffer, the second one a
+        // read's size.
+        assert_eq!(made[2..], [0; 6], "allocations per answer: {made:?}");
     }
 
     #[tokio::test]
