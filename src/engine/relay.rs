@@ -320,7 +320,12 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
     let mut columns: Vec<ColumnInfo> = Vec::new();
     let mut row = Vec::new();
     loop {
-        let mut frame = match backend.reader.next_frame_in_place().await {
+        let next = match backend.reader.buffered_frame_in_place() {
+            Ok(Some(frame)) => Ok(frame),
+            Ok(None) => backend.reader.next_frame_in_place().await,
+            Err(error) => Err(error),
+        };
+        let mut frame = match next {
             Ok(frame) => frame,
             Err(error) => {
                 return Err(RelayFailure::Backend {
@@ -551,10 +556,12 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                 finished && more_results,
             );
         }
-        client
-            .write_raw(frame.raw())
-            .await
-            .map_err(RelayFailure::Client)?;
+        if !client.write_raw_buffered(frame.raw()) {
+            client
+                .write_raw(frame.raw())
+                .await
+                .map_err(RelayFailure::Client)?;
+        }
         forwarded = true;
         if let Some((status, warnings, failed)) = end {
             if !finished {

@@ -201,27 +201,56 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         })
     }
 
+    /// [`FrameReader::next_frame_in_place`] when the next frame is already
+    /// buffered whole (`None` when it is not): no read, no future.
+    pub fn buffered_frame_in_place(&mut self) -> io::Result<Option<Frame<&mut [u8]>>> {
+        self.settle();
+        let Some(total) = self.buffered_frame_len()? else {
+            return Ok(None);
+        };
+        self.lent = total;
+        Ok(Some(Frame {
+            raw: &mut self.buf[..total],
+        }))
+    }
+
+    /// The length, header included, of the frame at the front of the
+    /// buffer when it is there whole; refused on its header when it would
+    /// go over the limit.
+    fn buffered_frame_len(&self) -> io::Result<Option<usize>> {
+        if self.buf.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let len = usize::from(self.buf[0])
+            | usize::from(self.buf[1]) << 8
+            | usize::from(self.buf[2]) << 16;
+        if len > self.max_packet {
+            return Err(PacketTooLarge {
+                seq: self.buf[3],
+                declared: len,
+                limit: self.max_packet,
+            }
+            .into());
+        }
+        let total = HEADER_LEN + len;
+        Ok((self.buf.len() >= total).then_some(total))
+    }
+
     /// Reads until the buffer starts with a whole frame and returns the
     /// frame's length, header included; refused on its header when it
     /// would go over the limit.
     async fn buffer_frame(&mut self) -> io::Result<usize> {
         loop {
-            if self.buf.len() >= HEADER_LEN {
-                let len = usize::from(self.buf[0])
-                    | usize::from(self.buf[1]) << 8
-                    | usize::from(self.buf[2]) << 16;
-                if len > self.max_packet {
-                    return Err(PacketTooLarge {
-                        seq: self.buf[3],
-                        declared: len,
-                        limit: self.max_packet,
-                    }
-                    .into());
-                }
-                let total = HEADER_LEN + len;
-                if self.buf.len() >= total {
-                    return Ok(total);
-                }
+            if let Some(total) = self.buffered_frame_len()? {
+                return Ok(total);
+            }
+            if self.buf.len() < HEADER_LEN {
+                self.reserve();
+            } else {
+                let total = HEADER_LEN
+                    + (usize::from(self.buf[0])
+                        | usize::from(self.buf[1]) << 8
+                        | usize::from(self.buf[2]) << 16);
                 if self.buf.capacity() < total {
                     // Exact growth: `reserve` doubles the storage it shares
                     // with frames already split off, so a stream of long
@@ -231,8 +260,6 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                     self.buf = grown;
                     self.grown = true;
                 }
-            } else {
-                self.reserve();
             }
             let read = self.inner.read_buf(&mut self.buf).await?;
             self.lean = false;
@@ -453,11 +480,28 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
 
     /// Queues a frame exactly as read from a peer.
     pub async fn write_raw(&mut self, raw: &[u8]) -> io::Result<()> {
+        self.note_raw(raw);
+        self.queue(raw).await
+    }
+
+    /// [`FrameWriter::write_raw`] when the frame fits in the buffer without
+    /// a write: queued, `true`. Otherwise nothing is queued and the caller
+    /// awaits `write_raw` (`false`).
+    pub fn write_raw_buffered(&mut self, raw: &[u8]) -> bool {
+        if self.buf.capacity() == 0 || self.buf.len() + raw.len() >= WRITE_FLUSH_AT {
+            return false;
+        }
+        self.note_raw(raw);
+        self.buf.extend_from_slice(raw);
+        true
+    }
+
+    /// The sequence id and ERR mark of a frame queued as read.
+    fn note_raw(&mut self, raw: &[u8]) {
         if raw.len() > HEADER_LEN {
             self.next_seq = raw[3].wrapping_add(1);
             self.last_was_error = raw[HEADER_LEN] == 0xFF;
         }
-        self.queue(raw).await
     }
 
     /// Appends `bytes` to the buffer and writes it out from
@@ -988,6 +1032,75 @@ mod tests {
         // The first answer allocates a small read buffer, the second one a
         // read's size.
         assert_eq!(made[2..], [0; 6], "allocations per answer: {made:?}");
+    }
+
+    #[tokio::test]
+    async fn buffered_frames_are_lent_without_reading() {
+        let wire = answer_stream().await;
+        let (head, tail) = wire.split_at(9);
+        let reads = [head.to_vec(), tail[..600].to_vec()];
+        let mut reader = FrameReader::new(Chunks(reads.into()));
+        assert!(
+            reader.buffered_frame_in_place().unwrap().is_none(),
+            "nothing read yet"
+        );
+        assert_eq!(
+            reader.next_frame_in_place().await.unwrap().payload(),
+            b"\x01"
+        );
+        // Four bytes of "def"'s frame: not whole, not lent.
+        assert!(reader.buffered_frame_in_place().unwrap().is_none());
+        assert!(reader.has_buffered(), "the part read stays");
+        let frame = reader.next_frame_in_place().await.unwrap();
+        assert_eq!((frame.seq(), frame.payload()), (2, &b"def"[..]));
+        // The long frame's header is over the limit: refused without a read.
+        reader.set_max_packet(100);
+        let refused = reader.buffered_frame_in_place().unwrap_err();
+        assert_eq!(PacketTooLarge::of(&refused).map(|t| t.seq), Some(3));
+
+        let mut reader = FrameReader::new(wire.as_slice());
+        reader.next_frame_in_place().await.unwrap();
+        let mut lent = Vec::new();
+        while let Some(frame) = reader.buffered_frame_in_place().unwrap() {
+            lent.push(frame.seq());
+        }
+        assert_eq!(lent, [2], "the long frame is not whole in one read");
+    }
+
+    #[tokio::test]
+    async fn frames_queued_without_a_write_are_the_frames_write_raw_queues() {
+        let short = [3u8, 0, 0, 7, 0xFF, 1, 2];
+        let long = [vec![0u8, 0x40, 0, 8], vec![5u8; 0x4000]].concat();
+        let frames: Vec<&[u8]> = std::iter::repeat_n([&short[..], &long[..]], 9)
+            .flatten()
+            .collect();
+        let mut plain = FrameWriter::new(Vec::new());
+        let mut fast = FrameWriter::new(Vec::new());
+        let mut buffered = 0;
+        for (n, frame) in frames.iter().enumerate() {
+            if n == 5 {
+                for writer in [&mut plain, &mut fast] {
+                    writer.flush().await.unwrap();
+                    writer.release_idle();
+                }
+            }
+            plain.write_raw(frame).await.unwrap();
+            if fast.write_raw_buffered(frame) {
+                buffered += 1;
+            } else {
+                fast.write_raw(frame).await.unwrap();
+            }
+            assert!(fast.buf.len() < WRITE_FLUSH_AT, "frame {n}");
+            assert_eq!(
+                (fast.next_seq(), fast.last_was_error()),
+                (plain.next_seq(), plain.last_was_error()),
+                "frame {n}"
+            );
+        }
+        assert!(buffered > 0 && buffered < frames.len() - 2, "{buffered}");
+        plain.flush().await.unwrap();
+        fast.flush().await.unwrap();
+        assert!(fast.inner == plain.inner);
     }
 
     #[tokio::test]
