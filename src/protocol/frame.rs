@@ -214,6 +214,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }))
     }
 
+    /// The payload length the header at the front of the buffer declares
+    /// (at least [`HEADER_LEN`] bytes are buffered).
+    fn front_frame_len(&self) -> usize {
+        usize::from(self.buf[0]) | usize::from(self.buf[1]) << 8 | usize::from(self.buf[2]) << 16
+    }
+
     /// The length, header included, of the frame at the front of the
     /// buffer when it is there whole; refused on its header when it would
     /// go over the limit.
@@ -221,9 +227,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         if self.buf.len() < HEADER_LEN {
             return Ok(None);
         }
-        let len = usize::from(self.buf[0])
-            | usize::from(self.buf[1]) << 8
-            | usize::from(self.buf[2]) << 16;
+        let len = self.front_frame_len();
         if len > self.max_packet {
             return Err(PacketTooLarge {
                 seq: self.buf[3],
@@ -247,10 +251,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             if self.buf.len() < HEADER_LEN {
                 self.reserve();
             } else {
-                let total = HEADER_LEN
-                    + (usize::from(self.buf[0])
-                        | usize::from(self.buf[1]) << 8
-                        | usize::from(self.buf[2]) << 16);
+                let total = HEADER_LEN + self.front_frame_len();
                 if self.buf.capacity() < total {
                     // Exact growth: `reserve` doubles the storage it shares
                     // with frames already split off, so a stream of long
@@ -335,9 +336,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 self.fill_buf().await?;
                 continue;
             }
-            let len = usize::from(self.buf[0])
-                | usize::from(self.buf[1]) << 8
-                | usize::from(self.buf[2]) << 16;
+            let len = self.front_frame_len();
             let seq = self.buf[3];
             let before = self.assembly.as_ref().map_or(0, |p| p.payload.len());
             let declared = before.saturating_add(len);
@@ -382,9 +381,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             self.fill_buf().await?;
         }
         if self.assembly.is_none() && self.buf.len() >= HEADER_LEN {
-            let len = usize::from(self.buf[0])
-                | usize::from(self.buf[1]) << 8
-                | usize::from(self.buf[2]) << 16;
+            let len = self.front_frame_len();
             if len < MAX_FRAME_PAYLOAD
                 && len <= self.max_packet
                 && self.buf.len() >= HEADER_LEN + len
