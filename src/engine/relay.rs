@@ -146,9 +146,19 @@ pub(crate) async fn local_id_overflow(
     message: &str,
     shard: Option<u32>,
 ) -> Option<LocalIdOverflow> {
-    if code != 1690 || !message.contains(COMPOSE_OVERFLOW_MARK) {
+    if !is_local_id_overflow(code, message) {
         return None;
     }
+    Some(explain_local_id_overflow(backend, message, shard).await)
+}
+
+/// The refusal for the overflow error `message` ([`local_id_overflow`],
+/// once [`is_local_id_overflow`] said it is one).
+async fn explain_local_id_overflow(
+    backend: &mut BackendConn,
+    message: &str,
+    shard: Option<u32>,
+) -> LocalIdOverflow {
     let table = overflowing_table(message);
     let local_id = match &table {
         Some((database, name)) => smallest_overflowing_local_id(backend, database, name)
@@ -157,12 +167,18 @@ pub(crate) async fn local_id_overflow(
             .flatten(),
         None => None,
     };
-    Some(LocalIdOverflow {
+    LocalIdOverflow {
         table: table.map_or_else(|| "?".to_owned(), |(d, t)| format!("{d}.{t}")),
         shard,
         local_id,
         inserted: false,
-    })
+    }
+}
+
+/// Whether the server's error `code` and `message` are the overflow error
+/// [`local_id_overflow`] explains.
+fn is_local_id_overflow(code: u16, message: &str) -> bool {
+    code == 1690 && message.contains(COMPOSE_OVERFLOW_MARK)
 }
 
 /// [`local_id_overflow`] for an error already read into a [`ClientError`]
@@ -304,7 +320,12 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
     let mut columns: Vec<ColumnInfo> = Vec::new();
     let mut row = Vec::new();
     loop {
-        let mut frame = match backend.reader.next_frame().await {
+        let next = match backend.reader.buffered_frame_in_place() {
+            Ok(Some(frame)) => Ok(frame),
+            Ok(None) => backend.reader.next_frame_in_place().await,
+            Err(error) => Err(error),
+        };
+        let mut frame = match next {
             Ok(frame) => frame,
             Err(error) => {
                 return Err(RelayFailure::Backend {
@@ -427,10 +448,13 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                 (_, Some(ERR_HEADER)) => {
                     if let Some((code, _, message)) = parse_err(payload) {
                         error_code = Some(code);
-                        if let Some(overflow) =
-                            Box::pin(local_id_overflow(backend, code, &message, shard)).await
-                        {
-                            Box::pin(write_refusal(client, frame.seq(), &overflow)).await?;
+                        if is_local_id_overflow(code, &message) {
+                            // The frame is lent by the backend's reader, on
+                            // which the explanation reads: not used after.
+                            let client_seq = frame.seq();
+                            let overflow =
+                                Box::pin(explain_local_id_overflow(backend, &message, shard)).await;
+                            Box::pin(write_refusal(client, client_seq, &overflow)).await?;
                             return Ok(RelayOutcome {
                                 rows,
                                 status: StatusFlags::empty(),
@@ -532,10 +556,12 @@ pub async fn relay_response<W: AsyncWrite + Unpin>(
                 finished && more_results,
             );
         }
-        client
-            .write_raw(frame.raw())
-            .await
-            .map_err(RelayFailure::Client)?;
+        if !client.write_raw_buffered(frame.raw()) {
+            client
+                .write_raw(frame.raw())
+                .await
+                .map_err(RelayFailure::Client)?;
+        }
         forwarded = true;
         if let Some((status, warnings, failed)) = end {
             if !finished {

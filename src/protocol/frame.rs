@@ -59,37 +59,39 @@ impl From<PacketTooLarge> for io::Error {
 }
 
 /// One frame as read off the wire, header included, so it can be relayed
-/// verbatim.
+/// verbatim: split off the reader's buffer ([`FrameReader::next_frame`]),
+/// or lent inside it until the reader is used again
+/// ([`FrameReader::next_frame_in_place`], `Frame<&mut [u8]>`).
 #[derive(Debug)]
-pub struct Frame {
-    raw: BytesMut,
+pub struct Frame<B = BytesMut> {
+    raw: B,
 }
 
-impl Frame {
+impl<B: AsRef<[u8]> + AsMut<[u8]>> Frame<B> {
     /// The frame's sequence id.
     pub fn seq(&self) -> u8 {
-        self.raw[3]
+        self.raw.as_ref()[3]
     }
 
     /// The payload, without the header.
     pub fn payload(&self) -> &[u8] {
-        &self.raw[HEADER_LEN..]
+        &self.raw.as_ref()[HEADER_LEN..]
     }
 
     /// The payload, for in-place edits of fixed-size fields.
     pub fn payload_mut(&mut self) -> &mut [u8] {
-        &mut self.raw[HEADER_LEN..]
+        &mut self.raw.as_mut()[HEADER_LEN..]
     }
 
     /// Header and payload, as they came.
     pub fn raw(&self) -> &[u8] {
-        &self.raw
+        self.raw.as_ref()
     }
 
     /// Gives the frame another sequence id (the client's numbering may differ
     /// from the backend's when a request was split differently).
     pub fn set_seq(&mut self, seq: u8) {
-        self.raw[3] = seq;
+        self.raw.as_mut()[3] = seq;
     }
 
     /// Whether the logical packet continues in the next frame.
@@ -114,6 +116,9 @@ pub struct FrameReader<R> {
     grown: bool,
     /// The packet [`FrameReader::next_packet`] has read in part.
     assembly: Option<Assembly>,
+    /// Length of the frame [`FrameReader::next_frame_in_place`] lent at
+    /// the front of the buffer: consumed when the reader is next used.
+    lent: usize,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -131,6 +136,16 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             lean: true,
             grown: false,
             assembly: None,
+            lent: 0,
+        }
+    }
+
+    /// Drops the frame lent by [`FrameReader::next_frame_in_place`] from
+    /// the buffer.
+    fn settle(&mut self) {
+        if self.lent > 0 {
+            self.buf.advance(self.lent);
+            self.lent = 0;
         }
     }
 
@@ -138,6 +153,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// past [`IDLE_READ`], so a peer that stays silent costs a small buffer
     /// only; a small one is kept and reused by the next packet.
     pub fn release_idle(&mut self) {
+        self.settle();
         if self.buf.is_empty() {
             if self.grown {
                 self.buf = BytesMut::new();
@@ -160,38 +176,82 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// Whether bytes are already buffered (a pipelining peer).
     pub fn has_buffered(&self) -> bool {
-        !self.buf.is_empty() || self.assembly.is_some()
+        self.buf.len() > self.lent || self.assembly.is_some()
     }
 
     /// The next frame. A clean end of stream before a header is
     /// `UnexpectedEof`; a frame longer than the limit is [`PacketTooLarge`].
     pub async fn next_frame(&mut self) -> io::Result<Frame> {
-        self.next_frame_within(0).await
+        self.settle();
+        let total = self.buffer_frame().await?;
+        Ok(Frame {
+            raw: self.buf.split_to(total),
+        })
     }
 
-    /// The next frame of a packet of which `before` bytes were read already:
-    /// refused on its header when the packet would go over the limit.
-    async fn next_frame_within(&mut self, before: usize) -> io::Result<Frame> {
+    /// [`FrameReader::next_frame`] without taking the frame out of the read
+    /// buffer: the frame is lent where it lies (no split, no reference
+    /// count) and dropped from the buffer when the reader is next used.
+    pub async fn next_frame_in_place(&mut self) -> io::Result<Frame<&mut [u8]>> {
+        self.settle();
+        let total = self.buffer_frame().await?;
+        self.lent = total;
+        Ok(Frame {
+            raw: &mut self.buf[..total],
+        })
+    }
+
+    /// [`FrameReader::next_frame_in_place`] when the next frame is already
+    /// buffered whole (`None` when it is not): no read, no future.
+    pub fn buffered_frame_in_place(&mut self) -> io::Result<Option<Frame<&mut [u8]>>> {
+        self.settle();
+        let Some(total) = self.buffered_frame_len()? else {
+            return Ok(None);
+        };
+        self.lent = total;
+        Ok(Some(Frame {
+            raw: &mut self.buf[..total],
+        }))
+    }
+
+    /// The payload length the header at the front of the buffer declares
+    /// (at least [`HEADER_LEN`] bytes are buffered).
+    fn front_frame_len(&self) -> usize {
+        usize::from(self.buf[0]) | usize::from(self.buf[1]) << 8 | usize::from(self.buf[2]) << 16
+    }
+
+    /// The length, header included, of the frame at the front of the
+    /// buffer when it is there whole; refused on its header when it would
+    /// go over the limit.
+    fn buffered_frame_len(&self) -> io::Result<Option<usize>> {
+        if self.buf.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let len = self.front_frame_len();
+        if len > self.max_packet {
+            return Err(PacketTooLarge {
+                seq: self.buf[3],
+                declared: len,
+                limit: self.max_packet,
+            }
+            .into());
+        }
+        let total = HEADER_LEN + len;
+        Ok((self.buf.len() >= total).then_some(total))
+    }
+
+    /// Reads until the buffer starts with a whole frame and returns the
+    /// frame's length, header included; refused on its header when it
+    /// would go over the limit.
+    async fn buffer_frame(&mut self) -> io::Result<usize> {
         loop {
-            if self.buf.len() >= HEADER_LEN {
-                let len = usize::from(self.buf[0])
-                    | usize::from(self.buf[1]) << 8
-                    | usize::from(self.buf[2]) << 16;
-                let declared = before.saturating_add(len);
-                if declared > self.max_packet {
-                    return Err(PacketTooLarge {
-                        seq: self.buf[3],
-                        declared,
-                        limit: self.max_packet,
-                    }
-                    .into());
-                }
-                let total = HEADER_LEN + len;
-                if self.buf.len() >= total {
-                    return Ok(Frame {
-                        raw: self.buf.split_to(total),
-                    });
-                }
+            if let Some(total) = self.buffered_frame_len()? {
+                return Ok(total);
+            }
+            if self.buf.len() < HEADER_LEN {
+                self.reserve();
+            } else {
+                let total = HEADER_LEN + self.front_frame_len();
                 if self.buf.capacity() < total {
                     // Exact growth: `reserve` doubles the storage it shares
                     // with frames already split off, so a stream of long
@@ -201,8 +261,6 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                     self.buf = grown;
                     self.grown = true;
                 }
-            } else {
-                self.reserve();
             }
             let read = self.inner.read_buf(&mut self.buf).await?;
             self.lean = false;
@@ -221,6 +279,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// still writing the rest of its packet, then loses the error sent to
     /// it (a server skips the rest of the packet the same way).
     pub async fn discard_until_eof(&mut self, limit: usize) -> io::Result<()> {
+        self.settle();
         let mut seen = self.buf.len();
         self.buf = BytesMut::new();
         self.assembly = None;
@@ -246,6 +305,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// read buffer. Cancel-safe: a packet read in part is kept and
     /// completed by the next call.
     pub async fn next_packet(&mut self) -> io::Result<(u8, Vec<u8>)> {
+        self.settle();
         loop {
             if let Some(packet) = &mut self.assembly {
                 let missing = packet.frame_end - packet.payload.len();
@@ -276,9 +336,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 self.fill_buf().await?;
                 continue;
             }
-            let len = usize::from(self.buf[0])
-                | usize::from(self.buf[1]) << 8
-                | usize::from(self.buf[2]) << 16;
+            let len = self.front_frame_len();
             let seq = self.buf[3];
             let before = self.assembly.as_ref().map_or(0, |p| p.payload.len());
             let declared = before.saturating_add(len);
@@ -318,13 +376,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// neither copied nor allocated (the buffer's storage is reused once
     /// the packet is dropped); any other is read as `next_packet` does.
     pub async fn next_packet_bytes(&mut self) -> io::Result<(u8, Bytes)> {
+        self.settle();
         if self.assembly.is_none() && self.buf.len() < HEADER_LEN {
             self.fill_buf().await?;
         }
         if self.assembly.is_none() && self.buf.len() >= HEADER_LEN {
-            let len = usize::from(self.buf[0])
-                | usize::from(self.buf[1]) << 8
-                | usize::from(self.buf[2]) << 16;
+            let len = self.front_frame_len();
             if len < MAX_FRAME_PAYLOAD
                 && len <= self.max_packet
                 && self.buf.len() >= HEADER_LEN + len
@@ -420,11 +477,28 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
 
     /// Queues a frame exactly as read from a peer.
     pub async fn write_raw(&mut self, raw: &[u8]) -> io::Result<()> {
+        self.note_raw(raw);
+        self.queue(raw).await
+    }
+
+    /// [`FrameWriter::write_raw`] when the frame fits in the buffer without
+    /// a write: queued, `true`. Otherwise nothing is queued and the caller
+    /// awaits `write_raw` (`false`).
+    pub fn write_raw_buffered(&mut self, raw: &[u8]) -> bool {
+        if self.buf.capacity() == 0 || self.buf.len() + raw.len() >= WRITE_FLUSH_AT {
+            return false;
+        }
+        self.note_raw(raw);
+        self.buf.extend_from_slice(raw);
+        true
+    }
+
+    /// The sequence id and ERR mark of a frame queued as read.
+    fn note_raw(&mut self, raw: &[u8]) {
         if raw.len() > HEADER_LEN {
             self.next_seq = raw[3].wrapping_add(1);
             self.last_was_error = raw[HEADER_LEN] == 0xFF;
         }
-        self.queue(raw).await
     }
 
     /// Appends `bytes` to the buffer and writes it out from
@@ -485,17 +559,17 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     pub async fn write_command(&mut self, command: u8, body: &[u8]) -> io::Result<()> {
         self.last_was_error = command == 0xFF;
         let mut seq = 0u8;
-        // The first frame carries the command byte before its share of body.
-        let mut head: &[u8] = &[command];
+        // The first frame carries the command byte before its share of body,
+        // queued with the frame's header.
+        let mut head_len = 1;
         let mut rest = body;
         loop {
-            let chunk = rest.len().min(MAX_FRAME_PAYLOAD - head.len());
-            let len = (head.len() + chunk) as u32;
-            self.queue(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, seq])
-                .await?;
-            self.queue(head).await?;
+            let chunk = rest.len().min(MAX_FRAME_PAYLOAD - head_len);
+            let len = (head_len + chunk) as u32;
+            let header = [len as u8, (len >> 8) as u8, (len >> 16) as u8, seq, command];
+            self.queue(&header[..HEADER_LEN + head_len]).await?;
             self.queue(&rest[..chunk]).await?;
-            head = &[];
+            head_len = 0;
             seq = seq.wrapping_add(1);
             self.next_seq = seq;
             rest = &rest[chunk..];
@@ -783,8 +857,8 @@ mod tests {
         );
     }
 
-    /// A stream that returns one prepared chunk per read, as a client's
-    /// socket returns one statement per read.
+    /// A stream that returns one prepared chunk per read (what fits of
+    /// it), as a client's socket returns one statement per read.
     struct Chunks(std::collections::VecDeque<Vec<u8>>);
 
     impl AsyncRead for Chunks {
@@ -793,8 +867,12 @@ mod tests {
             _: &mut std::task::Context<'_>,
             buf: &mut tokio::io::ReadBuf<'_>,
         ) -> std::task::Poll<io::Result<()>> {
-            if let Some(chunk) = self.0.pop_front() {
+            if let Some(mut chunk) = self.0.pop_front() {
+                let rest = chunk.split_off(chunk.len().min(buf.remaining()));
                 buf.put_slice(&chunk);
+                if !rest.is_empty() {
+                    self.0.push_front(rest);
+                }
             }
             std::task::Poll::Ready(Ok(()))
         }
@@ -846,6 +924,180 @@ mod tests {
         let mut reader = FrameReader::with_max_packet(Chunks([frame].into()), 3);
         let refused = reader.next_packet_bytes().await.unwrap_err();
         assert!(PacketTooLarge::of(&refused).is_some(), "{refused}");
+    }
+
+    /// An answer's frames: short ones, one continued over a full frame,
+    /// its empty trailer, and one read split over several reads.
+    async fn answer_stream() -> Vec<u8> {
+        let mut writer = FrameWriter::new(Vec::new());
+        let long = vec![4u8; MAX_FRAME_PAYLOAD];
+        for (seq, payload) in [(1u8, &b"\x01"[..]), (2, b"def"), (3, &long), (5, b"")] {
+            writer.write_packet(seq, payload).await.unwrap();
+        }
+        writer.flush().await.unwrap();
+        writer.inner
+    }
+
+    #[tokio::test]
+    async fn frames_lent_in_place_are_the_frames_split_off() {
+        let wire = answer_stream().await;
+        let mut split = FrameReader::new(wire.as_slice());
+        let mut expected = Vec::new();
+        while let Ok(frame) = split.next_frame().await {
+            expected.push(frame.raw().to_vec());
+        }
+        assert_eq!(expected.len(), 5);
+        // Reads no longer than the reader's first, small one: the header
+        // read byte by byte, frames split anywhere.
+        for (first, chunk) in [(IDLE_READ, IDLE_READ), (1, 509), (3, 4093)] {
+            let (head, tail) = wire.split_at(30);
+            let reads = (head.chunks(first).chain(tail.chunks(chunk)))
+                .map(<[u8]>::to_vec)
+                .collect();
+            let mut reader = FrameReader::new(Chunks(reads));
+            let mut lent = Vec::new();
+            for _ in &expected {
+                let mut frame = reader.next_frame_in_place().await.unwrap();
+                let seq = frame.seq();
+                frame.set_seq(seq);
+                lent.push(frame.raw().to_vec());
+            }
+            assert!(lent == expected, "reads of {first} then {chunk} bytes");
+            assert!(!reader.has_buffered(), "the last frame lent counts as read");
+            let end = reader.next_frame_in_place().await.unwrap_err();
+            assert_eq!(end.kind(), io::ErrorKind::UnexpectedEof);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lent_frame_is_gone_for_every_later_read() {
+        let mut writer = FrameWriter::new(Vec::new());
+        for (seq, payload) in [(0u8, &b"one"[..]), (1, b"two"), (2, b"three"), (3, b"four")] {
+            writer.write_packet(seq, payload).await.unwrap();
+        }
+        writer.flush().await.unwrap();
+        let mut reader = FrameReader::new(writer.inner.as_slice());
+        let mut frame = reader.next_frame_in_place().await.unwrap();
+        frame.set_seq(9);
+        assert_eq!((frame.seq(), frame.payload()), (9, &b"one"[..]));
+        assert!(reader.has_buffered());
+        assert_eq!(reader.next_frame().await.unwrap().payload(), b"two");
+        assert_eq!(
+            reader.next_frame_in_place().await.unwrap().payload(),
+            b"three"
+        );
+        assert_eq!(reader.next_packet().await.unwrap(), (3, b"four".to_vec()));
+        assert!(!reader.has_buffered());
+
+        let mut reader = FrameReader::new(writer.inner.as_slice());
+        reader.next_frame_in_place().await.unwrap();
+        reader.release_idle();
+        let (seq, packet) = reader.next_packet_bytes().await.unwrap();
+        assert_eq!((seq, &packet[..]), (1, &b"two"[..]));
+    }
+
+    #[tokio::test]
+    async fn frames_lent_in_place_keep_the_limit() {
+        let wire = answer_stream().await;
+        let mut reader = FrameReader::with_max_packet(wire.as_slice(), 100);
+        reader.next_frame_in_place().await.unwrap();
+        reader.next_frame_in_place().await.unwrap();
+        let refused = reader.next_frame_in_place().await.unwrap_err();
+        assert_eq!(
+            PacketTooLarge::of(&refused),
+            Some(&PacketTooLarge {
+                seq: 3,
+                declared: MAX_FRAME_PAYLOAD,
+                limit: 100
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn answers_relayed_in_place_allocate_nothing() {
+        let answer = answer_stream().await[..12].to_vec();
+        let mut reader = FrameReader::new(Chunks(std::iter::repeat_n(answer, 8).collect()));
+        let mut made = Vec::new();
+        for _ in 0..8 {
+            let before = crate::test_alloc::allocations();
+            let first = reader.next_frame_in_place().await.unwrap();
+            assert_eq!(first.payload(), b"\x01");
+            let second = reader.next_frame_in_place().await.unwrap();
+            assert_eq!(second.payload(), b"def");
+            made.push(crate::test_alloc::allocations() - before);
+        }
+        // The first answer allocates a small read buffer, the second one a
+        // read's size.
+        assert_eq!(made[2..], [0; 6], "allocations per answer: {made:?}");
+    }
+
+    #[tokio::test]
+    async fn buffered_frames_are_lent_without_reading() {
+        let wire = answer_stream().await;
+        let (head, tail) = wire.split_at(9);
+        let reads = [head.to_vec(), tail[..600].to_vec()];
+        let mut reader = FrameReader::new(Chunks(reads.into()));
+        assert!(
+            reader.buffered_frame_in_place().unwrap().is_none(),
+            "nothing read yet"
+        );
+        assert_eq!(
+            reader.next_frame_in_place().await.unwrap().payload(),
+            b"\x01"
+        );
+        // Four bytes of "def"'s frame: not whole, not lent.
+        assert!(reader.buffered_frame_in_place().unwrap().is_none());
+        assert!(reader.has_buffered(), "the part read stays");
+        let frame = reader.next_frame_in_place().await.unwrap();
+        assert_eq!((frame.seq(), frame.payload()), (2, &b"def"[..]));
+        // The long frame's header is over the limit: refused without a read.
+        reader.set_max_packet(100);
+        let refused = reader.buffered_frame_in_place().unwrap_err();
+        assert_eq!(PacketTooLarge::of(&refused).map(|t| t.seq), Some(3));
+
+        let mut reader = FrameReader::new(wire.as_slice());
+        reader.next_frame_in_place().await.unwrap();
+        let mut lent = Vec::new();
+        while let Some(frame) = reader.buffered_frame_in_place().unwrap() {
+            lent.push(frame.seq());
+        }
+        assert_eq!(lent, [2], "the long frame is not whole in one read");
+    }
+
+    #[tokio::test]
+    async fn frames_queued_without_a_write_are_the_frames_write_raw_queues() {
+        let short = [3u8, 0, 0, 7, 0xFF, 1, 2];
+        let long = [vec![0u8, 0x40, 0, 8], vec![5u8; 0x4000]].concat();
+        let frames: Vec<&[u8]> = std::iter::repeat_n([&short[..], &long[..]], 9)
+            .flatten()
+            .collect();
+        let mut plain = FrameWriter::new(Vec::new());
+        let mut fast = FrameWriter::new(Vec::new());
+        let mut buffered = 0;
+        for (n, frame) in frames.iter().enumerate() {
+            if n == 5 {
+                for writer in [&mut plain, &mut fast] {
+                    writer.flush().await.unwrap();
+                    writer.release_idle();
+                }
+            }
+            plain.write_raw(frame).await.unwrap();
+            if fast.write_raw_buffered(frame) {
+                buffered += 1;
+            } else {
+                fast.write_raw(frame).await.unwrap();
+            }
+            assert!(fast.buf.len() < WRITE_FLUSH_AT, "frame {n}");
+            assert_eq!(
+                (fast.next_seq(), fast.last_was_error()),
+                (plain.next_seq(), plain.last_was_error()),
+                "frame {n}"
+            );
+        }
+        assert!(buffered > 0 && buffered < frames.len() - 2, "{buffered}");
+        plain.flush().await.unwrap();
+        fast.flush().await.unwrap();
+        assert!(fast.inner == plain.inner);
     }
 
     #[tokio::test]
