@@ -177,6 +177,12 @@ impl BinaryExecute {
         self.marked.len()
     }
 
+    /// Bytes [`BinaryExecute::write_params`] writes, but for long data:
+    /// at most the client's payload, and a type and local id per `?`.
+    pub(super) fn params_capacity(&self) -> usize {
+        self.payload.len() + 10 * self.marked.len()
+    }
+
     /// Bytes of the bound values.
     fn value_bytes(&self) -> u64 {
         self.params
@@ -188,17 +194,18 @@ impl BinaryExecute {
             .sum()
     }
 
-    /// What COM_STMT_EXECUTE carries after its statement id, flags and
-    /// iteration count for the routed text's `?`s: NULL bitmap, new-params
-    /// flag, types, values (the client's bytes; long data as a
-    /// length-encoded string of the client's type; a local id as
-    /// LONGLONG UNSIGNED).
-    pub(super) fn param_block(&self) -> Vec<u8> {
+    /// Appends to `block` what COM_STMT_EXECUTE carries after its
+    /// statement id, flags and iteration count for the routed text's `?`s:
+    /// NULL bitmap, new-params flag, types, values (the client's bytes;
+    /// long data as a length-encoded string of the client's type; a local
+    /// id as LONGLONG UNSIGNED). Nothing for none.
+    pub(super) fn write_params(&self, block: &mut Vec<u8>) {
         let count = self.marked.len();
         if count == 0 {
-            return Vec::new();
+            return;
         }
-        let mut block = vec![0u8; count.div_ceil(8)];
+        let bitmap = block.len();
+        block.resize(bitmap + count.div_ceil(8), 0);
         block.push(1);
         for param in &self.marked {
             let (kind, unsigned) = match *param {
@@ -218,13 +225,12 @@ impl BinaryExecute {
                         block.extend_from_slice(self.payload.get(range.clone()).unwrap_or_default())
                     }
                     (Some(ParamBytes::Long), Some(ParamValue::Bytes { data, .. })) => {
-                        write_lenenc_bytes(&mut block, data)
+                        write_lenenc_bytes(block, data)
                     }
-                    _ => block[index / 8] |= 1 << (index % 8),
+                    _ => block[bitmap + index / 8] |= 1 << (index % 8),
                 },
             }
         }
-        block
     }
 
     /// The routed text `sql` with the values written in as literals, for
@@ -1028,7 +1034,9 @@ mod tests {
         expected.extend_from_slice(&9u64.to_le_bytes());
         expected.extend_from_slice(b"\x03abc\x04long");
         expected.extend_from_slice(&42i64.to_le_bytes());
-        assert_eq!(binary.param_block(), expected);
+        let mut block = b"head".to_vec();
+        binary.write_params(&mut block);
+        assert_eq!(block[4..], expected);
         let text = String::from_utf8(binary.text(sql.as_bytes()).unwrap()).unwrap();
         assert!(
             text.starts_with("SELECT 9, _utf8mb4 X'616263', NULL, _") && text.ends_with(", 42"),
