@@ -226,16 +226,18 @@ fn a_kept_route_holds_only_where_it_was_learned() {
     set_fast_path(true);
     assert!(!off, "the fast path off");
     // A statement near the fast path's limit: a longer value makes its
-    // probe too long, as learning it anew would find.
-    // The probe: the text, less the markers, plus " n " and " 'x' ".
-    let base = 2048 - 18;
-    let padding = " ".repeat(base - (sql.len() - 2 + 4 + 5));
+    // probe (each marker replaced by " value ") too long, as learning it
+    // anew finds.
+    let probe_base = 2048 - 3 - 15; // room for 'x' and 15 digits, not 18
+    let padding = " ".repeat(probe_base - (sql.len() - 2 + 4));
     let long = format!("{sql}{padding}");
     let markers = placeholders(&long, &ctx.lex).unwrap();
-    let short = [MarkerValue::Digits(PIN_FAR), MarkerValue::Other];
+    let short = [MarkerValue::Digits(id(0, 1, 1)), MarkerValue::Other];
     let (kept, _) =
         MarkedRoute::learn(long.as_bytes(), &markers, &short, &topo, &ctx).expect("a route");
-    let longer = [MarkerValue::Digits(u64::MAX), MarkerValue::Other];
+    let fifteen = [MarkerValue::Digits(PIN_FAR), MarkerValue::Other];
+    assert!(kept.fill(&fifteen, &topo, &ctx).is_some());
+    let longer = [MarkerValue::Digits(PIN), MarkerValue::Other];
     assert_eq!(
         route_marked(long.as_bytes(), &markers, &longer, &topo, &ctx),
         None
