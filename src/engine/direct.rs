@@ -203,7 +203,7 @@ fn once_is_pipelined(backend: &BackendConn) -> bool {
 
 /// Starts `sql` (a `?` per bound value of `binary`) as the statement the
 /// connection keeps for that text, executed with the client's parameters
-/// ([`BinaryExecute::param_block`]). A text not kept yet and worth keeping
+/// ([`BinaryExecute::write_params`]). A text not kept yet and worth keeping
 /// is prepared alone first and its answer read (its id is known before the
 /// execute is sent: an execute of [`LAST_PREPARED`] after a refused prepare
 /// could run the statement prepared before it with these values), then
@@ -231,8 +231,7 @@ async fn execute_bound(
             }
         }
     }
-    let params = (binary.param_count(), binary.param_block());
-    prepare_alone(backend, sql, params, deprecate_eof, (kept, keep))
+    prepare_alone(backend, sql, Some(binary), deprecate_eof, (kept, keep))
         .await
         .map(Started::from)
 }
@@ -246,15 +245,15 @@ impl From<bool> for Started {
     }
 }
 
-/// Executes `sql` (`count` `?`s) with parameters `block` (what
-/// COM_STMT_EXECUTE carries after its header; empty for none) as the
+/// Executes `sql` (a `?` per parameter of `binary`; none without) with
+/// `binary`'s parameters ([`BinaryExecute::write_params`]) as the
 /// statement kept for it (`kept` is [`Kept::Hit`]), or prepares it alone
 /// first, reads the answer, and then executes it by its id: kept
 /// ([`Kept::Admit`]) or closed in the same write ([`Kept::Once`]).
 async fn prepare_alone(
     backend: &mut BackendConn,
     sql: &[u8],
-    (count, block): (usize, Vec<u8>),
+    binary: Option<&BinaryExecute>,
     deprecate_eof: bool,
     (kept, keep): (Kept, Keep),
 ) -> Result<bool, DirectFailure> {
@@ -280,7 +279,7 @@ async fn prepare_alone(
                 return Ok(false);
             };
             backend.statements.prepared(id, params);
-            if usize::from(params) != count {
+            if usize::from(params) != binary.map_or(0, BinaryExecute::param_count) {
                 send_close(backend, id).await.map_err(Lost)?;
                 return Ok(false);
             }
@@ -293,10 +292,13 @@ async fn prepare_alone(
             id
         }
     };
-    let mut execute = Vec::with_capacity(EXECUTE_LAST.len() + block.len());
+    let capacity = binary.map_or(0, BinaryExecute::params_capacity);
+    let mut execute = Vec::with_capacity(EXECUTE_LAST.len() + capacity);
     execute.extend_from_slice(&id.to_le_bytes());
     execute.extend_from_slice(&EXECUTE_LAST[4..]);
-    execute.extend_from_slice(&block);
+    if let Some(binary) = binary {
+        binary.write_params(&mut execute);
+    }
     let hit = matches!(kept, Kept::Hit(_));
     let sent = async {
         if hit {
@@ -420,7 +422,7 @@ pub(super) async fn start_direct(
     match (kept, pipelined) {
         (Kept::Once, true) => run_once(backend, sql, deprecate_eof).await,
         (Kept::Admit, true) => prepare_and_keep(backend, sql, deprecate_eof, keep).await,
-        _ => prepare_alone(backend, sql, (0, Vec::new()), deprecate_eof, (kept, keep)).await,
+        _ => prepare_alone(backend, sql, None, deprecate_eof, (kept, keep)).await,
     }
 }
 

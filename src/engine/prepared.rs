@@ -17,9 +17,11 @@
 use std::collections::HashMap;
 use std::io;
 use std::ops::Range;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use mysql_common::constants::{ColumnType, Command};
+use rustc_hash::FxHashMap;
 use tokio::io::AsyncWrite;
 
 use super::failure::{answer_failure, backend_error, lost_connection, write_error, Failure};
@@ -36,8 +38,8 @@ use crate::protocol::frame::write_lenenc_bytes;
 use crate::protocol::packets::{rewrite_status, status_offset, ERR_HEADER, OK_HEADER};
 use crate::protocol::FrameWriter;
 use crate::router::{
-    placeholders, route_marked, route_prepare, MarkedParam, MarkerValue, Placement, Plan,
-    RouteContext,
+    placeholders, route_marked, route_prepare, MarkedParam, MarkedRoute, MarkerValue, Placement,
+    Plan, RouteContext,
 };
 use crate::topology::config::LimitsConfig;
 use crate::topology::Topology;
@@ -49,8 +51,10 @@ const MAX_PLACEHOLDERS: usize = u16::MAX as usize;
 /// One statement prepared by a client.
 #[derive(Debug, Clone)]
 pub struct PreparedStatement {
-    sql: String,
-    placeholders: Vec<Range<usize>>,
+    /// Its text (UTF-8: COM_STMT_PREPARE's text is checked), shared with
+    /// each execute.
+    sql: Bytes,
+    placeholders: Arc<[Range<usize>]>,
     /// Parameter types from the last execute that sent them.
     types: Vec<(ColumnType, bool)>,
     /// Values sent with COM_STMT_SEND_LONG_DATA since the last execute.
@@ -61,11 +65,40 @@ pub struct PreparedStatement {
     /// The server's PREPARE answer named no FLOAT or DOUBLE column: its
     /// text rows convert to the binary rows the server would send.
     text_rows_exact: bool,
+    /// Its route with the values as markers, as an execute learned it
+    /// ([`MarkedRoute`]): later executes that it fits fill it in.
+    marked: Option<Box<MarkedRoute>>,
 }
 
 impl PreparedStatement {
+    /// A statement of text `sql` with parameter markers at `placeholders`.
+    fn new(sql: Bytes, placeholders: Vec<Range<usize>>) -> Self {
+        Self {
+            sql,
+            placeholders: placeholders.into(),
+            types: Vec::new(),
+            long_data: HashMap::new(),
+            long_data_overflow: false,
+            text_rows_exact: false,
+            marked: None,
+        }
+    }
+
     fn long_data_bytes(&self) -> usize {
         self.long_data.values().map(Vec::len).sum()
+    }
+
+    /// Its text as a string.
+    fn text(&self) -> Result<&str, ClientError> {
+        std::str::from_utf8(&self.sql)
+            .map_err(|_| ClientError::BadExecute("the statement's text is not UTF-8".to_owned()))
+    }
+
+    /// Takes its long data out (an execute binds it, COM_STMT_RESET drops
+    /// it) and forgets that it overflowed: the data, and whether it had.
+    fn take_long_data(&mut self) -> (HashMap<u16, Vec<u8>>, bool) {
+        let overflow = std::mem::take(&mut self.long_data_overflow);
+        (std::mem::take(&mut self.long_data), overflow)
     }
 }
 
@@ -73,9 +106,13 @@ impl PreparedStatement {
 #[derive(Debug, Default)]
 pub struct PreparedStatements {
     next_id: u32,
-    statements: HashMap<u32, PreparedStatement>,
+    /// By id (the proxy's own numbers: a fast hasher is safe).
+    statements: FxHashMap<u32, PreparedStatement>,
     /// Bytes of statement text held.
     text_bytes: usize,
+    /// Bytes the statements' kept routes hold ([`MarkedRoute::held_bytes`]),
+    /// within `limits.max_allowed_packet` like their text.
+    marked_bytes: usize,
     /// Bytes of long data held, all statements together.
     long_data_bytes: usize,
     /// The long values of the execute being routed, set aside.
@@ -91,8 +128,8 @@ pub struct PreparedStatements {
 #[derive(Debug)]
 pub struct BinaryExecute {
     /// The client's statement text and its markers.
-    sql: String,
-    markers: Vec<Range<usize>>,
+    sql: Bytes,
+    markers: Arc<[Range<usize>]>,
     /// How each value reads for routing.
     values: Vec<MarkerValue>,
     /// The values decoded (the text fallback writes them as literals).
@@ -102,7 +139,7 @@ pub struct BinaryExecute {
     /// Where each value is in `payload`.
     spans: Vec<ParamBytes>,
     /// The client's COM_STMT_EXECUTE (without the command byte).
-    payload: Vec<u8>,
+    payload: Bytes,
     charset: Charset,
     /// The plan routed first, and the topology it was routed on.
     first: Option<(Plan, u64, u64)>,
@@ -123,7 +160,7 @@ impl BinaryExecute {
                 return Some((plan, digest));
             }
         }
-        let marked = route_marked(self.sql.as_bytes(), &self.markers, &self.values, topo, ctx)?;
+        let marked = route_marked(&self.sql, &self.markers, &self.values, topo, ctx)?;
         self.marked = marked.params;
         self.marked_at = marked.markers;
         Some((Plan::Shard(marked.query), marked.digest))
@@ -140,6 +177,12 @@ impl BinaryExecute {
         self.marked.len()
     }
 
+    /// Bytes [`BinaryExecute::write_params`] writes, but for long data:
+    /// at most the client's payload, and a type and local id per `?`.
+    pub(super) fn params_capacity(&self) -> usize {
+        self.payload.len() + 10 * self.marked.len()
+    }
+
     /// Bytes of the bound values.
     fn value_bytes(&self) -> u64 {
         self.params
@@ -151,17 +194,18 @@ impl BinaryExecute {
             .sum()
     }
 
-    /// What COM_STMT_EXECUTE carries after its statement id, flags and
-    /// iteration count for the routed text's `?`s: NULL bitmap, new-params
-    /// flag, types, values (the client's bytes; long data as a
-    /// length-encoded string of the client's type; a local id as
-    /// LONGLONG UNSIGNED).
-    pub(super) fn param_block(&self) -> Vec<u8> {
+    /// Appends to `block` what COM_STMT_EXECUTE carries after its
+    /// statement id, flags and iteration count for the routed text's `?`s:
+    /// NULL bitmap, new-params flag, types, values (the client's bytes;
+    /// long data as a length-encoded string of the client's type; a local
+    /// id as LONGLONG UNSIGNED). Nothing for none.
+    pub(super) fn write_params(&self, block: &mut Vec<u8>) {
         let count = self.marked.len();
         if count == 0 {
-            return Vec::new();
+            return;
         }
-        let mut block = vec![0u8; count.div_ceil(8)];
+        let bitmap = block.len();
+        block.resize(bitmap + count.div_ceil(8), 0);
         block.push(1);
         for param in &self.marked {
             let (kind, unsigned) = match *param {
@@ -181,13 +225,12 @@ impl BinaryExecute {
                         block.extend_from_slice(self.payload.get(range.clone()).unwrap_or_default())
                     }
                     (Some(ParamBytes::Long), Some(ParamValue::Bytes { data, .. })) => {
-                        write_lenenc_bytes(&mut block, data)
+                        write_lenenc_bytes(block, data)
                     }
-                    _ => block[index / 8] |= 1 << (index % 8),
+                    _ => block[bitmap + index / 8] |= 1 << (index % 8),
                 },
             }
         }
-        block
     }
 
     /// The routed text `sql` with the values written in as literals, for
@@ -245,7 +288,7 @@ impl PreparedStatements {
             .iter()
             .map(|(&id, statement)| CarriedStatement {
                 id,
-                sql: statement.sql.clone(),
+                sql: String::from_utf8_lossy(&statement.sql).into_owned(),
                 markers: statement
                     .placeholders
                     .iter()
@@ -296,17 +339,12 @@ impl PreparedStatements {
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             restored.text_bytes += sql.len();
-            restored.statements.insert(
-                id,
-                PreparedStatement {
-                    sql,
-                    placeholders: markers.into_iter().map(|(start, end)| start..end).collect(),
-                    types,
-                    long_data: HashMap::new(),
-                    long_data_overflow: false,
-                    text_rows_exact: false,
-                },
+            let mut statement = PreparedStatement::new(
+                Bytes::from(sql),
+                markers.into_iter().map(|(start, end)| start..end).collect(),
             );
+            statement.types = types;
+            restored.statements.insert(id, statement);
         }
         Ok(restored)
     }
@@ -341,7 +379,11 @@ impl PreparedStatements {
             return Some(Ok(routed));
         }
         let binary = self.binary.take()?;
-        let text = render_statement(&binary.sql, &binary.markers, &binary.params, binary.charset)
+        let text = std::str::from_utf8(&binary.sql)
+            .ok()
+            .and_then(|sql| {
+                render_statement(sql, &binary.markers, &binary.params, binary.charset).ok()
+            })
             .unwrap_or_default();
         Some(Err(Bytes::from(text.into_bytes())))
     }
@@ -381,23 +423,43 @@ impl PreparedStatements {
         if let Some(statement) = self.statements.remove(&id) {
             self.text_bytes -= statement.sql.len();
             self.long_data_bytes -= statement.long_data_bytes();
+            self.marked_bytes -= statement.marked.as_ref().map_or(0, |m| m.held_bytes());
         }
     }
 
     /// Drops a statement's long data (COM_STMT_RESET).
     fn clear_long_data(&mut self, id: u32) {
-        self.take_long_data(id);
+        self.long_data_taken(id);
     }
 
-    /// Takes a statement's long data out of it (an execute binds it) and
-    /// forgets that it overflowed.
-    fn take_long_data(&mut self, id: u32) -> HashMap<u16, Vec<u8>> {
-        let Some(statement) = self.statements.get_mut(&id) else {
-            return HashMap::new();
-        };
+    /// Statement `id` with its long data taken out of it
+    /// ([`PreparedStatement::take_long_data`]) and out of the session's
+    /// count.
+    #[allow(clippy::type_complexity)]
+    fn long_data_taken(
+        &mut self,
+        id: u32,
+    ) -> Option<(&mut PreparedStatement, HashMap<u16, Vec<u8>>, bool)> {
+        let statement = self.statements.get_mut(&id)?;
         self.long_data_bytes -= statement.long_data_bytes();
-        statement.long_data_overflow = false;
-        std::mem::take(&mut statement.long_data)
+        let (long_data, overflow) = statement.take_long_data();
+        Some((statement, long_data, overflow))
+    }
+
+    /// Keeps `route` as statement `id`'s, in place of the one it kept,
+    /// while the session's kept routes stay within `budget` bytes.
+    fn keep_route(&mut self, id: u32, route: MarkedRoute, budget: usize) {
+        let Some(statement) = self.statements.get_mut(&id) else {
+            return;
+        };
+        if let Some(old) = statement.marked.take() {
+            self.marked_bytes -= old.held_bytes();
+        }
+        let bytes = route.held_bytes();
+        if self.marked_bytes.saturating_add(bytes) <= budget {
+            self.marked_bytes += bytes;
+            statement.marked = Some(Box::new(route));
+        }
     }
 
     /// COM_STMT_SEND_LONG_DATA (`payload` without the command byte):
@@ -540,14 +602,10 @@ impl Engine {
         };
         let mut conn = self.checkout(topology, &pool, target, state).await?;
         let marker_count = markers.len();
-        let id = state.prepared.add(PreparedStatement {
-            sql: sql.to_owned(),
-            placeholders: markers,
-            types: Vec::new(),
-            long_data: HashMap::new(),
-            long_data_overflow: false,
-            text_rows_exact: false,
-        });
+        let id = state.prepared.add(PreparedStatement::new(
+            Bytes::copy_from_slice(sql.as_bytes()),
+            markers,
+        ));
         let shape = PrepareShape {
             id,
             markers: marker_count,
@@ -598,23 +656,19 @@ impl Engine {
     pub async fn execute_prepared<W: AsyncWrite + Unpin, P: Placement + Clone + Send + 'static>(
         &self,
         state: &mut SessionState,
-        payload: &[u8],
+        payload: &Bytes,
         placement: &mut P,
         client: &mut FrameWriter<W>,
     ) -> io::Result<()> {
         let decoded = decode(state, payload).and_then(|(id, request, long)| {
-            match self.binary_execute(state, payload, id, &request, &long) {
-                Some(binary) => Ok(Err(binary)),
-                None => bind(state, id, request).map(Ok),
+            match self.binary_execute(state, payload, id, request, &long) {
+                Ok(binary) => Ok(Err(binary)),
+                Err(request) => bind(state, id, request).map(Ok),
             }
         });
         let (text, set_aside, binary) = match decoded {
             Ok(Ok((text, set_aside))) => (Bytes::from(text.into_bytes()), set_aside, None),
-            Ok(Err(binary)) => (
-                Bytes::from(binary.sql.clone().into_bytes()),
-                None,
-                Some(binary),
-            ),
+            Ok(Err(binary)) => (binary.sql.clone(), None, Some(binary)),
             Err(error) => {
                 write_error(client, state.response_seq, &error).await?;
                 return client.flush().await;
@@ -648,24 +702,32 @@ impl Engine {
 
     /// The execute as one whose values go to the server as bound, when
     /// its plan is one shard's with the values the planner does not read
-    /// left as `?` ([`route_marked`]); `None`: bound into the text.
+    /// left as `?` (the statement's kept [`MarkedRoute`] filled in, or one
+    /// learned and kept); `Err`: the request, to bind into the text.
     fn binary_execute(
         &self,
         state: &mut SessionState,
-        payload: &[u8],
+        payload: &Bytes,
         id: u32,
-        request: &ExecuteRequest,
+        request: ExecuteRequest,
         long: &[u16],
-    ) -> Option<BinaryExecute> {
+    ) -> Result<BinaryExecute, ExecuteRequest> {
         let topology = self.topology_for(state);
         let limits = &topology.config.limits;
         if limits.backend_prepared_statements == 0 || request.cursor_flags != 0 {
-            return None;
+            return Err(request);
         }
-        let statement = state.prepared.statements.get(&id)?;
-        let spans = param_spans(payload, &statement.types, |i| {
+        state.route.max_tokens = limits.max_statement_tokens;
+        state.route.autocommit = state.transaction.autocommit();
+        state.route.in_transaction = state.transaction.is_open();
+        let Some(statement) = state.prepared.statements.get(&id) else {
+            return Err(request);
+        };
+        let Some(spans) = param_spans(payload, &statement.types, |i| {
             u16::try_from(i).is_ok_and(|i| long.contains(&i))
-        })?;
+        }) else {
+            return Err(request);
+        };
         let values = request
             .params
             .iter()
@@ -677,24 +739,38 @@ impl Engine {
                 _ => MarkerValue::Other,
             })
             .collect::<Vec<_>>();
-        state.route.max_tokens = limits.max_statement_tokens;
-        state.route.autocommit = state.transaction.autocommit();
-        state.route.in_transaction = state.transaction.is_open();
-        let marked = route_marked(
-            statement.sql.as_bytes(),
-            &statement.placeholders,
-            &values,
-            &topology,
-            &state.route,
-        )?;
-        Some(BinaryExecute {
+        let kept = statement
+            .marked
+            .as_deref()
+            .filter(|route| route.fits(&values, &topology, &state.route));
+        let marked = match kept {
+            Some(route) => route.fill(&values, &topology, &state.route),
+            None => {
+                let learned = MarkedRoute::learn(
+                    &statement.sql,
+                    &statement.placeholders,
+                    &values,
+                    &topology,
+                    &state.route,
+                );
+                learned.map(|(route, plan)| {
+                    let budget = usize::try_from(limits.max_allowed_packet).unwrap_or(usize::MAX);
+                    state.prepared.keep_route(id, route, budget);
+                    plan
+                })
+            }
+        };
+        let (Some(marked), Some(statement)) = (marked, state.prepared.statements.get(&id)) else {
+            return Err(request);
+        };
+        Ok(BinaryExecute {
             sql: statement.sql.clone(),
             markers: statement.placeholders.clone(),
             values,
-            params: request.params.clone(),
+            params: request.params,
             types: statement.types.clone(),
             spans,
-            payload: payload.to_vec(),
+            payload: payload.clone(),
             charset: state.charset,
             first: Some((Plan::Shard(marked.query), marked.digest, topology.identity)),
             marked: marked.params,
@@ -714,25 +790,17 @@ fn decode(
     let id = read_u32(payload).ok_or_else(|| {
         ClientError::BadExecute("COM_STMT_EXECUTE shorter than a statement id".to_owned())
     })?;
-    let overflow = state
-        .prepared
-        .statements
-        .get(&id)
-        .ok_or(ClientError::UnknownStatement(id))?
-        .long_data_overflow;
     // Moved into the bound values, not copied.
-    let mut long_data = state.prepared.take_long_data(id);
+    let (statement, mut long_data, overflow) = state
+        .prepared
+        .long_data_taken(id)
+        .ok_or(ClientError::UnknownStatement(id))?;
     if overflow {
         return Err(ClientError::PacketTooLarge(
             "the long data (COM_STMT_SEND_LONG_DATA) of this statement's parameters went past limits.max_allowed_packet and was dropped".to_owned(),
         ));
     }
     let long: Vec<u16> = long_data.keys().copied().collect();
-    let statement = state
-        .prepared
-        .statements
-        .get_mut(&id)
-        .ok_or(ClientError::UnknownStatement(id))?;
     let request = parse_execute(
         payload,
         statement.placeholders.len(),
@@ -758,14 +826,10 @@ fn bind(
         .statements
         .get(&id)
         .ok_or(ClientError::UnknownStatement(id))?;
-    let set_aside = SetAside::take_long_values(&statement.sql, &mut request.params, charset);
-    let text = render_statement(
-        &statement.sql,
-        &statement.placeholders,
-        &request.params,
-        charset,
-    )
-    .map_err(|error| ClientError::BadExecute(error.to_string()))?;
+    let sql = statement.text()?;
+    let set_aside = SetAside::take_long_values(sql, &mut request.params, charset);
+    let text = render_statement(sql, &statement.placeholders, &request.params, charset)
+        .map_err(|error| ClientError::BadExecute(error.to_string()))?;
     Ok((text, set_aside))
 }
 
@@ -938,13 +1002,13 @@ mod tests {
         let spans = param_spans(&payload, &types, |i| i == 3).unwrap();
         let sql = "SELECT ?, ?, ?, ?, ?";
         let binary = BinaryExecute {
-            sql: sql.to_owned(),
-            markers: Vec::new(),
+            sql: sql.into(),
+            markers: Vec::new().into(),
             values: Vec::new(),
             params: request.params,
             types,
             spans,
-            payload: payload.clone(),
+            payload: payload.clone().into(),
             charset: Charset::UTF8MB4,
             first: None,
             marked: vec![
@@ -970,7 +1034,9 @@ mod tests {
         expected.extend_from_slice(&9u64.to_le_bytes());
         expected.extend_from_slice(b"\x03abc\x04long");
         expected.extend_from_slice(&42i64.to_le_bytes());
-        assert_eq!(binary.param_block(), expected);
+        let mut block = b"head".to_vec();
+        binary.write_params(&mut block);
+        assert_eq!(block[4..], expected);
         let text = String::from_utf8(binary.text(sql.as_bytes()).unwrap()).unwrap();
         assert!(
             text.starts_with("SELECT 9, _utf8mb4 X'616263', NULL, _") && text.ends_with(", 42"),
@@ -981,22 +1047,10 @@ mod tests {
     #[test]
     fn prepared_statements_move_with_their_ids_markers_and_types() {
         let mut statements = PreparedStatements::default();
-        let first = statements.add(PreparedStatement {
-            sql: "SELECT ? + ?".into(),
-            placeholders: vec![7..8, 11..12],
-            types: vec![(ColumnType::MYSQL_TYPE_LONGLONG, true)],
-            long_data: HashMap::new(),
-            long_data_overflow: false,
-            text_rows_exact: false,
-        });
-        let second = statements.add(PreparedStatement {
-            sql: "SELECT 1".into(),
-            placeholders: Vec::new(),
-            types: Vec::new(),
-            long_data: HashMap::new(),
-            long_data_overflow: false,
-            text_rows_exact: false,
-        });
+        let mut first = PreparedStatement::new("SELECT ? + ?".into(), vec![7..8, 11..12]);
+        first.types = vec![(ColumnType::MYSQL_TYPE_LONGLONG, true)];
+        let first = statements.add(first);
+        let second = statements.add(PreparedStatement::new("SELECT 1".into(), Vec::new()));
         statements.remove(second);
         let carried = statements.carry().expect("nothing pending");
         let text = serde_json::to_string(&carried).unwrap();
@@ -1004,16 +1058,9 @@ mod tests {
             PreparedStatements::from_carried(serde_json::from_str(&text).unwrap()).unwrap();
         assert_eq!(taken.carry(), Some(carried.clone()));
         assert_eq!(taken.len(), 1);
-        assert_eq!(taken.statements[&first].placeholders, vec![7..8, 11..12]);
+        assert_eq!(&taken.statements[&first].placeholders[..], &[7..8, 11..12]);
         // The next id goes on from the old process's, never reusing one.
-        let third = taken.add(PreparedStatement {
-            sql: "SELECT 2".into(),
-            placeholders: Vec::new(),
-            types: Vec::new(),
-            long_data: HashMap::new(),
-            long_data_overflow: false,
-            text_rows_exact: false,
-        });
+        let third = taken.add(PreparedStatement::new("SELECT 2".into(), Vec::new()));
         assert!(third > second, "{third} after {second}");
         // A marker outside the text is refused.
         let mut broken = carried;

@@ -1239,7 +1239,7 @@ mod tests {
         ));
         let execute = std::mem::size_of_val(&engine.execute_prepared(
             &mut session.state,
-            &[1, 0, 0, 0, 0, 1, 0, 0, 0],
+            &Bytes::from_static(&[1, 0, 0, 0, 0, 1, 0, 0, 0]),
             &mut session.placement,
             &mut session.writer,
         ));

@@ -25,7 +25,7 @@ pub use placement::RandomPlacement;
 pub use plan::*;
 pub use planner::fast::{
     clear_fast_path, fast_path_hits, fast_path_templates, route_marked, set_fast_path, MarkedParam,
-    MarkedPlan, MarkerValue, MAX_SEEN, MAX_TEMPLATES,
+    MarkedPlan, MarkedRoute, MarkerValue, MAX_SEEN, MAX_TEMPLATES,
 };
 pub use planner::{
     is_long_value_stub, migration_table, migration_table_in, route, route_digested, route_prepare,

@@ -871,19 +871,9 @@ pub struct MarkedPlan {
 
 /// The single-shard plan of a prepared statement `sql` (its markers at
 /// `markers`, bound to `values`) with every value the planner does not
-/// read left as a `?`, from the fast path's template of the statement's
-/// shape; `None` when there is none (not yet learned, not one shard, a
-/// value read as a key that is not a plain non-negative integer, a shape
-/// the fast path does not take): the caller binds the values into the
-/// text and routes it as any statement.
-///
-/// The values are written into a probe text (digits, or `'x'` for
-/// [`MarkerValue::Other`]) that is routed like any statement, so the fast
-/// path learns its shape; the template then says which literal is the
-/// shard key (its digits select the shard as the planner's functions say,
-/// a bad ID or another type finds no plan) and where each literal went in
-/// the shard's text: those places become `?`, and a key rewritten to its
-/// local id becomes a `?` bound to that local id.
+/// read left as a `?`: [`MarkedRoute::learn`]'s plan. `None` when there is
+/// none: the caller binds the values into the text and routes it as any
+/// statement.
 pub fn route_marked(
     sql: &[u8],
     markers: &[std::ops::Range<usize>],
@@ -891,133 +881,391 @@ pub fn route_marked(
     topo: &Topology,
     ctx: &RouteContext,
 ) -> Option<MarkedPlan> {
-    if markers.len() != values.len()
-        || topo.identity == 0
-        || !ENABLED.with(Cell::get)
-        || markers.iter().any(|m| m.start > m.end || m.end > sql.len())
-    {
-        return None;
-    }
-    let mut probe = Vec::with_capacity(sql.len() + 24 * markers.len());
-    let mut ranges = Vec::with_capacity(markers.len());
-    let mut copied = 0;
-    for (marker, value) in markers.iter().zip(values) {
-        probe.extend_from_slice(sql.get(copied..marker.start)?);
-        probe.push(b' ');
-        let start = probe.len();
-        match value {
-            MarkerValue::Digits(n) => {
-                use std::io::Write;
-                write!(probe, "{n}").ok()?;
-            }
-            MarkerValue::Other => probe.extend_from_slice(b"'x'"),
-        }
-        ranges.push(start..probe.len());
-        probe.push(b' ');
-        copied = marker.end;
-    }
-    probe.extend_from_slice(sql.get(copied..)?);
-    if probe.len() > MAX_STATEMENT_BYTES {
-        return None;
-    }
-    let lexed = lex::lex(&probe, &ctx.lex, ctx.max_tokens).ok()?;
-    let shape = Shape::of(&probe, &lexed.values)?;
-    // Literal index → the client's parameter it holds.
-    let mut marker_of = vec![None; shape.values.len()];
-    for (m, range) in ranges.iter().enumerate() {
-        let index = shape.values.iter().position(|v| v.range == *range)?;
-        marker_of[index] = Some(m);
-    }
-    let key = shape.hash(ctx, topo.identity);
-    let lookup = |shape: &Shape<'_>| {
-        CACHE.with(|c| {
-            let c = c.borrow();
-            match c.templates.get(&key) {
-                Some(t) if t.same_shape(shape, ctx, topo.identity) => {
-                    Some(t.fill_marked(shape, &marker_of, values, topo))
-                }
-                _ if c.seen.get(&key) == Some(&false) => Some(None),
-                _ => None,
-            }
-        })
-    };
-    let marked = match lookup(&shape) {
-        Some(marked) => marked,
-        None => {
-            // Not learned yet: routed as any statement, which learns it
-            // the second time it sees it (so twice; a prepared statement
-            // is meant to be executed again).
-            let digest_before = super::DIGEST.with(Cell::get);
-            let mut marked = None;
-            for _ in 0..2 {
-                route(&probe, topo, ctx, &mut FirstShard);
-                marked = lookup(&shape);
-                if marked.is_some() {
-                    break;
-                }
-            }
-            super::DIGEST.with(|d| d.set(digest_before));
-            marked.flatten()
-        }
-    }?;
-    // Every `?` of the text is one of ours (none came from elsewhere).
-    let mut marked = marked;
-    marked.markers = crate::router::placeholders(marked.query.sql.as_bytes(), &ctx.lex).ok()?;
-    (marked.markers.len() == marked.params.len()).then_some(marked)
+    MarkedRoute::learn(sql, markers, values, topo, ctx).map(|(_, plan)| plan)
 }
 
 impl Template {
-    /// [`Template::fill`] with the literals of client parameters
-    /// (`marker_of`) left as `?`; `None` when the key is a parameter whose
-    /// value was not written as itself.
+    /// What of this template the executes of a prepared statement need
+    /// ([`MarkedRoute`]): `shape` is its probe, `marker_of` the client
+    /// parameter each of the probe's literals holds. `None` when the key
+    /// is a parameter not bound as digits, a literal of the text the
+    /// planner refuses as a key, or the text needs a local id its key does
+    /// not give.
     fn fill_marked(
         &self,
         shape: &Shape<'_>,
         marker_of: &[Option<usize>],
         values: &[MarkerValue],
         topo: &Topology,
-    ) -> Option<MarkedPlan> {
+        learned: (ContextKey, usize),
+    ) -> Option<MarkedRoute> {
         let fleet = topo.fleets.get(self.fleet)?;
-        let (shard, local_id) = match self.key {
-            None => (self.shard, None),
-            Some(key) => {
-                if let Some(m) = marker_of.get(key.index).copied().flatten() {
-                    if !matches!(values.get(m), Some(MarkerValue::Digits(_))) {
-                        return None;
-                    }
-                }
-                key_target(key.rule, shape.content(key.index), fleet)?
-            }
-        };
-        let host = topo.master_of(self.fleet, shard)?;
-        let database = &fleet.database;
-        let mut sql = Vec::with_capacity(self.text.len() + 32);
-        let mut params = Vec::new();
-        for piece in &self.pieces {
-            match *piece {
-                Piece::Text(start, end) => sql.extend_from_slice(self.text.get(start..end)?),
-                Piece::Value(i) => match marker_of.get(i).copied().flatten() {
-                    Some(m) => {
-                        sql.push(b'?');
-                        params.push(MarkedParam::Client(m));
-                    }
-                    None => sql.extend_from_slice(shape.value(i)),
+        let key = match self.key {
+            None => MarkedKey::Fixed(self.shard, None),
+            Some(key) => match marker_of.get(key.index).copied().flatten() {
+                Some(m) => match values.get(m) {
+                    Some(MarkerValue::Digits(_)) => MarkedKey::Param(m, key.rule),
+                    _ => return None,
                 },
-                Piece::LocalId => {
-                    sql.push(b'?');
-                    params.push(MarkedParam::LocalId(local_id?));
+                None => {
+                    let (shard, local_id) = key_target(key.rule, shape.content(key.index), fleet)?;
+                    MarkedKey::Fixed(shard, local_id)
                 }
-                Piece::DbName => push_db_name(&mut sql, database, shard),
-                Piece::Shard => push_decimal(&mut sql, u64::from(shard), 0),
+            },
+        };
+        let gives_local_id = match key {
+            MarkedKey::Fixed(_, local_id) => local_id.is_some(),
+            MarkedKey::Param(_, rule) => matches!(rule, KeyRule::Object(_)),
+        };
+        let mut text = Vec::with_capacity(self.text.len() + 16);
+        let mut pieces = Vec::new();
+        let mut slots = Vec::new();
+        let mut run_from = 0;
+        for piece in &self.pieces {
+            let per_shard = match *piece {
+                Piece::Text(start, end) => {
+                    text.extend_from_slice(self.text.get(start..end)?);
+                    continue;
+                }
+                Piece::Value(i) => {
+                    match marker_of.get(i).copied().flatten() {
+                        Some(m) => {
+                            slots.push((text.len(), MarkedSlot::Client(m)));
+                            text.push(b'?');
+                        }
+                        None => text.extend_from_slice(shape.value(i)),
+                    }
+                    continue;
+                }
+                Piece::LocalId if gives_local_id => {
+                    slots.push((text.len(), MarkedSlot::LocalId));
+                    text.push(b'?');
+                    continue;
+                }
+                Piece::LocalId => return None,
+                Piece::DbName => MarkedPiece::DbName,
+                Piece::Shard => MarkedPiece::Shard,
+            };
+            if run_from < text.len() {
+                pieces.push(MarkedPiece::Text(run_from..text.len()));
             }
+            pieces.push(per_shard);
+            run_from = text.len();
         }
-        Some(MarkedPlan {
-            query: self.shard_query(shard, host, sql),
-            params,
-            markers: Vec::new(),
+        if run_from < text.len() {
+            pieces.push(MarkedPiece::Text(run_from..text.len()));
+        }
+        let (context, probe_base) = learned;
+        Some(MarkedRoute {
+            identity: topo.identity,
+            context,
+            digits: values
+                .iter()
+                .map(|value| matches!(value, MarkerValue::Digits(_)))
+                .collect(),
+            probe_base,
+            key,
+            pieces,
+            text,
+            slots,
+            query: self.shard_query(self.shard, 0, Vec::new()),
             digest: self.digest,
         })
     }
+}
+
+/// A prepared statement's route with its values as markers, made once
+/// from the fast path's template of its shape ([`MarkedRoute::learn`]) and
+/// kept with the statement: an execute fills it in for the shard its key
+/// selects ([`MarkedRoute::fill`]) without reading the text again. It
+/// holds for the routing table, the session context and the kinds of
+/// values (digits or not) it was learned with ([`MarkedRoute::fits`]).
+#[derive(Debug, Clone)]
+pub struct MarkedRoute {
+    identity: u64,
+    context: ContextKey,
+    /// Which parameters were bound as digits (the probe's literal kinds).
+    digits: Vec<bool>,
+    /// Bytes of the probe apart from the values written into it (the fast
+    /// path takes statements up to [`MAX_STATEMENT_BYTES`]).
+    probe_base: usize,
+    key: MarkedKey,
+    /// The plan's text: `text`, cut where the shard's database name and
+    /// number go.
+    pieces: Vec<MarkedPiece>,
+    text: Vec<u8>,
+    /// Each `?` of `text` (its offset) and what it takes, in order.
+    slots: Vec<(usize, MarkedSlot)>,
+    /// The template's plan; its target and text are each execute's.
+    query: ShardQuery,
+    digest: u64,
+}
+
+/// What selects a [`MarkedRoute`]'s shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MarkedKey {
+    /// Not a value: this shard (and local id), from no key or a literal
+    /// of the statement's text.
+    Fixed(u32, Option<u64>),
+    /// The client's parameter of this index, bound as digits, read by
+    /// this rule.
+    Param(usize, KeyRule),
+}
+
+/// A part of a [`MarkedRoute`]'s text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum MarkedPiece {
+    /// These bytes of its own text.
+    Text(std::ops::Range<usize>),
+    /// The shard's database name.
+    DbName,
+    /// The shard's number.
+    Shard,
+}
+
+/// What a `?` of a [`MarkedRoute`]'s text takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MarkedSlot {
+    /// The client's parameter of this index.
+    Client(usize),
+    /// The key's local id.
+    LocalId,
+}
+
+impl MarkedRoute {
+    /// The route of a prepared statement `sql` (its markers at `markers`)
+    /// executed with `values`, and its plan for them: a single-shard plan
+    /// with every value the planner does not read left as a `?`, from the
+    /// fast path's template of the statement's shape; `None` when there is
+    /// none (not yet learned, not one shard, a value read as a key that is
+    /// not a plain non-negative integer, a shape the fast path does not
+    /// take).
+    ///
+    /// The values are written into a probe text (digits, or `'x'` for
+    /// [`MarkerValue::Other`]) that is routed like any statement, so the
+    /// fast path learns its shape; the template then says which literal is
+    /// the shard key (its digits select the shard as the planner's
+    /// functions say, a bad ID or another type finds no plan) and where
+    /// each literal went in the shard's text: those places become `?`, and
+    /// a key rewritten to its local id becomes a `?` bound to that local
+    /// id. The plan's text is read again: its `?`s must be exactly those.
+    pub fn learn(
+        sql: &[u8],
+        markers: &[std::ops::Range<usize>],
+        values: &[MarkerValue],
+        topo: &Topology,
+        ctx: &RouteContext,
+    ) -> Option<(Self, MarkedPlan)> {
+        if markers.len() != values.len()
+            || topo.identity == 0
+            || !ENABLED.with(Cell::get)
+            || markers.iter().any(|m| m.start > m.end || m.end > sql.len())
+        {
+            return None;
+        }
+        let mut probe = Vec::with_capacity(sql.len() + 24 * markers.len());
+        let mut ranges = Vec::with_capacity(markers.len());
+        let mut copied = 0;
+        for (marker, value) in markers.iter().zip(values) {
+            probe.extend_from_slice(sql.get(copied..marker.start)?);
+            probe.push(b' ');
+            let start = probe.len();
+            match value {
+                MarkerValue::Digits(n) => push_decimal(&mut probe, *n, 0),
+                MarkerValue::Other => probe.extend_from_slice(b"'x'"),
+            }
+            ranges.push(start..probe.len());
+            probe.push(b' ');
+            copied = marker.end;
+        }
+        probe.extend_from_slice(sql.get(copied..)?);
+        if probe.len() > MAX_STATEMENT_BYTES {
+            return None;
+        }
+        let learned = (
+            context_key(ctx),
+            probe.len() - values.iter().map(probe_value_len).sum::<usize>(),
+        );
+        let lexed = lex::lex(&probe, &ctx.lex, ctx.max_tokens).ok()?;
+        let shape = Shape::of(&probe, &lexed.values)?;
+        // Literal index → the client's parameter it holds.
+        let mut marker_of = vec![None; shape.values.len()];
+        for (m, range) in ranges.iter().enumerate() {
+            let index = shape.values.iter().position(|v| v.range == *range)?;
+            marker_of[index] = Some(m);
+        }
+        let key = shape.hash(ctx, topo.identity);
+        let lookup = |shape: &Shape<'_>| {
+            CACHE.with(|c| {
+                let c = c.borrow();
+                match c.templates.get(&key) {
+                    Some(t) if t.same_shape(shape, ctx, topo.identity) => {
+                        Some(t.fill_marked(shape, &marker_of, values, topo, learned))
+                    }
+                    _ if c.seen.get(&key) == Some(&false) => Some(None),
+                    _ => None,
+                }
+            })
+        };
+        let marked = match lookup(&shape) {
+            Some(marked) => marked,
+            None => {
+                // Not learned yet: routed as any statement, which learns it
+                // the second time it sees it (so twice; a prepared statement
+                // is meant to be executed again).
+                let digest_before = super::DIGEST.with(Cell::get);
+                let mut marked = None;
+                for _ in 0..2 {
+                    route(&probe, topo, ctx, &mut FirstShard);
+                    marked = lookup(&shape);
+                    if marked.is_some() {
+                        break;
+                    }
+                }
+                super::DIGEST.with(|d| d.set(digest_before));
+                marked.flatten()
+            }
+        }?;
+        let plan = marked.fill(values, topo, ctx)?;
+        // Every `?` of the text is one of ours, where it was put.
+        let read = crate::router::placeholders(plan.query.sql.as_bytes(), &ctx.lex).ok()?;
+        (read == plan.markers).then_some((marked, plan))
+    }
+
+    /// Whether the route holds for an execute with `values` on `topo` in
+    /// `ctx`: the routing table, the session context and the kind of each
+    /// value (digits or not) it was learned with, the fast path on, and a
+    /// probe of these values no longer than the fast path takes.
+    pub fn fits(&self, values: &[MarkerValue], topo: &Topology, ctx: &RouteContext) -> bool {
+        self.identity == topo.identity
+            && values.len() == self.digits.len()
+            && values
+                .iter()
+                .zip(&self.digits)
+                .all(|(value, &digits)| matches!(value, MarkerValue::Digits(_)) == digits)
+            && self.context == context_key(ctx)
+            && ENABLED.with(Cell::get)
+            && self
+                .probe_base
+                .saturating_add(values.iter().map(probe_value_len).sum::<usize>())
+                <= MAX_STATEMENT_BYTES
+    }
+
+    /// The plan of an execute with `values`, as [`MarkedRoute::learn`]
+    /// would give it; `None` when the route does not fit them
+    /// ([`MarkedRoute::fits`]), the key's value selects no shard as the
+    /// planner's functions say (a bad ID, another type), or its shard has
+    /// no master.
+    pub fn fill(
+        &self,
+        values: &[MarkerValue],
+        topo: &Topology,
+        ctx: &RouteContext,
+    ) -> Option<MarkedPlan> {
+        if !self.fits(values, topo, ctx) {
+            return None;
+        }
+        let fleet_id = self.query.target.fleet;
+        let fleet = topo.fleets.get(fleet_id)?;
+        let (shard, local_id) = match self.key {
+            MarkedKey::Fixed(shard, local_id) => (shard, local_id),
+            MarkedKey::Param(m, rule) => match values.get(m)? {
+                MarkerValue::Digits(n) => digits_target(rule, *n, fleet)?,
+                MarkerValue::Other => return None,
+            },
+        };
+        let host = topo.master_of(fleet_id, shard)?;
+        let database = &fleet.database;
+        // Sized exactly: the plan's `Bytes` takes the vector as it is.
+        let len = self
+            .pieces
+            .iter()
+            .map(|piece| match piece {
+                MarkedPiece::Text(range) => range.len(),
+                MarkedPiece::DbName => db_name_len(database, shard),
+                MarkedPiece::Shard => decimal_len(u64::from(shard)),
+            })
+            .sum();
+        let mut sql = Vec::with_capacity(len);
+        let mut markers = Vec::with_capacity(self.slots.len());
+        let mut slots = self.slots.iter().map(|&(at, _)| at).peekable();
+        for piece in &self.pieces {
+            match piece {
+                MarkedPiece::Text(range) => {
+                    let start = sql.len();
+                    sql.extend_from_slice(self.text.get(range.clone())?);
+                    while let Some(at) = slots.next_if(|&at| at < range.end) {
+                        let at = start + at.saturating_sub(range.start);
+                        markers.push(at..at + 1);
+                    }
+                }
+                MarkedPiece::DbName => push_db_name(&mut sql, database, shard),
+                MarkedPiece::Shard => push_decimal(&mut sql, u64::from(shard), 0),
+            }
+        }
+        let params = self
+            .slots
+            .iter()
+            .map(|&(_, slot)| match slot {
+                MarkedSlot::Client(m) => Some(MarkedParam::Client(m)),
+                MarkedSlot::LocalId => local_id.map(MarkedParam::LocalId),
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(MarkedPlan {
+            query: ShardQuery {
+                target: Target {
+                    fleet: fleet_id,
+                    shard,
+                    host,
+                },
+                sql: SqlText(Bytes::from(sql)),
+                ..self.query.clone()
+            },
+            params,
+            markers,
+            digest: self.digest,
+        })
+    }
+
+    /// Bytes the route holds.
+    pub fn held_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.digits.len()
+            + self.text.len()
+            + self.pieces.len() * std::mem::size_of::<MarkedPiece>()
+            + self.slots.len() * std::mem::size_of::<(usize, MarkedSlot)>()
+    }
+}
+
+/// Bytes a value takes in [`MarkedRoute::learn`]'s probe.
+fn probe_value_len(value: &MarkerValue) -> usize {
+    match value {
+        MarkerValue::Digits(n) => decimal_len(*n),
+        MarkerValue::Other => 3,
+    }
+}
+
+/// [`key_target`] of a key bound to the integer `n` (read as its digits).
+fn digits_target(rule: KeyRule, n: u64, fleet: &Fleet) -> Option<(u32, Option<u64>)> {
+    match rule {
+        KeyRule::Object(type_id) => {
+            let id = decode_id(n, fleet).ok()?;
+            (id.type_id == type_id).then_some((id.shard, Some(id.local_id)))
+        }
+        KeyRule::Mapping => decode_id(n, fleet).ok().map(|id| (id.shard, None)),
+        KeyRule::ModShard => {
+            let mut digits = Vec::with_capacity(20);
+            push_decimal(&mut digits, n, 0);
+            key_target(rule, &digits, fleet)
+        }
+    }
+}
+
+/// Bytes of shard `shard`'s database name ([`push_db_name`]).
+fn db_name_len(database: &crate::topology::DatabaseFormat, shard: u32) -> usize {
+    database.prefix.len()
+        + database.width.max(decimal_len(u64::from(shard)))
+        + database.suffix.len()
 }
 
 #[cfg(test)]

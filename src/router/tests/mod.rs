@@ -17,6 +17,7 @@ mod keys;
 mod lexing;
 mod load_data;
 mod locking;
+mod marked;
 mod multi_shard;
 mod multi_shard_refusals;
 mod prepared;
