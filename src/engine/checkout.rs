@@ -32,26 +32,39 @@ pub(crate) async fn checkout_open(
     key: ConnKey,
     share: Option<(&PoolShare, u32)>,
 ) -> Result<PooledConn, PoolError> {
-    let conn = pool.checkout(key, share).await?;
-    replace_while_stale(pool, key, share, conn).await
+    let mut conn = pool.checkout(key, share).await?;
+    if is_stale(&mut conn) {
+        return replace_stale(pool, key, share, conn).await;
+    }
+    Ok(conn)
 }
 
-/// `conn`, or (when it is a reused connection the server closed while it
-/// sat idle) another one from `pool`, at most [`STALE_REPLACED`] times.
-async fn replace_while_stale(
+/// Whether `conn` is a reused connection the server ended while it sat
+/// idle. The check reads from the connection, so it is asked once per
+/// checkout: a second check would miss the packet the first one took.
+fn is_stale(conn: &mut PooledConn) -> bool {
+    conn.reused && closed_while_idle(conn)
+}
+
+/// Another connection from `pool` in place of `stale` (found stale by
+/// [`is_stale`], discarded here); each replacement is checked the same way,
+/// [`STALE_REPLACED`] replacements at most.
+async fn replace_stale(
     pool: &Arc<HostPool>,
     key: ConnKey,
     share: Option<(&PoolShare, u32)>,
-    mut conn: PooledConn,
+    mut stale: PooledConn,
 ) -> Result<PooledConn, PoolError> {
-    for _ in 0..STALE_REPLACED {
-        if !(conn.reused && closed_while_idle(&mut conn)) {
-            break;
+    for _ in 1..STALE_REPLACED {
+        stale.discard_broken();
+        let mut conn = pool.checkout(key, share).await?;
+        if !is_stale(&mut conn) {
+            return Ok(conn);
         }
-        conn.discard_broken();
-        conn = pool.checkout(key, share).await?;
+        stale = conn;
     }
-    Ok(conn)
+    stale.discard_broken();
+    pool.checkout(key, share).await
 }
 
 /// Whether the server ended an idle connection: reading it without waiting
@@ -236,8 +249,8 @@ impl Engine {
         let share = shared.then(|| (state.share.as_ref(), limits.max_host_share_percent));
         let key = state.conn_key;
         let opened = match pool.try_checkout(key, share) {
-            Some(Ok(mut conn)) => match conn.reused && closed_while_idle(&mut conn) {
-                true => Box::pin(replace_while_stale(pool, key, share, conn)).await,
+            Some(Ok(mut conn)) => match is_stale(&mut conn) {
+                true => Box::pin(replace_stale(pool, key, share, conn)).await,
                 false => Ok(conn),
             },
             Some(Err(error)) => Err(error),

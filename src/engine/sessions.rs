@@ -87,15 +87,21 @@ impl Sessions {
 
     /// Starts a takeover: sessions at a boundary offer themselves on `link`.
     pub fn request_handoff(&self, link: HandoffLink) {
-        *lock(&self.handoff) = Some(link);
-        self.handing_off.store(true, Ordering::SeqCst);
+        {
+            // The flag changes with the link, under its lock: it is set
+            // exactly while a link is.
+            let mut handoff = lock(&self.handoff);
+            *handoff = Some(link);
+            self.handing_off.store(true, Ordering::SeqCst);
+        }
         self.wake_all();
     }
 
     /// Ends the takeover's requests (done or failed).
     pub fn end_handoff(&self) {
+        let mut handoff = lock(&self.handoff);
         self.handing_off.store(false, Ordering::SeqCst);
-        *lock(&self.handoff) = None;
+        *handoff = None;
     }
 
     /// Where to offer the session now, during a takeover.

@@ -194,6 +194,9 @@ struct Host {
     threads: Mutex<HashMap<u32, Arc<Notify>>>,
     /// Wakes every connection of the host to close it.
     restart: Notify,
+    /// Wakes every connection of the host to send an unsolicited ERR 1053
+    /// (as a server that is shutting down does before it closes).
+    announce: Notify,
 }
 
 /// The fake fleet: hosts by address, their scripts, what they received.
@@ -220,6 +223,7 @@ impl FakeFleet {
                     dead: AtomicBool::new(false),
                     threads: Mutex::new(HashMap::new()),
                     restart: Notify::new(),
+                    announce: Notify::new(),
                 }),
             );
         }
@@ -261,6 +265,12 @@ impl FakeFleet {
     /// one is found closed at its next checkout); new ones are accepted.
     pub fn restart_host(&self, addr: &str) {
         self.host(addr).restart.notify_waiters();
+    }
+
+    /// Host `addr` sends ERR 1053 on every connection it has, which stay
+    /// open (the FIN that follows on a real server not arrived yet).
+    pub fn announce_shutdown(&self, addr: &str) {
+        self.host(addr).announce.notify_waiters();
     }
 
     /// Host `addr` accepts connections again.
@@ -420,6 +430,11 @@ async fn serve(
             let (_, packet) = tokio::select! {
                 packet = reader.next_packet() => packet?,
                 () = host.restart.notified() => return Ok(()),
+                () = host.announce.notified() => {
+                    writer.write_packet(0, &err_packet(1053, "08S01", "Server shutdown in progress")).await?;
+                    writer.flush().await?;
+                    continue;
+                }
             };
             if host.dead.load(Ordering::SeqCst) {
                 return Ok(());

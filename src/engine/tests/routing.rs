@@ -227,3 +227,23 @@ async fn a_connection_the_host_closed_while_idle_is_replaced_before_use() {
     );
     assert_ne!(received[0].thread, received[1].thread);
 }
+
+#[tokio::test]
+async fn a_connection_that_sent_an_unsolicited_error_while_idle_is_not_used() {
+    let mut rig = Rig::new();
+    rig.fleet
+        .on(B, "db02049", Reply::rows(&["title"], &[&[Some("b")]]));
+    let mut session = rig.session();
+    let sql = format!("SELECT title FROM pins WHERE id = {}", pin(2049, 1));
+    assert_eq!(session.run(&sql).await.rows(), Some(vec!["b".to_owned()]));
+    rig.fleet.announce_shutdown(B);
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let again = session.run(&sql).await;
+    assert_eq!(again.rows(), Some(vec!["b".to_owned()]), "{again:?}");
+    let received = rig.fleet.queries_with(B, "db02049.pins");
+    assert_eq!(received.len(), 2, "{received:#?}");
+    assert_ne!(
+        received[0].thread, received[1].thread,
+        "sent again on the connection that announced its end"
+    );
+}
