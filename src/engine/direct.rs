@@ -304,17 +304,8 @@ async fn prepare_alone(
         if hit {
             write_closes(backend, &closes).await?;
         }
-        backend
-            .writer
-            .write_command(Command::COM_STMT_EXECUTE as u8, &execute)
-            .await?;
-        if close_after {
-            backend
-                .writer
-                .write_command(Command::COM_STMT_CLOSE as u8, &id.to_le_bytes())
-                .await?;
-        }
-        backend.writer.flush().await
+        let close = close_after.then(|| id.to_le_bytes());
+        write_execute_and_close(backend, &execute, close).await
     };
     let sent = sent.await;
     if close_after {
@@ -343,19 +334,29 @@ async fn send_prepare_execute_last(
             .writer
             .write_command(Command::COM_STMT_PREPARE as u8, sql)
             .await?;
-        backend
-            .writer
-            .write_command(Command::COM_STMT_EXECUTE as u8, &EXECUTE_LAST)
-            .await?;
-        if close {
-            backend
-                .writer
-                .write_command(Command::COM_STMT_CLOSE as u8, &LAST_PREPARED)
-                .await?;
-        }
-        backend.writer.flush().await
+        write_execute_and_close(backend, &EXECUTE_LAST, close.then_some(LAST_PREPARED)).await
     };
     sent.await.map_err(Unsent)
+}
+
+/// Writes COM_STMT_EXECUTE with `execute` as its body, then, with
+/// `close`, COM_STMT_CLOSE of that statement id, and flushes them.
+async fn write_execute_and_close(
+    backend: &mut BackendConn,
+    execute: &[u8],
+    close: Option<[u8; 4]>,
+) -> std::io::Result<()> {
+    backend
+        .writer
+        .write_command(Command::COM_STMT_EXECUTE as u8, execute)
+        .await?;
+    if let Some(id) = close {
+        backend
+            .writer
+            .write_command(Command::COM_STMT_CLOSE as u8, &id)
+            .await?;
+    }
+    backend.writer.flush().await
 }
 
 /// Queues COM_STMT_CLOSE of `ids` (no answer comes).
